@@ -1,0 +1,45 @@
+# train_gpt: make (CPU build) · make test · make quickstart
+CC ?= gcc
+CFLAGS ?= -O3
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I.
+LDLIBS = -lcjson -lnuma -lpcre2-8 -lm
+
+BUILD = build
+MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
+            model/checkpoint.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c \
+            model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
+LIB_SRC = $(MODEL_SRC) parallel/comm_null.c data/shards.c data/tokenizer.c util/err.c
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+HEADERS = $(wildcard model/*.h model/cpu/*.h parallel/*.h data/*.h util/*.h)
+
+.PHONY: all clean test quickstart setup data
+all: train_gpt prepare
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+train_gpt: $(BUILD)/train_gpt.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_kernels: $(BUILD)/tests/test_kernels.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+setup:
+	bash scripts/setup.sh
+
+# KJV token shards for the default configs (assets/data/kjv_{train,val}_*.bin).
+data: prepare
+	bash scripts/prepare_kjv.sh
+
+quickstart: setup all data
+	./train_gpt --config configs/tiny.json
+
+test: all $(BUILD)/test_kernels
+	bash tests/run.sh
+
+clean:
+	rm -rf $(BUILD) train_gpt prepare

@@ -1,0 +1,599 @@
+/* GPT-2 byte-level BPE, token for token as the npm package gpt-3-encoder
+ * 1.1.4 (the tests' oracle). Encoding a text:
+ *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2);
+ *   2. turn each byte of a piece into that byte's token;
+ *   3. while some adjacent pair of tokens has a merge rank (its line in
+ *      vocab.bpe), merge every occurrence of the lowest-ranked pair.
+ * Tokens are integer ids throughout; strings appear only while loading.
+ *
+ * Two places where gpt-3-encoder differs from a textbook GPT-2, matched here:
+ *  - JavaScript's \s is not PCRE's Unicode \s (see JS_SPACE below).
+ *  - It keys its merge ranks by `bpe_ranks[[a, b]]`, i.e. by the string
+ *    "a,b". A pair whose tokens contain commas can thus take the rank of a
+ *    different merge: ("\",", "\"") is no GPT-2 merge, yet its key "\",,\""
+ *    is that of the merge ("\"", ",\""), so gpt-3-encoder merges it into
+ *    "\",\"". We build the pair table from those joined keys (build_pairs),
+ *    which reproduces this for every pair whose merge result is a token.
+ *    (With GPT-2's files we found no text where this changes the tokens:
+ *    the merge order seems never to put such a pair side by side. It costs
+ *    nothing, so it stays, to be exact rather than lucky.) */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
+#include "data/tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void *xrealloc(void *p, size_t bytes, const char *what) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        fprintf(stderr, "error: out of memory growing %s to %zu bytes\n", what, bytes);
+        exit(1);
+    }
+    return q;
+}
+
+/* Makes room for `more` elements of `size` bytes in a doubling array. */
+static void reserve(void **arr, size_t *cap, size_t used, size_t more, size_t size, const char *what) {
+    if (used + more <= *cap) return;
+    size_t c = *cap ? *cap : 64;
+    while (c < used + more) c *= 2;
+    *arr = xrealloc(*arr, c * size, what);
+    *cap = c;
+}
+
+static int read_file(const char *path, char **buf, size_t *len, tg_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tg_fail(e, "cannot open %s: %s (run scripts/setup.sh to fetch the GPT-2 vocabulary)",
+                       path, strerror(errno));
+    size_t n = 0, cap = 0;
+    char *b = NULL;
+    for (;;) {
+        reserve((void **)&b, &cap, n, 1 << 16, 1, path);
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return tg_fail(e, "cannot read %s", path);
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* ---- string -> (v0, v1) hash map with an arena of keys ------------------ */
+
+#define SLOT_EMPTY UINT32_MAX
+
+typedef struct strmap_slot {
+    uint32_t hash, off, len; /* len == SLOT_EMPTY: unused */
+    uint32_t v0, v1;
+} strmap_slot;
+
+typedef struct strmap {
+    strmap_slot *slots;
+    size_t cap, count; /* cap: 0 or a power of two, at most half full */
+    char *keys;
+    size_t keys_n, keys_cap;
+} strmap;
+
+static uint32_t hash_bytes(const char *s, size_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static strmap_slot *strmap_find(const strmap *m, const char *s, size_t n, uint32_t h) {
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        strmap_slot *sl = &m->slots[i];
+        if (sl->len == SLOT_EMPTY) return sl;
+        if (sl->hash == h && sl->len == n && memcmp(m->keys + sl->off, s, n) == 0) return sl;
+    }
+}
+
+static int strmap_get(const strmap *m, const char *s, size_t n, uint32_t *v0, uint32_t *v1) {
+    if (!m->cap) return 0;
+    const strmap_slot *sl = strmap_find(m, s, n, hash_bytes(s, n));
+    if (sl->len == SLOT_EMPTY) return 0;
+    if (v0) *v0 = sl->v0;
+    if (v1) *v1 = sl->v1;
+    return 1;
+}
+
+static void strmap_grow(strmap *m) {
+    strmap old = *m;
+    m->cap = old.cap ? old.cap * 2 : 1024;
+    m->slots = tg_malloc(m->cap * sizeof *m->slots, "tokenizer hash table");
+    memset(m->slots, 0xff, m->cap * sizeof *m->slots);
+    for (size_t i = 0; i < old.cap; i++) {
+        const strmap_slot *sl = &old.slots[i];
+        if (sl->len != SLOT_EMPTY) *strmap_find(m, old.keys + sl->off, sl->len, sl->hash) = *sl;
+    }
+    free(old.slots);
+}
+
+/* Inserts or overwrites. Keys must be shorter than 4 GiB in all. */
+static void strmap_put(strmap *m, const char *s, size_t n, uint32_t v0, uint32_t v1) {
+    if (2 * (m->count + 1) > m->cap) strmap_grow(m);
+    uint32_t h = hash_bytes(s, n);
+    strmap_slot *sl = strmap_find(m, s, n, h);
+    if (sl->len == SLOT_EMPTY) {
+        reserve((void **)&m->keys, &m->keys_cap, m->keys_n, n, 1, "tokenizer hash keys");
+        memcpy(m->keys + m->keys_n, s, n);
+        *sl = (strmap_slot){h, (uint32_t)m->keys_n, (uint32_t)n, 0, 0};
+        m->keys_n += n;
+        m->count++;
+    }
+    sl->v0 = v0;
+    sl->v1 = v1;
+}
+
+static void strmap_free(strmap *m) {
+    free(m->slots);
+    free(m->keys);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- (left id, right id) -> (rank, merged id) hash map ------------------ */
+
+#define PAIR_EMPTY UINT64_MAX
+
+typedef struct pair_slot {
+    uint64_t key; /* left << 32 | right */
+    int32_t rank, merged;
+} pair_slot;
+
+typedef struct pairmap {
+    pair_slot *slots;
+    size_t cap, count;
+} pairmap;
+
+static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
+
+static pair_slot *pair_find(const pairmap *m, uint64_t key) {
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (m->cap - 1);
+    for (;; i = (i + 1) & (m->cap - 1))
+        if (m->slots[i].key == key || m->slots[i].key == PAIR_EMPTY) return &m->slots[i];
+}
+
+static const pair_slot *pair_get(const pairmap *m, int32_t a, int32_t b) {
+    const pair_slot *s = pair_find(m, pair_key(a, b));
+    return s->key == PAIR_EMPTY ? NULL : s;
+}
+
+static void pair_put(pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged) {
+    if (2 * (m->count + 1) > m->cap) {
+        pairmap old = *m;
+        m->cap = old.cap ? old.cap * 2 : 1 << 16;
+        m->slots = tg_malloc(m->cap * sizeof *m->slots, "BPE merge table");
+        for (size_t i = 0; i < m->cap; i++) m->slots[i].key = PAIR_EMPTY;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slots[i].key != PAIR_EMPTY) *pair_find(m, old.slots[i].key) = old.slots[i];
+        free(old.slots);
+    }
+    pair_slot *s = pair_find(m, pair_key(a, b));
+    if (s->key == PAIR_EMPTY) m->count++;
+    *s = (pair_slot){pair_key(a, b), rank, merged};
+}
+
+/* ---- the tokenizer ------------------------------------------------------ */
+
+struct tokenizer {
+    int n_vocab;
+    char *tok_bytes;         /* every token's bytes, in id order */
+    size_t *tok_off;         /* token i is tok_bytes[tok_off[i] .. tok_off[i+1]) */
+    int32_t byte_token[256]; /* the token of each single byte */
+    pairmap merges;
+    pcre2_code *re;
+};
+
+/* encoder.json and vocab.bpe write byte b as the code point alphabet[b]:
+ * printable Latin-1 bytes as themselves, the 68 others as U+0100 upwards
+ * (GPT-2's bytes_to_unicode). byte_of_cp inverts it (-1: not in it). */
+#define ALPHABET_CPS 324
+static void byte_alphabet(int16_t byte_of_cp[ALPHABET_CPS]) {
+    int n = 0;
+    for (int cp = 0; cp < ALPHABET_CPS; cp++) byte_of_cp[cp] = -1;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        byte_of_cp[printable ? b : 256 + n++] = (int16_t)b;
+    }
+}
+
+/* Converts a token written in the alphabet (UTF-8 text of code points below
+ * U+0144) to its raw bytes; out needs n bytes. Returns the byte count or -1. */
+static long alphabet_to_bytes(const int16_t *byte_of_cp, const char *s, size_t n, char *out) {
+    const unsigned char *u = (const unsigned char *)s;
+    long k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned cp = u[i];
+        if (cp >= 0x80) {
+            if ((cp & 0xE0) != 0xC0 || i + 1 >= n || (u[i + 1] & 0xC0) != 0x80) return -1;
+            cp = (cp & 0x1F) << 6 | (u[++i] & 0x3F);
+            if (cp < 0x80) return -1;
+        }
+        if (cp >= ALPHABET_CPS || byte_of_cp[cp] < 0) return -1;
+        out[k++] = (char)byte_of_cp[cp];
+    }
+    return k;
+}
+
+/* Checks the id of each entry and returns the entries indexed by id. */
+static cJSON **encoder_entries(const cJSON *root, int n, const char *path, tg_err *e) {
+    cJSON **by_id = tg_calloc((size_t)n, sizeof *by_id, "encoder.json entries");
+    for (cJSON *it = root->child; it; it = it->next) {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (!(v >= 0 && v < n && v == (int)v) || by_id[(int)v]) {
+            tg_fail(e, "%s: token \"%s\" has id %s, expected a distinct integer in [0, %d)", path,
+                    it->string, cJSON_IsNumber(it) ? "out of range or repeated" : "not a number", n);
+            free(by_id);
+            return NULL;
+        }
+        by_id[(int)v] = it;
+    }
+    return by_id;
+}
+
+/* Fills tok_bytes/tok_off and vocab (raw bytes -> id) from the parsed JSON. */
+static int encoder_tables(tokenizer *t, strmap *vocab, const cJSON *root, const char *path, tg_err *e) {
+    int16_t byte_of_cp[ALPHABET_CPS];
+    byte_alphabet(byte_of_cp);
+    int n = cJSON_GetArraySize(root);
+    cJSON **by_id = encoder_entries(root, n, path, e);
+    if (!by_id) return -1;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += strlen(by_id[i]->string);
+    t->tok_bytes = tg_malloc(total, "token bytes");
+    t->tok_off = tg_malloc((size_t)(n + 1) * sizeof *t->tok_off, "token offsets");
+    t->tok_off[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const char *key = by_id[i]->string;
+        char *out = t->tok_bytes + t->tok_off[i];
+        long k = alphabet_to_bytes(byte_of_cp, key, strlen(key), out);
+        if (k < 0 || strmap_get(vocab, out, (size_t)k, NULL, NULL)) {
+            tg_fail(e, "%s: token \"%s\" (id %d) %s", path, key, i,
+                    k < 0 ? "has a character outside GPT-2's byte alphabet" : "is a duplicate");
+            free(by_id);
+            return -1;
+        }
+        strmap_put(vocab, out, (size_t)k, (uint32_t)i, 0);
+        t->tok_off[i + 1] = t->tok_off[i] + (size_t)k;
+    }
+    free(by_id);
+    t->n_vocab = n;
+    return 0;
+}
+
+static int load_encoder(tokenizer *t, strmap *vocab, const char *path, tg_err *e) {
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len, e)) return -1;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    int rc = 0;
+    if (!root)
+        rc = tg_fail(e, "%s: not valid JSON (error near byte %ld)", path, (long)(end ? end - text : -1));
+    else if (!cJSON_IsObject(root) || cJSON_GetArraySize(root) < 256)
+        rc = tg_fail(e, "%s: expected a JSON object mapping at least 256 tokens to ids", path);
+    else
+        rc = encoder_tables(t, vocab, root, path, e);
+    for (int b = 0; rc == 0 && b < 256; b++) {
+        char c = (char)b;
+        uint32_t id = 0;
+        if (!strmap_get(vocab, &c, 1, &id, NULL))
+            rc = tg_fail(e, "%s: no token for the single byte 0x%02x", path, b);
+        t->byte_token[b] = (int32_t)id;
+    }
+    cJSON_Delete(root);
+    free(text);
+    return rc;
+}
+
+static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Splits one vocab.bpe line into its two whitespace-separated fields. */
+static int split_fields(const char *s, const char *end, const char *f[2], size_t flen[2]) {
+    int nf = 0;
+    while (s < end) {
+        while (s < end && is_ascii_space(*s)) s++;
+        if (s == end) break;
+        const char *w = s;
+        while (s < end && !is_ascii_space(*s)) s++;
+        if (nf == 2) return -1;
+        f[nf] = w;
+        flen[nf++] = (size_t)(s - w);
+    }
+    return nf == 2 ? 0 : -1;
+}
+
+/* Parses the merges into keys: "left,right" in raw bytes -> rank. The first
+ * line (#version) is skipped, and so is anything after the last newline,
+ * exactly as gpt-3-encoder's lines.slice(1, lines.length - 1). */
+static int parse_merges(const strmap *vocab, const char *path, const char *text, size_t len,
+                        strmap *keys, tg_err *e) {
+    int16_t byte_of_cp[ALPHABET_CPS];
+    byte_alphabet(byte_of_cp);
+    const char *p = memchr(text, '\n', len), *end = text + len;
+    while (end > text && end[-1] != '\n') end--;
+    char *key = NULL;
+    size_t key_cap = 0;
+    int rc = 0, rank = 0;
+    for (int line = 2; p && p + 1 < end && rc == 0; line++, rank++) {
+        const char *s = p + 1, *eol = memchr(s, '\n', (size_t)(end - s));
+        const char *f[2];
+        size_t fl[2];
+        p = eol;
+        reserve((void **)&key, &key_cap, 0, (size_t)(eol - s) + 1, 1, "merge key");
+        long a = -1, b = -1;
+        if (split_fields(s, eol, f, fl) == 0 &&
+            (a = alphabet_to_bytes(byte_of_cp, f[0], fl[0], key)) >= 0)
+            b = alphabet_to_bytes(byte_of_cp, f[1], fl[1], key + a + 1);
+        if (b < 0) {
+            rc = tg_fail(e, "%s line %d: expected two tokens written in GPT-2's byte alphabet", path,
+                         line);
+        } else if (!strmap_get(vocab, key, (size_t)a, NULL, NULL) ||
+                   !strmap_get(vocab, key + a + 1, (size_t)b, NULL, NULL)) {
+            rc = tg_fail(e, "%s line %d: merges a token missing from encoder.json", path, line);
+        } else {
+            key[a] = ',';
+            /* an existing key is overwritten: a later line wins, as in JS */
+            strmap_put(keys, key, (size_t)(a + 1 + b), (uint32_t)rank, 0);
+        }
+    }
+    free(key);
+    return rc;
+}
+
+/* Every split of a key "left,right" at one of its commas into two tokens is
+ * a pair gpt-3-encoder ranks with that key's rank (see the top of the file).
+ * The split at the real separator is the ordinary merge. */
+static int build_pairs(tokenizer *t, const strmap *vocab, const strmap *keys, const char *path,
+                       tg_err *e) {
+    char *joined = NULL;
+    size_t joined_cap = 0;
+    for (size_t i = 0; i < keys->cap; i++) {
+        const strmap_slot *sl = &keys->slots[i];
+        if (sl->len == SLOT_EMPTY) continue;
+        const char *k = keys->keys + sl->off;
+        reserve((void **)&joined, &joined_cap, 0, sl->len, 1, "merge result");
+        for (uint32_t c = 0; c < sl->len; c++) {
+            uint32_t a, b, m;
+            if (k[c] != ',' || !strmap_get(vocab, k, c, &a, NULL) ||
+                !strmap_get(vocab, k + c + 1, sl->len - c - 1, &b, NULL))
+                continue;
+            memcpy(joined, k, c);
+            memcpy(joined + c, k + c + 1, sl->len - c - 1);
+            if (!strmap_get(vocab, joined, sl->len - 1, &m, NULL)) {
+                free(joined);
+                return tg_fail(e, "%s line %u: a merge result is missing from encoder.json", path,
+                               sl->v0 + 2);
+            }
+            pair_put(&t->merges, (int32_t)a, (int32_t)b, (int32_t)sl->v0, (int32_t)m);
+        }
+    }
+    free(joined);
+    return 0;
+}
+
+static int load_merges(tokenizer *t, const strmap *vocab, const char *path, tg_err *e) {
+    char *text;
+    size_t len;
+    if (read_file(path, &text, &len, e)) return -1;
+    strmap keys = {0};
+    int rc = parse_merges(vocab, path, text, len, &keys, e);
+    if (rc == 0 && keys.count == 0) rc = tg_fail(e, "%s: no merges found", path);
+    if (rc == 0) rc = build_pairs(t, vocab, &keys, path, e);
+    strmap_free(&keys);
+    free(text);
+    return rc;
+}
+
+/* JavaScript's \s (ECMA-262 WhiteSpace and LineTerminator), which
+ * gpt-3-encoder's regex uses. PCRE2's Unicode \s differs (it has U+0085 and
+ * U+180E, not U+FEFF), so the pattern spells the JS set out: Zs plus these.
+ * \p{L}, \p{N}, \p{Zs} come from PCRE2's Unicode tables; characters that
+ * node's newer Unicode version assigned since may still be classed apart. */
+#define JS_SPACE "\\t\\n\\x0B\\f\\r\\x{2028}\\x{2029}\\x{FEFF}\\p{Zs}"
+
+/* GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * with \s replaced by JS_SPACE and \S by its complement. */
+static const char gpt2_pattern[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACE "\\p{L}\\p{N}]+"
+    "|[" JS_SPACE "]+(?![^" JS_SPACE "])|[" JS_SPACE "]+";
+
+static int compile_pattern(tokenizer *t, tg_err *e) {
+    int code;
+    PCRE2_SIZE off;
+    t->re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+                          &off, NULL);
+    if (!t->re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return tg_fail(e, "PCRE2 rejects the pre-tokenization pattern at offset %zu: %s", (size_t)off,
+                       (const char *)msg);
+    }
+    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* speed only: without JIT, same matches */
+    return 0;
+}
+
+tokenizer *tokenizer_load(const char *vocab_dir, tg_err *e) {
+    tokenizer *t = tg_calloc(1, sizeof *t, "tokenizer");
+    strmap vocab = {0}; /* raw token bytes -> id; needed only while loading */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
+    int rc = load_encoder(t, &vocab, path, e);
+    snprintf(path, sizeof path, "%s/vocab.bpe", vocab_dir);
+    if (rc == 0) rc = load_merges(t, &vocab, path, e);
+    if (rc == 0) rc = compile_pattern(t, e);
+    strmap_free(&vocab);
+    if (rc) {
+        tokenizer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void tokenizer_free(tokenizer *t) {
+    if (!t) return;
+    free(t->tok_bytes);
+    free(t->tok_off);
+    free(t->merges.slots);
+    pcre2_code_free(t->re);
+    free(t);
+}
+
+int tokenizer_vocab_size(const tokenizer *t) { return t->n_vocab; }
+
+const char *tokenizer_decode(const tokenizer *t, int token, size_t *len) {
+    if (token < 0 || token >= t->n_vocab) return NULL;
+    if (len) *len = t->tok_off[token + 1] - t->tok_off[token];
+    return t->tok_bytes + t->tok_off[token];
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+/* Returns the offset of the first ill-formed sequence (Unicode table 3-7:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), or len. */
+static size_t utf8_first_invalid(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        size_t need;
+        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else
+            return i;
+        if (len - i <= need || s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+        i += need + 1;
+    }
+    return len;
+}
+
+/* A piece's tokens are cached for the rest of one encode call (pieces repeat
+ * a lot in text); the limits bound the cache's memory. */
+#define CACHE_MAX_PIECE 64
+#define CACHE_MAX_ENTRIES (1u << 18)
+
+/* Scratch state of one tokenizer_encode call. */
+typedef struct encoder {
+    const tokenizer *t;
+    pcre2_match_data *md;
+    strmap cache; /* piece bytes -> (offset in pool, token count) */
+    int32_t *pool, *word;
+    size_t pool_n, pool_cap, word_cap;
+} encoder;
+
+/* Merges every occurrence of the pair p in w[0..n), left to right. */
+static size_t merge_pair(int32_t *w, size_t n, const pair_slot *p) {
+    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + 1 < n && w[i] == a && w[i + 1] == b) {
+            w[o++] = p->merged;
+            i += 2;
+        } else {
+            w[o++] = w[i++];
+        }
+    }
+    return o;
+}
+
+/* gpt-3-encoder's bpe(): on a tie of ranks (possible only through the comma
+ * quirk) it takes the last such pair in the word, hence `<=`. Leaves the
+ * tokens in enc->word and returns their count. */
+static size_t bpe(encoder *enc, const unsigned char *s, size_t n) {
+    reserve((void **)&enc->word, &enc->word_cap, 0, n, sizeof *enc->word, "BPE word");
+    int32_t *w = enc->word;
+    for (size_t i = 0; i < n; i++) w[i] = enc->t->byte_token[s[i]];
+    while (n > 1) {
+        const pair_slot *best = NULL;
+        for (size_t i = 0; i + 1 < n; i++) {
+            const pair_slot *p = pair_get(&enc->t->merges, w[i], w[i + 1]);
+            if (p && (!best || p->rank <= best->rank)) best = p;
+        }
+        if (!best) break;
+        n = merge_pair(w, n, best);
+    }
+    return n;
+}
+
+static void append(int32_t **arr, size_t *n, size_t *cap, const int32_t *src, size_t k) {
+    reserve((void **)arr, cap, *n, k, sizeof **arr, "token array");
+    memcpy(*arr + *n, src, k * sizeof *src);
+    *n += k;
+}
+
+static void encode_piece(encoder *enc, const char *s, size_t n, int32_t **out, size_t *n_out,
+                         size_t *cap) {
+    uint32_t off, cnt;
+    if (strmap_get(&enc->cache, s, n, &off, &cnt)) {
+        append(out, n_out, cap, enc->pool + off, cnt);
+        return;
+    }
+    size_t k = bpe(enc, (const unsigned char *)s, n);
+    append(out, n_out, cap, enc->word, k);
+    if (n <= CACHE_MAX_PIECE && enc->cache.count < CACHE_MAX_ENTRIES) {
+        strmap_put(&enc->cache, s, n, (uint32_t)enc->pool_n, (uint32_t)k);
+        append(&enc->pool, &enc->pool_n, &enc->pool_cap, enc->word, k);
+    }
+}
+
+/* Splits text into pieces and encodes each; text is valid UTF-8. */
+static int encode_pieces(encoder *enc, const char *text, size_t len, int32_t **out, size_t *n_out,
+                         size_t *cap, tg_err *e) {
+    size_t pos = 0;
+    while (pos < len) {
+        int rc = pcre2_match(enc->t->re, (PCRE2_SPTR)text, len, pos, PCRE2_NO_UTF_CHECK, enc->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break; /* cannot happen: every character matches */
+        if (rc < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return tg_fail(e, "pre-tokenization failed at byte offset %zu: %s", pos, (const char *)msg);
+        }
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(enc->md);
+        if (ov[1] <= pos) return tg_fail(e, "pre-tokenization stalled at byte offset %zu", pos);
+        encode_piece(enc, text + ov[0], ov[1] - ov[0], out, n_out, cap);
+        pos = ov[1];
+    }
+    return 0;
+}
+
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **tokens,
+                     size_t *n_tokens, size_t *cap, tg_err *e) {
+    size_t bad = utf8_first_invalid((const unsigned char *)text, len);
+    if (bad < len)
+        return tg_fail(e, "invalid UTF-8 at byte offset %zu (byte 0x%02x)", bad,
+                       (unsigned char)text[bad]);
+    encoder enc = {.t = t, .md = pcre2_match_data_create_from_pattern(t->re, NULL)};
+    if (!enc.md) return tg_fail(e, "out of memory for PCRE2 match data");
+    size_t n0 = *n_tokens;
+    int rc = encode_pieces(&enc, text, len, tokens, n_tokens, cap, e);
+    if (rc) *n_tokens = n0;
+    pcre2_match_data_free(enc.md);
+    strmap_free(&enc.cache);
+    free(enc.pool);
+    free(enc.word);
+    return rc;
+}

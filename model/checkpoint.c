@@ -1,0 +1,342 @@
+#include "model/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/safetensors.h"
+
+#define CKPT_FORMAT "train_gpt checkpoint"
+#define CKPT_VERSION 1
+static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"};
+#define N_CKPT_FILES 4
+
+/* ---- layout-independent views of one rank's buffers ---- */
+
+/* Copies this rank's local elements of t into the full tensor (host). */
+static void local_to_full(const gpt *g, const gpt_tensor *t, const float *local, float *full) {
+    for (size_t j = 0; j < t->numel; j++) {
+        long long fi = gpt_full_index(g, t, j);
+        if (fi >= 0) full[fi] = local[j];
+    }
+}
+
+/* Fills this rank's local elements of t from the full tensor (padding: 0). */
+static void full_to_local(const gpt *g, const gpt_tensor *t, const float *full, float *local) {
+    for (size_t j = 0; j < t->numel; j++) {
+        long long fi = gpt_full_index(g, t, j);
+        local[j] = fi >= 0 ? full[fi] : 0.0f;
+    }
+}
+
+static size_t full_numel(const gpt_tensor *t) { return (size_t)t->full_rows * t->full_cols; }
+
+static void tensor_shape(const gpt_tensor *t, st_entry *en) {
+    if (t->is_1d) {
+        en->ndim = 1;
+        en->shape[0] = t->full_cols;
+    } else {
+        en->ndim = 2;
+        en->shape[0] = t->full_rows;
+        en->shape[1] = t->full_cols;
+    }
+}
+
+/* Writes the full tensors of several backend buffers laid out like the
+ * parameters (params, or the AdamW moments) into one safetensors file, each
+ * tensor under its buffer's prefix + its name. */
+static int write_buffers(const char *path, const gpt *g, const float *const *bufs, const char *const *prefixes, int nbuf,
+                         tg_err *e) {
+    size_t per_buf = 0;
+    for (int i = 0; i < g->n_tensors; i++) per_buf += full_numel(&g->tensors[i]);
+    const int n = g->n_tensors * nbuf;
+    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    float *full = tg_calloc(per_buf * (size_t)nbuf, sizeof(float), "checkpoint tensors");
+    st_entry *en = tg_calloc((size_t)n, sizeof(st_entry), "checkpoint index");
+    char (*names)[128] = tg_calloc((size_t)n, 128, "checkpoint names");
+    size_t off = 0;
+    for (int b = 0; b < nbuf; b++) {
+        g->ops->download(host, bufs[b], g->n_params * sizeof(float));
+        for (int i = 0; i < g->n_tensors; i++) {
+            const gpt_tensor *t = &g->tensors[i];
+            int k = b * g->n_tensors + i;
+            local_to_full(g, t, host + t->offset, full + off);
+            snprintf(names[k], 128, "%s%s", prefixes[b], t->name);
+            en[k].name = names[k];
+            en[k].data = full + off;
+            tensor_shape(t, &en[k]);
+            off += full_numel(t);
+        }
+    }
+    int rc = safetensors_write(path, en, n, e);
+    free(names);
+    free(en);
+    free(full);
+    free(host);
+    return rc;
+}
+
+static int write_text(const char *path, const char *text, tg_err *e) {
+    FILE *f = fopen(path, "w");
+    if (!f) return tg_fail(e, "%s: cannot create: %s", path, strerror(errno));
+    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = 0;
+    return ok ? 0 : tg_fail(e, "%s: write failed: %s", path, strerror(errno));
+}
+
+static char *hf_config_json(const gpt_dims *d, const tg_config *c) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(j, "model_type", "gpt2");
+    cJSON_AddNumberToObject(j, "vocab_size", d->V);
+    cJSON_AddNumberToObject(j, "n_positions", d->T);
+    cJSON_AddNumberToObject(j, "n_ctx", d->T);
+    cJSON_AddNumberToObject(j, "n_embd", d->C);
+    cJSON_AddNumberToObject(j, "n_layer", d->L);
+    cJSON_AddNumberToObject(j, "n_head", d->NH);
+    cJSON_AddNullToObject(j, "n_inner");
+    cJSON_AddStringToObject(j, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(j, "layer_norm_epsilon", 1e-5);
+    cJSON_AddNumberToObject(j, "initializer_range", 0.02);
+    cJSON_AddNumberToObject(j, "resid_pdrop", c->model.dropout);
+    cJSON_AddNumberToObject(j, "embd_pdrop", c->model.dropout);
+    cJSON_AddNumberToObject(j, "attn_pdrop", c->model.dropout);
+    cJSON_AddBoolToObject(j, "scale_attn_weights", 1);
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", 1);
+    cJSON_AddNumberToObject(j, "bos_token_id", 50256);
+    cJSON_AddNumberToObject(j, "eos_token_id", 50256);
+    cJSON_AddStringToObject(j, "torch_dtype", "float32");
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static char *state_json(const tg_config *c, const ckpt_state *st) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(j, "version", CKPT_VERSION);
+    cJSON_AddNumberToObject(j, "step", st->step);
+    cJSON_AddNumberToObject(j, "data_epoch", (double)st->pos.epoch);
+    cJSON_AddNumberToObject(j, "data_index", (double)st->pos.index);
+    cJSON_AddNumberToObject(j, "seed", (double)c->train.seed);
+    char *cfg = config_to_json(c);
+    cJSON_AddItemToObject(j, "config", cJSON_Parse(cfg));
+    free(cfg);
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static void remove_dir(const char *dir) {
+    char p[2048];
+    for (int i = 0; i < N_CKPT_FILES; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, CKPT_FILES[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+static int mkdir_p(const char *path, tg_err *e) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, tg_err *e) {
+    char final[1024], tmp[1100], p[1200];
+    snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
+    struct stat sb;
+    if (stat(final, &sb) == 0) return 0; /* this step is already saved, with this very state */
+    if (mkdir_p(out_dir, e)) return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    remove_dir(tmp); /* the leftover of an interrupted save */
+    if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
+
+    const float *model_buf[1] = {g->params};
+    const char *model_prefix[1] = {""};
+    const float *optim_bufs[2] = {o->m, o->v};
+    const char *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
+    char *hf = hf_config_json(&g->d, c), *state = state_json(c, st);
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    int rc = write_buffers(p, g, model_buf, model_prefix, 1, e);
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    if (rc == 0) rc = write_buffers(p, g, optim_bufs, optim_prefixes, 2, e);
+    snprintf(p, sizeof p, "%s/config.json", tmp);
+    if (rc == 0) rc = write_text(p, hf, e);
+    snprintf(p, sizeof p, "%s/state.json", tmp);
+    if (rc == 0) rc = write_text(p, state, e);
+    free(hf);
+    free(state);
+    if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
+    if (rc != 0) remove_dir(tmp);
+    return rc;
+}
+
+int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
+    DIR *d = opendir(out_dir);
+    if (!d) return -1;
+    int best = -1;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        int step;
+        char tail;
+        /* "step_%08d" exactly: a trailing ".tmp" makes the scan see a tail */
+        if (sscanf(ent->d_name, "step_%d%c", &step, &tail) != 1) continue;
+        char probe[2048];
+        snprintf(probe, sizeof probe, "%s/%s/state.json", out_dir, ent->d_name);
+        if (access(probe, R_OK) != 0) continue;
+        if (step > best) best = step;
+    }
+    closedir(d);
+    if (best >= 0) snprintf(path, path_len, "%s/step_%08d", out_dir, best);
+    return best;
+}
+
+/* ---- loading ---- */
+
+static int check_hf_key(const cJSON *cfg, const char *key, int want, bool at_least, const char *path, tg_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return tg_fail(e, "%s: key '%s' must be a number", path, key);
+    int got = (int)v->valuedouble;
+    if (at_least ? got < want : got != want)
+        return tg_fail(e, "%s: %s = %d does not fit this model's %s%d", path, key, got, at_least ? "at least " : "", want);
+    return 0;
+}
+
+/* config.json beside a checkpoint must describe the model being loaded. */
+static int check_hf_config(const char *dir, const gpt_dims *d, tg_err *e) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0; /* optional: the tensor shapes are checked anyway */
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *cfg = cJSON_Parse(buf);
+    if (!cfg) return tg_fail(e, "%s: malformed JSON", path);
+    int rc = check_hf_key(cfg, "n_layer", d->L, false, path, e);
+    if (rc == 0) rc = check_hf_key(cfg, "n_head", d->NH, false, path, e);
+    if (rc == 0) rc = check_hf_key(cfg, "n_embd", d->C, false, path, e);
+    if (rc == 0) rc = check_hf_key(cfg, "vocab_size", d->V, false, path, e);
+    if (rc == 0) rc = check_hf_key(cfg, "n_positions", d->T, true, path, e);
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+static const st_tensor *find_tensor(const st_file *s, const char *prefix, const char *name) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const st_tensor *t = safetensors_find(s, full);
+    if (!t && prefix[0] == '\0') { /* GPT2LMHeadModel.save_pretrained adds "transformer." */
+        snprintf(full, sizeof full, "transformer.%s", name);
+        t = safetensors_find(s, full);
+    }
+    return t;
+}
+
+/* A stored tensor must have the checkpoint shape; wpe may be longer (a
+ * model trained with a longer context), and its first rows are used. */
+static int check_shape(const st_file *s, const st_tensor *st, const gpt_tensor *t, tg_err *e) {
+    bool ok;
+    if (t->is_1d) ok = st->ndim == 1 && st->shape[0] == t->full_cols;
+    else
+        ok = st->ndim == 2 && st->shape[1] == t->full_cols &&
+             (t->kind == P_WPE ? st->shape[0] >= t->full_rows : st->shape[0] == t->full_rows);
+    if (ok) return 0;
+    char got[96] = "", want[64];
+    for (int dd = 0; dd < st->ndim; dd++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", dd ? ", " : "", st->shape[dd]);
+    if (t->is_1d) snprintf(want, sizeof want, "%d", t->full_cols);
+    else snprintf(want, sizeof want, "%d, %d", t->full_rows, t->full_cols);
+    return tg_fail(e, "%s: tensor '%s' has shape [%s], this model needs [%s]", s->path, st->name, got, want);
+}
+
+/* Reads every tensor of the model under prefix into a buffer laid out like
+ * the parameters (backend memory). */
+static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *dst, tg_err *e) {
+    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < g->n_tensors; i++) {
+        const gpt_tensor *t = &g->tensors[i];
+        const st_tensor *st = find_tensor(s, prefix, t->name);
+        if (!st) {
+            rc = tg_fail(e, "%s: tensor '%s%s' is missing", s->path, prefix, t->name);
+            break;
+        }
+        if ((rc = check_shape(s, st, t, e)) != 0) break;
+        float *full = tg_malloc((size_t)st_numel(st) * sizeof(float), "checkpoint tensor");
+        rc = safetensors_read_f32(s, st, full, e);
+        if (rc == 0) full_to_local(g, t, full, host + t->offset);
+        free(full);
+    }
+    if (rc == 0) g->ops->upload(dst, host, g->n_params * sizeof(float));
+    free(host);
+    return rc;
+}
+
+int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
+    if (check_hf_config(dir, &g->d, e)) return -1;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st_file *s = safetensors_open(path, e);
+    if (!s) return -1;
+    int rc = read_buffer(s, g, "", g->params, e);
+    safetensors_close(s);
+    return rc;
+}
+
+int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    st_file *s = safetensors_open(path, e);
+    if (!s) return -1;
+    int rc = read_buffer(s, g, "exp_avg.", o->m, e);
+    if (rc == 0) rc = read_buffer(s, g, "exp_avg_sq.", o->v, e);
+    safetensors_close(s);
+    return rc;
+}
+
+static int json_int(const cJSON *j, const char *key, long long *out, const char *path, tg_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0) return tg_fail(e, "%s: key '%s' is missing or not a count", path, key);
+    *out = (long long)v->valuedouble;
+    return 0;
+}
+
+int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    if (!j) return tg_fail(e, "%s: malformed JSON", path);
+    long long step = 0, version = 0;
+    int rc = json_int(j, "version", &version, path, e);
+    if (rc == 0 && version != CKPT_VERSION) rc = tg_fail(e, "%s: checkpoint version %lld is not %d", path, version, CKPT_VERSION);
+    if (rc == 0) rc = json_int(j, "step", &step, path, e);
+    if (rc == 0) rc = json_int(j, "data_epoch", &st->pos.epoch, path, e);
+    if (rc == 0) rc = json_int(j, "data_index", &st->pos.index, path, e);
+    st->step = (int)step;
+    cJSON_Delete(j);
+    return rc;
+}

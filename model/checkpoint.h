@@ -1,0 +1,35 @@
+/* Checkpoints: a directory step_XXXXXXXX/ per save, written under a
+ * temporary name and renamed when complete. It holds the full, unsharded
+ * model (model.safetensors, Hugging Face GPT-2 names and [in, out] shapes,
+ * vocabulary unpadded) with a config.json transformers accepts, the AdamW
+ * moments (optimizer.safetensors, "exp_avg.NAME" / "exp_avg_sq.NAME") and
+ * the run state (state.json: step, data position, seed). None of it depends
+ * on the TP/DP layout that wrote it. */
+#ifndef MODEL_CHECKPOINT_H
+#define MODEL_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "data/shards.h"
+#include "model/config.h"
+#include "model/gpt.h"
+#include "model/optim.h"
+
+typedef struct ckpt_state {
+    int step;
+    data_pos pos;
+} ckpt_state;
+
+int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, tg_err *e);
+
+/* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */
+int ckpt_latest(const char *out_dir, char *path, size_t path_len);
+
+/* Weights from dir/model.safetensors (ours, or a Hugging Face GPT-2
+ * directory: "transformer." prefixes, F16/BF16 and a longer wpe accepted),
+ * checking dir/config.json against the model's shape when present. */
+int ckpt_load_model(const char *dir, gpt *g, tg_err *e);
+int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e);
+int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e);
+
+#endif

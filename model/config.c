@@ -1,0 +1,334 @@
+#include "model/config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_INT, K_INT64, K_FLOAT, K_BOOL, K_STRING, K_ENUM } key_type;
+
+typedef struct {
+    const char *path;     /* "section.key", or "key" at top level */
+    key_type type;
+    size_t offset;        /* into tg_config */
+    size_t size;          /* for strings */
+    const char *def;      /* default, as text */
+    double min, max;      /* numeric range, inclusive */
+    const char *choices;  /* K_ENUM: '|'-separated */
+    const char *help;
+} key_spec;
+
+#define OFF(field) offsetof(tg_config, field), sizeof(((tg_config *)0)->field)
+#define BIG 1e18
+
+static const key_spec SCHEMA[] = {
+    {"model.n_layer", K_INT, OFF(model.n_layer), "12", 1, 1024, NULL, "number of transformer blocks"},
+    {"model.n_head", K_INT, OFF(model.n_head), "12", 1, 1024, NULL, "attention heads (must divide n_embd)"},
+    {"model.n_embd", K_INT, OFF(model.n_embd), "768", 1, 65536, NULL, "hidden width C"},
+    {"model.vocab_size", K_INT, OFF(model.vocab_size), "50257", 1, 65536, NULL, "real vocabulary size (token ids must be below it)"},
+    {"model.vocab_multiple", K_INT, OFF(model.vocab_multiple), "128", 1, 65536, NULL, "the padded vocabulary is the next multiple of this"},
+    {"model.seq_len", K_INT, OFF(model.seq_len), "1024", 1, 1 << 20, NULL, "context length T (also the rows of wpe)"},
+    {"model.dropout", K_FLOAT, OFF(model.dropout), "0", 0, 0.999, NULL, "dropout probability (only 0 is supported so far)"},
+    {"model.init_from", K_STRING, OFF(model.init_from), "", 0, 0, NULL, "start from this checkpoint dir or Hugging Face GPT-2 dir (model.safetensors + config.json); empty: random init"},
+    {"train.micro_batch", K_INT, OFF(train.micro_batch), "4", 1, 1 << 20, NULL, "sequences per forward/backward on each data-parallel rank"},
+    {"train.global_batch", K_INT, OFF(train.global_batch), "4", 1, 1 << 24, NULL, "sequences per optimizer step (gradient accumulation makes up the rest)"},
+    {"train.steps", K_INT, OFF(train.steps), "1000", 0, 1 << 30, NULL, "optimizer steps to run (0: just write the initial checkpoint)"},
+    {"train.lr", K_FLOAT, OFF(train.lr), "6e-4", 0, 10, NULL, "peak learning rate"},
+    {"train.min_lr", K_FLOAT, OFF(train.min_lr), "6e-5", 0, 10, NULL, "learning rate at the end of the cosine decay"},
+    {"train.warmup", K_INT, OFF(train.warmup), "100", 0, 1 << 30, NULL, "linear warm-up steps"},
+    {"train.weight_decay", K_FLOAT, OFF(train.weight_decay), "0.1", 0, 10, NULL, "AdamW decoupled weight decay (2-D tensors only)"},
+    {"train.beta1", K_FLOAT, OFF(train.beta1), "0.9", 0, 0.999999, NULL, "AdamW beta1"},
+    {"train.beta2", K_FLOAT, OFF(train.beta2), "0.95", 0, 0.999999, NULL, "AdamW beta2"},
+    {"train.eps", K_FLOAT, OFF(train.eps), "1e-8", 0, 1, NULL, "AdamW epsilon (outside the square root)"},
+    {"train.grad_clip", K_FLOAT, OFF(train.grad_clip), "1.0", 0, BIG, NULL, "clip the global gradient norm to this (0: no clipping)"},
+    {"train.seed", K_INT64, OFF(train.seed), "1337", 0, 9007199254740991.0, NULL, "seed of every random number (init, shuffling, sampling)"},
+    {"train.recompute", K_ENUM, OFF(train.recompute), "none", 0, 0, "none|selective|full", "activation recomputation (only none so far)"},
+    {"train.precision", K_ENUM, OFF(train.precision), "fp32", 0, 0, "fp32|bf16", "compute precision (fp32 on the CPU)"},
+    {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
+    {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
+    {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},
+    {"data.vocab_dir", K_STRING, OFF(data.vocab_dir), "assets/vocab", 0, 0, NULL, "directory holding encoder.json and vocab.bpe (for samples)"},
+    {"out.dir", K_STRING, OFF(out.dir), "runs/default", 0, 0, NULL, "run directory: log.jsonl and step_XXXXXXXX/ checkpoints"},
+    {"out.log_every", K_INT, OFF(out.log_every), "1", 1, 1 << 30, NULL, "print a progress line every this many steps"},
+    {"out.eval_every", K_INT, OFF(out.eval_every), "100", 0, 1 << 30, NULL, "validation loss every this many steps, and at the end (0: only at the end)"},
+    {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", 0, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation (0: no evaluation)"},
+    {"out.save_every", K_INT, OFF(out.save_every), "0", 0, 1 << 30, NULL, "checkpoint every this many steps (0: only at the end)"},
+    {"out.resume", K_BOOL, OFF(out.resume), "true", 0, 0, NULL, "continue from the newest complete checkpoint in out.dir"},
+    {"out.sample_every", K_INT, OFF(out.sample_every), "0", 0, 1 << 30, NULL, "print a generated sample every this many steps (0: only at the end)"},
+    {"out.sample_tokens", K_INT, OFF(out.sample_tokens), "64", 0, 1 << 20, NULL, "tokens per generated sample (0: no samples)"},
+    {"parallel.tp", K_INT, OFF(parallel.tp), "1", 1, 1024, NULL, "tensor-parallel degree (only 1 so far)"},
+    {"parallel.dp", K_INT, OFF(parallel.dp), "1", 1, 1 << 20, NULL, "data-parallel degree (only 1 so far)"},
+    {"parallel.sp", K_BOOL, OFF(parallel.sp), "false", 0, 0, NULL, "sequence parallelism over the TP group (not yet supported)"},
+    {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1 optimizer sharding over DP (not yet supported)"},
+    {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend"},
+};
+#define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])
+
+static const key_spec *find_key(const char *path) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(SCHEMA[i].path, path) == 0) return &SCHEMA[i];
+    return NULL;
+}
+
+static const char *type_name(key_type t) {
+    switch (t) {
+    case K_INT: case K_INT64: return "integer";
+    case K_FLOAT: return "number";
+    case K_BOOL: return "boolean";
+    case K_STRING: return "string";
+    case K_ENUM: return "string";
+    }
+    return "?";
+}
+
+static bool enum_allows(const key_spec *k, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = k->choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+/* Stores a numeric value after range and integrality checks. */
+static int store_number(tg_config *c, const key_spec *k, double v, const char *src, tg_err *e) {
+    void *dst = (char *)c + k->offset;
+    if (!isfinite(v)) return tg_fail(e, "%s: key '%s' must be a finite number", src, k->path);
+    if ((k->type == K_INT || k->type == K_INT64) && v != floor(v))
+        return tg_fail(e, "%s: key '%s' must be an integer, got %g", src, k->path, v);
+    if (v < k->min || v > k->max)
+        return tg_fail(e, "%s: key '%s' = %g is out of range [%g, %g]", src, k->path, v, k->min, k->max);
+    if (k->type == K_INT) *(int *)dst = (int)v;
+    else if (k->type == K_INT64) *(long long *)dst = (long long)v;
+    else *(double *)dst = v;
+    return 0;
+}
+
+static int store_text(tg_config *c, const key_spec *k, const char *v, const char *src, tg_err *e) {
+    if (k->type == K_ENUM && !enum_allows(k, v))
+        return tg_fail(e, "%s: key '%s' = \"%s\" is not one of %s", src, k->path, v, k->choices);
+    if (strlen(v) >= k->size)
+        return tg_fail(e, "%s: key '%s' is too long (%zu characters, at most %zu)", src, k->path, strlen(v), k->size - 1);
+    strcpy((char *)c + k->offset, v);
+    return 0;
+}
+
+/* Parses text as the key's type (defaults and --set values). */
+static int store_from_text(tg_config *c, const key_spec *k, const char *v, const char *src, tg_err *e) {
+    switch (k->type) {
+    case K_INT: case K_INT64: case K_FLOAT: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (*v == '\0' || *end != '\0' || errno)
+            return tg_fail(e, "%s: key '%s' must be %s %s, got \"%s\"", src, k->path,
+                           k->type == K_FLOAT ? "a" : "an", type_name(k->type), v);
+        return store_number(c, k, d, src, e);
+    }
+    case K_BOOL:
+        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) *(bool *)((char *)c + k->offset) = true;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) *(bool *)((char *)c + k->offset) = false;
+        else return tg_fail(e, "%s: key '%s' must be true or false, got \"%s\"", src, k->path, v);
+        return 0;
+    case K_STRING: case K_ENUM:
+        return store_text(c, k, v, src, e);
+    }
+    return 0;
+}
+
+static int store_from_json(tg_config *c, const key_spec *k, const cJSON *item, const char *src, tg_err *e) {
+    switch (k->type) {
+    case K_INT: case K_INT64: case K_FLOAT:
+        if (!cJSON_IsNumber(item))
+            return tg_fail(e, "%s: key '%s' must be %s %s", src, k->path, k->type == K_FLOAT ? "a" : "an", type_name(k->type));
+        return store_number(c, k, item->valuedouble, src, e);
+    case K_BOOL:
+        if (!cJSON_IsBool(item)) return tg_fail(e, "%s: key '%s' must be true or false", src, k->path);
+        *(bool *)((char *)c + k->offset) = cJSON_IsTrue(item);
+        return 0;
+    case K_STRING: case K_ENUM:
+        if (!cJSON_IsString(item)) return tg_fail(e, "%s: key '%s' must be a string", src, k->path);
+        return store_text(c, k, item->valuestring, src, e);
+    }
+    return 0;
+}
+
+void config_defaults(tg_config *c) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        tg_err e;
+        if (store_from_text(c, &SCHEMA[i], SCHEMA[i].def, "schema default", &e) != 0) {
+            fprintf(stderr, "internal error: %s\n", e.msg);
+            abort();
+        }
+    }
+}
+
+static char *read_text_file(const char *path, tg_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tg_fail(e, "%s: cannot open config file: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = tg_malloc(cap, "config text");
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); tg_fail(e, "%s: out of memory", path); return NULL; }
+            buf = nb;
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Line and column of a byte offset, for JSON syntax errors. */
+static void locate(const char *text, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && text[i]; i++) {
+        if (text[i] == '\n') { (*line)++; *col = 1; }
+        else (*col)++;
+    }
+}
+
+static int apply_member(tg_config *c, const char *prefix, const cJSON *item, const char *src, tg_err *e) {
+    char path[256];
+    if (prefix) snprintf(path, sizeof path, "%s.%s", prefix, item->string);
+    else snprintf(path, sizeof path, "%s", item->string);
+    const key_spec *k = find_key(path);
+    if (k) return store_from_json(c, k, item, src, e);
+    if (!prefix && cJSON_IsObject(item)) {
+        bool is_section = false;
+        size_t n = strlen(path);
+        for (size_t i = 0; i < N_KEYS; i++)
+            if (strncmp(SCHEMA[i].path, path, n) == 0 && SCHEMA[i].path[n] == '.') is_section = true;
+        if (is_section) {
+            for (const cJSON *m = item->child; m; m = m->next)
+                if (apply_member(c, path, m, src, e) != 0) return -1;
+            return 0;
+        }
+    }
+    return tg_fail(e, "%s: unknown key '%s' (see --help for the keys)", src, path);
+}
+
+int config_load_file(tg_config *c, const char *path, tg_err *e) {
+    char *text = read_text_file(path, e);
+    if (!text) return -1;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        int line, col;
+        locate(text, end ? (size_t)(end - text) : 0, &line, &col);
+        free(text);
+        return tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
+    }
+    free(text);
+    int rc = 0;
+    if (!cJSON_IsObject(root)) rc = tg_fail(e, "%s: the config must be a JSON object", path);
+    for (const cJSON *m = root->child; rc == 0 && m; m = m->next) rc = apply_member(c, NULL, m, path, e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int config_set(tg_config *c, const char *assignment, tg_err *e) {
+    const char *eq = strchr(assignment, '=');
+    if (!eq) return tg_fail(e, "--set %s: expected key.path=value", assignment);
+    char path[256];
+    size_t n = (size_t)(eq - assignment);
+    if (n >= sizeof path) return tg_fail(e, "--set %s: key too long", assignment);
+    memcpy(path, assignment, n);
+    path[n] = '\0';
+    const key_spec *k = find_key(path);
+    if (!k) return tg_fail(e, "--set: unknown key '%s' (see --help for the keys)", path);
+    return store_from_text(c, k, eq + 1, "--set", e);
+}
+
+int config_padded_vocab(const tg_config *c) {
+    int m = c->model.vocab_multiple;
+    return (c->model.vocab_size + m - 1) / m * m;
+}
+
+int config_grad_accum(const tg_config *c) {
+    return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
+}
+
+int config_validate(const tg_config *c, int world_size, tg_err *e) {
+    const char *s = "config";
+    if (c->model.n_embd % c->model.n_head != 0)
+        return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)", s, c->model.n_embd, c->model.n_head);
+    if (c->model.dropout != 0)
+        return tg_fail(e, "%s: model.dropout = %g is not supported yet (only 0)", s, c->model.dropout);
+    if (c->train.min_lr > c->train.lr)
+        return tg_fail(e, "%s: train.min_lr (%g) must not exceed train.lr (%g)", s, c->train.min_lr, c->train.lr);
+    if (c->train.global_batch % (c->train.micro_batch * c->parallel.dp) != 0)
+        return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %d",
+                       s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, c->train.micro_batch * c->parallel.dp);
+    if (strcmp(c->train.recompute, "none") != 0)
+        return tg_fail(e, "%s: train.recompute = \"%s\" is not supported yet (only \"none\")", s, c->train.recompute);
+    if (strcmp(c->device, "cuda") == 0)
+        return tg_fail(e, "%s: device = \"cuda\": this build has no CUDA backend (build with make GPU=1 once it exists)", s);
+    if (strcmp(c->device, "cpu") == 0 && strcmp(c->train.precision, "fp32") != 0)
+        return tg_fail(e, "%s: train.precision = \"%s\" is not available on the CPU (use \"fp32\")", s, c->train.precision);
+    if (c->parallel.tp != 1 || c->parallel.dp != 1 || c->parallel.sp || c->parallel.zero != 0)
+        return tg_fail(e, "%s: parallel.tp/dp/sp/zero must be 1/1/false/0 in this build (got %d/%d/%s/%d)", s,
+                       c->parallel.tp, c->parallel.dp, c->parallel.sp ? "true" : "false", c->parallel.zero);
+    if (world_size != c->parallel.tp * c->parallel.dp)
+        return tg_fail(e, "%s: world size %d must equal parallel.tp (%d) x parallel.dp (%d)", s, world_size, c->parallel.tp, c->parallel.dp);
+    if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", s);
+    if (c->data.train[0] == '\0' && c->train.steps > 0) return tg_fail(e, "%s: data.train must name training shards", s);
+    return 0;
+}
+
+void config_print_help(FILE *f) {
+    fprintf(f, "Config keys (JSON sections, or --set section.key=value):\n");
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_spec *k = &SCHEMA[i];
+        char type[96];
+        if (k->type == K_ENUM) snprintf(type, sizeof type, "%s", k->choices);
+        else snprintf(type, sizeof type, "%s", type_name(k->type));
+        fprintf(f, "  %-22s %-20s default %-28s %s\n", k->path, type,
+                k->def[0] ? k->def : "\"\"", k->help);
+    }
+}
+
+static cJSON *section_object(cJSON *root, const char *path, const char **leaf) {
+    const char *dot = strchr(path, '.');
+    if (!dot) { *leaf = path; return root; }
+    char sec[64];
+    snprintf(sec, sizeof sec, "%.*s", (int)(dot - path), path);
+    cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, sec);
+    if (!obj) obj = cJSON_AddObjectToObject(root, sec);
+    *leaf = dot + 1;
+    return obj;
+}
+
+char *config_to_json(const tg_config *c) {
+    cJSON *root = cJSON_CreateObject();
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_spec *k = &SCHEMA[i];
+        const char *leaf;
+        cJSON *obj = section_object(root, k->path, &leaf);
+        const void *src = (const char *)c + k->offset;
+        switch (k->type) {
+        case K_INT: cJSON_AddNumberToObject(obj, leaf, *(const int *)src); break;
+        case K_INT64: cJSON_AddNumberToObject(obj, leaf, (double)*(const long long *)src); break;
+        case K_FLOAT: cJSON_AddNumberToObject(obj, leaf, *(const double *)src); break;
+        case K_BOOL: cJSON_AddBoolToObject(obj, leaf, *(const bool *)src); break;
+        case K_STRING: case K_ENUM: cJSON_AddStringToObject(obj, leaf, (const char *)src); break;
+        }
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}

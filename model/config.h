@@ -1,0 +1,76 @@
+/* The run configuration: one JSON file plus --set overrides, checked against
+ * a schema that also generates --help. */
+#ifndef MODEL_CONFIG_H
+#define MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define CFG_PATH_MAX 1024
+#define CFG_WORD_MAX 32
+
+typedef struct tg_config {
+    struct {
+        int n_layer, n_head, n_embd;
+        int vocab_size;     /* real vocabulary */
+        int vocab_multiple; /* padded vocabulary is the next multiple of this */
+        int seq_len;
+        double dropout;
+        char init_from[CFG_PATH_MAX];
+    } model;
+    struct {
+        int micro_batch, global_batch, steps;
+        double lr, min_lr;
+        int warmup;
+        double weight_decay, beta1, beta2, eps, grad_clip;
+        long long seed;
+        char recompute[CFG_WORD_MAX];
+        char precision[CFG_WORD_MAX];
+    } train;
+    struct {
+        char train[CFG_PATH_MAX], val[CFG_PATH_MAX];
+        bool shuffle;
+        char vocab_dir[CFG_PATH_MAX];
+    } data;
+    struct {
+        char dir[CFG_PATH_MAX];
+        int log_every, eval_every, eval_batches, save_every;
+        bool resume;
+        int sample_every, sample_tokens;
+    } out;
+    struct {
+        int tp, dp;
+        bool sp;
+        int zero;
+    } parallel;
+    char device[CFG_WORD_MAX];
+} tg_config;
+
+/* Fills every key with its schema default. */
+void config_defaults(tg_config *c);
+
+/* Reads a JSON file over the defaults. Unknown keys, wrong types and
+ * malformed JSON are errors naming the file and the key. */
+int config_load_file(tg_config *c, const char *path, tg_err *e);
+
+/* Applies one "key.path=value" override (from --set). */
+int config_set(tg_config *c, const char *assignment, tg_err *e);
+
+/* Checks ranges and cross-key constraints; world_size is the number of
+ * ranks the run was started with. */
+int config_validate(const tg_config *c, int world_size, tg_err *e);
+
+/* Prints every key with its type, default and meaning. */
+void config_print_help(FILE *f);
+
+/* Writes the configuration as one JSON object (for logs and checkpoints). */
+char *config_to_json(const tg_config *c);
+
+/* Derived quantities. */
+int config_padded_vocab(const tg_config *c);
+int config_grad_accum(const tg_config *c);
+
+#endif

@@ -1,0 +1,226 @@
+/* Packed, cache-blocked SGEMM (the GotoBLAS/BLIS scheme): B is packed once per
+ * (K block, N block) into NR-wide panels shared by all threads; each task packs
+ * an MC x KC block of A into MR-tall panels and runs an MR x NR register-tile
+ * micro-kernel over them. The micro-kernel is chosen at run time from the CPU's
+ * features, so the default build stays portable (no -march=native). */
+#include "model/cpu/gemm.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+#define KC 256
+#define MC_PANELS 24   /* MC = MR * MC_PANELS rows of A per task */
+#define NC 4096        /* columns of B packed at once */
+#define TASK_COLS 256  /* columns of C per task (a multiple of every NR) */
+#define MAX_MR 6
+#define MAX_NR 32
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+typedef void (*micro_kernel)(int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate);
+
+/* MR=6 x NR=32 tile: 12 accumulators of 16 floats (AVX-512 has 32 registers). */
+__attribute__((target("avx512f,fma"))) static void kernel_6x32_avx512(int kc, const float *ap, const float *bp, float *c, int ldc,
+                                                                      bool accumulate) {
+    v16f acc[6][2] = {{{0}}};
+    for (int k = 0; k < kc; k++) {
+        v16f b0, b1;
+        memcpy(&b0, bp + k * 32, 64);
+        memcpy(&b1, bp + k * 32 + 16, 64);
+        for (int i = 0; i < 6; i++) {
+            float a = ap[k * 6 + i];
+            acc[i][0] += a * b0;
+            acc[i][1] += a * b1;
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        float *row = c + (size_t)i * ldc;
+        if (accumulate) {
+            v16f c0, c1;
+            memcpy(&c0, row, 64);
+            memcpy(&c1, row + 16, 64);
+            acc[i][0] += c0;
+            acc[i][1] += c1;
+        }
+        memcpy(row, &acc[i][0], 64);
+        memcpy(row + 16, &acc[i][1], 64);
+    }
+}
+
+/* MR=6 x NR=16 tile: 12 accumulators of 8 floats (AVX2 has 16 registers). */
+__attribute__((target("avx2,fma"))) static void kernel_6x16_avx2(int kc, const float *ap, const float *bp, float *c, int ldc,
+                                                                bool accumulate) {
+    v8f acc[6][2] = {{{0}}};
+    for (int k = 0; k < kc; k++) {
+        v8f b0, b1;
+        memcpy(&b0, bp + k * 16, 32);
+        memcpy(&b1, bp + k * 16 + 8, 32);
+        for (int i = 0; i < 6; i++) {
+            float a = ap[k * 6 + i];
+            acc[i][0] += a * b0;
+            acc[i][1] += a * b1;
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        float *row = c + (size_t)i * ldc;
+        if (accumulate) {
+            v8f c0, c1;
+            memcpy(&c0, row, 32);
+            memcpy(&c1, row + 8, 32);
+            acc[i][0] += c0;
+            acc[i][1] += c1;
+        }
+        memcpy(row, &acc[i][0], 32);
+        memcpy(row + 8, &acc[i][1], 32);
+    }
+}
+
+/* Same shape for machines without AVX2 (SSE2 only): the compiler splits the
+ * 8-wide vectors in two. */
+static void kernel_6x16_generic(int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate) {
+    v8f acc[6][2] = {{{0}}};
+    for (int k = 0; k < kc; k++) {
+        v8f b0, b1;
+        memcpy(&b0, bp + k * 16, 32);
+        memcpy(&b1, bp + k * 16 + 8, 32);
+        for (int i = 0; i < 6; i++) {
+            float a = ap[k * 6 + i];
+            acc[i][0] += a * b0;
+            acc[i][1] += a * b1;
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        float *row = c + (size_t)i * ldc;
+        for (int j = 0; j < 16; j++) {
+            float v = acc[i][j / 8][j % 8];
+            row[j] = accumulate ? row[j] + v : v;
+        }
+    }
+}
+
+typedef struct {
+    int mr, nr;
+    micro_kernel fn;
+    const char *name;
+} kernel_choice;
+
+static kernel_choice choose_kernel(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+        return (kernel_choice){6, 32, kernel_6x32_avx512, "avx512"};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (kernel_choice){6, 16, kernel_6x16_avx2, "avx2"};
+    return (kernel_choice){6, 16, kernel_6x16_generic, "generic"};
+}
+
+const char *cpu_gemm_kernel_name(void) { return choose_kernel().name; }
+
+/* op(A)(i, k) and op(B)(k, j) for the packing loops. */
+static inline float elem_a(const float *A, int lda, bool t, int i, int k) {
+    return t ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+}
+static inline float elem_b(const float *B, int ldb, bool t, int k, int j) {
+    return t ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+}
+
+/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of op(A) as MR-tall panels,
+ * k-major inside a panel; rows past M are zero. */
+static void pack_a(float *dst, const float *A, int lda, bool t, int i0, int mc, int k0, int kc, int mr, int M) {
+    for (int p = 0; p < mc; p += mr) {
+        for (int k = 0; k < kc; k++)
+            for (int r = 0; r < mr; r++) {
+                int i = i0 + p + r;
+                *dst++ = i < M ? elem_a(A, lda, t, i, k0 + k) : 0.0f;
+            }
+    }
+}
+
+/* Packs rows [k0, k0+kc) x cols [j0, j0+nc) of op(B) as NR-wide panels;
+ * columns past N are zero. Panels are independent, so threads share the work. */
+static void pack_b(float *dst, const float *B, int ldb, bool t, int k0, int kc, int j0, int nc, int nr, int N) {
+    int panels = (nc + nr - 1) / nr;
+#pragma omp parallel for schedule(static)
+    for (int q = 0; q < panels; q++) {
+        float *out = dst + (size_t)q * kc * nr;
+        for (int k = 0; k < kc; k++)
+            for (int c = 0; c < nr; c++) {
+                int j = j0 + q * nr + c;
+                *out++ = j < N ? elem_b(B, ldb, t, k0 + k, j) : 0.0f;
+            }
+    }
+}
+
+/* Runs the micro-kernel over one tile, going through a scratch tile when the
+ * tile hangs over the edge of C. */
+static void run_tile(const kernel_choice *kc_, int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate,
+                     int m_valid, int n_valid) {
+    if (m_valid == kc_->mr && n_valid == kc_->nr) {
+        kc_->fn(kc, ap, bp, c, ldc, accumulate);
+        return;
+    }
+    float tile[MAX_MR * MAX_NR];
+    for (int i = 0; i < m_valid; i++)
+        for (int j = 0; j < n_valid; j++) tile[i * kc_->nr + j] = accumulate ? c[(size_t)i * ldc + j] : 0.0f;
+    kc_->fn(kc, ap, bp, tile, kc_->nr, true);
+    for (int i = 0; i < m_valid; i++)
+        for (int j = 0; j < n_valid; j++) c[(size_t)i * ldc + j] = tile[i * kc_->nr + j];
+}
+
+static void zero_c(int M, int N, float *C, int ldc) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof(float));
+}
+
+void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (beta == 0.0f) zero_c(M, N, C, ldc);
+        return;
+    }
+    const kernel_choice kern = choose_kernel();
+    const int mr = kern.mr, nr = kern.nr, mc = mr * MC_PANELS;
+    int ncols = N < NC ? N : NC;
+    size_t bpack_bytes = (size_t)KC * ((ncols + nr - 1) / nr * nr) * sizeof(float);
+    float *bpack = aligned_alloc(64, (bpack_bytes + 63) / 64 * 64);
+    if (!bpack) {
+        tg_err e;
+        tg_fail(&e, "out of memory packing a matrix product");
+        tg_die("train_gpt", &e);
+    }
+    for (int j0 = 0; j0 < N; j0 += NC) {
+        int nc = N - j0 < NC ? N - j0 : NC;
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            int kc = K - k0 < KC ? K - k0 : KC;
+            bool accumulate = k0 > 0 || beta != 0.0f;
+            pack_b(bpack, B, ldb, trans_b, k0, kc, j0, nc, nr, N);
+            int m_tasks = (M + mc - 1) / mc, n_tasks = (nc + TASK_COLS - 1) / TASK_COLS;
+#pragma omp parallel
+            {
+                float *apack = tg_malloc(sizeof(float) * MC_PANELS * MAX_MR * KC, "packed matrix block");
+#pragma omp for schedule(dynamic) collapse(2)
+                for (int mt = 0; mt < m_tasks; mt++)
+                    for (int nt = 0; nt < n_tasks; nt++) {
+                        int i0 = mt * mc, mcur = M - i0 < mc ? M - i0 : mc;
+                        pack_a(apack, A, lda, trans_a, i0, mcur, k0, kc, mr, M);
+                        int jt0 = nt * TASK_COLS, jt1 = jt0 + TASK_COLS < nc ? jt0 + TASK_COLS : nc;
+                        for (int jj = jt0; jj < jt1; jj += nr) {
+                            const float *bp = bpack + (size_t)(jj / nr) * kc * nr;
+                            int n_valid = nc - jj < nr ? nc - jj : nr;
+                            for (int ii = 0; ii < mcur; ii += mr) {
+                                int m_valid = mcur - ii < mr ? mcur - ii : mr;
+                                float *c = C + (size_t)(i0 + ii) * ldc + j0 + jj;
+                                run_tile(&kern, kc, apack + (size_t)ii * kc, bp, c, ldc, accumulate, m_valid, n_valid);
+                            }
+                        }
+                    }
+                free(apack);
+            }
+        }
+    }
+    free(bpack);
+}

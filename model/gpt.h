@@ -1,0 +1,111 @@
+/* One rank's shard of GPT-2: parameter and activation layout, init, forward,
+ * backward and the memory budget. Tensor parallel degree tp splits heads,
+ * MLP columns and vocabulary rows; at tp = 1 the shard is the whole model. */
+#ifndef MODEL_GPT_H
+#define MODEL_GPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "model/ops.h"
+#include "parallel/comm.h"
+
+/* Parameter kinds, in storage order. Per-layer kinds are stored as [L, ...]
+ * so layer l's tensor is base + l * size. */
+typedef enum {
+    P_WTE, P_WPE,
+    P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_ATTPROJ_W, P_ATTPROJ_B,
+    P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FCPROJ_W, P_FCPROJ_B,
+    P_LNF_W, P_LNF_B,
+    P_KINDS
+} param_kind;
+
+/* How a full tensor is divided among the TP ranks. */
+typedef enum {
+    SPLIT_NONE,      /* replicated */
+    SPLIT_VOCAB,     /* rows of the padded vocabulary */
+    SPLIT_COLS,      /* output features (column-parallel) */
+    SPLIT_QKV_COLS,  /* this rank's heads from each of Q, K and V */
+    SPLIT_ROWS,      /* input features (row-parallel) */
+} split_kind;
+
+typedef struct gpt_dims {
+    int L, NH, C, HS, T;
+    int V, Vp;             /* real and padded vocabulary */
+    int tp, tp_rank;
+    int NH_local, V_local; /* heads and padded vocab rows of this rank */
+    int vocab_start;       /* first vocabulary row of this rank */
+} gpt_dims;
+
+/* One parameter tensor as this rank holds it (1-D tensors have rows = 1). */
+typedef struct gpt_tensor {
+    param_kind kind;
+    int layer;             /* -1 for whole-model tensors */
+    char name[64];         /* Hugging Face GPT-2 name, e.g. h.3.attn.c_attn.weight */
+    int full_rows, full_cols; /* unpadded, unsharded shape (checkpoint shape) */
+    int rows, cols;        /* this rank's shape */
+    split_kind split;
+    bool decay;            /* AdamW weight decay applies (2-D tensors) */
+    bool is_1d;
+    size_t offset;         /* into the parameter buffer, in floats */
+    size_t numel;          /* rows * cols */
+} gpt_tensor;
+
+/* Byte counts of one rank's memory, computed before anything is allocated. */
+typedef struct gpt_budget {
+    size_t params, grads, optim;
+    size_t acts_kept;      /* activations kept for the backward pass */
+    size_t acts_attention; /* of which: attention probabilities */
+    size_t logits;         /* logits and their gradient (in place) */
+    size_t scratch;        /* backward-pass gradient buffers */
+    size_t total;
+} gpt_budget;
+
+typedef struct gpt_acts gpt_acts;
+
+typedef struct gpt {
+    const tg_ops *ops;
+    comm *tp;              /* tensor-parallel group (size 1: no-op) */
+    gpt_dims d;
+    int B, T;              /* largest micro-batch the buffers hold */
+    int n_tensors;
+    gpt_tensor *tensors;
+    size_t n_params;       /* floats in this rank's parameter buffer */
+    size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer size for per-layer kinds */
+    float *params, *grads; /* backend memory */
+    gpt_acts *acts;
+} gpt;
+
+int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T);
+
+/* Lays out and allocates this rank's shard for micro-batches up to B x T. */
+gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T);
+void gpt_free(gpt *g);
+
+/* Index of a local element in the full, unpadded tensor; -1 for padding
+ * (vocabulary rows beyond the real vocabulary). */
+long long gpt_full_index(const gpt *g, const gpt_tensor *t, size_t local);
+
+/* GPT-2 initialisation, keyed by full-tensor element index (TP-invariant). */
+void gpt_init_weights(gpt *g, uint64_t seed);
+
+/* Forward pass over tokens [B, T] (host memory). With targets it also
+ * computes the per-token losses and leaves d(loss)/d(logits) scaled by dloss
+ * in place of the logits, ready for gpt_backward; it returns the mean loss of
+ * this micro-batch. Without targets it returns 0 and keeps the logits. */
+int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, float *mean_loss,
+                tg_err *e);
+/* Accumulates this micro-batch's gradients into g->grads. */
+int gpt_backward(gpt *g, tg_err *e);
+void gpt_zero_grads(gpt *g);
+
+/* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
+void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
+
+float *gpt_param(const gpt *g, param_kind k, int layer);
+float *gpt_grad(const gpt *g, param_kind k, int layer);
+
+#endif

@@ -1,0 +1,191 @@
+#include "model/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int safetensors_write(const char *path, const st_entry *entries, int n, tg_err *e) {
+    cJSON *h = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(h, "__metadata__");
+    cJSON_AddStringToObject(meta, "format", "pt");
+    long long off = 0;
+    for (int i = 0; i < n; i++) {
+        const st_entry *t = &entries[i];
+        long long numel = 1;
+        cJSON *o = cJSON_AddObjectToObject(h, t->name);
+        cJSON_AddStringToObject(o, "dtype", "F32");
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < t->ndim; d++) {
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+            numel *= t->shape[d];
+        }
+        cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        off += numel * 4;
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+    }
+    char *json = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    size_t len = strlen(json), padded = (len + 7) / 8 * 8; /* data starts 8-byte aligned */
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(json);
+        return tg_fail(e, "%s: cannot create: %s", path, strerror(errno));
+    }
+    uint64_t hlen = padded;
+    int ok = fwrite(&hlen, 8, 1, f) == 1 && fwrite(json, 1, len, f) == len;
+    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    free(json);
+    for (int i = 0; ok && i < n; i++) {
+        long long numel = 1;
+        for (int d = 0; d < entries[i].ndim; d++) numel *= entries[i].shape[d];
+        ok = fwrite(entries[i].data, 4, (size_t)numel, f) == (size_t)numel;
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = 0;
+    return ok ? 0 : tg_fail(e, "%s: write failed: %s", path, strerror(errno));
+}
+
+static size_t dtype_size(const char *dt) {
+    if (strcmp(dt, "F32") == 0) return 4;
+    if (strcmp(dt, "F16") == 0 || strcmp(dt, "BF16") == 0) return 2;
+    return 0;
+}
+
+long long st_numel(const st_tensor *t) {
+    long long n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+/* Checks one header entry and copies it into t. */
+static int parse_entry(const st_file *s, const cJSON *item, long long data_bytes, st_tensor *t, tg_err *e) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    snprintf(t->name, sizeof t->name, "%s", item->string);
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return tg_fail(e, "%s: tensor '%s' has a malformed header entry", s->path, t->name);
+    snprintf(t->dtype, sizeof t->dtype, "%s", dt->valuestring);
+    t->ndim = cJSON_GetArraySize(shape);
+    if (t->ndim > ST_MAX_DIMS) return tg_fail(e, "%s: tensor '%s' has %d dimensions", s->path, t->name, t->ndim);
+    for (int d = 0; d < t->ndim; d++) {
+        const cJSON *x = cJSON_GetArrayItem(shape, d);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0) return tg_fail(e, "%s: tensor '%s' has a bad shape", s->path, t->name);
+        t->shape[d] = (long long)x->valuedouble;
+    }
+    t->begin = (long long)cJSON_GetArrayItem(offs, 0)->valuedouble;
+    t->end = (long long)cJSON_GetArrayItem(offs, 1)->valuedouble;
+    size_t es = dtype_size(t->dtype);
+    if (t->begin < 0 || t->end > data_bytes || t->end < t->begin)
+        return tg_fail(e, "%s: tensor '%s' data offsets [%lld, %lld) fall outside the file's %lld data bytes (truncated?)",
+                       s->path, t->name, t->begin, t->end, data_bytes);
+    if (es && (t->end - t->begin) != st_numel(t) * (long long)es)
+        return tg_fail(e, "%s: tensor '%s' holds %lld bytes, its shape and dtype need %lld", s->path, t->name,
+                       t->end - t->begin, st_numel(t) * (long long)es);
+    return 0;
+}
+
+static int parse_header(st_file *s, const char *json, long long data_bytes, tg_err *e) {
+    cJSON *h = cJSON_Parse(json);
+    if (!h || !cJSON_IsObject(h)) {
+        cJSON_Delete(h);
+        return tg_fail(e, "%s: the safetensors header is not valid JSON", s->path);
+    }
+    s->tensors = tg_calloc((size_t)cJSON_GetArraySize(h), sizeof(st_tensor), "safetensors index");
+    int rc = 0;
+    for (const cJSON *it = h->child; rc == 0 && it; it = it->next) {
+        if (strcmp(it->string, "__metadata__") == 0) continue;
+        rc = parse_entry(s, it, data_bytes, &s->tensors[s->n], e);
+        if (rc == 0) s->n++;
+    }
+    cJSON_Delete(h);
+    return rc;
+}
+
+st_file *safetensors_open(const char *path, tg_err *e) {
+    st_file *s = tg_calloc(1, sizeof *s, "safetensors file");
+    snprintf(s->path, sizeof s->path, "%s", path);
+    s->f = fopen(path, "rb");
+    struct stat st;
+    uint64_t hlen = 0;
+    char *json = NULL;
+    int rc = 0;
+    if (!s->f) rc = tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    else if (fstat(fileno(s->f), &st) != 0 || fread(&hlen, 8, 1, s->f) != 1)
+        rc = tg_fail(e, "%s: too short for a safetensors file", path);
+    else if (hlen == 0 || (long long)hlen > (long long)st.st_size - 8 || hlen > (1u << 30))
+        rc = tg_fail(e, "%s: header length %llu does not fit the file (%lld bytes): not a safetensors file, or truncated",
+                     path, (unsigned long long)hlen, (long long)st.st_size);
+    else {
+        json = tg_malloc(hlen + 1, "safetensors header");
+        if (fread(json, 1, hlen, s->f) != hlen) rc = tg_fail(e, "%s: cannot read the header", path);
+        json[hlen] = '\0';
+        s->data_start = 8 + (long long)hlen;
+        if (rc == 0) rc = parse_header(s, json, (long long)st.st_size - s->data_start, e);
+    }
+    free(json);
+    if (rc != 0) {
+        safetensors_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void safetensors_close(st_file *s) {
+    if (!s) return;
+    if (s->f) fclose(s->f);
+    free(s->tensors);
+    free(s);
+}
+
+const st_tensor *safetensors_find(const st_file *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->tensors[i].name, name) == 0) return &s->tensors[i];
+    return NULL;
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else { /* subnormal: renormalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) { man <<= 1; exp--; }
+            bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000 | (man << 13);
+    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+int safetensors_read_f32(st_file *s, const st_tensor *t, float *out, tg_err *e) {
+    size_t es = dtype_size(t->dtype);
+    if (!es) return tg_fail(e, "%s: tensor '%s' has dtype %s (supported: F32, F16, BF16)", s->path, t->name, t->dtype);
+    long long n = st_numel(t);
+    if (fseeko(s->f, s->data_start + t->begin, SEEK_SET) != 0)
+        return tg_fail(e, "%s: cannot seek to tensor '%s'", s->path, t->name);
+    if (es == 4) {
+        if (fread(out, 4, (size_t)n, s->f) != (size_t)n) return tg_fail(e, "%s: tensor '%s' is truncated", s->path, t->name);
+        return 0;
+    }
+    uint16_t *tmp = tg_malloc((size_t)n * 2, "half-precision tensor");
+    int rc = 0;
+    if (fread(tmp, 2, (size_t)n, s->f) != (size_t)n) rc = tg_fail(e, "%s: tensor '%s' is truncated", s->path, t->name);
+    bool bf16 = strcmp(t->dtype, "BF16") == 0;
+    for (long long i = 0; rc == 0 && i < n; i++) {
+        if (bf16) {
+            uint32_t bits = (uint32_t)tmp[i] << 16;
+            memcpy(&out[i], &bits, 4);
+        } else out[i] = half_to_float(tmp[i]);
+    }
+    free(tmp);
+    return rc;
+}

