@@ -35,10 +35,16 @@ setup:
 data: prepare
 	bash scripts/prepare_kjv.sh
 
-quickstart: setup all data
+# Both targets work on a fresh machine: setup installs what is missing first
+# (the quickstart skips the test-only packages).
+quickstart:
+	SETUP_SKIP_TEST_DEPS=1 bash scripts/setup.sh
+	$(MAKE) all data
 	./train_gpt --config configs/tiny.json
 
-test: all $(BUILD)/test_kernels
+test:
+	bash scripts/setup.sh
+	$(MAKE) all $(BUILD)/test_kernels
 	bash tests/run.sh
 
 clean:

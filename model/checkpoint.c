@@ -110,8 +110,10 @@ static char *hf_config_json(const gpt_dims *d, const tg_config *c) {
     cJSON_AddNumberToObject(j, "attn_pdrop", c->model.dropout);
     cJSON_AddBoolToObject(j, "scale_attn_weights", 1);
     cJSON_AddBoolToObject(j, "tie_word_embeddings", 1);
-    cJSON_AddNumberToObject(j, "bos_token_id", 50256);
-    cJSON_AddNumberToObject(j, "eos_token_id", 50256);
+    if (d->V > 50256) { /* GPT-2's <|endoftext|>, when the vocabulary has it */
+        cJSON_AddNumberToObject(j, "bos_token_id", 50256);
+        cJSON_AddNumberToObject(j, "eos_token_id", 50256);
+    }
     cJSON_AddStringToObject(j, "torch_dtype", "float32");
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
