@@ -88,6 +88,20 @@ static void print_budget(const gpt *g, const gpt_budget *b) {
     (void)g;
 }
 
+/* Reads the evaluation windows once at start, so a bad token in them stops
+ * the run now rather than at the first evaluation. */
+static void check_val_tokens(run *r) {
+    const long long win = (long long)r->cfg.train.global_batch * r->cfg.model.seq_len + 1;
+    int32_t *buf = tg_malloc((size_t)win * sizeof(int32_t), "validation check");
+    long long n = shards_windows_per_epoch(r->val);
+    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    data_pos pos = {0, 0};
+    tg_err e;
+    for (long long i = 0; i < n; i++)
+        if (shards_next(r->val, &pos, r->cfg.model.vocab_size, buf, &e)) tg_die(PROG, &e);
+    free(buf);
+}
+
 static void open_data(run *r) {
     const tg_config *c = &r->cfg;
     const long long advance = (long long)c->train.global_batch * c->model.seq_len;
@@ -101,6 +115,7 @@ static void open_data(run *r) {
     if (c->data.val[0] && c->out.eval_batches > 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
         if (!r->val) tg_die(PROG, &e);
+        check_val_tokens(r);
         printf("val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
                shards_total_tokens(r->val), shards_windows_per_epoch(r->val),
                shards_windows_per_epoch(r->val) < c->out.eval_batches ? shards_windows_per_epoch(r->val)
@@ -119,7 +134,12 @@ static void init_state(run *r) {
     char dir[1100];
     r->state.step = 0;
     r->state.pos = (data_pos){0, 0};
-    int last = c->out.resume ? ckpt_latest(c->out.dir, dir, sizeof dir) : -1;
+    int last = ckpt_latest(c->out.dir, dir, sizeof dir);
+    if (last >= 0 && !c->out.resume) {
+        tg_fail(&e, "out.dir '%s' already holds checkpoints (newest: step %d) and out.resume is false: "
+                    "choose another out.dir, or set out.resume=true to continue", c->out.dir, last);
+        tg_die(PROG, &e);
+    }
     if (last >= 0) {
         if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
             ckpt_load_state(dir, &r->state, &e))
@@ -278,8 +298,10 @@ static void log_eval(run *r, float val) {
 static void save(run *r) {
     tg_err e;
     double t0 = now_ms();
-    if (ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, &e)) tg_die(PROG, &e);
-    printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
+    int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, &e);
+    if (rc < 0) tg_die(PROG, &e);
+    if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);
+    else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
 }
 
 static void train_step(run *r) {

@@ -14,8 +14,6 @@
 
 #define CKPT_FORMAT "train_gpt checkpoint"
 #define CKPT_VERSION 1
-static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"};
-#define N_CKPT_FILES 4
 
 /* ---- layout-independent views of one rank's buffers ---- */
 
@@ -136,13 +134,20 @@ static char *state_json(const tg_config *c, const ckpt_state *st) {
     return s;
 }
 
-static void remove_dir(const char *dir) {
+/* Removes a flat directory (a leftover .tmp checkpoint) and what it holds. */
+static int remove_dir(const char *dir, tg_err *e) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : tg_fail(e, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *ent;
     char p[2048];
-    for (int i = 0; i < N_CKPT_FILES; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, CKPT_FILES[i]);
+    while ((ent = readdir(d)) != NULL) {
+        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
         unlink(p);
     }
-    rmdir(dir);
+    closedir(d);
+    if (rmdir(dir) != 0) return tg_fail(e, "%s: cannot remove this leftover of an interrupted save: %s", dir, strerror(errno));
+    return 0;
 }
 
 static int mkdir_p(const char *path, tg_err *e) {
@@ -162,10 +167,13 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     char final[1024], tmp[1100], p[1200];
     snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
     struct stat sb;
-    if (stat(final, &sb) == 0) return 0; /* this step is already saved, with this very state */
+    /* Only a run resumed from this very step gets here with the directory
+     * present (train_gpt refuses to start a fresh run over checkpoints), so
+     * its content is this state already. */
+    if (stat(final, &sb) == 0) return 1;
     if (mkdir_p(out_dir, e)) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    remove_dir(tmp); /* the leftover of an interrupted save */
+    if (remove_dir(tmp, e)) return -1;
     if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
 
     const float *model_buf[1] = {g->params};
@@ -184,7 +192,7 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     free(hf);
     free(state);
     if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
-    if (rc != 0) remove_dir(tmp);
+    if (rc != 0) remove_dir(tmp, NULL);
     return rc;
 }
 
@@ -196,11 +204,10 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
     while ((ent = readdir(d)) != NULL) {
         int step;
         char tail;
-        /* "step_%08d" exactly: a trailing ".tmp" makes the scan see a tail */
+        /* "step_%08d" exactly: a trailing ".tmp" makes the scan see a tail.
+         * A complete-looking directory with damaged contents still counts,
+         * so that resuming fails loudly instead of quietly going back. */
         if (sscanf(ent->d_name, "step_%d%c", &step, &tail) != 1) continue;
-        char probe[2048];
-        snprintf(probe, sizeof probe, "%s/%s/state.json", out_dir, ent->d_name);
-        if (access(probe, R_OK) != 0) continue;
         if (step > best) best = step;
     }
     closedir(d);

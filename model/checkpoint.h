@@ -20,6 +20,7 @@ typedef struct ckpt_state {
     data_pos pos;
 } ckpt_state;
 
+/* Returns 0 when written, 1 when that step's directory already existed. */
 int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, tg_err *e);
 
 /* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */

@@ -208,11 +208,13 @@ static int apply_member(tg_config *c, const char *prefix, const cJSON *item, con
     else snprintf(path, sizeof path, "%s", item->string);
     const key_spec *k = find_key(path);
     if (k) return store_from_json(c, k, item, src, e);
-    if (!prefix && cJSON_IsObject(item)) {
+    if (!prefix) {
         bool is_section = false;
         size_t n = strlen(path);
         for (size_t i = 0; i < N_KEYS; i++)
             if (strncmp(SCHEMA[i].path, path, n) == 0 && SCHEMA[i].path[n] == '.') is_section = true;
+        if (is_section && !cJSON_IsObject(item))
+            return tg_fail(e, "%s: '%s' must be an object holding the %s.* keys", src, path, path);
         if (is_section) {
             for (const cJSON *m = item->child; m; m = m->next)
                 if (apply_member(c, path, m, src, e) != 0) return -1;
@@ -234,6 +236,7 @@ int config_load_file(tg_config *c, const char *path, tg_err *e) {
         return tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
     }
     free(text);
+    snprintf(c->source, sizeof c->source, "%s", path);
     int rc = 0;
     if (!cJSON_IsObject(root)) rc = tg_fail(e, "%s: the config must be a JSON object", path);
     for (const cJSON *m = root->child; rc == 0 && m; m = m->next) rc = apply_member(c, NULL, m, path, e);
@@ -264,7 +267,7 @@ int config_grad_accum(const tg_config *c) {
 }
 
 int config_validate(const tg_config *c, int world_size, tg_err *e) {
-    const char *s = "config";
+    const char *s = c->source[0] ? c->source : "config";
     if (c->model.n_embd % c->model.n_head != 0)
         return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)", s, c->model.n_embd, c->model.n_head);
     if (c->model.dropout != 0)

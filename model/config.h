@@ -47,6 +47,7 @@ typedef struct tg_config {
         int zero;
     } parallel;
     char device[CFG_WORD_MAX];
+    char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */
 } tg_config;
 
 /* Fills every key with its schema default. */

@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# Bad-input tests: every user-facing parser (config file, --set, command line,
+# token shards, checkpoints for model.init_from and for resuming, ./prepare)
+# given malformed input must exit non-zero without hanging or crashing, print
+# on stderr a message naming the file and the key/field/tensor/offset
+# concerned, and leave what is already in out.dir untouched (same sha256 of
+# every file but log.jsonl, no new step_ directory).
+# Prints "ok NAME" or "not ok NAME - reason" per case; exits non-zero if any
+# case failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+set -u
+root="${TG_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
+cd "$root" || exit 1
+tmp="${TG_TMP:-$(mktemp -d)}/bad_input"
+rm -rf "$tmp" && mkdir -p "$tmp"
+bin="${TRAIN_GPT:-./train_gpt}"
+prep="${PREPARE:-./prepare}"
+py=/usr/bin/python3
+# Tiny models: OpenMP threads that spin while waiting only slow things down
+# when the machine is shared (results do not depend on it).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+failed=0
+
+ok() { echo "ok $1"; }
+not_ok() { echo "not ok $1 - $2"; failed=1; }
+oneline() { tr '\n' ' ' <"$1" | cut -c1-"${2:-240}"; }
+
+# ---- prerequisites -------------------------------------------------------
+for need in "$bin" "$prep"; do
+    if [ ! -x "$need" ]; then not_ok prerequisites "$need is missing (run make)"; exit 1; fi
+done
+if ! "$py" -c 'import numpy' 2>/dev/null; then not_ok prerequisites "python3-numpy is missing"; exit 1; fi
+
+# ---- fixture maker (shards, configs, edited safetensors) -----------------
+cat >"$tmp/fx.py" <<'EOF'
+import sys, json, struct, shutil
+import numpy as np
+
+def shard(path, n, seed, magic=20240520, version=1, count=None, body=None, sets=()):
+    """n tokens below 500; header count `count` (default n); `body` tokens
+    actually written (default n); sets: (index, value) overrides."""
+    h = np.zeros(256, dtype='<i4'); h[0] = magic; h[1] = version; h[2] = n if count is None else count
+    t = np.random.default_rng(seed).integers(0, 500, n).astype('<u2')
+    for i, v in sets: t[i] = v
+    t = t[: (n if body is None else body)]
+    open(path, 'wb').write(h.tobytes() + t.tobytes())
+
+def cfg(base, out, *edits):
+    """edits: 'a.b=JSON' sets a key, 'a.b=DELETE' removes it."""
+    c = json.load(open(base))
+    for e in edits:
+        k, v = e.split('=', 1)
+        *sec, last = k.split('.')
+        d = c
+        for s in sec: d = d.setdefault(s, {})
+        if v == 'DELETE': d.pop(last, None)
+        else: d[last] = json.loads(v)
+    json.dump(c, open(out, 'w'), indent=1)
+
+def st_read(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+
+def st_write(path, hdr, data):
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % 8)
+    open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
+
+def st_edit(src, dst, op, name=None, arg=None):
+    hdr, data = st_read(src)
+    if op == 'drop': del hdr[name]
+    elif op == 'shape': hdr[name]['shape'] = json.loads(arg)
+    elif op == 'dtype': hdr[name]['dtype'] = arg
+    elif op == 'hdrlen':  # a header length far beyond the file
+        open(dst, 'wb').write(struct.pack('<Q', 1 << 40) + open(src, 'rb').read()[8:]); return
+    st_write(dst, hdr, data)
+
+if __name__ == '__main__':
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == 'shard':
+        kw = {}
+        for a in args[3:]:
+            k, v = a.split('=', 1)
+            if k == 'set': kw.setdefault('sets', []).append(tuple(int(x) for x in v.split(':')))
+            else: kw[k] = int(v)
+        shard(args[0], int(args[1]), int(args[2]), **kw)
+    elif cmd == 'cfg': cfg(*args)
+    elif cmd == 'st': st_edit(*args)
+    else: sys.exit('fx.py: unknown command ' + cmd)
+EOF
+fx() { "$py" "$tmp/fx.py" "$@"; }
+
+D="$tmp/data"
+mkdir -p "$D"
+fx shard "$D/good_000000.bin" 2000 1
+fx shard "$D/val_000000.bin" 300 2
+
+run="$tmp/run"  # the run directory every bad run points at
+base="$tmp/base.json"
+cat >"$base" <<EOF
+{
+  "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 500, "seq_len": 16},
+  "train": {"micro_batch": 2, "global_batch": 4, "steps": 4, "lr": 1e-3, "min_lr": 1e-4, "warmup": 1},
+  "data": {"train": "$D/good_*.bin", "val": "$D/val_*.bin", "shuffle": false, "vocab_dir": "$tmp/no_vocab"},
+  "out": {"dir": "$run", "log_every": 1, "eval_every": 0, "eval_batches": 1, "save_every": 0,
+          "resume": true, "sample_tokens": 0},
+  "device": "cpu"
+}
+EOF
+C="$tmp/cfg"
+mkdir -p "$C"
+
+# ---- a good run first: its checkpoints must survive every bad run -------
+# steps 2 with save_every 1 (step 1 and 2); the bad runs ask for 4 steps, so a
+# bad run that is not refused shows up as a new step_ directory.
+if ! timeout -k 5 60 "$bin" --config "$base" --set train.steps=2 --set out.save_every=1 >"$tmp/good.out" 2>&1 ||
+    [ ! -f "$run/step_00000002/model.safetensors" ]; then
+    not_ok prerequisites "the good run failed: $(tail -n 3 "$tmp/good.out" | tr '\n' ' ')"
+    exit 1
+fi
+cp -a "$run" "$tmp/run.pristine"
+ok prerequisites
+good_ckpt="$run/step_00000002"
+
+snapshot() { # DIR: sha256 of every file but log.jsonl, and the list of entries
+    (cd "$1" 2>/dev/null && find . -mindepth 1 ! -name log.jsonl | sort &&
+        find . -type f ! -name log.jsonl -print0 | sort -z | xargs -0 -r sha256sum)
+}
+
+# expect_fail NAME [-d DIR]... [-p PATTERN]... -- COMMAND...
+# Runs COMMAND (timeout 60 s). Passes when it exits non-zero (not by a signal
+# nor the timeout), stderr matches every PATTERN (extended regex, ignoring
+# case), and every DIR (default: the run dir) is unchanged.
+expect_fail() {
+    local name="$1"; shift
+    local dirs=() pats=()
+    while [ "$1" != "--" ]; do
+        case "$1" in
+            -d) dirs+=("$2"); shift 2 ;;
+            -p) pats+=("$2"); shift 2 ;;
+            *) echo "expect_fail: bad option $1" >&2; exit 2 ;;
+        esac
+    done
+    shift
+    [ ${#dirs[@]} -eq 0 ] && dirs=("$run")
+    local d i before=()
+    for i in "${!dirs[@]}"; do before[$i]="$(snapshot "${dirs[$i]}")"; done
+    local out="$tmp/$name.stdout" err="$tmp/$name.stderr"
+    # through bash so that COMMAND may be one of the exported helpers below
+    timeout -k 5 60 bash -c '"$@"' _ "$@" >"$out" 2>"$err" </dev/null
+    local rc=$? why=()
+    if [ $rc -eq 0 ]; then why+=("exited 0")
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why+=("hung (killed after 60 s)")
+    elif [ $rc -gt 128 ]; then why+=("crashed (status $rc, signal $((rc - 128)))")
+    fi
+    if [ ! -s "$err" ]; then why+=("nothing on stderr")
+    else
+        local p
+        for p in "${pats[@]}"; do
+            grep -Eqi -- "$p" "$err" || why+=("stderr lacks /$p/")
+        done
+    fi
+    for i in "${!dirs[@]}"; do
+        d="${dirs[$i]}"
+        if [ "$(snapshot "$d")" != "${before[$i]}" ]; then
+            why+=("$d changed: $(diff <(echo "${before[$i]}") <(snapshot "$d") | grep '^[<>]' | head -n 3 | tr '\n' ' ')")
+            if [ "$d" = "$run" ]; then rm -rf "$run" && cp -a "$tmp/run.pristine" "$run"; fi
+        fi
+    done
+    if [ ${#why[@]} -eq 0 ]; then ok "$name"
+    else
+        local IFS=';'
+        not_ok "$name" "${why[*]} | stderr: $(oneline "$err")"
+    fi
+}
+tg() { "$bin" "$@"; }
+export bin base prep
+export -f tg
+
+# ---- config file ---------------------------------------------------------
+# malformed JSON: a missing comma on line 3
+cat >"$C/syntax.json" <<EOF
+{
+  "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 500, "seq_len": 16},
+  "train": {"micro_batch": 2 "global_batch": 4, "steps": 4},
+  "out": {"dir": "$run"}
+}
+EOF
+expect_fail config_malformed_json -p 'syntax\.json' -p 'line 3' -- tg --config "$C/syntax.json"
+# a truncated file (unterminated object)
+head -c 60 "$base" >"$C/cut.json"
+expect_fail config_truncated_json -p 'cut\.json' -- tg --config "$C/cut.json"
+printf '' >"$C/empty.json"
+expect_fail config_empty_file -p 'empty\.json' -- tg --config "$C/empty.json"
+echo '[1, 2]' >"$C/array.json"
+expect_fail config_not_an_object -p 'array\.json' -- tg --config "$C/array.json"
+fx cfg "$base" "$C/unknown_key.json" 'model.n_layers=2'
+expect_fail config_unknown_key -p 'unknown_key\.json' -p 'model\.n_layers' -- tg --config "$C/unknown_key.json"
+fx cfg "$base" "$C/unknown_section.json" 'optim.lr=0.1'
+expect_fail config_unknown_section -p 'unknown_section\.json' -p 'optim' -- tg --config "$C/unknown_section.json"
+fx cfg "$base" "$C/str_for_num.json" 'train.lr="fast"'
+expect_fail config_string_for_number -p 'str_for_num\.json' -p 'train\.lr' -- tg --config "$C/str_for_num.json"
+fx cfg "$base" "$C/float_for_int.json" 'model.n_layer=2.5'
+expect_fail config_float_for_integer -p 'float_for_int\.json' -p 'model\.n_layer' -- tg --config "$C/float_for_int.json"
+fx cfg "$base" "$C/str_for_bool.json" 'data.shuffle="yes"'
+expect_fail config_string_for_bool -p 'str_for_bool\.json' -p 'data\.shuffle' -- tg --config "$C/str_for_bool.json"
+fx cfg "$base" "$C/num_for_bool.json" 'out.resume=1'
+expect_fail config_number_for_bool -p 'num_for_bool\.json' -p 'out\.resume' -- tg --config "$C/num_for_bool.json"
+fx cfg "$base" "$C/bool_for_num.json" 'train.steps=true'
+expect_fail config_bool_for_number -p 'bool_for_num\.json' -p 'train\.steps' -- tg --config "$C/bool_for_num.json"
+fx cfg "$base" "$C/num_for_str.json" 'data.train=5'
+expect_fail config_number_for_string -p 'num_for_str\.json' -p 'data\.train' -- tg --config "$C/num_for_str.json"
+fx cfg "$base" "$C/num_model.json" 'model=3'
+expect_fail config_number_for_section -p 'num_model\.json' -p 'model' -p 'object|section' -- tg --config "$C/num_model.json"
+fx cfg "$base" "$C/bad_choice.json" 'train.recompute="sometimes"'
+expect_fail config_bad_choice -p 'bad_choice\.json' -p 'train\.recompute' -- tg --config "$C/bad_choice.json"
+fx cfg "$base" "$C/heads.json" 'model.n_head=3'
+expect_fail config_embd_not_divisible_by_heads -p 'heads\.json' -p 'model\.n_embd' -p 'model\.n_head' -- tg --config "$C/heads.json"
+fx cfg "$base" "$C/accum.json" 'train.global_batch=5'
+expect_fail config_global_not_multiple_of_micro -p 'accum\.json' -p 'train\.global_batch' -p 'train\.micro_batch' -- tg --config "$C/accum.json"
+fx cfg "$base" "$C/neg_lr.json" 'train.lr=-0.001' 'train.min_lr=-0.01'
+expect_fail config_negative_lr -p 'neg_lr\.json' -p 'train\.lr' -- tg --config "$C/neg_lr.json"
+fx cfg "$base" "$C/tp2.json" 'parallel.tp=2'
+expect_fail config_tp2_in_this_build -p 'tp2\.json' -p 'parallel\.tp' -- tg --config "$C/tp2.json"
+fx cfg "$base" "$C/zero_seq.json" 'model.seq_len=0'
+expect_fail config_zero_seq_len -p 'zero_seq\.json' -p 'model\.seq_len' -- tg --config "$C/zero_seq.json"
+fx cfg "$base" "$C/neg_steps.json" 'train.steps=-3'
+expect_fail config_negative_steps -p 'neg_steps\.json' -p 'train\.steps' -- tg --config "$C/neg_steps.json"
+
+# ---- --set ---------------------------------------------------------------
+expect_fail set_unknown_key -p 'train\.stepz' -- tg --config "$base" --set train.stepz=3
+expect_fail set_unknown_section -p 'optim\.lr' -- tg --config "$base" --set optim.lr=0.1
+expect_fail set_string_for_number -p 'train\.lr' -- tg --config "$base" --set train.lr=fast
+expect_fail set_float_for_integer -p 'model\.n_head' -- tg --config "$base" --set model.n_head=1.5
+expect_fail set_bad_bool -p 'data\.shuffle' -- tg --config "$base" --set data.shuffle=maybe
+expect_fail set_trailing_garbage -p 'train\.steps' -- tg --config "$base" --set train.steps=4x
+expect_fail set_empty_number -p 'train\.steps' -- tg --config "$base" --set train.steps=
+expect_fail set_no_equals -p 'train\.steps' -- tg --config "$base" --set train.steps
+expect_fail set_without_value -p '--set' -- tg --config "$base" --set
+expect_fail set_impossible_value -p 'train\.global_batch' -- tg --config "$base" --set train.global_batch=3
+
+# ---- command line --------------------------------------------------------
+expect_fail cli_unknown_flag -p '--frobnicate' -- tg --config "$base" --frobnicate
+expect_fail cli_stray_argument -p 'stray' -- tg --config "$base" stray
+expect_fail cli_missing_config_flag -p '--config' -- tg
+expect_fail cli_config_without_value -p '--config' -- tg --config
+expect_fail cli_missing_config_file -p "$tmp/nonexistent\\.json" -- tg --config "$tmp/nonexistent.json"
+
+# ---- token shards --------------------------------------------------------
+fx shard "$D/badhdr1_000000.bin" 2000 1 magic=12345
+expect_fail shard_wrong_magic -p 'badhdr1_000000\.bin' -p 'magic' -- tg --config "$base" --set data.train="$D/badhdr1_*.bin"
+fx shard "$D/badhdr2_000000.bin" 2000 1 version=7
+expect_fail shard_wrong_version -p 'badhdr2_000000\.bin' -p 'version' -- tg --config "$base" --set data.train="$D/badhdr2_*.bin"
+fx shard "$D/trunc_000000.bin" 2000 1 body=1500
+expect_fail shard_truncated_body -p 'trunc_000000\.bin' -p '\b2000\b' -- tg --config "$base" --set data.train="$D/trunc_*.bin"
+fx shard "$D/count_000000.bin" 2000 1 count=1000
+expect_fail shard_count_disagrees_with_size -p 'count_000000\.bin' -p '\b1000\b' -- tg --config "$base" --set data.train="$D/count_*.bin"
+fx shard "$D/oddsize_000000.bin" 2000 1
+printf 'x' >>"$D/oddsize_000000.bin"
+expect_fail shard_odd_byte_count -p 'oddsize_000000\.bin' -- tg --config "$base" --set data.train="$D/oddsize_*.bin"
+head -c 100 "$D/good_000000.bin" >"$D/short_000000.bin"
+expect_fail shard_shorter_than_header -p 'short_000000\.bin' -p 'header' -- tg --config "$base" --set data.train="$D/short_*.bin"
+fx shard "$D/tiny_000000.bin" 20 1
+expect_fail shard_too_small_for_a_batch -p 'tiny_' -- tg --config "$base" --set data.train="$D/tiny_*.bin"
+# token ids: 505 lies between vocab_size (500) and the padded vocab (512);
+# 60000 beyond both. The bad runs resume from step 2 of the good run, so the
+# tokens sit in windows they read: window 2 = tokens [128, 192] (step 3),
+# window 3 = [192, 256] (step 4). The message must name the position.
+fx shard "$D/tok505_000000.bin" 2000 1 set=140:505
+expect_fail shard_token_in_padding -p 'tok505_000000\.bin' -p '\b505\b' -p '\b140\b' -p 'vocab' -- tg --config "$base" --set data.train="$D/tok505_*.bin"
+fx shard "$D/tok60k_000000.bin" 2000 1 set=200:60000
+expect_fail shard_token_beyond_padding -p 'tok60k_000000\.bin' -p '\b60000\b' -p '\b200\b' -- tg --config "$base" --set data.train="$D/tok60k_*.bin"
+# the same from scratch (no resume), bad token in the very first batch
+fx shard "$D/tok0_000000.bin" 2000 1 set=3:777
+expect_fail shard_token_in_first_batch -d "$tmp/fresh_tok" -p 'tok0_000000\.bin' -p '\b777\b' -- tg --config "$base" --set out.dir="$tmp/fresh_tok" --set data.train="$D/tok0_*.bin"
+fx shard "$D/valtok_000000.bin" 300 2 set=5:9999
+expect_fail val_shard_token_beyond_vocab -p 'valtok_000000\.bin' -p '\b9999\b' -- tg --config "$base" --set data.val="$D/valtok_*.bin"
+expect_fail val_shard_wrong_magic -p 'badhdr1_000000\.bin' -- tg --config "$base" --set data.val="$D/badhdr1_*.bin"
+expect_fail shard_glob_matches_nothing -p 'nothing_here_\*\.bin' -- tg --config "$base" --set data.train="$D/nothing_here_*.bin"
+expect_fail val_glob_matches_nothing -p 'no_val_\*\.bin' -- tg --config "$base" --set data.val="$D/no_val_*.bin"
+# one good and one bad shard: the bad one must be found before training
+expect_fail shard_second_of_two_bad -p 'count_000000\.bin' -- tg --config "$base" --set data.train="$D/[gc]o*_000000.bin"
+
+# ---- vocabulary (needed for samples) --------------------------------------
+expect_fail vocab_dir_missing -p "$tmp/no_vocab" -- tg --config "$base" --set out.sample_tokens=8
+mkdir -p "$tmp/bad_vocab"
+echo '{"a": 1,' >"$tmp/bad_vocab/encoder.json"
+printf '#version: 0.2\n' >"$tmp/bad_vocab/vocab.bpe"
+expect_fail vocab_malformed_encoder_json -p 'encoder\.json' -- tg --config "$base" --set out.sample_tokens=8 --set data.vocab_dir="$tmp/bad_vocab"
+
+# ---- checkpoints for model.init_from --------------------------------------
+# Edited copies of the good checkpoint, loaded into a run with its own fresh
+# out.dir (a fresh run over existing checkpoints is refused before init_from
+# is read); the good run must not change, and the fresh dir must get no
+# checkpoint.
+mkck() { # NAME: a copy of the good checkpoint in $tmp/ck/NAME
+    rm -rf "$tmp/ck/$1" && mkdir -p "$tmp/ck" && cp -a "$good_ckpt" "$tmp/ck/$1"
+}
+init_from() { tg --config "$base" --set out.resume=false --set out.dir="$tmp/init_run" --set model.init_from="$1"; }
+export -f init_from
+mkck missing_tensor
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/missing_tensor/model.safetensors" drop h.1.mlp.c_fc.bias
+expect_fail init_from_missing_tensor -d "$run" -d "$tmp/ck/missing_tensor" -p 'missing_tensor/model\.safetensors' -p 'h\.1\.mlp\.c_fc\.bias' -- init_from "$tmp/ck/missing_tensor"
+mkck wrong_shape
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/wrong_shape/model.safetensors" shape h.0.attn.c_attn.weight '[96, 32]'
+expect_fail init_from_wrong_shape -d "$run" -p 'wrong_shape/model\.safetensors' -p 'h\.0\.attn\.c_attn\.weight' -- init_from "$tmp/ck/wrong_shape"
+mkck wrong_dtype
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/wrong_dtype/model.safetensors" dtype ln_f.weight I64
+expect_fail init_from_wrong_dtype -p 'wrong_dtype/model\.safetensors' -p 'ln_f\.weight' -- init_from "$tmp/ck/wrong_dtype"
+mkck truncated
+sz=$(stat -c %s "$good_ckpt/model.safetensors")
+truncate -s $((sz / 2)) "$tmp/ck/truncated/model.safetensors"
+expect_fail init_from_truncated_model -p 'truncated/model\.safetensors' -- init_from "$tmp/ck/truncated"
+mkck hdrlen
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/hdrlen/model.safetensors" hdrlen
+expect_fail init_from_bad_header_length -p 'hdrlen/model\.safetensors' -p 'header' -- init_from "$tmp/ck/hdrlen"
+mkck garbage
+head -c 4000 /dev/urandom >"$tmp/ck/garbage/model.safetensors"
+expect_fail init_from_garbage_file -p 'garbage/model\.safetensors' -- init_from "$tmp/ck/garbage"
+mkck no_model
+rm "$tmp/ck/no_model/model.safetensors"
+expect_fail init_from_dir_without_model -p 'no_model' -p 'model\.safetensors' -- init_from "$tmp/ck/no_model"
+expect_fail init_from_nonexistent_dir -p "$tmp/ck/does_not_exist" -- init_from "$tmp/ck/does_not_exist"
+# a checkpoint of a wider model (n_embd 48): config.json or the shapes disagree
+timeout -k 5 60 "$bin" --config "$base" --set train.steps=0 --set model.n_embd=48 --set out.dir="$tmp/wide" >"$tmp/wide.out" 2>&1
+expect_fail init_from_other_model_size -p 'wide/step_00000000' -p 'n_embd|wte|shape' -- init_from "$tmp/wide/step_00000000"
+if ls -d "$tmp/init_run"/step_* >/dev/null 2>&1; then not_ok init_from_failures_wrote_no_checkpoint "$(ls "$tmp/init_run")"; else ok init_from_failures_wrote_no_checkpoint; fi
+expect_fail fresh_run_over_checkpoints -p "$run" -p "out\.resume" -- tg --config "$base" --set out.resume=false
+
+# ---- a corrupted newest checkpoint in out.dir when resuming --------------
+# A copy of the good run (steps 1 and 2) whose step 2 is damaged. Resuming
+# must stop with an error naming the damaged file; it must not restart from
+# scratch or from step 1 silently, and must change nothing in the dir.
+mkrun() { # NAME: a copy of the good run in $tmp/resume_NAME
+    rm -rf "$tmp/resume_$1" && cp -a "$tmp/run.pristine" "$tmp/resume_$1"
+}
+resume_in() { tg --config "$base" --set out.dir="$1"; }
+export -f resume_in
+mkrun trunc_model
+truncate -s $((sz / 2)) "$tmp/resume_trunc_model/step_00000002/model.safetensors"
+expect_fail resume_truncated_model -d "$tmp/resume_trunc_model" -p 'step_00000002/model\.safetensors' -- resume_in "$tmp/resume_trunc_model"
+mkrun trunc_optim
+osz=$(stat -c %s "$good_ckpt/optimizer.safetensors")
+truncate -s $((osz / 2)) "$tmp/resume_trunc_optim/step_00000002/optimizer.safetensors"
+expect_fail resume_truncated_optimizer -d "$tmp/resume_trunc_optim" -p 'step_00000002/optimizer\.safetensors' -- resume_in "$tmp/resume_trunc_optim"
+mkrun no_optim
+rm "$tmp/resume_no_optim/step_00000002/optimizer.safetensors"
+expect_fail resume_missing_optimizer -d "$tmp/resume_no_optim" -p 'step_00000002/optimizer\.safetensors' -- resume_in "$tmp/resume_no_optim"
+mkrun bad_state
+echo '{"step": 2, "data_' >"$tmp/resume_bad_state/step_00000002/state.json"
+expect_fail resume_malformed_state -d "$tmp/resume_bad_state" -p 'step_00000002/state\.json' -- resume_in "$tmp/resume_bad_state"
+mkrun no_state
+rm "$tmp/resume_no_state/step_00000002/state.json"
+expect_fail resume_missing_state -d "$tmp/resume_no_state" -p 'step_00000002' -p 'state\.json' -- resume_in "$tmp/resume_no_state"
+mkrun missing_tensor
+fx st "$good_ckpt/model.safetensors" "$tmp/resume_missing_tensor/step_00000002/model.safetensors" drop wpe.weight
+expect_fail resume_missing_tensor -d "$tmp/resume_missing_tensor" -p 'step_00000002/model\.safetensors' -p 'wpe\.weight' -- resume_in "$tmp/resume_missing_tensor"
+# resuming with a different model shape than the checkpoint holds
+mkrun wider
+expect_fail resume_with_other_model_size -d "$tmp/resume_wider" -p 'step_00000002' -p 'n_embd|wte|shape' -- tg --config "$base" --set out.dir="$tmp/resume_wider" --set model.n_embd=48
+
+# ---- ./prepare -----------------------------------------------------------
+P="$tmp/prep"
+mkdir -p "$P/out"
+printf 'In the beginning God created the heaven and the earth.\n' >"$P/good.txt"
+if ! timeout -k 5 60 "$prep" --input "$P/good.txt" --out "$P/out/x" --val-tokens 4 --vocab-dir assets/vocab >"$P/good.out" 2>&1; then
+    not_ok prepare_prerequisites "prepare of a good text failed (assets/vocab missing? run scripts/setup.sh): $(oneline "$P/good.out")"
+else
+    ok prepare_prerequisites
+fi
+pp() { "$prep" --vocab-dir assets/vocab --out "$P/out/x" --val-tokens 4 "$@"; }
+export P
+export -f pp
+expect_fail prepare_missing_input -d "$P/out" -p "$P/missing\\.txt" -- pp --input "$P/missing.txt"
+expect_fail prepare_second_input_missing -d "$P/out" -p "$P/missing\\.txt" -- pp --input "$P/good.txt" --input "$P/missing.txt"
+printf 'hello world\xff and more text\n' >"$P/bad_ff.txt"  # 0xff at byte 11
+expect_fail prepare_invalid_utf8 -d "$P/out" -p 'bad_ff\.txt' -p 'offset 11\b' -- pp --input "$P/bad_ff.txt"
+printf 'abc\xc0\xafdef\n' >"$P/overlong.txt"  # overlong "/" at byte 3
+expect_fail prepare_overlong_utf8 -d "$P/out" -p 'overlong\.txt' -p 'offset 3\b' -- pp --input "$P/overlong.txt"
+printf 'emoji at the end \xf0\x9f\x98' >"$P/cut.txt"  # cut 4-byte sequence at byte 17
+expect_fail prepare_truncated_utf8_at_eof -d "$P/out" -p 'cut\.txt' -p 'offset 17\b' -- pp --input "$P/cut.txt"
+printf 'surrogate \xed\xa0\x80 here\n' >"$P/surrogate.txt"  # UTF-16 surrogate at byte 10
+expect_fail prepare_surrogate_utf8 -d "$P/out" -p 'surrogate\.txt' -p 'offset 10\b' -- pp --input "$P/surrogate.txt"
+expect_fail prepare_unknown_flag -d "$P/out" -p '--frobnicate' -- pp --input "$P/good.txt" --frobnicate
+expect_fail prepare_missing_out -d "$P/out" -p '--out' -- "$prep" --input "$P/good.txt"
+expect_fail prepare_bad_number -d "$P/out" -p '--val-tokens' -- pp --input "$P/good.txt" --val-tokens lots
+expect_fail prepare_missing_vocab -d "$P/out" -p "$tmp/no_vocab" -- "$prep" --input "$P/good.txt" --out "$P/out/x" --vocab-dir "$tmp/no_vocab"
+expect_fail prepare_decode_bad_shard -d "$P/out" -p 'badhdr1_000000\.bin' -- "$prep" --decode "$D/badhdr1_000000.bin" --vocab-dir assets/vocab
+
+exit $failed
