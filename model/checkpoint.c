@@ -217,6 +217,22 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
 
 /* ---- loading ---- */
 
+/* A small JSON file (config.json, state.json), parsed. */
+static cJSON *read_json(const char *path, tg_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *j = n < sizeof buf - 1 ? cJSON_Parse(buf) : NULL;
+    if (!j) tg_fail(e, "%s: malformed JSON%s", path, n < sizeof buf - 1 ? "" : " (or larger than 64 KiB)");
+    return j;
+}
+
 static int check_hf_key(const cJSON *cfg, const char *key, int want, bool at_least, const char *path, tg_err *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v) return 0;
@@ -231,14 +247,9 @@ static int check_hf_key(const cJSON *cfg, const char *key, int want, bool at_lea
 static int check_hf_config(const char *dir, const gpt_dims *d, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0; /* optional: the tensor shapes are checked anyway */
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    cJSON *cfg = cJSON_Parse(buf);
-    if (!cfg) return tg_fail(e, "%s: malformed JSON", path);
+    if (access(path, F_OK) != 0) return 0; /* optional: the tensor shapes are checked anyway */
+    cJSON *cfg = read_json(path, e);
+    if (!cfg) return -1;
     int rc = check_hf_key(cfg, "n_layer", d->L, false, path, e);
     if (rc == 0) rc = check_hf_key(cfg, "n_head", d->NH, false, path, e);
     if (rc == 0) rc = check_hf_key(cfg, "n_embd", d->C, false, path, e);
@@ -331,14 +342,8 @@ static int json_int(const cJSON *j, const char *key, long long *out, const char 
 int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/state.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    cJSON *j = cJSON_Parse(buf);
-    if (!j) return tg_fail(e, "%s: malformed JSON", path);
+    cJSON *j = read_json(path, e);
+    if (!j) return -1;
     long long step = 0, version = 0;
     int rc = json_int(j, "version", &version, path, e);
     if (rc == 0 && version != CKPT_VERSION) rc = tg_fail(e, "%s: checkpoint version %lld is not %d", path, version, CKPT_VERSION);

@@ -7,21 +7,9 @@
 # every file but log.jsonl, no new step_ directory).
 # Prints "ok NAME" or "not ok NAME - reason" per case; exits non-zero if any
 # case failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
-set -u
-root="${TG_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
-cd "$root" || exit 1
-tmp="${TG_TMP:-$(mktemp -d)}/bad_input"
-rm -rf "$tmp" && mkdir -p "$tmp"
-bin="${TRAIN_GPT:-./train_gpt}"
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" bad_input
 prep="${PREPARE:-./prepare}"
-py=/usr/bin/python3
-# Tiny models: OpenMP threads that spin while waiting only slow things down
-# when the machine is shared (results do not depend on it).
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-failed=0
-
-ok() { echo "ok $1"; }
-not_ok() { echo "not ok $1 - $2"; failed=1; }
 oneline() { tr '\n' ' ' <"$1" | cut -c1-"${2:-240}"; }
 
 # ---- prerequisites -------------------------------------------------------

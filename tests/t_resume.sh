@@ -8,20 +8,8 @@
 # (an interrupted save) is ignored on resume.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
-set -u
-root="${TG_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
-cd "$root" || exit 1
-tmp="${TG_TMP:-$(mktemp -d)}/resume"
-rm -rf "$tmp" && mkdir -p "$tmp"
-bin="${TRAIN_GPT:-./train_gpt}"
-py=/usr/bin/python3
-# Tiny models: OpenMP threads that spin while waiting only slow things down
-# when the machine is shared (results do not depend on it).
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-failed=0
-
-ok() { echo "ok $1"; }
-not_ok() { echo "not ok $1 - $2"; failed=1; }
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" resume
 check() { # NAME REASON COMMAND...: ok when the command succeeds
     local name="$1" why="$2"; shift 2
     if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi

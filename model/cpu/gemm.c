@@ -23,84 +23,40 @@ typedef float v8f __attribute__((vector_size(32)));
 
 typedef void (*micro_kernel)(int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate);
 
-/* MR=6 x NR=32 tile: 12 accumulators of 16 floats (AVX-512 has 32 registers). */
-__attribute__((target("avx512f,fma"))) static void kernel_6x32_avx512(int kc, const float *ap, const float *bp, float *c, int ldc,
-                                                                      bool accumulate) {
-    v16f acc[6][2] = {{{0}}};
-    for (int k = 0; k < kc; k++) {
-        v16f b0, b1;
-        memcpy(&b0, bp + k * 32, 64);
-        memcpy(&b1, bp + k * 32 + 16, 64);
-        for (int i = 0; i < 6; i++) {
-            float a = ap[k * 6 + i];
-            acc[i][0] += a * b0;
-            acc[i][1] += a * b1;
-        }
+/* An MR=6 x NR=(2*W) register tile: 12 accumulators of W floats, for a k-loop
+ * over packed panels. Instantiated per instruction set; the vector type VEC
+ * holds W floats, and the compiler maps it to zmm (AVX-512), ymm (AVX2) or
+ * pairs of xmm (SSE2) registers. */
+#define DEFINE_MICRO_KERNEL(NAME, VEC, W, ATTR)                                                         \
+    ATTR static void NAME(int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate) { \
+        VEC acc[6][2] = {{{0}}};                                                                          \
+        for (int k = 0; k < kc; k++) {                                                                    \
+            VEC b0, b1;                                                                                   \
+            memcpy(&b0, bp + k * 2 * (W), sizeof(VEC));                                                   \
+            memcpy(&b1, bp + k * 2 * (W) + (W), sizeof(VEC));                                             \
+            for (int i = 0; i < 6; i++) {                                                                 \
+                float a = ap[k * 6 + i];                                                                  \
+                acc[i][0] += a * b0;                                                                      \
+                acc[i][1] += a * b1;                                                                      \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int i = 0; i < 6; i++) {                                                                     \
+            float *row = c + (size_t)i * ldc;                                                             \
+            if (accumulate) {                                                                             \
+                VEC c0, c1;                                                                               \
+                memcpy(&c0, row, sizeof(VEC));                                                            \
+                memcpy(&c1, row + (W), sizeof(VEC));                                                      \
+                acc[i][0] += c0;                                                                          \
+                acc[i][1] += c1;                                                                          \
+            }                                                                                             \
+            memcpy(row, &acc[i][0], sizeof(VEC));                                                         \
+            memcpy(row + (W), &acc[i][1], sizeof(VEC));                                                   \
+        }                                                                                                 \
     }
-    for (int i = 0; i < 6; i++) {
-        float *row = c + (size_t)i * ldc;
-        if (accumulate) {
-            v16f c0, c1;
-            memcpy(&c0, row, 64);
-            memcpy(&c1, row + 16, 64);
-            acc[i][0] += c0;
-            acc[i][1] += c1;
-        }
-        memcpy(row, &acc[i][0], 64);
-        memcpy(row + 16, &acc[i][1], 64);
-    }
-}
 
-/* MR=6 x NR=16 tile: 12 accumulators of 8 floats (AVX2 has 16 registers). */
-__attribute__((target("avx2,fma"))) static void kernel_6x16_avx2(int kc, const float *ap, const float *bp, float *c, int ldc,
-                                                                bool accumulate) {
-    v8f acc[6][2] = {{{0}}};
-    for (int k = 0; k < kc; k++) {
-        v8f b0, b1;
-        memcpy(&b0, bp + k * 16, 32);
-        memcpy(&b1, bp + k * 16 + 8, 32);
-        for (int i = 0; i < 6; i++) {
-            float a = ap[k * 6 + i];
-            acc[i][0] += a * b0;
-            acc[i][1] += a * b1;
-        }
-    }
-    for (int i = 0; i < 6; i++) {
-        float *row = c + (size_t)i * ldc;
-        if (accumulate) {
-            v8f c0, c1;
-            memcpy(&c0, row, 32);
-            memcpy(&c1, row + 8, 32);
-            acc[i][0] += c0;
-            acc[i][1] += c1;
-        }
-        memcpy(row, &acc[i][0], 32);
-        memcpy(row + 8, &acc[i][1], 32);
-    }
-}
-
-/* Same shape for machines without AVX2 (SSE2 only): the compiler splits the
- * 8-wide vectors in two. */
-static void kernel_6x16_generic(int kc, const float *ap, const float *bp, float *c, int ldc, bool accumulate) {
-    v8f acc[6][2] = {{{0}}};
-    for (int k = 0; k < kc; k++) {
-        v8f b0, b1;
-        memcpy(&b0, bp + k * 16, 32);
-        memcpy(&b1, bp + k * 16 + 8, 32);
-        for (int i = 0; i < 6; i++) {
-            float a = ap[k * 6 + i];
-            acc[i][0] += a * b0;
-            acc[i][1] += a * b1;
-        }
-    }
-    for (int i = 0; i < 6; i++) {
-        float *row = c + (size_t)i * ldc;
-        for (int j = 0; j < 16; j++) {
-            float v = acc[i][j / 8][j % 8];
-            row[j] = accumulate ? row[j] + v : v;
-        }
-    }
-}
+DEFINE_MICRO_KERNEL(kernel_6x32_avx512, v16f, 16, __attribute__((target("avx512f,fma"))))
+DEFINE_MICRO_KERNEL(kernel_6x16_avx2, v8f, 8, __attribute__((target("avx2,fma"))))
+DEFINE_MICRO_KERNEL(kernel_6x16_generic, v8f, 8, )
 
 typedef struct {
     int mr, nr;
@@ -108,16 +64,21 @@ typedef struct {
     const char *name;
 } kernel_choice;
 
-static kernel_choice choose_kernel(void) {
+/* The named kernel if this CPU runs it, else the best one it runs. */
+static kernel_choice choose_kernel(const char *name) {
+    const kernel_choice avx512 = {6, 32, kernel_6x32_avx512, "avx512"}, avx2 = {6, 16, kernel_6x16_avx2, "avx2"},
+                        generic = {6, 16, kernel_6x16_generic, "generic"};
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
-        return (kernel_choice){6, 32, kernel_6x32_avx512, "avx512"};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return (kernel_choice){6, 16, kernel_6x16_avx2, "avx2"};
-    return (kernel_choice){6, 16, kernel_6x16_generic, "generic"};
+    const bool has_fma = __builtin_cpu_supports("fma");
+    const bool has_avx512 = has_fma && __builtin_cpu_supports("avx512f"), has_avx2 = has_fma && __builtin_cpu_supports("avx2");
+    if (name && strcmp(name, "generic") == 0) return generic;
+    if (name && strcmp(name, "avx2") == 0 && has_avx2) return avx2;
+    if (has_avx512 && (!name || strcmp(name, "avx512") == 0)) return avx512;
+    if (has_avx2) return avx2;
+    return generic;
 }
 
-const char *cpu_gemm_kernel_name(void) { return choose_kernel().name; }
+const char *cpu_gemm_kernel_name(void) { return choose_kernel(NULL).name; }
 
 /* op(A)(i, k) and op(B)(k, j) for the packing loops. */
 static inline float elem_a(const float *A, int lda, bool t, int i, int k) {
@@ -177,12 +138,17 @@ static void zero_c(int M, int N, float *C, int ldc) {
 
 void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
+    cpu_gemm_with(NULL, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc) {
+    const kernel_choice kern = choose_kernel(kernel);
+    if (M <= 0 || N <= 0) return kern.name;
     if (K <= 0) {
         if (beta == 0.0f) zero_c(M, N, C, ldc);
-        return;
+        return kern.name;
     }
-    const kernel_choice kern = choose_kernel();
     const int mr = kern.mr, nr = kern.nr, mc = mr * MC_PANELS;
     int ncols = N < NC ? N : NC;
     size_t bpack_bytes = (size_t)KC * ((ncols + nr - 1) / nr * nr) * sizeof(float);
@@ -223,4 +189,5 @@ void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float *A, i
         }
     }
     free(bpack);
+    return kern.name;
 }

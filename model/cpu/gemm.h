@@ -13,6 +13,12 @@ void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K,
               const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc);
 
+/* The same with a named micro-kernel ("avx512", "avx2", "generic"; NULL: the
+ * best this CPU runs), falling back to the best available; returns the name
+ * of the kernel that ran (tests use it to cover every kernel). */
+const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc);
+
 /* The micro-kernel chosen for this CPU ("avx512", "avx2", "generic"). */
 const char *cpu_gemm_kernel_name(void);
 
