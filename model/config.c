@@ -44,7 +44,7 @@ static const key_spec SCHEMA[] = {
     {"train.eps", K_FLOAT, OFF(train.eps), "1e-8", 0, 1, NULL, "AdamW epsilon (outside the square root)"},
     {"train.grad_clip", K_FLOAT, OFF(train.grad_clip), "1.0", 0, BIG, NULL, "clip the global gradient norm to this (0: no clipping)"},
     {"train.seed", K_INT64, OFF(train.seed), "1337", 0, 9007199254740991.0, NULL, "seed of every random number (init, shuffling, sampling)"},
-    {"train.recompute", K_ENUM, OFF(train.recompute), "none", 0, 0, "none|selective|full", "activation recomputation (only none so far)"},
+    {"train.recompute", K_ENUM, OFF(train.recompute), "none", 0, 0, "none|selective|full", "activation recomputation: none, selective (attention core and MLP up-projection + GELU), full (whole blocks)"},
     {"train.precision", K_ENUM, OFF(train.precision), "fp32", 0, 0, "fp32|bf16", "compute precision (fp32 on the CPU)"},
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
@@ -277,8 +277,6 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (c->train.global_batch % (c->train.micro_batch * c->parallel.dp) != 0)
         return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %d",
                        s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, c->train.micro_batch * c->parallel.dp);
-    if (strcmp(c->train.recompute, "none") != 0)
-        return tg_fail(e, "%s: train.recompute = \"%s\" is not supported yet (only \"none\")", s, c->train.recompute);
     if (strcmp(c->device, "cuda") == 0)
         return tg_fail(e, "%s: device = \"cuda\": this build has no CUDA backend (build with make GPU=1 once it exists)", s);
     if (strcmp(c->device, "cpu") == 0 && strcmp(c->train.precision, "fp32") != 0)

@@ -1,5 +1,8 @@
 /* Forward and backward passes of one rank's shard, one kernel per line, in
- * Megatron's tensor-parallel mapping (the TP collectives are no-ops at tp=1). */
+ * Megatron's tensor- and sequence-parallel mapping. Rows: N = B*T tokens;
+ * the residual stream holds Ns rows (N/tp under SP, else N). Every TP
+ * collective sits in one of four mapping helpers below; at tp = 1 they are
+ * no-ops (comm_null of size 1). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,34 +19,21 @@ float *gpt_grad(const gpt *g, param_kind k, int layer) {
     return g->grads + g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
 }
 
+bool gpt_is_replicated(const gpt_tensor *t) { return t->split == SPLIT_NONE; }
+
 /* Carves every activation buffer out of one allocation. */
 static gpt_acts *acts_create(const tg_ops *ops, const gpt_dims *d, int B, int T) {
     gpt_acts *a = tg_calloc(1, sizeof *a, "activation table");
-    const size_t BT = (size_t)B * T, C = (size_t)d->C, t = (size_t)d->tp, L = (size_t)d->L;
-    struct { float **dst; size_t n; } slots[] = {
-        {&a->encoded, BT * C},
-        {&a->ln1, L * BT * C}, {&a->ln1_mean, L * BT}, {&a->ln1_rstd, L * BT},
-        {&a->qkv, L * BT * 3 * C / t}, {&a->atty, L * BT * C / t},
-        {&a->att, L * BT * (size_t)d->NH_local * T},
-        {&a->res2, L * BT * C},
-        {&a->ln2, L * BT * C}, {&a->ln2_mean, L * BT}, {&a->ln2_rstd, L * BT},
-        {&a->fch, L * BT * 4 * C / t}, {&a->fch_gelu, L * BT * 4 * C / t},
-        {&a->res3, L * BT * C},
-        {&a->lnf, BT * C}, {&a->lnf_mean, BT}, {&a->lnf_rstd, BT},
-        {&a->logits, BT * (size_t)d->V_local},
-        {&a->losses, BT}, {&a->rowmax, BT}, {&a->xstats, 2 * BT},
-        {&a->dres, BT * C}, {&a->dln, BT * C}, {&a->dqkv, BT * 3 * C / t}, {&a->datty, BT * C / t},
-        {&a->dfc, BT * 4 * C / t},
-        {(float **)&a->tokens, BT}, {(float **)&a->targets, BT}, /* int32, same size as float */
-    };
-    const size_t n_slots = sizeof slots / sizeof slots[0];
+    act_entry table[64];
+    int n = gpt_act_table(a, d, B, T, table, 64);
     size_t total = 0;
-    for (size_t i = 0; i < n_slots; i++) total += (slots[i].n + 15) / 16 * 16; /* 64-byte aligned slices */
+    for (int i = 0; i < n; i++) total += gpt_act_floats(table[i].buf);
     a->arena = ops->alloc(total * sizeof(float), "activations");
+    a->arena_floats = total;
     float *p = a->arena;
-    for (size_t i = 0; i < n_slots; i++) {
-        *slots[i].dst = p;
-        p += (slots[i].n + 15) / 16 * 16;
+    for (int i = 0; i < n; i++) {
+        table[i].buf->base = p;
+        p += gpt_act_floats(table[i].buf);
     }
     return a;
 }
@@ -96,8 +86,72 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
 
 void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_params * sizeof(float)); }
 
-/* Per-layer activation slices. */
-#define ACT(a, field, l, per_layer) ((a)->field + (size_t)(l) * (per_layer))
+/* ---- the mappings: every TP collective of the model is in one of these ---- */
+
+static size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->d.tp : (size_t)N; }
+
+/* Residual rows -> all rows before a column-parallel layer: identity, or
+ * all-gather under SP (whose backward is reduce_rows). Returns the full rows. */
+static float *gather_rows(gpt *g, float *full, float *rows, int N, tg_err *e) {
+    if (!g->d.sp) return rows;
+    const size_t n = rows_local(g, N) * g->d.C;
+    return g->tp->vt->all_gather(g->tp, full, rows, n, e) ? NULL : full;
+}
+
+/* Partial sums over all rows -> residual rows after a row-parallel layer:
+ * all-reduce (in place: rows == full), or reduce-scatter under SP. */
+static int reduce_rows(gpt *g, float *rows, float *full, int N, tg_err *e) {
+    const size_t n = rows_local(g, N) * g->d.C;
+    if (!g->d.sp) return g->tp->vt->all_reduce(g->tp, full, n, REDUCE_SUM, e);
+    return g->tp->vt->reduce_scatter(g->tp, rows, full, n, e);
+}
+
+/* LayerNorm of the residual rows, delivered as all rows for the next
+ * column-parallel matmul. */
+static int layernorm_to_full(gpt *g, float *out_full, float *mean, float *rstd, const float *in, param_kind w, int l,
+                             int N, tg_err *e) {
+    gpt_acts *a = g->acts;
+    float *out = g->d.sp ? a->ln_shard.base : out_full;
+    g->ops->layernorm_forward(out, mean, rstd, in, gpt_param(g, w, l), gpt_param(g, (param_kind)(w + 1), l),
+                              (int)rows_local(g, N), g->d.C);
+    return gather_rows(g, out_full, out, N, e) ? 0 : -1;
+}
+
+/* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
+ * residual connection; the bias is added once, after the reduction. */
+static int row_parallel(gpt *g, float *out, const float *inp, param_kind w, int l, const float *res, int N, int K,
+                        tg_err *e) {
+    const tg_ops *o = g->ops;
+    float *partial = g->acts->proj.base;
+    o->matmul_forward(partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
+    float *sum = g->d.sp ? out : partial;
+    if (reduce_rows(g, sum, partial, N, e)) return -1;
+    o->bias_residual_add(out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C);
+    return 0;
+}
+
+/* ---- forward ---- */
+
+static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
+    const tg_ops *o = g->ops;
+    gpt_acts *a = g->acts;
+    const gpt_dims *d = &g->d;
+    const int N = B * T, C = d->C, t = d->tp;
+    const float *in = act_at(&a->resid, l);
+    float *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l);
+    float *res2 = act_at(&a->res2, l), *ln2 = act_at(&a->ln2, l), *fch = act_at(&a->fch, l);
+    float *fch_gelu = act_at(&a->fch_gelu, l);
+
+    if (layernorm_to_full(g, ln1, act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), in, P_LN1_W, l, N, e)) return -1;
+    o->matmul_forward(qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
+    o->attention_forward(atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS);
+    if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
+
+    if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
+    o->matmul_forward(fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
+    o->gelu_forward(fch_gelu, fch, (size_t)N * 4 * C / t);
+    return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, N, 4 * C / t, e);
+}
 
 /* The vocab-parallel cross-entropy: local passes with the TP reductions of
  * Megatron between them (max, then sum-exp and target logit together). */
@@ -107,13 +161,15 @@ static int cross_entropy(gpt *g, int N, float dloss, float *mean_loss, tg_err *e
     const gpt_dims *d = &g->d;
     int n_real = d->V - d->vocab_start;
     n_real = n_real < 0 ? 0 : (n_real > d->V_local ? d->V_local : n_real);
-    o->xent_rowmax(a->rowmax, a->logits, N, d->V_local, n_real);
-    if (g->tp->vt->all_reduce(g->tp, a->rowmax, (size_t)N, REDUCE_MAX, e)) return -1;
-    o->xent_stats(a->xstats, a->logits, a->rowmax, a->targets, N, d->V_local, n_real, d->vocab_start);
-    if (g->tp->vt->all_reduce(g->tp, a->xstats, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
-    o->xent_finish(a->losses, a->logits, a->rowmax, a->xstats, a->targets, N, d->V_local, n_real, d->vocab_start, dloss);
+    o->xent_rowmax(a->rowmax.base, a->logits.base, N, d->V_local, n_real);
+    if (g->tp->vt->all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
+    o->xent_stats(a->xstats.base, a->logits.base, a->rowmax.base, (const int32_t *)a->targets.base, N, d->V_local, n_real,
+                  d->vocab_start);
+    if (g->tp->vt->all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
+    o->xent_finish(a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
+                   d->V_local, n_real, d->vocab_start, dloss);
     float *host = tg_malloc((size_t)N * sizeof(float), "losses");
-    o->download(host, a->losses, (size_t)N * sizeof(float));
+    o->download(host, a->losses.base, (size_t)N * sizeof(float));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += host[i];
     free(host);
@@ -126,52 +182,29 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
-    const int N = B * T, C = d->C, t = d->tp, NHl = d->NH_local, HS = d->HS;
-    const size_t BTmax = (size_t)g->B * g->T, attmax = BTmax * (size_t)NHl * g->T;
+    const int N = B * T, C = d->C;
     if (B > g->B || T > g->T) return tg_fail(e, "forward of %dx%d exceeds the %dx%d buffers", B, T, g->B, g->T);
+    if (d->sp && N % d->tp) return tg_fail(e, "sequence parallelism needs B*T (%d) divisible by tp (%d)", N, d->tp);
     a->B = B;
     a->T = T;
-    o->upload(a->tokens, tokens, (size_t)N * sizeof(int32_t));
-    if (targets) o->upload(a->targets, targets, (size_t)N * sizeof(int32_t));
+    o->upload(a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
+    if (targets) o->upload(a->targets.base, targets, (size_t)N * sizeof(int32_t));
 
-    /* Embedding: vocab-parallel lookup, summed over the TP group. */
-    o->encoder_forward(a->encoded, a->tokens, gpt_param(g, P_WTE, 0), d->tp_rank == 0 ? gpt_param(g, P_WPE, 0) : NULL, B, T,
-                       C, d->vocab_start, d->V_local);
-    if (g->tp->vt->all_reduce(g->tp, a->encoded, (size_t)N * C, REDUCE_SUM, e)) return -1;
+    /* Embedding: vocab-parallel lookup summed over TP, then the replicated
+     * position embedding on this rank's rows. */
+    float *emb = d->sp ? a->proj.base : act_at(&a->resid, 0);
+    o->encoder_forward(emb, (const int32_t *)a->tokens.base, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start,
+                       d->V_local);
+    if (reduce_rows(g, act_at(&a->resid, 0), emb, N, e)) return -1;
+    const int row_start = d->sp ? d->tp_rank * (int)rows_local(g, N) : 0;
+    o->position_forward(act_at(&a->resid, 0), gpt_param(g, P_WPE, 0), row_start, (int)rows_local(g, N), T, C);
 
-    const float *res = a->encoded;
-    for (int l = 0; l < d->L; l++) {
-        float *ln1 = ACT(a, ln1, l, BTmax * C), *qkv = ACT(a, qkv, l, BTmax * 3 * C / t);
-        float *atty = ACT(a, atty, l, BTmax * C / t), *att = ACT(a, att, l, attmax);
-        float *res2 = ACT(a, res2, l, BTmax * C), *ln2 = ACT(a, ln2, l, BTmax * C);
-        float *fch = ACT(a, fch, l, BTmax * 4 * C / t), *fch_gelu = ACT(a, fch_gelu, l, BTmax * 4 * C / t);
-        float *res3 = ACT(a, res3, l, BTmax * C);
+    for (int l = 0; l < d->L; l++)
+        if (block_forward(g, l, B, T, e)) return -1;
 
-        o->layernorm_forward(ln1, ACT(a, ln1_mean, l, BTmax), ACT(a, ln1_rstd, l, BTmax), res, gpt_param(g, P_LN1_W, l),
-                             gpt_param(g, P_LN1_B, l), N, C);
-        o->matmul_forward(qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
-        o->attention_forward(atty, att, qkv, B, T, NHl, HS);
-        /* Row-parallel projection: partial sums reduced over TP. The
-         * replicated bias (like wpe above) enters on TP rank 0 only, so the
-         * sum counts it once; its gradient lands on rank 0 and is summed over
-         * TP before the update, keeping the replicas equal. */
-        o->matmul_forward(res2, atty, gpt_param(g, P_ATTPROJ_W, l), d->tp_rank == 0 ? gpt_param(g, P_ATTPROJ_B, l) : NULL, N,
-                          C / t, C);
-        if (g->tp->vt->all_reduce(g->tp, res2, (size_t)N * C, REDUCE_SUM, e)) return -1;
-        o->add(res2, res2, res, (size_t)N * C);
-
-        o->layernorm_forward(ln2, ACT(a, ln2_mean, l, BTmax), ACT(a, ln2_rstd, l, BTmax), res2, gpt_param(g, P_LN2_W, l),
-                             gpt_param(g, P_LN2_B, l), N, C);
-        o->matmul_forward(fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
-        o->gelu_forward(fch_gelu, fch, (size_t)N * 4 * C / t);
-        o->matmul_forward(res3, fch_gelu, gpt_param(g, P_FCPROJ_W, l), d->tp_rank == 0 ? gpt_param(g, P_FCPROJ_B, l) : NULL,
-                          N, 4 * C / t, C);
-        if (g->tp->vt->all_reduce(g->tp, res3, (size_t)N * C, REDUCE_SUM, e)) return -1;
-        o->add(res3, res3, res2, (size_t)N * C);
-        res = res3;
-    }
-    o->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, res, gpt_param(g, P_LNF_W, 0), gpt_param(g, P_LNF_B, 0), N, C);
-    o->lmhead_forward(a->logits, a->lnf, gpt_param(g, P_WTE, 0), N, C, d->V_local);
+    if (layernorm_to_full(g, a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, act_at(&a->resid, d->L), P_LNF_W, 0, N, e))
+        return -1;
+    o->lmhead_forward(a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
     if (!targets) {
         if (mean_loss) *mean_loss = 0.0f;
         return 0;
@@ -179,56 +212,108 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     return cross_entropy(g, N, dloss, mean_loss, e);
 }
 
+/* ---- backward ---- */
+
+/* Rebuilds what the recompute mode dropped from layer l's activations. */
+static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
+    const gpt_dims *d = &g->d;
+    gpt_acts *a = g->acts;
+    if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, e);
+    if (d->recompute == RECOMPUTE_SELECTIVE) {
+        const int N = B * T, C = d->C, t = d->tp;
+        g->ops->attention_forward(act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS);
+        g->ops->matmul_forward(act_at(&a->fch, l), act_at(&a->ln2, l), gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N,
+                               C, 4 * C / t);
+        g->ops->gelu_forward(act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
+    }
+    return 0;
+}
+
+/* Backward of a column-parallel matmul's input gradient (all rows) into the
+ * residual rows' LayerNorm: reduce over TP, then LayerNorm backward, which
+ * accumulates into dres. */
+static int layernorm_backward_rows(gpt *g, param_kind w, int l, const float *ln_in, const float *mean, const float *rstd,
+                                   int N, tg_err *e) {
+    gpt_acts *a = g->acts;
+    float *dln = g->d.sp ? a->dln.base : a->dln_full.base;
+    if (reduce_rows(g, dln, a->dln_full.base, N, e)) return -1;
+    g->ops->layernorm_backward(a->dres.base, gpt_grad(g, w, l), gpt_grad(g, (param_kind)(w + 1), l), dln, ln_in,
+                               gpt_param(g, w, l), mean, rstd, (int)rows_local(g, N), g->d.C);
+    return 0;
+}
+
+/* Backward of row_parallel: bias gradient from the residual rows, then the
+ * matmul backward on all rows (gathered under SP) into dinp. */
+static int row_parallel_backward(gpt *g, float *dinp, const float *inp, param_kind w, int l, int N, int K, tg_err *e) {
+    gpt_acts *a = g->acts;
+    g->ops->bias_backward(gpt_grad(g, (param_kind)(w + 1), l), a->dres.base, (int)rows_local(g, N), g->d.C);
+    const float *dout = gather_rows(g, a->dres_full.base, a->dres.base, N, e);
+    if (!dout) return -1;
+    g->ops->matmul_backward(dinp, gpt_grad(g, w, l), NULL, dout, inp, gpt_param(g, w, l), N, K, g->d.C);
+    return 0;
+}
+
+static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
+    const tg_ops *o = g->ops;
+    gpt_acts *a = g->acts;
+    const gpt_dims *d = &g->d;
+    const int N = B * T, C = d->C, t = d->tp;
+    if (recompute_layer(g, l, B, T, e)) return -1;
+    float *fch = act_at(&a->fch, l), *ln2 = act_at(&a->ln2, l), *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l);
+
+    /* MLP: dres is the gradient of the block's output rows. */
+    if (row_parallel_backward(g, a->dfc.base, act_at(&a->fch_gelu, l), P_FCPROJ_W, l, N, 4 * C / t, e)) return -1;
+    o->gelu_backward(a->dfc.base, fch, a->dfc.base, (size_t)N * 4 * C / t);
+    o->matmul_backward(a->dln_full.base, gpt_grad(g, P_FC_W, l), gpt_grad(g, P_FC_B, l), a->dfc.base, ln2,
+                       gpt_param(g, P_FC_W, l), N, C, 4 * C / t);
+    if (layernorm_backward_rows(g, P_LN2_W, l, act_at(&a->res2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), N, e))
+        return -1;
+
+    /* Attention */
+    if (row_parallel_backward(g, a->datty.base, act_at(&a->atty, l), P_ATTPROJ_W, l, N, C / t, e)) return -1;
+    o->attention_backward(a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS);
+    o->matmul_backward(a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
+                       gpt_param(g, P_QKV_W, l), N, C, 3 * C / t);
+    return layernorm_backward_rows(g, P_LN1_W, l, act_at(&a->resid, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l),
+                                   N, e);
+}
+
 int gpt_backward(gpt *g, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
-    const int B = a->B, T = a->T, N = B * T, C = d->C, t = d->tp, NHl = d->NH_local, HS = d->HS;
-    const size_t BTmax = (size_t)g->B * g->T, attmax = BTmax * (size_t)NHl * g->T;
+    const int B = a->B, T = a->T, N = B * T, C = d->C, Ns = (int)rows_local(g, N);
 
-    /* LM head (its input was copied to every TP rank: all-reduce dX). */
-    o->lmhead_backward(a->dln, gpt_grad(g, P_WTE, 0), a->logits, a->lnf, gpt_param(g, P_WTE, 0), N, C, d->V_local);
-    if (g->tp->vt->all_reduce(g->tp, a->dln, (size_t)N * C, REDUCE_SUM, e)) return -1;
-    o->zero(a->dres, (size_t)N * C * sizeof(float));
-    const float *last = d->L > 0 ? ACT(a, res3, d->L - 1, BTmax * C) : a->encoded;
-    o->layernorm_backward(a->dres, gpt_grad(g, P_LNF_W, 0), gpt_grad(g, P_LNF_B, 0), a->dln, last, gpt_param(g, P_LNF_W, 0),
-                          a->lnf_mean, a->lnf_rstd, N, C);
+    o->lmhead_backward(a->dln_full.base, gpt_grad(g, P_WTE, 0), a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C,
+                       d->V_local);
+    o->zero(a->dres.base, (size_t)Ns * C * sizeof(float));
+    if (layernorm_backward_rows(g, P_LNF_W, 0, act_at(&a->resid, d->L), a->lnf_mean.base, a->lnf_rstd.base, N, e)) return -1;
 
     /* a->dres is the gradient of the residual stream, updated in place
      * through each block from the top down. */
-    for (int l = d->L - 1; l >= 0; l--) {
-        const float *res = l == 0 ? a->encoded : ACT(a, res3, l - 1, BTmax * C);
-        float *ln1 = ACT(a, ln1, l, BTmax * C), *qkv = ACT(a, qkv, l, BTmax * 3 * C / t);
-        float *atty = ACT(a, atty, l, BTmax * C / t), *att = ACT(a, att, l, attmax);
-        float *res2 = ACT(a, res2, l, BTmax * C), *ln2 = ACT(a, ln2, l, BTmax * C);
-        float *fch = ACT(a, fch, l, BTmax * 4 * C / t), *fch_gelu = ACT(a, fch_gelu, l, BTmax * 4 * C / t);
+    for (int l = d->L - 1; l >= 0; l--)
+        if (block_backward(g, l, B, T, e)) return -1;
 
-        /* MLP */
-        o->matmul_backward(a->dfc, gpt_grad(g, P_FCPROJ_W, l), d->tp_rank == 0 ? gpt_grad(g, P_FCPROJ_B, l) : NULL, a->dres,
-                           fch_gelu, gpt_param(g, P_FCPROJ_W, l), N, 4 * C / t, C);
-        o->gelu_backward(a->dfc, fch, a->dfc, (size_t)N * 4 * C / t);
-        o->matmul_backward(a->dln, gpt_grad(g, P_FC_W, l), gpt_grad(g, P_FC_B, l), a->dfc, ln2, gpt_param(g, P_FC_W, l), N,
-                           C, 4 * C / t);
-        if (g->tp->vt->all_reduce(g->tp, a->dln, (size_t)N * C, REDUCE_SUM, e)) return -1;
-        o->layernorm_backward(a->dres, gpt_grad(g, P_LN2_W, l), gpt_grad(g, P_LN2_B, l), a->dln, res2,
-                              gpt_param(g, P_LN2_W, l), ACT(a, ln2_mean, l, BTmax), ACT(a, ln2_rstd, l, BTmax), N, C);
+    const int row_start = d->sp ? d->tp_rank * Ns : 0;
+    o->position_backward(gpt_grad(g, P_WPE, 0), a->dres.base, row_start, Ns, T, C);
+    const float *dx = gather_rows(g, a->dres_full.base, a->dres.base, N, e);
+    if (!dx) return -1;
+    o->encoder_backward(gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
+                        d->V_local);
+    return 0;
+}
 
-        /* Attention */
-        o->matmul_backward(a->datty, gpt_grad(g, P_ATTPROJ_W, l), d->tp_rank == 0 ? gpt_grad(g, P_ATTPROJ_B, l) : NULL,
-                           a->dres, atty, gpt_param(g, P_ATTPROJ_W, l), N, C / t, C);
-        o->attention_backward(a->dqkv, a->datty, qkv, att, B, T, NHl, HS);
-        o->matmul_backward(a->dln, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv, ln1, gpt_param(g, P_QKV_W, l),
-                           N, C, 3 * C / t);
-        if (g->tp->vt->all_reduce(g->tp, a->dln, (size_t)N * C, REDUCE_SUM, e)) return -1;
-        o->layernorm_backward(a->dres, gpt_grad(g, P_LN1_W, l), gpt_grad(g, P_LN1_B, l), a->dln, res,
-                              gpt_param(g, P_LN1_W, l), ACT(a, ln1_mean, l, BTmax), ACT(a, ln1_rstd, l, BTmax), N, C);
+int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
+    if (!g->d.sp) return 0;
+    for (int k = 0; k < P_KINDS; k++) {
+        if (GPT_PARAM_SPECS[k].split != SPLIT_NONE) continue;
+        size_t n = g->kind_size[k] * (GPT_PARAM_SPECS[k].per_layer ? (size_t)g->d.L : 1);
+        if (g->tp->vt->all_reduce(g->tp, g->grads + g->kind_offset[k], n, REDUCE_SUM, e)) return -1;
     }
-    o->encoder_backward(gpt_grad(g, P_WTE, 0), d->tp_rank == 0 ? gpt_grad(g, P_WPE, 0) : NULL, a->dres, a->tokens, B, T, C,
-                        d->vocab_start, d->V_local);
     return 0;
 }
 
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out) {
     const size_t row = (size_t)b * T + t;
-    g->ops->download(host_out, g->acts->logits + row * g->d.V_local, (size_t)g->d.V_local * sizeof(float));
+    g->ops->download(host_out, g->acts->logits.base + row * g->d.V_local, (size_t)g->d.V_local * sizeof(float));
 }

@@ -13,7 +13,8 @@
 #include "parallel/comm.h"
 
 /* Parameter kinds, in storage order. Per-layer kinds are stored as [L, ...]
- * so layer l's tensor is base + l * size. */
+ * so layer l's tensor is base + l * size. A weight's bias (and a LayerNorm
+ * weight's bias) is the next kind: the passes rely on it. */
 typedef enum {
     P_WTE, P_WPE,
     P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_ATTPROJ_W, P_ATTPROJ_B,
@@ -31,12 +32,16 @@ typedef enum {
     SPLIT_ROWS,      /* input features (row-parallel) */
 } split_kind;
 
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_mode;
+
 typedef struct gpt_dims {
     int L, NH, C, HS, T;
     int V, Vp;             /* real and padded vocabulary */
     int tp, tp_rank;
     int NH_local, V_local; /* heads and padded vocab rows of this rank */
     int vocab_start;       /* first vocabulary row of this rank */
+    bool sp;               /* sequence parallel: the residual stream is split by rows over TP */
+    recompute_mode recompute;
 } gpt_dims;
 
 /* One parameter tensor as this rank holds it (1-D tensors have rows = 1). */
@@ -100,6 +105,11 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
                 tg_err *e);
 /* Accumulates this micro-batch's gradients into g->grads. */
 int gpt_backward(gpt *g, tg_err *e);
+/* Under SP, replicated tensors (LayerNorms, row-parallel biases, wpe) saw
+ * only this rank's rows: sums their gradients over TP. Once per step. */
+int gpt_sync_replicated_grads(gpt *g, tg_err *e);
+/* True for tensors every TP rank holds whole (counted once in norms). */
+bool gpt_is_replicated(const gpt_tensor *t);
 void gpt_zero_grads(gpt *g);
 
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */

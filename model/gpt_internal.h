@@ -16,35 +16,50 @@ typedef struct param_spec {
 
 extern const param_spec GPT_PARAM_SPECS[P_KINDS];
 
-typedef struct act_sizes {
-    size_t layer_kept;             /* floats per token per layer, besides attention */
-    size_t layer_att_per_token_T;  /* attention probabilities: this many * T per token per layer */
-    size_t model_kept;             /* floats per token outside the layers */
-    size_t logits;                 /* floats per token */
-    size_t scratch;                /* floats per token of backward buffers */
-} act_sizes;
+/* One activation buffer: `slots` copies of `size` floats; per-layer buffers
+ * have L slots, or 1 when recomputation rebuilds them layer by layer. */
+typedef struct act_buf {
+    float *base;
+    size_t size;
+    int slots;
+} act_buf;
 
-act_sizes gpt_act_sizes(const gpt_dims *d);
-size_t gpt_layout_params(gpt *g);
+static inline float *act_at(const act_buf *b, int layer) {
+    return b->base + (size_t)(b->slots > 1 ? layer : 0) * b->size;
+}
 
-/* Activation buffers of one rank (backend memory), per-layer ones as [L, ...]. */
+typedef enum { ACT_KEPT, ACT_ATTENTION, ACT_LOGITS, ACT_SCRATCH, ACT_KINDS } act_kind;
+
+/* Activation buffers of one rank (backend memory). N = B*T rows; Ns = N/tp
+ * rows of the residual stream under SP, else N. */
 struct gpt_acts {
     void *arena;
-    int32_t *tokens, *targets;          /* [B*T] */
-    float *encoded;                     /* [B*T, C] */
-    float *ln1, *ln1_mean, *ln1_rstd;   /* [L, B*T, C], [L, B*T] */
-    float *qkv;                         /* [L, B*T, 3C/t] */
-    float *atty;                        /* [L, B*T, C/t] */
-    float *att;                         /* [L, B, NH/t, T, T] */
-    float *res2;                        /* [L, B*T, C] residual after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;              /* [L, B*T, 4C/t] */
-    float *res3;                        /* [L, B*T, C] residual after the MLP */
-    float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;                      /* [B*T, V/t], then its gradient */
-    float *losses, *rowmax, *xstats;    /* [B*T], [B*T], [2*B*T] */
-    float *dres, *dln, *dqkv, *datty, *dfc; /* backward scratch */
-    int B, T;                           /* shape of the last forward */
+    size_t arena_floats;
+    act_buf tokens, targets;        /* [N] int32 */
+    act_buf resid;                  /* [L+1][Ns, C]: block inputs, then the last output */
+    act_buf ln1, ln1_mean, ln1_rstd;/* [N, C] (gathered under SP), [Ns] */
+    act_buf qkv, atty, att;         /* [N, 3C/t], [N, C/t], [B, NH/t, T, T] */
+    act_buf res2;                   /* [Ns, C] residual after attention */
+    act_buf ln2, ln2_mean, ln2_rstd;
+    act_buf fch, fch_gelu;          /* [N, 4C/t] */
+    act_buf lnf, lnf_mean, lnf_rstd;/* [N, C] (gathered), [Ns] */
+    act_buf logits;                 /* [N, V/t], then its gradient */
+    act_buf losses, rowmax, xstats; /* [N], [N], [2N] */
+    act_buf proj, ln_shard;         /* forward scratch: [N, C], [Ns, C] (SP) */
+    act_buf dres, dres_full, dln_full, dln, dqkv, datty, dfc; /* backward scratch */
+    int B, T;                       /* shape of the last forward */
 };
+
+/* The table both the allocation and the budget are made from. */
+typedef struct act_entry {
+    act_buf *buf;
+    act_kind kind;
+} act_entry;
+
+/* Fills sizes and slot counts of every buffer of a (base pointers untouched)
+ * and lists them; returns the count. */
+int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, int max);
+size_t gpt_layout_params(gpt *g);
+size_t gpt_act_floats(const act_buf *b);
 
 #endif

@@ -45,6 +45,10 @@ int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, t
     d->NH_local = d->NH / tp;
     d->V_local = d->Vp / tp;
     d->vocab_start = tp_rank * d->V_local;
+    d->sp = c->parallel.sp && tp > 1;
+    d->recompute = strcmp(c->train.recompute, "full") == 0        ? RECOMPUTE_FULL
+                   : strcmp(c->train.recompute, "selective") == 0 ? RECOMPUTE_SELECTIVE
+                                                                   : RECOMPUTE_NONE;
     return 0;
 }
 
@@ -120,25 +124,47 @@ long long gpt_full_index(const gpt *g, const gpt_tensor *t, size_t local) {
     return r * t->full_cols + c;
 }
 
-/* Floats per token of each activation, for one layer and for the model's
- * ends; the same table sizes the allocation (gpt_acts.c) and the budget. */
-act_sizes gpt_act_sizes(const gpt_dims *d) {
-    const size_t C = (size_t)d->C, t = (size_t)d->tp;
-    act_sizes s;
-    s.layer_kept = C + 2          /* ln1 + mean, rstd */
-                   + 3 * C / t    /* qkv */
-                   + C / t        /* attention output */
-                   + C            /* residual after attention */
-                   + C + 2        /* ln2 + mean, rstd */
-                   + 4 * C / t    /* fc pre-GELU */
-                   + 4 * C / t    /* fc post-GELU */
-                   + C;           /* residual after MLP */
-    s.layer_att_per_token_T = (size_t)d->NH_local; /* times T: probabilities */
-    s.model_kept = C + C + 2 + 1 + 1 + 2;      /* encoded, lnf + stats, losses, rowmax, xent stats */
-    s.logits = (size_t)d->V_local;
-    s.scratch = C + C + 3 * C / t + C / t + 4 * C / t; /* dresidual, dln, dqkv, datt, dfc */
-    return s;
+static void set_buf(act_buf *b, size_t size, int slots) {
+    b->size = size;
+    b->slots = slots;
 }
+
+int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, int max) {
+    const size_t N = (size_t)B * T, C = (size_t)d->C, t = (size_t)d->tp, Ns = d->sp ? N / t : N;
+    const int L = d->L;
+    /* Slots: every layer keeps its own unless recomputation rebuilds it. */
+    const int full = d->recompute == RECOMPUTE_FULL ? 1 : L;
+    const int sel = d->recompute == RECOMPUTE_NONE ? L : 1;
+    const size_t sp_only = d->sp ? 1 : 0;
+    struct { act_buf *b; size_t size; int slots; act_kind kind; } rows[] = {
+        {&a->tokens, N, 1, ACT_KEPT}, {&a->targets, N, 1, ACT_KEPT},
+        {&a->resid, Ns * C, L + 1, ACT_KEPT},
+        {&a->ln1, N * C, full, ACT_KEPT}, {&a->ln1_mean, Ns, full, ACT_KEPT}, {&a->ln1_rstd, Ns, full, ACT_KEPT},
+        {&a->qkv, N * 3 * C / t, full, ACT_KEPT}, {&a->atty, N * C / t, full, ACT_KEPT},
+        {&a->att, N * (size_t)d->NH_local * T, sel, ACT_ATTENTION},
+        {&a->res2, Ns * C, full, ACT_KEPT},
+        {&a->ln2, N * C, full, ACT_KEPT}, {&a->ln2_mean, Ns, full, ACT_KEPT}, {&a->ln2_rstd, Ns, full, ACT_KEPT},
+        {&a->fch, N * 4 * C / t, sel, ACT_KEPT}, {&a->fch_gelu, N * 4 * C / t, sel, ACT_KEPT},
+        {&a->lnf, N * C, 1, ACT_KEPT}, {&a->lnf_mean, Ns, 1, ACT_KEPT}, {&a->lnf_rstd, Ns, 1, ACT_KEPT},
+        {&a->logits, N * (size_t)d->V_local, 1, ACT_LOGITS},
+        {&a->losses, N, 1, ACT_KEPT}, {&a->rowmax, N, 1, ACT_KEPT}, {&a->xstats, 2 * N, 1, ACT_KEPT},
+        {&a->proj, N * C, 1, ACT_SCRATCH}, {&a->ln_shard, sp_only * Ns * C, 1, ACT_SCRATCH},
+        {&a->dres, Ns * C, 1, ACT_SCRATCH}, {&a->dres_full, sp_only * N * C, 1, ACT_SCRATCH},
+        {&a->dln_full, N * C, 1, ACT_SCRATCH}, {&a->dln, sp_only * Ns * C, 1, ACT_SCRATCH},
+        {&a->dqkv, N * 3 * C / t, 1, ACT_SCRATCH}, {&a->datty, N * C / t, 1, ACT_SCRATCH},
+        {&a->dfc, N * 4 * C / t, 1, ACT_SCRATCH},
+    };
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    if (n > max) return -1;
+    for (int i = 0; i < n; i++) {
+        set_buf(rows[i].b, rows[i].size, rows[i].slots);
+        out[i] = (act_entry){rows[i].b, rows[i].kind};
+    }
+    return n;
+}
+
+/* Floats of one buffer, rounded up to 64 bytes as the arena lays it out. */
+size_t gpt_act_floats(const act_buf *b) { return ((size_t)b->slots * b->size + 15) / 16 * 16; }
 
 gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T) {
     gpt g;
@@ -146,17 +172,20 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T) {
     g.d = *d;
     size_t n_params = gpt_layout_params(&g);
     free(g.tensors);
-    act_sizes s = gpt_act_sizes(d);
-    size_t tokens = (size_t)B * T, F = sizeof(float);
+    gpt_acts a;
+    act_entry table[64];
+    int n = gpt_act_table(&a, d, B, T, table, 64);
+    size_t by_kind[ACT_KINDS] = {0};
+    for (int i = 0; i < n; i++) by_kind[table[i].kind] += gpt_act_floats(table[i].buf) * sizeof(float);
+    const size_t F = sizeof(float);
     gpt_budget b;
     b.params = n_params * F;
     b.grads = n_params * F;
     b.optim = 2 * n_params * F;
-    b.acts_attention = (size_t)d->L * tokens * s.layer_att_per_token_T * T * F;
-    b.acts_kept = (size_t)d->L * tokens * s.layer_kept * F + tokens * s.model_kept * F + b.acts_attention
-                  + 2 * tokens * sizeof(int32_t);
-    b.logits = tokens * s.logits * F;
-    b.scratch = tokens * s.scratch * F;
+    b.acts_attention = by_kind[ACT_ATTENTION];
+    b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
+    b.logits = by_kind[ACT_LOGITS];
+    b.scratch = by_kind[ACT_SCRATCH];
     b.total = b.params + b.grads + b.optim + b.acts_kept + b.logits + b.scratch;
     return b;
 }

@@ -60,6 +60,16 @@ typedef struct tg_ops {
 
     /* out = a + b (out may alias a). */
     void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* out[n, c] = (x[n, c] + bias[c]) + res[n, c] over N rows (out may alias
+     * x or res): a row-parallel layer's bias, added after the reduction, and
+     * the residual connection. */
+    void (*bias_residual_add)(float *out, const float *x, const float *bias, const float *res, int N, int C);
+    /* dbias[c] += sum over rows of dout[:, c]. */
+    void (*bias_backward)(float *dbias, const float *dout, int N, int C);
+    /* Rows [row_start, row_start + N) of the flattened [B, T] token grid:
+     * out[n] += wpe[(row_start + n) % T], and its gradient dwpe[...] += dout[n]. */
+    void (*position_forward)(float *out, const float *wpe, int row_start, int N, int T, int C);
+    void (*position_backward)(float *dwpe, const float *dout, int row_start, int N, int T, int C);
 
     /* Vocab-parallel cross-entropy in three passes, so that a TP group can
      * combine the per-row statistics between them. Columns >= n_real of this

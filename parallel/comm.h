@@ -44,4 +44,37 @@ comm *comm_null_create(const char *name, int rank, int size);
 const char *comm_kind_name(coll_kind k);
 void comm_destroy(comm *c);
 
+/* Bytes each rank sends for one collective under a ring algorithm, the
+ * traffic every implementation reports in bytes_sent (so measured and
+ * projected runs agree). `floats` is the whole buffer: n for all_reduce, the
+ * input size*n for reduce_scatter, the output size*n for all_gather:
+ * all_reduce 2*(size-1)*(floats/size), reduce_scatter and all_gather
+ * (size-1)*(floats/size), times sizeof(float); 0 at size 1. Not for
+ * COLL_BROADCAST (returns 0): see comm_broadcast_bytes. */
+uint64_t comm_ring_bytes(coll_kind k, int size, size_t floats);
+/* A broadcast of `bytes` counts them at the root only (0 at size 1). */
+uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes);
+
+/* Shared-memory communicator for ranks on one node (parallel/comm_shm.c).
+ * Collective over the whole world: every rank calls it, in the same order
+ * and with the same `name` ("tp", "dp"), each passing its own group (global
+ * ranks in group order; my_index = this rank's position in it). Members of a
+ * group must be on one node. Each group of size > 1 gets one POSIX shm
+ * segment, already unlinked when this returns. Every wait gives up after
+ * timeout_s or as soon as a member process has died, naming the group, the
+ * collective and the global ranks that did not arrive; the communicator is
+ * then broken and every later call fails. Sums run in rank order 0..size-1,
+ * so results are bitwise equal on every rank and every run (also between
+ * all_reduce and reduce_scatter). MAX propagates NaN. all_reduce is in place;
+ * reduce_scatter accepts out == in or out == in + rank*n; all_gather accepts
+ * in == out + rank*n. */
+typedef struct bootstrap bootstrap;
+comm *comm_shm_create(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index, double timeout_s,
+                      tg_err *e);
+/* The same with a chosen per-rank staging slot (bytes; default
+ * COMM_SHM_SLOT_BYTES); larger buffers go through it in chunks. */
+#define COMM_SHM_SLOT_BYTES ((size_t)4 << 20)
+comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
+                           double timeout_s, size_t slot_bytes, tg_err *e);
+
 #endif

@@ -4,36 +4,29 @@
 
 #include "parallel/comm.h"
 
-/* Bytes a ring algorithm sends from each rank, so projected runs report the
- * traffic their real counterparts would have. */
-static uint64_t ring_bytes(const comm *c, size_t total_floats, int passes) {
-    if (c->size <= 1) return 0;
-    return (uint64_t)passes * (uint64_t)(c->size - 1) * (total_floats / (size_t)c->size) * sizeof(float);
-}
-
 static int null_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
     (void)buf; (void)op; (void)e;
-    c->bytes_sent[COLL_ALL_REDUCE] += ring_bytes(c, n, 2);
+    c->bytes_sent[COLL_ALL_REDUCE] += comm_ring_bytes(COLL_ALL_REDUCE, c->size, n);
     return 0;
 }
 
 static int null_reduce_scatter(comm *c, float *out, const float *in, size_t n, tg_err *e) {
     (void)e;
     memmove(out, in + (size_t)c->rank * n, n * sizeof(float));
-    c->bytes_sent[COLL_REDUCE_SCATTER] += ring_bytes(c, n * (size_t)c->size, 1);
+    c->bytes_sent[COLL_REDUCE_SCATTER] += comm_ring_bytes(COLL_REDUCE_SCATTER, c->size, n * (size_t)c->size);
     return 0;
 }
 
 static int null_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
     (void)e;
     for (int r = c->size - 1; r >= 0; r--) memmove(out + (size_t)r * n, in, n * sizeof(float));
-    c->bytes_sent[COLL_ALL_GATHER] += ring_bytes(c, n * (size_t)c->size, 1);
+    c->bytes_sent[COLL_ALL_GATHER] += comm_ring_bytes(COLL_ALL_GATHER, c->size, n * (size_t)c->size);
     return 0;
 }
 
 static int null_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     (void)buf; (void)e;
-    if (c->rank == root && c->size > 1) c->bytes_sent[COLL_BROADCAST] += bytes;
+    c->bytes_sent[COLL_BROADCAST] += comm_broadcast_bytes(c->size, c->rank, root, bytes);
     return 0;
 }
 
@@ -52,6 +45,18 @@ comm *comm_null_create(const char *name, int rank, int size) {
     c->rank = rank;
     c->size = size;
     return c;
+}
+
+/* Bytes a ring algorithm sends from each rank, so projected runs report the
+ * traffic their real counterparts would have. */
+uint64_t comm_ring_bytes(coll_kind k, int size, size_t floats) {
+    if (size <= 1) return 0;
+    int passes = k == COLL_ALL_REDUCE ? 2 : (k == COLL_REDUCE_SCATTER || k == COLL_ALL_GATHER) ? 1 : 0;
+    return (uint64_t)passes * (uint64_t)(size - 1) * (floats / (size_t)size) * sizeof(float);
+}
+
+uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes) {
+    return rank == root && size > 1 ? (uint64_t)bytes : 0;
 }
 
 const char *comm_kind_name(coll_kind k) {

@@ -397,6 +397,36 @@ static void test_vector(tally *t) {
     free(a); free(b); free(out); free(want);
 }
 
+static void test_row_ops(tally *t) {
+    const int N = 23, C = 13, T = 7, row_start = 5;
+    float *x = randf(N * C, 100, 1), *bias = randf(C, 101, 1), *res = randf(N * C, 102, 1), *out = poisoned(N * C);
+    double *want = malloc(sizeof(double) * N * C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) want[n * C + c] = (double)x[n * C + c] + bias[c] + res[n * C + c];
+    cpu_bias_residual_add(out, x, bias, res, N, C);
+    expect_close(t, "bias_residual_add", out, want, N * C, 1e-6, 1e-7);
+    float *db = randf(C, 103, 1);
+    double *dbw = to_d(db, C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) dbw[c] += x[n * C + c];
+    cpu_bias_backward(db, x, N, C);
+    expect_close(t, "bias_backward", db, dbw, C, 1e-5, 1e-6);
+    float *wpe = randf(T * C, 104, 1), *acc = randf(N * C, 105, 1), *dwpe = randf(T * C, 106, 1);
+    double *pw = to_d(acc, N * C), *dw = to_d(dwpe, T * C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            int p = (row_start + n) % T;
+            pw[n * C + c] += wpe[p * C + c];
+            dw[p * C + c] += x[n * C + c];
+        }
+    cpu_position_forward(acc, wpe, row_start, N, T, C);
+    expect_close(t, "position_forward_row_shard", acc, pw, N * C, 1e-6, 1e-7);
+    cpu_position_backward(dwpe, x, row_start, N, T, C);
+    expect_close(t, "position_backward_row_shard", dwpe, dw, T * C, 1e-5, 1e-6);
+    free(x); free(bias); free(res); free(out); free(want); free(db); free(dbw); free(wpe); free(acc); free(dwpe);
+    free(pw); free(dw);
+}
+
 static void test_adamw(tally *t) {
     size_t n = 1037;
     float *p = randf(n, 90, 1), *g = randf(n, 91, 1), *m = randf(n, 92, 0.1f), *v = randf(n, 93, 0.1f);
@@ -429,6 +459,7 @@ int main(void) {
     test_encoder(&t);
     test_xent(&t);
     test_vector(&t);
+    test_row_ops(&t);
     test_adamw(&t);
     fprintf(stderr, "test_kernels: %d passed, %d failed\n", t.passed, t.failed);
     return t.failed ? 1 : 0;

@@ -42,3 +42,25 @@ void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
         }
     }
 }
+
+void cpu_position_forward(float *out, const float *wpe, int row_start, int N, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        const float *p = wpe + (size_t)((row_start + n) % T) * C;
+        for (int c = 0; c < C; c++) o[c] += p[c];
+    }
+}
+
+void cpu_position_backward(float *dwpe, const float *dout, int row_start, int N, int T, int C) {
+    /* Each position's rows are summed in row order by one thread. */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float *d = dwpe + (size_t)t * C;
+        int first = ((t - row_start) % T + T) % T; /* first local row at position t */
+        for (int n = first; n < N; n += T) {
+            const float *g = dout + (size_t)n * C;
+            for (int c = 0; c < C; c++) d[c] += g[c];
+        }
+    }
+}

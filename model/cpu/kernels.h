@@ -25,6 +25,10 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, co
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_add(float *out, const float *a, const float *b, size_t n);
+void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C);
+void cpu_bias_backward(float *dbias, const float *dout, int N, int C);
+void cpu_position_forward(float *out, const float *wpe, int row_start, int N, int T, int C);
+void cpu_position_backward(float *dwpe, const float *dout, int row_start, int N, int T, int C);
 void cpu_xent_rowmax(float *rowmax, const float *logits, int N, int V, int n_real);
 void cpu_xent_stats(float *stats, const float *logits, const float *rowmax, const int32_t *targets, int N, int V, int n_real,
                     int vocab_start);

@@ -13,7 +13,7 @@ void cpu_matmul_forward(float *out, const float *inp, const float *w, const floa
 }
 
 /* dbias[o] += sum over rows of dout[:, o], column blocks in parallel, rows in order. */
-static void bias_backward(float *dbias, const float *dout, int N, int OC) {
+void cpu_bias_backward(float *dbias, const float *dout, int N, int OC) {
     const int block = 64;
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += block) {
@@ -31,7 +31,7 @@ void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
                          int C, int OC) {
     if (dinp) cpu_gemm(false, true, N, C, OC, dout, OC, w, OC, 0.0f, dinp, C);
     cpu_gemm(true, false, C, OC, N, inp, C, dout, OC, 1.0f, dw, OC);
-    if (dbias) bias_backward(dbias, dout, N, OC);
+    if (dbias) cpu_bias_backward(dbias, dout, N, OC);
 }
 
 void cpu_lmhead_forward(float *logits, const float *x, const float *wte, int N, int C, int V) {

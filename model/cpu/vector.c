@@ -8,6 +8,15 @@ void cpu_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)n * C + c;
+            out[i] = (x[i] + bias[c]) + res[i];
+        }
+}
+
 double cpu_sum_squares(const float *x, size_t n) {
     /* Fixed-size chunks summed in chunk order: the same result for any
      * thread count. */

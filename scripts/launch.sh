@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Starts N ranks of a command on this node, one process each, with the
+# environment of a Megatron/torch-style distributed job. `--help` says it all.
+# Needs bash >= 5.1 (wait -n -p) and setsid (util-linux).
+set -u
+
+prog="launch"
+usage() {
+    cat <<'EOF'
+Usage: scripts/launch.sh -n N [--nnodes M --node-rank R --master HOST:PORT]
+                         [--log-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
+
+Starts N copies of COMMAND on this node, one process per rank, for example
+  scripts/launch.sh -n 2 -- ./train_gpt --config configs/tiny.json
+
+Options
+  -n, --nproc-per-node N  ranks on this node (a positive integer)
+  --nnodes M              nodes in the job (default 1); M > 1 needs --master
+  --node-rank R           this node's index, 0 <= R < M (default 0)
+  --master HOST:PORT      address of global rank 0's node and a port it can
+                          listen on; the same on every node. Single node default:
+                          127.0.0.1 and a random free port in 20000-32767.
+                          IPv6: [ADDR]:PORT
+  --log-dir DIR           where the per-rank logs go (created if missing);
+                          default ./launch_logs/<YYYYmmdd-HHMMSS>
+  --grace SECONDS         on shutdown, time between SIGTERM and SIGKILL (default 5)
+  -h, --help              this text
+  --                      ends the options; COMMAND and its arguments follow
+
+Each rank gets, on top of the launcher's environment:
+  RANK              node_rank * N + local rank (global rank)
+  WORLD_SIZE        N * M
+  LOCAL_RANK        0 .. N-1
+  LOCAL_WORLD_SIZE  N
+  NODE_RANK         R
+  MASTER_ADDR, MASTER_PORT  from --master, or the single-node default
+
+Output
+  Rank 0's stdout and stderr pass through to this terminal (as stdout and
+  stderr) and are also copied to DIR/rank_0.log. Every other rank writes both
+  to DIR/rank_<RANK>.log only; its stdin is /dev/null. Launcher messages go to
+  stderr, prefixed "launch:", and say where the logs are.
+
+Failure and shutdown
+  If a rank exits non-zero or is killed by a signal, the launcher stops all
+  other ranks (SIGTERM to each rank's process group, SIGKILL to what is left
+  after the grace period), prints which rank failed, its exit status and the
+  last 20 lines of its log, and exits with that rank's status (128+signal when
+  it was killed by a signal). When every rank exits 0, the launcher exits 0.
+  SIGINT (Ctrl-C), SIGTERM and SIGHUP to the launcher stop all ranks the same
+  way, and it exits 130, 143 or 129; a second signal skips the grace period.
+  Each rank runs in its own session and process group, so whatever a rank
+  started there is stopped with it, also after a successful run; no rank is
+  left running when the launcher exits (unless the launcher itself is
+  SIGKILLed, which no program can handle).
+
+Exit status: 0 all ranks succeeded; the failed rank's status; 2 bad arguments;
+127 COMMAND not found; 130/143/129 stopped by a signal.
+EOF
+}
+
+die_usage() { echo "$prog: error: $*" >&2; echo "$prog: see scripts/launch.sh --help" >&2; exit 2; }
+say() { echo "$prog: $*" >&2; }
+
+if [ -z "${BASH_VERSINFO:-}" ] || [ "${BASH_VERSINFO[0]}" -lt 5 ] ||
+   { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
+    echo "$prog: error: needs bash 5.1 or newer (this is ${BASH_VERSION:-not bash})" >&2
+    exit 2
+fi
+
+# ---- arguments ---------------------------------------------------------------
+nproc="" nnodes=1 node_rank=0 master="" log_dir="" grace=5 seen_dashdash=0
+need_value() { # OPTION REMAINING_ARGS: the option's value must be there
+    [ "$2" -ge 2 ] || die_usage "$1 needs a value"
+}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        --) shift; seen_dashdash=1; break ;;
+        -n|--nproc-per-node) need_value "$1" $#; nproc="$2"; shift 2 ;;
+        --nproc-per-node=*) nproc="${1#*=}"; shift ;;
+        --nnodes) need_value "$1" $#; nnodes="$2"; shift 2 ;;
+        --nnodes=*) nnodes="${1#*=}"; shift ;;
+        --node-rank) need_value "$1" $#; node_rank="$2"; shift 2 ;;
+        --node-rank=*) node_rank="${1#*=}"; shift ;;
+        --master) need_value "$1" $#; master="$2"; shift 2 ;;
+        --master=*) master="${1#*=}"; shift ;;
+        --log-dir) need_value "$1" $#; log_dir="$2"; shift 2 ;;
+        --log-dir=*) log_dir="${1#*=}"; shift ;;
+        --grace) need_value "$1" $#; grace="$2"; shift 2 ;;
+        --grace=*) grace="${1#*=}"; shift ;;
+        -*) die_usage "unknown option '$1'" ;;
+        *) die_usage "expected '--' before the command (got '$1'); e.g. scripts/launch.sh -n 2 -- ./train_gpt --config FILE" ;;
+    esac
+done
+[ "$seen_dashdash" = 1 ] || die_usage "missing '--' and the command to run; e.g. scripts/launch.sh -n 2 -- ./train_gpt --config FILE"
+[ $# -gt 0 ] || die_usage "no command after '--'"
+
+is_pos_int() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
+[ -n "$nproc" ] || die_usage "-n N (ranks on this node) is required"
+is_pos_int "$nproc" || die_usage "-n must be a positive integer, got '$nproc'"
+is_pos_int "$nnodes" || die_usage "--nnodes must be a positive integer, got '$nnodes'"
+[[ "$node_rank" =~ ^(0|[1-9][0-9]{0,5})$ ]] || die_usage "--node-rank must be a non-negative integer, got '$node_rank'"
+[ "$node_rank" -lt "$nnodes" ] ||
+    die_usage "--node-rank $node_rank is out of range: with --nnodes $nnodes it must be 0..$((nnodes - 1))"
+[ "$nnodes" -eq 1 ] || [ -n "$master" ] ||
+    die_usage "--nnodes $nnodes needs --master HOST:PORT (global rank 0's node), the same on every node"
+[[ "$grace" =~ ^[0-9]{1,4}(\.[0-9]{1,6})?$ ]] || die_usage "--grace must be a number of seconds, got '$grace'"
+
+master_addr="" master_port=""
+if [ -n "$master" ]; then
+    if [[ "$master" =~ ^\[([0-9A-Fa-f:.]+)\]:([0-9]+)$ ]] || [[ "$master" =~ ^([^:[:space:]]+):([0-9]+)$ ]]; then
+        master_addr="${BASH_REMATCH[1]}"
+        master_port="${BASH_REMATCH[2]}"
+    else
+        die_usage "--master must be HOST:PORT (or [IPV6]:PORT), got '$master'"
+    fi
+    [[ "$master_port" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$master_port" -le 65535 ] ||
+        die_usage "--master port must be 1..65535, got '$master_port'"
+fi
+
+if ! command -v -- "$1" >/dev/null 2>&1; then
+    echo "$prog: error: command not found or not executable: $1" >&2
+    exit 127
+fi
+command -v setsid >/dev/null 2>&1 || { echo "$prog: error: setsid (util-linux) is needed" >&2; exit 2; }
+
+# ---- master address and port ---------------------------------------------------
+port_in_use() { # PORT: true when something on this host uses it
+    local out
+    if out=$(ss -Htan "( sport = :$1 )" 2>/dev/null); then
+        [ -n "$out" ]
+    else
+        timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+    fi
+}
+if [ -z "$master_addr" ]; then
+    master_addr=127.0.0.1
+    # Below Linux's default ephemeral range (32768-60999), so outgoing
+    # connections do not take it in the meantime.
+    for _ in $(seq 50); do
+        master_port=$((20000 + (RANDOM * 32768 + RANDOM) % 12768))
+        port_in_use "$master_port" || break
+    done
+fi
+
+# ---- log directory ---------------------------------------------------------------
+if [ -z "$log_dir" ]; then
+    log_dir="launch_logs/$(date +%Y%m%d-%H%M%S)"
+    [ -e "$log_dir" ] && log_dir="$log_dir-$$"
+fi
+mkdir -p -- "$log_dir" 2>/dev/null || { echo "$prog: error: cannot create log directory '$log_dir'" >&2; exit 2; }
+[ -w "$log_dir" ] || { echo "$prog: error: log directory '$log_dir' is not writable" >&2; exit 2; }
+
+world=$((nproc * nnodes))
+rank0=$((node_rank * nproc))
+say "$nproc rank(s) on node $node_rank of $nnodes (ranks $rank0..$((rank0 + nproc - 1)) of $world), master $master_addr:$master_port"
+if [ "$rank0" -eq 0 ]; then
+    say "rank 0 prints here; logs: $log_dir/rank_<RANK>.log"
+else
+    say "logs: $log_dir/rank_<RANK>.log"
+fi
+
+# ---- start the ranks ---------------------------------------------------------------
+# Each rank runs under setsid: its own session and process group (id = its
+# pid), so it can be stopped with everything it started, and a Ctrl-C on the
+# terminal reaches only the launcher, which then stops the ranks in order.
+declare -a pids=()       # per local rank: pid = process group id
+declare -A local_of=()   # pid -> local rank
+declare -A running=()    # pid -> 1 while not reaped
+stopping=0
+timer=""
+
+stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grace
+    local pg who deadline alive
+    for pg in "${pids[@]}"; do kill -TERM -- "-$pg" 2>/dev/null; done
+    deadline=$((${EPOCHREALTIME//[!0-9]/} + $(usecs "$1")))
+    # Reap the ranks as they exit, woken by the first of them or the timer.
+    sleep "$1" & timer=$!
+    while [ ${#running[@]} -gt 0 ]; do
+        who=""
+        wait -n -p who "${!running[@]}" "$timer" 2>/dev/null
+        [ -n "$who" ] || continue
+        [ "$who" = "$timer" ] && break
+        unset "running[$who]"
+    done
+    kill "$timer" 2>/dev/null; wait "$timer" 2>/dev/null; timer=""
+    # What a rank started in its group may outlive it: poll until the deadline.
+    while [ ${#running[@]} -eq 0 ] && [ "${EPOCHREALTIME//[!0-9]/}" -lt "$deadline" ]; do
+        alive=0
+        for pg in "${pids[@]}"; do
+            if kill -0 -- "-$pg" 2>/dev/null; then alive=1; break; fi
+        done
+        [ "$alive" = 1 ] || break
+        sleep 0.05
+    done
+    for pg in "${pids[@]}"; do
+        if kill -0 -- "-$pg" 2>/dev/null; then
+            say "rank $((rank0 + local_of[$pg])) did not stop within ${1}s of SIGTERM; sending SIGKILL"
+            kill -KILL -- "-$pg" 2>/dev/null
+        fi
+    done
+    [ ${#running[@]} -eq 0 ] || wait "${!running[@]}" 2>/dev/null
+    running=()
+}
+usecs() { # SECONDS[.FRACTION] -> microseconds
+    local int="${1%%.*}" frac=""
+    [[ "$1" == *.* ]] && frac="${1#*.}"
+    frac="${frac}000000"
+    echo $((10#$int * 1000000 + 10#${frac:0:6}))
+}
+on_signal() { # NAME STATUS
+    if [ "$stopping" = 1 ]; then
+        say "got SIG$1 again: killing all ranks now"
+        for pg in "${pids[@]}"; do kill -KILL -- "-$pg" 2>/dev/null; done
+        exit "$2"
+    fi
+    stopping=1
+    say "got SIG$1: stopping all ranks (SIGTERM, SIGKILL after ${grace}s; signal again to kill now)"
+    stop_all "$grace"
+    exit "$2"
+}
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+# Last resort on any exit path (including a bug in this script): nothing survives.
+trap 'for pg in "${pids[@]}"; do kill -KILL -- "-$pg" 2>/dev/null; done
+      [ -z "$timer" ] || kill "$timer" 2>/dev/null' EXIT
+
+# Rank 0's stdout and stderr each go through their own tee, so the terminal
+# keeps them apart; the wrapper waits for both tees, then exits with the
+# command's status.
+rank0_wrapper='log=$1; shift
+{ "$@" 2>&1 1>&3 3>&- | tee -a "$log" >&2; exit "${PIPESTATUS[0]}"; } 3>&1 | tee -a "$log"
+exit "${PIPESTATUS[0]}"'
+
+for ((lr = 0; lr < nproc; lr++)); do
+    r=$((rank0 + lr))
+    log="$log_dir/rank_$r.log"
+    : >"$log" || { say "error: cannot write $log"; stop_all 0; exit 1; }
+    export RANK=$r WORLD_SIZE=$world LOCAL_RANK=$lr LOCAL_WORLD_SIZE=$nproc NODE_RANK=$node_rank \
+           MASTER_ADDR=$master_addr MASTER_PORT=$master_port
+    if [ "$r" -eq 0 ]; then
+        setsid bash -c "$rank0_wrapper" launch-rank0 "$log" "$@" &
+    else
+        setsid "$@" </dev/null >"$log" 2>&1 &
+    fi
+    pid=$!
+    pids+=("$pid")
+    local_of[$pid]=$lr
+    running[$pid]=1
+done
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK MASTER_ADDR MASTER_PORT
+
+# ---- watch them -------------------------------------------------------------------
+signame() { # STATUS: " (killed by SIGxxx)" when STATUS looks like 128+signal
+    local s
+    if [ "$1" -gt 128 ] && s=$(kill -l "$(($1 - 128))" 2>/dev/null); then
+        echo " (killed by signal $(($1 - 128)), SIG$s)"
+    fi
+}
+while [ ${#running[@]} -gt 0 ]; do
+    done_pid=""
+    wait -n -p done_pid "${!running[@]}" 2>/dev/null
+    st=$?
+    [ -n "$done_pid" ] || continue    # interrupted by a signal: its trap runs
+    unset "running[$done_pid]"
+    [ "$st" -eq 0 ] && continue
+    stopping=1
+    r=$((rank0 + local_of[$done_pid]))
+    say "rank $r (pid $done_pid) failed with exit status $st$(signame "$st")"
+    if [ ${#running[@]} -gt 0 ]; then
+        say "stopping the other ${#running[@]} rank(s) on this node"
+    fi
+    stop_all "$grace"
+    say "last 20 lines of $log_dir/rank_$r.log:"
+    tail -n 20 -- "$log_dir/rank_$r.log" | sed 's/^/  | /' >&2
+    say "exiting with status $st (rank $r failed)"
+    exit "$st"
+done
+# Every rank exited 0; stop anything a rank left behind in its process group.
+stopping=1
+stop_all "$grace"
+say "all $nproc rank(s) exited 0"
+exit 0
