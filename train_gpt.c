@@ -23,7 +23,8 @@
 typedef struct run {
     tg_config cfg;
     const tg_ops *ops;
-    comm *tp;
+    int rank, world;        /* global rank and world size */
+    comm *tp, *dp;          /* this rank's tensor- and data-parallel groups */
     gpt *model;
     optim *opt;
     shard_set *train, *val;
@@ -157,13 +158,16 @@ static void setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
     r->ops = ops_cpu();
+    r->rank = 0;
+    r->world = 1;
     r->tp = comm_null_create("tp", 0, 1);
+    r->dp = comm_null_create("dp", 0, 1);
     open_data(r);
     gpt_dims d;
-    if (gpt_dims_from_config(&d, c, 1, 0, &e)) tg_die(PROG, &e);
+    if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
     gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len);
-    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len);
-    r->opt = optim_create(r->ops, r->model->n_params);
+    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, r->dp->size);
+    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
     printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters\n", d.L, d.NH, d.C, d.T,
            d.V, d.Vp, r->model->n_params);
     printf("batch: %d sequences x %d tokens per step = %d micro-batches of %d (gradient accumulation %d)\n",
@@ -204,21 +208,25 @@ static void slice_micro_batch(run *r, int first) {
 }
 
 /* Mean loss over one window (a global batch); accumulates gradients when
- * `train` is set. */
+ * `train` is set. DP rank d takes sequences [d*G/dp, (d+1)*G/dp) of the
+ * window, micro-batch by micro-batch; the loss is averaged over DP. */
 static float run_window(run *r, bool train) {
     const tg_config *c = &r->cfg;
     const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
+    const int first = r->dp->rank * (c->train.global_batch / r->dp->size);
     const float dloss = 1.0f / ((float)c->train.global_batch * T);
     tg_err e;
     double sum = 0.0;
     for (int m = 0; m < accum; m++) {
-        slice_micro_batch(r, m * B);
+        slice_micro_batch(r, first + m * B);
         float loss;
         if (gpt_forward(r->model, r->inputs, r->targets, B, T, dloss, &loss, &e)) tg_die(PROG, &e);
         if (train && gpt_backward(r->model, &e)) tg_die(PROG, &e);
         sum += loss;
     }
-    return (float)(sum / accum);
+    float mean = (float)(sum / accum) / (float)r->dp->size;
+    if (r->dp->vt->all_reduce(r->dp, &mean, 1, REDUCE_SUM, &e)) tg_die(PROG, &e);
+    return mean;
 }
 
 static float evaluate(run *r) {
@@ -298,7 +306,7 @@ static void log_eval(run *r, float val) {
 static void save(run *r) {
     tg_err e;
     double t0 = now_ms();
-    int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, &e);
+    int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, r->rank == 0, &e);
     if (rc < 0) tg_die(PROG, &e);
     if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);
     else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
@@ -312,8 +320,10 @@ static void train_step(run *r) {
     gpt_zero_grads(r->model);
     float loss = run_window(r, true);
     int s = r->state.step + 1;
-    double norm = optim_grad_norm(r->model), lr = optim_lr(c, s);
-    optim_step(r->opt, r->model, c, s, lr, norm);
+    double norm, lr = optim_lr(c, s);
+    if (gpt_sync_replicated_grads(r->model, &e) || optim_reduce_grads(r->opt, r->model, &e) ||
+        optim_grad_norm(r->opt, r->model, &norm, &e) || optim_step(r->opt, r->model, c, s, lr, norm, &e))
+        tg_die(PROG, &e);
     r->state.step = s;
     double ms = now_ms() - t0;
     if (s > 1 || c->train.steps == 1) { /* the first step pays for page faults */
@@ -355,5 +365,6 @@ int main(int argc, char **argv) {
     optim_free(r.opt);
     gpt_free(r.model);
     comm_destroy(r.tp);
+    comm_destroy(r.dp);
     return 0;
 }

@@ -15,12 +15,12 @@
 #define CKPT_FORMAT "train_gpt checkpoint"
 #define CKPT_VERSION 1
 
-/* ---- layout-independent views of one rank's buffers ---- */
+/* ---- layout-independent views of the TP ranks' buffers ---- */
 
-/* Copies this rank's local elements of t into the full tensor (host). */
-static void local_to_full(const gpt *g, const gpt_tensor *t, const float *local, float *full) {
+/* Copies TP rank r's local elements of t into the full tensor (host). */
+static void local_to_full(const gpt *g, const gpt_tensor *t, const float *local, int tp_rank, float *full) {
     for (size_t j = 0; j < t->numel; j++) {
-        long long fi = gpt_full_index(g, t, j);
+        long long fi = gpt_full_index_at(g, t, j, tp_rank);
         if (fi >= 0) full[fi] = local[j];
     }
 }
@@ -46,37 +46,45 @@ static void tensor_shape(const gpt_tensor *t, st_entry *en) {
     }
 }
 
-/* Writes the full tensors of several backend buffers laid out like the
- * parameters (params, or the AdamW moments) into one safetensors file, each
- * tensor under its buffer's prefix + its name. */
-static int write_buffers(const char *path, const gpt *g, const float *const *bufs, const char *const *prefixes, int nbuf,
+/* The TP group's local buffers (host, parameter layout) side by side:
+ * tp * n_params floats, rank r's at r * n_params. A collective over TP. */
+static float *gather_tp(const gpt *g, const float *local, tg_err *e) {
+    float *all = tg_malloc((size_t)g->tp->size * g->n_params * sizeof(float), "checkpoint gather");
+    if (g->tp->vt->all_gather(g->tp, all, local, g->n_params, e)) {
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+/* Writes the full tensors of several buffers laid out like the parameters
+ * (the TP group's, side by side) into one safetensors file, each tensor under
+ * its buffer's prefix + its name. */
+static int write_buffers(const char *path, const gpt *g, float *const *tp_bufs, const char *const *prefixes, int nbuf,
                          tg_err *e) {
     size_t per_buf = 0;
     for (int i = 0; i < g->n_tensors; i++) per_buf += full_numel(&g->tensors[i]);
     const int n = g->n_tensors * nbuf;
-    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
     float *full = tg_calloc(per_buf * (size_t)nbuf, sizeof(float), "checkpoint tensors");
     st_entry *en = tg_calloc((size_t)n, sizeof(st_entry), "checkpoint index");
     char (*names)[128] = tg_calloc((size_t)n, 128, "checkpoint names");
     size_t off = 0;
-    for (int b = 0; b < nbuf; b++) {
-        g->ops->download(host, bufs[b], g->n_params * sizeof(float));
+    for (int b = 0; b < nbuf; b++)
         for (int i = 0; i < g->n_tensors; i++) {
             const gpt_tensor *t = &g->tensors[i];
             int k = b * g->n_tensors + i;
-            local_to_full(g, t, host + t->offset, full + off);
+            for (int r = 0; r < g->tp->size; r++)
+                local_to_full(g, t, tp_bufs[b] + (size_t)r * g->n_params + t->offset, r, full + off);
             snprintf(names[k], 128, "%s%s", prefixes[b], t->name);
             en[k].name = names[k];
             en[k].data = full + off;
             tensor_shape(t, &en[k]);
             off += full_numel(t);
         }
-    }
     int rc = safetensors_write(path, en, n, e);
     free(names);
     free(en);
     free(full);
-    free(host);
     return rc;
 }
 
@@ -163,7 +171,9 @@ static int mkdir_p(const char *path, tg_err *e) {
     return 0;
 }
 
-int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, tg_err *e) {
+/* Only the writer touches the file system. */
+static int write_checkpoint(const char *out_dir, const gpt *g, float *const *tp_bufs, const tg_config *c,
+                            const ckpt_state *st, tg_err *e) {
     char final[1024], tmp[1100], p[1200];
     snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
     struct stat sb;
@@ -176,15 +186,13 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     if (remove_dir(tmp, e)) return -1;
     if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
 
-    const float *model_buf[1] = {g->params};
     const char *model_prefix[1] = {""};
-    const float *optim_bufs[2] = {o->m, o->v};
     const char *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
     char *hf = hf_config_json(&g->d, c), *state = state_json(c, st);
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    int rc = write_buffers(p, g, model_buf, model_prefix, 1, e);
+    int rc = write_buffers(p, g, tp_bufs, model_prefix, 1, e);
     snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-    if (rc == 0) rc = write_buffers(p, g, optim_bufs, optim_prefixes, 2, e);
+    if (rc == 0) rc = write_buffers(p, g, tp_bufs + 1, optim_prefixes, 2, e);
     snprintf(p, sizeof p, "%s/config.json", tmp);
     if (rc == 0) rc = write_text(p, hf, e);
     snprintf(p, sizeof p, "%s/state.json", tmp);
@@ -193,6 +201,22 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     free(state);
     if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
     if (rc != 0) remove_dir(tmp, NULL);
+    return rc;
+}
+
+int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
+              tg_err *e) {
+    float *local[3], *tp_bufs[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) local[i] = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    g->ops->download(local[0], g->params, g->n_params * sizeof(float));
+    int rc = optim_export(o, g, local[1], local[2], e);
+    for (int i = 0; rc == 0 && i < 3; i++)
+        if (!(tp_bufs[i] = gather_tp(g, local[i], e))) rc = -1;
+    if (rc == 0 && writer) rc = write_checkpoint(out_dir, g, tp_bufs, c, st, e);
+    for (int i = 0; i < 3; i++) {
+        free(local[i]);
+        free(tp_bufs[i]);
+    }
     return rc;
 }
 
@@ -287,10 +311,9 @@ static int check_shape(const st_file *s, const st_tensor *st, const gpt_tensor *
     return tg_fail(e, "%s: tensor '%s' has shape [%s], this model needs [%s]", s->path, st->name, got, want);
 }
 
-/* Reads every tensor of the model under prefix into a buffer laid out like
- * the parameters (backend memory). */
-static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *dst, tg_err *e) {
-    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+/* Reads every tensor of the model under prefix into host memory laid out
+ * like this rank's parameters. */
+static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host, tg_err *e) {
     int rc = 0;
     for (int i = 0; rc == 0 && i < g->n_tensors; i++) {
         const gpt_tensor *t = &g->tensors[i];
@@ -305,8 +328,6 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *dst,
         if (rc == 0) full_to_local(g, t, full, host + t->offset);
         free(full);
     }
-    if (rc == 0) g->ops->upload(dst, host, g->n_params * sizeof(float));
-    free(host);
     return rc;
 }
 
@@ -316,7 +337,10 @@ int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_file *s = safetensors_open(path, e);
     if (!s) return -1;
-    int rc = read_buffer(s, g, "", g->params, e);
+    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    int rc = read_buffer(s, g, "", host, e);
+    if (rc == 0) g->ops->upload(g->params, host, g->n_params * sizeof(float));
+    free(host);
     safetensors_close(s);
     return rc;
 }
@@ -326,8 +350,13 @@ int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
     st_file *s = safetensors_open(path, e);
     if (!s) return -1;
-    int rc = read_buffer(s, g, "exp_avg.", o->m, e);
-    if (rc == 0) rc = read_buffer(s, g, "exp_avg_sq.", o->v, e);
+    float *m = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    float *v = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    int rc = read_buffer(s, g, "exp_avg.", m, e);
+    if (rc == 0) rc = read_buffer(s, g, "exp_avg_sq.", v, e);
+    if (rc == 0) optim_import(o, g, m, v);
+    free(m);
+    free(v);
     safetensors_close(s);
     return rc;
 }

@@ -8,6 +8,7 @@
 #ifndef MODEL_CHECKPOINT_H
 #define MODEL_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "data/shards.h"
@@ -20,8 +21,11 @@ typedef struct ckpt_state {
     data_pos pos;
 } ckpt_state;
 
-/* Returns 0 when written, 1 when that step's directory already existed. */
-int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, tg_err *e);
+/* A collective over the TP and DP groups; only the writer (global rank 0)
+ * touches the file system. Returns 0 when written (or not the writer), 1
+ * when that step's directory already existed. */
+int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
+              tg_err *e);
 
 /* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */
 int ckpt_latest(const char *out_dir, char *path, size_t path_len);

@@ -38,7 +38,7 @@ static gpt_acts *acts_create(const tg_ops *ops, const gpt_dims *d, int B, int T)
     return a;
 }
 
-gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T) {
+gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, int pad_multiple) {
     gpt *g = tg_calloc(1, sizeof *g, "model");
     g->ops = ops;
     g->tp = tp;
@@ -46,10 +46,11 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T) {
     g->B = B;
     g->T = T;
     g->n_params = gpt_layout_params(g);
-    g->params = ops->alloc(g->n_params * sizeof(float), "parameters");
-    g->grads = ops->alloc(g->n_params * sizeof(float), "gradients");
-    ops->zero(g->params, g->n_params * sizeof(float));
-    ops->zero(g->grads, g->n_params * sizeof(float));
+    g->n_alloc = (g->n_params + (size_t)pad_multiple - 1) / (size_t)pad_multiple * (size_t)pad_multiple;
+    g->params = ops->alloc(g->n_alloc * sizeof(float), "parameters");
+    g->grads = ops->alloc(g->n_alloc * sizeof(float), "gradients");
+    ops->zero(g->params, g->n_alloc * sizeof(float));
+    ops->zero(g->grads, g->n_alloc * sizeof(float));
     g->acts = acts_create(ops, d, B, T);
     return g;
 }
@@ -84,7 +85,7 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
     free(host);
 }
 
-void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_params * sizeof(float)); }
+void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_alloc * sizeof(float)); }
 
 /* ---- the mappings: every TP collective of the model is in one of these ---- */
 

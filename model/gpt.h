@@ -77,7 +77,8 @@ typedef struct gpt {
     int B, T;              /* largest micro-batch the buffers hold */
     int n_tensors;
     gpt_tensor *tensors;
-    size_t n_params;       /* floats in this rank's parameter buffer */
+    size_t n_params;       /* floats of this rank's parameters */
+    size_t n_alloc;        /* n_params padded to a multiple of the DP degree (ZeRO shards) */
     size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer size for per-layer kinds */
     float *params, *grads; /* backend memory */
     gpt_acts *acts;
@@ -86,13 +87,16 @@ typedef struct gpt {
 int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
 gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T);
 
-/* Lays out and allocates this rank's shard for micro-batches up to B x T. */
-gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T);
+/* Lays out and allocates this rank's shard for micro-batches up to B x T,
+ * the parameter and gradient buffers padded to a multiple of pad_multiple. */
+gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, int pad_multiple);
 void gpt_free(gpt *g);
 
 /* Index of a local element in the full, unpadded tensor; -1 for padding
  * (vocabulary rows beyond the real vocabulary). */
 long long gpt_full_index(const gpt *g, const gpt_tensor *t, size_t local);
+/* The same for the tensor as TP rank tp_rank holds it. */
+long long gpt_full_index_at(const gpt *g, const gpt_tensor *t, size_t local, int tp_rank);
 
 /* GPT-2 initialisation, keyed by full-tensor element index (TP-invariant). */
 void gpt_init_weights(gpt *g, uint64_t seed);

@@ -105,21 +105,26 @@ size_t gpt_layout_params(gpt *g) {
 }
 
 long long gpt_full_index(const gpt *g, const gpt_tensor *t, size_t local) {
+    return gpt_full_index_at(g, t, local, g->d.tp_rank);
+}
+
+long long gpt_full_index_at(const gpt *g, const gpt_tensor *t, size_t local, int tp_rank) {
     const gpt_dims *d = &g->d;
+    const int vocab_start = tp_rank * d->V_local;
     long long r = (long long)(local / (size_t)t->cols), c = (long long)(local % (size_t)t->cols);
     switch (t->split) {
     case SPLIT_NONE: break;
     case SPLIT_VOCAB:
-        r += d->vocab_start;
+        r += vocab_start;
         if (r >= d->V) return -1;
         break;
-    case SPLIT_COLS: c += (long long)d->tp_rank * t->cols; break;
+    case SPLIT_COLS: c += (long long)tp_rank * t->cols; break;
     case SPLIT_QKV_COLS: {
         long long per = t->cols / 3, part = c / per, within = c % per;
-        c = part * (t->full_cols / 3) + (long long)d->tp_rank * per + within;
+        c = part * (t->full_cols / 3) + (long long)tp_rank * per + within;
         break;
     }
-    case SPLIT_ROWS: r += (long long)d->tp_rank * t->rows; break;
+    case SPLIT_ROWS: r += (long long)tp_rank * t->rows; break;
     }
     return r * t->full_cols + c;
 }

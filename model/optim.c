@@ -3,14 +3,24 @@
 #include <math.h>
 #include <stdlib.h>
 
-optim *optim_create(const tg_ops *ops, size_t n) {
+optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
     optim *o = tg_calloc(1, sizeof *o, "optimizer");
     o->ops = ops;
-    o->n = n;
-    o->m = ops->alloc(n * sizeof(float), "AdamW first moments");
-    o->v = ops->alloc(n * sizeof(float), "AdamW second moments");
-    ops->zero(o->m, n * sizeof(float));
-    ops->zero(o->v, n * sizeof(float));
+    o->dp = dp;
+    o->zero = zero && dp->size > 1;
+    if (o->zero) {
+        o->shard_len = g->n_alloc / (size_t)dp->size;
+        o->shard_begin = (size_t)dp->rank * o->shard_len;
+        o->grad_shard = ops->alloc(o->shard_len * sizeof(float), "ZeRO gradient shard");
+        o->param_shard = ops->alloc(o->shard_len * sizeof(float), "ZeRO parameter shard");
+    } else {
+        o->shard_begin = 0;
+        o->shard_len = g->n_params;
+    }
+    o->m = ops->alloc(o->shard_len * sizeof(float), "AdamW first moments");
+    o->v = ops->alloc(o->shard_len * sizeof(float), "AdamW second moments");
+    ops->zero(o->m, o->shard_len * sizeof(float));
+    ops->zero(o->v, o->shard_len * sizeof(float));
     return o;
 }
 
@@ -18,6 +28,10 @@ void optim_free(optim *o) {
     if (!o) return;
     o->ops->free(o->m);
     o->ops->free(o->v);
+    if (o->zero) {
+        o->ops->free(o->grad_shard);
+        o->ops->free(o->param_shard);
+    }
     free(o);
 }
 
@@ -30,23 +44,95 @@ double optim_lr(const tg_config *c, int step) {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-double optim_grad_norm(const gpt *g) {
-    return sqrt(g->ops->sum_squares(g->grads, g->n_params));
+int optim_reduce_grads(optim *o, gpt *g, tg_err *e) {
+    if (o->dp->size == 1) return 0;
+    if (!o->zero) return o->dp->vt->all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
+    return o->dp->vt->reduce_scatter(o->dp, o->grad_shard, g->grads, o->shard_len, e);
 }
 
-void optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double grad_norm) {
+/* The gradients of flat index i of the shard. */
+static float *shard_grads(const optim *o, const gpt *g) {
+    return o->zero ? o->grad_shard : g->grads + o->shard_begin;
+}
+
+/* Calls fn on the part of each tensor that falls inside this rank's shard. */
+typedef void (*span_fn)(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx);
+static void for_each_span(const optim *o, const gpt *g, span_fn fn, void *ctx) {
+    const size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const gpt_tensor *t = &g->tensors[i];
+        size_t b = t->offset > lo ? t->offset : lo, end = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (b < end) fn(o, g, t, b - lo, end - b, ctx);
+    }
+}
+
+static void add_sumsq(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
+    /* A replicated tensor is the same on every TP rank: count it on one. */
+    if (gpt_is_replicated(t) && g->d.tp_rank != 0) return;
+    *(double *)ctx += o->ops->sum_squares(shard_grads(o, g) + begin, len);
+}
+
+int optim_grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
+    double local = 0.0;
+    for_each_span(o, g, add_sumsq, &local);
+    float sum = (float)local;
+    if (g->tp->vt->all_reduce(g->tp, &sum, 1, REDUCE_SUM, e)) return -1;
+    if (o->zero && o->dp->vt->all_reduce(o->dp, &sum, 1, REDUCE_SUM, e)) return -1;
+    *norm = sqrt(g->tp->size == 1 && !o->zero ? local : (double)sum);
+    return 0;
+}
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+} adamw_args;
+
+static void adamw_span(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
+    const adamw_args *a = ctx;
+    o->ops->adamw(g->params + o->shard_begin + begin, shard_grads(o, g) + begin, o->m + begin, o->v + begin, len, a->lr,
+                  a->beta1, a->beta2, a->eps, t->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
+}
+
+int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double grad_norm, tg_err *e) {
     const double clip = c->train.grad_clip;
     if (clip > 0.0) {
         /* torch: coef = max_norm / (norm + 1e-6), clamped to at most 1. */
         double coef = clip / (grad_norm + 1e-6);
-        if (coef < 1.0) g->ops->scale(g->grads, (float)coef, g->n_params);
+        if (coef < 1.0) o->ops->scale(shard_grads(o, g), (float)coef, o->shard_len);
     }
     const double b1 = c->train.beta1, b2 = c->train.beta2;
-    const float bc1 = (float)(1.0 - pow(b1, step)), bc2 = (float)(1.0 - pow(b2, step));
-    for (int i = 0; i < g->n_tensors; i++) {
-        const gpt_tensor *t = &g->tensors[i];
-        float wd = t->decay ? (float)c->train.weight_decay : 0.0f;
-        g->ops->adamw(g->params + t->offset, g->grads + t->offset, o->m + t->offset, o->v + t->offset, t->numel, (float)lr,
-                      (float)b1, (float)b2, (float)c->train.eps, wd, bc1, bc2);
+    adamw_args a = {(float)lr, (float)b1, (float)b2, (float)c->train.eps, (float)c->train.weight_decay,
+                    (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
+    for_each_span(o, g, adamw_span, &a);
+    if (!o->zero) return 0;
+    /* Every DP rank gets every shard's new parameters. */
+    o->ops->copy(o->param_shard, g->params + o->shard_begin, o->shard_len * sizeof(float));
+    return o->dp->vt->all_gather(o->dp, g->params, o->param_shard, o->shard_len, e);
+}
+
+int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {
+    if (!o->zero) {
+        o->ops->download(m_host, o->m, g->n_params * sizeof(float));
+        o->ops->download(v_host, o->v, g->n_params * sizeof(float));
+        return 0;
     }
+    float *full = o->ops->alloc(g->n_alloc * sizeof(float), "gathered moments");
+    float *both[2] = {m_host, v_host};
+    const float *mine[2] = {o->m, o->v};
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        rc = o->dp->vt->all_gather(o->dp, full, mine[i], o->shard_len, e);
+        if (rc == 0) o->ops->download(both[i], full, g->n_params * sizeof(float));
+    }
+    o->ops->free(full);
+    return rc;
+}
+
+void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_host) {
+    /* The last shard may run past n_params into the padding, which stays 0. */
+    size_t n = o->shard_begin < g->n_params ? g->n_params - o->shard_begin : 0;
+    n = n < o->shard_len ? n : o->shard_len;
+    o->ops->zero(o->m, o->shard_len * sizeof(float));
+    o->ops->zero(o->v, o->shard_len * sizeof(float));
+    o->ops->upload(o->m, m_host + o->shard_begin, n * sizeof(float));
+    o->ops->upload(o->v, v_host + o->shard_begin, n * sizeof(float));
 }
