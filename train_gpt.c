@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "data/shard_format.h"
 #include "data/shards.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
@@ -35,6 +37,7 @@ typedef struct run {
     int32_t *inputs, *targets; /* one micro-batch */
     double train_ms_total;
     int train_steps_timed;
+    uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */
 } run;
 
 static double now_ms(void) {
@@ -77,6 +80,7 @@ static void parse_args(int argc, char **argv, tg_config *cfg) {
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
     for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+    config_resolve_layout(cfg, 1);
     if (config_validate(cfg, 1, &e)) tg_die(PROG, &e);
 }
 
@@ -180,7 +184,7 @@ static void setup(run *r) {
     r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
     r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
     struct stat st;
-    if (stat(c->out.dir, &st) != 0) {
+    if (r->rank == 0 && stat(c->out.dir, &st) != 0) {
         char cmd[CFG_PATH_MAX + 32];
         snprintf(cmd, sizeof cmd, "mkdir -p '%s'", c->out.dir);
         if (system(cmd) != 0) {
@@ -188,6 +192,7 @@ static void setup(run *r) {
             tg_die(PROG, &e);
         }
     }
+    if (r->rank != 0) return; /* rank 0 writes the run's log */
     char path[CFG_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/log.jsonl", c->out.dir);
     r->log = fopen(path, "a");
@@ -257,38 +262,60 @@ static int sample_token(const float *logits, int V, float u) {
     return V - 1;
 }
 
+/* Every rank runs the same forwards and draws the same tokens (the gathered
+ * logits and the generator agree bitwise); rank 0 prints. */
 static void print_sample(run *r) {
     const tg_config *c = &r->cfg;
+    const gpt_dims *d = &r->model->d;
     const int n = c->out.sample_tokens < c->model.seq_len ? c->out.sample_tokens : c->model.seq_len;
-    int32_t *toks = tg_malloc((size_t)(n + 1) * sizeof(int32_t), "sample");
-    float *logits = tg_malloc((size_t)r->model->d.V_local * sizeof(float), "sample logits");
+    const int pad = d->sp ? d->tp : 1; /* SP splits the rows over TP */
+    int32_t *toks = tg_malloc((size_t)c->model.seq_len * sizeof(int32_t), "sample");
+    float *local = tg_malloc((size_t)d->V_local * sizeof(float), "sample logits");
+    float *logits = tg_malloc((size_t)d->Vp * sizeof(float), "sample logits");
     tg_err e;
-    toks[0] = 50256; /* <|endoftext|> starts a document */
+    for (int i = 0; i < c->model.seq_len; i++) toks[i] = GPT2_EOT_TOKEN;
     printf("---- sample at step %d ----\n", r->state.step);
     for (int t = 1; t <= n; t++) {
-        /* The model is causal, so a forward over the first t tokens gives
-         * position t-1 exactly what a longer forward would. */
-        if (gpt_forward(r->model, toks, NULL, 1, t, 0.0f, NULL, &e)) tg_die(PROG, &e);
-        gpt_logits_at(r->model, 0, t - 1, t, logits);
+        /* The model is causal: a forward over the first t tokens (padded to a
+         * multiple of tp under SP) gives position t-1 what a longer one would. */
+        const int len = (t + pad - 1) / pad * pad;
+        if (len > c->model.seq_len) break;
+        if (gpt_forward(r->model, toks, NULL, 1, len, 0.0f, NULL, &e)) tg_die(PROG, &e);
+        gpt_logits_at(r->model, 0, t - 1, len, local);
+        if (r->tp->vt->all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
         float u = rng_uniform((uint64_t)c->train.seed, rng_stream_of("sample"), ((uint64_t)r->state.step << 20) | t);
-        toks[t] = sample_token(logits, c->model.vocab_size, u);
-        size_t len;
-        const char *s = tokenizer_decode(r->tok, toks[t], &len);
-        if (s) fwrite(s, 1, len, stdout);
+        if (t < c->model.seq_len) toks[t] = sample_token(logits, c->model.vocab_size, u);
+        size_t bytes;
+        const char *text = tokenizer_decode(r->tok, t < c->model.seq_len ? toks[t] : GPT2_EOT_TOKEN, &bytes);
+        if (text) fwrite(text, 1, bytes, stdout);
     }
     printf("\n---------------------------\n");
     fflush(stdout);
     free(logits);
+    free(local);
     free(toks);
+}
+
+/* Bytes this rank sent during the step, per group and collective kind. */
+static void write_comm_bytes(run *r) {
+    const comm *groups[2] = {r->tp, r->dp};
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < COLL_KINDS; k++)
+            fprintf(r->log, ",\"%s_%s_bytes\":%llu", groups[g]->name, comm_kind_name((coll_kind)k),
+                    (unsigned long long)(groups[g]->bytes_sent[k] - r->bytes_at_step_start[g][k]));
 }
 
 static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const tg_config *c = &r->cfg;
     const int s = r->state.step;
     const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (ms / 1e3);
-    fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"tokens\":%.0f}\n",
-            s, loss, lr, norm, ms, tps, tokens * s);
-    fflush(r->log);
+    if (r->log) {
+        fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"tokens\":%.0f",
+                s, loss, lr, norm, ms, tps, tokens * s);
+        write_comm_bytes(r);
+        fprintf(r->log, "}\n");
+        fflush(r->log);
+    }
     if (s % c->out.log_every != 0 && s != c->train.steps) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
     printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s | ETA %dm%02ds\n",
@@ -297,8 +324,10 @@ static void log_train(run *r, float loss, double lr, double norm, double ms) {
 }
 
 static void log_eval(run *r, float val) {
-    fprintf(r->log, "{\"step\":%d,\"val_loss\":%.7g}\n", r->state.step, val);
-    fflush(r->log);
+    if (r->log) {
+        fprintf(r->log, "{\"step\":%d,\"val_loss\":%.7g}\n", r->state.step, val);
+        fflush(r->log);
+    }
     printf("step %d | val loss %.4f\n", r->state.step, val);
     fflush(stdout);
 }
@@ -316,6 +345,8 @@ static void train_step(run *r) {
     const tg_config *c = &r->cfg;
     tg_err e;
     double t0 = now_ms();
+    memcpy(r->bytes_at_step_start[0], r->tp->bytes_sent, sizeof r->bytes_at_step_start[0]);
+    memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
     if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
     gpt_zero_grads(r->model);
     float loss = run_window(r, true);
@@ -338,6 +369,31 @@ static void train_step(run *r) {
 
 static bool every(int step, int n) { return n > 0 && step % n == 0; }
 
+/* Every rank's peak resident memory (MiB, global rank order: the TP group
+ * gathered, then the DP groups), logged by rank 0. A collective. */
+static void log_peak_memory(run *r) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    float mine = (float)(ru.ru_maxrss / 1024.0); /* ru_maxrss is in KiB */
+    const int n = r->tp->size * r->dp->size;
+    float *tp_peaks = tg_malloc((size_t)r->tp->size * sizeof(float), "peaks"), *all = tg_malloc((size_t)n * sizeof(float), "peaks");
+    tg_err e;
+    if (r->tp->vt->all_gather(r->tp, tp_peaks, &mine, 1, &e) ||
+        r->dp->vt->all_gather(r->dp, all, tp_peaks, (size_t)r->tp->size, &e))
+        tg_die(PROG, &e);
+    if (r->log) {
+        fprintf(r->log, "{\"step\":%d,\"mem_peak_mib_by_rank\":[", r->state.step);
+        for (int i = 0; i < n; i++) fprintf(r->log, "%s%.1f", i ? "," : "", all[i]);
+        fprintf(r->log, "]}\n");
+        fflush(r->log);
+    }
+    printf("peak resident memory per rank (MiB):");
+    for (int i = 0; i < n; i++) printf(" %.1f", all[i]);
+    printf("\n");
+    free(tp_peaks);
+    free(all);
+}
+
 int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
@@ -355,7 +411,8 @@ int main(int argc, char **argv) {
     }
     save(&r);
     if (can_sample) print_sample(&r);
-    fclose(r.log);
+    log_peak_memory(&r);
+    if (r.log) fclose(r.log);
     free(r.window);
     free(r.inputs);
     free(r.targets);

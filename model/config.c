@@ -58,10 +58,12 @@ static const key_spec SCHEMA[] = {
     {"out.resume", K_BOOL, OFF(out.resume), "true", 0, 0, NULL, "continue from the newest complete checkpoint in out.dir"},
     {"out.sample_every", K_INT, OFF(out.sample_every), "0", 0, 1 << 30, NULL, "print a generated sample every this many steps (0: only at the end)"},
     {"out.sample_tokens", K_INT, OFF(out.sample_tokens), "64", 0, 1 << 20, NULL, "tokens per generated sample (0: no samples)"},
-    {"parallel.tp", K_INT, OFF(parallel.tp), "1", 1, 1024, NULL, "tensor-parallel degree (only 1 so far)"},
-    {"parallel.dp", K_INT, OFF(parallel.dp), "1", 1, 1 << 20, NULL, "data-parallel degree (only 1 so far)"},
-    {"parallel.sp", K_BOOL, OFF(parallel.sp), "false", 0, 0, NULL, "sequence parallelism over the TP group (not yet supported)"},
-    {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1 optimizer sharding over DP (not yet supported)"},
+    {"parallel.tp", K_INT, OFF(parallel.tp), "1", 1, 1024, NULL, "tensor-parallel degree (must divide model.n_head)"},
+    {"parallel.dp", K_INT, OFF(parallel.dp), "0", 0, 1 << 20, NULL, "data-parallel degree (0: world size / tp)"},
+    {"parallel.sp", K_BOOL, OFF(parallel.sp), "false", 0, 0, NULL, "sequence parallelism over the TP group"},
+    {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
+    {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
+    {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend"},
 };
 #define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])
@@ -262,6 +264,10 @@ int config_padded_vocab(const tg_config *c) {
     return (c->model.vocab_size + m - 1) / m * m;
 }
 
+void config_resolve_layout(tg_config *c, int world_size) {
+    if (c->parallel.dp == 0) c->parallel.dp = c->parallel.tp > 0 && world_size % c->parallel.tp == 0 ? world_size / c->parallel.tp : 1;
+}
+
 int config_grad_accum(const tg_config *c) {
     return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
 }
@@ -274,6 +280,16 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
         return tg_fail(e, "%s: model.dropout = %g is not supported yet (only 0)", s, c->model.dropout);
     if (c->train.min_lr > c->train.lr)
         return tg_fail(e, "%s: train.min_lr (%g) must not exceed train.lr (%g)", s, c->train.min_lr, c->train.lr);
+    if (c->model.n_head % c->parallel.tp != 0)
+        return tg_fail(e, "%s: model.n_head (%d) must be divisible by parallel.tp (%d): each TP rank takes n_head/tp heads", s,
+                       c->model.n_head, c->parallel.tp);
+    if (world_size != c->parallel.tp * c->parallel.dp)
+        return tg_fail(e, "%s: the world size (%d ranks) must equal parallel.tp (%d) x parallel.dp (%d) = %d", s, world_size,
+                       c->parallel.tp, c->parallel.dp, c->parallel.tp * c->parallel.dp);
+    if (c->parallel.sp && (c->train.micro_batch * c->model.seq_len) % c->parallel.tp != 0)
+        return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %d rows over "
+                          "parallel.tp = %d ranks, which does not divide them", s, c->train.micro_batch, c->model.seq_len,
+                       c->train.micro_batch * c->model.seq_len, c->parallel.tp);
     if (c->train.global_batch % (c->train.micro_batch * c->parallel.dp) != 0)
         return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %d",
                        s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, c->train.micro_batch * c->parallel.dp);
@@ -281,11 +297,6 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
         return tg_fail(e, "%s: device = \"cuda\": this build has no CUDA backend (build with make GPU=1 once it exists)", s);
     if (strcmp(c->device, "cpu") == 0 && strcmp(c->train.precision, "fp32") != 0)
         return tg_fail(e, "%s: train.precision = \"%s\" is not available on the CPU (use \"fp32\")", s, c->train.precision);
-    if (c->parallel.tp != 1 || c->parallel.dp != 1 || c->parallel.sp || c->parallel.zero != 0)
-        return tg_fail(e, "%s: parallel.tp/dp/sp/zero must be 1/1/false/0 in this build (got %d/%d/%s/%d)", s,
-                       c->parallel.tp, c->parallel.dp, c->parallel.sp ? "true" : "false", c->parallel.zero);
-    if (world_size != c->parallel.tp * c->parallel.dp)
-        return tg_fail(e, "%s: world size %d must equal parallel.tp (%d) x parallel.dp (%d)", s, world_size, c->parallel.tp, c->parallel.dp);
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", s);
     if (c->data.train[0] == '\0' && c->train.steps > 0) return tg_fail(e, "%s: data.train must name training shards", s);
     return 0;

@@ -45,6 +45,8 @@ typedef struct tg_config {
         int tp, dp;
         bool sp;
         int zero;
+        double timeout_s;
+        char numa[CFG_WORD_MAX];
     } parallel;
     char device[CFG_WORD_MAX];
     char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */
@@ -59,6 +61,9 @@ int config_load_file(tg_config *c, const char *path, tg_err *e);
 
 /* Applies one "key.path=value" override (from --set). */
 int config_set(tg_config *c, const char *assignment, tg_err *e);
+
+/* Fills parallel.dp when it is 0 (world size / tp). */
+void config_resolve_layout(tg_config *c, int world_size);
 
 /* Checks ranges and cross-key constraints; world_size is the number of
  * ranks the run was started with. */

@@ -167,47 +167,60 @@ fi
 # terminal reaches only the launcher, which then stops the ranks in order.
 declare -a pids=()       # per local rank: pid = process group id
 declare -A local_of=()   # pid -> local rank
-declare -A running=()    # pid -> 1 while not reaped
+declare -A running=()    # pid -> 1 until its status is collected
 stopping=0
-timer=""
+ticker=""
+have_ps=0
+ps -e -o pgid=,stat= >/dev/null 2>&1 && have_ps=1
 
-stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grace
-    local pg who deadline alive
-    for pg in "${pids[@]}"; do kill -TERM -- "-$pg" 2>/dev/null; done
-    deadline=$((${EPOCHREALTIME//[!0-9]/} + $(usecs "$1")))
-    # Reap the ranks as they exit, woken by the first of them or the timer.
-    sleep "$1" & timer=$!
-    while [ ${#running[@]} -gt 0 ]; do
-        who=""
-        wait -n -p who "${!running[@]}" "$timer" 2>/dev/null
-        [ -n "$who" ] || continue
-        [ "$who" = "$timer" ] && break
-        unset "running[$who]"
+# Bash's `wait -n` alone can miss a rank: a job killed by a signal may be
+# reported ("notified") before `wait -n` looks for it. So every wake-up also
+# sweeps: a rank that bash no longer lists as running has ended, and
+# `wait PID` still returns its status.
+ended() { # prints the running ranks that have ended
+    local alive pid
+    alive=$(jobs -rp)
+    alive=" ${alive//$'\n'/ } "
+    for pid in "${!running[@]}"; do
+        [[ "$alive" == *" $pid "* ]] || echo "$pid"
     done
-    kill "$timer" 2>/dev/null; wait "$timer" 2>/dev/null; timer=""
-    # What a rank started in its group may outlive it: poll until the deadline.
-    while [ ${#running[@]} -eq 0 ] && [ "${EPOCHREALTIME//[!0-9]/}" -lt "$deadline" ]; do
-        alive=0
-        for pg in "${pids[@]}"; do
-            if kill -0 -- "-$pg" 2>/dev/null; then alive=1; break; fi
-        done
-        [ "$alive" = 1 ] || break
-        sleep 0.05
-    done
-    for pg in "${pids[@]}"; do
-        if kill -0 -- "-$pg" 2>/dev/null; then
-            say "rank $((rank0 + local_of[$pg])) did not stop within ${1}s of SIGTERM; sending SIGKILL"
-            kill -KILL -- "-$pg" 2>/dev/null
-        fi
-    done
-    [ ${#running[@]} -eq 0 ] || wait "${!running[@]}" 2>/dev/null
-    running=()
+}
+live_groups() { # our ranks' process groups that still have a live member
+    # Zombies do not count: an orphan's zombie lingers until init reaps it.
+    local pg
+    if [ "$have_ps" = 1 ]; then
+        ps -e -o pgid=,stat= 2>/dev/null |
+            awk -v want=" ${pids[*]} " '$2 !~ /^Z/ && index(want, " " $1 " ") { print $1 }' | sort -u
+    else
+        for pg in "${pids[@]}"; do kill -0 -- "-$pg" 2>/dev/null && echo "$pg"; done
+    fi
 }
 usecs() { # SECONDS[.FRACTION] -> microseconds
     local int="${1%%.*}" frac=""
     [[ "$1" == *.* ]] && frac="${1#*.}"
     frac="${frac}000000"
     echo $((10#$int * 1000000 + 10#${frac:0:6}))
+}
+now_us() { echo "${EPOCHREALTIME//[!0-9]/}"; }
+
+stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grace
+    local pg pid deadline
+    for pg in "${pids[@]}"; do kill -TERM -- "-$pg" 2>/dev/null; done
+    deadline=$(($(now_us) + $(usecs "$1")))
+    # Until the deadline: collect the ranks as they end, and wait for what
+    # they started in their groups to end too.
+    while [ "$(now_us)" -lt "$deadline" ]; do
+        for pid in $(ended); do wait "$pid" 2>/dev/null; unset "running[$pid]"; done
+        [ ${#running[@]} -eq 0 ] && [ -z "$(live_groups)" ] && break
+        sleep 0.05
+    done
+    for pg in $(live_groups); do
+        say "rank $((rank0 + local_of[$pg])) did not stop within ${1}s of SIGTERM; sending SIGKILL"
+        kill -KILL -- "-$pg" 2>/dev/null
+    done
+    # SIGKILL cannot be refused: collect the last ones.
+    [ ${#running[@]} -eq 0 ] || wait "${!running[@]}" 2>/dev/null
+    running=()
 }
 on_signal() { # NAME STATUS
     if [ "$stopping" = 1 ]; then
@@ -225,7 +238,7 @@ trap 'on_signal TERM 143' TERM
 trap 'on_signal HUP 129' HUP
 # Last resort on any exit path (including a bug in this script): nothing survives.
 trap 'for pg in "${pids[@]}"; do kill -KILL -- "-$pg" 2>/dev/null; done
-      [ -z "$timer" ] || kill "$timer" 2>/dev/null' EXIT
+      [ -z "$ticker" ] || kill "$ticker" 2>/dev/null' EXIT
 
 # Rank 0's stdout and stderr each go through their own tee, so the terminal
 # keeps them apart; the wrapper waits for both tees, then exits with the
@@ -253,33 +266,44 @@ done
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK MASTER_ADDR MASTER_PORT
 
 # ---- watch them -------------------------------------------------------------------
-signame() { # STATUS: " (killed by SIGxxx)" when STATUS looks like 128+signal
+# From here on the launcher's own stderr is fd 9; fd 2 goes to /dev/null so
+# that bash's job notices ("Killed ...") do not clutter the terminal.
+exec 9>&2 2>/dev/null
+say() { echo "$prog: $*" >&9; }
+
+signame() { # STATUS: " (killed by signal N, SIGxxx)" when STATUS is 128+N
     local s
     if [ "$1" -gt 128 ] && s=$(kill -l "$(($1 - 128))" 2>/dev/null); then
         echo " (killed by signal $(($1 - 128)), SIG$s)"
     fi
 }
-while [ ${#running[@]} -gt 0 ]; do
-    done_pid=""
-    wait -n -p done_pid "${!running[@]}" 2>/dev/null
+failed_pid="" failed_st=0
+collect() { # PID STATUS: records the first failure
+    unset "running[$1]"
+    if [ "$2" -ne 0 ] && [ -z "$failed_pid" ]; then failed_pid=$1 failed_st=$2; fi
+}
+while [ ${#running[@]} -gt 0 ] && [ -z "$failed_pid" ]; do
+    # Wake on the first rank to end, or after a second to sweep.
+    sleep 1 & ticker=$!
+    who=""
+    wait -n -p who "${!running[@]}" "$ticker"
     st=$?
-    [ -n "$done_pid" ] || continue    # interrupted by a signal: its trap runs
-    unset "running[$done_pid]"
-    [ "$st" -eq 0 ] && continue
-    stopping=1
-    r=$((rank0 + local_of[$done_pid]))
-    say "rank $r (pid $done_pid) failed with exit status $st$(signame "$st")"
-    if [ ${#running[@]} -gt 0 ]; then
-        say "stopping the other ${#running[@]} rank(s) on this node"
-    fi
+    kill "$ticker" 2>/dev/null; wait "$ticker"; ticker=""
+    [ -n "$who" ] && [ -n "${running[$who]:-}" ] && collect "$who" "$st"
+    for pid in $(ended); do wait "$pid"; collect "$pid" $?; done
+done
+stopping=1
+if [ -n "$failed_pid" ]; then
+    r=$((rank0 + local_of[$failed_pid]))
+    say "rank $r (pid $failed_pid) failed with exit status $failed_st$(signame "$failed_st")"
+    [ ${#running[@]} -eq 0 ] || say "stopping the other ${#running[@]} rank(s) on this node"
     stop_all "$grace"
     say "last 20 lines of $log_dir/rank_$r.log:"
-    tail -n 20 -- "$log_dir/rank_$r.log" | sed 's/^/  | /' >&2
-    say "exiting with status $st (rank $r failed)"
-    exit "$st"
-done
+    tail -n 20 -- "$log_dir/rank_$r.log" | sed 's/^/  | /' >&9
+    say "exiting with status $failed_st (rank $r failed)"
+    exit "$failed_st"
+fi
 # Every rank exited 0; stop anything a rank left behind in its process group.
-stopping=1
 stop_all "$grace"
 say "all $nproc rank(s) exited 0"
 exit 0

@@ -209,7 +209,7 @@ expect_fail config_global_not_multiple_of_micro -p 'accum\.json' -p 'train\.glob
 fx cfg "$base" "$C/neg_lr.json" 'train.lr=-0.001' 'train.min_lr=-0.01'
 expect_fail config_negative_lr -p 'neg_lr\.json' -p 'train\.lr' -- tg --config "$C/neg_lr.json"
 fx cfg "$base" "$C/tp2.json" 'parallel.tp=2'
-expect_fail config_tp2_in_this_build -p 'tp2\.json' -p 'parallel\.tp' -- tg --config "$C/tp2.json"
+expect_fail config_tp2_with_one_rank -p 'tp2\.json' -p 'parallel\.tp' -- tg --config "$C/tp2.json"
 fx cfg "$base" "$C/zero_seq.json" 'model.seq_len=0'
 expect_fail config_zero_seq_len -p 'zero_seq\.json' -p 'model\.seq_len' -- tg --config "$C/zero_seq.json"
 fx cfg "$base" "$C/neg_steps.json" 'train.steps=-3'

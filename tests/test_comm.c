@@ -1,0 +1,456 @@
+/* Tests of the topology, the TCP bootstrap and the shm communicator, run by
+ * tests/t_comm.sh.
+ *
+ *   test_comm topo
+ *       In one process: topology_from_env over good and bad launcher
+ *       variables. Prints "ok NAME" / "not ok NAME - reason" lines.
+ *   test_comm run TAG TP [--timeout S] [--die R] [--hang R] [--quit R] [--mismatch]
+ *       One rank of a job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the
+ *       environment): builds the TP and DP communicators (default slot and a
+ *       tiny one, so that buffers go through many chunks) and checks every
+ *       collective against values computed here in the same fixed rank order,
+ *       bitwise. Rank 0 prints one line per check, "ok TAG_check" or
+ *       "not ok TAG_check - rank R: reason", after collecting every rank's
+ *       verdict through the bootstrap.
+ *       Fault modes (the survivors print the error and exit 3):
+ *         --die R   rank R kills itself (SIGKILL, from a second thread) while
+ *                   the ranks run a long series of all_reduces;
+ *         --hang R  rank R sleeps instead of joining an all_reduce;
+ *         --quit R  rank R exits right after the bootstrap is up;
+ *         --mismatch  rank 1 calls all_gather while the others all_reduce.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "parallel/bootstrap.h"
+#include "parallel/comm.h"
+#include "parallel/topology.h"
+
+/* ---- topology from the environment ------------------------------------- */
+
+static const char *const ENV_VARS[] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS",
+    "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NNODES", "SLURM_JOB_ID",
+    "SLURM_LAUNCH_NODE_IPADDR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE"};
+
+static int topo_failed = 0;
+
+/* Sets exactly the variables of `assign` ("A=1 B=2"), all others unset. */
+static void set_env(const char *assign) {
+    for (size_t i = 0; i < sizeof ENV_VARS / sizeof *ENV_VARS; i++) unsetenv(ENV_VARS[i]);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", assign);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        *eq = '\0';
+        setenv(tok, eq + 1, 1);
+    }
+}
+
+static void topo_report(const char *name, int pass, const char *why) {
+    if (pass)
+        printf("ok %s\n", name);
+    else {
+        printf("not ok %s - %s\n", name, why);
+        topo_failed = 1;
+    }
+}
+
+/* Expects an error whose message contains `needle`. */
+static void topo_bad(const char *name, const char *env, int tp, const char *needle) {
+    set_env(env);
+    topology t;
+    tg_err e = {{0}};
+    char why[1200];
+    if (topology_from_env(&t, tp, &e) == 0) {
+        snprintf(why, sizeof why, "accepted %s (tp %d)", env, tp);
+        topology_free(&t);
+        topo_report(name, 0, why);
+        return;
+    }
+    snprintf(why, sizeof why, "message \"%s\" does not name %s", e.msg, needle);
+    topo_report(name, strstr(e.msg, needle) != NULL, why);
+}
+
+static int same_ints(const int *a, const int *b, int n) { return memcmp(a, b, (size_t)n * sizeof(int)) == 0; }
+
+static int run_topo(void) {
+    topology t;
+    tg_err e = {{0}};
+    char why[1200];
+
+    set_env("");
+    int rc = topology_from_env(&t, 1, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
+    topo_report("topo_single", !rc && t.world == 1 && t.rank == 0 && t.tp == 1 && t.dp == 1 && !strcmp(t.source, "single"), why);
+    if (!rc) topology_free(&t);
+
+    set_env("RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=23456");
+    rc = topology_from_env(&t, 2, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong coordinates or groups");
+    topo_report("topo_env_tp2", !rc && t.tp_rank == 1 && t.dp_rank == 0 && t.dp == 2 && same_ints(t.tp_ranks, (int[]){0, 1}, 2) &&
+                                    same_ints(t.dp_ranks, (int[]){1, 3}, 2) && t.master_port == 23456 &&
+                                    !strcmp(t.master_addr, "127.0.0.1"), why);
+    if (!rc) topology_free(&t);
+
+    set_env("RANK=6 WORLD_SIZE=8 LOCAL_RANK=2 LOCAL_WORLD_SIZE=4 MASTER_ADDR=node0");
+    rc = topology_from_env(&t, 4, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong coordinates or groups");
+    topo_report("topo_env_tp4_2nodes", !rc && t.tp_rank == 2 && t.dp_rank == 1 && same_ints(t.tp_ranks, (int[]){4, 5, 6, 7}, 4) &&
+                                           same_ints(t.dp_ranks, (int[]){2, 6}, 2) && t.master_port == 29500 &&
+                                           !strcmp(t.master_addr, "node0"), why);
+    if (!rc) topology_free(&t);
+
+    set_env("SLURM_PROCID=3 SLURM_NTASKS=4 SLURM_LOCALID=1 SLURM_TASKS_PER_NODE=2(x2) SLURM_LAUNCH_NODE_IPADDR=10.1.2.3 "
+            "SLURM_JOB_ID=123456");
+    rc = topology_from_env(&t, 2, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
+    topo_report("topo_slurm", !rc && t.rank == 3 && t.world == 4 && t.local_rank == 1 && t.local_world == 2 &&
+                                  !strcmp(t.master_addr, "10.1.2.3") && t.master_port == 20000 + 123456 % 40000 &&
+                                  !strcmp(t.source, "slurm"), why);
+    if (!rc) topology_free(&t);
+
+    set_env("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_JOB_ID=7 MASTER_ADDR=h MASTER_PORT=4000");
+    rc = topology_from_env(&t, 1, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
+    topo_report("topo_slurm_master_env", !rc && t.rank == 1 && !strcmp(t.master_addr, "h") && t.master_port == 4000, why);
+    if (!rc) topology_free(&t);
+
+    set_env("OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_LOCAL_RANK=2 OMPI_COMM_WORLD_LOCAL_SIZE=3 "
+            "MASTER_ADDR=localhost MASTER_PORT=1234");
+    rc = topology_from_env(&t, 3, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
+    topo_report("topo_openmpi", !rc && t.rank == 2 && t.world == 3 && t.tp_rank == 2 && t.dp == 1 && t.master_port == 1234 &&
+                                    !strcmp(t.source, "openmpi"), why);
+    if (!rc) topology_free(&t);
+
+    topo_bad("topo_bad_rank_text", "RANK=abc WORLD_SIZE=2", 1, "RANK=\"abc\"");
+    topo_bad("topo_bad_rank_negative", "RANK=-1 WORLD_SIZE=2", 1, "RANK");
+    topo_bad("topo_bad_rank_ge_world", "RANK=4 WORLD_SIZE=4", 1, "RANK=4 is not below WORLD_SIZE=4");
+    topo_bad("topo_bad_world_zero", "RANK=0 WORLD_SIZE=0", 1, "WORLD_SIZE");
+    topo_bad("topo_bad_world_missing", "RANK=0", 1, "WORLD_SIZE is not set");
+    topo_bad("topo_bad_tp_divides", "RANK=0 WORLD_SIZE=6", 4, "WORLD_SIZE=6 is not divisible by parallel.tp (4)");
+    topo_bad("topo_bad_local_rank", "RANK=0 WORLD_SIZE=4 LOCAL_RANK=3 LOCAL_WORLD_SIZE=2", 1, "LOCAL_RANK=3");
+    topo_bad("topo_bad_port_range", "RANK=0 WORLD_SIZE=2 MASTER_PORT=70000", 1, "MASTER_PORT=70000");
+    topo_bad("topo_bad_port_text", "RANK=0 WORLD_SIZE=2 MASTER_PORT=http", 1, "MASTER_PORT");
+    topo_bad("topo_bad_no_master_multinode", "RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2", 1, "MASTER_ADDR");
+    topo_bad("topo_bad_slurm_ntasks", "SLURM_PROCID=0 SLURM_NTASKS=x4", 1, "SLURM_NTASKS");
+    topo_bad("topo_bad_slurm_procid", "SLURM_PROCID=5 SLURM_NTASKS=4", 1, "SLURM_PROCID=5");
+    topo_bad("topo_bad_ompi_tp", "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=3", 2, "OMPI_COMM_WORLD_SIZE=3");
+    topo_bad("topo_bad_tp_without_launcher", "", 2, "parallel.tp is 2");
+    set_env("");
+    return topo_failed;
+}
+
+/* ---- one rank of a multi-process job ----------------------------------- */
+
+typedef struct {
+    bootstrap *bs;
+    const char *tag;
+    int rank, world, failed;
+} job;
+
+typedef struct {
+    int32_t pass;
+    char why[200];
+} verdict;
+
+/* Collects every rank's verdict on one check; rank 0 prints the line. */
+static void report(job *j, const char *name, int pass, const char *why) {
+    verdict v = {pass, ""}, *all = tg_malloc((size_t)j->world * sizeof *all, "verdicts");
+    if (!pass) snprintf(v.why, sizeof v.why, "%s", why);
+    tg_err e;
+    if (bootstrap_allgather(j->bs, &v, sizeof v, all, &e)) tg_die("test_comm", &e);
+    int bad = -1;
+    for (int r = 0; r < j->world && bad < 0; r++)
+        if (!all[r].pass) bad = r;
+    if (j->rank == 0) {
+        if (bad < 0)
+            printf("ok %s_%s\n", j->tag, name);
+        else
+            printf("not ok %s_%s - rank %d: %.190s\n", j->tag, name, bad, all[bad].why);
+        fflush(stdout);
+    }
+    if (bad >= 0) j->failed = 1;
+    free(all);
+}
+
+/* Inputs with magnitudes from 2^-8 to 2^7, so that the order of a sum shows. */
+static float val(uint32_t seed, int k, size_t i) {
+    uint64_t h = (uint64_t)seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)k << 40) ^ (uint64_t)i;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    float m = (float)((h >> 11) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f;
+    return m * (float)(1u << (h & 15)) / 256.0f;
+}
+
+static float fold(float r, float x, reduce_op op) {
+    if (op == REDUCE_SUM) return r + x;
+    return (x > r || x != x) ? x : r;
+}
+
+/* The reduction over members 0..p-1, in that order, of element i. */
+static float expect_reduce(uint32_t seed, int p, size_t i, reduce_op op) {
+    float r = val(seed, 0, i);
+    for (int k = 1; k < p; k++) r = fold(r, val(seed, k, i), op);
+    return r;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct {
+    comm *c;
+    uint64_t expect[COLL_KINDS];
+} tracked;
+
+/* Runs every collective on one communicator at size n; returns 0 when all
+ * results match, else fills why. */
+static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) {
+    comm *c = t->c;
+    int p = c->size, me = c->rank;
+    uint64_t pm1 = (uint64_t)(p - 1);
+    tg_err e;
+    size_t big = n * (size_t)p;
+    float *a = tg_malloc((big + 1) * sizeof(float), "test buffer");
+    float *b = tg_malloc((big + 1) * sizeof(float), "test buffer");
+    int bad = 0;
+#define FAIL(...) do { snprintf(why, cap, __VA_ARGS__); bad = 1; goto out; } while (0)
+#define CALL(x) do { if (x) FAIL("%.290s", e.msg); } while (0)
+
+    for (int op = REDUCE_SUM; op <= REDUCE_MAX; op++) {
+        for (size_t i = 0; i < n; i++) a[i] = val(seed + (uint32_t)op, me, i);
+        CALL(c->vt->all_reduce(c, a, n, (reduce_op)op, &e));
+        t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
+        for (size_t i = 0; i < n; i++) {
+            float x = expect_reduce(seed + (uint32_t)op, p, i, (reduce_op)op);
+            if (memcmp(&x, &a[i], sizeof x))
+                FAIL("all_reduce(%s) n=%zu: element %zu is %.9g, expected %.9g", op ? "max" : "sum", n, i, a[i], x);
+        }
+    }
+    /* NaN wins a max, wherever it sits */
+    if (n > 0) {
+        for (size_t i = 0; i < n; i++) a[i] = (float)me;
+        if (me == p - 1) a[n - 1] = 0.0f / 0.0f;
+        CALL(c->vt->all_reduce(c, a, n, REDUCE_MAX, &e));
+        t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
+        if (a[n - 1] == a[n - 1] || a[0] != (float)(p - 1)) FAIL("all_reduce(max) with a NaN: got %g and %g", a[0], a[n - 1]);
+    }
+    /* reduce_scatter, out of place and in place (out == in + rank*n) */
+    for (int inplace = 0; inplace < 2; inplace++) {
+        for (size_t i = 0; i < big; i++) a[i] = val(seed + 7, me, i);
+        float *out = inplace ? a + (size_t)me * n : b;
+        CALL(c->vt->reduce_scatter(c, out, a, n, &e));
+        t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 4 : 0;
+        for (size_t j = 0; j < n; j++) {
+            float x = expect_reduce(seed + 7, p, (size_t)me * n + j, REDUCE_SUM);
+            if (memcmp(&x, &out[j], sizeof x))
+                FAIL("reduce_scatter%s n=%zu: element %zu is %.9g, expected %.9g", inplace ? " (in place)" : "", n, j, out[j], x);
+        }
+    }
+    /* all_gather, out of place and in place (in == out + rank*n) */
+    for (int inplace = 0; inplace < 2; inplace++) {
+        float *in = inplace ? b + (size_t)me * n : a;
+        for (size_t i = 0; i < n; i++) in[i] = val(seed + 9, me, i);
+        CALL(c->vt->all_gather(c, b, in, n, &e));
+        t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 4 : 0;
+        for (int r = 0; r < p; r++)
+            for (size_t i = 0; i < n; i++) {
+                float x = val(seed + 9, r, i);
+                if (memcmp(&x, &b[(size_t)r * n + i], sizeof x))
+                    FAIL("all_gather%s n=%zu: block %d element %zu is %.9g, expected %.9g", inplace ? " (in place)" : "", n, r, i,
+                         b[(size_t)r * n + i], x);
+            }
+    }
+    /* broadcast of an odd number of bytes from the last and the first member */
+    for (int root = p - 1;; root = 0) {
+        size_t bytes = n * sizeof(float) + (n ? 3 : 0);
+        unsigned char *u = (unsigned char *)a;
+        for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == root ? (i * 131 + 7 + (size_t)root) : 0xEE);
+        CALL(c->vt->broadcast(c, u, bytes, root, &e));
+        if (me == root && p > 1) t->expect[COLL_BROADCAST] += bytes;
+        for (size_t i = 0; i < bytes; i++)
+            if (u[i] != (unsigned char)(i * 131 + 7 + (size_t)root)) FAIL("broadcast of %zu bytes from %d: byte %zu wrong", bytes, root, i);
+        if (root == 0) break;
+    }
+    CALL(c->vt->barrier(c, &e));
+out:
+    free(a);
+    free(b);
+    return bad;
+#undef FAIL
+#undef CALL
+}
+
+static void *killer(void *arg) {
+    (void)arg;
+    struct timespec ts = {0, 150 * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+static void die_survivor(job *j, const tg_err *e) {
+    fprintf(stderr, "test_comm: rank %d: error: %s\n", j->rank, e->msg);
+    exit(3);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "topo")) return run_topo();
+    if (argc < 4 || strcmp(argv[1], "run")) {
+        fprintf(stderr, "usage: test_comm topo | test_comm run TAG TP [--timeout S] [--die R] [--hang R] [--quit R] [--mismatch]\n");
+        return 2;
+    }
+    job j = {0};
+    j.tag = argv[2];
+    int tp = atoi(argv[3]), die = -1, hang = -1, quit = -1, mismatch = 0;
+    double timeout = 30;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--die") && i + 1 < argc) die = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--hang") && i + 1 < argc) hang = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quit") && i + 1 < argc) quit = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mismatch")) mismatch = 1;
+        else {
+            fprintf(stderr, "test_comm: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    tg_err e = {{0}};
+    topology topo;
+    if (topology_from_env(&topo, tp, &e)) die_survivor(&j, &e);
+    j.rank = topo.rank;
+    j.world = topo.world;
+    j.bs = bootstrap_create(&topo, timeout, &e);
+    if (!j.bs) die_survivor(&j, &e);
+    if (quit == j.rank) _exit(0);
+
+    /* the session id is the same everywhere */
+    char *sessions = tg_malloc((size_t)j.world * 17, "sessions");
+    if (bootstrap_allgather(j.bs, bootstrap_session(j.bs), 17, sessions, &e)) die_survivor(&j, &e);
+    int same = 1;
+    for (int r = 0; r < j.world; r++) same &= !strcmp(sessions + r * 17, bootstrap_session(j.bs));
+    free(sessions);
+    if (quit >= 0) {
+        fprintf(stderr, "test_comm: rank %d: rank %d quit but the allgather succeeded\n", j.rank, quit);
+        return 0;
+    }
+    report(&j, "session", same && strlen(bootstrap_session(j.bs)) == 16, "session ids differ");
+
+    comm *tpc = comm_shm_create(j.bs, "tp", topo.tp_ranks, topo.tp, topo.tp_rank, timeout, &e);
+    if (!tpc) die_survivor(&j, &e);
+    comm *dpc = comm_shm_create(j.bs, "dp", topo.dp_ranks, topo.dp, topo.dp_rank, timeout, &e);
+    if (!dpc) die_survivor(&j, &e);
+    comm *tps = comm_shm_create_slot(j.bs, "tp_small", topo.tp_ranks, topo.tp, topo.tp_rank, timeout, 256, &e);
+    if (!tps) die_survivor(&j, &e);
+    comm *dps = comm_shm_create_slot(j.bs, "dp_small", topo.dp_ranks, topo.dp, topo.dp_rank, timeout, 256, &e);
+    if (!dps) die_survivor(&j, &e);
+    report(&j, "create", tpc->size == topo.tp && tpc->rank == topo.tp_rank && dpc->size == topo.dp && dpc->rank == topo.dp_rank,
+           "wrong group size or rank");
+
+    if (mismatch) {
+        float x[8] = {0}, y[64];
+        int rc = j.rank == 1 ? tpc->vt->all_gather(tpc, y, x, 8, &e) : tpc->vt->all_reduce(tpc, x, 8, REDUCE_SUM, &e);
+        if (rc) die_survivor(&j, &e);
+        return 0;
+    }
+    if (die >= 0 || hang >= 0) {
+        /* A long series of all_reduces through a tiny slot (many chunks, many barriers). */
+        size_t n = 20000;
+        float *buf = tg_calloc(n, sizeof(float), "buffer");
+        if (j.rank == die) {
+            pthread_t th;
+            pthread_create(&th, NULL, killer, NULL);
+        }
+        for (int it = 0; it < 100000; it++) {
+            if (j.rank == hang && it == 3) pause();
+            if (tps->vt->all_reduce(tps, buf, n, REDUCE_SUM, &e)) die_survivor(&j, &e);
+        }
+        fprintf(stderr, "test_comm: rank %d: the fault never showed\n", j.rank);
+        return 0;
+    }
+
+    tracked t[4] = {{tpc, {0}}, {dpc, {0}}, {tps, {0}}, {dps, {0}}};
+    const char *names[4] = {"tp", "dp", "tp_small", "dp_small"};
+    /* sizes: empty, smaller than the group, not multiples of p nor of the
+     * small slot (64 floats), several small slots */
+    const size_t sizes[] = {0, 1, 3, 7, 64, 65, 1000, 4099};
+    char why[300] = "";
+    for (int g = 0; g < 4; g++) {
+        int bad = 0;
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes && !bad; s++)
+            bad = exercise(&t[g], sizes[s], (uint32_t)(s * 1000 + (size_t)g), why, sizeof why);
+        char name[64];
+        snprintf(name, sizeof name, "%s_collectives", names[g]);
+        report(&j, name, !bad, why);
+    }
+    /* TP and DP interleaved, both at once */
+    {
+        int bad = 0;
+        for (int it = 0; it < 20 && !bad; it++) bad = exercise(&t[it % 2], 33 + (size_t)it, 77u + (uint32_t)it, why, sizeof why);
+        report(&j, "tp_dp_interleaved", !bad, why);
+    }
+    /* larger than the default slot (4 MiB = 1M floats): 1.5M floats */
+    {
+        size_t n = 1500001;
+        comm *c = tpc->size > 1 ? tpc : dpc;
+        float *a = tg_malloc(n * sizeof(float), "big buffer");
+        for (size_t i = 0; i < n; i++) a[i] = val(5, c->rank, i);
+        int bad = 0;
+        if (c->vt->all_reduce(c, a, n, REDUCE_SUM, &e)) {
+            snprintf(why, sizeof why, "%.290s", e.msg);
+            bad = 1;
+        }
+        t[c == tpc ? 0 : 1].expect[COLL_ALL_REDUCE] += c->size > 1 ? 2 * (uint64_t)(c->size - 1) * (n / (size_t)c->size) * 4 : 0;
+        for (size_t i = 0; i < n && !bad; i++) {
+            float x = expect_reduce(5, c->size, i, REDUCE_SUM);
+            if (memcmp(&x, &a[i], sizeof x)) {
+                snprintf(why, sizeof why, "element %zu is %.9g, expected %.9g", i, a[i], x);
+                bad = 1;
+            }
+        }
+        /* every rank of the world holds the same bits for its group */
+        uint64_t h = hash_bytes(a, n * sizeof(float)), *hs = tg_malloc((size_t)j.world * sizeof *hs, "hashes");
+        if (bootstrap_allgather(j.bs, &h, sizeof h, hs, &e)) die_survivor(&j, &e);
+        const int *members = c == tpc ? topo.tp_ranks : topo.dp_ranks;
+        for (int k = 0; k < c->size && !bad; k++)
+            if (hs[members[k]] != h) {
+                snprintf(why, sizeof why, "ranks %d and %d hold different results", j.rank, members[k]);
+                bad = 1;
+            }
+        free(hs);
+        free(a);
+        report(&j, "all_reduce_larger_than_slot", !bad, why);
+    }
+    /* bytes_sent: the ring formula, written out again here */
+    for (int g = 0; g < 4; g++) {
+        int bad = 0;
+        for (int k = 0; k < COLL_KINDS && !bad; k++)
+            if (t[g].c->bytes_sent[k] != t[g].expect[k]) {
+                snprintf(why, sizeof why, "%s %s: %llu bytes counted, formula says %llu", names[g], comm_kind_name((coll_kind)k),
+                         (unsigned long long)t[g].c->bytes_sent[k], (unsigned long long)t[g].expect[k]);
+                bad = 1;
+            }
+        char name[64];
+        snprintf(name, sizeof name, "%s_bytes_sent", names[g]);
+        report(&j, name, !bad, why);
+    }
+    for (int g = 0; g < 4; g++) comm_destroy(t[g].c);
+    if (bootstrap_barrier(j.bs, &e)) die_survivor(&j, &e);
+    bootstrap_destroy(j.bs);
+    topology_free(&topo);
+    return j.failed;
+}
