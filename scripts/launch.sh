@@ -22,7 +22,9 @@ Options
                           127.0.0.1 and a random free port in 20000-32767.
                           IPv6: [ADDR]:PORT
   --log-dir DIR           where the per-rank logs go (created if missing);
-                          default ./launch_logs/<YYYYmmdd-HHMMSS>
+                          default ./launch_logs/<YYYYmmdd-HHMMSS> (with -<pid>
+                          appended if that exists); train_gpt runs may pass
+                          their out.dir, e.g. --log-dir runs/NAME/logs
   --grace SECONDS         on shutdown, time between SIGTERM and SIGKILL (default 5)
   -h, --help              this text
   --                      ends the options; COMMAND and its arguments follow
@@ -39,7 +41,9 @@ Output
   Rank 0's stdout and stderr pass through to this terminal (as stdout and
   stderr) and are also copied to DIR/rank_0.log. Every other rank writes both
   to DIR/rank_<RANK>.log only; its stdin is /dev/null. Launcher messages go to
-  stderr, prefixed "launch:", and say where the logs are.
+  stderr, prefixed "launch:", and say where the logs are. Rank 0 writes into
+  a pipe, not a terminal, so a program that buffers its output should flush
+  it (train_gpt does).
 
 Failure and shutdown
   If a rank exits non-zero or is killed by a signal, the launcher stops all
@@ -60,7 +64,8 @@ EOF
 }
 
 die_usage() { echo "$prog: error: $*" >&2; echo "$prog: see scripts/launch.sh --help" >&2; exit 2; }
-say() { echo "$prog: $*" >&2; }
+say_fd=2   # becomes 9 once the ranks run (see "watch them")
+say() { echo "$prog: $*" >&"$say_fd"; }
 
 if [ -z "${BASH_VERSINFO:-}" ] || [ "${BASH_VERSINFO[0]}" -lt 5 ] ||
    { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
@@ -115,8 +120,9 @@ if [ -n "$master" ]; then
     else
         die_usage "--master must be HOST:PORT (or [IPV6]:PORT), got '$master'"
     fi
-    [[ "$master_port" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$master_port" -le 65535 ] ||
+    if ! [[ "$master_port" =~ ^[1-9][0-9]{0,4}$ ]] || [ "$master_port" -gt 65535 ]; then
         die_usage "--master port must be 1..65535, got '$master_port'"
+    fi
 fi
 
 if ! command -v -- "$1" >/dev/null 2>&1; then
@@ -177,12 +183,16 @@ ps -e -o pgid=,stat= >/dev/null 2>&1 && have_ps=1
 # reported ("notified") before `wait -n` looks for it. So every wake-up also
 # sweeps: a rank that bash no longer lists as running has ended, and
 # `wait PID` still returns its status.
-ended() { # prints the running ranks that have ended
+ended=()
+find_ended() { # sets ended=(the running ranks that have ended)
+    # Not in a subshell or pipeline: those may not see this shell's jobs
+    # (a command substitution of `jobs` alone does).
     local alive pid
-    alive=$(jobs -rp)
+    alive=$(jobs -rp; jobs -sp)   # running or stopped
     alive=" ${alive//$'\n'/ } "
+    ended=()
     for pid in "${!running[@]}"; do
-        [[ "$alive" == *" $pid "* ]] || echo "$pid"
+        [[ "$alive" == *" $pid "* ]] || ended+=("$pid")
     done
 }
 live_groups() { # our ranks' process groups that still have a live member
@@ -210,7 +220,8 @@ stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grac
     # Until the deadline: collect the ranks as they end, and wait for what
     # they started in their groups to end too.
     while [ "$(now_us)" -lt "$deadline" ]; do
-        for pid in $(ended); do wait "$pid" 2>/dev/null; unset "running[$pid]"; done
+        find_ended
+        for pid in "${ended[@]}"; do wait "$pid" 2>/dev/null; unset "running[$pid]"; done
         [ ${#running[@]} -eq 0 ] && [ -z "$(live_groups)" ] && break
         sleep 0.05
     done
@@ -222,6 +233,7 @@ stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grac
     [ ${#running[@]} -eq 0 ] || wait "${!running[@]}" 2>/dev/null
     running=()
 }
+# shellcheck disable=SC2317  # invoked by the traps below
 on_signal() { # NAME STATUS
     if [ "$stopping" = 1 ]; then
         say "got SIG$1 again: killing all ranks now"
@@ -243,6 +255,7 @@ trap 'for pg in "${pids[@]}"; do kill -KILL -- "-$pg" 2>/dev/null; done
 # Rank 0's stdout and stderr each go through their own tee, so the terminal
 # keeps them apart; the wrapper waits for both tees, then exits with the
 # command's status.
+# shellcheck disable=SC2016  # expanded by the wrapper, not here
 rank0_wrapper='log=$1; shift
 { "$@" 2>&1 1>&3 3>&- | tee -a "$log" >&2; exit "${PIPESTATUS[0]}"; } 3>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"'
@@ -269,7 +282,7 @@ unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK MASTER_ADDR MASTER_P
 # From here on the launcher's own stderr is fd 9; fd 2 goes to /dev/null so
 # that bash's job notices ("Killed ...") do not clutter the terminal.
 exec 9>&2 2>/dev/null
-say() { echo "$prog: $*" >&9; }
+say_fd=9
 
 signame() { # STATUS: " (killed by signal N, SIGxxx)" when STATUS is 128+N
     local s
@@ -290,7 +303,8 @@ while [ ${#running[@]} -gt 0 ] && [ -z "$failed_pid" ]; do
     st=$?
     kill "$ticker" 2>/dev/null; wait "$ticker"; ticker=""
     [ -n "$who" ] && [ -n "${running[$who]:-}" ] && collect "$who" "$st"
-    for pid in $(ended); do wait "$pid"; collect "$pid" $?; done
+    find_ended
+    for pid in "${ended[@]}"; do wait "$pid"; collect "$pid" $?; done
 done
 stopping=1
 if [ -n "$failed_pid" ]; then
