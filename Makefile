@@ -2,13 +2,14 @@
 CC ?= gcc
 CFLAGS ?= -O3
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I.
-LDLIBS = -lcjson -lnuma -lpcre2-8 -lm
+LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
 
 BUILD = build
 MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
             model/checkpoint.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c \
             model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
-LIB_SRC = $(MODEL_SRC) parallel/comm_null.c data/shards.c data/tokenizer.c util/err.c
+LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
+          parallel/numa_bind.c data/shards.c data/tokenizer.c util/err.c
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 HEADERS = $(wildcard model/*.h model/cpu/*.h parallel/*.h data/*.h util/*.h)
 
@@ -28,6 +29,9 @@ prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
 $(BUILD)/test_kernels: $(BUILD)/tests/test_kernels.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/test_comm: $(BUILD)/tests/test_comm.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 setup:
 	bash scripts/setup.sh
 
@@ -40,11 +44,12 @@ data: prepare
 quickstart:
 	SETUP_SKIP_TEST_DEPS=1 bash scripts/setup.sh
 	$(MAKE) all data
-	./train_gpt --config configs/tiny.json
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} scripts/launch.sh -n 2 --log-dir runs/tiny/logs -- \
+	    ./train_gpt --config configs/tiny.json --set parallel.tp=2
 
 test:
 	bash scripts/setup.sh
-	$(MAKE) all $(BUILD)/test_kernels
+	$(MAKE) all $(BUILD)/test_kernels $(BUILD)/test_comm
 	bash tests/run.sh
 
 clean:

@@ -18,14 +18,19 @@
 #include "model/gpt.h"
 #include "model/optim.h"
 #include "model/rng.h"
+#include "parallel/bootstrap.h"
 #include "parallel/comm.h"
+#include "parallel/numa_bind.h"
+#include "parallel/topology.h"
 
 #define PROG "train_gpt"
 
 typedef struct run {
     tg_config cfg;
     const tg_ops *ops;
+    topology topo;          /* this rank's place: rank, world, TP and DP groups */
     int rank, world;        /* global rank and world size */
+    bootstrap *bs;          /* TCP rendezvous (NULL for a single rank) */
     comm *tp, *dp;          /* this rank's tensor- and data-parallel groups */
     gpt *model;
     optim *opt;
@@ -38,6 +43,7 @@ typedef struct run {
     double train_ms_total;
     int train_steps_timed;
     uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */
+    gpt_budget budget;      /* this rank's planned bytes */
 } run;
 
 static double now_ms(void) {
@@ -55,8 +61,9 @@ static void usage(FILE *f) {
     config_print_help(f);
 }
 
-/* Fills cfg from the command line; exits on --help and on errors. */
-static void parse_args(int argc, char **argv, tg_config *cfg) {
+/* Fills cfg and the topology from the command line and the environment;
+ * exits on --help and on errors. */
+static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     config_defaults(cfg);
     const char *config_path = NULL;
     tg_err e;
@@ -80,8 +87,12 @@ static void parse_args(int argc, char **argv, tg_config *cfg) {
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
     for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
-    config_resolve_layout(cfg, 1);
-    if (config_validate(cfg, 1, &e)) tg_die(PROG, &e);
+    if (topology_from_env(topo, cfg->parallel.tp, &e)) {
+        tg_wrap(&e, "%s", cfg->source);
+        tg_die(PROG, &e);
+    }
+    config_resolve_layout(cfg, topo->world);
+    if (config_validate(cfg, topo->world, &e)) tg_die(PROG, &e);
 }
 
 static void print_budget(const gpt *g, const gpt_budget *b) {
@@ -158,22 +169,50 @@ static void init_state(run *r) {
     }
 }
 
+/* Rank 0 speaks for the job: the other ranks keep stderr (errors) only. */
+static void connect_ranks(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    r->rank = r->topo.rank;
+    r->world = r->topo.world;
+    if (r->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        tg_fail(&e, "rank %d: cannot silence stdout", r->rank);
+        tg_die(PROG, &e);
+    }
+    char msg[256];
+    numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
+    if (r->world == 1) {
+        r->tp = comm_null_create("tp", 0, 1);
+        r->dp = comm_null_create("dp", 0, 1);
+    } else {
+        r->bs = bootstrap_create(&r->topo, c->parallel.timeout_s, &e);
+        if (!r->bs) tg_die(PROG, &e);
+        r->tp = comm_shm_create(r->bs, "tp", r->topo.tp_ranks, r->topo.tp, r->topo.tp_rank, c->parallel.timeout_s, &e);
+        if (!r->tp) tg_die(PROG, &e);
+        r->dp = comm_shm_create(r->bs, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank, c->parallel.timeout_s, &e);
+        if (!r->dp) tg_die(PROG, &e);
+    }
+    printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->topo.tp, r->topo.dp,
+           c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
+}
+
 static void setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
     r->ops = ops_cpu();
-    r->rank = 0;
-    r->world = 1;
-    r->tp = comm_null_create("tp", 0, 1);
-    r->dp = comm_null_create("dp", 0, 1);
+    connect_ranks(r);
     open_data(r);
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
-    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len);
+    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, c->parallel.zero == 1);
+    r->budget = b;
     r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, r->dp->size);
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
-    printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters\n", d.L, d.NH, d.C, d.T,
-           d.V, d.Vp, r->model->n_params);
+    size_t full_params = 0;
+    for (int i = 0; i < r->model->n_tensors; i++)
+        full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
+    printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
+           d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, r->model->n_params);
     printf("batch: %d sequences x %d tokens per step = %d micro-batches of %d (gradient accumulation %d)\n",
            c->train.global_batch, d.T, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     printf("backend: %s (matmul kernel %s)\n", r->ops->name, cpu_gemm_kernel_name());
@@ -200,6 +239,12 @@ static void setup(run *r) {
         tg_fail(&e, "%s: cannot open the log for appending", path);
         tg_die(PROG, &e);
     }
+    const gpt_budget *bud = &r->budget;
+    fprintf(r->log, "{\"step\":%d,\"budget_bytes_per_rank\":{\"params\":%zu,\"grads\":%zu,\"optim\":%zu,\"activations\":%zu,"
+                    "\"attention\":%zu,\"logits\":%zu,\"scratch\":%zu,\"total\":%zu},\"tp\":%d,\"dp\":%d}\n",
+            r->state.step, bud->params, bud->grads, bud->optim, bud->acts_kept, bud->acts_attention, bud->logits, bud->scratch,
+            bud->total, r->tp->size, r->dp->size);
+    fflush(r->log);
 }
 
 /* Sequences [first, first + B) of the window as inputs and shifted targets. */
@@ -397,7 +442,7 @@ static void log_peak_memory(run *r) {
 int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
-    parse_args(argc, argv, &r.cfg);
+    parse_args(argc, argv, &r.cfg, &r.topo);
     setup(&r);
     const tg_config *c = &r.cfg;
     const bool can_eval = r.val != NULL, can_sample = r.tok != NULL;
@@ -423,5 +468,7 @@ int main(int argc, char **argv) {
     gpt_free(r.model);
     comm_destroy(r.tp);
     comm_destroy(r.dp);
+    bootstrap_destroy(r.bs);
+    topology_free(&r.topo);
     return 0;
 }

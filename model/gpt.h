@@ -85,7 +85,9 @@ typedef struct gpt {
 } gpt;
 
 int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T);
+/* The bytes one rank allocates: the model's buffers padded for dp ranks,
+ * AdamW state for the whole model or (zero) this rank's 1/dp of it. */
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero);
 
 /* Lays out and allocates this rank's shard for micro-batches up to B x T,
  * the parameter and gradient buffers padded to a multiple of pad_multiple. */

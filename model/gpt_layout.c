@@ -171,12 +171,16 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, 
 /* Floats of one buffer, rounded up to 64 bytes as the arena lays it out. */
 size_t gpt_act_floats(const act_buf *b) { return ((size_t)b->slots * b->size + 15) / 16 * 16; }
 
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T) {
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero) {
     gpt g;
     memset(&g, 0, sizeof g);
     g.d = *d;
-    size_t n_params = gpt_layout_params(&g);
+    const size_t n_params = gpt_layout_params(&g), n_alloc = (n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
     free(g.tensors);
+    /* optim.c: moments of the shard, plus the gradient and parameter
+     * staging of the shard under ZeRO. */
+    const bool sharded = zero && dp > 1;
+    const size_t shard = sharded ? n_alloc / (size_t)dp : n_params;
     gpt_acts a;
     act_entry table[64];
     int n = gpt_act_table(&a, d, B, T, table, 64);
@@ -184,9 +188,9 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T) {
     for (int i = 0; i < n; i++) by_kind[table[i].kind] += gpt_act_floats(table[i].buf) * sizeof(float);
     const size_t F = sizeof(float);
     gpt_budget b;
-    b.params = n_params * F;
-    b.grads = n_params * F;
-    b.optim = 2 * n_params * F;
+    b.params = n_alloc * F;
+    b.grads = n_alloc * F;
+    b.optim = (sharded ? 4 : 2) * shard * F;
     b.acts_attention = by_kind[ACT_ATTENTION];
     b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
     b.logits = by_kind[ACT_LOGITS];

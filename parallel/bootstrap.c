@@ -180,8 +180,10 @@ static int fail_world(bootstrap *bs, tg_err *e) {
 static int peer_got_error(bootstrap *bs, const frame_hdr *h, const char *what, tg_err *e) {
     char msg[ERR_MAX + 1] = "";
     size_t n = h->bytes < ERR_MAX ? (size_t)h->bytes : ERR_MAX;
-    if (recv_all(bs->fd[0], msg, n, now_s() + 1.0) != IO_OK) snprintf(msg, sizeof msg, "(reason lost)");
-    msg[n] = '\0';
+    if (recv_all(bs->fd[0], msg, n, now_s() + 1.0) == IO_OK)
+        msg[n] = '\0';
+    else
+        snprintf(msg, sizeof msg, "(reason lost)");
     bs->broken = 1;
     return tg_fail(e, "%s: rank 0 gave up: %s", what, msg);
 }
@@ -218,7 +220,12 @@ static int server_listen(const topology *t, tg_err *e) {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    int g = getaddrinfo(t->master_addr, port, &hints, &res);
+    /* One node: exactly MASTER_ADDR (127.0.0.1 stays private). Several: every
+     * interface, as MASTER_ADDR may resolve to a loopback alias on rank 0's
+     * own host (Debian's 127.0.1.1 for the host name). */
+    int multi_node = t->local_world < t->world;
+    if (multi_node) hints.ai_flags = AI_PASSIVE;
+    int g = getaddrinfo(multi_node ? NULL : t->master_addr, port, &hints, &res);
     if (g) return tg_fail(e, "bootstrap: cannot resolve MASTER_ADDR \"%s\": %s", t->master_addr, gai_strerror(g));
     int fd = -1, err = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
@@ -533,6 +540,13 @@ int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all
     }
     int fd = bs->fd[0];
     int s = send_frame(fd, MSG_DATA, bs->seq, mine, bytes, deadline);
+    if (s == IO_CLOSED) { /* rank 0 may have said why before closing */
+        unsigned char h[HDR_BYTES];
+        if (recv_all(fd, h, sizeof h, now_s() + 0.2) == IO_OK) {
+            frame_hdr hd = get_hdr(h);
+            if (hd.magic == BS_MAGIC && hd.type == MSG_ERROR) return peer_got_error(bs, &hd, what, e);
+        }
+    }
     if (s == IO_OK) {
         unsigned char h[HDR_BYTES];
         s = recv_all(fd, h, sizeof h, deadline + PEER_GRACE_S);

@@ -1,4 +1,5 @@
-/* Rendezvous over TCP: rank 0 listens on MASTER_ADDR:MASTER_PORT, every
+/* Rendezvous over TCP: rank 0 listens on MASTER_ADDR:MASTER_PORT (all
+ * interfaces on MASTER_PORT when the job spans several nodes), every
  * other rank connects (retrying while rank 0 is not up yet) and announces its
  * rank; rank 0 keeps one socket per peer (a star). Small collectives over
  * this star (allgather, barrier) set up the real communicators: shm segment

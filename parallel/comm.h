@@ -60,7 +60,9 @@ uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes);
  * and with the same `name` ("tp", "dp"), each passing its own group (global
  * ranks in group order; my_index = this rank's position in it). Members of a
  * group must be on one node. Each group of size > 1 gets one POSIX shm
- * segment, already unlinked when this returns. Every wait gives up after
+ * segment of size+1 slots (reserved up front: a full /dev/shm fails here,
+ * clearly), already unlinked when this returns; a group of size 1 gets a
+ * comm_null (exact at size 1). Every wait gives up after
  * timeout_s or as soon as a member process has died, naming the group, the
  * collective and the global ranks that did not arrive; the communicator is
  * then broken and every later call fails. Sums run in rank order 0..size-1,

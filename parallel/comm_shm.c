@@ -24,9 +24,13 @@
  * split, the run or the reader: bitwise-equal results everywhere, and
  * reduce_scatter equals the matching part of all_reduce.
  *
- * Waiting. A waiter spins briefly, then yields, then sleeps (50 us growing
- * to 200 us) so that oversubscribed cores still make progress. While waiting
- * it checks the deadline (timeout_s), whether the members it waits for are
+ * Waiting. A waiter spins briefly, then sleeps on a futex in the segment
+ * (every arrival wakes the sleepers), at most 100 ms at a time, so that
+ * oversubscribed cores (4 ranks on 2 cores, or ranks beside other jobs)
+ * hand the CPU to the member that still has to arrive. (Yielding instead
+ * lost whole time slices to unrelated busy processes; plain 50-200 us sleeps
+ * were ten times slower at 4 ranks on 2 cores.) Between sleeps a waiter
+ * checks the deadline (timeout_s), whether the members it waits for are
  * still alive (pid stored in the segment: kill(pid, 0) plus /proc state and
  * start time against zombies and reused pids, every 100 ms), and the
  * segment's abort word, through which the first member to fail tells the
@@ -37,20 +41,27 @@
  * Segments. The member with index 0 creates /train_gpt_<session>_<name>_<rank>
  * (session: random, agreed through the bootstrap), the others attach after a
  * bootstrap exchange, and once all have attached it is unlinked: from then on
- * it lives only as long as the mappings, whatever way the processes end. If
- * creation fails half-way, every surviving member unlinks the name. */
+ * it lives only as long as the mappings, whatever way the processes end.
+ * Every member unlinks the name (the creator dying in between changes
+ * nothing), also when creation fails half-way; only if every member of the
+ * group dies within the few milliseconds between creation and the end of
+ * the attach exchange can a name outlive the job. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
@@ -63,9 +74,6 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 #define SHM_PREFIX "/train_gpt_"
 #define PAGE 4096
 #define SPIN_ITERS 200
-#define YIELD_ITERS 50
-#define SLEEP_MIN_NS 50000L
-#define SLEEP_MAX_NS 200000L
 #define LIVENESS_PERIOD_S 0.1
 #define BARRIER_KIND COLL_KINDS /* op kind of barrier(), beyond the counted kinds */
 
@@ -83,7 +91,9 @@ typedef struct {
     uint32_t magic, version;
     uint32_t size, pad;
     uint64_t slot_floats, map_bytes;
-    _Atomic int32_t abort_state; /* 0: fine; 1: a member is writing why it failed; 2: written */
+    _Alignas(64) _Atomic uint32_t wake_seq; /* futex word: bumped to wake sleeping members */
+    _Alignas(64) _Atomic uint32_t sleepers; /* members about to sleep or sleeping on wake_seq */
+    _Alignas(64) _Atomic int32_t abort_state; /* 0: fine; 1: a member is writing why it failed; 2: written */
     int32_t abort_rank;          /* global rank that wrote abort_msg */
     char abort_msg[700];
 } shm_header;
@@ -178,6 +188,36 @@ static void rank_list(char *out, size_t cap, const shm_impl *s, const int *which
         if (which[k]) len += (size_t)snprintf(out + len, cap - len, "%s%d", shown++ ? ", " : "", s->granks[k]);
 }
 
+/* Sleeping and waking, between processes: waiters block on the shared word
+ * wake_seq (a futex on Linux), arrivers bump it and wake them. Lost wakeups
+ * are ruled out Dekker-style: a waiter raises `sleepers`, fences, then
+ * re-checks the counters; an arriver stores its counter, fences, then reads
+ * `sleepers`. Either the waiter sees the arrival or the arriver sees the
+ * waiter and wakes it. Sleeps are capped (liveness checks), so even a
+ * missed wakeup would only cost time. */
+static void wake_sleepers(shm_impl *s) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->hdr->sleepers, memory_order_relaxed) == 0) return;
+    atomic_fetch_add_explicit(&s->hdr->wake_seq, 1, memory_order_seq_cst);
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t *)&s->hdr->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
+}
+
+/* Blocks until wake_seq differs from v or max_s passes (or a signal). */
+static void sleep_on(shm_impl *s, uint32_t v, double max_s) {
+    if (max_s > LIVENESS_PERIOD_S) max_s = LIVENESS_PERIOD_S;
+    if (max_s < 1e-6) max_s = 1e-6;
+#ifdef __linux__
+    struct timespec ts = {0, (long)(max_s * 1e9)};
+    syscall(SYS_futex, (uint32_t *)&s->hdr->wake_seq, FUTEX_WAIT, v, &ts, NULL, 0);
+#else
+    (void)v;
+    struct timespec ts = {0, max_s < 100e-6 ? (long)(max_s * 1e9) : 100000L};
+    nanosleep(&ts, NULL);
+#endif
+}
+
 /* ---- failure ------------------------------------------------------------ */
 
 /* Marks the communicator broken and, if no member has done so yet, tells
@@ -191,6 +231,7 @@ static int fail(comm *c, tg_err *e) {
         s->hdr->abort_rank = s->granks[c->rank];
         snprintf(s->hdr->abort_msg, sizeof s->hdr->abort_msg, "%.699s", e->msg);
         atomic_store_explicit(&s->hdr->abort_state, 2, memory_order_release);
+        wake_sleepers(s);
     }
     return -1;
 }
@@ -247,24 +288,24 @@ static int sync_all(comm *c, const char *what, tg_err *e) {
     int me = c->rank, p = c->size, from = 0;
     uint64_t g = ++s->gen;
     atomic_store_explicit(&s->mem[me].arrived, g, memory_order_release);
+    wake_sleepers(s);
     for (int i = 0; i < SPIN_ITERS; i++) {
         if (all_arrived(s, me, p, g, &from)) return 0;
         cpu_relax();
     }
     double t0 = now_s(), deadline = t0 + s->timeout_s, next_check = t0 + LIVENESS_PERIOD_S;
-    long sleep_ns = SLEEP_MIN_NS;
-    for (int i = 0;; i++) {
-        if (all_arrived(s, me, p, g, &from)) return 0;
-        if (atomic_load_explicit(&s->hdr->abort_state, memory_order_acquire) == 2) return fail_wait(c, what, g, 0, e);
-        if (i < YIELD_ITERS) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, sleep_ns};
-            nanosleep(&ts, NULL);
-            if (sleep_ns < SLEEP_MAX_NS) sleep_ns *= 2;
-            if (sleep_ns > SLEEP_MAX_NS) sleep_ns = SLEEP_MAX_NS;
-        }
+    for (;;) {
+        atomic_fetch_add_explicit(&s->hdr->sleepers, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(&s->hdr->wake_seq, memory_order_seq_cst);
+        int done = all_arrived(s, me, p, g, &from);
+        int aborted = atomic_load_explicit(&s->hdr->abort_state, memory_order_acquire) == 2;
         double t = now_s();
+        if (!done && !aborted && t < deadline && t < next_check) sleep_on(s, v, (next_check < deadline ? next_check : deadline) - t);
+        atomic_fetch_sub_explicit(&s->hdr->sleepers, 1, memory_order_relaxed);
+        if (done || all_arrived(s, me, p, g, &from)) return 0;
+        if (aborted || atomic_load_explicit(&s->hdr->abort_state, memory_order_acquire) == 2) return fail_wait(c, what, g, 0, e);
+        t = now_s();
         if (t >= next_check) {
             next_check = t + LIVENESS_PERIOD_S;
             for (int k = from; k < p; k++)
@@ -452,7 +493,8 @@ typedef struct {
 } status_rec;
 
 /* One bootstrap exchange of every rank's status: fails everywhere (with the
- * first failing rank's message) if any rank failed. */
+ * first failing rank's message) if any rank failed: -2 when a rank reported
+ * a failure, -1 when the exchange itself failed. */
 static int agree(bootstrap *bs, int failed, const tg_err *mine, const char *name, tg_err *e) {
     int world = bootstrap_world(bs), me = bootstrap_rank(bs);
     status_rec st = {0};
@@ -467,9 +509,10 @@ static int agree(bootstrap *bs, int failed, const tg_err *mine, const char *name
             if (!all[r].failed) continue;
             all[r].msg[MSG_LEN - 1] = '\0';
             if (r == me)
-                rc = tg_fail(e, "%s", all[r].msg);
+                tg_fail(e, "%s", all[r].msg);
             else
-                rc = tg_fail(e, "creating communicator %s: rank %d failed: %s", name, r, all[r].msg);
+                tg_fail(e, "creating communicator %s: rank %d failed: %s", name, r, all[r].msg);
+            rc = -2;
             break;
         }
     }
@@ -636,14 +679,24 @@ comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ran
     snprintf(shm_name, sizeof shm_name, SHM_PREFIX "%s_%s_%d", bootstrap_session(bs), name, group_ranks[0]);
 
     /* 2. the first member creates; 3. the others attach; 4. all check each other */
-    bad = !solo && my_index == 0 && create_segment(s, group_size, shm_name, &mine);
-    if (!bad && !solo && my_index == 0) wire_up(s, group_size, my_index, me);
-    int rc = agree(bs, bad, &mine, name, e);
+    int created = 0;
+    bad = 0;
+    if (!solo && my_index == 0) {
+        bad = create_segment(s, group_size, shm_name, &mine) != 0;
+        if (!bad) wire_up(s, group_size, my_index, me);
+        created = !bad;
+    }
+    int rc = agree(bs, bad, &mine, name, e), create_reported = rc == -2;
     if (!rc) {
         bad = !solo && my_index != 0 && attach_segment(s, group_size, shm_name, &mine);
         if (!bad && !solo && my_index != 0) wire_up(s, group_size, my_index, me);
         rc = agree(bs, bad, &mine, name, e);
     }
+    /* Everyone has attached, or the creation failed: the name goes now.
+     * Every member unlinks (all but one get ENOENT), so that the name goes
+     * even if the creator died meanwhile; but a name the creator could not
+     * create (it said so) is not ours. */
+    if (!solo && (created || (my_index != 0 && !create_reported))) shm_unlink(shm_name);
     if (!rc) {
         bad = 0;
         for (int k = 0; !solo && k < group_size && !bad; k++) {
@@ -653,9 +706,6 @@ comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ran
         }
         rc = agree(bs, bad, &mine, name, e);
     }
-    /* Unlink now: on success the leader does (everyone has attached); on
-     * failure every member tries, in case the leader is gone. */
-    if (!solo && (rc || my_index == 0)) shm_unlink(shm_name);
     if (rc) {
         shm_destroy(c);
         return NULL;
