@@ -241,9 +241,9 @@ static void setup(run *r) {
     }
     const gpt_budget *bud = &r->budget;
     fprintf(r->log, "{\"step\":%d,\"budget_bytes_per_rank\":{\"params\":%zu,\"grads\":%zu,\"optim\":%zu,\"activations\":%zu,"
-                    "\"attention\":%zu,\"logits\":%zu,\"scratch\":%zu,\"total\":%zu},\"tp\":%d,\"dp\":%d}\n",
+                    "\"attention\":%zu,\"logits\":%zu,\"scratch\":%zu,\"total\":%zu},\"allocated_bytes\":%zu,\"tp\":%d,\"dp\":%d}\n",
             r->state.step, bud->params, bud->grads, bud->optim, bud->acts_kept, bud->acts_attention, bud->logits, bud->scratch,
-            bud->total, r->tp->size, r->dp->size);
+            bud->total, gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt), r->tp->size, r->dp->size);
     fflush(r->log);
 }
 

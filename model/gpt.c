@@ -10,6 +10,7 @@
 #include "model/gpt.h"
 #include "model/gpt_internal.h"
 #include "model/rng.h"
+#include "parallel/mappings.h"
 
 float *gpt_param(const gpt *g, param_kind k, int layer) {
     return g->params + g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
@@ -18,6 +19,8 @@ float *gpt_param(const gpt *g, param_kind k, int layer) {
 float *gpt_grad(const gpt *g, param_kind k, int layer) {
     return g->grads + g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
 }
+
+size_t gpt_allocated_bytes(const gpt *g) { return (2 * g->n_alloc + g->acts->arena_floats) * sizeof(float); }
 
 bool gpt_is_replicated(const gpt_tensor *t) { return t->split == SPLIT_NONE; }
 
@@ -87,24 +90,17 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
 
 void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_alloc * sizeof(float)); }
 
-/* ---- the mappings: every TP collective of the model is in one of these ---- */
+/* ---- the mappings: every TP collective of a layer is in one of these ---- */
 
 static size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->d.tp : (size_t)N; }
 
-/* Residual rows -> all rows before a column-parallel layer: identity, or
- * all-gather under SP (whose backward is reduce_rows). Returns the full rows. */
+/* The two mappings of parallel/mappings.h on this rank's shapes. */
 static float *gather_rows(gpt *g, float *full, float *rows, int N, tg_err *e) {
-    if (!g->d.sp) return rows;
-    const size_t n = rows_local(g, N) * g->d.C;
-    return g->tp->vt->all_gather(g->tp, full, rows, n, e) ? NULL : full;
+    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, e);
 }
 
-/* Partial sums over all rows -> residual rows after a row-parallel layer:
- * all-reduce (in place: rows == full), or reduce-scatter under SP. */
 static int reduce_rows(gpt *g, float *rows, float *full, int N, tg_err *e) {
-    const size_t n = rows_local(g, N) * g->d.C;
-    if (!g->d.sp) return g->tp->vt->all_reduce(g->tp, full, n, REDUCE_SUM, e);
-    return g->tp->vt->reduce_scatter(g->tp, rows, full, n, e);
+    return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, e);
 }
 
 /* LayerNorm of the residual rows, delivered as all rows for the next

@@ -121,6 +121,9 @@ void gpt_zero_grads(gpt *g);
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
 
+/* Bytes this shard actually allocated (parameters, gradients, activations). */
+size_t gpt_allocated_bytes(const gpt *g);
+
 float *gpt_param(const gpt *g, param_kind k, int layer);
 float *gpt_grad(const gpt *g, param_kind k, int layer);
 

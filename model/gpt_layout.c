@@ -177,8 +177,7 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero) {
     g.d = *d;
     const size_t n_params = gpt_layout_params(&g), n_alloc = (n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
     free(g.tensors);
-    /* optim.c: moments of the shard, plus the gradient and parameter
-     * staging of the shard under ZeRO. */
+    /* optim.c: the AdamW moments of this rank's shard (ZeRO works in place). */
     const bool sharded = zero && dp > 1;
     const size_t shard = sharded ? n_alloc / (size_t)dp : n_params;
     gpt_acts a;
@@ -190,7 +189,7 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero) {
     gpt_budget b;
     b.params = n_alloc * F;
     b.grads = n_alloc * F;
-    b.optim = (sharded ? 4 : 2) * shard * F;
+    b.optim = 2 * shard * F;
     b.acts_attention = by_kind[ACT_ATTENTION];
     b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
     b.logits = by_kind[ACT_LOGITS];

@@ -20,7 +20,6 @@ typedef struct tg_ops {
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
     void (*zero)(void *p, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes); /* within backend memory */
 
     /* x = wte[token - vocab_start] (zero row for tokens outside this rank's
      * [vocab_start, vocab_start + vocab_local)) + wpe[t] (if wpe != NULL). */

@@ -11,8 +11,6 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
     if (o->zero) {
         o->shard_len = g->n_alloc / (size_t)dp->size;
         o->shard_begin = (size_t)dp->rank * o->shard_len;
-        o->grad_shard = ops->alloc(o->shard_len * sizeof(float), "ZeRO gradient shard");
-        o->param_shard = ops->alloc(o->shard_len * sizeof(float), "ZeRO parameter shard");
     } else {
         o->shard_begin = 0;
         o->shard_len = g->n_params;
@@ -28,12 +26,10 @@ void optim_free(optim *o) {
     if (!o) return;
     o->ops->free(o->m);
     o->ops->free(o->v);
-    if (o->zero) {
-        o->ops->free(o->grad_shard);
-        o->ops->free(o->param_shard);
-    }
     free(o);
 }
+
+size_t optim_allocated_bytes(const optim *o) { return 2 * o->shard_len * sizeof(float); }
 
 double optim_lr(const tg_config *c, int step) {
     const int i = step - 1, warmup = c->train.warmup, steps = c->train.steps;
@@ -47,13 +43,13 @@ double optim_lr(const tg_config *c, int step) {
 int optim_reduce_grads(optim *o, gpt *g, tg_err *e) {
     if (o->dp->size == 1) return 0;
     if (!o->zero) return o->dp->vt->all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
-    return o->dp->vt->reduce_scatter(o->dp, o->grad_shard, g->grads, o->shard_len, e);
+    /* In place: this rank's shard of the summed gradients lands where its
+     * own gradients of the shard were. */
+    return o->dp->vt->reduce_scatter(o->dp, g->grads + o->shard_begin, g->grads, o->shard_len, e);
 }
 
-/* The gradients of flat index i of the shard. */
-static float *shard_grads(const optim *o, const gpt *g) {
-    return o->zero ? o->grad_shard : g->grads + o->shard_begin;
-}
+/* The (reduced) gradients of this rank's shard. */
+static float *shard_grads(const optim *o, const gpt *g) { return g->grads + o->shard_begin; }
 
 /* Calls fn on the part of each tensor that falls inside this rank's shard. */
 typedef void (*span_fn)(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx);
@@ -104,9 +100,8 @@ int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double
                     (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
     for_each_span(o, g, adamw_span, &a);
     if (!o->zero) return 0;
-    /* Every DP rank gets every shard's new parameters. */
-    o->ops->copy(o->param_shard, g->params + o->shard_begin, o->shard_len * sizeof(float));
-    return o->dp->vt->all_gather(o->dp, g->params, o->param_shard, o->shard_len, e);
+    /* Every DP rank gets every shard's new parameters (in place). */
+    return o->dp->vt->all_gather(o->dp, g->params, g->params + o->shard_begin, o->shard_len, e);
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {

@@ -14,13 +14,14 @@ typedef struct optim {
     bool zero;
     size_t shard_begin, shard_len; /* floats of the flat buffer this rank updates */
     float *m, *v;          /* AdamW moments of the shard (backend memory) */
-    float *grad_shard;     /* ZeRO: the reduced gradients of the shard */
-    float *param_shard;    /* ZeRO: staging for the all-gather */
 } optim;
 
 /* g must have been created with its buffers padded to a multiple of dp. */
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero);
 void optim_free(optim *o);
+
+/* Bytes the optimizer allocated (moments, and ZeRO's staging). */
+size_t optim_allocated_bytes(const optim *o);
 
 /* LR of 1-based step s: linear warm-up, then cosine decay to min_lr. */
 double optim_lr(const tg_config *c, int step);

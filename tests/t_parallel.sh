@@ -137,6 +137,14 @@ if awk -v a="$a1" -v b="$a2" -v c="$a4" -v d="$n2" 'BEGIN { exit !(a > b && b > 
     ok "activations_fall_with_tp_under_sp (tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4 bytes)"
 else not_ok activations_fall_with_tp_under_sp "tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4"; fi
 
+# The budget is what the run allocates: the exact bytes, at every layout.
+for name in ref tp2 tp3_sp tp4_sp dp2_zero tp2_dp2_sp_zero tp2_sp_selective tp2_sp_full; do
+    line=$(grep budget_bytes "$tmp/$name/log.jsonl" | head -n 1)
+    total=$(sed -nE 's/.*"total":([0-9]+).*/\1/p' <<<"$line") alloc=$(sed -nE 's/.*"allocated_bytes":([0-9]+).*/\1/p' <<<"$line")
+    if [ -n "$total" ] && [ "$total" = "$alloc" ]; then ok "budget_equals_allocation_$name ($total bytes)"
+    else not_ok "budget_equals_allocation_$name" "budget ${total:-?} allocated ${alloc:-?}"; fi
+done
+
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
 before=$(ls /dev/shm | grep -c '^train_gpt_' || true)
 start=$SECONDS

@@ -26,7 +26,6 @@ static const tg_ops CPU_OPS = {
     .upload = host_copy,
     .download = host_copy,
     .zero = host_zero,
-    .copy = host_copy,
     .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
     .layernorm_forward = cpu_layernorm_forward,

@@ -1,0 +1,26 @@
+/* The conjugate collectives of Megatron's tensor/sequence parallelism, as
+ * the model uses them. The residual stream holds "rows": all B*T rows, or
+ * under sequence parallelism (sp) this rank's 1/tp of them; column-parallel
+ * layers need all rows. Each function's backward is the other one:
+ *   map_gather_rows  forward: identity (sp: all-gather)  backward: map_reduce_rows
+ *   map_reduce_rows  forward: all-reduce (sp: reduce-scatter)  backward: map_gather_rows
+ * (Megatron's copy_to / reduce_from pair, and its sequence-parallel pair
+ * gather_from_sequence_parallel / reduce_scatter_to_sequence_parallel.) */
+#ifndef PARALLEL_MAPPINGS_H
+#define PARALLEL_MAPPINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "parallel/comm.h"
+
+/* All rows from this rank's rows (rows_floats of them): returns `rows`
+ * itself without sp, else `full` after the all-gather; NULL on failure. */
+float *map_gather_rows(comm *tp, bool sp, float *full, float *rows, size_t rows_floats, tg_err *e);
+
+/* Sums partial results over all rows across TP into this rank's rows:
+ * all-reduce in place in `full` (then rows == full) without sp, else
+ * reduce-scatter of `full` into `rows`. */
+int map_reduce_rows(comm *tp, bool sp, float *rows, float *full, size_t rows_floats, tg_err *e);
+
+#endif
