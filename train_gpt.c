@@ -169,16 +169,27 @@ static void init_state(run *r) {
     }
 }
 
-/* Rank 0 speaks for the job: the other ranks keep stderr (errors) only. */
+/* Rank 0 speaks for the job on stdout; every other rank writes its own
+ * output to out.dir/logs/rank_R.out (whatever launched it), keeping stderr
+ * for errors, which the launcher reports. */
+static void redirect_rank_output(const run *r) {
+    char dir[CFG_PATH_MAX + 16], path[CFG_PATH_MAX + 48], cmd[CFG_PATH_MAX + 64];
+    tg_err e;
+    snprintf(dir, sizeof dir, "%s/logs", r->cfg.out.dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    snprintf(path, sizeof path, "%s/rank_%d.out", dir, r->rank);
+    if (system(cmd) != 0 || !freopen(path, "a", stdout)) {
+        tg_fail(&e, "%s: cannot open rank %d's log", path, r->rank);
+        tg_die(PROG, &e);
+    }
+}
+
 static void connect_ranks(run *r) {
     const tg_config *c = &r->cfg;
     tg_err e;
     r->rank = r->topo.rank;
     r->world = r->topo.world;
-    if (r->rank != 0 && !freopen("/dev/null", "w", stdout)) {
-        tg_fail(&e, "rank %d: cannot silence stdout", r->rank);
-        tg_die(PROG, &e);
-    }
+    if (r->rank != 0) redirect_rank_output(r);
     char msg[256];
     numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
     if (r->world == 1) {

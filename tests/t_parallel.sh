@@ -38,7 +38,7 @@ JSON
 run() {
     local name="$1" n="$2"; shift 2
     rm -rf "$tmp/$name"
-    timeout -k 5 120 scripts/launch.sh -n "$n" --log-dir "$tmp/$name/logs" -- \
+    timeout -k 5 120 scripts/launch.sh -n "$n" --log-dir "$tmp/$name/launch" -- \
         "$bin" --config "$cfg" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
 }
 compare() { "$py" tests/parallel/compare.py "$@" 2>&1; }
@@ -137,6 +137,11 @@ if awk -v a="$a1" -v b="$a2" -v c="$a4" -v d="$n2" 'BEGIN { exit !(a > b && b > 
     ok "activations_fall_with_tp_under_sp (tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4 bytes)"
 else not_ok activations_fall_with_tp_under_sp "tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4"; fi
 
+# Rank 0 prints; the other ranks write their output into the run directory.
+if [ -s "$tmp/tp4/logs/rank_3.out" ] && grep -q "^step" "$tmp/tp4/logs/rank_3.out" && grep -q "^step" "$tmp/tp4.out" &&
+    ! grep -q "rank 3" "$tmp/tp4.out"; then ok per_rank_logs_in_run_dir
+else not_ok per_rank_logs_in_run_dir "$(ls "$tmp/tp4/logs" 2>&1 | tr '\n' ' ')"; fi
+
 # The budget is what the run allocates: the exact bytes, at every layout.
 for name in ref tp2 tp3_sp tp4_sp dp2_zero tp2_dp2_sp_zero tp2_sp_selective tp2_sp_full; do
     line=$(grep budget_bytes "$tmp/$name/log.jsonl" | head -n 1)
@@ -148,7 +153,7 @@ done
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
 before=$(ls /dev/shm | grep -c '^train_gpt_' || true)
 start=$SECONDS
-timeout -k 5 90 scripts/launch.sh -n 2 --log-dir "$tmp/kill/logs" -- bash -c \
+timeout -k 5 90 scripts/launch.sh -n 2 --log-dir "$tmp/kill/launch" -- bash -c \
     'if [ "$RANK" = 1 ]; then ( sleep 2; kill -9 $$ ) & fi; exec "$0" "$@"' \
     "$bin" --config "$cfg" --set out.dir="$tmp/kill" --set parallel.tp=2 --set train.steps=100000 >"$tmp/kill.out" 2>&1
 rc=$?
@@ -168,7 +173,7 @@ resume_case() { # NAME RANKS_A "SETS_A" RANKS_B "SETS_B"
     mkdir -p "$tmp/${name}_b" && cp -r "$tmp/${name}_a/step_00000003" "$tmp/${name}_b/"
     grep '"step":[123],' "$tmp/${name}_a/log.jsonl" | grep '"loss"' >"$tmp/${name}_b/log.jsonl"
     # shellcheck disable=SC2086
-    timeout -k 5 120 scripts/launch.sh -n "$nb" --log-dir "$tmp/${name}_b/logs" -- "$bin" --config "$cfg" \
+    timeout -k 5 120 scripts/launch.sh -n "$nb" --log-dir "$tmp/${name}_b/launch" -- "$bin" --config "$cfg" \
         --set out.dir="$tmp/${name}_b" --set out.resume=true $sb >"$tmp/${name}_b.out" 2>&1 ||
         { not_ok "resume_$name" "second half failed: $(tail -n 3 "$tmp/${name}_b.out" | tr '\n' ' ')"; return; }
     local out
