@@ -43,6 +43,8 @@ typedef struct run {
     double train_ms_total;
     int train_steps_timed;
     uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */
+    double comm_s_at_step_start;                 /* measured (real) or modeled (projected) */
+    double flops_per_token;                      /* 6N + 12 L C T, N counting every parameter once */
     gpt_budget budget;      /* this rank's planned bytes */
 } run;
 
@@ -87,6 +89,16 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
     for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+    if (cfg->parallel.project) { /* one real process standing for rank 0 of tp x dp */
+        if (topology_from_env(topo, 1, &e) || topo->world != 1 || topology_init(topo, 0, 1, 0, 1, 1, &e)) {
+            tg_fail(&e, "%s: parallel.project runs as one process: start it without a launcher", cfg->source);
+            tg_die(PROG, &e);
+        }
+        int virtual_world = cfg->parallel.tp * (cfg->parallel.dp > 0 ? cfg->parallel.dp : 1);
+        config_resolve_layout(cfg, virtual_world);
+        if (config_validate(cfg, virtual_world, &e)) tg_die(PROG, &e);
+        return;
+    }
     if (topology_from_env(topo, cfg->parallel.tp, &e)) {
         tg_wrap(&e, "%s", cfg->source);
         tg_die(PROG, &e);
@@ -192,7 +204,14 @@ static void connect_ranks(run *r) {
     if (r->rank != 0) redirect_rank_output(r);
     char msg[256];
     numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
-    if (r->world == 1) {
+    if (c->parallel.project) {
+        comm_link link = {c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6};
+        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, link);
+        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link);
+        printf("PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
+               "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
+               c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
+    } else if (r->world == 1) {
         r->tp = comm_null_create("tp", 0, 1);
         r->dp = comm_null_create("dp", 0, 1);
     } else {
@@ -224,6 +243,7 @@ static void setup(run *r) {
         full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
     printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
            d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, r->model->n_params);
+    r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
     printf("batch: %d sequences x %d tokens per step = %d micro-batches of %d (gradient accumulation %d)\n",
            c->train.global_batch, d.T, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     printf("backend: %s (matmul kernel %s)\n", r->ops->name, cpu_gemm_kernel_name());
@@ -286,7 +306,7 @@ static float run_window(run *r, bool train) {
         sum += loss;
     }
     float mean = (float)(sum / accum) / (float)r->dp->size;
-    if (r->dp->vt->all_reduce(r->dp, &mean, 1, REDUCE_SUM, &e)) tg_die(PROG, &e);
+    if (comm_all_reduce(r->dp, &mean, 1, REDUCE_SUM, &e)) tg_die(PROG, &e);
     return mean;
 }
 
@@ -338,7 +358,7 @@ static void print_sample(run *r) {
         if (len > c->model.seq_len) break;
         if (gpt_forward(r->model, toks, NULL, 1, len, 0.0f, NULL, &e)) tg_die(PROG, &e);
         gpt_logits_at(r->model, 0, t - 1, len, local);
-        if (r->tp->vt->all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
+        if (comm_all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
         float u = rng_uniform((uint64_t)c->train.seed, rng_stream_of("sample"), ((uint64_t)r->state.step << 20) | t);
         if (t < c->model.seq_len) toks[t] = sample_token(logits, c->model.vocab_size, u);
         size_t bytes;
@@ -350,6 +370,13 @@ static void print_sample(run *r) {
     free(logits);
     free(local);
     free(toks);
+}
+
+/* Seconds of communication so far: measured inside the collectives of a
+ * real run, modeled for a projected one. */
+static double comm_seconds(const run *r) {
+    if (r->cfg.parallel.project) return r->tp->modeled_seconds + r->dp->modeled_seconds;
+    return r->tp->seconds + r->dp->seconds;
 }
 
 /* Bytes this rank sent during the step, per group and collective kind. */
@@ -364,18 +391,27 @@ static void write_comm_bytes(run *r) {
 static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const tg_config *c = &r->cfg;
     const int s = r->state.step;
-    const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (ms / 1e3);
+    const bool projected = c->parallel.project;
+    const double comm_ms = (comm_seconds(r) - r->comm_s_at_step_start) * 1e3, step_ms = projected ? ms + comm_ms : ms;
+    const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (step_ms / 1e3);
+    const int devices = r->tp->size * r->dp->size;
+    const double mfu = c->device_peak_tflops > 0 ? r->flops_per_token * tps / (devices * c->device_peak_tflops * 1e12) : -1;
     if (r->log) {
-        fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"tok_per_s\":%.1f,\"tokens\":%.0f",
-                s, loss, lr, norm, ms, tps, tokens * s);
+        fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"comm_ms\":%.3f,\"step_ms\":%.3f,"
+                        "\"projected\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f,\"flops_per_token\":%.0f",
+                s, loss, lr, norm, ms, comm_ms, step_ms, projected ? "true" : "false", tps, tokens * s, r->flops_per_token);
+        if (mfu >= 0) fprintf(r->log, ",\"mfu\":%.6f", mfu);
+        else fprintf(r->log, ",\"mfu\":null");
         write_comm_bytes(r);
         fprintf(r->log, "}\n");
         fflush(r->log);
     }
     if (s % c->out.log_every != 0 && s != c->train.steps) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
-    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms | %.0f tok/s | ETA %dm%02ds\n",
-           (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, ms, tps, (int)eta / 60, (int)eta % 60);
+    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s | %.0f tok/s%s | ETA %dm%02ds\n",
+           (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " (projected)" : "", tps,
+           mfu >= 0 ? "" : "", (int)eta / 60, (int)eta % 60);
+    if (mfu >= 0 && (s % c->out.log_every == 0)) printf("           MFU %.1f%%, communication %.1f ms\n", 100 * mfu, comm_ms);
     fflush(stdout);
 }
 
@@ -403,6 +439,7 @@ static void train_step(run *r) {
     double t0 = now_ms();
     memcpy(r->bytes_at_step_start[0], r->tp->bytes_sent, sizeof r->bytes_at_step_start[0]);
     memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
+    r->comm_s_at_step_start = comm_seconds(r);
     if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
     gpt_zero_grads(r->model);
     float loss = run_window(r, true);
@@ -431,11 +468,11 @@ static void log_peak_memory(run *r) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     float mine = (float)(ru.ru_maxrss / 1024.0); /* ru_maxrss is in KiB */
-    const int n = r->tp->size * r->dp->size;
+    const int n = r->cfg.parallel.project ? 1 : r->tp->size * r->dp->size; /* a projection is one process */
     float *tp_peaks = tg_malloc((size_t)r->tp->size * sizeof(float), "peaks"), *all = tg_malloc((size_t)n * sizeof(float), "peaks");
     tg_err e;
-    if (r->tp->vt->all_gather(r->tp, tp_peaks, &mine, 1, &e) ||
-        r->dp->vt->all_gather(r->dp, all, tp_peaks, (size_t)r->tp->size, &e))
+    if (comm_all_gather(r->tp, tp_peaks, &mine, 1, &e) ||
+        comm_all_gather(r->dp, all, tp_peaks, (size_t)r->tp->size, &e))
         tg_die(PROG, &e);
     if (r->log) {
         fprintf(r->log, "{\"step\":%d,\"mem_peak_mib_by_rank\":[", r->state.step);
@@ -456,16 +493,17 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &r.cfg, &r.topo);
     setup(&r);
     const tg_config *c = &r.cfg;
-    const bool can_eval = r.val != NULL, can_sample = r.tok != NULL;
+    const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
+    const bool can_eval = keep && r.val != NULL, can_sample = keep && r.tok != NULL;
     while (r.state.step < c->train.steps) {
         train_step(&r);
         const int s = r.state.step;
         const bool last = s == c->train.steps;
         if (can_eval && (every(s, c->out.eval_every) || last)) log_eval(&r, evaluate(&r));
-        if (every(s, c->out.save_every) && !last) save(&r);
+        if (keep && every(s, c->out.save_every) && !last) save(&r);
         if (can_sample && every(s, c->out.sample_every) && !last) print_sample(&r);
     }
-    save(&r);
+    if (keep) save(&r);
     if (can_sample) print_sample(&r);
     log_peak_memory(&r);
     if (r.log) fclose(r.log);

@@ -50,7 +50,7 @@ static void tensor_shape(const gpt_tensor *t, st_entry *en) {
  * tp * n_params floats, rank r's at r * n_params. A collective over TP. */
 static float *gather_tp(const gpt *g, const float *local, tg_err *e) {
     float *all = tg_malloc((size_t)g->tp->size * g->n_params * sizeof(float), "checkpoint gather");
-    if (g->tp->vt->all_gather(g->tp, all, local, g->n_params, e)) {
+    if (comm_all_gather(g->tp, all, local, g->n_params, e)) {
         free(all);
         return NULL;
     }

@@ -64,6 +64,12 @@ static const key_spec SCHEMA[] = {
     {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
     {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
     {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
+    {"parallel.project", K_BOOL, OFF(parallel.project), "false", 0, 0, NULL, "one process runs rank 0's exact shard of the tp x dp layout with a null communicator and models the communication (projection)"},
+    /* 8xH100 SXM5 NVLink-4: 460-480 GB/s all-reduce busbw from nccl-tests at large sizes (Alaya NeW's
+     * "NCCL-tests in practice", 2026-05-06). The latency is an assumption, not a measurement. */
+    {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "460", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default NVLink-4 per public nccl-tests runs)"},
+    {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "10", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (an assumption: measure yours with nccl-tests)"},
+    {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: unknown, no MFU)"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend"},
 };
 #define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])

@@ -47,7 +47,12 @@ typedef struct tg_config {
         int zero;
         double timeout_s;
         char numa[CFG_WORD_MAX];
+        bool project;
     } parallel;
+    struct {
+        double bus_gbps, latency_us;
+    } interconnect;
+    double device_peak_tflops;
     char device[CFG_WORD_MAX];
     char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */
 } tg_config;

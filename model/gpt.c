@@ -159,10 +159,10 @@ static int cross_entropy(gpt *g, int N, float dloss, float *mean_loss, tg_err *e
     int n_real = d->V - d->vocab_start;
     n_real = n_real < 0 ? 0 : (n_real > d->V_local ? d->V_local : n_real);
     o->xent_rowmax(a->rowmax.base, a->logits.base, N, d->V_local, n_real);
-    if (g->tp->vt->all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
+    if (comm_all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
     o->xent_stats(a->xstats.base, a->logits.base, a->rowmax.base, (const int32_t *)a->targets.base, N, d->V_local, n_real,
                   d->vocab_start);
-    if (g->tp->vt->all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
+    if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
     o->xent_finish(a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
                    d->V_local, n_real, d->vocab_start, dloss);
     float *host = tg_malloc((size_t)N * sizeof(float), "losses");
@@ -305,7 +305,7 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
     for (int k = 0; k < P_KINDS; k++) {
         if (GPT_PARAM_SPECS[k].split != SPLIT_NONE) continue;
         size_t n = g->kind_size[k] * (GPT_PARAM_SPECS[k].per_layer ? (size_t)g->d.L : 1);
-        if (g->tp->vt->all_reduce(g->tp, g->grads + g->kind_offset[k], n, REDUCE_SUM, e)) return -1;
+        if (comm_all_reduce(g->tp, g->grads + g->kind_offset[k], n, REDUCE_SUM, e)) return -1;
     }
     return 0;
 }

@@ -42,10 +42,10 @@ double optim_lr(const tg_config *c, int step) {
 
 int optim_reduce_grads(optim *o, gpt *g, tg_err *e) {
     if (o->dp->size == 1) return 0;
-    if (!o->zero) return o->dp->vt->all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
+    if (!o->zero) return comm_all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
     /* In place: this rank's shard of the summed gradients lands where its
      * own gradients of the shard were. */
-    return o->dp->vt->reduce_scatter(o->dp, g->grads + o->shard_begin, g->grads, o->shard_len, e);
+    return comm_reduce_scatter(o->dp, g->grads + o->shard_begin, g->grads, o->shard_len, e);
 }
 
 /* The (reduced) gradients of this rank's shard. */
@@ -72,8 +72,8 @@ int optim_grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
     double local = 0.0;
     for_each_span(o, g, add_sumsq, &local);
     float sum = (float)local;
-    if (g->tp->vt->all_reduce(g->tp, &sum, 1, REDUCE_SUM, e)) return -1;
-    if (o->zero && o->dp->vt->all_reduce(o->dp, &sum, 1, REDUCE_SUM, e)) return -1;
+    if (comm_all_reduce(g->tp, &sum, 1, REDUCE_SUM, e)) return -1;
+    if (o->zero && comm_all_reduce(o->dp, &sum, 1, REDUCE_SUM, e)) return -1;
     *norm = sqrt(g->tp->size == 1 && !o->zero ? local : (double)sum);
     return 0;
 }
@@ -101,7 +101,7 @@ int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double
     for_each_span(o, g, adamw_span, &a);
     if (!o->zero) return 0;
     /* Every DP rank gets every shard's new parameters (in place). */
-    return o->dp->vt->all_gather(o->dp, g->params, g->params + o->shard_begin, o->shard_len, e);
+    return comm_all_gather(o->dp, g->params, g->params + o->shard_begin, o->shard_len, e);
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {
@@ -115,7 +115,7 @@ int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_
     const float *mine[2] = {o->m, o->v};
     int rc = 0;
     for (int i = 0; rc == 0 && i < 2; i++) {
-        rc = o->dp->vt->all_gather(o->dp, full, mine[i], o->shard_len, e);
+        rc = comm_all_gather(o->dp, full, mine[i], o->shard_len, e);
         if (rc == 0) o->ops->download(both[i], full, g->n_params * sizeof(float));
     }
     o->ops->free(full);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "util/err.h"
 
@@ -28,18 +29,55 @@ typedef struct comm_vtable {
     void (*destroy)(comm *c);
 } comm_vtable;
 
+/* A modeled interconnect, for projected runs: a collective that sends B
+ * bytes from each rank (ring volume, as bytes_sent counts) takes
+ * latency_s + B / bus_bytes_per_s, NCCL's "bus bandwidth" convention. */
+typedef struct comm_link {
+    double bus_bytes_per_s, latency_s;
+} comm_link;
+
 struct comm {
     const comm_vtable *vt;
     char name[32];  /* "tp" or "dp", for messages and logs */
     int rank, size; /* within this group */
     uint64_t bytes_sent[COLL_KINDS];
+    double seconds;         /* wall time spent inside collectives (the comm_* calls below) */
+    double modeled_seconds; /* comm_null with a link: the time the collectives would take */
+    comm_link link;
     void *impl;
 };
+
+/* The collectives, timed: callers use these rather than the vtable. */
+static inline double comm_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static inline int comm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
+    double t0 = comm_clock();
+    int rc = c->vt->all_reduce(c, buf, n, op, e);
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
+static inline int comm_reduce_scatter(comm *c, float *out, const float *in, size_t n, tg_err *e) {
+    double t0 = comm_clock();
+    int rc = c->vt->reduce_scatter(c, out, in, n, e);
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
+static inline int comm_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
+    double t0 = comm_clock();
+    int rc = c->vt->all_gather(c, out, in, n, e);
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
 
 /* A group of `size` ranks simulated by this one: collectives leave or copy
  * this rank's data, send nothing, and count the bytes a ring algorithm would
  * send (projection mode). At size 1 every collective is the identity. */
 comm *comm_null_create(const char *name, int rank, int size);
+/* The same, accumulating modeled_seconds for every collective over `link`. */
+comm *comm_null_create_modeled(const char *name, int rank, int size, comm_link link);
 
 const char *comm_kind_name(coll_kind k);
 void comm_destroy(comm *c);

@@ -4,29 +4,36 @@
 
 #include "parallel/comm.h"
 
+/* Counts a collective's bytes and, with a link, its modeled time. */
+static void account(comm *c, coll_kind k, uint64_t bytes) {
+    c->bytes_sent[k] += bytes;
+    if (c->size > 1 && c->link.bus_bytes_per_s > 0)
+        c->modeled_seconds += c->link.latency_s + (double)bytes / c->link.bus_bytes_per_s;
+}
+
 static int null_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
     (void)buf; (void)op; (void)e;
-    c->bytes_sent[COLL_ALL_REDUCE] += comm_ring_bytes(COLL_ALL_REDUCE, c->size, n);
+    account(c, COLL_ALL_REDUCE, comm_ring_bytes(COLL_ALL_REDUCE, c->size, n));
     return 0;
 }
 
 static int null_reduce_scatter(comm *c, float *out, const float *in, size_t n, tg_err *e) {
     (void)e;
     memmove(out, in + (size_t)c->rank * n, n * sizeof(float));
-    c->bytes_sent[COLL_REDUCE_SCATTER] += comm_ring_bytes(COLL_REDUCE_SCATTER, c->size, n * (size_t)c->size);
+    account(c, COLL_REDUCE_SCATTER, comm_ring_bytes(COLL_REDUCE_SCATTER, c->size, n * (size_t)c->size));
     return 0;
 }
 
 static int null_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
     (void)e;
     for (int r = c->size - 1; r >= 0; r--) memmove(out + (size_t)r * n, in, n * sizeof(float));
-    c->bytes_sent[COLL_ALL_GATHER] += comm_ring_bytes(COLL_ALL_GATHER, c->size, n * (size_t)c->size);
+    account(c, COLL_ALL_GATHER, comm_ring_bytes(COLL_ALL_GATHER, c->size, n * (size_t)c->size));
     return 0;
 }
 
 static int null_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     (void)buf; (void)e;
-    c->bytes_sent[COLL_BROADCAST] += comm_broadcast_bytes(c->size, c->rank, root, bytes);
+    account(c, COLL_BROADCAST, comm_broadcast_bytes(c->size, c->rank, root, bytes));
     return 0;
 }
 
@@ -44,6 +51,12 @@ comm *comm_null_create(const char *name, int rank, int size) {
     snprintf(c->name, sizeof c->name, "%s", name);
     c->rank = rank;
     c->size = size;
+    return c;
+}
+
+comm *comm_null_create_modeled(const char *name, int rank, int size, comm_link link) {
+    comm *c = comm_null_create(name, rank, size);
+    if (c) c->link = link;
     return c;
 }
 

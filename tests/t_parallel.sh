@@ -150,6 +150,50 @@ for name in ref tp2 tp3_sp tp4_sp dp2_zero tp2_dp2_sp_zero tp2_sp_selective tp2_
     else not_ok "budget_equals_allocation_$name" "budget ${total:-?} allocated ${alloc:-?}"; fi
 done
 
+# Projection: one process running rank 0's shard of a TP=t layout with the
+# null communicator must have the shapes of a real TP=t rank 0: the same
+# allocation and budget to the byte (the model's memory, measured from its
+# allocations), the same bytes per step, and about the same compute time
+# (real: step time less the time inside collectives; median over steps 2..;
+# within a factor of 2; only where the real job has no more ranks than the
+# machine has cores, since time-sliced ranks wait out each other's slices
+# inside the collectives). Peak resident memory is
+# reported, not compared: on a model this small it is dominated by what
+# projection rightly leaves out (the shared-memory communicator's 4 MiB
+# slots, the checkpoint staging of the real run).
+for lay in "tp2 2 2" "tp4_sp 4 4 --set parallel.sp=true" "tp2_dp2_zero 2 4 --set parallel.dp=2 --set parallel.zero=1"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    name="$1" t="$2" ranks="$3"; shift 3
+    rm -rf "$tmp/proj_$name"
+    if timeout -k 5 120 "$bin" --config "$cfg" --set out.dir="$tmp/proj_$name" --set parallel.project=true \
+        --set parallel.tp="$t" "$@" >"$tmp/proj_$name.out" 2>&1; then
+        check_time=$([ "$ranks" -le "$(nproc --all)" ] && echo 1 || echo 0)
+        if out=$("$py" - "$tmp/$name/log.jsonl" "$tmp/proj_$name/log.jsonl" "$check_time" 2>&1 <<'PY'
+import json, statistics, sys
+def load(p):
+    lines = [json.loads(l) for l in open(p)]
+    budget = next(l for l in lines if "budget_bytes_per_rank" in l)
+    train = [l for l in lines if "loss" in l]
+    peak = next(l for l in lines if "mem_peak_mib_by_rank" in l)["mem_peak_mib_by_rank"][0]
+    return budget, train, peak
+rb, rt, rp = load(sys.argv[1]); pb, pt, pp = load(sys.argv[2])
+bad = []
+if rb["budget_bytes_per_rank"] != pb["budget_bytes_per_rank"] or rb["allocated_bytes"] != pb["allocated_bytes"]:
+    bad.append(f"memory {rb['allocated_bytes']} vs {pb['allocated_bytes']}")
+keys = [k for k in rt[-1] if k.endswith("_bytes")]
+if any(rt[-1][k] != pt[-1][k] for k in keys): bad.append("bytes per step differ")
+if not pt[-1]["projected"] or rt[-1]["projected"]: bad.append("projected flags wrong")
+real = statistics.median(l["ms"] - l["comm_ms"] for l in rt[1:]); proj = statistics.median(l["ms"] for l in pt[1:])
+if sys.argv[3] == "1" and not (0.5 < proj / real < 2.0): bad.append(f"compute ms real {real:.2f} vs projected {proj:.2f}")
+timing = f"compute ms real {real:.2f} projected {proj:.2f}" + ("" if sys.argv[3] == "1" else " (not compared: more ranks than cores)")
+print("; ".join(bad) if bad else f"allocated {pb['allocated_bytes']} B, {timing}, peak {rp} vs {pp} MiB")
+sys.exit(1 if bad else 0)
+PY
+        ); then ok "projection_matches_real_${name} ($out)"; else not_ok "projection_matches_real_${name}" "$out"; fi
+    else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; fi
+done
+
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
 before=$(ls /dev/shm | grep -c '^train_gpt_' || true)
 start=$SECONDS
