@@ -17,6 +17,7 @@
 #include "model/cpu/gemm.h"
 #include "model/gpt.h"
 #include "model/optim.h"
+#include "model/plan.h"
 #include "model/rng.h"
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
@@ -56,18 +57,37 @@ static double now_ms(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
+               "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
                "       %s --help\n\n"
                "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
-               "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n",
-            PROG, PROG);
+               "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
+               "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
+               "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
+               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n",
+            PROG, PROG, PROG);
     config_print_help(f);
+}
+
+/* --plan: prints the layouts and exits. */
+static void run_plan(const tg_config *cfg, const plan_opts *o, const char *json_path) {
+    tg_err e;
+    FILE *json = NULL;
+    if (json_path && !(json = fopen(json_path, "w"))) {
+        tg_fail(&e, "%s: cannot create the plan's JSON file", json_path);
+        tg_die(PROG, &e);
+    }
+    if (plan_print(cfg, o, stdout, json, &e)) tg_die(PROG, &e);
+    if (json) fclose(json);
+    exit(0);
 }
 
 /* Fills cfg and the topology from the command line and the environment;
  * exits on --help and on errors. */
 static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     config_defaults(cfg);
-    const char *config_path = NULL;
+    const char *config_path = NULL, *plan_json = NULL;
+    bool plan = false;
+    plan_opts popts = {8, 80.0 * 1024 * 1024 * 1024, 0.5};
     tg_err e;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -77,10 +97,22 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
             config_path = argv[++i];
         } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
             i++;
+        } else if (strcmp(argv[i], "--plan") == 0) {
+            plan = true;
+        } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
+            popts.devices = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--device-gib") == 0 && i + 1 < argc) {
+            popts.device_bytes = atof(argv[++i]) * 1024 * 1024 * 1024;
+        } else if (strcmp(argv[i], "--plan-json") == 0 && i + 1 < argc) {
+            plan_json = argv[++i];
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
             exit(2);
         }
+    }
+    if (plan && (popts.devices < 1 || popts.device_bytes <= 0)) {
+        fprintf(stderr, "%s: error: --devices must be a positive integer and --device-gib a positive number\n", PROG);
+        exit(2);
     }
     if (!config_path) {
         fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);
@@ -89,6 +121,7 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
     for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+    if (plan) run_plan(cfg, &popts, plan_json);
     if (cfg->parallel.project) { /* one real process standing for rank 0 of tp x dp */
         if (topology_from_env(topo, 1, &e) || topo->world != 1 || topology_init(topo, 0, 1, 0, 1, 1, &e)) {
             tg_fail(&e, "%s: parallel.project runs as one process: start it without a launcher", cfg->source);

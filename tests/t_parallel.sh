@@ -194,6 +194,27 @@ PY
     else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; fi
 done
 
+# --plan predicts memory with the trainer's budget: the bytes it lists for a
+# layout are exactly what that layout's real run allocated.
+"$bin" --plan --config "$cfg" --devices 2 --plan-json "$tmp/plan2.jsonl" >"$tmp/plan2.out" 2>&1
+"$bin" --plan --config "$cfg" --devices 4 --plan-json "$tmp/plan4.jsonl" >"$tmp/plan4.out" 2>&1
+if grep -q "fastest that fits" "$tmp/plan4.out"; then ok plan_names_fastest; else not_ok plan_names_fastest "$(head -n 5 "$tmp/plan4.out" | tr '\n' ' ')"; fi
+for lay in "tp2 2 2 false none 2 0" "tp2_sp_full 2 2 true full 2 0" "tp4_sp 4 4 true none 2 0" "tp2_dp2_sp_zero 4 2 true none 2 1" \
+           "dp2_zero 2 1 false none 2 1"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    want=$("$py" - "$tmp/plan$2.jsonl" "$3" "$4" "$5" "$6" "$7" <<'PY'
+import json, sys
+f, tp, sp, rc, mb, zero = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "true", sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+for l in map(json.loads, open(f)):
+    if (l["tp"], l["sp"], l["recompute"], l["micro_batch"], l["zero"]) == (tp, sp, rc, mb, zero): print(l["bytes"])
+PY
+)
+    got=$(sed -nE 's/.*"allocated_bytes":([0-9]+).*/\1/p' "$tmp/$1/log.jsonl" | head -n 1)
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then ok "plan_memory_equals_allocation_$1 ($got bytes)"
+    else not_ok "plan_memory_equals_allocation_$1" "plan ${want:-none} vs allocated ${got:-none}"; fi
+done
+
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
 before=$(ls /dev/shm | grep -c '^train_gpt_' || true)
 start=$SECONDS

@@ -1,0 +1,163 @@
+#include "model/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt.h"
+#include "parallel/comm.h"
+
+typedef struct layout {
+    int tp, dp, mb, zero;
+    bool sp;
+    recompute_mode rc;
+    gpt_budget mem;
+    double compute_s, comm_s;
+    bool fits;
+} layout;
+
+static const char *RC_NAMES[] = {"none", "selective", "full"};
+
+/* Modeled seconds of one collective moving `bytes` per rank. */
+static double coll_s(const tg_config *c, int p, uint64_t bytes) {
+    if (p <= 1) return 0.0;
+    return c->interconnect.latency_us * 1e-6 + (double)bytes / (c->interconnect.bus_gbps * 1e9);
+}
+
+/* Communication of one step: the collectives gpt.c and optim.c issue (the
+ * bytes formula of tests/t_parallel.sh), with full recomputation repeating
+ * each block's forward collectives. */
+static double comm_time(const tg_config *c, const layout *l, size_t n_params) {
+    const int t = l->tp, L = c->model.n_layer, T = c->model.seq_len, C = c->model.n_embd;
+    const size_t N = (size_t)l->mb * T, NC = N * C;
+    const int accum = c->train.global_batch / (l->mb * l->dp);
+    const int fwd_layers = l->rc == RECOMPUTE_FULL ? 2 * L : L; /* full recompute reruns the block forwards */
+    double s = 0.0;
+    if (!l->sp) {
+        const double ar = coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, NC));
+        s += accum * ((2 + 2 * fwd_layers + 2 * L) * ar + coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, N)) +
+                      coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, 2 * N)));
+    } else {
+        const double rs = coll_s(c, t, comm_ring_bytes(COLL_REDUCE_SCATTER, t, NC));
+        s += accum * ((2 + 2 * fwd_layers + 2 * L) * 2 * rs + coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, N)) +
+                      coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, 2 * N)));
+        s += coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, (size_t)T * C + 6 * (size_t)C * L + 2 * C));
+    }
+    if (l->dp > 1) {
+        if (l->zero) {
+            size_t pad = (n_params + l->dp - 1) / l->dp * l->dp;
+            s += coll_s(c, l->dp, comm_ring_bytes(COLL_REDUCE_SCATTER, l->dp, pad)) +
+                 coll_s(c, l->dp, comm_ring_bytes(COLL_ALL_GATHER, l->dp, pad));
+        } else {
+            s += coll_s(c, l->dp, comm_ring_bytes(COLL_ALL_REDUCE, l->dp, n_params));
+        }
+    }
+    return s;
+}
+
+/* Model FLOPs of one step on one device, with what recomputation adds:
+ * full reruns the forward (2N per token), selective reruns the attention
+ * core (4TC per token and layer) and the MLP up-projection (8C^2). */
+static double compute_time(const tg_config *c, const layout *l, double full_params, double peak) {
+    const double L = c->model.n_layer, T = c->model.seq_len, C = c->model.n_embd;
+    double per_token = 6.0 * full_params + 12.0 * L * C * T;
+    if (l->rc == RECOMPUTE_FULL) per_token += 2.0 * full_params + 4.0 * L * C * T;
+    if (l->rc == RECOMPUTE_SELECTIVE) per_token += L * (4.0 * T * C + 8.0 * C * C);
+    const double tokens = (double)c->train.global_batch * T / (l->tp * l->dp);
+    return per_token * tokens / peak;
+}
+
+static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double peak, tg_err *e) {
+    tg_config v = *c;
+    v.parallel.tp = l->tp;
+    v.parallel.sp = l->sp;
+    snprintf(v.train.recompute, sizeof v.train.recompute, "%s", RC_NAMES[l->rc]);
+    gpt_dims d;
+    if (gpt_dims_from_config(&d, &v, l->tp, 0, e)) return -1;
+    l->mem = gpt_budget_of(&d, l->mb, c->model.seq_len, l->dp, l->zero);
+    l->fits = (double)l->mem.total <= o->device_bytes;
+    const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
+    l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
+    l->comm_s = comm_time(c, l, l->mem.params / sizeof(float));
+    return 0;
+}
+
+/* Fastest first; among equal predictions, larger micro-batches (kernels run
+ * better on them) and then less memory. */
+static int by_time(const void *a, const void *b) {
+    const layout *x = a, *y = b;
+    double tx = x->compute_s + x->comm_s, ty = y->compute_s + y->comm_s;
+    if (fabs(tx - ty) > 1e-9 * (tx + ty)) return (tx > ty) - (tx < ty);
+    if (x->mb != y->mb) return y->mb - x->mb;
+    return (x->mem.total > y->mem.total) - (x->mem.total < y->mem.total);
+}
+
+/* Every (tp, sp, recompute, micro_batch, zero) the config and device count allow. */
+static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
+    int n = 0, cap = 64;
+    layout *ls = tg_malloc(sizeof(layout) * (size_t)cap, "plan");
+    for (int tp = 1; tp <= o->devices; tp++) {
+        if (o->devices % tp || c->model.n_head % tp) continue;
+        const int dp = o->devices / tp;
+        if (c->train.global_batch % dp) continue;
+        for (int sp = 0; sp <= (tp > 1); sp++)
+            for (int rc = 0; rc < 3; rc++)
+                for (int mb = 1; mb <= c->train.global_batch / dp; mb *= 2) {
+                    if ((c->train.global_batch / dp) % mb || (sp && (mb * c->model.seq_len) % tp)) continue;
+                    for (int zero = 0; zero <= (dp > 1); zero++) {
+                        if (n == cap) {
+                            cap *= 2;
+                            layout *grown = realloc(ls, sizeof(layout) * (size_t)cap);
+                            if (!grown) {
+                                tg_err e;
+                                tg_fail(&e, "out of memory listing %d layouts", cap);
+                                tg_die("train_gpt", &e);
+                            }
+                            ls = grown;
+                        }
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, false};
+                    }
+                }
+    }
+    *out = ls;
+    return n;
+}
+
+int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e) {
+    const double peak = (c->device_peak_tflops > 0 ? c->device_peak_tflops : 989.0) * 1e12;
+    layout *ls;
+    int n = enumerate(c, o, &ls);
+    for (int i = 0; i < n; i++)
+        if (evaluate(c, o, &ls[i], peak, e)) {
+            free(ls);
+            return -1;
+        }
+    qsort(ls, (size_t)n, sizeof(layout), by_time);
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    fprintf(out, "plan: %d layers x %d wide, %d heads, context %d, global batch %d, on %d devices of %.1f GiB\n",
+            c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len, c->train.global_batch, o->devices,
+            o->device_bytes / GiB);
+    fprintf(out, "predicted time: model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) + communication at %g GB/s "
+                 "and %g us per collective (interconnect.*), no overlap\n",
+            100 * o->compute_efficiency, peak / 1e12, c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16",
+            c->interconnect.bus_gbps, c->interconnect.latency_us);
+    fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
+            "GiB/device", "bytes", "fits", "step ms", "comm ms");
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        const layout *l = &ls[i];
+        if (best < 0 && l->fits) best = i;
+        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f%s\n", l->tp, l->dp, l->sp ? "on" : "off",
+                RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total, l->fits ? "yes" : "no",
+                1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s, best == i ? "  <- fastest that fits" : "");
+        if (json)
+            fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
+                          "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"fastest\":%s}\n",
+                    l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total,
+                    l->fits ? "true" : "false", 1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s,
+                    best == i ? "true" : "false");
+    }
+    if (best < 0) fprintf(out, "no layout fits in %.1f GiB per device\n", o->device_bytes / GiB);
+    free(ls);
+    return 0;
+}

@@ -1,0 +1,22 @@
+/* `train_gpt --plan`: the layouts (tp, sp, recompute, micro_batch, zero) a
+ * config could run with on G devices of M bytes, each with its memory per
+ * device from the same budget code the trainer allocates with, whether it
+ * fits, and a predicted step time (compute at an assumed fraction of peak,
+ * plus the communication of the layout over the modeled interconnect). */
+#ifndef MODEL_PLAN_H
+#define MODEL_PLAN_H
+
+#include <stdio.h>
+
+#include "model/config.h"
+
+typedef struct plan_opts {
+    int devices;
+    double device_bytes;
+    double compute_efficiency; /* assumed fraction of peak the kernels reach */
+} plan_opts;
+
+/* Prints the table (and one JSON object per layout when json != NULL). */
+int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e);
+
+#endif
