@@ -536,7 +536,7 @@ int main(int argc, char **argv) {
         if (keep && every(s, c->out.save_every) && !last) save(&r);
         if (can_sample && every(s, c->out.sample_every) && !last) print_sample(&r);
     }
-    if (keep) save(&r);
+    if (keep && c->out.save_final) save(&r);
     if (can_sample) print_sample(&r);
     log_peak_memory(&r);
     if (r.log) fclose(r.log);

