@@ -255,7 +255,7 @@ static void connect_ranks(run *r) {
         r->dp = comm_shm_create(r->bs, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank, c->parallel.timeout_s, &e);
         if (!r->dp) tg_die(PROG, &e);
     }
-    printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->topo.tp, r->topo.dp,
+    printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->tp->size, r->dp->size,
            c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
 }
 
