@@ -46,45 +46,94 @@ static void tensor_shape(const gpt_tensor *t, st_entry *en) {
     }
 }
 
-/* The TP group's local buffers (host, parameter layout) side by side:
- * tp * n_params floats, rank r's at r * n_params. A collective over TP. */
-static float *gather_tp(const gpt *g, const float *local, tg_err *e) {
-    float *all = tg_malloc((size_t)g->tp->size * g->n_params * sizeof(float), "checkpoint gather");
-    if (comm_all_gather(g->tp, all, local, g->n_params, e)) {
-        free(all);
-        return NULL;
+/* A buffer laid out like the parameters: backend memory (read a tensor at
+ * a time) or a host copy. */
+typedef struct ckpt_source {
+    const float *ptr;
+    bool on_backend;
+} ckpt_source;
+
+static size_t max_numel(const gpt *g, bool full) {
+    size_t m = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        size_t n = full ? full_numel(&g->tensors[i]) : g->tensors[i].numel;
+        m = n > m ? n : m;
     }
-    return all;
+    return m;
 }
 
-/* Writes the full tensors of several buffers laid out like the parameters
- * (the TP group's, side by side) into one safetensors file, each tensor under
- * its buffer's prefix + its name. */
-static int write_buffers(const char *path, const gpt *g, float *const *tp_bufs, const char *const *prefixes, int nbuf,
-                         tg_err *e) {
-    size_t per_buf = 0;
-    for (int i = 0; i < g->n_tensors; i++) per_buf += full_numel(&g->tensors[i]);
+/* Streams the full tensors of nbuf buffers, tensor by tensor: each is
+ * gathered over TP and, on the writer (w != NULL), assembled and written.
+ * A collective over TP; after a write error the writer goes on gathering so
+ * its peers are not left waiting, and reports the error at the end. */
+static int stream_tensors(const gpt *g, const ckpt_source *src, int nbuf, st_writer *w, tg_err *e) {
+    const size_t n_local = max_numel(g, false);
+    float *mine = tg_malloc(n_local * sizeof(float), "checkpoint tensor");
+    float *all = tg_malloc((size_t)g->tp->size * n_local * sizeof(float), "checkpoint gather");
+    float *full = w ? tg_malloc(max_numel(g, true) * sizeof(float), "checkpoint tensor") : NULL;
+    int rc = 0, write_rc = 0;
+    tg_err write_err;
+    for (int b = 0; rc == 0 && b < nbuf; b++)
+        for (int i = 0; rc == 0 && i < g->n_tensors; i++) {
+            const gpt_tensor *t = &g->tensors[i];
+            const float *local = src[b].ptr + t->offset;
+            if (src[b].on_backend) {
+                g->ops->download(mine, local, t->numel * sizeof(float));
+                local = mine;
+            }
+            if (comm_all_gather(g->tp, all, local, t->numel, e)) rc = -1;
+            if (rc || !w || write_rc) continue;
+            memset(full, 0, full_numel(t) * sizeof(float));
+            for (int r = 0; r < g->tp->size; r++) local_to_full(g, t, all + (size_t)r * t->numel, r, full);
+            write_rc = st_writer_put(w, full, &write_err);
+        }
+    free(mine);
+    free(all);
+    free(full);
+    if (rc == 0 && write_rc) {
+        *e = write_err;
+        rc = -1;
+    }
+    return rc;
+}
+
+/* The header entries of a file holding nbuf buffers under their prefixes. */
+static st_entry *file_entries(const gpt *g, const char *const *prefixes, int nbuf, char (**names)[128]) {
     const int n = g->n_tensors * nbuf;
-    float *full = tg_calloc(per_buf * (size_t)nbuf, sizeof(float), "checkpoint tensors");
     st_entry *en = tg_calloc((size_t)n, sizeof(st_entry), "checkpoint index");
-    char (*names)[128] = tg_calloc((size_t)n, 128, "checkpoint names");
-    size_t off = 0;
+    *names = tg_calloc((size_t)n, 128, "checkpoint names");
     for (int b = 0; b < nbuf; b++)
         for (int i = 0; i < g->n_tensors; i++) {
-            const gpt_tensor *t = &g->tensors[i];
             int k = b * g->n_tensors + i;
-            for (int r = 0; r < g->tp->size; r++)
-                local_to_full(g, t, tp_bufs[b] + (size_t)r * g->n_params + t->offset, r, full + off);
-            snprintf(names[k], 128, "%s%s", prefixes[b], t->name);
-            en[k].name = names[k];
-            en[k].data = full + off;
-            tensor_shape(t, &en[k]);
-            off += full_numel(t);
+            snprintf((*names)[k], 128, "%s%s", prefixes[b], g->tensors[i].name);
+            en[k].name = (*names)[k];
+            tensor_shape(&g->tensors[i], &en[k]);
         }
-    int rc = safetensors_write(path, en, n, e);
-    free(names);
-    free(en);
-    free(full);
+    return en;
+}
+
+/* One safetensors file of the checkpoint: opened and closed by the writer,
+ * its tensors gathered by every TP rank. */
+static int save_file(const char *path, const gpt *g, const ckpt_source *src, const char *const *prefixes, int nbuf,
+                     bool writer, tg_err *e) {
+    st_writer *w = NULL;
+    if (writer) {
+        char(*names)[128];
+        st_entry *en = file_entries(g, prefixes, nbuf, &names);
+        w = st_writer_open(path, en, g->n_tensors * nbuf, e);
+        free(en);
+        free(names);
+    }
+    /* A writer that could not open the file still gathers with its peers. */
+    const bool open_failed = writer && !w;
+    tg_err open_err;
+    if (open_failed) open_err = *e;
+    int rc = stream_tensors(g, src, nbuf, w, e);
+    if (w && st_writer_close(w, rc ? NULL : e) && rc == 0) rc = -1;
+    if (open_failed && rc == 0) {
+        *e = open_err;
+        rc = -1;
+    }
     return rc;
 }
 
@@ -171,53 +220,57 @@ static int mkdir_p(const char *path, tg_err *e) {
     return 0;
 }
 
-/* Only the writer touches the file system. */
-static int write_checkpoint(const char *out_dir, const gpt *g, float *const *tp_bufs, const tg_config *c,
-                            const ckpt_state *st, tg_err *e) {
-    char final[1024], tmp[1100], p[1200];
-    snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
+/* Creates the temporary directory of a save; 1 when the step is saved already. */
+static int begin_save(const char *out_dir, const char *final, const char *tmp, tg_err *e) {
     struct stat sb;
     /* Only a run resumed from this very step gets here with the directory
      * present (train_gpt refuses to start a fresh run over checkpoints), so
      * its content is this state already. */
     if (stat(final, &sb) == 0) return 1;
-    if (mkdir_p(out_dir, e)) return -1;
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    if (remove_dir(tmp, e)) return -1;
+    if (mkdir_p(out_dir, e) || remove_dir(tmp, e)) return -1;
     if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
-
-    const char *model_prefix[1] = {""};
-    const char *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
-    char *hf = hf_config_json(&g->d, c), *state = state_json(c, st);
-    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    int rc = write_buffers(p, g, tp_bufs, model_prefix, 1, e);
-    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-    if (rc == 0) rc = write_buffers(p, g, tp_bufs + 1, optim_prefixes, 2, e);
-    snprintf(p, sizeof p, "%s/config.json", tmp);
-    if (rc == 0) rc = write_text(p, hf, e);
-    snprintf(p, sizeof p, "%s/state.json", tmp);
-    if (rc == 0) rc = write_text(p, state, e);
-    free(hf);
-    free(state);
-    if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
-    if (rc != 0) remove_dir(tmp, NULL);
-    return rc;
+    return 0;
 }
 
 int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e) {
-    float *local[3], *tp_bufs[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) local[i] = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
-    g->ops->download(local[0], g->params, g->n_params * sizeof(float));
-    int rc = optim_export(o, g, local[1], local[2], e);
-    for (int i = 0; rc == 0 && i < 3; i++)
-        if (!(tp_bufs[i] = gather_tp(g, local[i], e))) rc = -1;
-    if (rc == 0 && writer) rc = write_checkpoint(out_dir, g, tp_bufs, c, st, e);
-    for (int i = 0; i < 3; i++) {
-        free(local[i]);
-        free(tp_bufs[i]);
+    char final[1024], tmp[1100], p[1200];
+    snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    int state = writer ? begin_save(out_dir, final, tmp, e) : 0;
+    if (state < 0) return -1;
+    const bool write = writer && state == 0;
+    /* The moments in the parameter layout: on the backend, or gathered over
+     * DP into host copies under ZeRO. */
+    float *m_host = NULL, *v_host = NULL;
+    ckpt_source model_src[1] = {{g->params, true}}, optim_src[2] = {{o->m, true}, {o->v, true}};
+    int rc = 0;
+    if (o->zero) {
+        m_host = tg_malloc(g->n_params * sizeof(float), "checkpoint moments");
+        v_host = tg_malloc(g->n_params * sizeof(float), "checkpoint moments");
+        rc = optim_export(o, g, m_host, v_host, e);
+        optim_src[0] = (ckpt_source){m_host, false};
+        optim_src[1] = (ckpt_source){v_host, false};
     }
-    return rc;
+    const char *model_prefix[1] = {""}, *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    if (rc == 0) rc = save_file(p, g, model_src, model_prefix, 1, write, e);
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    if (rc == 0) rc = save_file(p, g, optim_src, optim_prefixes, 2, write, e);
+    free(m_host);
+    free(v_host);
+    if (write && rc == 0) {
+        char *hf = hf_config_json(&g->d, c), *state_text = state_json(c, st);
+        snprintf(p, sizeof p, "%s/config.json", tmp);
+        rc = write_text(p, hf, e);
+        snprintf(p, sizeof p, "%s/state.json", tmp);
+        if (rc == 0) rc = write_text(p, state_text, e);
+        free(hf);
+        free(state_text);
+        if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
+    }
+    if (write && rc != 0) remove_dir(tmp, NULL);
+    return rc < 0 ? -1 : (writer && state == 1 ? 1 : 0);
 }
 
 int ckpt_latest(const char *out_dir, char *path, size_t path_len) {

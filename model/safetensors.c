@@ -9,46 +9,78 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int safetensors_write(const char *path, const st_entry *entries, int n, tg_err *e) {
+struct st_writer {
+    char path[1024];
+    FILE *f;
+    int n, next;
+    long long *numel;
+    bool failed;
+};
+
+static long long entry_numel(const st_entry *t) {
+    long long numel = 1;
+    for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+    return numel;
+}
+
+static char *header_json(const st_entry *entries, int n) {
     cJSON *h = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(h, "__metadata__");
     cJSON_AddStringToObject(meta, "format", "pt");
     long long off = 0;
     for (int i = 0; i < n; i++) {
         const st_entry *t = &entries[i];
-        long long numel = 1;
         cJSON *o = cJSON_AddObjectToObject(h, t->name);
         cJSON_AddStringToObject(o, "dtype", "F32");
         cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-        for (int d = 0; d < t->ndim; d++) {
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-            numel *= t->shape[d];
-        }
+        for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
         cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        off += numel * 4;
+        off += entry_numel(t) * 4;
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
     }
     char *json = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
+    return json;
+}
+
+st_writer *st_writer_open(const char *path, const st_entry *entries, int n, tg_err *e) {
+    char *json = header_json(entries, n);
     size_t len = strlen(json), padded = (len + 7) / 8 * 8; /* data starts 8-byte aligned */
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(json);
-        return tg_fail(e, "%s: cannot create: %s", path, strerror(errno));
-    }
+    st_writer *w = tg_calloc(1, sizeof *w, "safetensors writer");
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->n = n;
+    w->numel = tg_malloc(sizeof(long long) * (size_t)(n ? n : 1), "safetensors sizes");
+    for (int i = 0; i < n; i++) w->numel[i] = entry_numel(&entries[i]);
+    w->f = fopen(path, "wb");
     uint64_t hlen = padded;
-    int ok = fwrite(&hlen, 8, 1, f) == 1 && fwrite(json, 1, len, f) == len;
-    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    int ok = w->f && fwrite(&hlen, 8, 1, w->f) == 1 && fwrite(json, 1, len, w->f) == len;
+    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', w->f) != EOF;
     free(json);
-    for (int i = 0; ok && i < n; i++) {
-        long long numel = 1;
-        for (int d = 0; d < entries[i].ndim; d++) numel *= entries[i].shape[d];
-        ok = fwrite(entries[i].data, 4, (size_t)numel, f) == (size_t)numel;
+    if (!ok) {
+        tg_fail(e, "%s: cannot write: %s", path, strerror(errno));
+        if (w->f) fclose(w->f);
+        free(w->numel);
+        free(w);
+        return NULL;
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0) ok = 0;
-    return ok ? 0 : tg_fail(e, "%s: write failed: %s", path, strerror(errno));
+    return w;
+}
+
+int st_writer_put(st_writer *w, const float *data, tg_err *e) {
+    if (w->next >= w->n) return tg_fail(e, "%s: more tensors than the header lists", w->path);
+    size_t numel = (size_t)w->numel[w->next++];
+    if (fwrite(data, 4, numel, w->f) != numel) return tg_fail(e, "%s: write failed: %s", w->path, strerror(errno));
+    return 0;
+}
+
+int st_writer_close(st_writer *w, tg_err *e) {
+    int ok = w->next == w->n && fflush(w->f) == 0 && fsync(fileno(w->f)) == 0;
+    if (fclose(w->f) != 0) ok = 0;
+    int rc = ok ? 0 : tg_fail(e, "%s: write failed (%d of %d tensors): %s", w->path, w->next, w->n, strerror(errno));
+    free(w->numel);
+    free(w);
+    return rc;
 }
 
 static size_t dtype_size(const char *dt) {

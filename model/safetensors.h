@@ -14,11 +14,16 @@ typedef struct st_entry {
     const char *name;
     int ndim;
     long long shape[ST_MAX_DIMS];
-    const float *data; /* float32, host memory */
 } st_entry;
 
-/* Writes float32 tensors to path (the caller renames it into place). */
-int safetensors_write(const char *path, const st_entry *entries, int n, tg_err *e);
+/* Writes float32 tensors one at a time, so a checkpoint never needs the
+ * whole model in host memory: the header first, then st_writer_put for each
+ * entry in order; close flushes and fsyncs (the caller renames the file
+ * into place). */
+typedef struct st_writer st_writer;
+st_writer *st_writer_open(const char *path, const st_entry *entries, int n, tg_err *e);
+int st_writer_put(st_writer *w, const float *data, tg_err *e);
+int st_writer_close(st_writer *w, tg_err *e);
 
 typedef struct st_tensor {
     char name[128];
