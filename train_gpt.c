@@ -203,7 +203,7 @@ static void init_state(run *r) {
     }
     if (last >= 0) {
         if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
-            ckpt_load_state(dir, &r->state, &e))
+            ckpt_load_state(dir, c, &r->state, &e))
             tg_die(PROG, &e);
         printf("resumed from %s (step %d)\n", dir, r->state.step);
     } else if (c->model.init_from[0]) {
@@ -277,8 +277,8 @@ static void setup(run *r) {
     printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
            d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, r->model->n_params);
     r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
-    printf("batch: %d sequences x %d tokens per step = %d micro-batches of %d (gradient accumulation %d)\n",
-           c->train.global_batch, d.T, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
+    printf("batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
+           c->train.global_batch, d.T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     printf("backend: %s (matmul kernel %s)\n", r->ops->name, cpu_gemm_kernel_name());
     print_budget(r->model, &b);
     init_state(r);
@@ -371,31 +371,45 @@ static int sample_token(const float *logits, int V, float u) {
     return V - 1;
 }
 
+/* Rows and length of the forward that exposes position t-1: the first t
+ * tokens, padded under SP to a multiple of tp; past seq_len, the full
+ * sequence repeated over enough rows that B*T divides by tp (rows agree, as
+ * the model is causal and rows independent). */
+static void sample_shape(const tg_config *c, int pad, int t, int *B, int *T) {
+    int len = (t + pad - 1) / pad * pad, rows = 1;
+    if (len > c->model.seq_len) {
+        len = c->model.seq_len;
+        while ((rows * len) % pad) rows++;
+    }
+    *B = rows;
+    *T = len;
+}
+
 /* Every rank runs the same forwards and draws the same tokens (the gathered
  * logits and the generator agree bitwise); rank 0 prints. */
 static void print_sample(run *r) {
     const tg_config *c = &r->cfg;
     const gpt_dims *d = &r->model->d;
-    const int n = c->out.sample_tokens < c->model.seq_len ? c->out.sample_tokens : c->model.seq_len;
+    const int n = c->out.sample_tokens < c->model.seq_len - 1 ? c->out.sample_tokens : c->model.seq_len - 1;
     const int pad = d->sp ? d->tp : 1; /* SP splits the rows over TP */
-    int32_t *toks = tg_malloc((size_t)c->model.seq_len * sizeof(int32_t), "sample");
+    const int32_t start = c->model.vocab_size > GPT2_EOT_TOKEN ? GPT2_EOT_TOKEN : 0; /* <|endoftext|> starts a document */
+    int32_t *toks = tg_malloc((size_t)pad * c->model.seq_len * sizeof(int32_t), "sample");
     float *local = tg_malloc((size_t)d->V_local * sizeof(float), "sample logits");
     float *logits = tg_malloc((size_t)d->Vp * sizeof(float), "sample logits");
     tg_err e;
-    for (int i = 0; i < c->model.seq_len; i++) toks[i] = GPT2_EOT_TOKEN;
+    for (int i = 0; i < pad * c->model.seq_len; i++) toks[i] = start;
     printf("---- sample at step %d ----\n", r->state.step);
     for (int t = 1; t <= n; t++) {
-        /* The model is causal: a forward over the first t tokens (padded to a
-         * multiple of tp under SP) gives position t-1 what a longer one would. */
-        const int len = (t + pad - 1) / pad * pad;
-        if (len > c->model.seq_len) break;
-        if (gpt_forward(r->model, toks, NULL, 1, len, 0.0f, NULL, &e)) tg_die(PROG, &e);
-        gpt_logits_at(r->model, 0, t - 1, len, local);
+        int B, T;
+        sample_shape(c, pad, t, &B, &T);
+        for (int b = 1; b < B; b++) memcpy(toks + (size_t)b * T, toks, (size_t)T * sizeof(int32_t));
+        if (gpt_forward(r->model, toks, NULL, B, T, 0.0f, NULL, &e)) tg_die(PROG, &e);
+        gpt_logits_at(r->model, 0, t - 1, T, local);
         if (comm_all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
         float u = rng_uniform((uint64_t)c->train.seed, rng_stream_of("sample"), ((uint64_t)r->state.step << 20) | t);
-        if (t < c->model.seq_len) toks[t] = sample_token(logits, c->model.vocab_size, u);
+        toks[t] = sample_token(logits, c->model.vocab_size, u);
         size_t bytes;
-        const char *text = tokenizer_decode(r->tok, t < c->model.seq_len ? toks[t] : GPT2_EOT_TOKEN, &bytes);
+        const char *text = tokenizer_decode(r->tok, toks[t], &bytes);
         if (text) fwrite(text, 1, bytes, stdout);
     }
     printf("\n---------------------------\n");
@@ -502,7 +516,8 @@ static void log_peak_memory(run *r) {
     getrusage(RUSAGE_SELF, &ru);
     float mine = (float)(ru.ru_maxrss / 1024.0); /* ru_maxrss is in KiB */
     const int n = r->cfg.parallel.project ? 1 : r->tp->size * r->dp->size; /* a projection is one process */
-    float *tp_peaks = tg_malloc((size_t)r->tp->size * sizeof(float), "peaks"), *all = tg_malloc((size_t)n * sizeof(float), "peaks");
+    float *tp_peaks = tg_malloc((size_t)r->tp->size * sizeof(float), "peaks");
+    float *all = tg_malloc((size_t)r->tp->size * r->dp->size * sizeof(float), "peaks");
     tg_err e;
     if (comm_all_gather(r->tp, tp_peaks, &mine, 1, &e) ||
         comm_all_gather(r->dp, all, tp_peaks, (size_t)r->tp->size, &e))

@@ -421,7 +421,29 @@ static int json_int(const cJSON *j, const char *key, long long *out, const char 
     return 0;
 }
 
-int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e) {
+/* The data position counts windows of global_batch x seq_len tokens in an
+ * order set by the seed and shuffling: a resumed run must keep all four. */
+static int check_data_keys(const cJSON *saved, const tg_config *c, const char *path, tg_err *e) {
+    const struct { const char *section, *key; double now; } keys[] = {
+        {"train", "global_batch", c->train.global_batch},
+        {"model", "seq_len", c->model.seq_len},
+        {"train", "seed", (double)c->train.seed},
+        {"data", "shuffle", c->data.shuffle},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(saved, keys[i].section);
+        const cJSON *v = sec ? cJSON_GetObjectItemCaseSensitive(sec, keys[i].key) : NULL;
+        if (!v) return tg_fail(e, "%s: the saved config lacks %s.%s", path, keys[i].section, keys[i].key);
+        double was = cJSON_IsBool(v) ? cJSON_IsTrue(v) : v->valuedouble;
+        if (was != keys[i].now)
+            return tg_fail(e, "%s: %s.%s was %g when this checkpoint was saved and is %g now; the saved data position "
+                              "depends on it: keep it to resume, or start a new out.dir (model.init_from can start from "
+                              "these weights)", path, keys[i].section, keys[i].key, was, keys[i].now);
+    }
+    return 0;
+}
+
+int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/state.json", dir);
     cJSON *j = read_json(path, e);
@@ -432,6 +454,7 @@ int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e) {
     if (rc == 0) rc = json_int(j, "step", &step, path, e);
     if (rc == 0) rc = json_int(j, "data_epoch", &st->pos.epoch, path, e);
     if (rc == 0) rc = json_int(j, "data_index", &st->pos.index, path, e);
+    if (rc == 0) rc = check_data_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, path, e);
     st->step = (int)step;
     cJSON_Delete(j);
     return rc;

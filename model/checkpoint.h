@@ -35,6 +35,8 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len);
  * checking dir/config.json against the model's shape when present. */
 int ckpt_load_model(const char *dir, gpt *g, tg_err *e);
 int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e);
-int ckpt_load_state(const char *dir, ckpt_state *st, tg_err *e);
+/* The run state; refuses a config whose global_batch, seq_len, seed or
+ * shuffling differ from the saved run's (the data position depends on them). */
+int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e);
 
 #endif

@@ -581,7 +581,10 @@ static int create_segment(shm_impl *s, int p, const char *shm_name, tg_err *e) {
         rc = tg_fail(e, "reserving %zu MiB of shared memory for %s: %s (see df -h /dev/shm)", total >> 20, shm_name, strerror(fa));
     if (!rc) rc = map_segment(s, fd, total, shm_name, e);
     close(fd);
-    if (rc) return -1;
+    if (rc) {
+        shm_unlink(shm_name); /* the name is ours: no member will unlink a segment that failed */
+        return -1;
+    }
     shm_header *h = (shm_header *)s->base;
     h->magic = SHM_MAGIC;
     h->version = SHM_VERSION;

@@ -315,6 +315,11 @@ expect_fail init_from_other_model_size -p 'wide/step_00000000' -p 'n_embd|wte|sh
 if ls -d "$tmp/init_run"/step_* >/dev/null 2>&1; then not_ok init_from_failures_wrote_no_checkpoint "$(ls "$tmp/init_run")"; else ok init_from_failures_wrote_no_checkpoint; fi
 expect_fail fresh_run_over_checkpoints -p "$run" -p "out\.resume" -- tg --config "$base" --set out.resume=false
 
+# ---- resuming with a config that moves the data position ------------------
+for kv in train.global_batch=8 model.seq_len=8 train.seed=7 data.shuffle=true; do
+    expect_fail "resume_changed_${kv%%=*}" -p 'state\.json' -p "${kv%%=*}" -- tg --config "$base" --set "$kv" --set train.steps=4
+done
+
 # ---- a corrupted newest checkpoint in out.dir when resuming --------------
 # A copy of the good run (steps 1 and 2) whose step 2 is damaged. Resuming
 # must stop with an error naming the damaged file; it must not restart from

@@ -194,6 +194,21 @@ PY
     else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; fi
 done
 
+# A projection of a wide layout (tp 4 x dp 16) runs to the end.
+if timeout -k 5 60 "$bin" --config "$cfg" --set out.dir="$tmp/proj_wide" --set parallel.project=true --set parallel.tp=4 \
+    --set parallel.dp=16 --set train.global_batch=32 >"$tmp/proj_wide.out" 2>&1; then ok projection_tp4_dp16_runs
+else not_ok projection_tp4_dp16_runs "exit $?: $(tail -n 3 "$tmp/proj_wide.out" | tr '\n' ' ')"; fi
+
+# Samples under TP + SP with seq_len not a multiple of tp: the same tokens
+# as one rank, the full length (the sampler pads or repeats rows).
+sample() { sed -n '/^---- sample/,/^------/p' "$tmp/$1.out" | sed -n 2p; }
+if run sample_tp1 1 --set model.seq_len=10 --set train.global_batch=4 --set out.sample_tokens=16 --set data.vocab_dir=assets/vocab &&
+    run sample_tp4_sp 4 --set parallel.tp=4 --set parallel.sp=true --set model.seq_len=10 --set train.global_batch=4 \
+        --set out.sample_tokens=16 --set data.vocab_dir=assets/vocab &&
+    [ -n "$(sample sample_tp1)" ] && [ "$(sample sample_tp1)" = "$(sample sample_tp4_sp)" ]; then
+    ok "sample_tp4_sp_equals_tp1 ($(sample sample_tp1 | wc -c) bytes)"
+else not_ok sample_tp4_sp_equals_tp1 "'$(sample sample_tp1)' vs '$(sample sample_tp4_sp)'"; fi
+
 # --plan predicts memory with the trainer's budget: the bytes it lists for a
 # layout are exactly what that layout's real run allocated.
 "$bin" --plan --config "$cfg" --devices 2 --plan-json "$tmp/plan2.jsonl" >"$tmp/plan2.out" 2>&1
