@@ -234,6 +234,7 @@ static int begin_save(const char *out_dir, const char *final, const char *tmp, t
 
 int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e) {
+    /* The writer is global rank 0: DP rank 0, TP rank 0. */
     char final[1024], tmp[1100], p[1200];
     snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
     snprintf(tmp, sizeof tmp, "%s.tmp", final);
@@ -251,6 +252,11 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
         rc = optim_export(o, g, m_host, v_host, e);
         optim_src[0] = (ckpt_source){m_host, false};
         optim_src[1] = (ckpt_source){v_host, false};
+    }
+    if (rc == 0 && o->dp->rank != 0) { /* DP replicas hold the same tensors: DP rank 0's TP group writes */
+        free(m_host);
+        free(v_host);
+        return 0;
     }
     const char *model_prefix[1] = {""}, *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);

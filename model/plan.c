@@ -41,7 +41,10 @@ static double comm_time(const tg_config *c, const layout *l, size_t n_params) {
         const double rs = coll_s(c, t, comm_ring_bytes(COLL_REDUCE_SCATTER, t, NC));
         s += accum * ((2 + 2 * fwd_layers + 2 * L) * 2 * rs + coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, N)) +
                       coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, 2 * N)));
-        s += coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, (size_t)T * C + 6 * (size_t)C * L + 2 * C));
+        /* gpt_sync_replicated_grads: one all-reduce per replicated kind */
+        const size_t kinds[] = {(size_t)T * C, (size_t)C * L, (size_t)C * L, (size_t)C * L, (size_t)C * L, (size_t)C * L,
+                                (size_t)C * L, (size_t)C, (size_t)C};
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) s += coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, kinds[k]));
     }
     if (l->dp > 1) {
         if (l->zero) {
@@ -102,7 +105,7 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
         if (c->train.global_batch % dp) continue;
         for (int sp = 0; sp <= (tp > 1); sp++)
             for (int rc = 0; rc < 3; rc++)
-                for (int mb = 1; mb <= c->train.global_batch / dp; mb *= 2) {
+                for (int mb = 1; mb <= c->train.global_batch / dp; mb++) {
                     if ((c->train.global_batch / dp) % mb || (sp && (mb * c->model.seq_len) % tp)) continue;
                     for (int zero = 0; zero <= (dp > 1); zero++) {
                         if (n == cap) {
@@ -157,7 +160,9 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
                     l->fits ? "true" : "false", 1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s,
                     best == i ? "true" : "false");
     }
-    if (best < 0) fprintf(out, "no layout fits in %.1f GiB per device\n", o->device_bytes / GiB);
+    if (n == 0) fprintf(out, "no layout: %d devices allow no tp dividing n_head (%d) with dp dividing global_batch (%d)\n",
+                        o->devices, c->model.n_head, c->train.global_batch);
+    else if (best < 0) fprintf(out, "no layout fits in %.1f GiB per device\n", o->device_bytes / GiB);
     free(ls);
     return 0;
 }
