@@ -333,6 +333,10 @@ static float run_window(run *r, bool train) {
     double sum = 0.0;
     for (int m = 0; m < accum; m++) {
         slice_micro_batch(r, first + m * B);
+        /* Masks keyed by the step and the micro-batch's place in the global
+         * batch; no dropout when evaluating. */
+        gpt_set_dropout(r->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed,
+                        (uint64_t)r->state.step + 1, (uint64_t)(first + m * B) * (uint64_t)T);
         float loss;
         if (gpt_forward(r->model, r->inputs, r->targets, B, T, dloss, &loss, &e)) tg_die(PROG, &e);
         if (train && gpt_backward(r->model, &e)) tg_die(PROG, &e);
@@ -398,6 +402,7 @@ static void print_sample(run *r) {
     float *logits = tg_malloc((size_t)d->Vp * sizeof(float), "sample logits");
     tg_err e;
     for (int i = 0; i < pad * c->model.seq_len; i++) toks[i] = start;
+    gpt_set_dropout(r->model, 0.0f, 0, 0, 0); /* sampling runs the model without dropout */
     printf("---- sample at step %d ----\n", r->state.step);
     for (int t = 1; t <= n; t++) {
         int B, T;

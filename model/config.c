@@ -30,7 +30,7 @@ static const key_spec SCHEMA[] = {
     {"model.vocab_size", K_INT, OFF(model.vocab_size), "50257", 1, 65536, NULL, "real vocabulary size (token ids must be below it)"},
     {"model.vocab_multiple", K_INT, OFF(model.vocab_multiple), "128", 1, 65536, NULL, "the padded vocabulary is the next multiple of this"},
     {"model.seq_len", K_INT, OFF(model.seq_len), "1024", 1, 1 << 20, NULL, "context length T (also the rows of wpe)"},
-    {"model.dropout", K_FLOAT, OFF(model.dropout), "0", 0, 0.999, NULL, "dropout probability (only 0 is supported so far)"},
+    {"model.dropout", K_FLOAT, OFF(model.dropout), "0", 0, 0.999, NULL, "dropout probability after the embedding, on attention probabilities and on each residual branch (GPT-2 uses 0.1)"},
     {"model.init_from", K_STRING, OFF(model.init_from), "", 0, 0, NULL, "start from this checkpoint dir or Hugging Face GPT-2 dir (model.safetensors + config.json); empty: random init"},
     {"train.micro_batch", K_INT, OFF(train.micro_batch), "4", 1, 1 << 20, NULL, "sequences per forward/backward on each data-parallel rank"},
     {"train.global_batch", K_INT, OFF(train.global_batch), "4", 1, 1 << 24, NULL, "sequences per optimizer step (gradient accumulation makes up the rest)"},
@@ -283,8 +283,6 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     const char *s = c->source[0] ? c->source : "config";
     if (c->model.n_embd % c->model.n_head != 0)
         return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)", s, c->model.n_embd, c->model.n_head);
-    if (c->model.dropout != 0)
-        return tg_fail(e, "%s: model.dropout = %g is not supported yet (only 0)", s, c->model.dropout);
     if (c->train.min_lr > c->train.lr)
         return tg_fail(e, "%s: train.min_lr (%g) must not exceed train.lr (%g)", s, c->train.min_lr, c->train.lr);
     if (c->model.n_head % c->parallel.tp != 0)

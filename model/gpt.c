@@ -90,9 +90,36 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
 
 void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_alloc * sizeof(float)); }
 
+void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t token0) {
+    g->drop = (gpt_dropout){p, seed, step, token0};
+}
+
+/* ---- dropout sites: masks keyed by (seed, step, layer, site, global token
+ * or sequence, global feature or head), so they are the same at every
+ * TP/SP/DP layout and in recomputation ---- */
+
+enum { SITE_EMBEDDING, SITE_ATTENTION, SITE_ATTN_RESIDUAL, SITE_MLP_RESIDUAL };
+
+static uint64_t site_stream(const gpt *g, int layer, int site) {
+    return rng_stream_of("dropout") + (g->drop.step << 24) + (uint64_t)(layer + 1) * 4 + (uint64_t)site;
+}
+
+/* A residual-stream site over this rank's rows (row_start: SP's offset). */
+static tg_dropout row_site(const gpt *g, int layer, int site, int row_start) {
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(g, layer, site), g->drop.token0 + (uint64_t)row_start, 0, 0};
+}
+
+static tg_dropout attention_site(const gpt *g, int layer, int T) {
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(g, layer, SITE_ATTENTION), g->drop.token0 / (uint64_t)T,
+                        g->d.tp_rank * g->d.NH_local, g->d.NH};
+}
+
 /* ---- the mappings: every TP collective of a layer is in one of these ---- */
 
 static size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->d.tp : (size_t)N; }
+
+/* This rank's first row of the residual stream in the micro-batch. */
+static int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_rank * (int)rows_local(g, N) : 0; }
 
 /* The two mappings of parallel/mappings.h on this rank's shapes. */
 static float *gather_rows(gpt *g, float *full, float *rows, int N, tg_err *e) {
@@ -123,7 +150,9 @@ static int row_parallel(gpt *g, float *out, const float *inp, param_kind w, int 
     o->matmul_forward(partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
     float *sum = g->d.sp ? out : partial;
     if (reduce_rows(g, sum, partial, N, e)) return -1;
-    o->bias_residual_add(out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C);
+    const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
+    o->bias_residual_add(out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C,
+                         row_site(g, l, site, row_start_of(g, N)));
     return 0;
 }
 
@@ -141,7 +170,7 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
 
     if (layernorm_to_full(g, ln1, act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), in, P_LN1_W, l, N, e)) return -1;
     o->matmul_forward(qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
-    o->attention_forward(atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS);
+    o->attention_forward(atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
 
     if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
@@ -193,8 +222,10 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     o->encoder_forward(emb, (const int32_t *)a->tokens.base, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start,
                        d->V_local);
     if (reduce_rows(g, act_at(&a->resid, 0), emb, N, e)) return -1;
-    const int row_start = d->sp ? d->tp_rank * (int)rows_local(g, N) : 0;
+    const int row_start = row_start_of(g, N);
     o->position_forward(act_at(&a->resid, 0), gpt_param(g, P_WPE, 0), row_start, (int)rows_local(g, N), T, C);
+    if (g->drop.p > 0)
+        o->dropout(act_at(&a->resid, 0), act_at(&a->resid, 0), (int)rows_local(g, N), C, row_site(g, -1, SITE_EMBEDDING, row_start));
 
     for (int l = 0; l < d->L; l++)
         if (block_forward(g, l, B, T, e)) return -1;
@@ -218,7 +249,8 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
     if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, e);
     if (d->recompute == RECOMPUTE_SELECTIVE) {
         const int N = B * T, C = d->C, t = d->tp;
-        g->ops->attention_forward(act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS);
+        g->ops->attention_forward(act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS,
+                                  attention_site(g, l, T));
         g->ops->matmul_forward(act_at(&a->fch, l), act_at(&a->ln2, l), gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N,
                                C, 4 * C / t);
         g->ops->gelu_forward(act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
@@ -239,12 +271,24 @@ static int layernorm_backward_rows(gpt *g, param_kind w, int l, const float *ln_
     return 0;
 }
 
-/* Backward of row_parallel: bias gradient from the residual rows, then the
- * matmul backward on all rows (gathered under SP) into dinp. */
+/* The gradient of the residual rows through a dropout site's mask (the
+ * rows themselves without dropout). */
+static float *through_dropout(gpt *g, tg_dropout drop, int N) {
+    gpt_acts *a = g->acts;
+    if (drop.p <= 0) return a->dres.base;
+    g->ops->dropout(a->ddrop.base, a->dres.base, (int)rows_local(g, N), g->d.C, drop);
+    return a->ddrop.base;
+}
+
+/* Backward of row_parallel: the gradient through the branch's dropout, its
+ * bias gradient from the residual rows, then the matmul backward on all
+ * rows (gathered under SP) into dinp. */
 static int row_parallel_backward(gpt *g, float *dinp, const float *inp, param_kind w, int l, int N, int K, tg_err *e) {
     gpt_acts *a = g->acts;
-    g->ops->bias_backward(gpt_grad(g, (param_kind)(w + 1), l), a->dres.base, (int)rows_local(g, N), g->d.C);
-    const float *dout = gather_rows(g, a->dres_full.base, a->dres.base, N, e);
+    const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
+    float *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
+    g->ops->bias_backward(gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
+    const float *dout = gather_rows(g, a->dres_full.base, dbranch, N, e);
     if (!dout) return -1;
     g->ops->matmul_backward(dinp, gpt_grad(g, w, l), NULL, dout, inp, gpt_param(g, w, l), N, K, g->d.C);
     return 0;
@@ -268,7 +312,8 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
 
     /* Attention */
     if (row_parallel_backward(g, a->datty.base, act_at(&a->atty, l), P_ATTPROJ_W, l, N, C / t, e)) return -1;
-    o->attention_backward(a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS);
+    o->attention_backward(a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS,
+                          attention_site(g, l, T));
     o->matmul_backward(a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
                        gpt_param(g, P_QKV_W, l), N, C, 3 * C / t);
     return layernorm_backward_rows(g, P_LN1_W, l, act_at(&a->resid, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l),
@@ -291,9 +336,10 @@ int gpt_backward(gpt *g, tg_err *e) {
     for (int l = d->L - 1; l >= 0; l--)
         if (block_backward(g, l, B, T, e)) return -1;
 
-    const int row_start = d->sp ? d->tp_rank * Ns : 0;
-    o->position_backward(gpt_grad(g, P_WPE, 0), a->dres.base, row_start, Ns, T, C);
-    const float *dx = gather_rows(g, a->dres_full.base, a->dres.base, N, e);
+    const int row_start = row_start_of(g, N);
+    float *demb = through_dropout(g, row_site(g, -1, SITE_EMBEDDING, row_start), N);
+    o->position_backward(gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C);
+    const float *dx = gather_rows(g, a->dres_full.base, demb, N, e);
     if (!dx) return -1;
     o->encoder_backward(gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
                         d->V_local);

@@ -42,7 +42,15 @@ typedef struct gpt_dims {
     int vocab_start;       /* first vocabulary row of this rank */
     bool sp;               /* sequence parallel: the residual stream is split by rows over TP */
     recompute_mode recompute;
+    float dropout;         /* model.dropout: sizes the backward's mask scratch */
 } gpt_dims;
+
+/* What the dropout masks of one forward are keyed by (model/ops.h). */
+typedef struct gpt_dropout {
+    float p;               /* 0: off (evaluation, sampling) */
+    uint64_t seed, step;
+    uint64_t token0;       /* global index of the micro-batch's first token within the global batch */
+} gpt_dropout;
 
 /* One parameter tensor as this rank holds it (1-D tensors have rows = 1). */
 typedef struct gpt_tensor {
@@ -82,6 +90,7 @@ typedef struct gpt {
     size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer size for per-layer kinds */
     float *params, *grads; /* backend memory */
     gpt_acts *acts;
+    gpt_dropout drop;      /* of the next forward, and of its backward */
 } gpt;
 
 int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
@@ -117,6 +126,8 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e);
 /* True for tensors every TP rank holds whole (counted once in norms). */
 bool gpt_is_replicated(const gpt_tensor *t);
 void gpt_zero_grads(gpt *g);
+/* Keys the dropout masks of the next forward (and its backward). */
+void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t token0);
 
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);

@@ -47,6 +47,7 @@ struct gpt_acts {
     act_buf losses, rowmax, xstats; /* [N], [N], [2N] */
     act_buf proj, ln_shard;         /* forward scratch: [N, C], [Ns, C] (SP) */
     act_buf dres, dres_full, dln_full, dln, dqkv, datty, dfc; /* backward scratch */
+    act_buf ddrop;                  /* [Ns, C]: a gradient through a dropout mask */
     int B, T;                       /* shape of the last forward */
 };
 

@@ -49,6 +49,7 @@ int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, t
     d->recompute = strcmp(c->train.recompute, "full") == 0        ? RECOMPUTE_FULL
                    : strcmp(c->train.recompute, "selective") == 0 ? RECOMPUTE_SELECTIVE
                                                                    : RECOMPUTE_NONE;
+    d->dropout = (float)c->model.dropout;
     return 0;
 }
 
@@ -158,6 +159,7 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, 
         {&a->dln_full, N * C, 1, ACT_SCRATCH}, {&a->dln, sp_only * Ns * C, 1, ACT_SCRATCH},
         {&a->dqkv, N * 3 * C / t, 1, ACT_SCRATCH}, {&a->datty, N * C / t, 1, ACT_SCRATCH},
         {&a->dfc, N * 4 * C / t, 1, ACT_SCRATCH},
+        {&a->ddrop, d->dropout > 0 ? Ns * C : 0, 1, ACT_SCRATCH},
     };
     int n = (int)(sizeof rows / sizeof rows[0]);
     if (n > max) return -1;

@@ -11,6 +11,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One dropout site of one forward: element i of the site is kept when
+ * rng_uniform(seed, stream, row0 * width + i) >= p and then scaled by
+ * 1/(1-p), i counting within this rank's rows (for attention: over
+ * [heads, T, T] per sequence, with the rank's first head at head0 of
+ * heads_total). p = 0: no dropout (and no draws). */
+typedef struct tg_dropout {
+    float p;
+    uint64_t seed, stream;
+    uint64_t row0;           /* global index of this rank's first row (token, or sequence for attention) */
+    int head0, heads_total;  /* attention only */
+} tg_dropout;
+
 typedef struct tg_ops {
     const char *name;
 
@@ -50,9 +62,9 @@ typedef struct tg_ops {
     /* Causal self-attention of this rank's NH heads. qkv rows hold
      * [q heads | k heads | v heads], each NH*HS wide; att keeps the
      * probabilities [B, NH, T, T] for the backward pass. */
-    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH, int HS);
+    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH, int HS, tg_dropout drop);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int NH,
-                               int HS);
+                               int HS, tg_dropout drop);
 
     /* GELU, tanh approximation. Backward may run in place (dinp == dout). */
     void (*gelu_forward)(float *out, const float *inp, size_t n);
@@ -60,10 +72,14 @@ typedef struct tg_ops {
 
     /* out = a + b (out may alias a). */
     void (*add)(float *out, const float *a, const float *b, size_t n);
-    /* out[n, c] = (x[n, c] + bias[c]) + res[n, c] over N rows (out may alias
-     * x or res): a row-parallel layer's bias, added after the reduction, and
-     * the residual connection. */
-    void (*bias_residual_add)(float *out, const float *x, const float *bias, const float *res, int N, int C);
+    /* out[n, c] = dropout(x[n, c] + bias[c]) + res[n, c] over N rows (out may
+     * alias x or res): a row-parallel layer's bias, added after the
+     * reduction, its dropout, and the residual connection. */
+    void (*bias_residual_add)(float *out, const float *x, const float *bias, const float *res, int N, int C,
+                              tg_dropout drop);
+    /* out = dropout(in) over N rows of C (in place allowed): the embedding's
+     * dropout forward, and every dropout's backward (the same mask). */
+    void (*dropout)(float *out, const float *in, int N, int C, tg_dropout drop);
     /* dbias[c] += sum over rows of dout[:, c]. */
     void (*bias_backward)(float *dbias, const float *dout, int N, int C);
     /* Rows [row_start, row_start + N) of the flattened [B, T] token grid:

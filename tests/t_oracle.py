@@ -257,10 +257,13 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward(P, idx, tgt):
-    """Mean cross-entropy of GPT-2 over idx [B,T] -> tgt [B,T]."""
+def forward(P, idx, tgt, drop=None):
+    """Mean cross-entropy of GPT-2 over idx [B,T] -> tgt [B,T]; drop, when
+    given, is a function (layer, site, shape) -> the dropout factors."""
     B, Tn = idx.shape
     x = P["wte.weight"][idx] + P["wpe.weight"][:Tn]
+    if drop:
+        x = x * drop(-1, 0, (B, Tn, C))
     mask = torch.ones(Tn, Tn, dtype=torch.bool).tril()
     for i in range(L):
         p = f"h.{i}."
@@ -272,11 +275,15 @@ def forward(P, idx, tgt):
         v = v.view(B, Tn, NH, HD).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        if drop:
+            att = att * drop(i, 1, (B, NH, Tn, Tn))
         y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
-        x = x + y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        branch = y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        x = x + (branch * drop(i, 2, (B, Tn, C)) if drop else branch)
         h = torch.nn.functional.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
         h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
-        x = x + h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+        branch = h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+        x = x + (branch * drop(i, 3, (B, Tn, C)) if drop else branch)
     x = torch.nn.functional.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
     logits = x @ P["wte.weight"].t()          # tied head, real vocabulary only
     return torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
@@ -421,5 +428,108 @@ if STEPS in eval_log:
     print(f"# val_loss rel diff {r:.2e}")
 else:
     check("val_loss", False, f"no eval line for step {STEPS} in log.jsonl (eval lines: {sorted(eval_log)})")
+
+# ------------------------------------------------------------- dropout ---
+# model.dropout = 0.2: the binary's masks are a pure function of (seed,
+# step, layer, site, global token / sequence, feature / head) through its
+# counter-based generator (model/rng.c), which numpy reproduces here, so
+# PyTorch can replay the same 6 steps with the same masks: after the
+# embedding, on the attention probabilities, and on each residual branch
+# (GPT-2's embd_pdrop, attn_pdrop, resid_pdrop places).
+P_DROP = 0.2
+U64 = np.uint64
+
+
+def mix64(z):
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
+        return z ^ (z >> U64(31))
+
+
+def rng_uniform(seed, stream, index):
+    M = (1 << 64) - 1
+    with np.errstate(over="ignore"):
+        h = mix64(np.array((seed + 0x9E3779B97F4A7C15) & M, dtype=U64))
+        h = mix64(h ^ U64((stream + 0x632BE59BD9B4E019) & M))
+        bits = mix64(h ^ (index.astype(U64) * U64(0x9E3779B97F4A7C15) + U64(0x85EBCA6B)))
+    return (bits >> U64(40)).astype(np.float64) / 16777216.0
+
+
+def fnv1a(text):
+    h = 0xCBF29CE484222325
+    for ch in text.encode():
+        h = ((h ^ ch) * 0x100000001B3) & ((1 << 64) - 1)
+    return h
+
+
+def dropout_masks(step, token0):
+    """The binary's factors for one micro-batch: 0 or 1/(1-p) in float32."""
+    p32 = np.float32(P_DROP)
+    scale = float(np.float32(1.0) / (np.float32(1.0) - p32))
+
+    def factors(layer, site, shape):
+        stream = (fnv1a("dropout") + (step << 24) + (layer + 1) * 4 + site) & ((1 << 64) - 1)
+        if site == 1:   # attention: ((sequence * NH + head) * T + t) * T + t2
+            b, h, t, u = np.indices(shape, dtype=np.uint64)
+            index = (((U64(token0 // T) + b) * U64(NH) + h) * U64(shape[2]) + t) * U64(shape[3]) + u
+        else:           # residual stream: (token * C + feature), tokens counted in the global batch
+            b, t, c = np.indices(shape, dtype=np.uint64)
+            index = (U64(token0) + b * U64(shape[1]) + t) * U64(C) + c
+        keep = rng_uniform(SEED, stream, index) >= float(p32)
+        return torch.from_numpy(np.where(keep, scale, 0.0))
+    return factors
+
+
+dird = os.path.join(TMP, "run_dropout")
+rcd, outd = run_binary(cfg_path, dird, f"model.dropout={P_DROP}")
+if check("run_dropout", rcd == 0, f"exit {rcd}: {outd[-500:]!r}"):
+    logd = {}
+    with open(os.path.join(dird, "log.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            if "loss" in j:
+                logd[j["step"]] = j
+    wd6, _ = read_safetensors(os.path.join(dird, "step_%08d" % STEPS, "model.safetensors"))
+    Pd = {n: torch.tensor(w0[n][1], dtype=dt, requires_grad=True) for n in names}
+    optd = torch.optim.AdamW([{"params": [Pd[n] for n in names if len(expected_shapes[n]) >= 2], "weight_decay": WD},
+                              {"params": [Pd[n] for n in names if len(expected_shapes[n]) < 2], "weight_decay": 0.0}],
+                             lr=LR, betas=(BETA1, BETA2), eps=EPS)
+    worst_d, bad_d, plain_gap = 0.0, [], 0.0
+    for step in range(1, STEPS + 1):
+        x, y = batch(train_tokens, step - 1)
+        optd.zero_grad(set_to_none=True)
+        total = 0.0
+        for m in range(GB // MB):
+            lm = forward(Pd, x[m * MB:(m + 1) * MB], y[m * MB:(m + 1) * MB],
+                         dropout_masks(step, m * MB * T)) * (MB / GB)
+            lm.backward()
+            total += lm.item()
+        torch.nn.utils.clip_grad_norm_(list(Pd.values()), CLIP)
+        for g in optd.param_groups:
+            g["lr"] = lr_at(step)
+        optd.step()
+        r = rel(float(logd.get(step, {}).get("loss", float("nan"))), total)
+        worst_d = max(worst_d, r) if r == r else float("inf")
+        if not r < 1e-4:
+            bad_d.append((step, logd.get(step, {}).get("loss"), total))
+        plain_gap = max(plain_gap, rel(float(logd[step]["loss"]), float(train_log[step]["loss"])) if step in logd else 0)
+    check("dropout_step_losses", not bad_d, f"(step, binary, torch): {bad_d}")
+    check("dropout_changes_losses", plain_gap > 1e-3, f"losses with dropout within {plain_gap:.2e} of those without")
+    dmax, dname = 0.0, ""
+    for n in names:
+        d = np.abs(Pd[n].detach().numpy() - wd6[n][1].astype(np.float64))
+        if n.endswith("attn.c_attn.bias"):
+            d = np.concatenate([d[:C], d[2 * C:]])
+        if d.max() > dmax:
+            dmax, dname = d.max(), n
+    # Dropped units leave more elements with near-zero gradients, whose float32
+    # noise AdamW normalises into real movement (observed 5e-5, against 2.7e-6
+    # without dropout). 2e-4 is still ~1/50 of one lr=1e-2 step; a wrong mask
+    # moves weights by ~lr and fails dropout_step_losses first anyway.
+    DW_TOL = 2e-4
+    check("dropout_final_weights", dmax < DW_TOL, f"max |diff| {dmax:.3g} in {dname} (tol {DW_TOL})")
+    print(f"# dropout: max rel loss diff {worst_d:.2e}, max weight diff {dmax:.3e} ({dname}); "
+          f"losses differ from no-dropout by up to {plain_gap:.2e}")
 
 finish()

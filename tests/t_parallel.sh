@@ -65,6 +65,19 @@ check_equiv tp2_dp2 4 --set parallel.tp=2
 check_equiv tp2_dp2_zero 4 --set parallel.tp=2 --set parallel.zero=1
 check_equiv tp2_dp2_sp_zero 4 --set parallel.tp=2 --set parallel.sp=true --set parallel.zero=1
 
+# Dropout: masks keyed by global token, feature and head, so a layout sees
+# the masks of one rank (recomputation included).
+if run ref_drop 1 --set model.dropout=0.1; then ok reference_run_dropout; else not_ok reference_run_dropout "$(tail -n 3 "$tmp/ref_drop.out" | tr '\n' ' ')"; fi
+for lay in "tp2_sp_drop 2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=full" \
+           "tp2_dp2_zero_drop 4 --set parallel.tp=2 --set parallel.zero=1 --set train.recompute=selective" "dp2_drop 2"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    name="$1" n="$2"; shift 2
+    if run "$name" "$n" --set model.dropout=0.1 "$@" && out=$(compare "$tmp/ref_drop" "$tmp/$name" $STEPS); then ok "${name}_matches_tp1 ($out)"
+    else not_ok "${name}_matches_tp1" "${out:-job failed: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')}"; fi
+done
+if ! compare "$tmp/ref" "$tmp/ref_drop" $STEPS >/dev/null; then ok dropout_changes_the_run; else not_ok dropout_changes_the_run "the same losses and weights as without dropout"; fi
+
 # recomputation at a parallel layout: bitwise equal to none there
 for mode in selective full; do
     if run "tp2_sp_$mode" 2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=$mode &&

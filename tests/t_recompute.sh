@@ -41,6 +41,19 @@ for mode in selective full; do
     v1=$(grep val_loss "$tmp/none/log.jsonl"); v2=$(grep val_loss "$tmp/$mode/log.jsonl")
     if [ -n "$v1" ] && [ "$v1" = "$v2" ]; then ok "${mode}_val_loss_bitwise"; else not_ok "${mode}_val_loss_bitwise" "$v1 vs $v2"; fi
 done
+# with dropout: every mode draws the same masks
+for mode in none selective full; do
+    timeout 120 "$bin" --config "$cfg" --set train.recompute=$mode --set model.dropout=0.2 --set out.dir="$tmp/drop_$mode" >"$tmp/drop_$mode.out" 2>&1 ||
+        not_ok "dropout_run_$mode" "$(tail -n 3 "$tmp/drop_$mode.out" | tr '\n' ' ')"
+done
+for mode in selective full; do
+    if [ -n "$(strip "$tmp/drop_none")" ] && [ "$(strip "$tmp/drop_none")" = "$(strip "$tmp/drop_$mode")" ] &&
+        cmp -s "$tmp/drop_none/step_00000005/model.safetensors" "$tmp/drop_$mode/step_00000005/model.safetensors"; then
+        ok "dropout_${mode}_bitwise"
+    else not_ok "dropout_${mode}_bitwise" "$(diff <(strip "$tmp/drop_none") <(strip "$tmp/drop_$mode") | head -n 2 | tr '\n' ' ')"; fi
+done
+if [ "$(strip "$tmp/none")" != "$(strip "$tmp/drop_none")" ]; then ok dropout_changes_losses; else not_ok dropout_changes_losses "identical"; fi
+
 a=$(budget none); b=$(budget selective); c=$(budget full)
 if awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(a > b && b > c && c > 0) }'; then ok "budget_falls_none_${a}_selective_${b}_full_${c}"
 else not_ok budget_falls "activation MiB none=$a selective=$b full=$c"; fi

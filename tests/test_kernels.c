@@ -255,7 +255,7 @@ static void test_lmhead(tally *t) {
 }
 
 /* ---- attention ---- */
-typedef struct { int B, T, NH, HS; } att_ctx;
+typedef struct { int B, T, NH, HS; tg_dropout drop; } att_ctx;
 static void att_ref(const double *qkv, double *out, void *vctx) {
     att_ctx *k = vctx;
     const int B = k->B, T = k->T, NH = k->NH, HS = k->HS, Cl = NH * HS, C3 = 3 * Cl;
@@ -274,26 +274,72 @@ static void att_ref(const double *qkv, double *out, void *vctx) {
                 for (int u = 0; u <= t; u++) sum += (s[u] = exp(s[u] - mx));
                 for (int i = 0; i < HS; i++) {
                     double acc = 0;
-                    for (int u = 0; u <= t; u++) acc += s[u] / sum * qkv[(b * T + u) * C3 + 2 * Cl + h * HS + i];
+                    for (int u = 0; u <= t; u++) {
+                        double keep = 1.0;
+                        if (k->drop.p > 0) {
+                            uint64_t seq = k->drop.row0 + (uint64_t)b, head = (uint64_t)(k->drop.head0 + h);
+                            keep = cpu_dropout_scale(&k->drop, ((seq * (uint64_t)k->drop.heads_total + head) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)u);
+                        }
+                        acc += s[u] / sum * keep * qkv[(b * T + u) * C3 + 2 * Cl + h * HS + i];
+                    }
                     out[(b * T + t) * Cl + h * HS + i] = acc;
                 }
             }
     free(s);
 }
-static void test_attention(tally *t) {
-    att_ctx k = {2, 13, 3, 5};
+static void test_attention_with(tally *t, tg_dropout drop, const char *fwd_name, const char *bwd_name) {
+    att_ctx k = {2, 13, 3, 5, drop};
     const int n_in = k.B * k.T * 3 * k.NH * k.HS, n_out = k.B * k.T * k.NH * k.HS;
     float *qkv = randf(n_in, 40, 1.5f), *R = randf(n_out, 41, 1);
     double *qd = to_d(qkv, n_in), *Rd = to_d(R, n_out), *want = malloc(sizeof(double) * n_out);
     att_ref(qd, want, &k);
     float *out = poisoned(n_out), *att = poisoned((size_t)k.B * k.NH * k.T * k.T);
-    cpu_attention_forward(out, att, qkv, k.B, k.T, k.NH, k.HS);
-    expect_close(t, "attention_forward", out, want, n_out, 1e-5, 1e-6);
+    cpu_attention_forward(out, att, qkv, k.B, k.T, k.NH, k.HS, drop);
+    expect_close(t, fwd_name, out, want, n_out, 1e-5, 1e-6);
     float *dqkv = poisoned(n_in);
-    cpu_attention_backward(dqkv, R, qkv, att, k.B, k.T, k.NH, k.HS);
+    cpu_attention_backward(dqkv, R, qkv, att, k.B, k.T, k.NH, k.HS, drop);
     double *g = fd_grad(att_ref, &k, qd, n_in, Rd, n_out, 1e-5);
-    expect_close(t, "attention_backward_fd", dqkv, g, n_in, 1e-4, 1e-5);
+    expect_close(t, bwd_name, dqkv, g, n_in, 1e-4, 1e-5);
     free(g); free(qkv); free(R); free(qd); free(Rd); free(want); free(out); free(att); free(dqkv);
+}
+
+static void test_attention(tally *t) {
+    test_attention_with(t, (tg_dropout){0}, "attention_forward", "attention_backward_fd");
+    /* heads 2..4 of 7 of sequences 5.. : a TP rank's slice of the masks */
+    tg_dropout drop = {0.3f, 99, 12345, 5, 2, 7};
+    test_attention_with(t, drop, "attention_forward_dropout", "attention_backward_dropout_fd");
+}
+
+/* Dropout masks: the kept fraction is 1-p, kept values scaled by 1/(1-p),
+ * the same mask in the residual site, the plain kernel and its backward. */
+static void test_dropout(tally *t) {
+    const tg_dropout d = {0.1f, 7, 42, 1000, 0, 0};
+    const int N = 40, C = 2500; /* 100000 draws */
+    float *ones = malloc(sizeof(float) * N * C), *out = poisoned((size_t)N * C);
+    for (int i = 0; i < N * C; i++) ones[i] = 1.0f;
+    cpu_dropout(out, ones, N, C, d);
+    long kept = 0;
+    int bad_scale = 0;
+    for (int i = 0; i < N * C; i++) {
+        if (out[i] != 0.0f) kept++;
+        if (out[i] != 0.0f && fabsf(out[i] - 1.0f / 0.9f) > 1e-6f) bad_scale++;
+    }
+    double frac = (double)kept / (N * C);
+    report(t, fabs(frac - 0.9) < 0.005 && bad_scale == 0, "dropout_kept_fraction_and_scale", "kept %.4f, %d badly scaled", frac,
+           bad_scale);
+    float *x = randf((size_t)N * C, 110, 1), *bias = randf(C, 111, 1), *res = randf((size_t)N * C, 112, 1);
+    double *want = malloc(sizeof(double) * N * C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            uint64_t i = (d.row0 + (uint64_t)n) * C + (uint64_t)c;
+            want[n * C + c] = ((double)x[n * C + c] + bias[c]) * cpu_dropout_scale(&d, i) + res[n * C + c];
+        }
+    cpu_bias_residual_add(out, x, bias, res, N, C, d);
+    expect_close(t, "bias_dropout_residual_add", out, want, (size_t)N * C, 1e-6, 1e-7);
+    /* the kernel with p = 0 draws nothing and is the identity */
+    cpu_dropout(out, x, N, C, (tg_dropout){0});
+    report(t, memcmp(out, x, sizeof(float) * N * C) == 0, "dropout_p0_identity", "p = 0 changed values");
+    free(ones); free(out); free(x); free(bias); free(res); free(want);
 }
 
 /* ---- GELU ---- */
@@ -403,7 +449,7 @@ static void test_row_ops(tally *t) {
     double *want = malloc(sizeof(double) * N * C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) want[n * C + c] = (double)x[n * C + c] + bias[c] + res[n * C + c];
-    cpu_bias_residual_add(out, x, bias, res, N, C);
+    cpu_bias_residual_add(out, x, bias, res, N, C, (tg_dropout){0});
     expect_close(t, "bias_residual_add", out, want, N * C, 1e-6, 1e-7);
     float *db = randf(C, 103, 1);
     double *dbw = to_d(db, C);
@@ -460,6 +506,7 @@ int main(void) {
     test_xent(&t);
     test_vector(&t);
     test_row_ops(&t);
+    test_dropout(&t);
     test_adamw(&t);
     fprintf(stderr, "test_kernels: %d passed, %d failed\n", t.passed, t.failed);
     return t.failed ? 1 : 0;

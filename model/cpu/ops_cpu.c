@@ -40,6 +40,7 @@ static const tg_ops CPU_OPS = {
     .gelu_backward = cpu_gelu_backward,
     .add = cpu_add,
     .bias_residual_add = cpu_bias_residual_add,
+    .dropout = cpu_dropout,
     .bias_backward = cpu_bias_backward,
     .position_forward = cpu_position_forward,
     .position_backward = cpu_position_backward,

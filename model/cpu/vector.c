@@ -2,18 +2,34 @@
 #include <math.h>
 
 #include "model/cpu/kernels.h"
+#include "model/rng.h"
 
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C) {
+float cpu_dropout_scale(const tg_dropout *drop, uint64_t index) {
+    return rng_uniform(drop->seed, drop->stream, index) >= drop->p ? 1.0f / (1.0f - drop->p) : 0.0f;
+}
+
+void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C, tg_dropout drop) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * C + c;
-            out[i] = (x[i] + bias[c]) + res[i];
+            float v = x[i] + bias[c];
+            if (drop.p > 0) v *= cpu_dropout_scale(&drop, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
+            out[i] = v + res[i];
+        }
+}
+
+void cpu_dropout(float *out, const float *in, int N, int C, tg_dropout drop) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)n * C + c;
+            out[i] = drop.p > 0 ? in[i] * cpu_dropout_scale(&drop, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c) : in[i];
         }
 }
 
