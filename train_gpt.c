@@ -460,10 +460,12 @@ static void log_train(run *r, float loss, double lr, double norm, double ms) {
     }
     if (s % c->out.log_every != 0 && s != c->train.steps) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
-    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s | %.0f tok/s%s | ETA %dm%02ds\n",
-           (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " (projected)" : "", tps,
-           mfu >= 0 ? "" : "", (int)eta / 60, (int)eta % 60);
-    if (mfu >= 0 && (s % c->out.log_every == 0)) printf("           MFU %.1f%%, communication %.1f ms\n", 100 * mfu, comm_ms);
+    char extra[96] = ""; /* communication when there is any, MFU when the peak is known */
+    if (devices > 1) snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
+    if (mfu >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | MFU %.1f%%", 100 * mfu);
+    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds\n",
+           (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " projected" : "",
+           extra, tps, (int)eta / 60, (int)eta % 60);
     fflush(stdout);
 }
 
