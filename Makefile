@@ -1,27 +1,63 @@
-# train_gpt: make (CPU build) · make test · make quickstart
+# train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make test-gpu · make quickstart
 CC ?= gcc
 CFLAGS ?= -O3
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I.
 LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+GPU ?= 0
+.DEFAULT_GOAL := all
 
-BUILD = build
 MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
-            model/checkpoint.c model/plan.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c \
-            model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
+            model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
+            model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
 LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
-HEADERS = $(wildcard model/*.h model/cpu/*.h parallel/*.h data/*.h util/*.h)
+HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h)
 
-.PHONY: all clean test quickstart setup data
+ifeq ($(GPU),1)
+# The CUDA build lives in its own object directory; scripts/find_cuda.sh
+# locates nvcc, the CUDA runtime, cuBLAS(Lt) and NCCL (CUDA_HOME, NCCL_HOME,
+# usual paths, PyTorch's NVIDIA wheels) and names what is missing.
+BUILD = build/gpu
+-include $(BUILD)/cuda.mk
+CUDA_SRC = model/cuda/encoder.cu model/cuda/layernorm.cu model/cuda/gelu.cu model/cuda/residual.cu \
+           model/cuda/optimizer.cu model/cuda/matmul.cu model/cuda/attention.cu model/cuda/xent.cu
+LIB_SRC += model/cuda/ops_cuda.c parallel/comm_nccl.c
+CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
+# Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -DTG_CUDA
+LIB_OBJ_EXTRA = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS += $(CUDA_LIBS) -lstdc++
+
+$(BUILD)/cuda.mk: scripts/find_cuda.sh
+	@mkdir -p $(dir $@)
+	bash scripts/find_cuda.sh > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.o: %.cu $(HEADERS) $(BUILD)/cuda.mk
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+else
+BUILD = build
+LIB_SRC += parallel/comm_nccl_none.c
+LIB_OBJ_EXTRA =
+endif
+
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ_EXTRA)
+
+.PHONY: all clean test test-gpu quickstart setup data FORCE
 all: train_gpt prepare
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-train_gpt: $(BUILD)/train_gpt.o $(LIB_OBJ)
+$(BUILD)/train_gpt: $(BUILD)/train_gpt.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# ./train_gpt is whichever flavour was built last (CPU, or GPU=1).
+train_gpt: $(BUILD)/train_gpt FORCE
+	@cmp -s $< $@ || cp $< $@
 
 prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -30,6 +66,12 @@ $(BUILD)/test_kernels: $(BUILD)/tests/test_kernels.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_comm: $(BUILD)/tests/test_comm.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_cuda_kernels: $(BUILD)/tests/test_cuda_kernels.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_nccl: $(BUILD)/tests/test_nccl.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 setup:
@@ -49,8 +91,14 @@ quickstart:
 
 test:
 	bash scripts/setup.sh
-	$(MAKE) all $(BUILD)/test_kernels $(BUILD)/test_comm
+	$(MAKE) all build/test_kernels build/test_comm
 	bash tests/run.sh
 
+# The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says
+# so and runs nothing.
+test-gpu:
+	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl
+	bash tests/gpu/run_gpu.sh
+
 clean:
-	rm -rf $(BUILD) train_gpt prepare
+	rm -rf build train_gpt prepare

@@ -47,6 +47,7 @@ typedef struct run {
     double comm_s_at_step_start;                 /* measured (real) or modeled (projected) */
     double flops_per_token;                      /* 6N + 12 L C T, N counting every parameter once */
     gpt_budget budget;      /* this rank's planned bytes */
+    double peak_tflops;     /* of one device, for MFU (0: unknown) */
 } run;
 
 static double now_ms(void) {
@@ -140,13 +141,40 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     if (config_validate(cfg, topo->world, &e)) tg_die(PROG, &e);
 }
 
-static void print_budget(const gpt *g, const gpt_budget *b) {
+static void print_budget(const gpt_budget *b) {
     const double MiB = 1024.0 * 1024.0;
     printf("memory per rank (MiB): params %.1f | grads %.1f | AdamW state %.1f | activations %.1f (attention %.1f)"
-           " | logits %.1f | backward scratch %.1f | total %.1f\n",
+           " | logits %.1f | backward scratch %.1f | backend workspace %.1f | total %.1f\n",
            b->params / MiB, b->grads / MiB, b->optim / MiB, b->acts_kept / MiB, b->acts_attention / MiB, b->logits / MiB,
-           b->scratch / MiB, b->total / MiB);
-    (void)g;
+           b->scratch / MiB, b->workspace / MiB, b->total / MiB);
+}
+
+/* The compute backend of this rank: the CPU, or the CUDA device of its
+ * local rank (ranks beyond the device count share devices round-robin). */
+static const tg_ops *open_backend(const tg_config *c, int local_rank) {
+    if (strcmp(c->device, "cuda") != 0) return ops_cpu();
+    tg_err e;
+    tg_ops *o = ops_cuda_create(local_rank, config_act_dtype(c), &e);
+    if (!o) tg_die(PROG, &e);
+    return o;
+}
+
+/* parallel.comm = auto: NCCL on CUDA when every rank of the node has its
+ * own GPU (NCCL refuses two ranks on one), else the shm communicator. */
+static bool use_nccl(const tg_config *c, const topology *t) {
+    if (strcmp(c->parallel.comm, "nccl") == 0) return true;
+    if (strcmp(c->parallel.comm, "shm") == 0 || strcmp(c->device, "cuda") != 0) return false;
+    return t->local_world <= ops_cuda_device_count();
+}
+
+static comm *connect_group(run *r, bool nccl, const char *name, const int *ranks, int size, int index) {
+    tg_err e;
+    const double timeout = r->cfg.parallel.timeout_s;
+    comm *g = nccl ? comm_nccl_create(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e)
+                   : comm_shm_create(r->bs, name, ranks, size, index, timeout, &e);
+    if (!g) tg_die(PROG, &e);
+    if (!nccl) comm_use_memory(g, &r->ops->mem);
+    return g;
 }
 
 /* Reads the evaluation windows once at start, so a bad token in them stops
@@ -241,19 +269,23 @@ static void connect_ranks(run *r) {
         comm_link link = {c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6};
         r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, link);
         r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link);
+        comm_use_memory(r->tp, &r->ops->mem);
+        comm_use_memory(r->dp, &r->ops->mem);
         printf("PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
                "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
                c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
     } else if (r->world == 1) {
         r->tp = comm_null_create("tp", 0, 1);
         r->dp = comm_null_create("dp", 0, 1);
+        comm_use_memory(r->tp, &r->ops->mem);
+        comm_use_memory(r->dp, &r->ops->mem);
     } else {
+        const bool nccl = use_nccl(c, &r->topo);
         r->bs = bootstrap_create(&r->topo, c->parallel.timeout_s, &e);
         if (!r->bs) tg_die(PROG, &e);
-        r->tp = comm_shm_create(r->bs, "tp", r->topo.tp_ranks, r->topo.tp, r->topo.tp_rank, c->parallel.timeout_s, &e);
-        if (!r->tp) tg_die(PROG, &e);
-        r->dp = comm_shm_create(r->bs, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank, c->parallel.timeout_s, &e);
-        if (!r->dp) tg_die(PROG, &e);
+        r->tp = connect_group(r, nccl, "tp", r->topo.tp_ranks, r->topo.tp, r->topo.tp_rank);
+        r->dp = connect_group(r, nccl, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank);
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; communicator %s", nccl ? "nccl" : "shm");
     }
     printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->tp->size, r->dp->size,
            c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
@@ -262,12 +294,13 @@ static void connect_ranks(run *r) {
 static void setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
-    r->ops = ops_cpu();
+    r->ops = open_backend(c, r->topo.local_rank);
     connect_ranks(r);
     open_data(r);
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
-    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, c->parallel.zero == 1);
+    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, c->parallel.zero == 1, r->ops->act,
+                                 r->ops->workspace_bytes);
     r->budget = b;
     r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, r->dp->size);
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
@@ -279,8 +312,10 @@ static void setup(run *r) {
     r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
     printf("batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
            c->train.global_batch, d.T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
-    printf("backend: %s (matmul kernel %s)\n", r->ops->name, cpu_gemm_kernel_name());
-    print_budget(r->model, &b);
+    if (r->ops == ops_cpu()) printf("backend: cpu (matmul kernel %s)\n", cpu_gemm_kernel_name());
+    else printf("backend: %s, %s, %s activations\n", r->ops->name, r->ops->device, tg_dtype_name(r->ops->act));
+    r->peak_tflops = c->device_peak_tflops > 0 ? c->device_peak_tflops : r->ops->peak_tflops(r->ops);
+    print_budget(&b);
     init_state(r);
     const size_t win = (size_t)c->train.global_batch * d.T + 1, micro = (size_t)c->train.micro_batch * d.T;
     r->window = tg_malloc(win * sizeof(int32_t), "batch window");
@@ -440,6 +475,16 @@ static void write_comm_bytes(run *r) {
                     (unsigned long long)(groups[g]->bytes_sent[k] - r->bytes_at_step_start[g][k]));
 }
 
+/* This rank's peak memory so far: the device's, measured by the backend,
+ * or the process's peak resident set on the CPU. */
+static size_t mem_peak_bytes(const run *r) {
+    size_t device = r->ops->mem_peak(r->ops);
+    if (device > 0) return device;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024; /* ru_maxrss is in KiB */
+}
+
 static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const tg_config *c = &r->cfg;
     const int s = r->state.step;
@@ -447,13 +492,14 @@ static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const double comm_ms = (comm_seconds(r) - r->comm_s_at_step_start) * 1e3, step_ms = projected ? ms + comm_ms : ms;
     const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (step_ms / 1e3);
     const int devices = r->tp->size * r->dp->size;
-    const double mfu = c->device_peak_tflops > 0 ? r->flops_per_token * tps / (devices * c->device_peak_tflops * 1e12) : -1;
+    const double mfu = r->peak_tflops > 0 ? r->flops_per_token * tps / (devices * r->peak_tflops * 1e12) : -1;
     if (r->log) {
         fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"comm_ms\":%.3f,\"step_ms\":%.3f,"
                         "\"projected\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f,\"flops_per_token\":%.0f",
                 s, loss, lr, norm, ms, comm_ms, step_ms, projected ? "true" : "false", tps, tokens * s, r->flops_per_token);
         if (mfu >= 0) fprintf(r->log, ",\"mfu\":%.6f", mfu);
         else fprintf(r->log, ",\"mfu\":null");
+        fprintf(r->log, ",\"mem_peak_bytes\":%zu", mem_peak_bytes(r));
         write_comm_bytes(r);
         fprintf(r->log, "}\n");
         fflush(r->log);
@@ -503,6 +549,7 @@ static void train_step(run *r) {
         optim_grad_norm(r->opt, r->model, &norm, &e) || optim_step(r->opt, r->model, c, s, lr, norm, &e))
         tg_die(PROG, &e);
     r->state.step = s;
+    r->ops->synchronize(r->ops); /* the step's kernels have finished */
     double ms = now_ms() - t0;
     if (s > 1 || c->train.steps == 1) { /* the first step pays for page faults */
         r->train_ms_total += ms;
@@ -573,6 +620,7 @@ int main(int argc, char **argv) {
     comm_destroy(r.tp);
     comm_destroy(r.dp);
     bootstrap_destroy(r.bs);
+    ops_destroy(r.ops);
     topology_free(&r.topo);
     return 0;
 }

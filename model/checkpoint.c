@@ -78,7 +78,7 @@ static int stream_tensors(const gpt *g, const ckpt_source *src, int nbuf, st_wri
             const gpt_tensor *t = &g->tensors[i];
             const float *local = src[b].ptr + t->offset;
             if (src[b].on_backend) {
-                g->ops->download(mine, local, t->numel * sizeof(float));
+                g->ops->download(g->ops, mine, local, t->numel * sizeof(float));
                 local = mine;
             }
             if (comm_all_gather(g->tp, all, local, t->numel, e)) rc = -1;
@@ -244,7 +244,7 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     /* The moments in the parameter layout: on the backend, or gathered over
      * DP into host copies under ZeRO. */
     float *m_host = NULL, *v_host = NULL;
-    ckpt_source model_src[1] = {{g->params, true}}, optim_src[2] = {{o->m, true}, {o->v, true}};
+    ckpt_source model_src[1] = {{g->master, true}}, optim_src[2] = {{o->m, true}, {o->v, true}};
     int rc = 0;
     if (o->zero) {
         m_host = tg_malloc(g->n_params * sizeof(float), "checkpoint moments");
@@ -398,7 +398,10 @@ int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
     if (!s) return -1;
     float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
     int rc = read_buffer(s, g, "", host, e);
-    if (rc == 0) g->ops->upload(g->params, host, g->n_params * sizeof(float));
+    if (rc == 0) {
+        g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
+        gpt_sync_working_weights(g);
+    }
     free(host);
     safetensors_close(s);
     return rc;

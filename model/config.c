@@ -1,4 +1,5 @@
 #include "model/config.h"
+#include "model/ops.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -45,7 +46,7 @@ static const key_spec SCHEMA[] = {
     {"train.grad_clip", K_FLOAT, OFF(train.grad_clip), "1.0", 0, BIG, NULL, "clip the global gradient norm to this (0: no clipping)"},
     {"train.seed", K_INT64, OFF(train.seed), "1337", 0, 9007199254740991.0, NULL, "seed of every random number (init, shuffling, sampling)"},
     {"train.recompute", K_ENUM, OFF(train.recompute), "none", 0, 0, "none|selective|full", "activation recomputation: none, selective (attention core and MLP up-projection + GELU), full (whole blocks)"},
-    {"train.precision", K_ENUM, OFF(train.precision), "fp32", 0, 0, "fp32|bf16", "compute precision (fp32 on the CPU)"},
+    {"train.precision", K_ENUM, OFF(train.precision), "auto", 0, 0, "auto|fp32|bf16", "activations and working weights: bf16 (fp32 master weights, AdamW state and loss) or fp32; auto: bf16 on cuda, fp32 on the CPU (which has only fp32)"},
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
     {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},
@@ -65,12 +66,13 @@ static const key_spec SCHEMA[] = {
     {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
     {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
     {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
+    {"parallel.comm", K_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|shm|nccl", "communicator between ranks: shm (one node, host memory; device buffers staged), nccl (cuda builds, one GPU per rank); auto: nccl on cuda when every rank of the node has its own GPU, else shm"},
     {"parallel.project", K_BOOL, OFF(parallel.project), "false", 0, 0, NULL, "one process runs rank 0's exact shard of the tp x dp layout with a null communicator and models the communication (projection)"},
     /* 8xH100 SXM5 NVLink-4: 460-480 GB/s all-reduce busbw from nccl-tests at large sizes (Alaya NeW's
      * "NCCL-tests in practice", 2026-05-06). The latency is an assumption, not a measurement. */
     {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "460", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default NVLink-4 per public nccl-tests runs)"},
     {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "10", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (an assumption: measure yours with nccl-tests)"},
-    {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: unknown, no MFU)"},
+    {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: the CUDA device's own from a table of GPUs, bf16 or fp32 as trained; unknown on the CPU: no MFU)"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend"},
 };
 #define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])
@@ -298,10 +300,12 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (c->train.global_batch % (c->train.micro_batch * c->parallel.dp) != 0)
         return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %d",
                        s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, c->train.micro_batch * c->parallel.dp);
-    if (strcmp(c->device, "cuda") == 0)
-        return tg_fail(e, "%s: device = \"cuda\": this build has no CUDA backend (build with make GPU=1 once it exists)", s);
-    if (strcmp(c->device, "cpu") == 0 && strcmp(c->train.precision, "fp32") != 0)
-        return tg_fail(e, "%s: train.precision = \"%s\" is not available on the CPU (use \"fp32\")", s, c->train.precision);
+    if (strcmp(c->device, "cuda") == 0 && !ops_cuda_compiled())
+        return tg_fail(e, "%s: device = \"cuda\": this train_gpt was built without CUDA (rebuild with make GPU=1)", s);
+    if (strcmp(c->device, "cpu") == 0 && strcmp(c->train.precision, "bf16") == 0)
+        return tg_fail(e, "%s: train.precision = \"bf16\" is not available on the CPU (use \"fp32\" or \"auto\")", s);
+    if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
+        return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", s);
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", s);
     if (c->data.train[0] == '\0' && c->train.steps > 0) return tg_fail(e, "%s: data.train must name training shards", s);
     return 0;
@@ -348,4 +352,10 @@ char *config_to_json(const tg_config *c) {
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
+}
+
+tg_dtype config_act_dtype(const tg_config *c) {
+    if (strcmp(c->train.precision, "bf16") == 0) return TG_BF16;
+    if (strcmp(c->train.precision, "fp32") == 0) return TG_F32;
+    return strcmp(c->device, "cuda") == 0 ? TG_BF16 : TG_F32;
 }

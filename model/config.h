@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/dtype.h"
 #include "util/err.h"
 
 #define CFG_PATH_MAX 1024
@@ -47,6 +48,7 @@ typedef struct tg_config {
         int zero;
         double timeout_s;
         char numa[CFG_WORD_MAX];
+        char comm[CFG_WORD_MAX];
         bool project;
     } parallel;
     struct {
@@ -79,6 +81,9 @@ void config_print_help(FILE *f);
 
 /* Writes the configuration as one JSON object (for logs and checkpoints). */
 char *config_to_json(const tg_config *c);
+
+/* The activation type train.precision selects on the configured device. */
+tg_dtype config_act_dtype(const tg_config *c);
 
 /* Derived quantities. */
 int config_padded_vocab(const tg_config *c);

@@ -12,15 +12,25 @@
 #include "model/rng.h"
 #include "parallel/mappings.h"
 
-float *gpt_param(const gpt *g, param_kind k, int layer) {
-    return g->params + g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
+/* Element offset of layer `layer`'s tensor of kind k in the flat buffers. */
+static size_t param_offset(const gpt *g, param_kind k, int layer) {
+    return g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
 }
 
-float *gpt_grad(const gpt *g, param_kind k, int layer) {
-    return g->grads + g->kind_offset[k] + (layer > 0 ? (size_t)layer * g->kind_size[k] : 0);
+void *gpt_param(const gpt *g, param_kind k, int layer) {
+    return (char *)g->params + param_offset(g, k, layer) * tg_dtype_bytes(g->ops->act);
 }
 
-size_t gpt_allocated_bytes(const gpt *g) { return (2 * g->n_alloc + g->acts->arena_floats) * sizeof(float); }
+float *gpt_master(const gpt *g, param_kind k, int layer) { return g->master + param_offset(g, k, layer); }
+
+float *gpt_grad(const gpt *g, param_kind k, int layer) { return g->grads + param_offset(g, k, layer); }
+
+static bool has_separate_master(const gpt *g) { return (void *)g->master != g->params; }
+
+size_t gpt_allocated_bytes(const gpt *g) {
+    size_t weights = g->n_alloc * (tg_dtype_bytes(g->ops->act) + (has_separate_master(g) ? sizeof(float) : 0));
+    return weights + g->n_alloc * sizeof(float) + g->acts->arena_bytes + g->ops->workspace_bytes;
+}
 
 bool gpt_is_replicated(const gpt_tensor *t) { return t->split == SPLIT_NONE; }
 
@@ -28,15 +38,15 @@ bool gpt_is_replicated(const gpt_tensor *t) { return t->split == SPLIT_NONE; }
 static gpt_acts *acts_create(const tg_ops *ops, const gpt_dims *d, int B, int T) {
     gpt_acts *a = tg_calloc(1, sizeof *a, "activation table");
     act_entry table[64];
-    int n = gpt_act_table(a, d, B, T, table, 64);
+    int n = gpt_act_table(a, d, B, T, ops->act, table, 64);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += gpt_act_floats(table[i].buf);
-    a->arena = ops->alloc(total * sizeof(float), "activations");
-    a->arena_floats = total;
-    float *p = a->arena;
+    for (int i = 0; i < n; i++) total += gpt_act_bytes(table[i].buf);
+    a->arena = ops->alloc(ops, total, "activations");
+    a->arena_bytes = total;
+    char *p = a->arena;
     for (int i = 0; i < n; i++) {
         table[i].buf->base = p;
-        p += gpt_act_floats(table[i].buf);
+        p += gpt_act_bytes(table[i].buf);
     }
     return a;
 }
@@ -50,20 +60,23 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, in
     g->T = T;
     g->n_params = gpt_layout_params(g);
     g->n_alloc = (g->n_params + (size_t)pad_multiple - 1) / (size_t)pad_multiple * (size_t)pad_multiple;
-    g->params = ops->alloc(g->n_alloc * sizeof(float), "parameters");
-    g->grads = ops->alloc(g->n_alloc * sizeof(float), "gradients");
-    ops->zero(g->params, g->n_alloc * sizeof(float));
-    ops->zero(g->grads, g->n_alloc * sizeof(float));
+    g->master = ops->alloc(ops, g->n_alloc * sizeof(float), "parameters (float32 master)");
+    g->params = ops->act == TG_F32 ? (void *)g->master : ops->alloc(ops, g->n_alloc * tg_dtype_bytes(ops->act), "parameters (working copy)");
+    g->grads = ops->alloc(ops, g->n_alloc * sizeof(float), "gradients");
+    ops->zero(ops, g->master, g->n_alloc * sizeof(float));
+    ops->zero(ops, g->params, g->n_alloc * tg_dtype_bytes(ops->act));
+    ops->zero(ops, g->grads, g->n_alloc * sizeof(float));
     g->acts = acts_create(ops, d, B, T);
     return g;
 }
 
 void gpt_free(gpt *g) {
     if (!g) return;
-    g->ops->free(g->acts->arena);
+    g->ops->free(g->ops, g->acts->arena);
     free(g->acts);
-    g->ops->free(g->params);
-    g->ops->free(g->grads);
+    if (has_separate_master(g)) g->ops->free(g->ops, g->params);
+    g->ops->free(g->ops, g->master);
+    g->ops->free(g->ops, g->grads);
     free(g->tensors);
     free(g);
 }
@@ -84,11 +97,14 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
             else dst[j] = (init == INIT_RESIDUAL ? resid_std : std) * rng_normal(seed, stream, (uint64_t)full);
         }
     }
-    g->ops->upload(g->params, host, g->n_params * sizeof(float));
+    g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
     free(host);
+    gpt_sync_working_weights(g);
 }
 
-void gpt_zero_grads(gpt *g) { g->ops->zero(g->grads, g->n_alloc * sizeof(float)); }
+void gpt_sync_working_weights(gpt *g) { g->ops->cast_params(g->ops, g->params, g->master, g->n_alloc); }
+
+void gpt_zero_grads(gpt *g) { g->ops->zero(g->ops, g->grads, g->n_alloc * sizeof(float)); }
 
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t token0) {
     g->drop = (gpt_dropout){p, seed, step, token0};
@@ -122,36 +138,35 @@ static size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->
 static int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_rank * (int)rows_local(g, N) : 0; }
 
 /* The two mappings of parallel/mappings.h on this rank's shapes. */
-static float *gather_rows(gpt *g, float *full, float *rows, int N, tg_err *e) {
-    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, e);
+static void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e) {
+    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, g->ops->act, e);
 }
 
-static int reduce_rows(gpt *g, float *rows, float *full, int N, tg_err *e) {
-    return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, e);
+static int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
+    return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, g->ops->act, e);
 }
 
 /* LayerNorm of the residual rows, delivered as all rows for the next
  * column-parallel matmul. */
-static int layernorm_to_full(gpt *g, float *out_full, float *mean, float *rstd, const float *in, param_kind w, int l,
-                             int N, tg_err *e) {
+static int layernorm_to_full(gpt *g, void *out_full, float *mean, float *rstd, const void *in, param_kind w, int l, int N,
+                             tg_err *e) {
     gpt_acts *a = g->acts;
-    float *out = g->d.sp ? a->ln_shard.base : out_full;
-    g->ops->layernorm_forward(out, mean, rstd, in, gpt_param(g, w, l), gpt_param(g, (param_kind)(w + 1), l),
+    void *out = g->d.sp ? a->ln_shard.base : out_full;
+    g->ops->layernorm_forward(g->ops, out, mean, rstd, in, gpt_param(g, w, l), gpt_param(g, (param_kind)(w + 1), l),
                               (int)rows_local(g, N), g->d.C);
     return gather_rows(g, out_full, out, N, e) ? 0 : -1;
 }
 
 /* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
  * residual connection; the bias is added once, after the reduction. */
-static int row_parallel(gpt *g, float *out, const float *inp, param_kind w, int l, const float *res, int N, int K,
-                        tg_err *e) {
+static int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, int N, int K, tg_err *e) {
     const tg_ops *o = g->ops;
-    float *partial = g->acts->proj.base;
-    o->matmul_forward(partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
-    float *sum = g->d.sp ? out : partial;
+    void *partial = g->acts->proj.base;
+    o->matmul_forward(o, partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
+    void *sum = g->d.sp ? out : partial;
     if (reduce_rows(g, sum, partial, N, e)) return -1;
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
-    o->bias_residual_add(out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C,
+    o->bias_residual_add(o, out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C,
                          row_site(g, l, site, row_start_of(g, N)));
     return 0;
 }
@@ -163,19 +178,19 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C, t = d->tp;
-    const float *in = act_at(&a->resid, l);
-    float *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l);
-    float *res2 = act_at(&a->res2, l), *ln2 = act_at(&a->ln2, l), *fch = act_at(&a->fch, l);
-    float *fch_gelu = act_at(&a->fch_gelu, l);
+    const void *in = act_at(&a->resid, l);
+    void *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l);
+    void *res2 = act_at(&a->res2, l), *ln2 = act_at(&a->ln2, l), *fch = act_at(&a->fch, l);
+    void *fch_gelu = act_at(&a->fch_gelu, l);
 
     if (layernorm_to_full(g, ln1, act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), in, P_LN1_W, l, N, e)) return -1;
-    o->matmul_forward(qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
-    o->attention_forward(atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
+    o->matmul_forward(o, qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
+    o->attention_forward(o, atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
 
     if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
-    o->matmul_forward(fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
-    o->gelu_forward(fch_gelu, fch, (size_t)N * 4 * C / t);
+    o->matmul_forward(o, fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
+    o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
     return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, N, 4 * C / t, e);
 }
 
@@ -187,15 +202,15 @@ static int cross_entropy(gpt *g, int N, float dloss, float *mean_loss, tg_err *e
     const gpt_dims *d = &g->d;
     int n_real = d->V - d->vocab_start;
     n_real = n_real < 0 ? 0 : (n_real > d->V_local ? d->V_local : n_real);
-    o->xent_rowmax(a->rowmax.base, a->logits.base, N, d->V_local, n_real);
+    o->xent_rowmax(o, a->rowmax.base, a->logits.base, N, d->V_local, n_real);
     if (comm_all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
-    o->xent_stats(a->xstats.base, a->logits.base, a->rowmax.base, (const int32_t *)a->targets.base, N, d->V_local, n_real,
+    o->xent_stats(o, a->xstats.base, a->logits.base, a->rowmax.base, (const int32_t *)a->targets.base, N, d->V_local, n_real,
                   d->vocab_start);
     if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
-    o->xent_finish(a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
+    o->xent_finish(o, a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
                    d->V_local, n_real, d->vocab_start, dloss);
     float *host = tg_malloc((size_t)N * sizeof(float), "losses");
-    o->download(host, a->losses.base, (size_t)N * sizeof(float));
+    o->download(o, host, a->losses.base, (size_t)N * sizeof(float));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += host[i];
     free(host);
@@ -213,26 +228,26 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     if (d->sp && N % d->tp) return tg_fail(e, "sequence parallelism needs B*T (%d) divisible by tp (%d)", N, d->tp);
     a->B = B;
     a->T = T;
-    o->upload(a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
-    if (targets) o->upload(a->targets.base, targets, (size_t)N * sizeof(int32_t));
+    o->upload(o, a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
+    if (targets) o->upload(o, a->targets.base, targets, (size_t)N * sizeof(int32_t));
 
     /* Embedding: vocab-parallel lookup summed over TP, then the replicated
      * position embedding on this rank's rows. */
-    float *emb = d->sp ? a->proj.base : act_at(&a->resid, 0);
-    o->encoder_forward(emb, (const int32_t *)a->tokens.base, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start,
+    void *emb = d->sp ? a->proj.base : act_at(&a->resid, 0);
+    o->encoder_forward(o, emb, (const int32_t *)a->tokens.base, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start,
                        d->V_local);
     if (reduce_rows(g, act_at(&a->resid, 0), emb, N, e)) return -1;
     const int row_start = row_start_of(g, N);
-    o->position_forward(act_at(&a->resid, 0), gpt_param(g, P_WPE, 0), row_start, (int)rows_local(g, N), T, C);
+    o->position_forward(o, act_at(&a->resid, 0), gpt_param(g, P_WPE, 0), row_start, (int)rows_local(g, N), T, C);
     if (g->drop.p > 0)
-        o->dropout(act_at(&a->resid, 0), act_at(&a->resid, 0), (int)rows_local(g, N), C, row_site(g, -1, SITE_EMBEDDING, row_start));
+        o->dropout(o, act_at(&a->resid, 0), act_at(&a->resid, 0), (int)rows_local(g, N), C, row_site(g, -1, SITE_EMBEDDING, row_start));
 
     for (int l = 0; l < d->L; l++)
         if (block_forward(g, l, B, T, e)) return -1;
 
     if (layernorm_to_full(g, a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, act_at(&a->resid, d->L), P_LNF_W, 0, N, e))
         return -1;
-    o->lmhead_forward(a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
+    o->lmhead_forward(o, a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
     if (!targets) {
         if (mean_loss) *mean_loss = 0.0f;
         return 0;
@@ -249,11 +264,11 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
     if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, e);
     if (d->recompute == RECOMPUTE_SELECTIVE) {
         const int N = B * T, C = d->C, t = d->tp;
-        g->ops->attention_forward(act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS,
+        g->ops->attention_forward(g->ops, act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS,
                                   attention_site(g, l, T));
-        g->ops->matmul_forward(act_at(&a->fch, l), act_at(&a->ln2, l), gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N,
+        g->ops->matmul_forward(g->ops, act_at(&a->fch, l), act_at(&a->ln2, l), gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N,
                                C, 4 * C / t);
-        g->ops->gelu_forward(act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
+        g->ops->gelu_forward(g->ops, act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
     }
     return 0;
 }
@@ -261,36 +276,36 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
 /* Backward of a column-parallel matmul's input gradient (all rows) into the
  * residual rows' LayerNorm: reduce over TP, then LayerNorm backward, which
  * accumulates into dres. */
-static int layernorm_backward_rows(gpt *g, param_kind w, int l, const float *ln_in, const float *mean, const float *rstd,
+static int layernorm_backward_rows(gpt *g, param_kind w, int l, const void *ln_in, const float *mean, const float *rstd,
                                    int N, tg_err *e) {
     gpt_acts *a = g->acts;
-    float *dln = g->d.sp ? a->dln.base : a->dln_full.base;
+    void *dln = g->d.sp ? a->dln.base : a->dln_full.base;
     if (reduce_rows(g, dln, a->dln_full.base, N, e)) return -1;
-    g->ops->layernorm_backward(a->dres.base, gpt_grad(g, w, l), gpt_grad(g, (param_kind)(w + 1), l), dln, ln_in,
+    g->ops->layernorm_backward(g->ops, a->dres.base, gpt_grad(g, w, l), gpt_grad(g, (param_kind)(w + 1), l), dln, ln_in,
                                gpt_param(g, w, l), mean, rstd, (int)rows_local(g, N), g->d.C);
     return 0;
 }
 
 /* The gradient of the residual rows through a dropout site's mask (the
  * rows themselves without dropout). */
-static float *through_dropout(gpt *g, tg_dropout drop, int N) {
+static void *through_dropout(gpt *g, tg_dropout drop, int N) {
     gpt_acts *a = g->acts;
     if (drop.p <= 0) return a->dres.base;
-    g->ops->dropout(a->ddrop.base, a->dres.base, (int)rows_local(g, N), g->d.C, drop);
+    g->ops->dropout(g->ops, a->ddrop.base, a->dres.base, (int)rows_local(g, N), g->d.C, drop);
     return a->ddrop.base;
 }
 
 /* Backward of row_parallel: the gradient through the branch's dropout, its
  * bias gradient from the residual rows, then the matmul backward on all
  * rows (gathered under SP) into dinp. */
-static int row_parallel_backward(gpt *g, float *dinp, const float *inp, param_kind w, int l, int N, int K, tg_err *e) {
+static int row_parallel_backward(gpt *g, void *dinp, const void *inp, param_kind w, int l, int N, int K, tg_err *e) {
     gpt_acts *a = g->acts;
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
-    float *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
-    g->ops->bias_backward(gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
-    const float *dout = gather_rows(g, a->dres_full.base, dbranch, N, e);
+    void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
+    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
+    const void *dout = gather_rows(g, a->dres_full.base, dbranch, N, e);
     if (!dout) return -1;
-    g->ops->matmul_backward(dinp, gpt_grad(g, w, l), NULL, dout, inp, gpt_param(g, w, l), N, K, g->d.C);
+    g->ops->matmul_backward(g->ops, dinp, gpt_grad(g, w, l), NULL, dout, inp, gpt_param(g, w, l), N, K, g->d.C);
     return 0;
 }
 
@@ -300,21 +315,21 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C, t = d->tp;
     if (recompute_layer(g, l, B, T, e)) return -1;
-    float *fch = act_at(&a->fch, l), *ln2 = act_at(&a->ln2, l), *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l);
+    void *fch = act_at(&a->fch, l), *ln2 = act_at(&a->ln2, l), *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l);
 
     /* MLP: dres is the gradient of the block's output rows. */
     if (row_parallel_backward(g, a->dfc.base, act_at(&a->fch_gelu, l), P_FCPROJ_W, l, N, 4 * C / t, e)) return -1;
-    o->gelu_backward(a->dfc.base, fch, a->dfc.base, (size_t)N * 4 * C / t);
-    o->matmul_backward(a->dln_full.base, gpt_grad(g, P_FC_W, l), gpt_grad(g, P_FC_B, l), a->dfc.base, ln2,
+    o->gelu_backward(o, a->dfc.base, fch, a->dfc.base, (size_t)N * 4 * C / t);
+    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_FC_W, l), gpt_grad(g, P_FC_B, l), a->dfc.base, ln2,
                        gpt_param(g, P_FC_W, l), N, C, 4 * C / t);
     if (layernorm_backward_rows(g, P_LN2_W, l, act_at(&a->res2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), N, e))
         return -1;
 
     /* Attention */
     if (row_parallel_backward(g, a->datty.base, act_at(&a->atty, l), P_ATTPROJ_W, l, N, C / t, e)) return -1;
-    o->attention_backward(a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS,
+    o->attention_backward(o, a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS,
                           attention_site(g, l, T));
-    o->matmul_backward(a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
+    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
                        gpt_param(g, P_QKV_W, l), N, C, 3 * C / t);
     return layernorm_backward_rows(g, P_LN1_W, l, act_at(&a->resid, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l),
                                    N, e);
@@ -326,9 +341,9 @@ int gpt_backward(gpt *g, tg_err *e) {
     const gpt_dims *d = &g->d;
     const int B = a->B, T = a->T, N = B * T, C = d->C, Ns = (int)rows_local(g, N);
 
-    o->lmhead_backward(a->dln_full.base, gpt_grad(g, P_WTE, 0), a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C,
+    o->lmhead_backward(o, a->dln_full.base, gpt_grad(g, P_WTE, 0), a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C,
                        d->V_local);
-    o->zero(a->dres.base, (size_t)Ns * C * sizeof(float));
+    o->zero(o, a->dres.base, (size_t)Ns * C * a->dres.elem);
     if (layernorm_backward_rows(g, P_LNF_W, 0, act_at(&a->resid, d->L), a->lnf_mean.base, a->lnf_rstd.base, N, e)) return -1;
 
     /* a->dres is the gradient of the residual stream, updated in place
@@ -337,11 +352,11 @@ int gpt_backward(gpt *g, tg_err *e) {
         if (block_backward(g, l, B, T, e)) return -1;
 
     const int row_start = row_start_of(g, N);
-    float *demb = through_dropout(g, row_site(g, -1, SITE_EMBEDDING, row_start), N);
-    o->position_backward(gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C);
-    const float *dx = gather_rows(g, a->dres_full.base, demb, N, e);
+    void *demb = through_dropout(g, row_site(g, -1, SITE_EMBEDDING, row_start), N);
+    o->position_backward(o, gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C);
+    const void *dx = gather_rows(g, a->dres_full.base, demb, N, e);
     if (!dx) return -1;
-    o->encoder_backward(gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
+    o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
                         d->V_local);
     return 0;
 }
@@ -358,5 +373,6 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
 
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out) {
     const size_t row = (size_t)b * T + t;
-    g->ops->download(host_out, g->acts->logits.base + row * g->d.V_local, (size_t)g->d.V_local * sizeof(float));
+    const act_buf *l = &g->acts->logits;
+    g->ops->download_floats(g->ops, host_out, (const char *)l->base + row * g->d.V_local * l->elem, (size_t)g->d.V_local);
 }

@@ -68,11 +68,13 @@ typedef struct gpt_tensor {
 
 /* Byte counts of one rank's memory, computed before anything is allocated. */
 typedef struct gpt_budget {
-    size_t params, grads, optim;
+    size_t params;         /* working weights, and float32 master weights when those differ */
+    size_t grads, optim;
     size_t acts_kept;      /* activations kept for the backward pass */
     size_t acts_attention; /* of which: attention probabilities */
     size_t logits;         /* logits and their gradient (in place) */
     size_t scratch;        /* backward-pass gradient buffers */
+    size_t workspace;      /* the backend's fixed buffers (cuBLASLt workspace, kernel scratch) */
     size_t total;
 } gpt_budget;
 
@@ -88,15 +90,21 @@ typedef struct gpt {
     size_t n_params;       /* floats of this rank's parameters */
     size_t n_alloc;        /* n_params padded to a multiple of the DP degree (ZeRO shards) */
     size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer size for per-layer kinds */
-    float *params, *grads; /* backend memory */
+    /* Backend memory, n_alloc elements each: the working weights the
+     * kernels read (activation type), the float32 master weights AdamW
+     * updates and checkpoints hold (the same buffer when the activation type
+     * is float32), and the float32 gradients. */
+    void *params;
+    float *master, *grads;
     gpt_acts *acts;
     gpt_dropout drop;      /* of the next forward, and of its backward */
 } gpt;
 
 int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
 /* The bytes one rank allocates: the model's buffers padded for dp ranks,
- * AdamW state for the whole model or (zero) this rank's 1/dp of it. */
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero);
+ * AdamW state for the whole model or (zero) this rank's 1/dp of it,
+ * activations of type act, and the backend's fixed workspace. */
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
 
 /* Lays out and allocates this rank's shard for micro-batches up to B x T,
  * the parameter and gradient buffers padded to a multiple of pad_multiple. */
@@ -111,6 +119,9 @@ long long gpt_full_index_at(const gpt *g, const gpt_tensor *t, size_t local, int
 
 /* GPT-2 initialisation, keyed by full-tensor element index (TP-invariant). */
 void gpt_init_weights(gpt *g, uint64_t seed);
+/* Refreshes the working weights from the master weights (after loading or
+ * gathering them). */
+void gpt_sync_working_weights(gpt *g);
 
 /* Forward pass over tokens [B, T] (host memory). With targets it also
  * computes the per-token losses and leaves d(loss)/d(logits) scaled by dloss
@@ -132,10 +143,13 @@ void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t tok
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
 
-/* Bytes this shard actually allocated (parameters, gradients, activations). */
+/* Bytes this shard actually allocated (parameters, gradients, activations,
+ * and the backend's workspace). */
 size_t gpt_allocated_bytes(const gpt *g);
 
-float *gpt_param(const gpt *g, param_kind k, int layer);
+/* Layer `layer`'s tensor of kind k: working weights, master weights, gradient. */
+void *gpt_param(const gpt *g, param_kind k, int layer);
+float *gpt_master(const gpt *g, param_kind k, int layer);
 float *gpt_grad(const gpt *g, param_kind k, int layer);
 
 #endif

@@ -16,16 +16,18 @@ typedef struct param_spec {
 
 extern const param_spec GPT_PARAM_SPECS[P_KINDS];
 
-/* One activation buffer: `slots` copies of `size` floats; per-layer buffers
- * have L slots, or 1 when recomputation rebuilds them layer by layer. */
+/* One activation buffer: `slots` copies of `size` elements of `elem` bytes
+ * (the activation type, or 4 for int32 tokens and float32 statistics);
+ * per-layer buffers have L slots, or 1 when recomputation rebuilds them
+ * layer by layer. */
 typedef struct act_buf {
-    float *base;
-    size_t size;
+    void *base;
+    size_t size, elem;
     int slots;
 } act_buf;
 
-static inline float *act_at(const act_buf *b, int layer) {
-    return b->base + (size_t)(b->slots > 1 ? layer : 0) * b->size;
+static inline void *act_at(const act_buf *b, int layer) {
+    return (char *)b->base + (size_t)(b->slots > 1 ? layer : 0) * b->size * b->elem;
 }
 
 typedef enum { ACT_KEPT, ACT_ATTENTION, ACT_LOGITS, ACT_SCRATCH, ACT_KINDS } act_kind;
@@ -34,7 +36,7 @@ typedef enum { ACT_KEPT, ACT_ATTENTION, ACT_LOGITS, ACT_SCRATCH, ACT_KINDS } act
  * rows of the residual stream under SP, else N. */
 struct gpt_acts {
     void *arena;
-    size_t arena_floats;
+    size_t arena_bytes;
     act_buf tokens, targets;        /* [N] int32 */
     act_buf resid;                  /* [L+1][Ns, C]: block inputs, then the last output */
     act_buf ln1, ln1_mean, ln1_rstd;/* [N, C] (gathered under SP), [Ns] */
@@ -57,10 +59,12 @@ typedef struct act_entry {
     act_kind kind;
 } act_entry;
 
-/* Fills sizes and slot counts of every buffer of a (base pointers untouched)
- * and lists them; returns the count. */
-int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, int max);
+/* Fills sizes, element sizes and slot counts of every buffer of a (base
+ * pointers untouched), activations in type act, and lists them; returns the
+ * count. */
+int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, act_entry *out, int max);
 size_t gpt_layout_params(gpt *g);
-size_t gpt_act_floats(const act_buf *b);
+/* Bytes of one buffer, rounded up to 64 as the arena lays it out. */
+size_t gpt_act_bytes(const act_buf *b);
 
 #endif

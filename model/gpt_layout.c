@@ -130,18 +130,23 @@ long long gpt_full_index_at(const gpt *g, const gpt_tensor *t, size_t local, int
     return r * t->full_cols + c;
 }
 
-static void set_buf(act_buf *b, size_t size, int slots) {
+static void set_buf(act_buf *b, size_t size, int slots, size_t elem) {
     b->size = size;
     b->slots = slots;
+    b->elem = elem;
 }
 
-int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, int max) {
+int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, act_entry *out, int max) {
     const size_t N = (size_t)B * T, C = (size_t)d->C, t = (size_t)d->tp, Ns = d->sp ? N / t : N;
     const int L = d->L;
     /* Slots: every layer keeps its own unless recomputation rebuilds it. */
     const int full = d->recompute == RECOMPUTE_FULL ? 1 : L;
     const int sel = d->recompute == RECOMPUTE_NONE ? L : 1;
     const size_t sp_only = d->sp ? 1 : 0;
+    /* Float32 whatever the activation type: token ids, LayerNorm and
+     * softmax statistics, losses. */
+    const act_buf *const f32[] = {&a->tokens, &a->targets, &a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd,
+                                  &a->lnf_mean, &a->lnf_rstd, &a->losses, &a->rowmax, &a->xstats};
     struct { act_buf *b; size_t size; int slots; act_kind kind; } rows[] = {
         {&a->tokens, N, 1, ACT_KEPT}, {&a->targets, N, 1, ACT_KEPT},
         {&a->resid, Ns * C, L + 1, ACT_KEPT},
@@ -164,16 +169,18 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, act_entry *out, 
     int n = (int)(sizeof rows / sizeof rows[0]);
     if (n > max) return -1;
     for (int i = 0; i < n; i++) {
-        set_buf(rows[i].b, rows[i].size, rows[i].slots);
+        size_t elem = tg_dtype_bytes(act);
+        for (size_t k = 0; k < sizeof f32 / sizeof f32[0]; k++)
+            if (rows[i].b == f32[k]) elem = 4;
+        set_buf(rows[i].b, rows[i].size, rows[i].slots, elem);
         out[i] = (act_entry){rows[i].b, rows[i].kind};
     }
     return n;
 }
 
-/* Floats of one buffer, rounded up to 64 bytes as the arena lays it out. */
-size_t gpt_act_floats(const act_buf *b) { return ((size_t)b->slots * b->size + 15) / 16 * 16; }
+size_t gpt_act_bytes(const act_buf *b) { return ((size_t)b->slots * b->size * b->elem + 63) / 64 * 64; }
 
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero) {
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace) {
     gpt g;
     memset(&g, 0, sizeof g);
     g.d = *d;
@@ -184,18 +191,20 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero) {
     const size_t shard = sharded ? n_alloc / (size_t)dp : n_params;
     gpt_acts a;
     act_entry table[64];
-    int n = gpt_act_table(&a, d, B, T, table, 64);
+    int n = gpt_act_table(&a, d, B, T, act, table, 64);
     size_t by_kind[ACT_KINDS] = {0};
-    for (int i = 0; i < n; i++) by_kind[table[i].kind] += gpt_act_floats(table[i].buf) * sizeof(float);
+    for (int i = 0; i < n; i++) by_kind[table[i].kind] += gpt_act_bytes(table[i].buf);
     const size_t F = sizeof(float);
     gpt_budget b;
-    b.params = n_alloc * F;
+    /* The working weights, plus float32 master weights when they differ. */
+    b.params = n_alloc * tg_dtype_bytes(act) + (act == TG_F32 ? 0 : n_alloc * F);
+    b.workspace = workspace;
     b.grads = n_alloc * F;
     b.optim = 2 * shard * F;
     b.acts_attention = by_kind[ACT_ATTENTION];
     b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
     b.logits = by_kind[ACT_LOGITS];
     b.scratch = by_kind[ACT_SCRATCH];
-    b.total = b.params + b.grads + b.optim + b.acts_kept + b.logits + b.scratch;
+    b.total = b.params + b.grads + b.optim + b.acts_kept + b.logits + b.scratch + b.workspace;
     return b;
 }

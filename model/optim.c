@@ -15,17 +15,17 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
         o->shard_begin = 0;
         o->shard_len = g->n_params;
     }
-    o->m = ops->alloc(o->shard_len * sizeof(float), "AdamW first moments");
-    o->v = ops->alloc(o->shard_len * sizeof(float), "AdamW second moments");
-    ops->zero(o->m, o->shard_len * sizeof(float));
-    ops->zero(o->v, o->shard_len * sizeof(float));
+    o->m = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW first moments");
+    o->v = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW second moments");
+    ops->zero(ops, o->m, o->shard_len * sizeof(float));
+    ops->zero(ops, o->v, o->shard_len * sizeof(float));
     return o;
 }
 
 void optim_free(optim *o) {
     if (!o) return;
-    o->ops->free(o->m);
-    o->ops->free(o->v);
+    o->ops->free(o->ops, o->m);
+    o->ops->free(o->ops, o->v);
     free(o);
 }
 
@@ -65,7 +65,7 @@ static void for_each_span(const optim *o, const gpt *g, span_fn fn, void *ctx) {
 static void add_sumsq(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
     /* A replicated tensor is the same on every TP rank: count it on one. */
     if (gpt_is_replicated(t) && g->d.tp_rank != 0) return;
-    *(double *)ctx += o->ops->sum_squares(shard_grads(o, g) + begin, len);
+    *(double *)ctx += o->ops->sum_squares(o->ops, shard_grads(o, g) + begin, len);
 }
 
 int optim_grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
@@ -84,7 +84,9 @@ typedef struct {
 
 static void adamw_span(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
     const adamw_args *a = ctx;
-    o->ops->adamw(g->params + o->shard_begin + begin, shard_grads(o, g) + begin, o->m + begin, o->v + begin, len, a->lr,
+    const size_t at = o->shard_begin + begin;
+    void *work = (char *)g->params + at * tg_dtype_bytes(o->ops->act);
+    o->ops->adamw(o->ops, g->master + at, work, shard_grads(o, g) + begin, o->m + begin, o->v + begin, len, a->lr,
                   a->beta1, a->beta2, a->eps, t->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
 }
 
@@ -93,32 +95,35 @@ int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double
     if (clip > 0.0) {
         /* torch: coef = max_norm / (norm + 1e-6), clamped to at most 1. */
         double coef = clip / (grad_norm + 1e-6);
-        if (coef < 1.0) o->ops->scale(shard_grads(o, g), (float)coef, o->shard_len);
+        if (coef < 1.0) o->ops->scale(o->ops, shard_grads(o, g), (float)coef, o->shard_len);
     }
     const double b1 = c->train.beta1, b2 = c->train.beta2;
     adamw_args a = {(float)lr, (float)b1, (float)b2, (float)c->train.eps, (float)c->train.weight_decay,
                     (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
     for_each_span(o, g, adamw_span, &a);
     if (!o->zero) return 0;
-    /* Every DP rank gets every shard's new parameters (in place). */
-    return comm_all_gather(o->dp, g->params, g->params + o->shard_begin, o->shard_len, e);
+    /* Every DP rank gets every shard's new master weights (in place), and
+     * makes its working copy from them. */
+    if (comm_all_gather(o->dp, g->master, g->master + o->shard_begin, o->shard_len, e)) return -1;
+    gpt_sync_working_weights(g);
+    return 0;
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {
     if (!o->zero) {
-        o->ops->download(m_host, o->m, g->n_params * sizeof(float));
-        o->ops->download(v_host, o->v, g->n_params * sizeof(float));
+        o->ops->download(o->ops, m_host, o->m, g->n_params * sizeof(float));
+        o->ops->download(o->ops, v_host, o->v, g->n_params * sizeof(float));
         return 0;
     }
-    float *full = o->ops->alloc(g->n_alloc * sizeof(float), "gathered moments");
+    float *full = o->ops->alloc(o->ops, g->n_alloc * sizeof(float), "gathered moments");
     float *both[2] = {m_host, v_host};
     const float *mine[2] = {o->m, o->v};
     int rc = 0;
     for (int i = 0; rc == 0 && i < 2; i++) {
         rc = comm_all_gather(o->dp, full, mine[i], o->shard_len, e);
-        if (rc == 0) o->ops->download(both[i], full, g->n_params * sizeof(float));
+        if (rc == 0) o->ops->download(o->ops, both[i], full, g->n_params * sizeof(float));
     }
-    o->ops->free(full);
+    o->ops->free(o->ops, full);
     return rc;
 }
 
@@ -126,8 +131,8 @@ void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_ho
     /* The last shard may run past n_params into the padding, which stays 0. */
     size_t n = o->shard_begin < g->n_params ? g->n_params - o->shard_begin : 0;
     n = n < o->shard_len ? n : o->shard_len;
-    o->ops->zero(o->m, o->shard_len * sizeof(float));
-    o->ops->zero(o->v, o->shard_len * sizeof(float));
-    o->ops->upload(o->m, m_host + o->shard_begin, n * sizeof(float));
-    o->ops->upload(o->v, v_host + o->shard_begin, n * sizeof(float));
+    o->ops->zero(o->ops, o->m, o->shard_len * sizeof(float));
+    o->ops->zero(o->ops, o->v, o->shard_len * sizeof(float));
+    o->ops->upload(o->ops, o->m, m_host + o->shard_begin, n * sizeof(float));
+    o->ops->upload(o->ops, o->v, v_host + o->shard_begin, n * sizeof(float));
 }

@@ -77,11 +77,13 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     snprintf(v.train.recompute, sizeof v.train.recompute, "%s", RC_NAMES[l->rc]);
     gpt_dims d;
     if (gpt_dims_from_config(&d, &v, l->tp, 0, e)) return -1;
-    l->mem = gpt_budget_of(&d, l->mb, c->model.seq_len, l->dp, l->zero);
+    const bool cuda = strcmp(c->device, "cuda") == 0;
+    l->mem = gpt_budget_of(&d, l->mb, c->model.seq_len, l->dp, l->zero, config_act_dtype(c),
+                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
     l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
-    l->comm_s = comm_time(c, l, l->mem.params / sizeof(float));
+    l->comm_s = comm_time(c, l, l->mem.grads / sizeof(float)); /* DP traffic is float32 gradients */
     return 0;
 }
 

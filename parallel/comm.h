@@ -10,20 +10,45 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "util/dtype.h"
 #include "util/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { COLL_ALL_REDUCE, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, COLL_KINDS } coll_kind;
 typedef enum { REDUCE_SUM, REDUCE_MAX } reduce_op;
 
 typedef struct comm comm;
 
+/* How a communicator reaches the caller's buffers: host memory by default
+ * (memcpy); a GPU backend supplies copies between its memory and the host
+ * (model/ops.h: tg_ops.mem) so host-memory communicators can carry device
+ * buffers. copy is buffer to buffer; the blocks it is given never overlap
+ * partially (dst == src happens and must be a no-op). */
+typedef struct comm_memory {
+    void *ctx;
+    void (*to_host)(void *ctx, void *host_dst, const void *buf_src, size_t bytes);
+    void (*from_host)(void *ctx, void *buf_dst, const void *host_src, size_t bytes);
+    void (*copy)(void *ctx, void *buf_dst, const void *buf_src, size_t bytes);
+    int device;     /* 1: buffers are device memory (NCCL requires it) */
+    void *stream;   /* device: the cudaStream_t the buffers' producers run on */
+} comm_memory;
+
+/* Plain host memory: every copy is comm_host_copy (memmove; a no-op when
+ * dst == src). */
+void comm_host_copy(void *ctx, void *dst, const void *src, size_t bytes);
+extern const comm_memory COMM_HOST_MEMORY;
+
 typedef struct comm_vtable {
-    /* In place over n floats. */
-    int (*all_reduce)(comm *c, float *buf, size_t n, reduce_op op, tg_err *e);
-    /* in holds size*n floats; this rank receives the sum of block [rank]. */
-    int (*reduce_scatter)(comm *c, float *out, const float *in, size_t n, tg_err *e);
-    /* in holds n floats; out receives size*n, block r from rank r. */
-    int (*all_gather)(comm *c, float *out, const float *in, size_t n, tg_err *e);
+    /* In place over n elements of type t. Sums of bf16 are accumulated in
+     * float32 and rounded once. */
+    int (*all_reduce)(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e);
+    /* in holds size*n elements; this rank receives the sum of block [rank]. */
+    int (*reduce_scatter)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
+    /* in holds n elements; out receives size*n, block r from rank r. */
+    int (*all_gather)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
     int (*broadcast)(comm *c, void *buf, size_t bytes, int root, tg_err *e);
     int (*barrier)(comm *c, tg_err *e);
     void (*destroy)(comm *c);
@@ -44,8 +69,12 @@ struct comm {
     double seconds;         /* wall time spent inside collectives (the comm_* calls below) */
     double modeled_seconds; /* comm_null with a link: the time the collectives would take */
     comm_link link;
+    comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
     void *impl;
 };
+
+/* Makes c move its buffers with m (before the first collective). */
+static inline void comm_use_memory(comm *c, const comm_memory *m) { c->mem = *m; }
 
 /* The collectives, timed: callers use these rather than the vtable. */
 static inline double comm_clock(void) {
@@ -53,23 +82,33 @@ static inline double comm_clock(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
-static inline int comm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
+static inline int comm_all_reduce_t(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
     double t0 = comm_clock();
-    int rc = c->vt->all_reduce(c, buf, n, op, e);
+    int rc = c->vt->all_reduce(c, buf, n, t, op, e);
     c->seconds += comm_clock() - t0;
     return rc;
+}
+static inline int comm_reduce_scatter_t(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
+    double t0 = comm_clock();
+    int rc = c->vt->reduce_scatter(c, out, in, n, t, e);
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
+static inline int comm_all_gather_t(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
+    double t0 = comm_clock();
+    int rc = c->vt->all_gather(c, out, in, n, t, e);
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
+/* The float32 forms most callers use. */
+static inline int comm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
+    return comm_all_reduce_t(c, buf, n, TG_F32, op, e);
 }
 static inline int comm_reduce_scatter(comm *c, float *out, const float *in, size_t n, tg_err *e) {
-    double t0 = comm_clock();
-    int rc = c->vt->reduce_scatter(c, out, in, n, e);
-    c->seconds += comm_clock() - t0;
-    return rc;
+    return comm_reduce_scatter_t(c, out, in, n, TG_F32, e);
 }
 static inline int comm_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
-    double t0 = comm_clock();
-    int rc = c->vt->all_gather(c, out, in, n, e);
-    c->seconds += comm_clock() - t0;
-    return rc;
+    return comm_all_gather_t(c, out, in, n, TG_F32, e);
 }
 
 /* A group of `size` ranks simulated by this one: collectives leave or copy
@@ -90,6 +129,8 @@ void comm_destroy(comm *c);
  * (size-1)*(floats/size), times sizeof(float); 0 at size 1. Not for
  * COLL_BROADCAST (returns 0): see comm_broadcast_bytes. */
 uint64_t comm_ring_bytes(coll_kind k, int size, size_t floats);
+/* The same for elements of elem_bytes each. */
+uint64_t comm_ring_bytes_of(coll_kind k, int size, size_t n, size_t elem_bytes);
 /* A broadcast of `bytes` counts them at the root only (0 at size 1). */
 uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes);
 
@@ -116,5 +157,20 @@ comm *comm_shm_create(bootstrap *bs, const char *name, const int *group_ranks, i
 #define COMM_SHM_SLOT_BYTES ((size_t)4 << 20)
 comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
                            double timeout_s, size_t slot_bytes, tg_err *e);
+
+/* NCCL communicator (parallel/comm_nccl.c, built with make GPU=1): the same
+ * collective contract over device buffers, on its own stream ordered after
+ * mem->stream with events. Rank 0 of the group makes the NCCL unique id and
+ * the bootstrap carries it (collective over the whole world, like
+ * comm_shm_create). A group of size 1 gets a comm_null. A NCCL error, an
+ * asynchronous error or a wait beyond timeout_s aborts the communicator
+ * (ncclCommAbort) and fails with the group and collective named. NULL with
+ * a message in a build without NCCL. */
+comm *comm_nccl_create(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
+                       const comm_memory *mem, double timeout_s, tg_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

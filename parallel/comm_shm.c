@@ -105,6 +105,7 @@ typedef struct {
     member_line *mem;
     float *slots; /* member r's slot: slots + r * slot_stride */
     float *result;
+    void *scratch; /* private, one slot: a reduce-scatter's sum on its way to device memory */
     size_t slot_floats, slot_stride;
     int *granks; /* global ranks of the members */
     uint64_t gen, ops;
@@ -171,7 +172,7 @@ static int member_dead(const member_line *m) {
 
 static const char *op_name(int kind, int arg) {
     switch (kind) {
-    case COLL_ALL_REDUCE: return arg == REDUCE_MAX ? "all_reduce(max)" : "all_reduce(sum)";
+    case COLL_ALL_REDUCE: return arg / 8 == REDUCE_MAX ? "all_reduce(max)" : "all_reduce(sum)"; /* arg: op * 8 + dtype */
     case COLL_REDUCE_SCATTER: return "reduce_scatter";
     case COLL_ALL_GATHER: return "all_gather";
     case COLL_BROADCAST: return "broadcast";
@@ -357,82 +358,120 @@ static size_t chunks(size_t n, size_t per) { return n == 0 ? 1 : (n + per - 1) /
 
 /* ---- collectives -------------------------------------------------------- */
 
-/* Member r's slice [split(r), split(r+1)) of a chunk of cc floats. */
+/* Member r's slice [split(r), split(r+1)) of a chunk of cc elements. */
 static size_t split(size_t cc, int r, int p) {
     if (r >= p) return cc;
     size_t x = (cc * (size_t)r / (size_t)p) & ~(size_t)15;
     return x < cc ? x : cc;
 }
 
-static void reduce_slice(shm_impl *s, int p, float *dst, size_t off, size_t len, reduce_op op) {
-    const float *x0 = slot(s, 0) + off;
-    memcpy(dst, x0, len * sizeof(float));
-    for (int k = 1; k < p; k++) {
-        const float *x = slot(s, k) + off;
-        if (op == REDUCE_SUM) {
-            for (size_t j = 0; j < len; j++) dst[j] += x[j];
-        } else {
-            for (size_t j = 0; j < len; j++)
-                if (x[j] > dst[j] || x[j] != x[j]) dst[j] = x[j]; /* NaN wins */
+/* Element j of a float32 or bf16 array, as float. */
+static float elem_at(const void *base, size_t j, tg_dtype t) {
+    return t == TG_BF16 ? tg_bf16_to_f32(((const uint16_t *)base)[j]) : ((const float *)base)[j];
+}
+
+static void elem_set(void *base, size_t j, tg_dtype t, float v) {
+    if (t == TG_BF16) ((uint16_t *)base)[j] = tg_f32_to_bf16(v);
+    else ((float *)base)[j] = v;
+}
+
+/* dst[j] = x0[j] op x1[j] op ... over the slots in rank order, at element
+ * offset off, accumulated in float32 and rounded once to t. */
+static void reduce_slice(shm_impl *s, int p, void *dst, size_t off, size_t len, reduce_op op, tg_dtype t) {
+    const size_t es = tg_dtype_bytes(t);
+    if (t == TG_F32) { /* the common case, vectorisable */
+        float *d = dst;
+        memcpy(d, (const char *)slot(s, 0) + off * es, len * es);
+        for (int k = 1; k < p; k++) {
+            const float *x = (const float *)((const char *)slot(s, k) + off * es);
+            if (op == REDUCE_SUM) {
+                for (size_t j = 0; j < len; j++) d[j] += x[j];
+            } else {
+                for (size_t j = 0; j < len; j++)
+                    if (x[j] > d[j] || x[j] != x[j]) d[j] = x[j]; /* NaN wins */
+            }
         }
+        return;
+    }
+    for (size_t j = 0; j < len; j++) {
+        float acc = elem_at((const char *)slot(s, 0) + off * es, j, t);
+        for (int k = 1; k < p; k++) {
+            float x = elem_at((const char *)slot(s, k) + off * es, j, t);
+            if (op == REDUCE_SUM) acc += x;
+            else if (x > acc || x != x) acc = x;
+        }
+        elem_set(dst, j, t, acc);
     }
 }
 
-static int shm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
+/* Elements of type t one slot holds. */
+static size_t slot_elems(const shm_impl *s, tg_dtype t) { return s->slot_floats * sizeof(float) / tg_dtype_bytes(t); }
+
+static int shm_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
     shm_impl *s = c->impl;
     char what[64];
-    if (begin_op(c, COLL_ALL_REDUCE, (int)op, n, what, sizeof what, e)) return -1;
-    size_t per = s->slot_floats, nc = chunks(n, per);
+    if (begin_op(c, COLL_ALL_REDUCE, (int)op * 8 + (int)t, n, what, sizeof what, e)) return -1;
+    const size_t es = tg_dtype_bytes(t), per = slot_elems(s, t), nc = chunks(n, per);
     int me = c->rank, p = c->size;
+    char *b = buf;
     for (size_t i = 0; i < nc; i++) {
         size_t a = i * per, cc = n - a < per ? n - a : per;
-        memcpy(slot(s, me), buf + a, cc * sizeof(float));
+        c->mem.to_host(c->mem.ctx, slot(s, me), b + a * es, cc * es);
         if (first_sync(c, what, i == 0, e)) return -1;
         size_t lo = split(cc, me, p), hi = split(cc, me + 1, p);
-        reduce_slice(s, p, s->result + lo, lo, hi - lo, op);
+        reduce_slice(s, p, (char *)s->result + lo * es, lo, hi - lo, op, t);
         if (sync_all(c, what, e)) return -1;
-        memcpy(buf + a, s->result, cc * sizeof(float));
+        c->mem.from_host(c->mem.ctx, b + a * es, s->result, cc * es);
     }
-    c->bytes_sent[COLL_ALL_REDUCE] += comm_ring_bytes(COLL_ALL_REDUCE, p, n);
+    c->bytes_sent[COLL_ALL_REDUCE] += comm_ring_bytes_of(COLL_ALL_REDUCE, p, n, es);
     return 0;
 }
 
-static int shm_reduce_scatter(comm *c, float *out, const float *in, size_t n, tg_err *e) {
+static int shm_reduce_scatter(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
     shm_impl *s = c->impl;
     char what[64];
-    if (begin_op(c, COLL_REDUCE_SCATTER, 0, n, what, sizeof what, e)) return -1;
+    if (begin_op(c, COLL_REDUCE_SCATTER, (int)t, n, what, sizeof what, e)) return -1;
     int me = c->rank, p = c->size;
-    size_t per = s->slot_floats / (size_t)p; /* each member stages p blocks of `per` */
+    const size_t es = tg_dtype_bytes(t);
+    size_t per = slot_elems(s, t) / (size_t)p; /* each member stages p blocks of `per` */
     if (per >= 16) per &= ~(size_t)15;
     size_t nc = chunks(n, per);
+    const char *src = in;
+    char *dst = out;
     for (size_t i = 0; i < nc; i++) {
         size_t a = i * per, cc = n - a < per ? n - a : per;
-        for (int r = 0; r < p; r++) memcpy(slot(s, me) + (size_t)r * per, in + (size_t)r * n + a, cc * sizeof(float));
+        for (int r = 0; r < p; r++)
+            c->mem.to_host(c->mem.ctx, (char *)slot(s, me) + (size_t)r * per * es, src + ((size_t)r * n + a) * es, cc * es);
         if (first_sync(c, what, i == 0, e)) return -1;
-        reduce_slice(s, p, out + a, (size_t)me * per, cc, REDUCE_SUM);
+        /* Host buffers take the sum directly; device ones through the private scratch. */
+        void *sum = c->mem.device ? s->scratch : dst + a * es;
+        reduce_slice(s, p, sum, (size_t)me * per, cc, REDUCE_SUM, t);
+        if (c->mem.device) c->mem.from_host(c->mem.ctx, dst + a * es, sum, cc * es);
         if (sync_all(c, what, e)) return -1;
     }
-    c->bytes_sent[COLL_REDUCE_SCATTER] += comm_ring_bytes(COLL_REDUCE_SCATTER, p, n * (size_t)p);
+    c->bytes_sent[COLL_REDUCE_SCATTER] += comm_ring_bytes_of(COLL_REDUCE_SCATTER, p, n * (size_t)p, es);
     return 0;
 }
 
-static int shm_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
+static int shm_all_gather(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
     shm_impl *s = c->impl;
     char what[64];
-    if (begin_op(c, COLL_ALL_GATHER, 0, n, what, sizeof what, e)) return -1;
+    if (begin_op(c, COLL_ALL_GATHER, (int)t, n, what, sizeof what, e)) return -1;
     int me = c->rank, p = c->size;
-    size_t per = s->slot_floats, nc = chunks(n, per);
+    const size_t es = tg_dtype_bytes(t), per = slot_elems(s, t), nc = chunks(n, per);
+    const char *src = in;
+    char *dst = out;
     for (size_t i = 0; i < nc; i++) {
         size_t a = i * per, cc = n - a < per ? n - a : per;
-        memcpy(slot(s, me), in + a, cc * sizeof(float));
+        c->mem.to_host(c->mem.ctx, slot(s, me), src + a * es, cc * es);
         if (first_sync(c, what, i == 0, e)) return -1;
         for (int r = 0; r < p; r++) {
-            float *dst = out + (size_t)r * n + a;
-            if (dst != in + a) memcpy(dst, slot(s, r), cc * sizeof(float)); /* in == out + me*n: already there */
+            char *d = dst + ((size_t)r * n + a) * es;
+            if (d != src + a * es) c->mem.from_host(c->mem.ctx, d, slot(s, r), cc * es); /* in == out + me*n: already there */
         }
         if (sync_all(c, what, e)) return -1;
     }
-    c->bytes_sent[COLL_ALL_GATHER] += comm_ring_bytes(COLL_ALL_GATHER, p, n * (size_t)p);
+    c->bytes_sent[COLL_ALL_GATHER] += comm_ring_bytes_of(COLL_ALL_GATHER, p, n * (size_t)p, es);
     return 0;
 }
 
@@ -448,9 +487,9 @@ static int shm_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) 
     char *b = buf;
     for (size_t i = 0; i < nc; i++) {
         size_t a = i * per, cc = bytes - a < per ? bytes - a : per;
-        if (c->rank == root) memcpy(slot(s, root), b + a, cc);
+        if (c->rank == root) c->mem.to_host(c->mem.ctx, slot(s, root), b + a, cc);
         if (first_sync(c, what, i == 0, e)) return -1;
-        if (c->rank != root) memcpy(b + a, slot(s, root), cc);
+        if (c->rank != root) c->mem.from_host(c->mem.ctx, b + a, slot(s, root), cc);
         if (sync_all(c, what, e)) return -1;
     }
     c->bytes_sent[COLL_BROADCAST] += comm_broadcast_bytes(c->size, c->rank, root, bytes);
@@ -469,6 +508,7 @@ static void shm_destroy(comm *c) {
     if (s) {
         if (s->base) munmap(s->base, s->map_bytes);
         free(s->granks);
+        free(s->scratch);
         free(s);
     }
     free(c);
@@ -674,7 +714,9 @@ comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ran
     snprintf(c->name, sizeof c->name, "%s", name);
     c->rank = my_index;
     c->size = group_size;
+    c->mem = COMM_HOST_MEMORY;
     s->slot_floats = slot_floats;
+    s->scratch = tg_malloc(slot_floats * sizeof(float), "comm_shm scratch");
     s->timeout_s = timeout_s;
     s->granks = tg_malloc((size_t)group_size * sizeof(int), "group ranks");
     memcpy(s->granks, group_ranks, (size_t)group_size * sizeof(int));

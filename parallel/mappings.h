@@ -14,13 +14,13 @@
 
 #include "parallel/comm.h"
 
-/* All rows from this rank's rows (rows_floats of them): returns `rows`
+/* All rows from this rank's rows (n elements of type t): returns `rows`
  * itself without sp, else `full` after the all-gather; NULL on failure. */
-float *map_gather_rows(comm *tp, bool sp, float *full, float *rows, size_t rows_floats, tg_err *e);
+void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e);
 
 /* Sums partial results over all rows across TP into this rank's rows:
  * all-reduce in place in `full` (then rows == full) without sp, else
  * reduce-scatter of `full` into `rows`. */
-int map_reduce_rows(comm *tp, bool sp, float *rows, float *full, size_t rows_floats, tg_err *e);
+int map_reduce_rows(comm *tp, bool sp, void *rows, void *full, size_t n, tg_dtype t, tg_err *e);
 
 #endif

@@ -194,7 +194,7 @@ rb, rt, rp = load(sys.argv[1]); pb, pt, pp = load(sys.argv[2])
 bad = []
 if rb["budget_bytes_per_rank"] != pb["budget_bytes_per_rank"] or rb["allocated_bytes"] != pb["allocated_bytes"]:
     bad.append(f"memory {rb['allocated_bytes']} vs {pb['allocated_bytes']}")
-keys = [k for k in rt[-1] if k.endswith("_bytes")]
+keys = [k for k in rt[-1] if k.endswith("_bytes") and k != "mem_peak_bytes"]
 if any(rt[-1][k] != pt[-1][k] for k in keys): bad.append("bytes per step differ")
 if not pt[-1]["projected"] or rt[-1]["projected"]: bad.append("projected flags wrong")
 real = statistics.median(l["ms"] - l["comm_ms"] for l in rt[1:]); proj = statistics.median(l["ms"] for l in pt[1:])

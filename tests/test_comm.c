@@ -235,7 +235,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
 
     for (int op = REDUCE_SUM; op <= REDUCE_MAX; op++) {
         for (size_t i = 0; i < n; i++) a[i] = val(seed + (uint32_t)op, me, i);
-        CALL(c->vt->all_reduce(c, a, n, (reduce_op)op, &e));
+        CALL(c->vt->all_reduce(c, a, n, TG_F32, (reduce_op)op, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         for (size_t i = 0; i < n; i++) {
             float x = expect_reduce(seed + (uint32_t)op, p, i, (reduce_op)op);
@@ -247,7 +247,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     if (n > 0) {
         for (size_t i = 0; i < n; i++) a[i] = (float)me;
         if (me == p - 1) a[n - 1] = 0.0f / 0.0f;
-        CALL(c->vt->all_reduce(c, a, n, REDUCE_MAX, &e));
+        CALL(c->vt->all_reduce(c, a, n, TG_F32, REDUCE_MAX, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         if (a[n - 1] == a[n - 1] || (n > 1 && a[0] != (float)(p - 1))) FAIL("all_reduce(max) with a NaN: got %g and %g", a[0], a[n - 1]);
     }
@@ -255,7 +255,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         for (size_t i = 0; i < big; i++) a[i] = val(seed + 7, me, i);
         float *out = inplace ? a + (size_t)me * n : b;
-        CALL(c->vt->reduce_scatter(c, out, a, n, &e));
+        CALL(c->vt->reduce_scatter(c, out, a, n, TG_F32, &e));
         t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 4 : 0;
         for (size_t j = 0; j < n; j++) {
             float x = expect_reduce(seed + 7, p, (size_t)me * n + j, REDUCE_SUM);
@@ -267,7 +267,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         float *in = inplace ? b + (size_t)me * n : a;
         for (size_t i = 0; i < n; i++) in[i] = val(seed + 9, me, i);
-        CALL(c->vt->all_gather(c, b, in, n, &e));
+        CALL(c->vt->all_gather(c, b, in, n, TG_F32, &e));
         t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 4 : 0;
         for (int r = 0; r < p; r++)
             for (size_t i = 0; i < n; i++) {
@@ -276,6 +276,36 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
                     FAIL("all_gather%s n=%zu: block %d element %zu is %.9g, expected %.9g", inplace ? " (in place)" : "", n, r, i,
                          b[(size_t)r * n + i], x);
             }
+    }
+    /* bf16: values rounded to bf16, summed in float32 in rank order and
+     * rounded once; gathers bitwise; 2 bytes per element counted */
+    {
+        uint16_t *h = (uint16_t *)a, *o = (uint16_t *)b;
+        for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 11, me, i));
+        CALL(c->vt->all_reduce(c, h, n, TG_BF16, REDUCE_SUM, &e));
+        t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 2 : 0;
+        for (size_t i = 0; i < n; i++) {
+            float acc = tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 11, 0, i)));
+            for (int k = 1; k < p; k++) acc += tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 11, k, i)));
+            if (h[i] != tg_f32_to_bf16(acc)) FAIL("all_reduce(sum, bf16) n=%zu: element %zu is %.6g, expected %.6g", n, i,
+                                                  tg_bf16_to_f32(h[i]), tg_bf16_to_f32(tg_f32_to_bf16(acc)));
+        }
+        for (size_t i = 0; i < big; i++) h[i] = tg_f32_to_bf16(val(seed + 13, me, i));
+        CALL(c->vt->reduce_scatter(c, o, h, n, TG_BF16, &e));
+        t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 2 : 0;
+        for (size_t j = 0; j < n; j++) {
+            size_t i = (size_t)me * n + j;
+            float acc = tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 13, 0, i)));
+            for (int k = 1; k < p; k++) acc += tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 13, k, i)));
+            if (o[j] != tg_f32_to_bf16(acc)) FAIL("reduce_scatter(bf16) n=%zu: element %zu wrong", n, j);
+        }
+        for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 15, me, i));
+        CALL(c->vt->all_gather(c, o, h, n, TG_BF16, &e));
+        t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 2 : 0;
+        for (int r = 0; r < p; r++)
+            for (size_t i = 0; i < n; i++)
+                if (o[(size_t)r * n + i] != tg_f32_to_bf16(val(seed + 15, r, i)))
+                    FAIL("all_gather(bf16) n=%zu: block %d element %zu wrong", n, r, i);
     }
     /* broadcast of an odd number of bytes from the last and the first member */
     for (int root = p - 1;; root = 0) {
@@ -371,7 +401,7 @@ int main(int argc, char **argv) {
 
     if (mismatch) {
         float x[8] = {0}, y[64];
-        int rc = j.rank == 1 ? tpc->vt->all_gather(tpc, y, x, 8, &e) : tpc->vt->all_reduce(tpc, x, 8, REDUCE_SUM, &e);
+        int rc = j.rank == 1 ? tpc->vt->all_gather(tpc, y, x, 8, TG_F32, &e) : tpc->vt->all_reduce(tpc, x, 8, TG_F32, REDUCE_SUM, &e);
         if (rc) die_survivor(&j, &e);
         return 0;
     }
@@ -385,7 +415,7 @@ int main(int argc, char **argv) {
         }
         for (int it = 0; it < 100000; it++) {
             if (j.rank == hang && it == 3) pause();
-            if (tps->vt->all_reduce(tps, buf, n, REDUCE_SUM, &e)) die_survivor(&j, &e);
+            if (tps->vt->all_reduce(tps, buf, n, TG_F32, REDUCE_SUM, &e)) die_survivor(&j, &e);
         }
         fprintf(stderr, "test_comm: rank %d: the fault never showed\n", j.rank);
         return 0;
@@ -418,7 +448,7 @@ int main(int argc, char **argv) {
         float *a = tg_malloc(n * sizeof(float), "big buffer");
         for (size_t i = 0; i < n; i++) a[i] = val(5, c->rank, i);
         int bad = 0;
-        if (c->vt->all_reduce(c, a, n, REDUCE_SUM, &e)) {
+        if (c->vt->all_reduce(c, a, n, TG_F32, REDUCE_SUM, &e)) {
             snprintf(why, sizeof why, "%.290s", e.msg);
             bad = 1;
         }

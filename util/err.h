@@ -6,6 +6,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct tg_err {
     char msg[1024];
 } tg_err;
@@ -23,5 +27,9 @@ void tg_die(const char *prog, const tg_err *e) __attribute__((noreturn));
 /* Allocation that aborts with a message naming what was being allocated. */
 void *tg_malloc(size_t bytes, const char *what);
 void *tg_calloc(size_t n, size_t size, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,7 +2,7 @@
 #include <math.h>
 
 #include "model/cpu/kernels.h"
-#include "model/rng.h"
+#include "model/rng_core.h"
 
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)
@@ -10,7 +10,7 @@ void cpu_add(float *out, const float *a, const float *b, size_t n) {
 }
 
 float cpu_dropout_scale(const tg_dropout *drop, uint64_t index) {
-    return rng_uniform(drop->seed, drop->stream, index) >= drop->p ? 1.0f / (1.0f - drop->p) : 0.0f;
+    return rng_dropout_scale(drop->p, drop->seed, drop->stream, index);
 }
 
 void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C, tg_dropout drop) {

@@ -1,0 +1,63 @@
+/* The CUDA backend's per-process state (tg_ops.ctx) and its error checks.
+ * Usable from C (ops_cuda.c) and CUDA (.cu kernel files). */
+#ifndef MODEL_CUDA_CUDA_CTX_H
+#define MODEL_CUDA_CUDA_CTX_H
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#include "model/ops.h"
+
+typedef struct cuda_ctx {
+    int device;
+    int sm_count, cc_major, cc_minor;
+    cudaStream_t stream;          /* every kernel and copy runs here, in order */
+    cublasLtHandle_t lt;
+    cublasHandle_t blas;          /* batched products (attention), on `stream` */
+    void *lt_workspace;           /* cuBLASLt's scratch (counted in mem_peak) */
+    size_t lt_workspace_bytes;
+    /* Device scratch any launcher may use within one call (calls run in
+     * stream order, so they never overlap): partial sums of deterministic
+     * reductions, sort buffers. Fixed size, allocated once. */
+    void *scratch;
+    size_t scratch_bytes;
+    void *staging;                /* pinned host buffer for small transfers */
+    size_t staging_bytes;
+    size_t baseline_used;         /* device bytes in use before our first allocation */
+    size_t peak_used;             /* highest device bytes in use seen since (cudaMemGetInfo) */
+} cuda_ctx;
+
+static inline cuda_ctx *cuda_ctx_of(tg_o o) { return (cuda_ctx *)o->ctx; }
+
+/* Fixed device allocations of the backend, counted in the memory budget. */
+#define CUDA_LT_WORKSPACE_BYTES OPS_CUDA_LT_WORKSPACE_BYTES
+#define CUDA_SCRATCH_BYTES OPS_CUDA_SCRATCH_BYTES
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Print "train_gpt: error: <file>:<line>: <what>: <CUDA's message>" and exit
+ * 1. Kernels run asynchronously, so a failure may surface at a later call;
+ * the message says so. */
+void cuda_fail(cudaError_t err, const char *what, const char *file, int line) __attribute__((noreturn));
+void cublas_fail(int status, const char *what, const char *file, int line) __attribute__((noreturn));
+#ifdef __cplusplus
+}
+#endif
+
+#define CUDA_CHECK(call)                                                   \
+    do {                                                                   \
+        cudaError_t err_ = (call);                                         \
+        if (err_ != cudaSuccess) cuda_fail(err_, #call, __FILE__, __LINE__); \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                         \
+    do {                                                                           \
+        int st_ = (int)(call);                                                     \
+        if (st_ != 0) cublas_fail(st_, #call, __FILE__, __LINE__);                 \
+    } while (0)
+/* After a kernel launch: launch-configuration errors surface here. */
+#define CUDA_LAUNCHED(what) CUDA_CHECK(cudaGetLastError())
+
+#endif

@@ -1,0 +1,83 @@
+/* The CUDA backend's launchers: each matches its slot in model/ops.h (same
+ * name without the cuda_ prefix, same documentation) and dispatches on
+ * o->act (bf16 or fp32 activations). Every launcher only enqueues work on
+ * cuda_ctx_of(o)->stream; none synchronizes. One kernel family per file:
+ *   encoder.cu    encoder_forward/backward, position_forward/backward
+ *   layernorm.cu  layernorm_forward/backward
+ *   gelu.cu       gelu_forward/backward
+ *   residual.cu   add, bias_residual_add, dropout, bias_backward
+ *   optimizer.cu  sum_squares, scale, adamw, cast_params, to_float
+ *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
+ *   attention.cu  attention_forward/backward
+ *   xent.cu       xent_rowmax, xent_stats, xent_finish */
+#ifndef MODEL_CUDA_KERNELS_H
+#define MODEL_CUDA_KERNELS_H
+
+#include "model/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void cuda_encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
+                          int vocab_start, int vocab_local);
+void cuda_encoder_backward(tg_o o, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C,
+                           int vocab_start, int vocab_local);
+void cuda_position_forward(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
+void cuda_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
+
+void cuda_layernorm_forward(tg_o o, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N,
+                            int C);
+void cuda_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                             const float *mean, const float *rstd, int N, int C);
+
+void cuda_gelu_forward(tg_o o, void *out, const void *inp, size_t n);
+void cuda_gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
+
+void cuda_add(tg_o o, void *out, const void *a, const void *b, size_t n);
+void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
+                            tg_dropout drop);
+void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
+void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C);
+
+double cuda_sum_squares(tg_o o, const float *x, size_t n);
+void cuda_scale(tg_o o, float *x, float s, size_t n);
+void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, float bc1, float bc2);
+void cuda_cast_params(tg_o o, void *dst, const float *src, size_t n);
+/* dst[n] float32 (device) = src[n] activation type (device). */
+void cuda_to_float(tg_o o, float *dst, const void *src, size_t n);
+
+void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
+                          int C, int OC);
+void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
+void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
+                          int V);
+
+void cuda_attention_forward(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
+void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
+                             int HS, tg_dropout drop);
+
+void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real);
+void cuda_xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
+                     int n_real, int vocab_start);
+void cuda_xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
+                      int N, int V, int n_real, int vocab_start, float dloss);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Shared by the .cu files: element access in either activation type. */
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+static __device__ __forceinline__ float tg_load(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float tg_load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void tg_store(float *p, size_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void tg_store(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+/* Launch grid for n items at `threads` per block. */
+static inline unsigned tg_blocks(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+#endif
+
+#endif

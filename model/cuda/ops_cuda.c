@@ -1,0 +1,290 @@
+/* The CUDA backend's instance: device selection, its stream and cuBLAS
+ * handles, device memory, transfers (with a pinned staging buffer for the
+ * communicators), measured peak memory, and the table of launchers
+ * (model/cuda/kernels.h). Host C. */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cuda/cuda_ctx.h"
+#include "model/cuda/kernels.h"
+#include "model/ops.h"
+
+#define STAGING_BYTES ((size_t)8 << 20)
+
+void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
+    fprintf(stderr, "train_gpt: error: %s:%d: %s failed: %s (%s); kernels run asynchronously, so the failing one may be an "
+                    "earlier launch (CUDA_LAUNCH_BLOCKING=1 pins it down)\n",
+            file, line, what, cudaGetErrorString(err), cudaGetErrorName(err));
+    exit(1);
+}
+
+void cublas_fail(int status, const char *what, const char *file, int line) {
+    fprintf(stderr, "train_gpt: error: %s:%d: %s failed with cuBLAS status %d\n", file, line, what, status);
+    exit(1);
+}
+
+int ops_cuda_compiled(void) { return 1; }
+
+int ops_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" error */
+        return 0;
+    }
+    return n;
+}
+
+/* ---- measured memory ---- */
+
+/* Device bytes in use now (the whole device: other processes on it count). */
+static size_t device_used(void) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}
+
+static void note_usage(cuda_ctx *x) {
+    size_t used = device_used();
+    if (used > x->peak_used) x->peak_used = used;
+}
+
+static size_t cuda_mem_peak(tg_o o) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    note_usage(x);
+    return x->peak_used > x->baseline_used ? x->peak_used - x->baseline_used : 0;
+}
+
+/* ---- memory ---- */
+
+static void *cuda_alloc(tg_o o, size_t bytes, const char *what) {
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        fprintf(stderr, "train_gpt: error: out of device memory allocating %zu bytes (%.1f MiB) for %s on %s: %.1f MiB of "
+                        "%.1f MiB free (%s); see the memory budget printed at start, or try --plan\n",
+                bytes, bytes / 1048576.0, what, o->device, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(err));
+        exit(1);
+    }
+    note_usage(cuda_ctx_of(o));
+    return p;
+}
+
+static void cuda_free(tg_o o, void *p) {
+    (void)o;
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_upload(tg_o o, void *dst, const void *src, size_t bytes) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, x->stream));
+    CUDA_CHECK(cudaStreamSynchronize(x->stream)); /* the caller may reuse src at once */
+}
+
+static void cuda_download(tg_o o, void *dst, const void *src, size_t bytes) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, x->stream));
+    CUDA_CHECK(cudaStreamSynchronize(x->stream));
+}
+
+static void cuda_zero(tg_o o, void *p, size_t bytes) { CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_ctx_of(o)->stream)); }
+
+static void cuda_download_floats(tg_o o, float *dst, const void *src, size_t n) {
+    if (o->act == TG_F32) {
+        cuda_download(o, dst, src, n * sizeof(float));
+        return;
+    }
+    uint16_t *raw = malloc(n * sizeof(uint16_t) + 1);
+    if (!raw) {
+        fprintf(stderr, "train_gpt: error: out of host memory for %zu logits\n", n);
+        exit(1);
+    }
+    cuda_download(o, raw, src, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) dst[i] = tg_bf16_to_f32(raw[i]);
+    free(raw);
+}
+
+static void cuda_synchronize(tg_o o) { CUDA_CHECK(cudaStreamSynchronize(cuda_ctx_of(o)->stream)); }
+
+/* ---- transfers for the communicators: through the pinned staging buffer,
+ * in chunks; cudaMemcpyDefault, so host buffers work as well ---- */
+
+static void staged_to_host(void *ctx, void *host, const void *buf, size_t bytes) {
+    cuda_ctx *x = ctx;
+    for (size_t a = 0; a < bytes; a += x->staging_bytes) {
+        size_t cc = bytes - a < x->staging_bytes ? bytes - a : x->staging_bytes;
+        CUDA_CHECK(cudaMemcpyAsync(x->staging, (const char *)buf + a, cc, cudaMemcpyDefault, x->stream));
+        CUDA_CHECK(cudaStreamSynchronize(x->stream));
+        memcpy((char *)host + a, x->staging, cc);
+    }
+}
+
+static void staged_from_host(void *ctx, void *buf, const void *host, size_t bytes) {
+    cuda_ctx *x = ctx;
+    for (size_t a = 0; a < bytes; a += x->staging_bytes) {
+        size_t cc = bytes - a < x->staging_bytes ? bytes - a : x->staging_bytes;
+        memcpy(x->staging, (const char *)host + a, cc);
+        CUDA_CHECK(cudaMemcpyAsync((char *)buf + a, x->staging, cc, cudaMemcpyDefault, x->stream));
+        CUDA_CHECK(cudaStreamSynchronize(x->stream)); /* before the staging buffer is refilled */
+    }
+}
+
+static void device_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    cuda_ctx *x = ctx;
+    if (dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->stream));
+}
+
+/* ---- the device ---- */
+
+/* Dense peak TFLOP/s by device name, from NVIDIA's data sheets: bf16
+ * tensor cores, and plain fp32 (the fp32 path does not use TF32). */
+static double peak_tflops_of(const char *name, tg_dtype act) {
+    static const struct { const char *match; double bf16, fp32; } table[] = {
+        {"H100 PCIe", 756, 51}, {"H100 NVL", 835, 60}, {"H100", 989, 67}, {"H200", 989, 67}, {"GH200", 989, 67},
+        {"B200", 2250, 80},     {"A100", 312, 19.5},   {"A800", 312, 19.5}, {"L40S", 362, 91.6}, {"L40", 181, 90.5},
+        {"L4", 121, 30.3},      {"A10G", 70, 31.2},    {"A10", 125, 31.2},  {"A30", 165, 10.3},  {"RTX 4090", 165, 82.6},
+        {"RTX 3090", 71, 35.6}, {"A6000", 155, 38.7},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strstr(name, table[i].match)) return act == TG_BF16 ? table[i].bf16 : table[i].fp32;
+    return 0.0;
+}
+
+static double cuda_peak_tflops(tg_o o) { return peak_tflops_of(o->device, o->act); }
+
+static void cuda_destroy(tg_ops *o) {
+    cuda_ctx *x = o->ctx;
+    if (x) {
+        cudaStreamSynchronize(x->stream);
+        cudaFree(x->lt_workspace);
+        cudaFree(x->scratch);
+        cudaFreeHost(x->staging);
+        if (x->lt) cublasLtDestroy(x->lt);
+        if (x->blas) cublasDestroy(x->blas);
+        if (x->stream) cudaStreamDestroy(x->stream);
+        free(x);
+    }
+    free(o);
+}
+
+static const tg_ops CUDA_TABLE = {
+    .name = "cuda",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .zero = cuda_zero,
+    .cast_params = cuda_cast_params,
+    .download_floats = cuda_download_floats,
+    .synchronize = cuda_synchronize,
+    .mem_peak = cuda_mem_peak,
+    .peak_tflops = cuda_peak_tflops,
+    .destroy = cuda_destroy,
+    .encoder_forward = cuda_encoder_forward,
+    .encoder_backward = cuda_encoder_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .matmul_forward = cuda_matmul_forward,
+    .matmul_backward = cuda_matmul_backward,
+    .lmhead_forward = cuda_lmhead_forward,
+    .lmhead_backward = cuda_lmhead_backward,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .add = cuda_add,
+    .bias_residual_add = cuda_bias_residual_add,
+    .dropout = cuda_dropout,
+    .bias_backward = cuda_bias_backward,
+    .position_forward = cuda_position_forward,
+    .position_backward = cuda_position_backward,
+    .xent_rowmax = cuda_xent_rowmax,
+    .xent_stats = cuda_xent_stats,
+    .xent_finish = cuda_xent_finish,
+    .sum_squares = cuda_sum_squares,
+    .scale = cuda_scale,
+    .adamw = cuda_adamw,
+};
+
+/* Fails with CUDA's message, for the set-up steps that may fail in the
+ * field (no device, no memory) rather than through a bug. */
+static int setup_check(cudaError_t err, const char *what, tg_err *e) {
+    if (err == cudaSuccess) return 0;
+    cudaGetLastError();
+    return tg_fail(e, "CUDA: %s: %s", what, cudaGetErrorString(err));
+}
+
+/* Stream, handles and fixed buffers of the context on the current device. */
+static int open_context(cuda_ctx *x, tg_err *e) {
+    if (setup_check(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking), "creating a stream", e)) return -1;
+    x->baseline_used = device_used();
+    x->peak_used = x->baseline_used;
+    if (cublasLtCreate(&x->lt) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLASLt: cannot create a handle");
+    if (cublasCreate(&x->blas) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLAS: cannot create a handle");
+    /* Attention's batched products: on our stream, plain fp32 (no TF32),
+     * no atomics (deterministic), scalars from the host. */
+    CUBLAS_CHECK(cublasSetStream(x->blas, x->stream));
+    CUBLAS_CHECK(cublasSetMathMode(x->blas, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetAtomicsMode(x->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CUBLAS_CHECK(cublasSetPointerMode(x->blas, CUBLAS_POINTER_MODE_HOST));
+    x->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
+    x->scratch_bytes = CUDA_SCRATCH_BYTES;
+    x->staging_bytes = STAGING_BYTES;
+    if (setup_check(cudaMalloc(&x->lt_workspace, x->lt_workspace_bytes), "allocating the cuBLASLt workspace", e) ||
+        setup_check(cudaMalloc(&x->scratch, x->scratch_bytes), "allocating the kernels' scratch", e) ||
+        setup_check(cudaMallocHost(&x->staging, x->staging_bytes), "allocating pinned staging memory", e))
+        return -1;
+    note_usage(x);
+    return 0;
+}
+
+tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
+    const int count = ops_cuda_device_count();
+    if (count == 0) {
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        tg_fail(e, "device = \"cuda\": no CUDA device is visible%s%s%s (nvidia-smi lists what the driver sees)",
+                vis ? " (CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "", vis ? ")" : "");
+        return NULL;
+    }
+    const int device = local_rank % count;
+    struct cudaDeviceProp prop;
+    if (setup_check(cudaSetDevice(device), "selecting the device", e) ||
+        setup_check(cudaGetDeviceProperties(&prop, device), "reading the device's properties", e))
+        return NULL;
+    if (prop.major < 8) {
+        tg_fail(e, "device %d (%s) has compute capability %d.%d; train_gpt needs 8.0 or newer (bf16)", device, prop.name,
+                prop.major, prop.minor);
+        return NULL;
+    }
+    setup_check(cudaFree(NULL), "creating the context", e); /* the context exists before the baseline is read */
+    tg_ops *o = calloc(1, sizeof *o);
+    cuda_ctx *x = calloc(1, sizeof *x);
+    if (!o || !x) {
+        free(o);
+        free(x);
+        tg_fail(e, "out of host memory creating the CUDA backend");
+        return NULL;
+    }
+    *o = CUDA_TABLE;
+    o->ctx = x;
+    o->act = act;
+    x->device = device;
+    x->sm_count = prop.multiProcessorCount;
+    x->cc_major = prop.major;
+    x->cc_minor = prop.minor;
+    snprintf(o->device, sizeof o->device, "device %d: %s (sm_%d%d, %d SMs, %.1f GiB)", device, prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+    if (open_context(x, e)) {
+        cuda_destroy(o);
+        return NULL;
+    }
+    o->workspace_bytes = x->lt_workspace_bytes + x->scratch_bytes;
+    o->mem = (comm_memory){x, staged_to_host, staged_from_host, device_copy, 1, x->stream};
+    return o;
+}

@@ -1,0 +1,164 @@
+/* Residual-stream vector ops: add, bias + dropout + residual, dropout, and
+ * the bias gradient (column sums), as model/cpu/vector.c and matmul.c.
+ * Elementwise ops: one thread per element in a grid-stride loop; each thread
+ * reads its element's inputs before writing, so out may alias an input.
+ * Dropout factors come from rng_dropout_scale with the CPU's counter
+ * (row0 + n) * C + c, so masks are bit-identical; the scale is applied with
+ * __fmul_rn so it is never fused with the residual add (as on the CPU).
+ * Bias gradient: blocks of 32 columns x 8 thread rows each sum one fixed
+ * group of rows into a per-group partial in ctx scratch (thread rows
+ * combined in a fixed order); a second kernel adds the groups' partials
+ * column by column in group order, then to dbias. No atomics. */
+#include "model/cuda/cuda_ctx.h"
+#include "model/cuda/kernels.h"
+#include "model/rng_core.h"
+
+#define THREADS 256
+#define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */
+#define COL_TILE 32           /* columns per block of the column sums */
+#define COL_ROWS 8            /* thread rows per block of the column sums */
+#define GROUP_ROWS_MIN 64
+#define GROUPS_MAX 1024
+
+namespace {
+
+unsigned grid_for(size_t n) {
+    unsigned b = tg_blocks(n, THREADS);
+    return b < MAX_BLOCKS ? b : MAX_BLOCKS;
+}
+
+/* The dropout factor of element (n, c) of a site with C columns. */
+__device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n, size_t c, int C) {
+    return rng_dropout_scale(drop.p, drop.seed, drop.stream, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
+}
+
+template <typename T>
+__global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        tg_store(out, i, tg_load(a, i) + tg_load(b, i));
+}
+
+template <typename T>
+__global__ void bias_residual_add_kernel(T *out, const T *x, const T *bias, const T *res, int C, size_t total, tg_dropout drop) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (size_t)C, c = i % (size_t)C;
+        float v = tg_load(x, i) + tg_load(bias, c);
+        if (drop.p > 0.0f) v = __fmul_rn(v, dropout_scale(drop, n, c, C));
+        tg_store(out, i, v + tg_load(res, i));
+    }
+}
+
+template <typename T>
+__global__ void dropout_kernel(T *out, const T *in, int C, size_t total, tg_dropout drop) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (size_t)C, c = i % (size_t)C;
+        float v = tg_load(in, i);
+        if (drop.p > 0.0f) v = __fmul_rn(v, dropout_scale(drop, n, c, C));
+        tg_store(out, i, v);
+    }
+}
+
+/* Grid (column tiles, groups), block (COL_TILE, COL_ROWS): the block sums
+ * rows [group * rows_per_group, +rows_per_group) of its columns into
+ * partial[group * C + c]. */
+template <typename T>
+__global__ void column_partials_kernel(float *partial, const T *dout, int N, int C, int rows_per_group) {
+    __shared__ float part[COL_ROWS][COL_TILE];
+    int c = blockIdx.x * COL_TILE + threadIdx.x;
+    int group = blockIdx.y;
+    long long r_end = (long long)(group + 1) * rows_per_group;
+    int row_end = r_end < N ? (int)r_end : N;
+    float acc = 0.0f;
+    if (c < C)
+        for (int r = group * rows_per_group + threadIdx.y; r < row_end; r += COL_ROWS) acc += tg_load(dout, (size_t)r * C + c);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int k = 0; k < COL_ROWS; k++) s += part[k][threadIdx.x];
+        partial[(size_t)group * C + c] = s;
+    }
+}
+
+/* dbias[c] += sum over groups (in order) of partial[group * C + c]. */
+__global__ void column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int g = 0; g < groups; g++) s += partial[(size_t)g * C + c];
+    dbias[c] += s;
+}
+
+template <typename T>
+void add(cudaStream_t stream, void *out, const void *a, const void *b, size_t n) {
+    add_kernel<T><<<grid_for(n), THREADS, 0, stream>>>((T *)out, (const T *)a, (const T *)b, n);
+    CUDA_LAUNCHED("add_kernel");
+}
+
+template <typename T>
+void bias_residual_add(cudaStream_t stream, void *out, const void *x, const void *bias, const void *res, int N, int C,
+                       tg_dropout drop) {
+    size_t total = (size_t)N * C;
+    bias_residual_add_kernel<T><<<grid_for(total), THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
+                                                                          (const T *)res, C, total, drop);
+    CUDA_LAUNCHED("bias_residual_add_kernel");
+}
+
+template <typename T>
+void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dropout drop) {
+    size_t total = (size_t)N * C;
+    dropout_kernel<T><<<grid_for(total), THREADS, 0, stream>>>((T *)out, (const T *)in, C, total, drop);
+    CUDA_LAUNCHED("dropout_kernel");
+}
+
+template <typename T>
+void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) {
+    /* Row groups: at least GROUP_ROWS_MIN rows each, at most GROUPS_MAX of
+     * them, and partials (one float per group and column) within scratch. */
+    size_t fit = ctx->scratch_bytes / ((size_t)C * sizeof(float));
+    if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, "bias backward: scratch for one row of partials", __FILE__, __LINE__);
+    size_t groups = ((size_t)N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
+    if (groups > GROUPS_MAX) groups = GROUPS_MAX;
+    if (groups > fit) groups = fit;
+    int rows_per_group = (int)(((size_t)N + groups - 1) / groups);
+    int n_groups = (int)(((size_t)N + rows_per_group - 1) / rows_per_group);
+
+    float *partial = (float *)ctx->scratch;
+    dim3 grid(tg_blocks((size_t)C, COL_TILE), (unsigned)n_groups), block(COL_TILE, COL_ROWS);
+    column_partials_kernel<T><<<grid, block, 0, ctx->stream>>>(partial, (const T *)dout, N, C, rows_per_group);
+    CUDA_LAUNCHED("column_partials_kernel");
+    column_finish_kernel<<<tg_blocks((size_t)C, 256), 256, 0, ctx->stream>>>(dbias, partial, n_groups, C);
+    CUDA_LAUNCHED("column_finish_kernel");
+}
+
+} // namespace
+
+void cuda_add(tg_o o, void *out, const void *a, const void *b, size_t n) {
+    if (n == 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16) add<__nv_bfloat16>(stream, out, a, b, n);
+    else add<float>(stream, out, a, b, n);
+}
+
+void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
+                            tg_dropout drop) {
+    if (N <= 0 || C <= 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16) bias_residual_add<__nv_bfloat16>(stream, out, x, bias, res, N, C, drop);
+    else bias_residual_add<float>(stream, out, x, bias, res, N, C, drop);
+}
+
+void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop) {
+    if (N <= 0 || C <= 0) return;
+    if (!(drop.p > 0.0f) && out == in) return; /* no dropout in place: nothing to do */
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16) dropout<__nv_bfloat16>(stream, out, in, N, C, drop);
+    else dropout<float>(stream, out, in, N, C, drop);
+}
+
+void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act == TG_BF16) bias_backward<__nv_bfloat16>(ctx, dbias, dout, N, C);
+    else bias_backward<float>(ctx, dbias, dout, N, C);
+}

@@ -1,0 +1,126 @@
+/* Vocab-parallel softmax cross-entropy in three passes, as model/cpu/xent.c
+ * (see model/ops.h): rowmax, then (sum of exponentials, target logit), then
+ * the losses and the logits' gradient written over the logits.
+ * One block per row; each thread walks the row's columns with stride
+ * blockDim.x, then the block combines the threads' partials in a fixed
+ * order (warp butterflies, then over the warps), so results are
+ * reproducible. Logits are in the activation type, statistics float32.
+ * Columns >= n_real are padding: never counted, gradient 0. */
+#include <math.h>
+
+#include "model/cuda/cuda_ctx.h"
+#include "model/cuda/kernels.h"
+
+#define ROW_THREADS 512 /* a multiple of 32 */
+
+namespace {
+
+struct sum_op {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct max_op {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* Reduction over the block (blockDim.x a multiple of 32), returned to every
+ * thread: a butterfly within each warp, then every warp combines the warp
+ * results the same way. */
+template <typename Op>
+__device__ float block_reduce(float v, Op op, float identity) {
+    __shared__ float warp_vals[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    __syncthreads(); /* a previous call may still be reading warp_vals */
+    if (lane == 0) warp_vals[warp] = v;
+    __syncthreads();
+    v = lane < warps ? warp_vals[lane] : identity;
+    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* rowmax[n] = max over the real logits of row n (-inf when n_real is 0). */
+template <typename E>
+__global__ void rowmax_kernel(float *rowmax, const E *logits, int V, int n_real) {
+    const E *l = logits + (size_t)blockIdx.x * V;
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < n_real; v += blockDim.x) m = fmaxf(m, tg_load(l, v));
+    m = block_reduce(m, max_op(), -INFINITY);
+    if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+}
+
+/* stats[2n] = sum over real logits of exp(logit - rowmax[n]);
+ * stats[2n + 1] = the target's logit, or 0 when it is not a real column here. */
+template <typename E>
+__global__ void stats_kernel(float *stats, const E *logits, const float *rowmax, const int32_t *targets, int V, int n_real,
+                             int vocab_start) {
+    const int n = blockIdx.x;
+    const E *l = logits + (size_t)n * V;
+    const float m = rowmax[n];
+    float sum = 0.0f;
+    for (int v = threadIdx.x; v < n_real; v += blockDim.x) sum += expf(tg_load(l, v) - m);
+    sum = block_reduce(sum, sum_op(), 0.0f);
+    if (threadIdx.x == 0) {
+        const int local = targets[n] - vocab_start;
+        stats[2 * (size_t)n] = sum;
+        stats[2 * (size_t)n + 1] = (local >= 0 && local < n_real) ? tg_load(l, local) : 0.0f;
+    }
+}
+
+/* losses[n] = log(sum) + rowmax - target logit; the row's logits become
+ * (softmax - onehot) * dloss, padding columns 0. Each thread reads and then
+ * overwrites only its own columns. */
+template <typename E>
+__global__ void finish_kernel(float *losses, E *logits, const float *rowmax, const float *stats, const int32_t *targets, int V,
+                              int n_real, int vocab_start, float dloss) {
+    const int n = blockIdx.x;
+    E *l = logits + (size_t)n * V;
+    const float m = rowmax[n], sum = stats[2 * (size_t)n], inv = 1.0f / sum;
+    const int local = targets[n] - vocab_start;
+    if (threadIdx.x == 0) losses[n] = logf(sum) + m - stats[2 * (size_t)n + 1];
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float grad = 0.0f;
+        if (v < n_real) {
+            const float p = expf(tg_load(l, v) - m) * inv;
+            grad = (p - (v == local ? 1.0f : 0.0f)) * dloss;
+        }
+        tg_store(l, v, grad);
+    }
+}
+
+} // namespace
+
+void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
+    if (N <= 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16)
+        rowmax_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, (const __nv_bfloat16 *)logits, V, n_real);
+    else
+        rowmax_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, (const float *)logits, V, n_real);
+    CUDA_LAUNCHED("xent rowmax_kernel");
+}
+
+void cuda_xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
+                     int n_real, int vocab_start) {
+    if (N <= 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16)
+        stats_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(stats, (const __nv_bfloat16 *)logits, rowmax, targets, V, n_real,
+                                                              vocab_start);
+    else
+        stats_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(stats, (const float *)logits, rowmax, targets, V, n_real,
+                                                              vocab_start);
+    CUDA_LAUNCHED("xent stats_kernel");
+}
+
+void cuda_xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
+                      int N, int V, int n_real, int vocab_start, float dloss) {
+    if (N <= 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16)
+        finish_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (__nv_bfloat16 *)logits, rowmax, stats, targets, V,
+                                                               n_real, vocab_start, dloss);
+    else
+        finish_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (float *)logits, rowmax, stats, targets, V, n_real,
+                                                               vocab_start, dloss);
+    CUDA_LAUNCHED("xent finish_kernel");
+}

@@ -1,0 +1,9 @@
+/* comm_nccl_create in a build without NCCL (no make GPU=1). */
+#include "parallel/comm.h"
+
+comm *comm_nccl_create(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
+                       const comm_memory *mem, double timeout_s, tg_err *e) {
+    (void)bs; (void)group_ranks; (void)group_size; (void)my_index; (void)mem; (void)timeout_s;
+    tg_fail(e, "communicator %s: this train_gpt was built without NCCL: rebuild with make GPU=1", name);
+    return NULL;
+}
