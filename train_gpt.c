@@ -155,7 +155,10 @@ static const tg_ops *open_backend(const tg_config *c, int local_rank) {
     if (strcmp(c->device, "cuda") != 0) return ops_cpu();
     tg_err e;
     tg_ops *o = ops_cuda_create(local_rank, config_act_dtype(c), &e);
-    if (!o) tg_die(PROG, &e);
+    if (!o) {
+        tg_wrap(&e, "%s: device = \"cuda\"", c->source);
+        tg_die(PROG, &e);
+    }
     return o;
 }
 

@@ -73,7 +73,7 @@ static const key_spec SCHEMA[] = {
     {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "460", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default NVLink-4 per public nccl-tests runs)"},
     {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "10", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (an assumption: measure yours with nccl-tests)"},
     {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: the CUDA device's own from a table of GPUs, bf16 or fp32 as trained; unknown on the CPU: no MFU)"},
-    {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend"},
+    {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend (cuda: a build made with make GPU=1)"},
 };
 #define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])
 

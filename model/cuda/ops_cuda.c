@@ -135,9 +135,12 @@ static void staged_from_host(void *ctx, void *buf, const void *host, size_t byte
     }
 }
 
+/* Synchronous, as either side may be a host buffer the caller reads next. */
 static void device_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     cuda_ctx *x = ctx;
-    if (dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->stream));
+    if (dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, x->stream));
+    CUDA_CHECK(cudaStreamSynchronize(x->stream));
 }
 
 /* ---- the device ---- */
@@ -248,7 +251,7 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
     const int count = ops_cuda_device_count();
     if (count == 0) {
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-        tg_fail(e, "device = \"cuda\": no CUDA device is visible%s%s%s (nvidia-smi lists what the driver sees)",
+        tg_fail(e, "no CUDA device is visible%s%s%s (nvidia-smi lists what the driver sees)",
                 vis ? " (CUDA_VISIBLE_DEVICES=" : "", vis ? vis : "", vis ? ")" : "");
         return NULL;
     }
