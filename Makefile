@@ -57,7 +57,7 @@ $(BUILD)/train_gpt: $(BUILD)/train_gpt.o $(LIB_OBJ)
 
 # ./train_gpt is whichever flavour was built last (CPU, or GPU=1).
 train_gpt: $(BUILD)/train_gpt FORCE
-	@cmp -s $< $@ || cp $< $@
+	@cmp -s $< $@ || { cp $< $@.tmp && mv -f $@.tmp $@; }
 
 prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

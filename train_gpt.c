@@ -173,8 +173,11 @@ static bool use_nccl(const tg_config *c, const topology *t) {
 static comm *connect_group(run *r, bool nccl, const char *name, const int *ranks, int size, int index) {
     tg_err e;
     const double timeout = r->cfg.parallel.timeout_s;
-    comm *g = nccl ? comm_nccl_create(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e)
-                   : comm_shm_create(r->bs, name, ranks, size, index, timeout, &e);
+    /* parallel.comm = nccl named outright: NCCL even for a group of one */
+    const bool always = strcmp(r->cfg.parallel.comm, "nccl") == 0;
+    comm *g = !nccl  ? comm_shm_create(r->bs, name, ranks, size, index, timeout, &e)
+              : always ? comm_nccl_create_at_size_1(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e)
+                       : comm_nccl_create(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e);
     if (!g) tg_die(PROG, &e);
     if (!nccl) comm_use_memory(g, &r->ops->mem);
     return g;
@@ -277,7 +280,7 @@ static void connect_ranks(run *r) {
         printf("PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
                "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
                c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
-    } else if (r->world == 1) {
+    } else if (r->world == 1 && strcmp(c->parallel.comm, "nccl") != 0) {
         r->tp = comm_null_create("tp", 0, 1);
         r->dp = comm_null_create("dp", 0, 1);
         comm_use_memory(r->tp, &r->ops->mem);

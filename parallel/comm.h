@@ -168,6 +168,11 @@ comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ran
  * a message in a build without NCCL. */
 comm *comm_nccl_create(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
                        const comm_memory *mem, double timeout_s, tg_err *e);
+/* The same, but a group of size 1 gets a real NCCL communicator too (so the
+ * NCCL path runs on a machine with one GPU: tests, parallel.comm = nccl at
+ * world size 1). */
+comm *comm_nccl_create_at_size_1(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
+                                 const comm_memory *mem, double timeout_s, tg_err *e);
 
 #ifdef __cplusplus
 }

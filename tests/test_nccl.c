@@ -1,0 +1,532 @@
+/* Tests of the NCCL communicator (parallel/comm_nccl.c). Needs GPUs: one per
+ * rank on each node.
+ *
+ *   test_nccl [TP] [--timeout S]
+ *       World 1 (no launcher variables; both groups have one rank, so the
+ *       communicators are comm_nulls moving device buffers), or one rank of
+ *       a job started by scripts/launch.sh, for example
+ *         scripts/launch.sh -n 2 -- build/test_nccl 2   (the TP group holds both GPUs)
+ *         scripts/launch.sh -n 2 -- build/test_nccl 1   (the DP group does)
+ *       Each rank uses GPU LOCAL_RANK. Builds the TP and DP communicators
+ *       with comm_nccl_create, and "solo": each rank alone in an NCCL
+ *       communicator (comm_nccl_create_at_size_1), which runs the NCCL path
+ *       (nonblocking init, streams, events, the host wait) on a single GPU.
+ *       On each it checks, in fp32 and bf16 at sizes from 1 to
+ *       4M elements (and 0), against values computed here from random
+ *       non-zero inputs: all_reduce (sum, max), reduce_scatter (out of
+ *       place, out == in + rank*n, out == in), all_gather (out of place,
+ *       in == out + rank*n, in == out), broadcast (odd byte counts, two
+ *       roots), barrier; that every member of a group holds the same bits
+ *       after an all_reduce; bytes_sent against the ring formula; that
+ *       seconds stays >= 0; and that host buffers are staged through the
+ *       device (the trainer reduces a few host values). Sums of two members must
+ *       be bitwise the float32 sum rounded once; of more, within a bound.
+ *       Inputs go through the compute stream without waiting, and outputs
+ *       are poisoned (NaN) first, so a collective that does not order itself
+ *       after the compute stream reads or leaves NaNs.
+ *       Rank 0 prints "ok NAME" or "FAIL NAME - rank R: reason" per check
+ *       (every rank's verdict, collected through the bootstrap); every rank
+ *       exits 1 if any check failed. A node with fewer GPUs than ranks
+ *       prints "skip" and exits 0.
+ *   test_nccl TP --hang R [--timeout S]
+ *       After one good all_reduce, rank R stays away from the next one (it
+ *       sleeps, then exits 0); every other rank must fail within S + 5 s
+ *       with a message naming the group and "timed out", then find the
+ *       communicator broken. Each survivor prints its own ok/FAIL line.
+ *
+ * Build (on a machine with CUDA and NCCL):
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/local/cuda/include -o build/test_nccl tests/test_nccl.c \
+ *       parallel/comm_nccl.c parallel/comm_null.c parallel/bootstrap.c parallel/topology.c util/err.c \
+ *       -L/usr/local/cuda/lib64 -lnccl -lcudart -lpthread -lrt -lm
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "parallel/bootstrap.h"
+#include "parallel/comm.h"
+#include "parallel/topology.h"
+
+#define PROG "test_nccl"
+
+
+#define MAX_N ((size_t)(1u << 22) + 5) /* largest block: 4M + 5 elements */
+
+static void cuda_die(cudaError_t err, const char *what, int line) {
+    fprintf(stderr, PROG ": error: line %d: %s: %s\n", line, what, cudaGetErrorString(err));
+    exit(1);
+}
+#define CK(call)                                                    \
+    do {                                                            \
+        cudaError_t err_ = (call);                                  \
+        if (err_ != cudaSuccess) cuda_die(err_, #call, __LINE__);   \
+    } while (0)
+
+/* ---- device memory, as the CUDA backend would hand it to a communicator -- */
+
+static void mem_to_host(void *ctx, void *host_dst, const void *buf_src, size_t bytes) {
+    CK(cudaMemcpyAsync(host_dst, buf_src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)ctx));
+    CK(cudaStreamSynchronize((cudaStream_t)ctx));
+}
+static void mem_from_host(void *ctx, void *buf_dst, const void *host_src, size_t bytes) {
+    CK(cudaMemcpyAsync(buf_dst, host_src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)ctx));
+    CK(cudaStreamSynchronize((cudaStream_t)ctx));
+}
+static void mem_copy(void *ctx, void *buf_dst, const void *buf_src, size_t bytes) {
+    if (buf_dst != buf_src) CK(cudaMemcpyAsync(buf_dst, buf_src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)ctx));
+}
+
+typedef struct {
+    cudaStream_t stream; /* the compute stream */
+    void *staging;       /* device: where inputs land before the compute stream copies them */
+    comm_memory mem;
+} gpu;
+
+/* Puts `bytes` from the host into device buffer dev, all on the compute
+ * stream (host -> staging, poison dev, staging -> dev), and does NOT wait:
+ * the collective that reads dev must order itself after the compute
+ * stream. (The host buffer may be reused at once: a copy from pageable
+ * memory returns once the data is staged.) */
+static void put(gpu *g, void *dev, const void *host, size_t bytes) {
+    if (bytes == 0) return;
+    CK(cudaMemcpyAsync(g->staging, host, bytes, cudaMemcpyHostToDevice, g->stream));
+    CK(cudaMemsetAsync(dev, 0xFF, bytes, g->stream));
+    CK(cudaMemcpyAsync(dev, g->staging, bytes, cudaMemcpyDeviceToDevice, g->stream));
+}
+
+/* Fills dev with 0xFF bytes (NaN in fp32 and bf16) on the compute stream. */
+static void poison(gpu *g, void *dev, size_t bytes) {
+    if (bytes) CK(cudaMemsetAsync(dev, 0xFF, bytes, g->stream));
+}
+
+/* Device to host through the compute stream (so after the collective). */
+static void get(gpu *g, void *host, const void *dev, size_t bytes) {
+    if (bytes) CK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaStreamSynchronize(g->stream));
+}
+
+/* ---- verdicts -------------------------------------------------------------- */
+
+typedef struct {
+    bootstrap *bs;
+    int rank, world, failed;
+} job;
+
+typedef struct {
+    int32_t pass;
+    char why[300];
+} verdict;
+
+/* Collects every rank's verdict on one check; rank 0 prints the line. */
+static void report(job *j, const char *name, int pass, const char *why) {
+    verdict v, *all = tg_malloc((size_t)j->world * sizeof *all, "verdicts");
+    memset(&v, 0, sizeof v);
+    v.pass = pass;
+    if (!pass) snprintf(v.why, sizeof v.why, "%s", why);
+    tg_err e;
+    if (bootstrap_allgather(j->bs, &v, sizeof v, all, &e)) tg_die(PROG, &e);
+    int bad = -1;
+    for (int r = 0; r < j->world && bad < 0; r++)
+        if (!all[r].pass) bad = r;
+    if (j->rank == 0) {
+        if (bad < 0)
+            printf("ok %s\n", name);
+        else
+            printf("FAIL %s - rank %d: %.290s\n", name, bad, all[bad].why);
+        fflush(stdout);
+    }
+    if (bad >= 0) j->failed = 1;
+    free(all);
+}
+
+/* ---- inputs and expected results ------------------------------------------- */
+
+/* Never zero; magnitudes from about 2^-32 to 2^7, so rounding shows. */
+static float val(uint32_t seed, int k, size_t i) {
+    uint64_t h = (uint64_t)seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)k << 40) ^ (uint64_t)i;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    int32_t q = 2 * (int32_t)((h >> 11) & 0xFFFFFF) + 1 - (1 << 24); /* odd, so never 0; |q| < 2^24: exact in float */
+    return (float)q / 16777216.0f * (float)(1u << (h & 15)) / 256.0f;
+}
+
+/* What member k contributes at element i, exactly representable in t. */
+static float input(tg_dtype t, uint32_t seed, int k, size_t i) {
+    float x = val(seed, k, i);
+    return t == TG_BF16 ? tg_bf16_to_f32(tg_f32_to_bf16(x)) : x;
+}
+
+static float get_el(tg_dtype t, const void *a, size_t i) {
+    return t == TG_BF16 ? tg_bf16_to_f32(((const uint16_t *)a)[i]) : ((const float *)a)[i];
+}
+static void set_el(tg_dtype t, void *a, size_t i, float x) {
+    if (t == TG_BF16)
+        ((uint16_t *)a)[i] = tg_f32_to_bf16(x);
+    else
+        ((float *)a)[i] = x;
+}
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Whether `got` is right for element i of a reduction over p members;
+ * *want receives the float32 fold in rank order, rounded once to t. MAX is
+ * exact; a SUM of two members is one correctly rounded addition, hence
+ * bitwise that; a SUM of more (NCCL's order, bf16 partial sums rounded)
+ * must be within p units of t's precision of the sum of magnitudes. */
+static int reduce_ok(tg_dtype t, reduce_op op, uint32_t seed, int p, size_t i, float got, float *want) {
+    float r = input(t, seed, 0, i);
+    double exact = r, mag = fabs((double)r);
+    for (int k = 1; k < p; k++) {
+        float x = input(t, seed, k, i);
+        if (op == REDUCE_MAX) {
+            if (x > r) r = x;
+        } else {
+            r += x;
+            exact += x;
+            mag += fabs((double)x);
+        }
+    }
+    *want = t == TG_BF16 ? tg_bf16_to_f32(tg_f32_to_bf16(r)) : r;
+    if (op == REDUCE_MAX || p <= 2) return same_bits(got, *want);
+    double tol = (double)p * (t == TG_BF16 ? 0x1p-8 : 0x1p-23) * mag;
+    return fabs((double)got - exact) <= tol;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- one communicator at one size ----------------------------------------- */
+
+typedef struct {
+    comm *c;
+    const char *name;
+    const int *members; /* global ranks of the group */
+    int nccl;           /* an NCCL communicator (else a comm_null) */
+    uint64_t expect[COLL_KINDS];
+} tracked;
+
+typedef struct {
+    gpu *g;
+    job *j;
+    void *dA, *dB;  /* device, room for a group's size * MAX_N floats and a few bytes */
+    void *hA, *hB;  /* host, the same */
+} buffers;
+
+/* Runs every collective on t->c with blocks of n elements of type ty;
+ * returns 0 when all results match, else fills why. Every rank of the
+ * world calls it the same number of times (it exchanges result hashes). */
+static int exercise(tracked *t, buffers *b, size_t n, tg_dtype ty, uint32_t seed, char *why, size_t cap) {
+    comm *c = t->c;
+    gpu *g = b->g;
+    int p = c->size, me = c->rank, bad = 0;
+    size_t es = tg_dtype_bytes(ty), blk = n * es, pm1 = (size_t)(p - 1);
+    const char *tn = tg_dtype_name(ty);
+    char *dA = b->dA, *dB = b->dB;
+    uint64_t h = 1469598103934665603ull;
+    tg_err e;
+    /* A wrong value is noted (the first one) and the collectives go on, so
+     * that every member keeps calling the same ones; a failed call ends the
+     * run on this communicator (it is broken; its peers time out). */
+#define WRONG(...) do { if (!bad) snprintf(why, cap, __VA_ARGS__); bad = 1; } while (0)
+#define CALL(x) do { if (x) { if (!bad) snprintf(why, cap, "%.280s", e.msg); bad = 1; goto out; } } while (0)
+
+    /* all_reduce, sum and max */
+    for (int op = REDUCE_SUM; op <= REDUCE_MAX; op++) {
+        uint32_t s = seed + (uint32_t)op;
+        for (size_t i = 0; i < n; i++) set_el(ty, b->hA, i, input(ty, s, me, i));
+        put(g, dA, b->hA, blk);
+        CALL(comm_all_reduce_t(c, dA, n, ty, (reduce_op)op, &e));
+        t->expect[COLL_ALL_REDUCE] += 2 * pm1 * (n / (size_t)p) * es;
+        get(g, b->hA, dA, blk);
+        h = hash_bytes(b->hA, blk, h);
+        for (size_t i = 0; i < n; i++) {
+            float want, got = get_el(ty, b->hA, i);
+            if (!reduce_ok(ty, (reduce_op)op, s, p, i, got, &want)) {
+                WRONG("all_reduce(%s) %s n=%zu: element %zu is %.9g, expected %.9g", op ? "max" : "sum", tn, n, i, got, want);
+                break;
+            }
+        }
+    }
+    /* reduce_scatter: out of place, out == in + rank*n, out == in */
+    for (int mode = 0; mode < 3; mode++) {
+        static const char *const names[3] = {"", " (out == in + rank*n)", " (out == in)"};
+        uint32_t s = seed + 7;
+        for (size_t i = 0; i < n * (size_t)p; i++) set_el(ty, b->hA, i, input(ty, s, me, i));
+        char *out = mode == 0 ? dB : mode == 1 ? dA + (size_t)me * blk : dA;
+        if (mode == 0) poison(g, dB, blk);
+        put(g, dA, b->hA, blk * (size_t)p);
+        CALL(comm_reduce_scatter_t(c, out, dA, n, ty, &e));
+        t->expect[COLL_REDUCE_SCATTER] += pm1 * n * es;
+        get(g, b->hB, out, blk);
+        for (size_t j = 0; j < n; j++) {
+            float want, got = get_el(ty, b->hB, j);
+            if (!reduce_ok(ty, REDUCE_SUM, s, p, (size_t)me * n + j, got, &want)) {
+                WRONG("reduce_scatter%s %s n=%zu: element %zu is %.9g, expected %.9g", names[mode], tn, n, j, got, want);
+                break;
+            }
+        }
+    }
+    /* all_gather: out of place, in == out + rank*n, in == out */
+    for (int mode = 0; mode < 3; mode++) {
+        static const char *const names[3] = {"", " (in == out + rank*n)", " (in == out)"};
+        uint32_t s = seed + 9;
+        for (size_t i = 0; i < n; i++) set_el(ty, b->hA, i, input(ty, s, me, i));
+        char *in = mode == 0 ? dA : mode == 1 ? dB + (size_t)me * blk : dB;
+        poison(g, dB, blk * (size_t)p);
+        put(g, in, b->hA, blk);
+        CALL(comm_all_gather_t(c, dB, in, n, ty, &e));
+        t->expect[COLL_ALL_GATHER] += pm1 * n * es;
+        get(g, b->hB, dB, blk * (size_t)p);
+        for (size_t k = 0; k < n * (size_t)p; k++) {
+            int r = (int)(k / n);
+            size_t i = k % n;
+            float want = input(ty, s, r, i), got = get_el(ty, b->hB, k);
+            if (!same_bits(got, want)) {
+                WRONG("all_gather%s %s n=%zu: block %d element %zu is %.9g, expected %.9g", names[mode], tn, n, r, i, got, want);
+                break;
+            }
+        }
+    }
+    /* broadcast of an odd number of bytes from the last and the first member */
+    for (int root = p - 1;; root = 0) {
+        size_t bytes = blk + (n ? 3 : 0);
+        unsigned char *u = b->hA;
+        for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == root ? (i * 131 + 7 + (size_t)root) : 0xEE);
+        put(g, dA, u, bytes);
+        CALL(c->vt->broadcast(c, dA, bytes, root, &e));
+        if (me == root && p > 1) t->expect[COLL_BROADCAST] += bytes;
+        get(g, u, dA, bytes);
+        for (size_t i = 0; i < bytes; i++)
+            if (u[i] != (unsigned char)(i * 131 + 7 + (size_t)root)) {
+                WRONG("broadcast of %zu bytes from %d: byte %zu wrong", bytes, root, i);
+                break;
+            }
+        if (root == 0) break;
+    }
+    CALL(c->vt->barrier(c, &e));
+out:;
+    /* every member of the group holds the same bits after the all_reduces */
+    uint64_t *hs = tg_malloc((size_t)b->j->world * sizeof *hs, "hashes");
+    if (bootstrap_allgather(b->j->bs, &h, sizeof h, hs, &e)) tg_die(PROG, &e);
+    for (int k = 0; k < p && !bad; k++)
+        if (hs[t->members[k]] != h) {
+            snprintf(why, cap, "all_reduce %s n=%zu: global ranks %d and %d hold different results", tn, n, b->j->rank, t->members[k]);
+            bad = 1;
+        }
+    free(hs);
+    return bad;
+#undef WRONG
+#undef CALL
+}
+
+/* Host buffers are staged through the device: an all_reduce (sum) of
+ * rank+1 on every member gives size*(size+1)/2, and an all_gather of one
+ * host value per member gives every member's. */
+static int host_buffers_work(comm *c, char *why, size_t cap) {
+    tg_err e = {{0}};
+    float v[3] = {(float)(c->rank + 1), 0.5f, -2.0f};
+    if (comm_all_reduce_t(c, v, 3, TG_F32, REDUCE_SUM, &e)) {
+        snprintf(why, cap, "all_reduce of a host buffer failed: %.250s", e.msg);
+        return 1;
+    }
+    const float p = (float)c->size;
+    if (v[0] != p * (p + 1) / 2 || v[1] != 0.5f * p || v[2] != -2.0f * p) {
+        snprintf(why, cap, "all_reduce of a host buffer gave %g %g %g", v[0], v[1], v[2]);
+        return 1;
+    }
+    float mine = 10.0f + (float)c->rank, all[64];
+    if (c->size > 64) return 0;
+    if (comm_all_gather_t(c, all, &mine, 1, TG_F32, &e)) {
+        snprintf(why, cap, "all_gather of host buffers failed: %.250s", e.msg);
+        return 1;
+    }
+    for (int r = 0; r < c->size; r++)
+        if (all[r] != 10.0f + (float)r) {
+            snprintf(why, cap, "all_gather of host buffers: block %d is %g", r, all[r]);
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- the hang test ------------------------------------------------------------ */
+
+static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev) {
+    tg_err e = {{0}};
+    if (c->size < 2) {
+        printf("FAIL hang - rank %d: no group of more than one rank to test\n", j->rank);
+        return 1;
+    }
+    float host[1024];
+    for (int i = 0; i < 1024; i++) host[i] = val(3, c->rank, (size_t)i);
+    put(g, dev, host, sizeof host);
+    if (comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e)) {
+        printf("FAIL hang - rank %d: the first all_reduce failed: %.250s\n", j->rank, e.msg);
+        return 1;
+    }
+    if (j->rank == hang) {
+        struct timespec ts = {(time_t)(2 * timeout + 3), 0};
+        nanosleep(&ts, NULL);
+        fflush(stdout);
+        _exit(0);
+    }
+    double t0 = comm_clock();
+    int rc = comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e);
+    double dt = comm_clock() - t0;
+    int pass = rc != 0 && strstr(e.msg, "timed out") && strstr(e.msg, c->name) && dt < timeout + 5;
+    if (pass) {
+        tg_err e2 = {{0}};
+        pass = comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e2) != 0 && strstr(e2.msg, "broken");
+    }
+    if (pass)
+        printf("ok hang_detected - rank %d after %.1f s: %.300s\n", j->rank, dt, e.msg);
+    else
+        printf("FAIL hang_detected - rank %d: rc %d after %.1f s: %.300s\n", j->rank, rc, dt, rc ? e.msg : "(succeeded)");
+    fflush(stdout);
+    return !pass;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    int tp = 1, hang = -1;
+    double timeout = 30;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--hang") && i + 1 < argc) hang = atoi(argv[++i]);
+        else if (i == 1 && argv[i][0] != '-') tp = atoi(argv[i]);
+        else {
+            fprintf(stderr, "usage: " PROG " [TP] [--timeout S] [--hang R]\n");
+            return 2;
+        }
+    }
+    tg_err e = {{0}};
+    topology topo;
+    if (topology_from_env(&topo, tp, &e)) tg_die(PROG, &e);
+    int ndev = 0;
+    cudaError_t derr = cudaGetDeviceCount(&ndev);
+    if (derr != cudaSuccess || ndev < 1) {
+        printf("FAIL devices - rank %d: no CUDA device (%s)\n", topo.rank, derr != cudaSuccess ? cudaGetErrorString(derr) : "count 0");
+        return 1;
+    }
+    if (ndev < topo.local_world) {
+        if (topo.rank == 0) printf("skip: %d ranks on this node but %d GPU%s\n", topo.local_world, ndev, ndev > 1 ? "s" : "");
+        topology_free(&topo);
+        return 0;
+    }
+    CK(cudaSetDevice(topo.local_rank));
+
+    job j = {0};
+    j.rank = topo.rank;
+    j.world = topo.world;
+    j.bs = bootstrap_create(&topo, timeout, &e);
+    if (!j.bs) tg_die(PROG, &e);
+
+    gpu g;
+    memset(&g, 0, sizeof g);
+    CK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    int p_max = topo.tp > topo.dp ? topo.tp : topo.dp;
+    size_t bytes = MAX_N * (size_t)p_max * sizeof(float) + 64;
+    CK(cudaMalloc(&g.staging, bytes));
+    g.mem = (comm_memory){g.stream, mem_to_host, mem_from_host, mem_copy, 1, g.stream};
+
+    comm *tpc = comm_nccl_create(j.bs, "tp", topo.tp_ranks, topo.tp, topo.tp_rank, &g.mem, timeout, &e);
+    if (!tpc) tg_die(PROG, &e);
+    comm *dpc = comm_nccl_create(j.bs, "dp", topo.dp_ranks, topo.dp, topo.dp_rank, &g.mem, timeout, &e);
+    if (!dpc) tg_die(PROG, &e);
+    /* every rank alone in an NCCL communicator: the NCCL path on one GPU */
+    comm *soloc = comm_nccl_create_at_size_1(j.bs, "solo", &topo.rank, 1, 0, &g.mem, timeout, &e);
+    if (!soloc) tg_die(PROG, &e);
+
+    buffers b = {&g, &j, NULL, NULL, NULL, NULL};
+    CK(cudaMalloc(&b.dA, bytes));
+    CK(cudaMalloc(&b.dB, bytes));
+    b.hA = tg_malloc(bytes, "host buffer");
+    b.hB = tg_malloc(bytes, "host buffer");
+
+    if (hang >= 0) {
+        int rc = run_hang(&j, &g, tpc->size > 1 ? tpc : dpc, hang, timeout, b.dA);
+        comm_destroy(tpc);
+        comm_destroy(dpc);
+        comm_destroy(soloc);
+        bootstrap_destroy(j.bs);
+        return rc;
+    }
+
+    report(&j, "create", tpc->size == topo.tp && tpc->rank == topo.tp_rank && dpc->size == topo.dp && dpc->rank == topo.dp_rank &&
+                             soloc->size == 1 && soloc->rank == 0, "wrong group size or rank");
+
+    enum { NCOMM = 3 };
+    tracked t[NCOMM] = {{tpc, "tp", topo.tp_ranks, topo.tp > 1, {0}},
+                        {dpc, "dp", topo.dp_ranks, topo.dp > 1, {0}},
+                        {soloc, "solo", &topo.rank, 1, {0}}};
+    /* sizes: empty, smaller than the group, odd, around NCCL's protocol
+     * switches, several MiB */
+    const size_t sizes[] = {0, 1, 3, 7, 64, 65, 1000, 4099, 65537, 262147, MAX_N};
+    const tg_dtype types[] = {TG_F32, TG_BF16};
+    char why[300] = "";
+    for (int gi = 0; gi < NCOMM; gi++)
+        for (int ti = 0; ti < 2; ti++) {
+            int bad = 0;
+            for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+                /* keep exchanging hashes after a failure: every rank makes the same calls */
+                char w[300];
+                if (exercise(&t[gi], &b, sizes[s], types[ti], (uint32_t)(s * 1000 + (size_t)gi * 100 + (size_t)ti), w, sizeof w) &&
+                    !bad) {
+                    bad = 1;
+                    snprintf(why, sizeof why, "%s", w);
+                }
+            }
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s_collectives", t[gi].name, tg_dtype_name(types[ti]));
+            report(&j, name, !bad, why);
+        }
+    /* bytes_sent: the ring formula, written out again here; seconds >= 0 */
+    for (int gi = 0; gi < NCOMM; gi++) {
+        int bad = 0;
+        for (int k = 0; k < COLL_KINDS && !bad; k++)
+            if (t[gi].c->bytes_sent[k] != t[gi].expect[k]) {
+                snprintf(why, sizeof why, "%s %s: %llu bytes counted, formula says %llu", t[gi].name, comm_kind_name((coll_kind)k),
+                         (unsigned long long)t[gi].c->bytes_sent[k], (unsigned long long)t[gi].expect[k]);
+                bad = 1;
+            }
+        if (!bad && !(t[gi].c->seconds >= 0)) {
+            snprintf(why, sizeof why, "%s: seconds is %g", t[gi].name, t[gi].c->seconds);
+            bad = 1;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s_bytes_sent", t[gi].name);
+        report(&j, name, !bad, why);
+    }
+    /* host buffers are staged through the device */
+    for (int gi = 0; gi < NCOMM; gi++) {
+        if (!t[gi].nccl) continue; /* the same on every rank: the layout is global */
+        char name[64];
+        snprintf(name, sizeof name, "%s_host_buffers", t[gi].name);
+        int bad = host_buffers_work(t[gi].c, why, sizeof why);
+        report(&j, name, !bad, why);
+    }
+
+    comm_destroy(tpc);
+    comm_destroy(dpc);
+    comm_destroy(soloc);
+    CK(cudaFree(b.dA));
+    CK(cudaFree(b.dB));
+    CK(cudaFree(g.staging));
+    CK(cudaStreamDestroy(g.stream));
+    free(b.hA);
+    free(b.hB);
+    if (bootstrap_barrier(j.bs, &e)) tg_die(PROG, &e);
+    bootstrap_destroy(j.bs);
+    topology_free(&topo);
+    return j.failed;
+}
