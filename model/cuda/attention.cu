@@ -26,9 +26,6 @@
  * and dv add up over row blocks (cleared per chunk, beta = 1).
  * Dropout factors use the CPU's counter, so masks are bit-identical. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
@@ -40,18 +37,6 @@
 #define REGION_ALIGN 256 /* scratch regions start on this many bytes */
 
 namespace {
-
-/* "train_gpt: error: ..." and exit, as tg_die does (util/err.h has no
- * extern "C" guards, so C++ files cannot link against it). */
-__attribute__((noreturn, format(printf, 1, 2))) void fatal(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "train_gpt: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
 
 template <typename E>
 cudaDataType elem_type() {
@@ -227,9 +212,12 @@ chunking plan_chunks(const cuda_ctx *ctx, size_t per_pair, size_t per_row, int r
         c.rows = T;
     } else {
         size_t rows = budget > per_pair ? (budget - per_pair) / per_row : 0;
-        if (rows < 1)
-            fatal("%s: one (sequence, head) pair needs %zu bytes of scratch, more than the %zu there are (T too large)", what,
-                  per_pair + per_row, ctx->scratch_bytes);
+        if (rows < 1) {
+            tg_err e;
+            tg_fail(&e, "%s: one (sequence, head) pair needs %zu bytes of scratch, more than the %zu there are (T too large)",
+                    what, per_pair + per_row, ctx->scratch_bytes);
+            tg_die("train_gpt", &e);
+        }
         c.pairs = 1;
         c.rows = (int)rows;
     }
@@ -244,7 +232,11 @@ struct scratch_cursor {
 void *carve(scratch_cursor *cur, size_t bytes, const char *what) {
     char *p = cur->next;
     size_t padded = (bytes + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
-    if (padded > (size_t)(cur->end - p)) fatal("%s: scratch regions overflow (internal error)", what);
+    if (padded > (size_t)(cur->end - p)) {
+        tg_err e;
+        tg_fail(&e, "%s: scratch regions overflow (internal error)", what);
+        tg_die("train_gpt", &e);
+    }
     cur->next = p + padded;
     return p;
 }

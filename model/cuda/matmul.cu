@@ -15,27 +15,12 @@
  * accumulate (beta = 1): bf16 A/B with float32 C/D. The bias gradient is
  * cuda_bias_backward's deterministic column sum (residual.cu), as the CPU
  * twin calls cpu_bias_backward. */
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
 
 namespace {
-
-/* "train_gpt: error: ..." and exit, as tg_die does (util/err.h has no
- * extern "C" guards, so C++ files cannot link against it). */
-__attribute__((noreturn, format(printf, 1, 2))) void fatal(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "train_gpt: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(1);
-}
 
 cudaDataType act_type(tg_o o) { return o->act == TG_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
@@ -105,11 +90,15 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
     cublasStatus_t st =
         cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, a_layout, b_layout, d_layout, d_layout, pref, 1, &heuristic, &found);
     const bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (!ok && !bias)
-        fatal("cuBLASLt has no algorithm for %s: m=%d n=%d k=%d, op(A)=%c op(B)=%c, A/B %s, D %s, lda=%d ldb=%d ldd=%d, "
-              "alignment A %u B %u D %u bytes (heuristic status %d, %d found)",
-              what, m, n, k, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', type_name(ab), type_name(d), lda, ldb, ldd, align_a,
-              align_b, align_d, (int)st, found);
+    if (!ok && !bias) {
+        tg_err e;
+        tg_fail(&e,
+                "cuBLASLt has no algorithm for %s: m=%d n=%d k=%d, op(A)=%c op(B)=%c, A/B %s, D %s, lda=%d ldb=%d ldd=%d, "
+                "alignment A %u B %u D %u bytes (heuristic status %d, %d found)",
+                what, m, n, k, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', type_name(ab), type_name(d), lda, ldb, ldd, align_a,
+                align_b, align_d, (int)st, found);
+        tg_die("train_gpt", &e);
+    }
     if (ok) {
         const float alpha = 1.0f;
         CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &alpha, A, a_layout, B, b_layout, &beta, D, d_layout, D, d_layout,
