@@ -65,6 +65,12 @@ struct tg_ops {
     void (*download_floats)(tg_o o, float *host_dst, const void *src, size_t n);
     /* Waits for all queued work (timing); a no-op on the CPU. */
     void (*synchronize)(tg_o o);
+    /* Timing on the device's clock: timer_begin marks the stream (a CUDA
+     * event); timer_end_ms marks it again, waits for that mark, and returns
+     * the milliseconds between the two. -1 where there is no device clock
+     * (the CPU: the caller uses the wall clock). */
+    void (*timer_begin)(tg_o o);
+    double (*timer_end_ms)(tg_o o);
     /* Highest backend memory in use since creation, measured by the device
      * (CUDA: cudaMemGetInfo, less what was in use before the first
      * allocation); 0 where the backend cannot measure it. */

@@ -26,6 +26,8 @@ static void host_zero(tg_o o, void *p, size_t bytes) { (void)o; memset(p, 0, byt
 static void host_cast(tg_o o, void *dst, const float *src, size_t n) { host_copy(o, dst, src, n * sizeof(float)); }
 static void host_floats(tg_o o, float *dst, const void *src, size_t n) { host_copy(o, dst, src, n * sizeof(float)); }
 static void host_sync(tg_o o) { (void)o; }
+static void host_timer_begin(tg_o o) { (void)o; }
+static double host_timer_end_ms(tg_o o) { (void)o; return -1.0; }
 static size_t host_mem_peak(tg_o o) { (void)o; return 0; }
 static double host_peak_tflops(tg_o o) { (void)o; return 0.0; }
 
@@ -134,6 +136,8 @@ static const tg_ops CPU_OPS = {
     .cast_params = host_cast,
     .download_floats = host_floats,
     .synchronize = host_sync,
+    .timer_begin = host_timer_begin,
+    .timer_end_ms = host_timer_end_ms,
     .mem_peak = host_mem_peak,
     .peak_tflops = host_peak_tflops,
     .destroy = NULL,

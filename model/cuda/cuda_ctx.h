@@ -14,6 +14,7 @@ typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
+    cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;
     cublasHandle_t blas;          /* batched products (attention), on `stream` */
     void *lt_workspace;           /* cuBLASLt's scratch (counted in mem_peak) */

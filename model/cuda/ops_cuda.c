@@ -112,6 +112,20 @@ static void cuda_download_floats(tg_o o, float *dst, const void *src, size_t n) 
 
 static void cuda_synchronize(tg_o o) { CUDA_CHECK(cudaStreamSynchronize(cuda_ctx_of(o)->stream)); }
 
+static void cuda_timer_begin(tg_o o) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    CUDA_CHECK(cudaEventRecord(x->timer_start, x->stream));
+}
+
+static double cuda_timer_end_ms(tg_o o) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventRecord(x->timer_stop, x->stream));
+    CUDA_CHECK(cudaEventSynchronize(x->timer_stop));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, x->timer_start, x->timer_stop));
+    return ms;
+}
+
 /* ---- transfers for the communicators: through the pinned staging buffer,
  * in chunks; cudaMemcpyDefault, so host buffers work as well ---- */
 
@@ -170,6 +184,8 @@ static void cuda_destroy(tg_ops *o) {
         cudaFreeHost(x->staging);
         if (x->lt) cublasLtDestroy(x->lt);
         if (x->blas) cublasDestroy(x->blas);
+        if (x->timer_start) cudaEventDestroy(x->timer_start);
+        if (x->timer_stop) cudaEventDestroy(x->timer_stop);
         if (x->stream) cudaStreamDestroy(x->stream);
         free(x);
     }
@@ -186,6 +202,8 @@ static const tg_ops CUDA_TABLE = {
     .cast_params = cuda_cast_params,
     .download_floats = cuda_download_floats,
     .synchronize = cuda_synchronize,
+    .timer_begin = cuda_timer_begin,
+    .timer_end_ms = cuda_timer_end_ms,
     .mem_peak = cuda_mem_peak,
     .peak_tflops = cuda_peak_tflops,
     .destroy = cuda_destroy,
@@ -225,7 +243,10 @@ static int setup_check(cudaError_t err, const char *what, tg_err *e) {
 
 /* Stream, handles and fixed buffers of the context on the current device. */
 static int open_context(cuda_ctx *x, tg_err *e) {
-    if (setup_check(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking), "creating a stream", e)) return -1;
+    if (setup_check(cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking), "creating a stream", e) ||
+        setup_check(cudaEventCreate(&x->timer_start), "creating an event", e) ||
+        setup_check(cudaEventCreate(&x->timer_stop), "creating an event", e))
+        return -1;
     x->baseline_used = device_used();
     x->peak_used = x->baseline_used;
     if (cublasLtCreate(&x->lt) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLASLt: cannot create a handle");
