@@ -8,7 +8,8 @@ GPU ?= 0
 
 MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
             model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
-            model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
+            model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
+            model/cpu/ops_cpu_bf16.c
 LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c
 HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h)

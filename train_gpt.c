@@ -152,9 +152,15 @@ static void print_budget(const gpt_budget *b) {
 /* The compute backend of this rank: the CPU, or the CUDA device of its
  * local rank (ranks beyond the device count share devices round-robin). */
 static const tg_ops *open_backend(const tg_config *c, int local_rank) {
-    if (strcmp(c->device, "cuda") != 0) return ops_cpu();
+    const tg_dtype act = config_act_dtype(c);
     tg_err e;
-    tg_ops *o = ops_cuda_create(local_rank, config_act_dtype(c), &e);
+    if (strcmp(c->device, "cuda") != 0) {
+        if (act == TG_F32) return ops_cpu();
+        tg_ops *o = ops_cpu_bf16_create(&e);
+        if (!o) tg_die(PROG, &e);
+        return o;
+    }
+    tg_ops *o = ops_cuda_create(local_rank, act, &e);
     if (!o) {
         tg_wrap(&e, "%s: device = \"cuda\"", c->source);
         tg_die(PROG, &e);

@@ -168,6 +168,10 @@ struct tg_ops {
 
 /* The float32 CPU backend. */
 const tg_ops *ops_cpu(void);
+/* bf16 storage on the CPU (model/cpu/ops_cpu_bf16.c): the float32 kernels
+ * on widened copies, outputs rounded to bf16; for testing the bf16 paths
+ * without a GPU. Destroy with ops_destroy. */
+tg_ops *ops_cpu_bf16_create(tg_err *e);
 
 /* The CUDA backend on visible device `local_rank` modulo the device count
  * (ranks beyond it share devices round-robin: shm tests of TP on one GPU),

@@ -202,11 +202,9 @@ fx cfg "$base" "$C/num_model.json" 'model=3'
 expect_fail config_number_for_section -p 'num_model\.json' -p 'model' -p 'object|section' -- tg --config "$C/num_model.json"
 fx cfg "$base" "$C/bad_choice.json" 'train.recompute="sometimes"'
 expect_fail config_bad_choice -p 'bad_choice\.json' -p 'train\.recompute' -- tg --config "$C/bad_choice.json"
-# CUDA in a build without it (or on a machine without a GPU), bf16 and NCCL on the CPU
+# CUDA in a build without it (or on a machine without a GPU), NCCL on the CPU
 fx cfg "$base" "$C/cuda.json" 'device="cuda"'
 expect_fail config_cuda_unavailable -p 'cuda\.json' -p 'device' -p 'without CUDA|no CUDA device' -- tg --config "$C/cuda.json"
-fx cfg "$base" "$C/bf16_cpu.json" 'train.precision="bf16"'
-expect_fail config_bf16_on_cpu -p 'bf16_cpu\.json' -p 'train\.precision' -- tg --config "$C/bf16_cpu.json"
 fx cfg "$base" "$C/nccl_cpu.json" 'parallel.comm="nccl"'
 expect_fail config_nccl_on_cpu -p 'nccl_cpu\.json' -p 'parallel\.comm' -- tg --config "$C/nccl_cpu.json"
 fx cfg "$base" "$C/heads.json" 'model.n_head=3'

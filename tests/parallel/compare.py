@@ -1,10 +1,11 @@
 """Compares two runs of train_gpt: the train losses of log.jsonl and the
 final model.safetensors, tensor by tensor.
 
-  compare.py REF_DIR RUN_DIR STEP [--rtol 1e-5] [--bitwise]
+  compare.py REF_DIR RUN_DIR STEP [--rtol 1e-5] [--weight-rtol R] [--bitwise]
 
 Prints one line "max_loss_rel=... max_weight_rel=... worst=NAME" and exits 1
-when a difference exceeds the tolerance. Weights: the relative L2 difference
+when a difference exceeds the tolerance (--weight-rtol: a separate one for
+the weights; default the same). Weights: the relative L2 difference
 of each tensor, ||a - b|| / ||b||. One slice is held to an absolute bound
 instead: the key part of the attention bias, whose exact gradient is zero
 (softmax ignores a constant added to every score of a row), so float
@@ -46,6 +47,7 @@ def main():
     args = sys.argv[1:]
     bitwise = "--bitwise" in args
     rtol = float(args[args.index("--rtol") + 1]) if "--rtol" in args else 1e-5
+    wrtol = float(args[args.index("--weight-rtol") + 1]) if "--weight-rtol" in args else rtol
     ref, run, step = args[0], args[1], int(args[2])
     la, lb = losses(ref), losses(run)
     if sorted(la) != sorted(lb) or not la:
@@ -77,7 +79,7 @@ def main():
     if bitwise and loss_rel != 0.0:
         loss_rel = np.inf
     print(f"max_loss_rel={loss_rel:.3g} max_weight_rel={worst:.3g} worst={worst_name or '-'}")
-    return 0 if loss_rel <= rtol and worst <= rtol else 1
+    return 0 if loss_rel <= rtol and worst <= wrtol else 1
 
 
 if __name__ == "__main__":
