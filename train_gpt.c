@@ -316,11 +316,13 @@ static void setup(run *r) {
     r->budget = b;
     r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, r->dp->size);
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
-    size_t full_params = 0;
-    for (int i = 0; i < r->model->n_tensors; i++)
+    size_t full_params = 0, local_params = 0;
+    for (int i = 0; i < r->model->n_tensors; i++) {
         full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
+        local_params += r->model->tensors[i].numel;
+    }
     printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
-           d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, r->model->n_params);
+           d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, local_params);
     r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
     printf("batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
            c->train.global_batch, d.T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));

@@ -396,7 +396,7 @@ int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_file *s = safetensors_open(path, e);
     if (!s) return -1;
-    float *host = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    float *host = tg_calloc(g->n_params, sizeof(float), "checkpoint staging"); /* the alignment gaps stay 0 */
     int rc = read_buffer(s, g, "", host, e);
     if (rc == 0) {
         g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
@@ -412,8 +412,8 @@ int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
     st_file *s = safetensors_open(path, e);
     if (!s) return -1;
-    float *m = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
-    float *v = tg_malloc(g->n_params * sizeof(float), "checkpoint staging");
+    float *m = tg_calloc(g->n_params, sizeof(float), "checkpoint staging");
+    float *v = tg_calloc(g->n_params, sizeof(float), "checkpoint staging");
     int rc = read_buffer(s, g, "exp_avg.", m, e);
     if (rc == 0) rc = read_buffer(s, g, "exp_avg_sq.", v, e);
     if (rc == 0) optim_import(o, g, m, v);

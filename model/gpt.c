@@ -83,7 +83,7 @@ void gpt_free(gpt *g) {
 
 void gpt_init_weights(gpt *g, uint64_t seed) {
     const float std = 0.02f, resid_std = 0.02f / sqrtf(2.0f * g->d.L);
-    float *host = tg_malloc(g->n_params * sizeof(float), "initial weights");
+    float *host = tg_calloc(g->n_params, sizeof(float), "initial weights"); /* the alignment gaps stay 0 */
     for (int i = 0; i < g->n_tensors; i++) {
         const gpt_tensor *t = &g->tensors[i];
         const init_kind init = GPT_PARAM_SPECS[t->kind].init;

@@ -87,9 +87,9 @@ typedef struct gpt {
     int B, T;              /* largest micro-batch the buffers hold */
     int n_tensors;
     gpt_tensor *tensors;
-    size_t n_params;       /* floats of this rank's parameters */
+    size_t n_params;       /* elements of this rank's parameter buffer: its tensors, each aligned (gpt_layout.c) */
     size_t n_alloc;        /* n_params padded to a multiple of the DP degree (ZeRO shards) */
-    size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer size for per-layer kinds */
+    size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer stride for per-layer kinds (numel, aligned up) */
     /* Backend memory, n_alloc elements each: the working weights the
      * kernels read (activation type), the float32 master weights AdamW
      * updates and checkpoints hold (the same buffer when the activation type

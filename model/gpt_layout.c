@@ -69,7 +69,15 @@ static void shapes_of(const gpt_dims *d, param_kind k, int *fr, int *fc, int *lr
     }
 }
 
-/* Fills g->tensors and the per-kind offsets; returns the total float count. */
+/* Every tensor starts on a multiple of this many elements (32 bytes in
+ * float32, 16 in bf16), so matrix-product libraries see aligned operands
+ * whatever the widths; the gaps hold zeros that no tensor owns. */
+#define TENSOR_ALIGN 8
+
+static size_t align_elems(size_t n) { return (n + TENSOR_ALIGN - 1) / TENSOR_ALIGN * TENSOR_ALIGN; }
+
+/* Fills g->tensors and the per-kind offsets; returns the total element
+ * count, gaps included. */
 size_t gpt_layout_params(gpt *g) {
     const gpt_dims *d = &g->d;
     int n = 0;
@@ -83,7 +91,7 @@ size_t gpt_layout_params(gpt *g) {
         int fr, fc, lr, lc;
         shapes_of(d, (param_kind)k, &fr, &fc, &lr, &lc);
         g->kind_offset[k] = off;
-        g->kind_size[k] = (size_t)lr * lc;
+        g->kind_size[k] = align_elems((size_t)lr * lc); /* the per-layer stride */
         int layers = s->per_layer ? d->L : 1;
         for (int l = 0; l < layers; l++, i++) {
             gpt_tensor *t = &g->tensors[i];
@@ -99,7 +107,7 @@ size_t gpt_layout_params(gpt *g) {
             t->is_1d = (k != P_WTE && k != P_WPE && fr == 1);
             t->offset = off;
             t->numel = (size_t)lr * lc;
-            off += t->numel;
+            off += g->kind_size[k];
         }
     }
     return off;
