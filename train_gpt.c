@@ -124,7 +124,9 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
     if (plan) run_plan(cfg, &popts, plan_json);
     if (cfg->parallel.project) { /* one real process standing for rank 0 of tp x dp */
-        if (topology_from_env(topo, 1, &e) || topo->world != 1 || topology_init(topo, 0, 1, 0, 1, 1, &e)) {
+        const bool launched = topology_from_env(topo, 1, &e) || topo->world != 1;
+        topology_free(topo); /* topology_init starts from a zeroed struct */
+        if (launched || topology_init(topo, 0, 1, 0, 1, 1, &e)) {
             tg_fail(&e, "%s: parallel.project runs as one process: start it without a launcher", cfg->source);
             tg_die(PROG, &e);
         }

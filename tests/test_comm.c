@@ -156,6 +156,7 @@ typedef struct {
     bootstrap *bs;
     const char *tag;
     int rank, world, failed;
+    comm *comms[4]; /* destroyed on the way out of die_survivor (leak checkers) */
 } job;
 
 typedef struct {
@@ -337,6 +338,7 @@ static void *killer(void *arg) {
 
 static void die_survivor(job *j, const tg_err *e) {
     fprintf(stderr, "test_comm: rank %d: error: %s\n", j->rank, e->msg);
+    for (int i = 0; i < 4; i++) comm_destroy(j->comms[i]);
     exit(3);
 }
 
@@ -385,13 +387,17 @@ int main(int argc, char **argv) {
 
     comm *tpc = comm_shm_create(j.bs, "tp", topo.tp_ranks, topo.tp, topo.tp_rank, timeout, &e);
     if (!tpc) die_survivor(&j, &e);
+    j.comms[0] = tpc;
     if (quit == j.rank) _exit(0); /* stage 1: the TP segment is mapped, never destroyed */
     comm *dpc = comm_shm_create(j.bs, "dp", topo.dp_ranks, topo.dp, topo.dp_rank, timeout, &e);
     if (!dpc) die_survivor(&j, &e);
+    j.comms[1] = dpc;
     comm *tps = comm_shm_create_slot(j.bs, "tp_small", topo.tp_ranks, topo.tp, topo.tp_rank, timeout, 256, &e);
     if (!tps) die_survivor(&j, &e);
+    j.comms[2] = tps;
     comm *dps = comm_shm_create_slot(j.bs, "dp_small", topo.dp_ranks, topo.dp, topo.dp_rank, timeout, 256, &e);
     if (!dps) die_survivor(&j, &e);
+    j.comms[3] = dps;
     if (quit >= 0) {
         fprintf(stderr, "test_comm: rank %d: rank %d quit but the communicators were created\n", j.rank, quit);
         return 0;
@@ -487,6 +493,7 @@ int main(int argc, char **argv) {
         report(&j, name, !bad, why);
     }
     for (int g = 0; g < 4; g++) comm_destroy(t[g].c);
+    memset(j.comms, 0, sizeof j.comms); /* destroyed: die_survivor must not again */
     if (bootstrap_barrier(j.bs, &e)) die_survivor(&j, &e);
     bootstrap_destroy(j.bs);
     topology_free(&topo);
