@@ -1,8 +1,10 @@
 /* The communicator interface: collectives over one group of ranks (a TP
  * group or a DP group). Implementations: comm_null (one rank standing in for
- * a whole group; at size 1 it is exactly right), and later comm_shm and
- * comm_nccl. Every implementation counts the bytes this rank sends per
- * collective kind, which the log reports per step. */
+ * a whole group; at size 1 it is exactly right), comm_shm (ranks of one
+ * node, through host memory) and comm_nccl (CUDA builds). Buffers hold
+ * float32 or bf16 elements; where they live (host or device) is the
+ * communicator's comm_memory. Every implementation counts the bytes this
+ * rank sends per collective kind, which the log reports per step. */
 #ifndef PARALLEL_COMM_H
 #define PARALLEL_COMM_H
 
