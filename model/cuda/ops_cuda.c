@@ -264,6 +264,9 @@ static int open_context(cuda_ctx *x, tg_err *e) {
         setup_check(cudaMalloc(&x->scratch, x->scratch_bytes), "allocating the kernels' scratch", e) ||
         setup_check(cudaMallocHost(&x->staging, x->staging_bytes), "allocating pinned staging memory", e))
         return -1;
+    /* cuBLAS would otherwise allocate a workspace of its own, outside the
+     * budget; it shares cuBLASLt's, as both run in order on one stream. */
+    CUBLAS_CHECK(cublasSetWorkspace(x->blas, x->lt_workspace, x->lt_workspace_bytes));
     note_usage(x);
     return 0;
 }
