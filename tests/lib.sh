@@ -7,7 +7,10 @@ cd "$root" || exit 1
 tmp="${TG_TMP:-$(mktemp -d)}/$1"
 rm -rf "$tmp" && mkdir -p "$tmp"
 bin="${TRAIN_GPT:-./train_gpt}"
-py=/usr/bin/python3
+# Debian's python3 has numpy and torch here; elsewhere (a GPU machine with
+# PyTorch in a virtual environment) the python3 on PATH that has numpy.
+py="${TG_PYTHON:-/usr/bin/python3}"
+if ! "$py" -c 'import numpy' 2>/dev/null && python3 -c 'import numpy' 2>/dev/null; then py=python3; fi
 # Tiny models: OpenMP threads that spin while waiting only slow things down
 # when the machine is shared (results do not depend on it).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
