@@ -506,9 +506,10 @@ static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const int s = r->state.step;
     const bool projected = c->parallel.project;
     const double comm_ms = (comm_seconds(r) - r->comm_s_at_step_start) * 1e3, step_ms = projected ? ms + comm_ms : ms;
-    const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = tokens / (step_ms / 1e3);
+    /* A step too short for the clock has no rate (JSON has no inf). */
+    const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = step_ms > 0 ? tokens / (step_ms / 1e3) : 0;
     const int devices = r->tp->size * r->dp->size;
-    const double mfu = r->peak_tflops > 0 ? r->flops_per_token * tps / (devices * r->peak_tflops * 1e12) : -1;
+    const double mfu = r->peak_tflops > 0 && tps > 0 ? r->flops_per_token * tps / (devices * r->peak_tflops * 1e12) : -1;
     if (r->log) {
         fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"comm_ms\":%.3f,\"step_ms\":%.3f,"
                         "\"projected\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f,\"flops_per_token\":%.0f",

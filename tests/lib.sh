@@ -18,3 +18,18 @@ failed=0
 
 ok() { echo "ok $1"; }
 not_ok() { echo "not ok $1 - $2"; failed=1; }
+
+# random_shards DIR VOCAB SEED TRAIN_TOKENS VAL_TOKENS: one train and one val
+# shard in llm.c's format of uniform random tokens below VOCAB.
+random_shards() {
+    "$py" - "$@" <<'PY'
+import numpy as np, sys, os
+d, vocab, seed, n_train, n_val = sys.argv[1], *map(int, sys.argv[2:6])
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(seed)
+for name, n in (("train_000000", n_train), ("val_000000", n_val)):
+    h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
+    with open(f"{d}/{name}.bin", "wb") as f:
+        f.write(h.tobytes()); f.write(rng.integers(0, vocab, n, dtype=np.uint16).tobytes())
+PY
+}

@@ -11,15 +11,7 @@ source "$(dirname "$0")/lib.sh" bf16
 export OMP_NUM_THREADS=1
 L=2 C=48 NH=12 V=300 T=12 B=2 G=8 STEPS=5
 
-"$py" - "$tmp/data" "$V" <<'PY'
-import numpy as np, sys, os
-os.makedirs(sys.argv[1], exist_ok=True)
-rng = np.random.default_rng(12)
-for name, n in (("train_000000", 4000), ("val_000000", 800)):
-    h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
-    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
-        f.write(h.tobytes()); f.write(rng.integers(0, int(sys.argv[2]), n, dtype=np.uint16).tobytes())
-PY
+random_shards "$tmp/data" "$V" 12 4000 800
 cfg="$tmp/cfg.json"
 cat >"$cfg" <<JSON
 {"model": {"n_layer": $L, "n_head": $NH, "n_embd": $C, "vocab_size": $V, "seq_len": $T},

@@ -11,15 +11,7 @@ source "$(dirname "$0")/lib.sh" parallel
 export OMP_NUM_THREADS=1 # up to 4 ranks share 2 cores
 L=2 C=48 NH=12 V=300 T=12 B=2 G=8 STEPS=5
 
-"$py" - "$tmp/data" "$V" <<'PY'
-import numpy as np, sys, os
-os.makedirs(sys.argv[1], exist_ok=True)
-rng = np.random.default_rng(11)
-for name, n in (("train_000000", 4000), ("val_000000", 800)):
-    h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
-    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
-        f.write(h.tobytes()); f.write(rng.integers(0, int(sys.argv[2]), n, dtype=np.uint16).tobytes())
-PY
+random_shards "$tmp/data" "$V" 11 4000 800
 # AdamW eps 1e-5 rather than 1e-8: layouts sum in different orders, so
 # gradients that are zero in exact arithmetic come out as different float
 # noise, and m/(sqrt(v)+eps) turns noise of ~1e-11 into full-size updates

@@ -5,15 +5,7 @@
 # selective to full.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" recompute
-"$py" - "$tmp/data" <<'PY'
-import numpy as np, sys, os
-os.makedirs(sys.argv[1], exist_ok=True)
-rng = np.random.default_rng(5)
-for name, n in (("train_000000", 6000), ("val_000000", 1000)):
-    h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
-    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
-        f.write(h.tobytes()); f.write(rng.integers(0, 300, n, dtype=np.uint16).tobytes())
-PY
+random_shards "$tmp/data" 300 5 6000 1000
 cfg="$tmp/cfg.json"
 cat >"$cfg" <<JSON
 {"model": {"n_layer": 3, "n_head": 4, "n_embd": 32, "vocab_size": 300, "seq_len": 24},

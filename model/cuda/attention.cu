@@ -214,8 +214,8 @@ chunking plan_chunks(const cuda_ctx *ctx, size_t per_pair, size_t per_row, int r
         size_t rows = budget > per_pair ? (budget - per_pair) / per_row : 0;
         if (rows < 1) {
             tg_err e;
-            tg_fail(&e, "%s: one (sequence, head) pair needs %zu bytes of scratch, more than the %zu there are (T too large)",
-                    what, per_pair + per_row, ctx->scratch_bytes);
+            tg_fail(&e, "%s: one (sequence, head) pair needs %zu bytes of scratch, more than the %zu usable of %zu (T too large)",
+                    what, per_pair + per_row, budget, ctx->scratch_bytes);
             tg_die("train_gpt", &e);
         }
         c.pairs = 1;

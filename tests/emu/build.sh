@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds build/emu/test_cuda_kernels_emu: tests/test_cuda_kernels.c against
+# the CUDA backend (model/cuda/*.cu, ops_cuda.c) executed on the CPU by the
+# emulation in tests/emu (no GPU, no CUDA toolkit). Run from anywhere:
+#   bash tests/emu/build.sh            # then build/emu/test_cuda_kernels_emu --quick
+# Environment:
+#   EMU_FMA=1    compile the .cu files with -mfma -ffp-contract=fast, as nvcc
+#                contracts a*b+c into FMAs by default (__f*_rn stay unfused)
+#   EMU_ASAN=1   AddressSanitizer on everything (out-of-bounds kernel accesses)
+#   OUT=dir      output directory (default build/emu, or build/emu-fma, build/emu-asan)
+# Run time (environment of the binary): EMU_REVERSE=1 runs blocks and threads
+# in reverse order; EMU_GEMM_DOUBLE=1 accumulates emulated GEMMs in double;
+# EMU_VERBOSE=1 logs every launch; EMU_SCRATCH_BYTES=N shrinks the scratch; EMU_MALLOC_FILL=N fills cudaMalloc'd memory
+# with byte N (default 255: NaN).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+suffix=""
+[ "${EMU_FMA:-0}" = 1 ] && suffix="$suffix-fma"
+[ "${EMU_ASAN:-0}" = 1 ] && suffix="$suffix-asan"
+OUT=${OUT:-build/emu$suffix}
+mkdir -p "$OUT/cu" "$OUT/obj"
+
+CC=${CC:-gcc}
+CXX=${CXX:-g++}
+OPT=${OPT:--O2}
+SAN=""
+[ "${EMU_ASAN:-0}" = 1 ] && SAN="-fsanitize=address -fno-omit-frame-pointer -g"
+# The CPU side exactly as the Makefile builds it (plus -DTG_CUDA).
+CFLAGS="-O3 -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I. -DTG_CUDA $SAN"
+EMU_INC="-Itests/emu/include"
+CUFLAGS="$OPT -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I. $EMU_INC -include tests/emu/cuda_emu.h -D__CUDACC__ -DTG_CUDA $SAN"
+if [ "${EMU_FMA:-0}" = 1 ]; then CUFLAGS="$CUFLAGS -mfma -ffp-contract=fast"; else CUFLAGS="$CUFLAGS -ffp-contract=off"; fi
+
+objs=()
+pids=()
+compile() { # out cmd...
+    local out=$1
+    shift
+    objs+=("$out")
+    "$@" -c -o "$out" &
+    pids+=($!)
+}
+
+for cu in model/cuda/*.cu; do
+    base=$(basename "$cu" .cu)
+    python3 tests/emu/prep.py "$cu" "$OUT/cu/$base.cpp"
+    compile "$OUT/obj/cu_$base.o" $CXX $CUFLAGS "$OUT/cu/$base.cpp"
+done
+compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
+# ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
+# time) shrinks the kernels' scratch, so that the chunked paths (attention's
+# pair and row chunks, the sort chunks of the encoder) run at small sizes.
+# Unset, the copy behaves as the original.
+hook='x->scratch_bytes = getenv("EMU_SCRATCH_BYTES") && *getenv("EMU_SCRATCH_BYTES") ? (size_t)strtoull(getenv("EMU_SCRATCH_BYTES"), NULL, 0) : CUDA_SCRATCH_BYTES;'
+sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" model/cuda/ops_cuda.c > "$OUT/cu/ops_cuda.c"
+grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the EMU_SCRATCH_BYTES hook did not apply" >&2
+printf '#line 1 "model/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
+compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
+for c in model/cpu/*.c model/backend.c model/rng.c parallel/comm_null.c util/err.c tests/test_cuda_kernels.c; do
+    compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
+done
+# `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
+# emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
+kernel_objs=("${objs[@]}")
+if [ "${1:-}" = train ]; then
+    for c in model/config.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c model/checkpoint.c \
+             model/plan.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c \
+             parallel/mappings.c parallel/comm_nccl_none.c data/shards.c data/tokenizer.c train_gpt.c; do
+        compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
+    done
+fi
+fail=0
+for p in "${pids[@]}"; do wait "$p" || fail=1; done
+[ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
+$CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
+echo "built $OUT/test_cuda_kernels_emu"
+if [ "${1:-}" = train ]; then
+    train_objs=()
+    for o in "${objs[@]}"; do [[ $o == *tests_test_cuda_kernels.o ]] || train_objs+=("$o"); done
+    $CXX -fopenmp $SAN "${train_objs[@]}" -o "$OUT/train_gpt_emu" -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+    echo "built $OUT/train_gpt_emu"
+fi

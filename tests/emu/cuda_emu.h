@@ -1,0 +1,143 @@
+/* CUDA device-code emulation for g++ (tests/emu): force-included (-include)
+ * before each .cu file of model/cuda, after tests/emu/prep.py has rewritten
+ * its kernel launches k<<<g, b, s, st>>>(args) into
+ *   ::emu::launch("k", ::emu::cfg(g, b, s, st), [](auto... a) { k(a...); }, args)
+ * Each launch runs synchronously: blocks one at a time in a fixed order,
+ * each thread of a block as a cooperative fiber (emu_runtime.cpp), so that
+ * __syncthreads and the warp shuffles are real barriers. */
+#ifndef EMU_CUDA_EMU_H
+#define EMU_CUDA_EMU_H
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+/* Static shared memory: one copy per kernel (blocks run one at a time), all
+ * in one ELF section that the launcher fills with 0xff (NaN) before every
+ * block, so reads of shared memory never written in this block show. */
+#define __shared__ static __attribute__((section("emu_shared")))
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+
+/* Set by the scheduler before it resumes a thread's fiber. */
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+constexpr int warpSize = 32;
+
+namespace emu {
+struct config {
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+};
+inline config cfg(dim3 g, dim3 b, size_t shmem = 0, cudaStream_t stream = 0) { return config{g, b, shmem, stream}; }
+
+/* Runs body(ctx) once per thread of the grid (emu_runtime.cpp). */
+void run_grid(const char *name, const char *file, int line, const config &c, void (*body)(void *), void *ctx);
+void syncthreads(const char *file, int line);
+void syncwarp(unsigned mask);
+/* Every lane of the warp publishes `bits`, then reads lane src's. */
+uint64_t shfl(unsigned mask, uint64_t bits, int src_lane);
+int lane_id();
+
+template <typename F, typename Tuple>
+struct kernel_call {
+    F f;
+    Tuple args;
+    static void run(void *p) {
+        kernel_call *k = (kernel_call *)p;
+        Tuple mine = k->args; /* each thread gets its own copy of the parameters */
+        std::apply(k->f, mine);
+    }
+};
+
+template <typename F, typename... A>
+void launch_at(const char *name, const char *file, int line, const config &c, F f, A... args) {
+    kernel_call<F, std::tuple<A...>> k{f, std::tuple<A...>(args...)};
+    run_grid(name, file, line, c, &kernel_call<F, std::tuple<A...>>::run, &k);
+}
+#define EMU_LAUNCH(name, ...) ::emu::launch_at(name, __FILE__, __LINE__, __VA_ARGS__)
+
+template <typename T>
+inline uint64_t to_bits(T v) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of an unsupported type");
+    uint64_t b = 0;
+    memcpy(&b, &v, sizeof v);
+    return b;
+}
+template <typename T>
+inline T from_bits(uint64_t b) {
+    T v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+} // namespace emu
+
+#define __syncthreads() ::emu::syncthreads(__FILE__, __LINE__)
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::emu::syncwarp(mask); }
+
+/* Lane arithmetic as PTX shfl.sync defines it for a segment of `width` lanes. */
+template <typename T>
+inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    int lane = ::emu::lane_id(), base = lane & ~(width - 1);
+    return ::emu::from_bits<T>(::emu::shfl(mask, ::emu::to_bits(v), base + (src & (width - 1))));
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    int lane = ::emu::lane_id(), base = lane & ~(width - 1), src = lane ^ lane_mask;
+    if (src < base || src >= base + width) src = lane;
+    return ::emu::from_bits<T>(::emu::shfl(mask, ::emu::to_bits(v), src));
+}
+template <typename T>
+inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    int lane = ::emu::lane_id(), base = lane & ~(width - 1), src = lane + (int)delta;
+    if (src >= base + width) src = lane;
+    return ::emu::from_bits<T>(::emu::shfl(mask, ::emu::to_bits(v), src));
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    int lane = ::emu::lane_id(), base = lane & ~(width - 1), src = lane - (int)delta;
+    if (src < base) src = lane;
+    return ::emu::from_bits<T>(::emu::shfl(mask, ::emu::to_bits(v), src));
+}
+
+/* Correctly rounded float operations that must never be fused: the asm
+ * barrier keeps the compiler from contracting them into an FMA even when
+ * the emulation is built with -mfma -ffp-contract=fast (EMU_FMA=1, which
+ * imitates nvcc's default --fmad=true for the plain operators). */
+#define EMU_OPAQUE(r) __asm__("" : "+x"(r))
+static inline float __fmul_rn(float a, float b) { float r = a * b; EMU_OPAQUE(r); return r; }
+static inline float __fadd_rn(float a, float b) { float r = a + b; EMU_OPAQUE(r); return r; }
+static inline float __fsub_rn(float a, float b) { float r = a - b; EMU_OPAQUE(r); return r; }
+static inline float __fdiv_rn(float a, float b) { float r = a / b; EMU_OPAQUE(r); return r; }
+static inline float __fsqrt_rn(float a) { float r = sqrtf(a); EMU_OPAQUE(r); return r; }
+static inline float __frcp_rn(float a) { float r = 1.0f / a; EMU_OPAQUE(r); return r; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __dmul_rn(double a, double b) { double r = a * b; EMU_OPAQUE(r); return r; }
+static inline double __dadd_rn(double a, double b) { double r = a + b; EMU_OPAQUE(r); return r; }
+/* Fast intrinsics: the device's are approximate; the exact ones stand in. */
+/* (__expf and __logf: glibc declares functions of those names, the exact ones.) */
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
+
+#include <cuda_bf16.h>
+
+#endif

@@ -1,0 +1,1056 @@
+/* The CPU emulation of the CUDA runtime, cuBLAS, cuBLASLt and the kernel
+ * launcher (tests/emu). Single host thread: every call is synchronous.
+ *
+ * Launcher: blocks run one at a time in a fixed order (x fastest; reversed
+ * with EMU_REVERSE=1); the threads of a block are cooperative fibers
+ * scheduled round-robin. __syncthreads is a barrier over the block's live
+ * threads; a warp shuffle publishes each lane's value in a double-buffered
+ * slot, waits at a warp barrier and reads its partner's slot. A round in
+ * which no fiber moves is a deadlock (reported, the program aborts).
+ *
+ * Everything the emulator finds wrong (bad launch configuration, copies or
+ * products outside an allocation, a shuffle with an exited lane, divergent
+ * __syncthreads, a cuBLAS(Lt) argument the library would reject) is printed
+ * as "emu: ERROR ..." on stderr and counted; the count is printed at exit
+ * and makes the exit status 3 when the program would otherwise exit 0. */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "cuda_emu.h"
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+/* ------------------------------------------------------------ reporting */
+
+static long g_errors = 0;
+static int g_verbose = -1;
+
+static void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emu_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "emu: ERROR ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    g_errors++;
+}
+
+static bool verbose() {
+    if (g_verbose < 0) g_verbose = getenv("EMU_VERBOSE") && atoi(getenv("EMU_VERBOSE")) > 0;
+    return g_verbose > 0;
+}
+
+/* At exit: the count of errors, and exit status 3 if there were any (the
+ * test's own failures, exit 1, are then in its output). */
+static void at_exit_report() {
+    if (!g_errors) return;
+    fflush(NULL);
+    fprintf(stderr, "emu: %ld error(s) found by the emulator (see 'emu: ERROR' lines); exit status 3\n", g_errors);
+    _exit(3);
+}
+struct exit_hook {
+    exit_hook() { atexit(at_exit_report); }
+} g_exit_hook;
+
+/* ------------------------------------------------------------ memory map */
+
+static std::map<uintptr_t, size_t> g_device, g_pinned; /* base -> bytes */
+static size_t g_device_bytes = 0;
+static const size_t TOTAL_MEM = (size_t)80 << 30;
+static const size_t CONTEXT_BYTES = (size_t)512 << 20; /* "in use" before any cudaMalloc */
+
+/* The allocation of `m` containing p, or m.end(). */
+static std::map<uintptr_t, size_t>::iterator find_alloc(std::map<uintptr_t, size_t> &m, const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return m.end();
+    --it;
+    return a < it->first + std::max<size_t>(it->second, 1) ? it : m.end();
+}
+
+static bool is_device(const void *p) { return find_alloc(g_device, p) != g_device.end(); }
+
+extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what) {
+    if (bytes == 0) return 1;
+    auto it = find_alloc(g_device, p);
+    if (it == g_device.end()) {
+        emu_error("%s: %p (%zu bytes) is not in any device allocation", what, p, bytes);
+        return 0;
+    }
+    uintptr_t end = (uintptr_t)p + bytes, aend = it->first + it->second;
+    if (end > aend) {
+        emu_error("%s: [%p, +%zu) runs %zu bytes past the end of its allocation [%p, +%zu)", what, p, bytes,
+                  (size_t)(end - aend), (void *)it->first, it->second);
+        return 0;
+    }
+    return 1;
+}
+
+/* Host-side range: a pinned allocation's end if p is in one, else trusted. */
+static int check_host_range(const void *p, size_t bytes, const char *what) {
+    auto it = find_alloc(g_pinned, p);
+    if (it != g_pinned.end() && (uintptr_t)p + bytes > it->first + it->second) {
+        emu_error("%s: [%p, +%zu) runs past the end of its pinned host allocation", what, p, bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ runtime */
+
+static cudaError_t g_last = cudaSuccess;
+static cudaError_t fail(cudaError_t e) {
+    g_last = e;
+    return e;
+}
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "EMULATED (tests/emu, CPU)");
+    prop->totalGlobalMem = TOTAL_MEM;
+    prop->sharedMemPerBlock = 48 << 10;
+    prop->sharedMemPerBlockOptin = 227 << 10;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = 1024, prop->maxThreadsDim[1] = 1024, prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 0x7fffffff, prop->maxGridSize[1] = 65535, prop->maxGridSize[2] = 65535;
+    prop->major = 9, prop->minor = 0;
+    prop->multiProcessorCount = 132;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = NULL;
+    if (g_device_bytes + bytes + CONTEXT_BYTES > TOTAL_MEM) return fail(cudaErrorMemoryAllocation);
+    size_t alloc = bytes ? bytes : 1;
+    void *m = NULL; /* exactly `bytes`, so that AddressSanitizer (EMU_ASAN=1) sees overruns as compute-sanitizer would */
+    if (posix_memalign(&m, 256, alloc) != 0) return fail(cudaErrorMemoryAllocation);
+    /* fresh device memory is garbage: 0xff bytes are NaN in float32 and bf16 */
+    static int fill = getenv("EMU_MALLOC_FILL") ? atoi(getenv("EMU_MALLOC_FILL")) : 0xff;
+    memset(m, fill, alloc);
+    g_device[(uintptr_t)m] = bytes;
+    g_device_bytes += bytes;
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = g_device.find((uintptr_t)p);
+    if (it == g_device.end()) {
+        emu_error("cudaFree(%p): not the start of a device allocation", p);
+        return fail(cudaErrorInvalidValue);
+    }
+    g_device_bytes -= it->second;
+    g_device.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    void *m = NULL;
+    if (posix_memalign(&m, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation);
+    g_pinned[(uintptr_t)m] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    return cudaMallocHost(p, bytes);
+}
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = g_pinned.find((uintptr_t)p);
+    if (it == g_pinned.end()) {
+        emu_error("cudaFreeHost(%p): not a pinned allocation", p);
+        return fail(cudaErrorInvalidValue);
+    }
+    g_pinned.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    *total_bytes = TOTAL_MEM;
+    *free_bytes = TOTAL_MEM - CONTEXT_BYTES - g_device_bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return cudaSuccess;
+    const bool dd = is_device(dst), sd = is_device(src);
+    static const char *names[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice", "Default"};
+    bool ok = true;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: ok = dd && !sd; break;
+    case cudaMemcpyDeviceToHost: ok = !dd && sd; break;
+    case cudaMemcpyDeviceToDevice: ok = dd && sd; break;
+    case cudaMemcpyHostToHost: ok = !dd && !sd; break;
+    case cudaMemcpyDefault: break;
+    default: ok = false;
+    }
+    if (!ok) {
+        emu_error("cudaMemcpy%s(dst %p [%s], src %p [%s], %zu bytes): the pointers do not match the kind",
+                  (unsigned)kind < 5 ? names[kind] : "?", dst, dd ? "device" : "host", src, sd ? "device" : "host", bytes);
+        return fail(cudaErrorInvalidValue);
+    }
+    if ((dd && !emu_check_device_range(dst, bytes, "cudaMemcpy dst")) ||
+        (sd && !emu_check_device_range(src, bytes, "cudaMemcpy src")) ||
+        (!dd && !check_host_range(dst, bytes, "cudaMemcpy dst")) || (!sd && !check_host_range(src, bytes, "cudaMemcpy src")))
+        return fail(cudaErrorInvalidValue);
+    if ((const char *)dst < (const char *)src + bytes && (const char *)src < (const char *)dst + bytes && dst != src)
+        emu_error("cudaMemcpy: overlapping ranges dst %p src %p, %zu bytes", dst, src, bytes);
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    (void)stream;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+    if (bytes == 0) return cudaSuccess;
+    if (!emu_check_device_range(p, bytes, "cudaMemset")) return fail(cudaErrorInvalidValue);
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+    (void)stream;
+    return cudaMemset(p, value, bytes);
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
+    memset(attr, 0, sizeof *attr);
+    if (is_device(p)) {
+        attr->type = cudaMemoryTypeDevice;
+        attr->devicePointer = (void *)p;
+    } else if (find_alloc(g_pinned, p) != g_pinned.end()) {
+        attr->type = cudaMemoryTypeHost;
+        attr->devicePointer = attr->hostPointer = (void *)p;
+    } else {
+        attr->type = cudaMemoryTypeUnregistered;
+        attr->device = -2;
+    }
+    return cudaSuccess;
+}
+
+struct emu_stream {
+    int dummy;
+};
+struct emu_event {
+    int recorded;
+    double t_ms; /* host clock at the record: the emulator runs synchronously */
+};
+static double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = new emu_stream{0};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    return cudaStreamCreate(s);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)s, (void)e, (void)flags;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new emu_event{0, 0.0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    (void)flags;
+    return cudaEventCreate(e);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    e->recorded = 1;
+    e->t_ms = now_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    (void)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    (void)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
+    if (!start->recorded || !stop->recorded) {
+        emu_error("cudaEventElapsedTime on an event never recorded");
+        return fail(cudaErrorInvalidValue);
+    }
+    *ms = (float)(stop->t_ms - start->t_ms); /* the emulator's own (CPU) time */
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = g_last;
+    g_last = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return g_last; }
+const char *cudaGetErrorName(cudaError_t err) {
+    switch (err) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    default: return "cudaErrorUnknown";
+    }
+}
+const char *cudaGetErrorString(cudaError_t err) { return cudaGetErrorName(err); }
+cudaError_t cudaFuncSetAttribute(const void *func, int attr, int value) {
+    (void)func, (void)attr, (void)value;
+    return cudaSuccess; /* dynamic shared memory beyond 48 KiB is not emulated */
+}
+
+} // extern "C"
+
+/* ------------------------------------------------------------ fibers */
+
+/* x86-64 System V context switch: saves the callee-saved registers, MXCSR
+ * and the x87 control word on the current stack, stores the stack pointer
+ * in *from, and resumes the context whose stack pointer is `to`. */
+extern "C" void emu_switch(void **from, void *to);
+__asm__(".text\n"
+        ".globl emu_switch\n"
+        ".type emu_switch,@function\n"
+        "emu_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  subq $8, %rsp\n"
+        "  stmxcsr (%rsp)\n"
+        "  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n"
+        "  fldcw 4(%rsp)\n"
+        "  addq $8, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size emu_switch, .-emu_switch\n");
+
+namespace {
+
+const size_t STACK_BYTES = (size_t)64 << 10, GUARD_BYTES = 4096;
+const int MAX_THREADS = 1024;
+
+enum wait_kind { RUNNING, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+
+struct fiber {
+    void *sp;
+    char *stack_lo; /* usable stack [stack_lo, stack_lo + STACK_BYTES) */
+    int tid, warp, lane;
+    uint3 idx;
+    unsigned shfl_count; /* shuffles done: picks the slot buffer */
+    wait_kind state;
+};
+
+struct barrier {
+    int arrived;
+    unsigned gen;
+    const char *file;
+    int line;
+};
+
+struct warp_state {
+    int lanes, live;   /* lanes that exist, lanes not exited */
+    barrier bar;
+    uint64_t slots[2][32];
+};
+
+struct block_state {
+    int nthreads, live;
+    barrier bar;
+    warp_state warps[MAX_THREADS / 32];
+    void (*body)(void *);
+    void *ctx;
+    const char *kernel;
+    bool shfl_exit_reported, partial_warp_reported, mask_reported;
+};
+
+fiber g_fibers[MAX_THREADS];
+char *g_stacks = NULL;
+void *g_sched_sp = NULL;
+fiber *g_cur = NULL;
+block_state g_block;
+unsigned long long g_progress = 0;
+
+extern "C" char __start_emu_shared[] __attribute__((weak));
+extern "C" char __stop_emu_shared[] __attribute__((weak));
+
+void fiber_main() {
+    g_block.body(g_block.ctx);
+    /* the thread returned: it leaves every barrier count */
+    fiber *f = g_cur;
+    f->state = DONE;
+    g_progress++;
+    block_state &b = g_block;
+    b.live--;
+    warp_state &w = b.warps[f->warp];
+    w.live--;
+    if (b.bar.arrived > 0 && b.bar.arrived == b.live) {
+        b.bar.arrived = 0;
+        b.bar.gen++;
+    }
+    if (w.bar.arrived > 0 && w.bar.arrived == w.live) {
+        if (!b.shfl_exit_reported) {
+            emu_error("%s: block (%u,%u,%u) thread %d exited while its warp's lanes wait in a shuffle/__syncwarp", b.kernel,
+                      blockIdx.x, blockIdx.y, blockIdx.z, f->tid);
+            b.shfl_exit_reported = true;
+        }
+        w.bar.arrived = 0;
+        w.bar.gen++;
+    }
+    void *dummy;
+    emu_switch(&dummy, g_sched_sp);
+    abort(); /* never resumed */
+}
+
+void init_stacks() {
+    if (g_stacks) return;
+    size_t per = STACK_BYTES + GUARD_BYTES;
+    g_stacks = (char *)mmap(NULL, per * MAX_THREADS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g_stacks == MAP_FAILED) {
+        perror("emu: mmap fiber stacks");
+        abort();
+    }
+    for (int t = 0; t < MAX_THREADS; t++) {
+        mprotect(g_stacks + t * per, GUARD_BYTES, PROT_NONE); /* overflow faults */
+        g_fibers[t].stack_lo = g_stacks + t * per + GUARD_BYTES;
+    }
+}
+
+/* A fresh context for fiber f that starts in fiber_main. */
+void prime(fiber *f) {
+    uint32_t csr[2];
+    __asm__ volatile("stmxcsr %0" : "=m"(csr[0]));
+    __asm__ volatile("fnstcw %0" : "=m"(csr[1]));
+#if defined(__SANITIZE_ADDRESS__)
+    __asan_unpoison_memory_region(f->stack_lo, STACK_BYTES); /* stale redzones of the fiber's last run */
+#endif
+    uintptr_t top = ((uintptr_t)f->stack_lo + STACK_BYTES) & ~(uintptr_t)15;
+    uint64_t *a = (uint64_t *)(top - 16); /* return slot, 16-aligned: rsp % 16 == 8 at entry */
+    a[0] = (uint64_t)(uintptr_t)&fiber_main;
+    for (int i = 1; i <= 6; i++) a[-i] = 0; /* rbp rbx r12 r13 r14 r15 */
+    uint64_t *c = a - 7;
+    memcpy(c, csr, 8);
+    f->sp = c;
+}
+
+void yield() { emu_switch(&g_cur->sp, g_sched_sp); }
+
+void wait_barrier(barrier &bar, int expected, const char *file, int line, const char *what) {
+    if (bar.arrived == 0) {
+        bar.file = file;
+        bar.line = line;
+    } else if (file && bar.file && (bar.line != line || strcmp(bar.file, file) != 0)) {
+        emu_error("%s: block (%u,%u,%u): thread %d reached %s at %s:%d while others wait at %s:%d (divergent barrier)",
+                  g_block.kernel, blockIdx.x, blockIdx.y, blockIdx.z, g_cur->tid, what, file, line, bar.file, bar.line);
+    }
+    g_progress++;
+    if (++bar.arrived == expected) {
+        bar.arrived = 0;
+        bar.gen++;
+        return;
+    }
+    unsigned gen = bar.gen;
+    while (bar.gen == gen) yield();
+}
+
+void run_block(const dim3 &b) {
+    block_state &B = g_block;
+    B.nthreads = (int)(b.x * b.y * b.z);
+    B.live = B.nthreads;
+    B.bar = barrier{0, 0, NULL, 0};
+    int nwarps = (B.nthreads + 31) / 32;
+    for (int w = 0; w < nwarps; w++) {
+        warp_state &ws = B.warps[w];
+        ws.lanes = std::min(32, B.nthreads - w * 32);
+        ws.live = ws.lanes;
+        ws.bar = barrier{0, 0, NULL, 0};
+    }
+    for (int t = 0; t < B.nthreads; t++) {
+        fiber &f = g_fibers[t];
+        f.tid = t;
+        f.warp = t / 32;
+        f.lane = t % 32;
+        f.idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+        f.shfl_count = 0;
+        f.state = RUNNING;
+        prime(&f);
+    }
+    static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
+    while (B.live > 0) {
+        unsigned long long before = g_progress;
+        for (int i = 0; i < B.nthreads; i++) {
+            int t = reverse ? B.nthreads - 1 - i : i;
+            fiber &f = g_fibers[t];
+            if (f.state == DONE) continue;
+            g_cur = &f;
+            threadIdx = f.idx;
+            emu_switch(&g_sched_sp, f.sp);
+        }
+        g_cur = NULL;
+        if (B.live > 0 && g_progress == before) {
+            emu_error("%s: block (%u,%u,%u): deadlock: %d of %d threads wait forever (block barrier %d arrived from %s:%d)",
+                      B.kernel, blockIdx.x, blockIdx.y, blockIdx.z, B.live, B.nthreads, B.bar.arrived,
+                      B.bar.file ? B.bar.file : "-", B.bar.line);
+            abort();
+        }
+    }
+}
+
+} // namespace
+
+namespace emu {
+
+int lane_id() { return g_cur->lane; }
+
+void syncthreads(const char *file, int line) {
+    if (!g_cur) {
+        emu_error("__syncthreads outside a kernel");
+        return;
+    }
+    wait_barrier(g_block.bar, g_block.live, file, line, "__syncthreads");
+}
+
+static warp_state &warp_checked(unsigned mask, const char *what) {
+    warp_state &w = g_block.warps[g_cur->warp];
+    unsigned full = w.lanes == 32 ? 0xffffffffu : ((1u << w.lanes) - 1);
+    if (mask != 0xffffffffu && !g_block.mask_reported) {
+        emu_error("%s: %s with mask %#x: only full-warp masks are emulated", g_block.kernel, what, mask);
+        g_block.mask_reported = true;
+    }
+    if (w.lanes < 32 && (mask & ~full) && !g_block.partial_warp_reported) {
+        emu_error("%s: %s with mask %#x in a warp of only %d lanes (blockDim not a multiple of 32)", g_block.kernel, what, mask,
+                  w.lanes);
+        g_block.partial_warp_reported = true;
+    }
+    if (w.live < w.lanes && !g_block.shfl_exit_reported) {
+        emu_error("%s: block (%u,%u,%u) warp %d: %s while %d of its lanes have exited (undefined on the device)",
+                  g_block.kernel, blockIdx.x, blockIdx.y, blockIdx.z, g_cur->warp, what, w.lanes - w.live);
+        g_block.shfl_exit_reported = true;
+    }
+    return w;
+}
+
+void syncwarp(unsigned mask) {
+    warp_state &w = warp_checked(mask, "__syncwarp");
+    wait_barrier(w.bar, w.live, NULL, 0, "__syncwarp");
+}
+
+uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
+    warp_state &w = warp_checked(mask, "shuffle");
+    fiber *f = g_cur;
+    const int buf = f->shfl_count++ & 1;
+    w.slots[buf][f->lane] = bits;
+    wait_barrier(w.bar, w.live, NULL, 0, "shuffle");
+    if (src_lane < 0 || src_lane >= w.lanes) {
+        emu_error("%s: shuffle from lane %d of a %d-lane warp", g_block.kernel, src_lane, w.lanes);
+        return bits;
+    }
+    return w.slots[buf][src_lane];
+}
+
+void run_grid(const char *name, const char *file, int line, const config &c, void (*body)(void *), void *ctx) {
+    const dim3 &g = c.grid, &b = c.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    const char *bad = NULL;
+    if (g.x == 0 || g.y == 0 || g.z == 0) bad = "empty grid";
+    else if (b.x == 0 || b.y == 0 || b.z == 0) bad = "empty block";
+    else if (threads > 1024) bad = "more than 1024 threads per block";
+    else if (b.x > 1024 || b.y > 1024 || b.z > 64) bad = "block dimension over its limit (1024, 1024, 64)";
+    else if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535) bad = "grid dimension over its limit (2^31-1, 65535, 65535)";
+    else if (c.shmem > (48u << 10)) bad = "dynamic shared memory over 48 KiB (no opt-in is emulated)";
+    if (bad) {
+        emu_error("%s:%d: launch of %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>> rejected: %s", file, line, name, g.x, g.y, g.z, b.x,
+                  b.y, b.z, c.shmem, bad);
+        g_last = bad[0] == 'd' ? cudaErrorLaunchOutOfResources : cudaErrorInvalidConfiguration;
+        return;
+    }
+    if (g_cur) {
+        emu_error("%s: launch from inside a kernel (dynamic parallelism) is not emulated", name);
+        abort();
+    }
+    if (verbose())
+        fprintf(stderr, "emu: %s:%d %s<<<(%u,%u,%u), (%u,%u,%u)>>>\n", file, line, name, g.x, g.y, g.z, b.x, b.y, b.z);
+    init_stacks();
+    g_block.body = body;
+    g_block.ctx = ctx;
+    g_block.kernel = name;
+    g_block.shfl_exit_reported = g_block.partial_warp_reported = g_block.mask_reported = false;
+    gridDim = g;
+    blockDim = b;
+    static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
+    const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
+    const size_t shared_bytes = __start_emu_shared ? (size_t)(__stop_emu_shared - __start_emu_shared) : 0;
+    for (unsigned long long i = 0; i < nblocks; i++) {
+        unsigned long long k = reverse ? nblocks - 1 - i : i;
+        blockIdx = uint3{(unsigned)(k % g.x), (unsigned)(k / g.x % g.y), (unsigned)(k / ((unsigned long long)g.x * g.y))};
+        if (shared_bytes) memset(__start_emu_shared, 0xff, shared_bytes);
+        run_block(b);
+    }
+}
+
+} // namespace emu
+
+/* ------------------------------------------------------------ GEMM */
+
+namespace {
+
+size_t elem_bytes(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : t == CUDA_R_64F ? 8 : 4; }
+
+float load(const void *p, cudaDataType t, size_t i) {
+    if (t == CUDA_R_32F) return ((const float *)p)[i];
+    __nv_bfloat16 h = ((const __nv_bfloat16 *)p)[i];
+    return __bfloat162float(h);
+}
+void store(void *p, cudaDataType t, size_t i, float v) {
+    if (t == CUDA_R_32F) ((float *)p)[i] = v;
+    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+
+/* Elements a column-major [rows, cols] matrix with leading dimension ld spans. */
+size_t span(long long rows, long long cols, long long ld) { return rows && cols ? (size_t)((cols - 1) * ld + rows) : 0; }
+
+bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
+    return an && bn && (const char *)a < (const char *)b + bn && (const char *)b < (const char *)a + an;
+}
+
+/* D = alpha op(A) op(B) + beta C (+ bias[i] on row i), one batch entry;
+ * float32 products accumulated in float32 (8 interleaved partial sums,
+ * then combined: an order a tiled GPU kernel might also use). C is read
+ * only when beta != 0, as cuBLAS documents. */
+void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A, cudaDataType at, long long lda, const void *B,
+              cudaDataType bt, long long ldb, float beta, const void *C, cudaDataType ct, long long ldc, void *D,
+              cudaDataType dt, long long ldd, const void *bias, cudaDataType biast) {
+    std::vector<float> a((size_t)m * k), bm((size_t)n * k); /* op(A) rows, op(B) columns, both along k */
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < k; p++) a[(size_t)i * k + p] = load(A, at, ta ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda);
+    for (int j = 0; j < n; j++)
+        for (int p = 0; p < k; p++) bm[(size_t)j * k + p] = load(B, bt, tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
+    static int acc_double = getenv("EMU_GEMM_DOUBLE") && atoi(getenv("EMU_GEMM_DOUBLE")) > 0;
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; j++) {
+        const float *bj = &bm[(size_t)j * k];
+        for (int i = 0; i < m; i++) {
+            const float *ai = &a[(size_t)i * k];
+            float acc;
+            if (acc_double) {
+                double s = 0;
+                for (int p = 0; p < k; p++) s += (double)ai[p] * bj[p];
+                acc = (float)s;
+            } else {
+                float s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                int p = 0;
+                for (; p + 8 <= k; p += 8)
+                    for (int u = 0; u < 8; u++) s8[u] += ai[p + u] * bj[p + u];
+                for (; p < k; p++) s8[p & 7] += ai[p] * bj[p];
+                acc = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+            }
+            float v = alpha * acc;
+            if (beta != 0.0f) v += beta * load(C, ct, (size_t)i + (size_t)j * ldc);
+            if (bias) v += load(bias, biast, (size_t)i);
+            store(D, dt, (size_t)i + (size_t)j * ldd, v);
+        }
+    }
+}
+
+bool type_ok(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
+
+} // namespace
+
+/* ------------------------------------------------------------ cuBLAS */
+
+struct emu_cublas {
+    cudaStream_t stream;
+    cublasPointerMode_t pointer_mode;
+};
+
+extern "C" {
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = new emu_cublas{0, CUBLAS_POINTER_MODE_HOST};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    (void)h, (void)mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode) {
+    (void)h, (void)mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t mode) {
+    h->pointer_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes) {
+    (void)h;
+    if (bytes && !emu_check_device_range(workspace, bytes, "cublasSetWorkspace")) return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                                          long long strideA, const void *B, cudaDataType Btype, int ldb, long long strideB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc, long long strideC,
+                                          int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    (void)algo;
+    if (h->pointer_mode != CUBLAS_POINTER_MODE_HOST) {
+        emu_error("cublasGemmStridedBatchedEx: device pointer mode is not emulated");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+    const long long a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+    if (m < 0 || n < 0 || k < 0 || batchCount < 0 || lda < std::max(1LL, a_rows) || ldb < std::max(1LL, b_rows) ||
+        ldc < std::max(1, m)) {
+        emu_error("cublasGemmStridedBatchedEx: invalid value: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldc=%d batch=%d",
+                  m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N', lda, ldb, ldc, batchCount);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (computeType != CUBLAS_COMPUTE_32F || Atype != Btype || !type_ok(Atype) || !type_ok(Ctype) ||
+        (Atype == CUDA_R_32F && Ctype != CUDA_R_32F)) {
+        emu_error("cublasGemmStridedBatchedEx: unsupported types A %d B %d C %d compute %d", Atype, Btype, Ctype,
+                  computeType);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    const size_t ea = elem_bytes(Atype), eb = elem_bytes(Btype), ec = elem_bytes(Ctype);
+    const size_t a_span = span(a_rows, a_cols, lda), b_span = span(b_rows, b_cols, ldb), c_span = span(m, n, ldc);
+    if (batchCount > 1 && (long long)c_span > strideC)
+        emu_error("cublasGemmStridedBatchedEx: output batch entries overlap (stride %lld < %zu elements spanned)", strideC,
+                  c_span);
+    const size_t a_all = (size_t)((batchCount - 1) * strideA) + a_span, b_all = (size_t)((batchCount - 1) * strideB) + b_span,
+                 c_all = (size_t)((batchCount - 1) * strideC) + c_span;
+    bool ok = true;
+    if (k > 0 && al != 0.0f) {
+        ok &= emu_check_device_range(A, a_all * ea, "cublasGemmStridedBatchedEx A") != 0;
+        ok &= emu_check_device_range(B, b_all * eb, "cublasGemmStridedBatchedEx B") != 0;
+    }
+    ok &= emu_check_device_range(C, c_all * ec, "cublasGemmStridedBatchedEx C") != 0;
+    if (!ok) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (overlaps(C, c_all * ec, A, k ? a_all * ea : 0) || overlaps(C, c_all * ec, B, k ? b_all * eb : 0))
+        emu_error("cublasGemmStridedBatchedEx: C overlaps A or B");
+    for (int i = 0; i < batchCount; i++) {
+        const char *Ai = (const char *)A + (size_t)(i * strideA) * ea, *Bi = (const char *)B + (size_t)(i * strideB) * eb;
+        char *Ci = (char *)C + (size_t)(i * strideC) * ec;
+        gemm_one(ta, tb, m, n, k, al, Ai, Atype, lda, Bi, Btype, ldb, be, Ci, Ctype, ldc, Ci, Ctype, ldc, NULL, CUDA_R_32F);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B, cudaDataType Btype,
+                            int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(h, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
+                                      ldc, 0, 1, computeType, algo);
+}
+
+} // extern "C"
+
+/* ------------------------------------------------------------ cuBLASLt */
+
+struct emu_lt {
+    int dummy;
+};
+struct emu_lt_desc {
+    cublasComputeType_t compute;
+    cudaDataType_t scale;
+    int32_t transa, transb, pointer_mode;
+    uint32_t epilogue;
+    const void *bias;
+    int32_t bias_type; /* -1: D's type */
+};
+struct emu_lt_layout {
+    cudaDataType type;
+    uint64_t rows, cols;
+    int64_t ld;
+    int32_t order, batch;
+    int64_t batch_stride;
+};
+struct emu_lt_pref {
+    uint64_t max_workspace;
+    uint32_t align[4]; /* A B C D */
+};
+
+namespace {
+template <typename V>
+bool take(const void *buf, size_t bytes, V *out, const char *what) {
+    if (bytes != sizeof(V)) {
+        emu_error("%s: attribute size %zu, cuBLASLt expects %zu (CUBLAS_STATUS_INVALID_VALUE)", what, bytes, sizeof(V));
+        return false;
+    }
+    memcpy(out, buf, sizeof(V));
+    return true;
+}
+
+/* What cublasLtMatmul would reject; m, n, k from the layouts. */
+bool lt_validate(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                 cublasLtMatrixLayout_t d, const char *who, int *m_out, int *n_out, int *k_out) {
+    bool ok = true;
+    if (op->compute != CUBLAS_COMPUTE_32F || op->scale != CUDA_R_32F) {
+        emu_error("%s: compute %d / scale %d not emulated", who, op->compute, op->scale);
+        ok = false;
+    }
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+        if (l->order != CUBLASLT_ORDER_COL || l->batch != 1 || (int64_t)l->ld < (int64_t)std::max<uint64_t>(1, l->rows)) {
+            emu_error("%s: layout rows %llu cols %llu ld %lld order %d batch %d not valid/emulated", who,
+                      (unsigned long long)l->rows, (unsigned long long)l->cols, (long long)l->ld, l->order, l->batch);
+            ok = false;
+        }
+    const bool ta = op->transa != CUBLAS_OP_N, tb = op->transb != CUBLAS_OP_N;
+    const uint64_t m = d->rows, n = d->cols, k = ta ? a->rows : a->cols;
+    const uint64_t am = ta ? a->cols : a->rows, bk = tb ? b->cols : b->rows, bn = tb ? b->rows : b->cols;
+    if (am != m || bk != k || bn != n || c->rows != d->rows || c->cols != d->cols) {
+        emu_error("%s: shapes disagree: op(A) %llux%llu, op(B) %llux%llu, C %llux%llu, D %llux%llu", who,
+                  (unsigned long long)am, (unsigned long long)k, (unsigned long long)bk, (unsigned long long)bn,
+                  (unsigned long long)c->rows, (unsigned long long)c->cols, (unsigned long long)m, (unsigned long long)n);
+        ok = false;
+    }
+    const bool types = a->type == b->type && c->type == d->type && type_ok(a->type) && type_ok(d->type) &&
+                       !(a->type == CUDA_R_32F && d->type != CUDA_R_32F);
+    if (!types) {
+        emu_error("%s: unsupported types A %d B %d C %d D %d", who, a->type, b->type, c->type, d->type);
+        ok = false;
+    }
+    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && op->epilogue != CUBLASLT_EPILOGUE_BIAS) {
+        emu_error("%s: epilogue %u not emulated", who, op->epilogue);
+        ok = false;
+    }
+    if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        if (!op->bias) {
+            emu_error("%s: BIAS epilogue without a bias pointer", who);
+            ok = false;
+        }
+        const int32_t bt = op->bias_type == -1 ? (int32_t)d->type : op->bias_type;
+        if (!type_ok((cudaDataType)bt) || (d->type == CUDA_R_32F && bt != CUDA_R_32F)) {
+            emu_error("%s: bias type %d with D type %d", who, bt, d->type);
+            ok = false;
+        }
+    }
+    *m_out = (int)m, *n_out = (int)n, *k_out = (int)k;
+    return ok;
+}
+} // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+    *h = new emu_lt{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
+    *d = new emu_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void *buf,
+                                              size_t bytes) {
+    const char *w = "cublasLtMatmulDescSetAttribute";
+    bool ok;
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: ok = take(buf, bytes, &d->transa, w); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: ok = take(buf, bytes, &d->transb, w); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: ok = take(buf, bytes, &d->epilogue, w); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: ok = take(buf, bytes, &d->bias, w); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: ok = take(buf, bytes, &d->bias_type, w); break;
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: ok = take(buf, bytes, &d->pointer_mode, w); break;
+    default:
+        emu_error("%s: attribute %d not emulated", w, (int)attr);
+        ok = false;
+    }
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+    *l = new emu_lt_layout{type, rows, cols, ld, CUBLASLT_ORDER_COL, 1, 0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void *buf, size_t bytes) {
+    const char *w = "cublasLtMatrixLayoutSetAttribute";
+    bool ok;
+    switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: ok = take(buf, bytes, &l->order, w); break;
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: ok = take(buf, bytes, &l->batch, w); break;
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: ok = take(buf, bytes, &l->batch_stride, w); break;
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: ok = take(buf, bytes, &l->rows, w); break;
+    case CUBLASLT_MATRIX_LAYOUT_COLS: ok = take(buf, bytes, &l->cols, w); break;
+    case CUBLASLT_MATRIX_LAYOUT_LD: ok = take(buf, bytes, &l->ld, w); break;
+    default:
+        emu_error("%s: attribute %d not emulated", w, (int)attr);
+        ok = false;
+    }
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+    *p = new emu_lt_pref{0, {256, 256, 256, 256}};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t bytes) {
+    const char *w = "cublasLtMatmulPreferenceSetAttribute";
+    bool ok;
+    switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: ok = take(buf, bytes, &p->max_workspace, w); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: ok = take(buf, bytes, &p->align[0], w); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: ok = take(buf, bytes, &p->align[1], w); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: ok = take(buf, bytes, &p->align[2], w); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: ok = take(buf, bytes, &p->align[3], w); break;
+    default:
+        emu_error("%s: attribute %d not emulated", w, (int)attr);
+        ok = false;
+    }
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+/* One algorithm for every valid problem; it remembers the alignments the
+ * preference promised, and cublasLtMatmul checks the pointers keep them. */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t *results, int *returned) {
+    (void)h;
+    *returned = 0;
+    int m, n, k;
+    if (requested < 1 || !lt_validate(op, a, b, c, d, "cublasLtMatmulAlgoGetHeuristic", &m, &n, &k))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = 0xe3e3e3e3ull;
+    for (int i = 0; i < 4; i++) results[0].algo.data[1 + i] = pref->align[i];
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
+    (void)h, (void)stream;
+    int m, n, k;
+    if (!lt_validate(op, Adesc, Bdesc, Cdesc, Ddesc, "cublasLtMatmul", &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (op->pointer_mode != 0) {
+        emu_error("cublasLtMatmul: device pointer mode not emulated");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (algo && algo->data[0] == 0xe3e3e3e3ull) {
+        const void *ptrs[4] = {A, B, C, D};
+        for (int i = 0; i < 4; i++)
+            if ((uintptr_t)ptrs[i] % (algo->data[1 + i] ? algo->data[1 + i] : 1) != 0)
+                emu_error("cublasLtMatmul: operand %c at %p is not aligned to the %llu bytes promised to the heuristic",
+                          "ABCD"[i], ptrs[i], (unsigned long long)algo->data[1 + i]);
+    } else {
+        emu_error("cublasLtMatmul: the algorithm did not come from cublasLtMatmulAlgoGetHeuristic");
+    }
+    if (workspaceBytes && !emu_check_device_range(workspace, workspaceBytes, "cublasLtMatmul workspace"))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    const bool ta = op->transa != CUBLAS_OP_N, tb = op->transb != CUBLAS_OP_N;
+    const size_t a_bytes = span(Adesc->rows, Adesc->cols, Adesc->ld) * elem_bytes(Adesc->type),
+                 b_bytes = span(Bdesc->rows, Bdesc->cols, Bdesc->ld) * elem_bytes(Bdesc->type),
+                 c_bytes = span(Cdesc->rows, Cdesc->cols, Cdesc->ld) * elem_bytes(Cdesc->type),
+                 d_bytes = span(Ddesc->rows, Ddesc->cols, Ddesc->ld) * elem_bytes(Ddesc->type);
+    const cudaDataType bias_t = op->bias_type == -1 ? Ddesc->type : (cudaDataType)op->bias_type;
+    const bool use_bias = op->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    bool ok = emu_check_device_range(A, a_bytes, "cublasLtMatmul A") && emu_check_device_range(B, b_bytes, "cublasLtMatmul B") &&
+              emu_check_device_range(D, d_bytes, "cublasLtMatmul D");
+    if (be != 0.0f) ok = ok && emu_check_device_range(C, c_bytes, "cublasLtMatmul C");
+    if (use_bias) ok = ok && emu_check_device_range(op->bias, (size_t)m * elem_bytes(bias_t), "cublasLtMatmul bias");
+    if (!ok) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (overlaps(D, d_bytes, A, a_bytes) || overlaps(D, d_bytes, B, b_bytes))
+        emu_error("cublasLtMatmul: D overlaps A or B");
+    if (C != D && be != 0.0f && overlaps(D, d_bytes, C, c_bytes)) emu_error("cublasLtMatmul: D partially overlaps C");
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    gemm_one(ta, tb, m, n, k, al, A, Adesc->type, Adesc->ld, B, Bdesc->type, Bdesc->ld, be, C, Cdesc->type, Cdesc->ld, D,
+             Ddesc->type, Ddesc->ld, use_bias ? op->bias : NULL, bias_t);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} // extern "C"

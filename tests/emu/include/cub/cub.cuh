@@ -1,0 +1,1 @@
+#include <cub/device/device_radix_sort.cuh>

@@ -1,0 +1,1 @@
+#include <cublas_api.h>

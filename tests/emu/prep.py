@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Rewrites the kernel launches of a .cu file for the CPU emulation (tests/emu).
+
+    prep.py IN.cu OUT.cpp
+
+Each  NAME<<<CONFIG>>>(ARGS)  (NAME possibly qualified and with template
+arguments, CONFIG of 2 to 4 items, ARGS possibly over several lines) becomes
+
+    ::emu::launch_at("NAME", __FILE__, __LINE__, ::emu::cfg(CONFIG),
+                     [](auto... emu_a) { NAME(emu_a...); }, ARGS)
+
+on the same lines, so line numbers stay those of IN (a #line directive
+names IN). The arguments are evaluated once, on the host, as in CUDA; the
+generic lambda lets template kernels deduce their arguments as a real call
+would. Comments and strings are not parsed: launches are assumed to be code.
+"""
+import re
+import sys
+
+
+def match_back(src, end, open_ch, close_ch):
+    """src[end] is close_ch: the index of its matching open_ch."""
+    depth = 0
+    for i in range(end, -1, -1):
+        if src[i] == close_ch:
+            depth += 1
+        elif src[i] == open_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SystemExit("prep.py: unbalanced %s%s before offset %d" % (open_ch, close_ch, end))
+
+
+def match_fwd(src, start, open_ch, close_ch):
+    """src[start] is open_ch: the index of its matching close_ch."""
+    depth = 0
+    for i in range(start, len(src)):
+        if src[i] == open_ch:
+            depth += 1
+        elif src[i] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SystemExit("prep.py: unbalanced %s%s after offset %d" % (open_ch, close_ch, start))
+
+
+def rewrite(src):
+    out, pos, count = [], 0, 0
+    while True:
+        lt = src.find("<<<", pos)
+        if lt < 0:
+            break
+        # the kernel expression: identifier (with ::) and optional <template args>
+        j = lt
+        while j > 0 and src[j - 1] in " \t":
+            j -= 1
+        name_end = j
+        if src[j - 1] == ">":
+            j = match_back(src, j - 1, "<", ">")
+        m = re.search(r"[A-Za-z_][A-Za-z0-9_:]*$", src[:j])
+        if not m:
+            raise SystemExit("prep.py: no kernel name before <<< at offset %d" % lt)
+        name_start = m.start()
+        name = src[name_start:name_end]
+        gt = src.find(">>>", lt)
+        config = src[lt + 3:gt]
+        k = gt + 3
+        while src[k] in " \t\n":
+            k += 1
+        if src[k] != "(":
+            raise SystemExit("prep.py: no ( after >>> for %s" % name)
+        close = match_fwd(src, k, "(", ")")
+        args = src[k + 1:close]
+        plain = re.sub(r"\s+", " ", name)
+        call = '::emu::launch_at("%s", __FILE__, __LINE__, ::emu::cfg(%s), [](auto... emu_a) { %s(emu_a...); }' % (
+            plain, config.strip(), name)
+        call += (", " + args + ")") if args.strip() else ")"
+        out.append(src[pos:name_start])
+        out.append(call)
+        pos = close + 1
+        count += 1
+    out.append(src[pos:])
+    return "".join(out), count
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: prep.py IN.cu OUT.cpp")
+    src = open(sys.argv[1]).read()
+    text, count = rewrite(src)
+    with open(sys.argv[2], "w") as f:
+        f.write('#line 1 "%s"\n' % sys.argv[1])
+        f.write(text)
+    sys.stderr.write("prep.py: %s: %d launches\n" % (sys.argv[1], count))
+
+
+if __name__ == "__main__":
+    main()

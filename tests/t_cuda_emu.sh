@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CUDA backend executed on the CPU (tests/emu: our own CUDA runtime,
+# cuBLAS(Lt) and cub stand-ins; kernels on emulated threads, blocks one at a
+# time): every op of model/cuda against the CPU backend (fp32 within 1e-5,
+# bf16 within 1e-2; tests/test_cuda_kernels.c), also with the scratch shrunk
+# so the chunked paths run, and blocks and threads in reverse order; then the
+# whole trainer on the emulated device: fp32 matches the CPU trainer, and the
+# recompute modes stay bitwise equal in bf16 with dropout. What emulation
+# cannot show (races, real cuBLAS, speed) waits for make test-gpu on a GPU.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" cuda_emu
+export OMP_NUM_THREADS=1
+
+if ! bash tests/emu/build.sh train >"$tmp/build.out" 2>&1; then
+    not_ok emu_build "$(tail -n 5 "$tmp/build.out" | tr '\n' ' ')"
+    exit 1
+fi
+ok emu_build
+kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
+
+# kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"FAIL" lines become ours
+kernels() {
+    local name="$1"; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" "$kern" "$@" >"$tmp/$name.out" 2>&1
+    local rc=$?
+    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^FAIL +(.*)|not ok ${name}: \1 - see $tmp/$name.out|p" "$tmp/$name.out"
+    grep -q '^FAIL' "$tmp/$name.out" && failed=1
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
+}
+kernels kernels --
+kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
+
+# The whole trainer: random tokens, tiny model (as tests/t_parallel.sh)
+random_shards "$tmp/data" 300 13 3000 600
+cat >"$tmp/cfg.json" <<JSON
+{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 300, "seq_len": 16},
+ "train": {"micro_batch": 2, "global_batch": 4, "steps": 3, "lr": 3e-3, "min_lr": 3e-4, "warmup": 1, "grad_clip": 0.5, "eps": 1e-5},
+ "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
+ "out": {"eval_every": 0, "eval_batches": 2, "sample_tokens": 0, "resume": false, "log_every": 1}}
+JSON
+train() { # NAME BIN [--set ...]
+    local name="$1" b="$2"; shift 2
+    timeout -k 5 300 "$b" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
+}
+if train cpu "$bin" && train cuda_fp32 "$emu_bin" --set device=cuda --set train.precision=fp32; then
+    if out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_fp32" 3 --rtol 1e-4 2>&1); then ok "trainer_cuda_fp32_matches_cpu ($out)"
+    else not_ok trainer_cuda_fp32_matches_cpu "$out"; fi
+else not_ok trainer_cuda_fp32_matches_cpu "a run failed: $(tail -n 3 "$tmp/cuda_fp32.out" | tr '\n' ' ')"; fi
+grep -q "backend: cuda" "$tmp/cuda_fp32.out" && ok trainer_ran_the_cuda_backend || not_ok trainer_ran_the_cuda_backend "$(grep -m1 backend "$tmp/cuda_fp32.out")"
+
+drop=(--set device=cuda --set train.precision=bf16 --set model.dropout=0.1)
+if train bf16_none "$emu_bin" "${drop[@]}"; then
+    for mode in selective full; do
+        if train "bf16_$mode" "$emu_bin" "${drop[@]}" --set train.recompute=$mode &&
+            out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_$mode" 3 --bitwise 2>&1); then
+            ok "trainer_cuda_bf16_recompute_${mode}_bitwise ($out)"
+        else not_ok "trainer_cuda_bf16_recompute_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/bf16_$mode.out" | tr '\n' ' ')"; fi
+    done
+else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')"; fi
+exit $failed
