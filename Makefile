@@ -19,7 +19,7 @@ ifeq ($(GPU),1)
 # locates nvcc, the CUDA runtime, cuBLAS(Lt) and NCCL (CUDA_HOME, NCCL_HOME,
 # usual paths, PyTorch's NVIDIA wheels) and names what is missing.
 BUILD = build/gpu
--include $(BUILD)/cuda.mk
+include $(BUILD)/cuda.mk
 CUDA_SRC = model/cuda/encoder.cu model/cuda/layernorm.cu model/cuda/gelu.cu model/cuda/residual.cu \
            model/cuda/optimizer.cu model/cuda/matmul.cu model/cuda/attention.cu model/cuda/xent.cu
 LIB_SRC += model/cuda/ops_cuda.c parallel/comm_nccl.c
