@@ -11,8 +11,9 @@ MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/opti
             model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
             model/cpu/ops_cpu_bf16.c
 LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
-          parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c
-HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h)
+          parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c util/fs.c \
+          train/runlog.c train/stop.c
+HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h train/*.h)
 
 ifeq ($(GPU),1)
 # The CUDA build lives in its own object directory; scripts/find_cuda.sh

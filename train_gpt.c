@@ -2,6 +2,7 @@
  *   ./train_gpt --config FILE [--set key.path=value ...]
  * config -> data -> model shard -> train loop -> eval, samples, checkpoints. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@
 #include "parallel/comm.h"
 #include "parallel/numa_bind.h"
 #include "parallel/topology.h"
+#include "train/runlog.h"
+#include "train/stop.h"
+#include "util/fs.h"
 
 #define PROG "train_gpt"
 
@@ -48,6 +52,9 @@ typedef struct run {
     double flops_per_token;                      /* 6N + 12 L C T, N counting every parameter once */
     gpt_budget budget;      /* this rank's planned bytes */
     double peak_tflops;     /* of one device, for MFU (0: unknown) */
+    stop_watch *stop;       /* SIGTERM/SIGINT/SIGUSR1: save and exit after this step */
+    int resumed_step;       /* the checkpoint this run resumed from, or -1 */
+    int skipped_in_a_row;   /* consecutive steps dropped for non-finite values (on_nonfinite = skip) */
 } run;
 
 static double now_ms(void) {
@@ -237,6 +244,7 @@ static void init_state(run *r) {
     char dir[1100];
     r->state.step = 0;
     r->state.pos = (data_pos){0, 0};
+    r->resumed_step = -1;
     int last = ckpt_latest(c->out.dir, dir, sizeof dir);
     if (last >= 0 && !c->out.resume) {
         tg_fail(&e, "out.dir '%s' already holds checkpoints (newest: step %d) and out.resume is false: "
@@ -248,6 +256,7 @@ static void init_state(run *r) {
             ckpt_load_state(dir, c, &r->state, &e))
             tg_die(PROG, &e);
         printf("resumed from %s (step %d)\n", dir, r->state.step);
+        r->resumed_step = r->state.step;
     } else if (c->model.init_from[0]) {
         if (ckpt_load_model(c->model.init_from, r->model, &e)) tg_die(PROG, &e);
         printf("initialised weights from %s\n", c->model.init_from);
@@ -260,12 +269,15 @@ static void init_state(run *r) {
  * output to out.dir/logs/rank_R.out (whatever launched it), keeping stderr
  * for errors, which the launcher reports. */
 static void redirect_rank_output(const run *r) {
-    char dir[CFG_PATH_MAX + 16], path[CFG_PATH_MAX + 48], cmd[CFG_PATH_MAX + 64];
+    char dir[CFG_PATH_MAX + 16], path[CFG_PATH_MAX + 48];
     tg_err e;
     snprintf(dir, sizeof dir, "%s/logs", r->cfg.out.dir);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
     snprintf(path, sizeof path, "%s/rank_%d.out", dir, r->rank);
-    if (system(cmd) != 0 || !freopen(path, "a", stdout)) {
+    if (fs_mkdir_p(dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the directory of rank %d's log", r->rank);
+        tg_die(PROG, &e);
+    }
+    if (!freopen(path, "a", stdout)) {
         tg_fail(&e, "%s: cannot open rank %d's log", path, r->rank);
         tg_die(PROG, &e);
     }
@@ -305,6 +317,41 @@ static void connect_ranks(run *r) {
            c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
 }
 
+/* Rank 0's log.jsonl: after a resume, the lines the interrupted run wrote
+ * past its checkpoint go (so every step appears once), and one line marks
+ * the resume; then the budget line of this start. */
+static void open_log(run *r) {
+    const tg_config *c = &r->cfg;
+    char path[CFG_PATH_MAX + 16];
+    tg_err e;
+    snprintf(path, sizeof path, "%s/log.jsonl", c->out.dir);
+    if (r->resumed_step >= 0 && runlog_truncate_after(path, r->resumed_step, &e)) tg_die(PROG, &e);
+    r->log = fopen(path, "a");
+    if (!r->log) {
+        tg_fail(&e, "%s: cannot open the log for appending", path);
+        tg_die(PROG, &e);
+    }
+    jsonl_line l;
+    if (r->resumed_step >= 0) {
+        l = jsonl_open(r->log);
+        jsonl_int(&l, "step", r->resumed_step);
+        jsonl_bool(&l, "resumed", true);
+        jsonl_close(&l);
+    }
+    const gpt_budget *b = &r->budget;
+    char budget[512];
+    snprintf(budget, sizeof budget, "{\"params\":%zu,\"grads\":%zu,\"optim\":%zu,\"activations\":%zu,\"attention\":%zu,"
+             "\"logits\":%zu,\"scratch\":%zu,\"total\":%zu}", b->params, b->grads, b->optim, b->acts_kept,
+             b->acts_attention, b->logits, b->scratch, b->total);
+    l = jsonl_open(r->log);
+    jsonl_int(&l, "step", r->state.step);
+    jsonl_raw(&l, "budget_bytes_per_rank", budget);
+    jsonl_uint(&l, "allocated_bytes", gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt));
+    jsonl_int(&l, "tp", r->tp->size);
+    jsonl_int(&l, "dp", r->dp->size);
+    jsonl_close(&l);
+}
+
 static void setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
@@ -337,29 +384,11 @@ static void setup(run *r) {
     r->window = tg_malloc(win * sizeof(int32_t), "batch window");
     r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
     r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
-    struct stat st;
-    if (r->rank == 0 && stat(c->out.dir, &st) != 0) {
-        char cmd[CFG_PATH_MAX + 32];
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", c->out.dir);
-        if (system(cmd) != 0) {
-            tg_fail(&e, "out.dir '%s': cannot create the run directory", c->out.dir);
-            tg_die(PROG, &e);
-        }
-    }
-    if (r->rank != 0) return; /* rank 0 writes the run's log */
-    char path[CFG_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/log.jsonl", c->out.dir);
-    r->log = fopen(path, "a");
-    if (!r->log) {
-        tg_fail(&e, "%s: cannot open the log for appending", path);
+    if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the run directory");
         tg_die(PROG, &e);
     }
-    const gpt_budget *bud = &r->budget;
-    fprintf(r->log, "{\"step\":%d,\"budget_bytes_per_rank\":{\"params\":%zu,\"grads\":%zu,\"optim\":%zu,\"activations\":%zu,"
-                    "\"attention\":%zu,\"logits\":%zu,\"scratch\":%zu,\"total\":%zu},\"allocated_bytes\":%zu,\"tp\":%d,\"dp\":%d}\n",
-            r->state.step, bud->params, bud->grads, bud->optim, bud->acts_kept, bud->acts_attention, bud->logits, bud->scratch,
-            bud->total, gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt), r->tp->size, r->dp->size);
-    fflush(r->log);
+    if (r->rank == 0) open_log(r);
 }
 
 /* Sequences [first, first + B) of the window as inputs and shifted targets. */
@@ -483,12 +512,14 @@ static double comm_seconds(const run *r) {
 }
 
 /* Bytes this rank sent during the step, per group and collective kind. */
-static void write_comm_bytes(run *r) {
+static void write_comm_bytes(const run *r, jsonl_line *l) {
     const comm *groups[2] = {r->tp, r->dp};
+    char key[64];
     for (int g = 0; g < 2; g++)
-        for (int k = 0; k < COLL_KINDS; k++)
-            fprintf(r->log, ",\"%s_%s_bytes\":%llu", groups[g]->name, comm_kind_name((coll_kind)k),
-                    (unsigned long long)(groups[g]->bytes_sent[k] - r->bytes_at_step_start[g][k]));
+        for (int k = 0; k < COLL_KINDS; k++) {
+            snprintf(key, sizeof key, "%s_%s_bytes", groups[g]->name, comm_kind_name((coll_kind)k));
+            jsonl_uint(l, key, (unsigned long long)(groups[g]->bytes_sent[k] - r->bytes_at_step_start[g][k]));
+        }
 }
 
 /* This rank's peak memory so far: the device's, measured by the backend,
@@ -501,7 +532,33 @@ static size_t mem_peak_bytes(const run *r) {
     return (size_t)ru.ru_maxrss * 1024; /* ru_maxrss is in KiB */
 }
 
-static void log_train(run *r, float loss, double lr, double norm, double ms) {
+/* The train line of log.jsonl; `skipped` marks a step whose update was
+ * dropped for a non-finite loss or gradient norm. */
+static void write_train_line(run *r, float loss, double lr, double norm, double ms, double comm_ms, double tps, double mfu,
+                             bool skipped) {
+    const tg_config *c = &r->cfg;
+    const double step_ms = c->parallel.project ? ms + comm_ms : ms;
+    const double tokens = (double)c->train.global_batch * c->model.seq_len * r->state.step;
+    jsonl_line l = jsonl_open(r->log);
+    jsonl_int(&l, "step", r->state.step);
+    jsonl_num(&l, "loss", "%.7g", loss);
+    jsonl_num(&l, "lr", "%.7g", lr);
+    jsonl_num(&l, "grad_norm", "%.7g", norm);
+    if (skipped) jsonl_bool(&l, "skipped", true);
+    jsonl_num(&l, "ms", "%.3f", ms);
+    jsonl_num(&l, "comm_ms", "%.3f", comm_ms);
+    jsonl_num(&l, "step_ms", "%.3f", step_ms);
+    jsonl_bool(&l, "projected", c->parallel.project);
+    jsonl_num(&l, "tok_per_s", "%.1f", tps);
+    jsonl_num(&l, "tokens", "%.0f", tokens);
+    jsonl_num(&l, "flops_per_token", "%.0f", r->flops_per_token);
+    jsonl_num(&l, "mfu", "%.6f", mfu >= 0 ? mfu : NAN);
+    jsonl_uint(&l, "mem_peak_bytes", mem_peak_bytes(r));
+    write_comm_bytes(r, &l);
+    jsonl_close(&l);
+}
+
+static void log_train(run *r, float loss, double lr, double norm, double ms, bool skipped) {
     const tg_config *c = &r->cfg;
     const int s = r->state.step;
     const bool projected = c->parallel.project;
@@ -510,32 +567,24 @@ static void log_train(run *r, float loss, double lr, double norm, double ms) {
     const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = step_ms > 0 ? tokens / (step_ms / 1e3) : 0;
     const int devices = r->tp->size * r->dp->size;
     const double mfu = r->peak_tflops > 0 && tps > 0 ? r->flops_per_token * tps / (devices * r->peak_tflops * 1e12) : -1;
-    if (r->log) {
-        fprintf(r->log, "{\"step\":%d,\"loss\":%.7g,\"lr\":%.7g,\"grad_norm\":%.7g,\"ms\":%.3f,\"comm_ms\":%.3f,\"step_ms\":%.3f,"
-                        "\"projected\":%s,\"tok_per_s\":%.1f,\"tokens\":%.0f,\"flops_per_token\":%.0f",
-                s, loss, lr, norm, ms, comm_ms, step_ms, projected ? "true" : "false", tps, tokens * s, r->flops_per_token);
-        if (mfu >= 0) fprintf(r->log, ",\"mfu\":%.6f", mfu);
-        else fprintf(r->log, ",\"mfu\":null");
-        fprintf(r->log, ",\"mem_peak_bytes\":%zu", mem_peak_bytes(r));
-        write_comm_bytes(r);
-        fprintf(r->log, "}\n");
-        fflush(r->log);
-    }
-    if (s % c->out.log_every != 0 && s != c->train.steps) return;
+    if (r->log) write_train_line(r, loss, lr, norm, ms, comm_ms, tps, mfu, skipped);
+    if (s % c->out.log_every != 0 && s != c->train.steps && !skipped) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
     char extra[96] = ""; /* communication when there is any, MFU when the peak is known */
     if (devices > 1) snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
     if (mfu >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | MFU %.1f%%", 100 * mfu);
-    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds\n",
+    printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds%s\n",
            (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " projected" : "",
-           extra, tps, (int)eta / 60, (int)eta % 60);
+           extra, tps, (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED: non-finite, update dropped" : "");
     fflush(stdout);
 }
 
 static void log_eval(run *r, float val) {
     if (r->log) {
-        fprintf(r->log, "{\"step\":%d,\"val_loss\":%.7g}\n", r->state.step, val);
-        fflush(r->log);
+        jsonl_line l = jsonl_open(r->log);
+        jsonl_int(&l, "step", r->state.step);
+        jsonl_num(&l, "val_loss", "%.7g", val);
+        jsonl_close(&l);
     }
     printf("step %d | val loss %.4f\n", r->state.step, val);
     fflush(stdout);
@@ -548,6 +597,48 @@ static void save(run *r) {
     if (rc < 0) tg_die(PROG, &e);
     if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);
     else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
+}
+
+/* What a step does with its update after the finiteness check. */
+typedef enum { UPDATE_APPLY, UPDATE_SKIP, UPDATE_SKIP_AND_STOP } update_action;
+
+/* A step whose loss or global gradient norm is not finite: with
+ * train.on_nonfinite = stop the run ends here, non-zero and without saving
+ * this state; with skip its update is dropped, and the run stops once
+ * max_skipped steps in a row were. Every rank holds the same loss and norm
+ * (both reduced), so all decide alike without talking. */
+static update_action check_finite(run *r, int step, float loss, double norm) {
+    if (isfinite(loss) && isfinite(norm)) {
+        r->skipped_in_a_row = 0;
+        return UPDATE_APPLY;
+    }
+    const tg_config *c = &r->cfg;
+    if (strcmp(c->train.on_nonfinite, "skip") == 0) {
+        fprintf(stderr, "%s: warning: step %d: the loss is %g and the gradient norm is %g: update dropped "
+                        "(train.on_nonfinite = skip; %d in a row, train.max_skipped = %d)\n",
+                PROG, step, loss, norm, r->skipped_in_a_row + 1, c->train.max_skipped);
+        return ++r->skipped_in_a_row >= c->train.max_skipped ? UPDATE_SKIP_AND_STOP : UPDATE_SKIP;
+    }
+    if (r->log) {
+        jsonl_line l = jsonl_open(r->log);
+        jsonl_int(&l, "step", step);
+        jsonl_num(&l, "loss", "%.7g", loss);
+        jsonl_num(&l, "grad_norm", "%.7g", norm);
+        jsonl_str(&l, "stopped", "non-finite");
+        jsonl_close(&l);
+    }
+    tg_err e;
+    tg_fail(&e, "step %d: the loss is %g and the gradient norm is %g (train.on_nonfinite = stop): stopping without "
+                "saving this state; lower train.lr or set train.grad_clip, and resume from the newest checkpoint in %s",
+            step, loss, norm, c->out.dir);
+    tg_die(PROG, &e);
+}
+
+static void stop_after_skips(const run *r) {
+    tg_err e;
+    tg_fail(&e, "step %d: %d steps in a row had a non-finite loss or gradient norm (train.max_skipped = %d): stopping",
+            r->state.step, r->skipped_in_a_row, r->cfg.train.max_skipped);
+    tg_die(PROG, &e);
 }
 
 static void train_step(run *r) {
@@ -564,8 +655,11 @@ static void train_step(run *r) {
     int s = r->state.step + 1;
     double norm, lr = optim_lr(c, s);
     if (gpt_sync_replicated_grads(r->model, &e) || optim_reduce_grads(r->opt, r->model, &e) ||
-        optim_grad_norm(r->opt, r->model, &norm, &e) || optim_step(r->opt, r->model, c, s, lr, norm, &e))
+        optim_grad_norm(r->opt, r->model, &norm, &e))
         tg_die(PROG, &e);
+    /* Checked before AdamW touches the weights: the norm is read anyway. */
+    const update_action act = check_finite(r, s, loss, norm);
+    if (act == UPDATE_APPLY && optim_step(r->opt, r->model, c, s, lr, norm, &e)) tg_die(PROG, &e);
     r->state.step = s;
     /* The device's own clock where there is one (CUDA events around the
      * step), else the wall clock. */
@@ -578,7 +672,8 @@ static void train_step(run *r) {
         r->train_ms_total = ms;
         r->train_steps_timed = 1;
     }
-    log_train(r, loss, lr, norm, ms);
+    log_train(r, loss, lr, norm, ms, act != UPDATE_APPLY);
+    if (act == UPDATE_SKIP_AND_STOP) stop_after_skips(r);
 }
 
 static bool every(int step, int n) { return n > 0 && step % n == 0; }
@@ -597,10 +692,16 @@ static void log_peak_memory(run *r) {
         comm_all_gather(r->dp, all, tp_peaks, (size_t)r->tp->size, &e))
         tg_die(PROG, &e);
     if (r->log) {
-        fprintf(r->log, "{\"step\":%d,\"mem_peak_mib_by_rank\":[", r->state.step);
-        for (int i = 0; i < n; i++) fprintf(r->log, "%s%.1f", i ? "," : "", all[i]);
-        fprintf(r->log, "]}\n");
-        fflush(r->log);
+        const size_t cap = (size_t)n * 32 + 2;
+        char *list = tg_malloc(cap, "peak memory list");
+        size_t len = (size_t)snprintf(list, cap, "[");
+        for (int i = 0; i < n; i++) len += (size_t)snprintf(list + len, cap - len, "%s%.1f", i ? "," : "", all[i]);
+        snprintf(list + len, cap - len, "]");
+        jsonl_line l = jsonl_open(r->log);
+        jsonl_int(&l, "step", r->state.step);
+        jsonl_raw(&l, "mem_peak_mib_by_rank", list);
+        jsonl_close(&l);
+        free(list);
     }
     printf("peak resident memory per rank (MiB):");
     for (int i = 0; i < n; i++) printf(" %.1f", all[i]);
@@ -609,22 +710,59 @@ static void log_peak_memory(run *r) {
     free(all);
 }
 
+/* The signal asking the job to stop (0: none), agreed by every rank (the
+ * largest any rank got), so that all of them stop after the same step. */
+static int agreed_stop_signal(run *r) {
+    float sig = (float)stop_watch_signal(r->stop);
+    if (r->cfg.parallel.project || r->tp->size * r->dp->size == 1) return (int)sig;
+    tg_err e;
+    if (comm_all_reduce(r->tp, &sig, 1, REDUCE_MAX, &e) || comm_all_reduce(r->dp, &sig, 1, REDUCE_MAX, &e))
+        tg_die(PROG, &e);
+    return (int)sig;
+}
+
+/* SIGTERM, SIGINT or SIGUSR1 arrived: the step in flight has finished;
+ * save it (atomically, as every save) and exit as a signalled program. */
+static void stop_on_signal(run *r, int sig) {
+    const bool keep = !r->cfg.parallel.project;
+    if (keep && r->state.step > 0) {
+        save(r);
+        /* Nobody exits before the writer has renamed the checkpoint into
+         * place: a launcher stops the others when the first rank ends. */
+        float done = 1.0f;
+        tg_err e;
+        if (comm_all_reduce(r->tp, &done, 1, REDUCE_SUM, &e) || comm_all_reduce(r->dp, &done, 1, REDUCE_SUM, &e))
+            tg_die(PROG, &e);
+    }
+    printf("stopped on SIG%s after step %d%s\n", sigabbrev_np(sig), r->state.step,
+           keep && r->state.step > 0 ? "; run the same command to resume from that checkpoint" : "");
+    fflush(stdout);
+    if (r->log) fclose(r->log);
+    exit(128 + sig);
+}
+
 int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
+    tg_err e;
+    /* First, before any thread exists: every thread inherits the blocked signals. */
+    if (!(r.stop = stop_watch_start(PROG, &e))) tg_die(PROG, &e);
     parse_args(argc, argv, &r.cfg, &r.topo);
     setup(&r);
     const tg_config *c = &r.cfg;
     const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
     const bool can_eval = keep && r.val != NULL, can_sample = keep && r.tok != NULL;
-    while (r.state.step < c->train.steps) {
+    int sig = agreed_stop_signal(&r);
+    while (!sig && r.state.step < c->train.steps) {
         train_step(&r);
+        if ((sig = agreed_stop_signal(&r)) != 0) break;
         const int s = r.state.step;
         const bool last = s == c->train.steps;
         if (can_eval && (every(s, c->out.eval_every) || last)) log_eval(&r, evaluate(&r));
         if (keep && every(s, c->out.save_every) && !last) save(&r);
         if (can_sample && every(s, c->out.sample_every) && !last) print_sample(&r);
     }
+    if (sig) stop_on_signal(&r, sig);
     if (keep && c->out.save_final) save(&r);
     if (can_sample) print_sample(&r);
     log_peak_memory(&r);
@@ -642,5 +780,6 @@ int main(int argc, char **argv) {
     bootstrap_destroy(r.bs);
     ops_destroy(r.ops);
     topology_free(&r.topo);
+    stop_watch_end(r.stop);
     return 0;
 }

@@ -30,6 +30,8 @@ typedef struct tg_config {
         long long seed;
         char recompute[CFG_WORD_MAX];
         char precision[CFG_WORD_MAX];
+        char on_nonfinite[CFG_WORD_MAX]; /* stop | skip */
+        int max_skipped;                  /* skip: stop after this many in a row */
     } train;
     struct {
         char train[CFG_PATH_MAX], val[CFG_PATH_MAX];

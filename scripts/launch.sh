@@ -25,7 +25,9 @@ Options
                           default ./launch_logs/<YYYYmmdd-HHMMSS> (with -<pid>
                           appended if that exists); train_gpt runs may pass
                           their out.dir, e.g. --log-dir runs/NAME/logs
-  --grace SECONDS         on shutdown, time between SIGTERM and SIGKILL (default 5)
+  --grace SECONDS         on shutdown, time between SIGTERM and SIGKILL (default 60:
+                          train_gpt finishes its step and saves a checkpoint on
+                          SIGTERM, which takes a while for a large model)
   -h, --help              this text
   --                      ends the options; COMMAND and its arguments follow
 
@@ -53,6 +55,9 @@ Failure and shutdown
   it was killed by a signal). When every rank exits 0, the launcher exits 0.
   SIGINT (Ctrl-C), SIGTERM and SIGHUP to the launcher stop all ranks the same
   way, and it exits 130, 143 or 129; a second signal skips the grace period.
+  SIGUSR1 (Slurm's --signal=USR1@N) is passed on to every rank and the
+  launcher goes on watching: train_gpt saves a checkpoint and exits 138 on it.
+  SIGCONT follows every SIGTERM, so a stopped (SIGSTOP) rank ends too.
   Each rank runs in its own session and process group, so whatever a rank
   started there is stopped with it, also after a successful run; no rank is
   left running when the launcher exits (unless the launcher itself is
@@ -74,7 +79,7 @@ if [ -z "${BASH_VERSINFO:-}" ] || [ "${BASH_VERSINFO[0]}" -lt 5 ] ||
 fi
 
 # ---- arguments ---------------------------------------------------------------
-nproc="" nnodes=1 node_rank=0 master="" log_dir="" grace=5 seen_dashdash=0
+nproc="" nnodes=1 node_rank=0 master="" log_dir="" grace=60 seen_dashdash=0
 need_value() { # OPTION REMAINING_ARGS: the option's value must be there
     [ "$2" -ge 2 ] || die_usage "$1 needs a value"
 }
@@ -215,7 +220,8 @@ now_us() { echo "${EPOCHREALTIME//[!0-9]/}"; }
 
 stop_all() { # GRACE_SECONDS: SIGTERM every rank's group, SIGKILL after the grace
     local pg pid deadline
-    for pg in "${pids[@]}"; do kill -TERM -- "-$pg" 2>/dev/null; done
+    # SIGCONT: a stopped rank cannot act on SIGTERM until it runs again.
+    for pg in "${pids[@]}"; do kill -TERM -- "-$pg" 2>/dev/null; kill -CONT -- "-$pg" 2>/dev/null; done
     deadline=$(($(now_us) + $(usecs "$1")))
     # Until the deadline: collect the ranks as they end, and wait for what
     # they started in their groups to end too.
@@ -243,8 +249,15 @@ on_signal() { # NAME STATUS
     stopping=1
     say "got SIG$1: stopping all ranks (SIGTERM, SIGKILL after ${grace}s; signal again to kill now)"
     stop_all "$grace"
+    wait_tees
     exit "$2"
 }
+# shellcheck disable=SC2317  # invoked by the trap below
+pass_usr1() { # Slurm's warning before the time limit: the ranks decide what to do
+    say "got SIGUSR1: passing it on to every rank"
+    for pg in "${pids[@]}"; do kill -USR1 -- "-$pg" 2>/dev/null; done
+}
+trap pass_usr1 USR1
 trap 'on_signal INT 130' INT
 trap 'on_signal TERM 143' TERM
 trap 'on_signal HUP 129' HUP
@@ -253,12 +266,23 @@ trap 'for pg in "${pids[@]}"; do kill -KILL -- "-$pg" 2>/dev/null; done
       [ -z "$ticker" ] || kill "$ticker" 2>/dev/null' EXIT
 
 # Rank 0's stdout and stderr each go through their own tee, so the terminal
-# keeps them apart; the wrapper waits for both tees, then exits with the
-# command's status.
-# shellcheck disable=SC2016  # expanded by the wrapper, not here
-rank0_wrapper='log=$1; shift
-{ "$@" 2>&1 1>&3 3>&- | tee -a "$log" >&2; exit "${PIPESTATUS[0]}"; } 3>&1 | tee -a "$log"
-exit "${PIPESTATUS[0]}"'
+# keeps them apart. The tees belong to the launcher, not to rank 0's process
+# group, and ignore the stop signals: a rank that saves a checkpoint on
+# SIGTERM can still print where. They end when rank 0 closes its output;
+# the launcher waits for them before it exits (wait_tees).
+tee_pids=()
+start_rank0_tees() { # LOG: opens fds rank0_out and rank0_err
+    exec {rank0_out}> >(trap '' INT TERM HUP USR1; exec tee -a "$1")
+    tee_pids+=("$!")
+    exec {rank0_err}> >(trap '' INT TERM HUP USR1; exec tee -a "$1" >&2)
+    tee_pids+=("$!")
+}
+wait_tees() { # at most 5 s: the rank's output is flushed once it has exited
+    local pid i
+    for pid in "${tee_pids[@]}"; do
+        for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    done
+}
 
 for ((lr = 0; lr < nproc; lr++)); do
     r=$((rank0 + lr))
@@ -267,7 +291,9 @@ for ((lr = 0; lr < nproc; lr++)); do
     export RANK=$r WORLD_SIZE=$world LOCAL_RANK=$lr LOCAL_WORLD_SIZE=$nproc NODE_RANK=$node_rank \
            MASTER_ADDR=$master_addr MASTER_PORT=$master_port
     if [ "$r" -eq 0 ]; then
-        setsid bash -c "$rank0_wrapper" launch-rank0 "$log" "$@" &
+        start_rank0_tees "$log"
+        setsid "$@" >&"$rank0_out" 2>&"$rank0_err" &
+        exec {rank0_out}>&- {rank0_err}>&-
     else
         setsid "$@" </dev/null >"$log" 2>&1 &
     fi
@@ -302,7 +328,8 @@ while [ ${#running[@]} -gt 0 ] && [ -z "$failed_pid" ]; do
     wait -n -p who "${!running[@]}" "$ticker"
     st=$?
     kill "$ticker" 2>/dev/null; wait "$ticker"; ticker=""
-    [ -n "$who" ] && [ -n "${running[$who]:-}" ] && collect "$who" "$st"
+    # A trapped signal (SIGUSR1) ends `wait` early and may leave `who` unset.
+    [ -n "${who:-}" ] && [ -n "${running[$who]:-}" ] && collect "$who" "$st"
     find_ended
     for pid in "${ended[@]}"; do wait "$pid"; collect "$pid" $?; done
 done
@@ -312,6 +339,7 @@ if [ -n "$failed_pid" ]; then
     say "rank $r (pid $failed_pid) failed with exit status $failed_st$(signame "$failed_st")"
     [ ${#running[@]} -eq 0 ] || say "stopping the other ${#running[@]} rank(s) on this node"
     stop_all "$grace"
+    wait_tees
     say "last 20 lines of $log_dir/rank_$r.log:"
     tail -n 20 -- "$log_dir/rank_$r.log" | sed 's/^/  | /' >&9
     say "exiting with status $failed_st (rank $r failed)"
@@ -319,5 +347,6 @@ if [ -n "$failed_pid" ]; then
 fi
 # Every rank exited 0; stop anything a rank left behind in its process group.
 stop_all "$grace"
+wait_tees
 say "all $nproc rank(s) exited 0"
 exit 0

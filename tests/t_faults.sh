@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Faults a long run meets: hostile paths (no shell anywhere), non-finite
+# values (train.on_nonfinite stop and skip), signals (SIGTERM, SIGINT,
+# SIGUSR1 save a checkpoint and exit; a second signal exits at once; a
+# resume after it equals the uninterrupted run bitwise), a clean log.jsonl
+# after a resume, and a stopped rank under the launcher.
+# Prints "ok NAME" or "not ok NAME - reason" per check.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" faults
+launch="$root/scripts/launch.sh"
+check() { # NAME REASON COMMAND...: ok when the command succeeds
+    local name="$1" why="$2"; shift 2
+    if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi
+}
+oneline() { tail -n "${2:-3}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
+ms_now() { echo $((${EPOCHREALTIME//[!0-9]/} / 1000)); }
+# The program `timeout` runs (signals go to it, not to timeout, which would
+# pass them on twice or die of SIGUSR1 itself).
+child_of() { local c; for i in $(seq 100); do c=$(pgrep -P "$1" | head -n 1); [ -n "$c" ] && break; sleep 0.05; done; echo "$c"; }
+# wait_lines FILE N: until FILE holds N train lines (at most 120 s)
+wait_lines() {
+    local n
+    for i in $(seq 2400); do n=$(grep -c '"loss"' "$1" 2>/dev/null); [ "${n:-0}" -ge "$2" ] && return; sleep 0.05; done
+}
+
+if [ ! -x "$bin" ]; then not_ok prerequisites "$bin is missing (run make)"; exit 1; fi
+if ! "$py" -c 'import numpy' 2>/dev/null; then not_ok prerequisites "python3-numpy is missing"; exit 1; fi
+ok prerequisites
+random_shards "$tmp/data" 500 7 20000 2000
+
+config() { # PATH LAYERS WIDTH SEQ MICRO_BATCH: a small model on the random shards
+    cat >"$1" <<EOF
+{"model": {"n_layer": $2, "n_head": 2, "n_embd": $3, "vocab_size": 500, "seq_len": $4},
+ "train": {"micro_batch": $5, "global_batch": $5, "steps": 12, "lr": 1e-2, "min_lr": 1e-3, "warmup": 2, "seed": 5},
+ "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
+ "out": {"dir": "$tmp/unused", "log_every": 1, "eval_every": 4, "eval_batches": 1, "save_every": 0, "sample_tokens": 0},
+ "device": "cpu"}
+EOF
+}
+cfg="$tmp/small.json"
+config "$cfg" 2 32 16 4
+
+# Every line of a log.jsonl is strict JSON (no NaN/Infinity tokens).
+strict_json() { # FILE
+    "$py" - "$1" <<'PY'
+import json, sys
+def bad(c): raise ValueError("non-JSON constant " + c)
+for i, line in enumerate(open(sys.argv[1]), 1):
+    try: json.loads(line, parse_constant=bad)
+    except ValueError as e: print(f"line {i}: {e}: {line[:120]}"); sys.exit(1)
+PY
+}
+
+# Every tensor of a safetensors file is finite.
+all_finite() { # FILE
+    "$py" - "$1" <<'PY'
+import json, struct, sys, numpy as np
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+for k, v in h.items():
+    if k == '__metadata__': continue
+    a = np.frombuffer(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]], np.float32)
+    if not np.isfinite(a).all(): print(k, 'is not finite'); sys.exit(1)
+PY
+}
+
+# ---- 1. no shell: out.dir with quotes, spaces, $(), backticks, a newline --------
+evil="$tmp/we ird'; touch $tmp/PWNED1; echo '\$(touch $tmp/PWNED2)\`touch $tmp/PWNED3\`"$'\n'"line2"
+timeout -k 5 120 "$launch" -n 2 --log-dir "$tmp/evil_launch" -- "$bin" --config "$cfg" --set parallel.tp=2 \
+    --set train.steps=1 --set "out.dir=$evil" >"$tmp/evil.out" 2>&1
+rc=$?
+check hostile_out_dir_no_shell "rc $rc; PWNED files: $(ls "$tmp" | grep -c PWNED): $(oneline "$tmp/evil.out")" \
+    test "$rc" = 0 -a ! -e "$tmp/PWNED1" -a ! -e "$tmp/PWNED2" -a ! -e "$tmp/PWNED3"
+check hostile_out_dir_exact_name "the run directory or rank 1's log is not under the exact name" \
+    test -s "$evil/log.jsonl" -a -s "$evil/logs/rank_1.out" -a -d "$evil/step_00000001"
+
+# ---- 2. non-finite values ------------------------------------------------------
+# The review's diverging run: lr 10, eps 0, beta2 0, no clipping.
+diverge=(--set train.lr=10 --set train.min_lr=0 --set train.warmup=0 --set train.eps=0 --set train.beta2=0
+         --set train.grad_clip=0 --set train.steps=30 --set out.save_every=1 --set out.eval_every=0)
+timeout -k 5 120 "$bin" --config "$cfg" "${diverge[@]}" --set out.dir="$tmp/div" >"$tmp/div.out" 2>&1
+rc=$?
+step=$(grep -o 'error: step [0-9]*' "$tmp/div.out" | grep -o '[0-9]*$')
+check nonfinite_stop_exits_nonzero "rc $rc: $(oneline "$tmp/div.out")" test "$rc" != 0 -a -n "$step"
+check nonfinite_stop_names_step_and_values "$(oneline "$tmp/div.out" 1)" \
+    grep -q "step $step: the loss is .* and the gradient norm is .*train.on_nonfinite = stop" "$tmp/div.out"
+bad=""
+for d in "$tmp"/div/step_*; do
+    [ -d "$d" ] || continue
+    s=$((10#${d##*step_}))
+    [ "$s" -ge "$step" ] && bad="$bad step_$s saved at or after the non-finite step $step;"
+    all_finite "$d/model.safetensors" >/dev/null || bad="$bad step_$s holds non-finite weights;"
+done
+check nonfinite_no_checkpoint_of_that_state "${bad:-none}" test -z "$bad"
+check log_strict_json_after_nonfinite "$(strict_json "$tmp/div/log.jsonl")" strict_json "$tmp/div/log.jsonl"
+
+# A finite checkpoint whose forward overflows: ln_f.weight at 3e38 makes
+# the logits infinite, so the loss is not finite while every weight is.
+timeout -k 5 60 "$bin" --config "$cfg" --set train.steps=0 --set out.dir="$tmp/init" >"$tmp/init.out" 2>&1
+"$py" - "$tmp/init/step_00000000/model.safetensors" <<'PY'
+import json, struct, sys, numpy as np
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', b[:8])[0]
+o = json.loads(b[8:8 + n])['ln_f.weight']['data_offsets']
+b[8 + n + o[0]:8 + n + o[1]] = np.full((o[1] - o[0]) // 4, 3e38, np.float32).tobytes()
+open(p, 'wb').write(b)
+PY
+huge=(--set "model.init_from=$tmp/init/step_00000000" --set out.save_every=1 --set out.eval_every=0)
+timeout -k 5 60 "$bin" --config "$cfg" "${huge[@]}" --set out.dir="$tmp/huge_stop" >"$tmp/huge_stop.out" 2>&1
+rc=$?
+check nonfinite_forward_stops "rc $rc, checkpoints: $(ls "$tmp/huge_stop" | grep -c step_): $(oneline "$tmp/huge_stop.out")" \
+    test "$rc" != 0 -a "$(ls "$tmp/huge_stop" | grep -c step_)" = 0
+timeout -k 5 60 "$bin" --config "$cfg" "${huge[@]}" --set train.on_nonfinite=skip --set train.max_skipped=3 \
+    --set out.dir="$tmp/huge_skip" >"$tmp/huge_skip.out" 2>&1
+rc=$?
+skips=$(grep -c '"skipped":true' "$tmp/huge_skip/log.jsonl" 2>/dev/null)
+check nonfinite_skip_stops_after_max "rc $rc, $skips skipped lines (want 3): $(oneline "$tmp/huge_skip.out" 1)" \
+    test "$rc" != 0 -a "$skips" = 3
+check nonfinite_skip_message "$(oneline "$tmp/huge_skip.out" 1)" grep -q 'train.max_skipped = 3' "$tmp/huge_skip.out"
+same=$("$py" - "$tmp/init/step_00000000/model.safetensors" "$tmp/huge_skip/step_00000002/model.safetensors" <<'PY'
+import json, struct, sys, numpy as np
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in h.items() if k != '__metadata__'}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+print('same' if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else 'differ')
+PY
+)
+check nonfinite_skip_drops_update "weights after 2 skipped steps: ${same:-missing} (want same)" test "$same" = same
+check log_strict_json_after_skip "$(strict_json "$tmp/huge_skip/log.jsonl")" strict_json "$tmp/huge_skip/log.jsonl"
+
+# ---- 3. signals ----------------------------------------------------------------
+# The reference: 12 uninterrupted steps.
+timeout -k 5 120 "$bin" --config "$cfg" --set out.dir="$tmp/ref" >"$tmp/ref.out" 2>&1 || not_ok ref_run "$(oneline "$tmp/ref.out")"
+# train_log FILE: the train lines' step and loss, as written
+train_log() { grep '"loss"' "$1" | grep -o '"step":[0-9]*,"loss":[^,]*'; }
+
+# A run slowed to ~0.3 s a step by a wider model gets SIG after its 3rd
+# step is logged, then resumes; the result equals the reference bitwise.
+slow="$tmp/slow.json"
+config "$slow" 2 128 64 8
+timeout -k 5 200 "$bin" --config "$slow" --set out.dir="$tmp/slow_ref" >"$tmp/slow_ref.out" 2>&1 ||
+    not_ok slow_ref_run "$(oneline "$tmp/slow_ref.out")"
+for sig in TERM INT USR1; do
+    d="$tmp/sig_$sig"
+    timeout -k 5 200 "$bin" --config "$slow" --set out.dir="$d" >"$d.out" 2>&1 &
+    pid=$!
+    wait_lines "$d/log.jsonl" 3
+    kill -"$sig" "$(child_of "$pid")"
+    wait "$pid"; rc=$?
+    want=$((128 + $(kill -l "$sig")))
+    k=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d.out" | grep -o '[0-9]*$')
+    check "sig${sig}_saves_and_exits" "rc $rc (want $want), step '${k}': $(oneline "$d.out")" \
+        test "$rc" = "$want" -a -n "$k" -a -f "$d/step_$(printf %08d "${k:-0}")/state.json"
+    timeout -k 5 200 "$bin" --config "$slow" --set out.dir="$d" >"$d.resume.out" 2>&1
+    rc=$?
+    check "sig${sig}_resume_bitwise" "rc $rc; final weights or losses differ from the uninterrupted run" \
+        eval 'test $rc = 0 && cmp -s "$d/step_00000012/model.safetensors" "$tmp/slow_ref/step_00000012/model.safetensors" &&
+              cmp -s "$d/step_00000012/optimizer.safetensors" "$tmp/slow_ref/step_00000012/optimizer.safetensors" &&
+              [ "$(train_log "$d/log.jsonl")" = "$(train_log "$tmp/slow_ref/log.jsonl")" ]'
+    if [ "$sig" = TERM ]; then
+        dup=$(grep -o '"step":[0-9]*,"loss"' "$d/log.jsonl" | sort | uniq -d | tr '\n' ' ')
+        marks=$(grep -c '"resumed":true' "$d/log.jsonl")
+        check resume_log_each_step_once "duplicated: '${dup}', resume marks $marks (want 1)" \
+            test -z "$dup" -a "$marks" = 1
+    fi
+done
+
+# A second signal stops at once, without saving: a step of the big model
+# takes seconds; the exit follows the second signal well within one step.
+big="$tmp/big.json"
+config "$big" 4 512 256 4
+d="$tmp/twice"
+timeout -k 5 300 "$bin" --config "$big" --set out.dir="$d" --set out.eval_every=0 >"$d.out" 2>&1 &
+pid=$!
+wait_lines "$d/log.jsonl" 1
+step_ms=$(grep -o '"ms":[0-9.]*' "$d/log.jsonl" | head -n 1 | grep -o '[0-9]*' | head -n 1)
+c=$(child_of "$pid")
+kill -TERM "$c"; sleep 0.2; t0=$(ms_now); kill -TERM "$c"
+wait "$pid"; rc=$?
+dt=$(($(ms_now) - t0))
+check second_signal_stops_at_once "rc $rc (want 143), exit ${dt} ms after the 2nd signal, a step takes ${step_ms} ms" \
+    test "$rc" = 143 -a "$dt" -lt 1000 -a "${step_ms:-0}" -gt 1500
+check second_signal_saves_nothing "$(ls "$d")" test "$(ls "$d" | grep -c step_)" = 0
+
+# Under the launcher, TP=2: SIGTERM to the launcher stops both ranks after
+# the same step with one checkpoint; resuming gives the uninterrupted run.
+timeout -k 5 200 "$launch" -n 2 --log-dir "$tmp/tp_ref_l" -- "$bin" --config "$slow" --set parallel.tp=2 \
+    --set out.dir="$tmp/tp_ref" >"$tmp/tp_ref.out" 2>&1 || not_ok tp_ref_run "$(oneline "$tmp/tp_ref.out")"
+for sig in TERM USR1; do
+    d="$tmp/tp_$sig"
+    set -m
+    timeout -k 5 200 "$launch" -n 2 --log-dir "$d.l" -- "$bin" --config "$slow" --set parallel.tp=2 --set out.dir="$d" \
+        >"$d.out" 2>&1 &
+    sub=$!
+    set +m
+    wait_lines "$d/log.jsonl" 3
+    kill -"$sig" "$(child_of "$sub")" # the launcher
+    wait "$sub"; rc=$?
+    k0=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d.out" | grep -o '[0-9]*$')
+    k1=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d/logs/rank_1.out" 2>/dev/null | grep -o '[0-9]*$')
+    check "launcher_${sig}_ranks_save_same_step" "rc $rc, rank 0 step '$k0', rank 1 step '$k1': $(oneline "$d.out")" \
+        test "$rc" != 0 -a -n "$k0" -a "$k0" = "$k1" -a -f "$d/step_$(printf %08d "${k0:-0}")/state.json"
+    timeout -k 5 200 "$launch" -n 2 --log-dir "$d.l2" -- "$bin" --config "$slow" --set parallel.tp=2 --set out.dir="$d" \
+        >"$d.resume.out" 2>&1
+    rc=$?
+    check "launcher_${sig}_resume_bitwise" "rc $rc: $(oneline "$d.resume.out")" \
+        eval 'test $rc = 0 && cmp -s "$d/step_00000012/model.safetensors" "$tmp/tp_ref/step_00000012/model.safetensors" &&
+              [ "$(train_log "$d/log.jsonl")" = "$(train_log "$tmp/tp_ref/log.jsonl")" ]'
+done
+
+# ---- 4. a stopped rank ends the job within parallel.timeout_s (+ 1.5 s) ---------
+d="$tmp/stopped"
+timeout -k 5 120 "$launch" -n 2 --log-dir "$d.l" -- "$bin" --config "$slow" --set parallel.tp=2 --set train.steps=100000 \
+    --set parallel.timeout_s=2 --set out.dir="$d" >"$d.out" 2>&1 &
+sub=$!
+wait_lines "$d/log.jsonl" 2
+victim=""
+for p in $(pgrep -f -- "out.dir=$d"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=1' && [ "$(cat /proc/"$p"/comm)" = train_gpt ] && victim=$p
+done
+t0=$(ms_now)
+kill -STOP "$victim"
+wait "$sub"; rc=$?
+dt=$(($(ms_now) - t0))
+check stopped_rank_ends_job "rc $rc, ended ${dt} ms after SIGSTOP (timeout_s 2; want < 3500): $(oneline "$d.out" 2)" \
+    test -n "$victim" -a "$rc" != 0 -a "$dt" -lt 3500
+pgrep -f -- "out.dir=$d" >/dev/null && { not_ok stopped_rank_reaped "a rank is still running"; pkill -KILL -f -- "out.dir=$d"; }
+
+exit "$failed"

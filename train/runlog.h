@@ -1,0 +1,35 @@
+/* log.jsonl: one JSON object per line, always valid JSON (a value that is
+ * not finite is written as null), and after a resume holding each step once. */
+#ifndef TRAIN_RUNLOG_H
+#define TRAIN_RUNLOG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+/* One line being written: jsonl_open, then members, then jsonl_close. */
+typedef struct jsonl_line {
+    FILE *f;
+    int members;
+} jsonl_line;
+
+jsonl_line jsonl_open(FILE *f);
+/* A number printed with fmt (e.g. "%.7g"), or null when it is not finite. */
+void jsonl_num(jsonl_line *l, const char *key, const char *fmt, double v);
+void jsonl_int(jsonl_line *l, const char *key, long long v);
+void jsonl_uint(jsonl_line *l, const char *key, unsigned long long v);
+void jsonl_bool(jsonl_line *l, const char *key, bool v);
+/* A string, escaped as JSON requires (paths may hold any byte). */
+void jsonl_str(jsonl_line *l, const char *key, const char *v);
+/* An already-formatted JSON value (an object or array the caller built). */
+void jsonl_raw(jsonl_line *l, const char *key, const char *json);
+/* Ends the line and flushes it, so a crash loses at most this line. */
+void jsonl_close(jsonl_line *l);
+
+/* A resume from the checkpoint of `step`: drops the lines of later steps
+ * (written by the run that died after that checkpoint) and any torn last
+ * line, rewriting the file atomically. A missing file is fine. */
+int runlog_truncate_after(const char *path, int step, tg_err *e);
+
+#endif
