@@ -360,10 +360,12 @@ static void setup(run *r) {
     open_data(r);
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
-    gpt_budget b = gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, c->parallel.zero == 1, r->ops->act,
-                                 r->ops->workspace_bytes);
+    const bool zero = c->parallel.zero == 1;
+    gpt_budget b = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
+                                r->ops->workspace_bytes);
     r->budget = b;
-    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, r->dp->size);
+    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len,
+                          optim_buffer_len(gpt_param_count(&d), r->dp->size, zero));
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
     size_t full_params = 0, local_params = 0;
     for (int i = 0; i < r->model->n_tensors; i++) {
@@ -602,16 +604,12 @@ static void save(run *r) {
 /* What a step does with its update after the finiteness check. */
 typedef enum { UPDATE_APPLY, UPDATE_SKIP, UPDATE_SKIP_AND_STOP } update_action;
 
-/* A step whose loss or global gradient norm is not finite: with
- * train.on_nonfinite = stop the run ends here, non-zero and without saving
- * this state; with skip its update is dropped, and the run stops once
- * max_skipped steps in a row were. Every rank holds the same loss and norm
- * (both reduced), so all decide alike without talking. */
-static update_action check_finite(run *r, int step, float loss, double norm) {
-    if (isfinite(loss) && isfinite(norm)) {
-        r->skipped_in_a_row = 0;
-        return UPDATE_APPLY;
-    }
+/* A step whose loss or global gradient norm was not finite (the optimizer
+ * applied nothing): with train.on_nonfinite = stop the run ends here,
+ * non-zero and without saving this state; with skip the step stays dropped,
+ * and the run stops once max_skipped steps in a row were. Every rank holds
+ * the same loss and norm (both reduced), so all decide alike without talking. */
+static update_action nonfinite_action(run *r, int step, float loss, double norm) {
     const tg_config *c = &r->cfg;
     if (strcmp(c->train.on_nonfinite, "skip") == 0) {
         fprintf(stderr, "%s: warning: step %d: the loss is %g and the gradient norm is %g: update dropped "
@@ -653,13 +651,10 @@ static void train_step(run *r) {
     gpt_zero_grads(r->model);
     float loss = run_window(r, true);
     int s = r->state.step + 1;
-    double norm, lr = optim_lr(c, s);
-    if (gpt_sync_replicated_grads(r->model, &e) || optim_reduce_grads(r->opt, r->model, &e) ||
-        optim_grad_norm(r->opt, r->model, &norm, &e))
-        tg_die(PROG, &e);
-    /* Checked before AdamW touches the weights: the norm is read anyway. */
-    const update_action act = check_finite(r, s, loss, norm);
-    if (act == UPDATE_APPLY && optim_step(r->opt, r->model, c, s, lr, norm, &e)) tg_die(PROG, &e);
+    optim_report rep;
+    if (optim_update(r->opt, r->model, c, s, loss, &rep, &e)) tg_die(PROG, &e);
+    const update_action act = rep.applied ? UPDATE_APPLY : nonfinite_action(r, s, loss, rep.grad_norm);
+    const double lr = rep.lr, norm = rep.grad_norm;
     r->state.step = s;
     /* The device's own clock where there is one (CUDA events around the
      * step), else the wall clock. */
@@ -672,6 +667,7 @@ static void train_step(run *r) {
         r->train_ms_total = ms;
         r->train_steps_timed = 1;
     }
+    if (act == UPDATE_APPLY) r->skipped_in_a_row = 0;
     log_train(r, loss, lr, norm, ms, act != UPDATE_APPLY);
     if (act == UPDATE_SKIP_AND_STOP) stop_after_skips(r);
 }

@@ -51,7 +51,7 @@ static gpt_acts *acts_create(const tg_ops *ops, const gpt_dims *d, int B, int T)
     return a;
 }
 
-gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, int pad_multiple) {
+gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, size_t n_alloc) {
     gpt *g = tg_calloc(1, sizeof *g, "model");
     g->ops = ops;
     g->tp = tp;
@@ -59,7 +59,7 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, in
     g->B = B;
     g->T = T;
     g->n_params = gpt_layout_params(g);
-    g->n_alloc = (g->n_params + (size_t)pad_multiple - 1) / (size_t)pad_multiple * (size_t)pad_multiple;
+    g->n_alloc = n_alloc > g->n_params ? n_alloc : g->n_params;
     g->master = ops->alloc(ops, g->n_alloc * sizeof(float), "parameters (float32 master)");
     g->params = ops->act == TG_F32 ? (void *)g->master : ops->alloc(ops, g->n_alloc * tg_dtype_bytes(ops->act), "parameters (working copy)");
     g->grads = ops->alloc(ops, g->n_alloc * sizeof(float), "gradients");

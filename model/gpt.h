@@ -88,7 +88,7 @@ typedef struct gpt {
     int n_tensors;
     gpt_tensor *tensors;
     size_t n_params;       /* elements of this rank's parameter buffer: its tensors, each aligned (gpt_layout.c) */
-    size_t n_alloc;        /* n_params padded to a multiple of the DP degree (ZeRO shards) */
+    size_t n_alloc;        /* elements of the flat buffers: n_params, padded as the optimizer asked (ZeRO) */
     size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer stride for per-layer kinds (numel, aligned up) */
     /* Backend memory, n_alloc elements each: the working weights the
      * kernels read (activation type), the float32 master weights AdamW
@@ -101,14 +101,17 @@ typedef struct gpt {
 } gpt;
 
 int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
-/* The bytes one rank allocates: the model's buffers padded for dp ranks,
- * AdamW state for the whole model or (zero) this rank's 1/dp of it,
- * activations of type act, and the backend's fixed workspace. */
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
+/* Elements of one rank's flat parameter buffer: its tensors, each aligned. */
+size_t gpt_param_count(const gpt_dims *d);
+/* The bytes the model allocates on one rank: parameter and gradient buffers
+ * of n_alloc elements, activations of type act, and the backend's fixed
+ * workspace (optim is left 0: the optimizer adds its own, optim_budget). */
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dtype act, size_t workspace);
 
 /* Lays out and allocates this rank's shard for micro-batches up to B x T,
- * the parameter and gradient buffers padded to a multiple of pad_multiple. */
-gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, int pad_multiple);
+ * with parameter and gradient buffers of n_alloc >= gpt_param_count(d)
+ * elements (the optimizer says how many: optim_buffer_len). */
+gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, size_t n_alloc);
 void gpt_free(gpt *g);
 
 /* Index of a local element in the full, unpadded tensor; -1 for padding

@@ -188,15 +188,16 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, ac
 
 size_t gpt_act_bytes(const act_buf *b) { return ((size_t)b->slots * b->size * b->elem + 63) / 64 * 64; }
 
-gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace) {
+size_t gpt_param_count(const gpt_dims *d) {
     gpt g;
     memset(&g, 0, sizeof g);
     g.d = *d;
-    const size_t n_params = gpt_layout_params(&g), n_alloc = (n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
+    const size_t n = gpt_layout_params(&g);
     free(g.tensors);
-    /* optim.c: the AdamW moments of this rank's shard (ZeRO works in place). */
-    const bool sharded = zero && dp > 1;
-    const size_t shard = sharded ? n_alloc / (size_t)dp : n_params;
+    return n;
+}
+
+gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dtype act, size_t workspace) {
     gpt_acts a;
     act_entry table[64];
     int n = gpt_act_table(&a, d, B, T, act, table, 64);
@@ -208,11 +209,11 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, int dp, bool zero, tg_
     b.params = n_alloc * tg_dtype_bytes(act) + (act == TG_F32 ? 0 : n_alloc * F);
     b.workspace = workspace;
     b.grads = n_alloc * F;
-    b.optim = 2 * shard * F;
+    b.optim = 0;
     b.acts_attention = by_kind[ACT_ATTENTION];
     b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
     b.logits = by_kind[ACT_LOGITS];
     b.scratch = by_kind[ACT_SCRATCH];
-    b.total = b.params + b.grads + b.optim + b.acts_kept + b.logits + b.scratch + b.workspace;
+    b.total = b.params + b.grads + b.acts_kept + b.logits + b.scratch + b.workspace;
     return b;
 }

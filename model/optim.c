@@ -3,11 +3,28 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* ZeRO shards the flat buffer into dp equal parts: the padding is its own. */
+static bool shards_state(int dp, bool zero) { return zero && dp > 1; }
+
+size_t optim_buffer_len(size_t n_params, int dp, bool zero) {
+    if (!shards_state(dp, zero)) return n_params;
+    return (n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
+}
+
+gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace) {
+    const size_t n_params = gpt_param_count(d), n_alloc = optim_buffer_len(n_params, dp, zero);
+    gpt_budget b = gpt_budget_of(d, B, T, n_alloc, act, workspace);
+    const size_t shard = shards_state(dp, zero) ? n_alloc / (size_t)dp : n_params;
+    b.optim = 2 * shard * sizeof(float);
+    b.total += b.optim;
+    return b;
+}
+
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
     optim *o = tg_calloc(1, sizeof *o, "optimizer");
     o->ops = ops;
     o->dp = dp;
-    o->zero = zero && dp->size > 1;
+    o->zero = shards_state(dp->size, zero);
     if (o->zero) {
         o->shard_len = g->n_alloc / (size_t)dp->size;
         o->shard_begin = (size_t)dp->rank * o->shard_len;
@@ -40,7 +57,8 @@ double optim_lr(const tg_config *c, int step) {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-int optim_reduce_grads(optim *o, gpt *g, tg_err *e) {
+/* Sums the gradients over DP (all-reduce, or reduce-scatter under ZeRO). */
+static int reduce_grads(optim *o, gpt *g, tg_err *e) {
     if (o->dp->size == 1) return 0;
     if (!o->zero) return comm_all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
     /* In place: this rank's shard of the summed gradients lands where its
@@ -68,7 +86,9 @@ static void add_sumsq(const optim *o, const gpt *g, const gpt_tensor *t, size_t 
     *(double *)ctx += o->ops->sum_squares(o->ops, shard_grads(o, g) + begin, len);
 }
 
-int optim_grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
+/* Global gradient norm before clipping: every parameter counted once
+ * across TP and DP. After reduce_grads. */
+static int grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
     double local = 0.0;
     for_each_span(o, g, add_sumsq, &local);
     float sum = (float)local;
@@ -90,11 +110,12 @@ static void adamw_span(const optim *o, const gpt *g, const gpt_tensor *t, size_t
                   a->beta1, a->beta2, a->eps, t->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
 }
 
-int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double grad_norm, tg_err *e) {
+/* Clipping, AdamW and (ZeRO) the gather of the updated parameters. */
+static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, double norm, tg_err *e) {
     const double clip = c->train.grad_clip;
     if (clip > 0.0) {
         /* torch: coef = max_norm / (norm + 1e-6), clamped to at most 1. */
-        double coef = clip / (grad_norm + 1e-6);
+        double coef = clip / (norm + 1e-6);
         if (coef < 1.0) o->ops->scale(o->ops, shard_grads(o, g), (float)coef, o->shard_len);
     }
     const double b1 = c->train.beta1, b2 = c->train.beta2;
@@ -107,6 +128,16 @@ int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double
     if (comm_all_gather(o->dp, g->master, g->master + o->shard_begin, o->shard_len, e)) return -1;
     gpt_sync_working_weights(g);
     return 0;
+}
+
+int optim_update(optim *o, gpt *g, const tg_config *c, int step, float loss, optim_report *r, tg_err *e) {
+    r->lr = optim_lr(c, step);
+    r->applied = false;
+    if (gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e) || grad_norm(o, g, &r->grad_norm, e)) return -1;
+    /* Checked before AdamW touches anything; the norm is read anyway. */
+    if (!isfinite(loss) || !isfinite(r->grad_norm)) return 0;
+    r->applied = true;
+    return apply(o, g, c, step, r->lr, r->grad_norm, e);
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {

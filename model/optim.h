@@ -16,27 +16,39 @@ typedef struct optim {
     float *m, *v;          /* AdamW moments of the shard (backend memory) */
 } optim;
 
-/* g must have been created with its buffers padded to a multiple of dp. */
+/* The length (in elements) of the flat parameter and gradient buffers the
+ * model must allocate for this optimizer: n_params, padded under ZeRO to a
+ * multiple of dp so that every rank's shard has the same length. */
+size_t optim_buffer_len(size_t n_params, int dp, bool zero);
+
+/* The bytes one rank needs: the model's buffers (at optim_buffer_len) plus
+ * the AdamW moments of the whole model, or of this rank's 1/dp under ZeRO. */
+gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
+
+/* g must have been created with optim_buffer_len(..., dp->size, zero) elements. */
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero);
 void optim_free(optim *o);
 
-/* Bytes the optimizer allocated (moments, and ZeRO's staging). */
+/* Bytes the optimizer allocated (the moments). */
 size_t optim_allocated_bytes(const optim *o);
 
 /* LR of 1-based step s: linear warm-up, then cosine decay to min_lr. */
 double optim_lr(const tg_config *c, int step);
 
-/* Sums the gradients over DP (all-reduce, or reduce-scatter under ZeRO). */
-int optim_reduce_grads(optim *o, gpt *g, tg_err *e);
+/* What optim_update did. */
+typedef struct optim_report {
+    double lr, grad_norm; /* grad_norm before clipping: every parameter counted once across TP and DP */
+    bool applied;         /* false: the loss or the norm was not finite and nothing changed */
+} optim_report;
 
-/* Global gradient norm before clipping: every parameter counted once across
- * TP and DP. Call after optim_reduce_grads. */
-int optim_grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e);
-
-/* Clips to c->train.grad_clip as torch.nn.utils.clip_grad_norm_ does, applies
- * AdamW step `step` (1-based) at rate lr, and under ZeRO gathers the updated
- * parameters back to every DP rank. */
-int optim_step(optim *o, gpt *g, const tg_config *c, int step, double lr, double grad_norm, tg_err *e);
+/* Everything after the backward passes of step `step` (1-based), in order:
+ * under SP the TP sum of the replicated tensors' gradients; the DP
+ * reduction (all-reduce, or ZeRO's reduce-scatter); the global gradient
+ * norm; then, only when `loss` and the norm are finite, clipping to
+ * train.grad_clip (as torch.nn.utils.clip_grad_norm_), AdamW on the fp32
+ * master weights, and under ZeRO the all-gather of the updated parameters.
+ * A collective over the TP and DP groups. */
+int optim_update(optim *o, gpt *g, const tg_config *c, int step, float loss, optim_report *r, tg_err *e);
 
 /* The full moments in the parameter layout (gathered over DP under ZeRO),
  * into host buffers of g->n_params floats, for checkpoints. */

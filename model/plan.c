@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/gpt.h"
+#include "model/optim.h"
 #include "parallel/comm.h"
 
 typedef struct layout {
@@ -78,8 +79,8 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     gpt_dims d;
     if (gpt_dims_from_config(&d, &v, l->tp, 0, e)) return -1;
     const bool cuda = strcmp(c->device, "cuda") == 0;
-    l->mem = gpt_budget_of(&d, l->mb, c->model.seq_len, l->dp, l->zero, config_act_dtype(c),
-                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
+    l->mem = optim_budget(&d, l->mb, c->model.seq_len, l->dp, l->zero, config_act_dtype(c),
+                          cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
     l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
