@@ -236,7 +236,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
 
     for (int op = REDUCE_SUM; op <= REDUCE_MAX; op++) {
         for (size_t i = 0; i < n; i++) a[i] = val(seed + (uint32_t)op, me, i);
-        CALL(c->vt->all_reduce(c, a, n, TG_F32, (reduce_op)op, &e));
+        CALL(comm_all_reduce_t(c, a, n, TG_F32, (reduce_op)op, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         for (size_t i = 0; i < n; i++) {
             float x = expect_reduce(seed + (uint32_t)op, p, i, (reduce_op)op);
@@ -248,7 +248,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     if (n > 0) {
         for (size_t i = 0; i < n; i++) a[i] = (float)me;
         if (me == p - 1) a[n - 1] = 0.0f / 0.0f;
-        CALL(c->vt->all_reduce(c, a, n, TG_F32, REDUCE_MAX, &e));
+        CALL(comm_all_reduce_t(c, a, n, TG_F32, REDUCE_MAX, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         if (a[n - 1] == a[n - 1] || (n > 1 && a[0] != (float)(p - 1))) FAIL("all_reduce(max) with a NaN: got %g and %g", a[0], a[n - 1]);
     }
@@ -256,7 +256,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         for (size_t i = 0; i < big; i++) a[i] = val(seed + 7, me, i);
         float *out = inplace ? a + (size_t)me * n : b;
-        CALL(c->vt->reduce_scatter(c, out, a, n, TG_F32, &e));
+        CALL(comm_reduce_scatter_t(c, out, a, n, TG_F32, &e));
         t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 4 : 0;
         for (size_t j = 0; j < n; j++) {
             float x = expect_reduce(seed + 7, p, (size_t)me * n + j, REDUCE_SUM);
@@ -268,7 +268,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         float *in = inplace ? b + (size_t)me * n : a;
         for (size_t i = 0; i < n; i++) in[i] = val(seed + 9, me, i);
-        CALL(c->vt->all_gather(c, b, in, n, TG_F32, &e));
+        CALL(comm_all_gather_t(c, b, in, n, TG_F32, &e));
         t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 4 : 0;
         for (int r = 0; r < p; r++)
             for (size_t i = 0; i < n; i++) {
@@ -283,7 +283,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     {
         uint16_t *h = (uint16_t *)a, *o = (uint16_t *)b;
         for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 11, me, i));
-        CALL(c->vt->all_reduce(c, h, n, TG_BF16, REDUCE_SUM, &e));
+        CALL(comm_all_reduce_t(c, h, n, TG_BF16, REDUCE_SUM, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 2 : 0;
         for (size_t i = 0; i < n; i++) {
             float acc = tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 11, 0, i)));
@@ -292,7 +292,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
                                                   tg_bf16_to_f32(h[i]), tg_bf16_to_f32(tg_f32_to_bf16(acc)));
         }
         for (size_t i = 0; i < big; i++) h[i] = tg_f32_to_bf16(val(seed + 13, me, i));
-        CALL(c->vt->reduce_scatter(c, o, h, n, TG_BF16, &e));
+        CALL(comm_reduce_scatter_t(c, o, h, n, TG_BF16, &e));
         t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 2 : 0;
         for (size_t j = 0; j < n; j++) {
             size_t i = (size_t)me * n + j;
@@ -301,7 +301,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
             if (o[j] != tg_f32_to_bf16(acc)) FAIL("reduce_scatter(bf16) n=%zu: element %zu wrong", n, j);
         }
         for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 15, me, i));
-        CALL(c->vt->all_gather(c, o, h, n, TG_BF16, &e));
+        CALL(comm_all_gather_t(c, o, h, n, TG_BF16, &e));
         t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 2 : 0;
         for (int r = 0; r < p; r++)
             for (size_t i = 0; i < n; i++)
@@ -313,13 +313,13 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
         size_t bytes = n * sizeof(float) + (n ? 3 : 0);
         unsigned char *u = (unsigned char *)a;
         for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == root ? (i * 131 + 7 + (size_t)root) : 0xEE);
-        CALL(c->vt->broadcast(c, u, bytes, root, &e));
+        CALL(comm_broadcast(c, u, bytes, root, &e));
         if (me == root && p > 1) t->expect[COLL_BROADCAST] += bytes;
         for (size_t i = 0; i < bytes; i++)
             if (u[i] != (unsigned char)(i * 131 + 7 + (size_t)root)) FAIL("broadcast of %zu bytes from %d: byte %zu wrong", bytes, root, i);
         if (root == 0) break;
     }
-    CALL(c->vt->barrier(c, &e));
+    CALL(comm_barrier(c, &e));
 out:
     free(a);
     free(b);
@@ -407,7 +407,7 @@ int main(int argc, char **argv) {
 
     if (mismatch) {
         float x[8] = {0}, y[64];
-        int rc = j.rank == 1 ? tpc->vt->all_gather(tpc, y, x, 8, TG_F32, &e) : tpc->vt->all_reduce(tpc, x, 8, TG_F32, REDUCE_SUM, &e);
+        int rc = j.rank == 1 ? comm_all_gather_t(tpc, y, x, 8, TG_F32, &e) : comm_all_reduce_t(tpc, x, 8, TG_F32, REDUCE_SUM, &e);
         if (rc) die_survivor(&j, &e);
         return 0;
     }
@@ -421,7 +421,7 @@ int main(int argc, char **argv) {
         }
         for (int it = 0; it < 100000; it++) {
             if (j.rank == hang && it == 3) pause();
-            if (tps->vt->all_reduce(tps, buf, n, TG_F32, REDUCE_SUM, &e)) die_survivor(&j, &e);
+            if (comm_all_reduce_t(tps, buf, n, TG_F32, REDUCE_SUM, &e)) die_survivor(&j, &e);
         }
         fprintf(stderr, "test_comm: rank %d: the fault never showed\n", j.rank);
         return 0;
@@ -454,7 +454,7 @@ int main(int argc, char **argv) {
         float *a = tg_malloc(n * sizeof(float), "big buffer");
         for (size_t i = 0; i < n; i++) a[i] = val(5, c->rank, i);
         int bad = 0;
-        if (c->vt->all_reduce(c, a, n, TG_F32, REDUCE_SUM, &e)) {
+        if (comm_all_reduce_t(c, a, n, TG_F32, REDUCE_SUM, &e)) {
             snprintf(why, sizeof why, "%.290s", e.msg);
             bad = 1;
         }
