@@ -4,7 +4,8 @@
  * node, through host memory) and comm_nccl (CUDA builds). Buffers hold
  * float32 or bf16 elements; where they live (host or device) is the
  * communicator's comm_memory. Every implementation counts the bytes this
- * rank sends per collective kind, which the log reports per step. */
+ * rank sends per collective kind, which the log reports per step. Creating
+ * a shm or NCCL communicator runs the group handshake of parallel/group.h. */
 #ifndef PARALLEL_COMM_H
 #define PARALLEL_COMM_H
 
@@ -109,7 +110,8 @@ static inline double comm_clock(void) {
  * e set (comm_wait(NULL, e) returns -1 and leaves e alone, so
  * comm_wait(comm_x_start(...), e) is the blocking call). Several collectives
  * may be in flight on one communicator; they complete in the order they were
- * started, and every rank must start the same collectives in the same order.
+ * started (waits may come in any order), and every rank must start the
+ * same collectives in the same order.
  * The buffers belong to the collective until its wait returns: do not read
  * or write them in between. A wait fails, naming the group, when the
  * communicator is broken (by a failure of this or any other collective since
@@ -192,7 +194,8 @@ uint64_t comm_ring_bytes_of(coll_kind k, int size, size_t n, size_t elem_bytes);
 /* A broadcast of `bytes` counts them at the root only (0 at size 1). */
 uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes);
 
-/* Shared-memory communicator for ranks on one node (parallel/comm_shm.c).
+/* Shared-memory communicator for ranks on one node (parallel/comm_shm*.c;
+ * its collectives complete in their start, see above).
  * Collective over the whole world: every rank calls it, in the same order
  * and with the same `name` ("tp", "dp"), each passing its own group (global
  * ranks in group order; my_index = this rank's position in it). Members of a
@@ -216,9 +219,9 @@ comm *comm_shm_create(bootstrap *bs, const char *name, const int *group_ranks, i
 comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
                            double timeout_s, size_t slot_bytes, tg_err *e);
 
-/* NCCL communicator (parallel/comm_nccl.c, built with make GPU=1): the same
+/* NCCL communicator (parallel/comm_nccl*.c, built with make GPU=1): the same
  * collective contract over device buffers, on its own stream ordered after
- * mem->stream with events. Rank 0 of the group makes the NCCL unique id and
+ * mem->stream with events (a start enqueues, the wait waits, see above). Rank 0 of the group makes the NCCL unique id and
  * the bootstrap carries it (collective over the whole world, like
  * comm_shm_create). A group of size 1 gets a comm_null. A NCCL error, an
  * asynchronous error or a wait beyond timeout_s aborts the communicator
