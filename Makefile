@@ -10,7 +10,8 @@ MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/opti
             model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
             model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
             model/cpu/ops_cpu_bf16.c
-LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
+LIB_SRC = $(MODEL_SRC) parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
+          parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c util/fs.c \
           train/runlog.c train/stop.c
 HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h train/*.h)
@@ -23,7 +24,7 @@ BUILD = build/gpu
 include $(BUILD)/cuda.mk
 CUDA_SRC = model/cuda/encoder.cu model/cuda/layernorm.cu model/cuda/gelu.cu model/cuda/residual.cu \
            model/cuda/optimizer.cu model/cuda/matmul.cu model/cuda/attention.cu model/cuda/xent.cu
-LIB_SRC += model/cuda/ops_cuda.c parallel/comm_nccl.c
+LIB_SRC += model/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90

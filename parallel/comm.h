@@ -4,7 +4,8 @@
  * node, through host memory) and comm_nccl (CUDA builds). Buffers hold
  * float32 or bf16 elements; where they live (host or device) is the
  * communicator's comm_memory. Every implementation counts the bytes this
- * rank sends per collective kind, which the log reports per step. */
+ * rank sends per collective kind, which the log reports per step. Creating
+ * a shm or NCCL communicator runs the group handshake of parallel/group.h. */
 #ifndef PARALLEL_COMM_H
 #define PARALLEL_COMM_H
 
@@ -43,15 +44,31 @@ typedef struct comm_memory {
 void comm_host_copy(void *ctx, void *dst, const void *src, size_t bytes);
 extern const comm_memory COMM_HOST_MEMORY;
 
+/* One collective in flight, from its start to its comm_wait (below). */
+typedef struct comm_req comm_req;
+struct comm_req {
+    comm *c;
+    coll_kind kind;
+    uint64_t bytes;   /* its ring bytes: added to c->bytes_sent when the wait succeeds */
+    char what[96];    /* "all_reduce(sum) #12 of 4096 float32", for messages */
+    void *impl;       /* the implementation's part (comm_nccl: its events) */
+    comm_req *next;   /* the communicator's free list */
+    comm_req *all;    /* every request the communicator ever made */
+};
+
 typedef struct comm_vtable {
-    /* In place over n elements of type t. Sums of bf16 are accumulated in
-     * float32 and rounded once. */
-    int (*all_reduce)(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e);
+    /* Starts: each returns a request from comm_req_get (NULL with e set on
+     * failure). In place over n elements of type t. Sums of bf16 are
+     * accumulated in float32 and rounded once. */
+    comm_req *(*all_reduce)(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e);
     /* in holds size*n elements; this rank receives the sum of block [rank]. */
-    int (*reduce_scatter)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
+    comm_req *(*reduce_scatter)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
     /* in holds n elements; out receives size*n, block r from rank r. */
-    int (*all_gather)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
-    int (*broadcast)(comm *c, void *buf, size_t bytes, int root, tg_err *e);
+    comm_req *(*all_gather)(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
+    comm_req *(*broadcast)(comm *c, void *buf, size_t bytes, int root, tg_err *e);
+    /* Completes r (comm_wait releases it afterwards): fails on a broken
+     * communicator, naming the group. */
+    int (*wait)(comm *c, comm_req *r, tg_err *e);
     int (*barrier)(comm *c, tg_err *e);
     void (*destroy)(comm *c);
 } comm_vtable;
@@ -72,36 +89,67 @@ struct comm {
     double modeled_seconds; /* comm_null with a link: the time the collectives would take */
     comm_link link;
     comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
+    comm_req *free_reqs;    /* finished requests, for reuse */
+    comm_req *all_reqs;     /* every request made (chained by ->all), freed by destroy */
     void *impl;
 };
 
 /* Makes c move its buffers with m (before the first collective). */
 static inline void comm_use_memory(comm *c, const comm_memory *m) { c->mem = *m; }
 
-/* The collectives, timed: callers use these rather than the vtable. */
 static inline double comm_clock(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
+
+/* The collectives: callers use these rather than the vtable.
+ *
+ * Non-blocking form: a start returns a request (NULL with e set when it
+ * fails), and comm_wait completes it, releases it and returns 0, or -1 with
+ * e set (comm_wait(NULL, e) returns -1 and leaves e alone, so
+ * comm_wait(comm_x_start(...), e) is the blocking call). Several collectives
+ * may be in flight on one communicator; they complete in the order they were
+ * started (waits may come in any order), and every rank must start the
+ * same collectives in the same order.
+ * The buffers belong to the collective until its wait returns: do not read
+ * or write them in between. A wait fails, naming the group, when the
+ * communicator is broken (by a failure of this or any other collective since
+ * the start): the results of every collective in flight are then undefined.
+ * Wait for every request before comm_destroy, which frees them all.
+ *
+ * comm_null and comm_shm do all the work in the start (shm has no progress
+ * thread: the ranks meet in the start) and the wait only reports failure
+ * since. comm_nccl enqueues the collective on its own stream, after the work
+ * already queued on the compute stream (mem.stream), and returns; its wait
+ * orders the compute stream after the collective and waits on the host until
+ * it is done, so compute queued between start and wait may overlap it.
+ * NCCL collectives on host buffers complete in the start.
+ *
+ * Accounting: c->seconds gains the time spent inside starts and waits (the
+ * blocking call's whole time); bytes_sent[kind] gains the collective's ring
+ * bytes once, when its wait succeeds. */
+comm_req *comm_all_reduce_start(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e);
+comm_req *comm_reduce_scatter_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
+comm_req *comm_all_gather_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
+comm_req *comm_broadcast_start(comm *c, void *buf, size_t bytes, int root, tg_err *e);
+int comm_wait(comm_req *r, tg_err *e);
+
+/* Blocking: start and wait. */
 static inline int comm_all_reduce_t(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
-    double t0 = comm_clock();
-    int rc = c->vt->all_reduce(c, buf, n, t, op, e);
-    c->seconds += comm_clock() - t0;
-    return rc;
+    return comm_wait(comm_all_reduce_start(c, buf, n, t, op, e), e);
 }
 static inline int comm_reduce_scatter_t(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
-    double t0 = comm_clock();
-    int rc = c->vt->reduce_scatter(c, out, in, n, t, e);
-    c->seconds += comm_clock() - t0;
-    return rc;
+    return comm_wait(comm_reduce_scatter_start(c, out, in, n, t, e), e);
 }
 static inline int comm_all_gather_t(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
-    double t0 = comm_clock();
-    int rc = c->vt->all_gather(c, out, in, n, t, e);
-    c->seconds += comm_clock() - t0;
-    return rc;
+    return comm_wait(comm_all_gather_start(c, out, in, n, t, e), e);
 }
+static inline int comm_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
+    return comm_wait(comm_broadcast_start(c, buf, bytes, root, e), e);
+}
+/* Returns when every member has reached it. Not timed, not counted. */
+static inline int comm_barrier(comm *c, tg_err *e) { return c->vt->barrier(c, e); }
 /* The float32 forms most callers use. */
 static inline int comm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
     return comm_all_reduce_t(c, buf, n, TG_F32, op, e);
@@ -112,6 +160,16 @@ static inline int comm_reduce_scatter(comm *c, float *out, const float *in, size
 static inline int comm_all_gather(comm *c, float *out, const float *in, size_t n, tg_err *e) {
     return comm_all_gather_t(c, out, in, n, TG_F32, e);
 }
+
+/* For implementations: a request of c for one collective of `kind` that
+ * sends `bytes` (ring volume), described by `what`; NULL with e set when
+ * out of memory. comm_req_put gives it back (a failed start does so itself;
+ * comm_wait does so after the wait). */
+comm_req *comm_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what, tg_err *e);
+void comm_req_put(comm *c, comm_req *r);
+/* Frees every request c made, waited for or not, calling release (if not
+ * NULL) on each first; implementations call it from destroy. */
+void comm_req_free_all(comm *c, void (*release)(comm *c, comm_req *r));
 
 /* A group of `size` ranks simulated by this one: collectives leave or copy
  * this rank's data, send nothing, and count the bytes a ring algorithm would
@@ -136,7 +194,8 @@ uint64_t comm_ring_bytes_of(coll_kind k, int size, size_t n, size_t elem_bytes);
 /* A broadcast of `bytes` counts them at the root only (0 at size 1). */
 uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes);
 
-/* Shared-memory communicator for ranks on one node (parallel/comm_shm.c).
+/* Shared-memory communicator for ranks on one node (parallel/comm_shm*.c;
+ * its collectives complete in their start, see above).
  * Collective over the whole world: every rank calls it, in the same order
  * and with the same `name` ("tp", "dp"), each passing its own group (global
  * ranks in group order; my_index = this rank's position in it). Members of a
@@ -160,9 +219,9 @@ comm *comm_shm_create(bootstrap *bs, const char *name, const int *group_ranks, i
 comm *comm_shm_create_slot(bootstrap *bs, const char *name, const int *group_ranks, int group_size, int my_index,
                            double timeout_s, size_t slot_bytes, tg_err *e);
 
-/* NCCL communicator (parallel/comm_nccl.c, built with make GPU=1): the same
+/* NCCL communicator (parallel/comm_nccl*.c, built with make GPU=1): the same
  * collective contract over device buffers, on its own stream ordered after
- * mem->stream with events. Rank 0 of the group makes the NCCL unique id and
+ * mem->stream with events (a start enqueues, the wait waits, see above). Rank 0 of the group makes the NCCL unique id and
  * the bootstrap carries it (collective over the whole world, like
  * comm_shm_create). A group of size 1 gets a comm_null. A NCCL error, an
  * asynchronous error or a wait beyond timeout_s aborts the communicator

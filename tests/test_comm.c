@@ -236,7 +236,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
 
     for (int op = REDUCE_SUM; op <= REDUCE_MAX; op++) {
         for (size_t i = 0; i < n; i++) a[i] = val(seed + (uint32_t)op, me, i);
-        CALL(c->vt->all_reduce(c, a, n, TG_F32, (reduce_op)op, &e));
+        CALL(comm_all_reduce_t(c, a, n, TG_F32, (reduce_op)op, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         for (size_t i = 0; i < n; i++) {
             float x = expect_reduce(seed + (uint32_t)op, p, i, (reduce_op)op);
@@ -248,7 +248,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     if (n > 0) {
         for (size_t i = 0; i < n; i++) a[i] = (float)me;
         if (me == p - 1) a[n - 1] = 0.0f / 0.0f;
-        CALL(c->vt->all_reduce(c, a, n, TG_F32, REDUCE_MAX, &e));
+        CALL(comm_all_reduce_t(c, a, n, TG_F32, REDUCE_MAX, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 4 : 0;
         if (a[n - 1] == a[n - 1] || (n > 1 && a[0] != (float)(p - 1))) FAIL("all_reduce(max) with a NaN: got %g and %g", a[0], a[n - 1]);
     }
@@ -256,7 +256,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         for (size_t i = 0; i < big; i++) a[i] = val(seed + 7, me, i);
         float *out = inplace ? a + (size_t)me * n : b;
-        CALL(c->vt->reduce_scatter(c, out, a, n, TG_F32, &e));
+        CALL(comm_reduce_scatter_t(c, out, a, n, TG_F32, &e));
         t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 4 : 0;
         for (size_t j = 0; j < n; j++) {
             float x = expect_reduce(seed + 7, p, (size_t)me * n + j, REDUCE_SUM);
@@ -268,7 +268,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     for (int inplace = 0; inplace < 2; inplace++) {
         float *in = inplace ? b + (size_t)me * n : a;
         for (size_t i = 0; i < n; i++) in[i] = val(seed + 9, me, i);
-        CALL(c->vt->all_gather(c, b, in, n, TG_F32, &e));
+        CALL(comm_all_gather_t(c, b, in, n, TG_F32, &e));
         t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 4 : 0;
         for (int r = 0; r < p; r++)
             for (size_t i = 0; i < n; i++) {
@@ -283,7 +283,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
     {
         uint16_t *h = (uint16_t *)a, *o = (uint16_t *)b;
         for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 11, me, i));
-        CALL(c->vt->all_reduce(c, h, n, TG_BF16, REDUCE_SUM, &e));
+        CALL(comm_all_reduce_t(c, h, n, TG_BF16, REDUCE_SUM, &e));
         t->expect[COLL_ALL_REDUCE] += p > 1 ? 2 * pm1 * (n / (size_t)p) * 2 : 0;
         for (size_t i = 0; i < n; i++) {
             float acc = tg_bf16_to_f32(tg_f32_to_bf16(val(seed + 11, 0, i)));
@@ -292,7 +292,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
                                                   tg_bf16_to_f32(h[i]), tg_bf16_to_f32(tg_f32_to_bf16(acc)));
         }
         for (size_t i = 0; i < big; i++) h[i] = tg_f32_to_bf16(val(seed + 13, me, i));
-        CALL(c->vt->reduce_scatter(c, o, h, n, TG_BF16, &e));
+        CALL(comm_reduce_scatter_t(c, o, h, n, TG_BF16, &e));
         t->expect[COLL_REDUCE_SCATTER] += p > 1 ? pm1 * n * 2 : 0;
         for (size_t j = 0; j < n; j++) {
             size_t i = (size_t)me * n + j;
@@ -301,7 +301,7 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
             if (o[j] != tg_f32_to_bf16(acc)) FAIL("reduce_scatter(bf16) n=%zu: element %zu wrong", n, j);
         }
         for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(val(seed + 15, me, i));
-        CALL(c->vt->all_gather(c, o, h, n, TG_BF16, &e));
+        CALL(comm_all_gather_t(c, o, h, n, TG_BF16, &e));
         t->expect[COLL_ALL_GATHER] += p > 1 ? pm1 * n * 2 : 0;
         for (int r = 0; r < p; r++)
             for (size_t i = 0; i < n; i++)
@@ -313,19 +313,113 @@ static int exercise(tracked *t, size_t n, uint32_t seed, char *why, size_t cap) 
         size_t bytes = n * sizeof(float) + (n ? 3 : 0);
         unsigned char *u = (unsigned char *)a;
         for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == root ? (i * 131 + 7 + (size_t)root) : 0xEE);
-        CALL(c->vt->broadcast(c, u, bytes, root, &e));
+        CALL(comm_broadcast(c, u, bytes, root, &e));
         if (me == root && p > 1) t->expect[COLL_BROADCAST] += bytes;
         for (size_t i = 0; i < bytes; i++)
             if (u[i] != (unsigned char)(i * 131 + 7 + (size_t)root)) FAIL("broadcast of %zu bytes from %d: byte %zu wrong", bytes, root, i);
         if (root == 0) break;
     }
-    CALL(c->vt->barrier(c, &e));
+    CALL(comm_barrier(c, &e));
 out:
     free(a);
     free(b);
     return bad;
 #undef FAIL
 #undef CALL
+}
+
+/* Several collectives started before any wait (waited for in reverse
+ * order), against the same collectives through the blocking calls: bitwise
+ * equal results and equal bytes counted, per kind. */
+#define NB_OPS 5
+static int nonblocking(comm *c, size_t n, uint32_t seed, char *why, size_t cap) {
+    int p = c->size, me = c->rank, bad = 0;
+    size_t big = n * (size_t)p, bytes = n * sizeof(float) + 3;
+    tg_err e;
+    float *in[2] = {NULL, NULL}, *out[2][NB_OPS] = {{NULL}};
+    uint64_t sent[2][COLL_KINDS];
+    for (int m = 0; m < 2; m++) { /* m = 0 blocking, 1 non-blocking */
+        in[m] = tg_malloc(big * sizeof(float), "nb input");
+        for (int k = 0; k < NB_OPS; k++) out[m][k] = tg_calloc(big + 1, sizeof(float), "nb buffer");
+        for (size_t i = 0; i < n; i++) out[m][0][i] = val(seed, me, i), out[m][1][i] = val(seed + 1, me, i);
+        for (size_t i = 0; i < big; i++) in[m][i] = val(seed + 2, me, i);
+        uint16_t *g = (uint16_t *)out[m][3]; /* bf16: p*n out, then the n of input */
+        for (size_t i = 0; i < n; i++) g[big + i] = tg_f32_to_bf16(val(seed + 3, me, i));
+        unsigned char *u = (unsigned char *)out[m][4];
+        for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == p - 1 ? i * 7 + seed : 0xEE);
+        uint64_t before[COLL_KINDS];
+        memcpy(before, c->bytes_sent, sizeof before);
+        if (m == 0) {
+            bad = comm_all_reduce_t(c, out[m][0], n, TG_F32, REDUCE_SUM, &e) ||
+                  comm_all_reduce_t(c, out[m][1], n, TG_F32, REDUCE_MAX, &e) ||
+                  comm_reduce_scatter_t(c, out[m][2], in[m], n, TG_F32, &e) ||
+                  comm_all_gather_t(c, g, g + big, n, TG_BF16, &e) || comm_broadcast(c, u, bytes, p - 1, &e);
+        }
+        comm_req *r[NB_OPS] = {0};
+        if (m == 1) {
+            int k = 0;
+            if ((r[k] = comm_all_reduce_start(c, out[m][0], n, TG_F32, REDUCE_SUM, &e))) k++;
+            if (k == 1 && (r[k] = comm_all_reduce_start(c, out[m][1], n, TG_F32, REDUCE_MAX, &e))) k++;
+            if (k == 2 && (r[k] = comm_reduce_scatter_start(c, out[m][2], in[m], n, TG_F32, &e))) k++;
+            if (k == 3 && (r[k] = comm_all_gather_start(c, g, g + big, n, TG_BF16, &e))) k++;
+            if (k == 4 && (r[k] = comm_broadcast_start(c, u, bytes, p - 1, &e))) k++;
+            bad = k < NB_OPS;
+        }
+        for (int k = NB_OPS - 1; k >= 0 && m == 1 && !bad; k--) bad = comm_wait(r[k], &e) != 0;
+        if (bad) {
+            snprintf(why, cap, "%s n=%zu: %.250s", m ? "non-blocking" : "blocking", n, e.msg);
+            break;
+        }
+        for (int k = 0; k < COLL_KINDS; k++) sent[m][k] = c->bytes_sent[k] - before[k];
+    }
+    const size_t out_bytes[NB_OPS] = {n * 4, n * 4, n * 4, big * 2, bytes};
+    for (int k = 0; k < NB_OPS && !bad; k++)
+        if (memcmp(out[0][k], out[1][k], out_bytes[k])) {
+            snprintf(why, cap, "n=%zu: collective %d of %d started before any wait differs from the blocking call", n, k, NB_OPS);
+            bad = 1;
+        }
+    for (int k = 0; k < COLL_KINDS && !bad; k++)
+        if (sent[0][k] != sent[1][k]) {
+            snprintf(why, cap, "n=%zu: %s: %llu bytes counted non-blocking, %llu blocking", n, comm_kind_name((coll_kind)k),
+                     (unsigned long long)sent[1][k], (unsigned long long)sent[0][k]);
+            bad = 1;
+        }
+    for (int m = 0; m < 2; m++) {
+        free(in[m]);
+        for (int k = 0; k < NB_OPS; k++) free(out[m][k]);
+    }
+    return bad;
+}
+
+/* Member 0 breaks c (a broadcast from a root outside the group) while two
+ * collectives are in flight; then every member's waits must fail, naming
+ * the group. */
+static int wait_broken(job *j, comm *c, char *why, size_t cap) {
+    float a[16], b[16 * 4];
+    for (int i = 0; i < 16; i++) a[i] = (float)i;
+    tg_err e = {{0}};
+    comm_req *r1 = comm_all_reduce_start(c, a, 16, TG_F32, REDUCE_SUM, &e);
+    comm_req *r2 = r1 ? comm_all_gather_start(c, b, a, 16, TG_F32, &e) : NULL;
+    if (!r1 || !r2) {
+        snprintf(why, cap, "a start failed: %.250s", e.msg);
+        return 1;
+    }
+    int bad = 0;
+    if (c->rank == 0 && (comm_broadcast(c, a, 4, c->size, &e) == 0 || !strstr(e.msg, "root"))) {
+        snprintf(why, cap, "a broadcast from root %d did not fail: %.200s", c->size, e.msg);
+        bad = 1;
+    }
+    if (bootstrap_barrier(j->bs, &e)) tg_die("test_comm", &e);
+    comm_req *reqs[2] = {r2, r1};
+    for (int k = 0; k < 2; k++) {
+        tg_err w = {{0}};
+        int rc = comm_wait(reqs[k], &w);
+        if (!bad && (rc == 0 || !strstr(w.msg, "group brk"))) {
+            snprintf(why, cap, "wait %d on the broken communicator: rc %d, message \"%.200s\"", k, rc, w.msg);
+            bad = 1;
+        }
+    }
+    return bad;
 }
 
 static void *killer(void *arg) {
@@ -407,7 +501,7 @@ int main(int argc, char **argv) {
 
     if (mismatch) {
         float x[8] = {0}, y[64];
-        int rc = j.rank == 1 ? tpc->vt->all_gather(tpc, y, x, 8, TG_F32, &e) : tpc->vt->all_reduce(tpc, x, 8, TG_F32, REDUCE_SUM, &e);
+        int rc = j.rank == 1 ? comm_all_gather_t(tpc, y, x, 8, TG_F32, &e) : comm_all_reduce_t(tpc, x, 8, TG_F32, REDUCE_SUM, &e);
         if (rc) die_survivor(&j, &e);
         return 0;
     }
@@ -421,7 +515,7 @@ int main(int argc, char **argv) {
         }
         for (int it = 0; it < 100000; it++) {
             if (j.rank == hang && it == 3) pause();
-            if (tps->vt->all_reduce(tps, buf, n, TG_F32, REDUCE_SUM, &e)) die_survivor(&j, &e);
+            if (comm_all_reduce_t(tps, buf, n, TG_F32, REDUCE_SUM, &e)) die_survivor(&j, &e);
         }
         fprintf(stderr, "test_comm: rank %d: the fault never showed\n", j.rank);
         return 0;
@@ -454,7 +548,7 @@ int main(int argc, char **argv) {
         float *a = tg_malloc(n * sizeof(float), "big buffer");
         for (size_t i = 0; i < n; i++) a[i] = val(5, c->rank, i);
         int bad = 0;
-        if (c->vt->all_reduce(c, a, n, TG_F32, REDUCE_SUM, &e)) {
+        if (comm_all_reduce_t(c, a, n, TG_F32, REDUCE_SUM, &e)) {
             snprintf(why, sizeof why, "%.290s", e.msg);
             bad = 1;
         }
@@ -492,8 +586,27 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "%s_bytes_sent", names[g]);
         report(&j, name, !bad, why);
     }
+    /* non-blocking: several collectives in flight, against the blocking calls */
+    for (int g = 0; g < 4; g++) {
+        int bad = 0;
+        const size_t nb_sizes[] = {0, 1, 7, 65, 1000};
+        for (size_t s = 0; s < sizeof nb_sizes / sizeof *nb_sizes && !bad; s++)
+            bad = nonblocking(t[g].c, nb_sizes[s], 300u + (uint32_t)(s * 10 + (size_t)g), why, sizeof why);
+        char name[64];
+        snprintf(name, sizeof name, "%s_nonblocking", names[g]);
+        report(&j, name, !bad, why);
+    }
     for (int g = 0; g < 4; g++) comm_destroy(t[g].c);
     memset(j.comms, 0, sizeof j.comms); /* destroyed: die_survivor must not again */
+    /* a wait on a broken communicator (a group of more than one rank) */
+    if (j.world > 1) {
+        int use_tp = topo.tp > 1;
+        comm *brk = comm_shm_create(j.bs, "brk", use_tp ? topo.tp_ranks : topo.dp_ranks, use_tp ? topo.tp : topo.dp,
+                                    use_tp ? topo.tp_rank : topo.dp_rank, timeout, &e);
+        if (!brk) die_survivor(&j, &e);
+        report(&j, "wait_on_broken", !wait_broken(&j, brk, why, sizeof why), why);
+        comm_destroy(brk);
+    }
     if (bootstrap_barrier(j.bs, &e)) die_survivor(&j, &e);
     bootstrap_destroy(j.bs);
     topology_free(&topo);

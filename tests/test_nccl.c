@@ -24,19 +24,24 @@
  *       Inputs go through the compute stream without waiting, and outputs
  *       are poisoned (NaN) first, so a collective that does not order itself
  *       after the compute stream reads or leaves NaNs.
- *       Rank 0 prints "ok NAME" or "FAIL NAME - rank R: reason" per check
+ *       Collectives started several at a time before any wait (comm_*_start,
+ *       comm_wait) against the blocking calls: bitwise equal, equal bytes.
+ *       Rank 0 prints "ok NAME" or "not ok NAME - rank R: reason" per check
  *       (every rank's verdict, collected through the bootstrap); every rank
  *       exits 1 if any check failed. A node with fewer GPUs than ranks
  *       prints "skip" and exits 0.
  *   test_nccl TP --hang R [--timeout S]
  *       After one good all_reduce, rank R stays away from the next one (it
  *       sleeps, then exits 0); every other rank must fail within S + 5 s
- *       with a message naming the group and "timed out", then find the
- *       communicator broken. Each survivor prints its own ok/FAIL line.
+ *       with a message naming the group and "timed out" (two collectives are
+ *       in flight: the second's wait must fail too, naming the group), then
+ *       find the communicator broken. Each survivor prints its own ok /
+ *       not ok line.
  *
  * Build (on a machine with CUDA and NCCL):
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/local/cuda/include -o build/test_nccl tests/test_nccl.c \
- *       parallel/comm_nccl.c parallel/comm_null.c parallel/bootstrap.c parallel/topology.c util/err.c \
+ *       parallel/comm.c parallel/comm_nccl*.c parallel/comm_null.c parallel/group.c parallel/bootstrap.c \
+ *       parallel/topology.c util/err.c \
  *       -L/usr/local/cuda/lib64 -lnccl -lcudart -lpthread -lrt -lm
  */
 #include <cuda_runtime_api.h>
@@ -137,7 +142,7 @@ static void report(job *j, const char *name, int pass, const char *why) {
         if (bad < 0)
             printf("ok %s\n", name);
         else
-            printf("FAIL %s - rank %d: %.290s\n", name, bad, all[bad].why);
+            printf("not ok %s - rank %d: %.290s\n", name, bad, all[bad].why);
         fflush(stdout);
     }
     if (bad >= 0) j->failed = 1;
@@ -358,19 +363,81 @@ static int host_buffers_work(comm *c, char *why, size_t cap) {
     return 0;
 }
 
+/* ---- several collectives in flight --------------------------------------------- */
+
+/* all_reduce, reduce_scatter and all_gather of n floats per block on device
+ * buffers, started before any wait (waited for in reverse order), against
+ * the blocking calls: bitwise equal results, equal bytes per kind. */
+static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
+    int p = c->size, me = c->rank, bad = 0;
+    size_t big = n * (size_t)p;
+    const size_t count[5] = {n, big, n, n, big}; /* all_reduce buf, reduce_scatter in/out, all_gather in/out */
+    float *h = tg_malloc((big + 1) * sizeof(float), "host buffer"), *res[2][3], *d[2][5];
+    uint64_t sent[2][COLL_KINDS];
+    tg_err e = {{0}};
+    for (int m = 0; m < 2; m++) {
+        for (int k = 0; k < 5; k++) {
+            CK(cudaMalloc((void **)&d[m][k], count[k] * sizeof(float) + 4));
+            for (size_t i = 0; i < count[k]; i++) h[i] = val(40 + (uint32_t)k, me, i);
+            put(g, d[m][k], h, count[k] * sizeof(float));
+        }
+        uint64_t before[COLL_KINDS];
+        memcpy(before, c->bytes_sent, sizeof before);
+        if (m == 0) {
+            bad |= comm_all_reduce_t(c, d[m][0], n, TG_F32, REDUCE_SUM, &e) || comm_reduce_scatter_t(c, d[m][2], d[m][1], n, TG_F32, &e) ||
+                   comm_all_gather_t(c, d[m][4], d[m][3], n, TG_F32, &e);
+        } else {
+            comm_req *r[3];
+            r[0] = comm_all_reduce_start(c, d[m][0], n, TG_F32, REDUCE_SUM, &e);
+            r[1] = r[0] ? comm_reduce_scatter_start(c, d[m][2], d[m][1], n, TG_F32, &e) : NULL;
+            r[2] = r[1] ? comm_all_gather_start(c, d[m][4], d[m][3], n, TG_F32, &e) : NULL;
+            if (!r[2]) bad = 1; /* the communicator is broken: the others' waits would fail */
+            for (int k = 2; k >= 0 && !bad; k--) bad |= comm_wait(r[k], &e) != 0;
+        }
+        if (bad) {
+            snprintf(why, cap, "%s n=%zu: %.250s", m ? "non-blocking" : "blocking", n, e.msg);
+            break;
+        }
+        for (int k = 0; k < COLL_KINDS; k++) sent[m][k] = c->bytes_sent[k] - before[k];
+        const int outs[3] = {0, 2, 4};
+        for (int k = 0; k < 3; k++) {
+            res[m][k] = tg_malloc(count[outs[k]] * sizeof(float) + 4, "result");
+            get(g, res[m][k], d[m][outs[k]], count[outs[k]] * sizeof(float));
+        }
+        for (int k = 0; k < 5; k++) CK(cudaFree(d[m][k]));
+    }
+    const size_t out_count[3] = {n, n, big};
+    for (int k = 0; k < 3 && !bad; k++)
+        if (memcmp(res[0][k], res[1][k], out_count[k] * sizeof(float))) {
+            snprintf(why, cap, "n=%zu: collective %d of 3 started before any wait differs from the blocking call", n, k);
+            bad = 1;
+        }
+    for (int k = 0; k < COLL_KINDS && !bad; k++)
+        if (sent[0][k] != sent[1][k]) {
+            snprintf(why, cap, "n=%zu: %s: %llu bytes counted non-blocking, %llu blocking", n, comm_kind_name((coll_kind)k),
+                     (unsigned long long)sent[1][k], (unsigned long long)sent[0][k]);
+            bad = 1;
+        }
+    if (!bad)
+        for (int m = 0; m < 2; m++)
+            for (int k = 0; k < 3; k++) free(res[m][k]);
+    free(h);
+    return bad;
+}
+
 /* ---- the hang test ------------------------------------------------------------ */
 
 static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev) {
     tg_err e = {{0}};
     if (c->size < 2) {
-        printf("FAIL hang - rank %d: no group of more than one rank to test\n", j->rank);
+        printf("not ok hang - rank %d: no group of more than one rank to test\n", j->rank);
         return 1;
     }
     float host[1024];
     for (int i = 0; i < 1024; i++) host[i] = val(3, c->rank, (size_t)i);
     put(g, dev, host, sizeof host);
     if (comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e)) {
-        printf("FAIL hang - rank %d: the first all_reduce failed: %.250s\n", j->rank, e.msg);
+        printf("not ok hang - rank %d: the first all_reduce failed: %.250s\n", j->rank, e.msg);
         return 1;
     }
     if (j->rank == hang) {
@@ -380,9 +447,16 @@ static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev
         _exit(0);
     }
     double t0 = comm_clock();
-    int rc = comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e);
+    comm_req *first = comm_all_reduce_start(c, dev, 512, TG_F32, REDUCE_SUM, &e);
+    comm_req *second = first ? comm_all_reduce_start(c, (float *)dev + 512, 512, TG_F32, REDUCE_SUM, &e) : NULL;
+    int rc = second ? comm_wait(first, &e) : -1;
     double dt = comm_clock() - t0;
     int pass = rc != 0 && strstr(e.msg, "timed out") && strstr(e.msg, c->name) && dt < timeout + 5;
+    if (pass) { /* the collective in flight behind it fails too, naming the group */
+        tg_err e2 = {{0}};
+        pass = comm_wait(second, &e2) != 0 && strstr(e2.msg, c->name) && strstr(e2.msg, "broken");
+        if (!pass) snprintf(e.msg, sizeof e.msg, "the second wait: %.400s", e2.msg[0] ? e2.msg : "(succeeded)");
+    }
     if (pass) {
         tg_err e2 = {{0}};
         pass = comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e2) != 0 && strstr(e2.msg, "broken");
@@ -390,7 +464,7 @@ static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev
     if (pass)
         printf("ok hang_detected - rank %d after %.1f s: %.300s\n", j->rank, dt, e.msg);
     else
-        printf("FAIL hang_detected - rank %d: rc %d after %.1f s: %.300s\n", j->rank, rc, dt, rc ? e.msg : "(succeeded)");
+        printf("not ok hang_detected - rank %d: rc %d after %.1f s: %.300s\n", j->rank, rc, dt, rc ? e.msg : "(succeeded)");
     fflush(stdout);
     return !pass;
 }
@@ -415,7 +489,7 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t derr = cudaGetDeviceCount(&ndev);
     if (derr != cudaSuccess || ndev < 1) {
-        printf("FAIL devices - rank %d: no CUDA device (%s)\n", topo.rank, derr != cudaSuccess ? cudaGetErrorString(derr) : "count 0");
+        printf("not ok devices - rank %d: no CUDA device (%s)\n", topo.rank, derr != cudaSuccess ? cudaGetErrorString(derr) : "count 0");
         return 1;
     }
     if (ndev < topo.local_world) {
@@ -505,6 +579,16 @@ int main(int argc, char **argv) {
         }
         char name[64];
         snprintf(name, sizeof name, "%s_bytes_sent", t[gi].name);
+        report(&j, name, !bad, why);
+    }
+    /* several collectives in flight */
+    for (int gi = 0; gi < NCOMM; gi++) {
+        const size_t nb_sizes[] = {0, 1, 4099, 65537};
+        int bad = 0;
+        for (size_t s = 0; s < sizeof nb_sizes / sizeof *nb_sizes && !bad; s++)
+            bad = nonblocking_work(&g, t[gi].c, nb_sizes[s], why, sizeof why);
+        char name[64];
+        snprintf(name, sizeof name, "%s_nonblocking", t[gi].name);
         report(&j, name, !bad, why);
     }
     /* host buffers are staged through the device */

@@ -1,0 +1,113 @@
+/* What every communicator shares: host memory, requests, the timed and
+ * counted entry points of comm.h, ring byte counts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+
+void comm_host_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (dst != src) memmove(dst, src, bytes);
+}
+
+const comm_memory COMM_HOST_MEMORY = {NULL, comm_host_copy, comm_host_copy, comm_host_copy, 0, NULL};
+
+/* ---- requests ------------------------------------------------------------
+ * Requests are recycled through a free list: a step starts thousands of
+ * collectives, and their implementation parts (CUDA events) are costly to
+ * make. */
+
+comm_req *comm_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what, tg_err *e) {
+    comm_req *r = c->free_reqs;
+    if (r) {
+        c->free_reqs = r->next;
+    } else {
+        r = calloc(1, sizeof *r);
+        if (!r) {
+            tg_fail(e, "group %s: %s: out of memory for a request", c->name, what);
+            return NULL;
+        }
+        r->all = c->all_reqs;
+        c->all_reqs = r;
+    }
+    r->c = c;
+    r->kind = kind;
+    r->bytes = bytes;
+    r->next = NULL;
+    snprintf(r->what, sizeof r->what, "%s", what);
+    return r;
+}
+
+void comm_req_put(comm *c, comm_req *r) {
+    r->next = c->free_reqs;
+    c->free_reqs = r;
+}
+
+void comm_req_free_all(comm *c, void (*release)(comm *c, comm_req *r)) {
+    for (comm_req *r = c->all_reqs, *nx; r; r = nx) {
+        nx = r->all;
+        if (release) release(c, r);
+        free(r);
+    }
+    c->all_reqs = c->free_reqs = NULL;
+}
+
+/* ---- the entry points: timed here, counted in comm_wait -------------------- */
+
+static comm_req *timed(comm *c, double t0, comm_req *r) {
+    c->seconds += comm_clock() - t0;
+    return r;
+}
+
+comm_req *comm_all_reduce_start(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
+    return timed(c, comm_clock(), c->vt->all_reduce(c, buf, n, t, op, e));
+}
+
+comm_req *comm_reduce_scatter_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
+    return timed(c, comm_clock(), c->vt->reduce_scatter(c, out, in, n, t, e));
+}
+
+comm_req *comm_all_gather_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
+    return timed(c, comm_clock(), c->vt->all_gather(c, out, in, n, t, e));
+}
+
+comm_req *comm_broadcast_start(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
+    return timed(c, comm_clock(), c->vt->broadcast(c, buf, bytes, root, e));
+}
+
+int comm_wait(comm_req *r, tg_err *e) {
+    if (!r) return -1; /* the start failed and said why */
+    comm *c = r->c;
+    double t0 = comm_clock();
+    int rc = c->vt->wait(c, r, e);
+    c->seconds += comm_clock() - t0;
+    if (rc == 0) c->bytes_sent[r->kind] += r->bytes;
+    comm_req_put(c, r);
+    return rc;
+}
+
+/* ---- byte counts ---------------------------------------------------------- */
+
+/* Bytes a ring algorithm sends from each rank, so projected runs report the
+ * traffic their real counterparts would have. */
+uint64_t comm_ring_bytes_of(coll_kind k, int size, size_t n, size_t elem_bytes) {
+    if (size <= 1) return 0;
+    int passes = k == COLL_ALL_REDUCE ? 2 : (k == COLL_REDUCE_SCATTER || k == COLL_ALL_GATHER) ? 1 : 0;
+    return (uint64_t)passes * (uint64_t)(size - 1) * (n / (size_t)size) * elem_bytes;
+}
+
+uint64_t comm_ring_bytes(coll_kind k, int size, size_t floats) { return comm_ring_bytes_of(k, size, floats, sizeof(float)); }
+
+uint64_t comm_broadcast_bytes(int size, int rank, int root, size_t bytes) {
+    return rank == root && size > 1 ? (uint64_t)bytes : 0;
+}
+
+const char *comm_kind_name(coll_kind k) {
+    static const char *const names[COLL_KINDS] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+    return (unsigned)k < COLL_KINDS ? names[k] : "?";
+}
+
+void comm_destroy(comm *c) {
+    if (c) c->vt->destroy(c);
+}

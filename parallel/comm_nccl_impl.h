@@ -1,0 +1,61 @@
+/* Private to the NCCL communicator (comm_nccl.c: the collectives;
+ * comm_nccl_wait.c: enqueueing, waiting and failure; comm_nccl_create.c:
+ * creation). */
+#ifndef PARALLEL_COMM_NCCL_IMPL_H
+#define PARALLEL_COMM_NCCL_IMPL_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdint.h>
+
+#include "parallel/comm.h"
+
+typedef struct {
+    ncclComm_t nc;           /* NULL once aborted */
+    cudaStream_t stream;     /* where NCCL runs */
+    float *barrier_buf;      /* one float on the device, for barrier() */
+    int device;              /* the CUDA device of nc */
+    int *granks;             /* global ranks of the members */
+    double timeout_s;
+    double deadline;         /* of the current wait */
+    uint64_t ops;            /* operations begun, for messages */
+    int broken;
+    void *stage;             /* device copy of host buffers (see "Host buffers"), grown on demand */
+    size_t stage_bytes;
+} nccl_impl;
+
+/* A request's part: its two events, made with the request and reused. */
+typedef struct {
+    cudaEvent_t ready, done; /* compute -> comm, comm -> compute */
+    int enqueued;            /* 1 from the start of a device collective to its wait */
+} nccl_req;
+
+/* ---- comm_nccl_wait.c ---- */
+ncclResult_t nccl_settle(ncclComm_t nc, double deadline);
+void nccl_why(char *out, size_t cap, ncclComm_t nc, ncclResult_t r);
+/* Aborts the NCCL communicator and marks c broken; -1 (e already set). */
+int nccl_give_up(comm *c);
+int nccl_fail_cuda(comm *c, const char *what, const char *call, cudaError_t err, tg_err *e);
+/* Refuses on a broken communicator; sets the deadline of NCCL's enqueueing. */
+int nccl_op_begin(comm *c, const char *what, tg_err *e);
+/* Fails on an element type NCCL is not given (aborting, as below). */
+int nccl_bad_dtype(comm *c, const char *what, tg_dtype t, tg_err *e);
+int nccl_check_buffer(comm *c, const char *what, const char *role, const void *p, tg_err *e);
+/* A request for `what` with its events (made on first use); NULL on failure. */
+comm_req *nccl_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what, tg_err *e);
+/* Orders the comm stream after the compute stream's work so far (r->ready). */
+int nccl_order_after_compute(comm *c, comm_req *r, tg_err *e);
+/* After the NCCL call returned `res`: waits until NCCL has enqueued it. */
+int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_err *e);
+/* The start's last step: records r->done on the comm stream. */
+int nccl_mark_done(comm *c, comm_req *r, tg_err *e);
+/* The wait of an enqueued request (see comm_nccl.c, "Waiting"). */
+int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e);
+/* Destroys r's events (communicator teardown). */
+void nccl_req_release(comm *c, comm_req *r);
+
+/* ---- comm_nccl_create.c / comm_nccl.c ---- */
+extern const comm_vtable NCCL_VT;
+void nccl_impl_free(const char *name, nccl_impl *s);
+
+#endif

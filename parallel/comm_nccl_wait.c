@@ -1,0 +1,241 @@
+/* comm_nccl: enqueueing, waiting and failure (the rules are in comm_nccl.c). */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "parallel/comm_nccl_impl.h"
+
+#define SPIN_S 2e-3       /* poll with sched_yield for this long, then sleep */
+#define NAP_NS 50000L     /* 50 us between polls after that */
+
+/* One pause between polls: a young wait yields the CPU (collectives of a
+ * few microseconds), an older one sleeps 50 us. */
+static void poll_pause(double t0) {
+    if (comm_clock() - t0 < SPIN_S) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, NAP_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* "<NCCL's name for r>: <NCCL's last message>" */
+void nccl_why(char *out, size_t cap, ncclComm_t nc, ncclResult_t r) {
+    const char *last = ncclGetLastError(nc);
+    if (last && last[0])
+        snprintf(out, cap, "%s: %.400s", ncclGetErrorString(r), last);
+    else
+        snprintf(out, cap, "%s", ncclGetErrorString(r));
+}
+
+/* Polls the NCCL communicator's state until it leaves ncclInProgress. Returns
+ * the state (ncclSuccess or an error), or ncclInProgress when `deadline`
+ * passed first. */
+ncclResult_t nccl_settle(ncclComm_t nc, double deadline) {
+    double t0 = comm_clock();
+    for (;;) {
+        ncclResult_t state = ncclInProgress;
+        ncclResult_t q = ncclCommGetAsyncError(nc, &state);
+        if (q != ncclSuccess) return q;
+        if (state != ncclInProgress) return state;
+        if (comm_clock() >= deadline) return ncclInProgress;
+        poll_pause(t0);
+    }
+}
+
+/* ---- failure ------------------------------------------------------------ */
+
+/* Aborts the NCCL communicator (ending its kernels) and marks c broken.
+ * Returns -1; e already holds the message. */
+int nccl_give_up(comm *c) {
+    nccl_impl *s = c->impl;
+    if (s->nc) ncclCommAbort(s->nc);
+    s->nc = NULL;
+    s->broken = 1;
+    return -1;
+}
+
+int nccl_fail_cuda(comm *c, const char *what, const char *call, cudaError_t err, tg_err *e) {
+    tg_fail(e, "group %s: %s: %s failed: %s (%s); the communicator is aborted", c->name, what, call, cudaGetErrorName(err),
+            cudaGetErrorString(err));
+    return nccl_give_up(c);
+}
+
+static int fail_nccl(comm *c, const char *what, const char *call, ncclResult_t r, tg_err *e) {
+    nccl_impl *s = c->impl;
+    char why[512];
+    nccl_why(why, sizeof why, s->nc, r);
+    tg_fail(e, "group %s: %s: %s failed: %s; the communicator is aborted", c->name, what, call, why);
+    return nccl_give_up(c);
+}
+
+static int fail_timeout(comm *c, const char *what, const char *waiting_for, tg_err *e) {
+    nccl_impl *s = c->impl;
+    char members[128];
+    size_t len = 0;
+    members[0] = '\0';
+    for (int k = 0; k < c->size && len < sizeof members; k++)
+        len += (size_t)snprintf(members + len, sizeof members - len, "%s%d", k ? ", " : "", s->granks[k]);
+    tg_fail(e, "group %s: %s: timed out after %g s (parallel.timeout_s) waiting for %s; one of the global ranks %s may have died, "
+            "hung, or called a different collective; the communicator is aborted", c->name, what, s->timeout_s, waiting_for,
+            members);
+    return nccl_give_up(c);
+}
+
+/* Starts operation `what` (already formatted by the caller): refuses on a
+ * broken communicator, sets the deadline of NCCL's enqueueing. */
+int nccl_op_begin(comm *c, const char *what, tg_err *e) {
+    nccl_impl *s = c->impl;
+    if (s->broken) return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, what);
+    s->deadline = comm_clock() + s->timeout_s;
+    return 0;
+}
+
+/* Checks that buffer `p` of the collective is memory of this
+ * communicator's device: NCCL cannot reach host memory, and would fail
+ * obscurely (or crash) on it. */
+int nccl_check_buffer(comm *c, const char *what, const char *role, const void *p, tg_err *e) {
+    nccl_impl *s = c->impl;
+    struct cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    cudaError_t err = cudaPointerGetAttributes(&a, p);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaPointerGetAttributes", err, e);
+    if (a.type == cudaMemoryTypeManaged) return 0;
+    if (a.type != cudaMemoryTypeDevice) {
+        tg_fail(e, "group %s: %s: the %s buffer %p is not device memory (%s); the NCCL communicator needs buffers of the CUDA "
+                "backend; the communicator is aborted", c->name, what, role, p,
+                a.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory");
+        return nccl_give_up(c);
+    }
+    if (a.device != s->device) {
+        tg_fail(e, "group %s: %s: the %s buffer %p is on device %d, the communicator on device %d; the communicator is aborted",
+                c->name, what, role, p, a.device, s->device);
+        return nccl_give_up(c);
+    }
+    return 0;
+}
+
+comm_req *nccl_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what, tg_err *e) {
+    comm_req *r = comm_req_get(c, kind, bytes, what, e);
+    if (!r) {
+        nccl_give_up(c); /* the peers would wait for a collective this rank never enqueues */
+        return NULL;
+    }
+    if (!r->impl) {
+        nccl_req *q = calloc(1, sizeof *q);
+        cudaError_t err = q ? cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming) : cudaErrorMemoryAllocation;
+        if (err == cudaSuccess) err = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
+        if (err != cudaSuccess) {
+            if (q && q->ready) cudaEventDestroy(q->ready);
+            free(q);
+            comm_req_put(c, r);
+            nccl_fail_cuda(c, what, "cudaEventCreateWithFlags (a request's events)", err, e);
+            return NULL;
+        }
+        r->impl = q;
+    }
+    ((nccl_req *)r->impl)->enqueued = 0;
+    return r;
+}
+
+void nccl_req_release(comm *c, comm_req *r) {
+    (void)c;
+    nccl_req *q = r->impl;
+    if (!q) return;
+    if (q->done) cudaEventDestroy(q->done);
+    if (q->ready) cudaEventDestroy(q->ready);
+    free(q);
+    r->impl = NULL;
+}
+
+/* Orders the comm stream after everything enqueued so far on the compute
+ * stream. */
+int nccl_order_after_compute(comm *c, comm_req *r, tg_err *e) {
+    nccl_impl *s = c->impl;
+    nccl_req *q = r->impl;
+    cudaStream_t compute = (cudaStream_t)c->mem.stream;
+    cudaError_t err = cudaEventRecord(q->ready, compute);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaEventRecord(ready, compute stream)", err, e);
+    err = cudaStreamWaitEvent(s->stream, q->ready, 0);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaStreamWaitEvent(comm stream, ready)", err, e);
+    return 0;
+}
+
+/* Ends what the start enqueued: records `done` on the comm stream. */
+int nccl_mark_done(comm *c, comm_req *r, tg_err *e) {
+    nccl_impl *s = c->impl;
+    nccl_req *q = r->impl;
+    cudaError_t err = cudaEventRecord(q->done, s->stream);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaEventRecord(done, comm stream)", err, e);
+    q->enqueued = 1;
+    return 0;
+}
+
+/* After an NCCL call on the comm stream returned res: waits (nonblocking
+ * communicator) until NCCL has enqueued its work, so that the comm stream
+ * may be used again. */
+int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_err *e) {
+    nccl_impl *s = c->impl;
+    if (res == ncclInProgress) res = nccl_settle(s->nc, s->deadline);
+    if (res == ncclInProgress) return fail_timeout(c, r->what, "NCCL to enqueue the collective (connection set-up)", e);
+    if (res != ncclSuccess) return fail_nccl(c, r->what, call, res, e);
+    return 0;
+}
+
+/* An asynchronous NCCL error, if any: -1 with the message (aborted). */
+static int async_error(comm *c, const char *what, tg_err *e) {
+    nccl_impl *s = c->impl;
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(s->nc, &state);
+    if (q != ncclSuccess) return fail_nccl(c, what, "ncclCommGetAsyncError", q, e);
+    if (state == ncclSuccess || state == ncclInProgress) return 0;
+    char why[512];
+    nccl_why(why, sizeof why, s->nc, state);
+    tg_fail(e, "group %s: %s: NCCL reported an asynchronous error: %s; the communicator is aborted", c->name, what, why);
+    return nccl_give_up(c);
+}
+
+/* Orders the compute stream after the collective, then waits on the host
+ * until it is done, watching for NCCL errors and the deadline. The wait for
+ * the compute stream to reach the collective (`ready`: the kernels queued
+ * before its start) comes first and is not communication: the deadline
+ * starts after it, and for the timed calls (all but barrier) it is taken
+ * back out of c->seconds, to which comm_wait adds the whole wait. */
+int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e) {
+    nccl_impl *s = c->impl;
+    nccl_req *q = r->impl;
+    const char *what = r->what;
+    q->enqueued = 0;
+    cudaError_t err = cudaStreamWaitEvent((cudaStream_t)c->mem.stream, q->done, 0);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaStreamWaitEvent(compute stream, done)", err, e);
+    /* `ready` depends on compute kernels and collectives already waited
+     * for, so this wait cannot be held up by a peer */
+    double t_sync = comm_clock();
+    err = cudaEventSynchronize(q->ready);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaEventSynchronize(ready) (compute work before the collective)", err, e);
+    double t_ready = comm_clock();
+    if (timed) c->seconds -= t_ready - t_sync;
+    s->deadline = t_ready + s->timeout_s;
+    for (;;) {
+        err = cudaEventQuery(q->done);
+        if (err == cudaSuccess) return 0;
+        if (err != cudaErrorNotReady) return nccl_fail_cuda(c, what, "cudaEventQuery(done) while waiting for the collective", err, e);
+        /* "not ready" is no error: make sure it is not left as the thread's
+         * last error, where the next kernel launch check would find it */
+        if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+        if (async_error(c, what, e)) return -1;
+        if (comm_clock() >= s->deadline) return fail_timeout(c, what, "the collective to complete", e);
+        poll_pause(t_ready);
+    }
+}
+
+
+/* A bad argument inside a collective (e holds why) also aborts: the peers
+ * would wait for a collective this rank never enqueues. */
+int nccl_bad_dtype(comm *c, const char *what, tg_dtype t, tg_err *e) {
+    if (t == TG_F32 || t == TG_BF16) return 0;
+    tg_fail(e, "group %s: %s: unknown element type %d; the communicator is aborted", c->name, what, (int)t);
+    return nccl_give_up(c);
+}
