@@ -15,7 +15,8 @@
 static void check_count(const cJSON *j, const char *key, long long loaded, double most) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     const double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-    if (!(x >= 0 && x <= most && x == (double)loaded)) fuzz_violation("ckpt_load_state loaded a count other than the file's whole, non-negative number", key);
+    if (!(x >= 0 && x <= most && x == (double)loaded))
+        fuzz_violation("ckpt_load_state loaded a count other than the file's whole, non-negative number", key);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

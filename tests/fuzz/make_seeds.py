@@ -64,6 +64,11 @@ def state_seeds():
     put("state", "regress_step_1e19.json", state(5).replace('"step": 5', '"step": 1e19'))
     put("state", "regress_step_2.9.json", state(5).replace('"step": 5', '"step": 2.9'))
     put("state", "regress_index_1e19.json", state(5).replace('"data_index": 5', '"data_index": 1e19'))
+    # Found by this harness's JSON oracle: read_json (checkpoint.c) uses cJSON_Parse, which stops after
+    # the first value, and takes the first of two equal names.
+    put("state", "regress_trailing_garbage.json", state(5) + " garbage")
+    put("state", "regress_garbage_after_nul.json", state(5).encode() + b"\x00garbage")
+    put("state", "regress_duplicate_step.json", state(5).replace('"step": 5', '"step": 5, "step": 7'))
 
 
 # ---- config.json of a Hugging Face checkpoint, against the tiny model ----
@@ -75,6 +80,13 @@ def hf_seeds():
                                                   n_layer=12, n_head=12), indent=2))
     put("hf_config", "regress_n_layer_1e20.json", json.dumps(dict(tiny, n_layer=1e20)))
     put("hf_config", "regress_n_positions_inf.json", json.dumps(tiny).replace('"n_positions": 4', '"n_positions": 1e999'))
+    # Found by this harness: read_json accepts trailing text, text after a NUL, a repeated key (the check
+    # reads the first n_layer, transformers' json.load the last) and a config.json that is not an object.
+    put("hf_config", "regress_trailing_garbage.json", json.dumps(tiny) + " garbage")
+    put("hf_config", "regress_garbage_after_nul.json", json.dumps(tiny).encode() + b"\x00garbage")
+    put("hf_config", "regress_duplicate_n_layer.json", json.dumps(tiny).replace('"n_layer": 1', '"n_layer": 1, "n_layer": 12'))
+    put("hf_config", "regress_not_object.json", "[1, 2]")
+    put("hf_config", "regress_n_layer_fraction.json", json.dumps(tiny).replace('"n_layer": 1', '"n_layer": 1.5'))
 
 
 # ---- safetensors: the tiny model's tensors (L=1, C=4, V=8, T=4) ----
