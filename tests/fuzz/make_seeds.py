@@ -43,6 +43,9 @@ def config_seeds():
     put("config", "regress_sp_rows_overflow.json", json.dumps({
         "model": {"seq_len": 1048576}, "train": {"micro_batch": 1048576, "global_batch": 1048576},
         "parallel": {"tp": 2, "sp": True}}))
+    # Found by hand, next to the one above: train.micro_batch x parallel.dp in the global batch check.
+    put("config", "regress_micro_batch_dp_overflow.json", json.dumps({
+        "train": {"micro_batch": 1048576, "global_batch": 1048576}, "parallel": {"dp": 1048576}}))
     put("config", "regress_sp_rows_overflow_set.json", "{}\n--set model.seq_len=1048576\n--set train.micro_batch=1048576"
         "\n--set train.global_batch=1048576\n--set parallel.tp=4\n--set parallel.sp=1")
 
@@ -140,6 +143,9 @@ def safetensors_seeds():
         raw_safetensors('{"wte.weight":{"dtype":"F32","shape":[1e20],"data_offsets":[0,4]}}', b"\0" * 4))
     put("safetensors", "regress_shape_numel_overflow.safetensors", raw_safetensors(
         '{"wpe.weight":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,0]}}'))
+    # Found by hand, reasoning from regress_shape_numel_overflow: the element count fits, count x 4 bytes does not.
+    put("safetensors", "regress_bytes_overflow.safetensors", raw_safetensors(
+        '{"wpe.weight":{"dtype":"F32","shape":[2305843009213693952],"data_offsets":[0,0]}}'))
     put("safetensors", "regress_offsets_1e999.safetensors",
         raw_safetensors('{"wte.weight":{"dtype":"F32","shape":[8,4],"data_offsets":[0,1e999]}}', b"\0" * 128))
 
