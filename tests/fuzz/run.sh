@@ -16,6 +16,9 @@ harnesses="${FUZZ_HARNESSES:-config shards safetensors state hf_config tokenizer
 case "$mode" in replay|fuzz) ;; *) echo "usage: $0 replay | fuzz [SECONDS]" >&2; exit 2 ;; esac
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/tg_fuzz_run.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
+# The harnesses' own scratch directories go in here too: a crash skips
+# their cleanup.
+export TMPDIR="$scratch"
 # Leaks count as findings; UBSan stops at the first report (built with
 # -fno-sanitize-recover), with a stack.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
