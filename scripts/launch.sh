@@ -253,7 +253,9 @@ on_signal() { # NAME STATUS
     exit "$2"
 }
 # shellcheck disable=SC2317  # invoked by the trap below
+passed_usr1=0
 pass_usr1() { # Slurm's warning before the time limit: the ranks decide what to do
+    passed_usr1=1
     say "got SIGUSR1: passing it on to every rank"
     for pg in "${pids[@]}"; do kill -USR1 -- "-$pg" 2>/dev/null; done
 }
@@ -336,6 +338,13 @@ done
 stopping=1
 if [ -n "$failed_pid" ]; then
     r=$((rank0 + local_of[$failed_pid]))
+    if [ "$passed_usr1" = 1 ] && [ "$failed_st" = 138 ]; then
+        # What train_gpt does on SIGUSR1: save, then exit 128 + 10.
+        say "rank $r stopped on the SIGUSR1 passed on to it (exit status 138); waiting for the others"
+        stop_all "$grace"
+        wait_tees
+        exit 138
+    fi
     say "rank $r (pid $failed_pid) failed with exit status $failed_st$(signame "$failed_st")"
     [ ${#running[@]} -eq 0 ] || say "stopping the other ${#running[@]} rank(s) on this node"
     stop_all "$grace"

@@ -195,7 +195,7 @@ for sig in TERM USR1; do
     wait_lines "$d/log.jsonl" 3
     kill -"$sig" "$(child_of "$sub")" # the launcher
     wait "$sub"; rc=$?
-    k0=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d.out" | grep -o '[0-9]*$')
+    k0=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d.out" | head -n 1 | grep -o '[0-9]*$')
     k1=$(grep -o "stopped on SIG$sig after step [0-9]*" "$d/logs/rank_1.out" 2>/dev/null | grep -o '[0-9]*$')
     check "launcher_${sig}_ranks_save_same_step" "rc $rc, rank 0 step '$k0', rank 1 step '$k1': $(oneline "$d.out")" \
         test "$rc" != 0 -a -n "$k0" -a "$k0" = "$k1" -a -f "$d/step_$(printf %08d "${k0:-0}")/state.json"
