@@ -324,11 +324,8 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
 /* A small JSON file (config.json, state.json), parsed strictly (nothing
  * after the value, no key twice). */
 static cJSON *read_json(const char *path, tg_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = open_regular(path, e);
+    if (!f) return NULL;
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     const int read_errno = ferror(f) ? errno : 0;
@@ -346,8 +343,10 @@ static int json_whole(const cJSON *v, const char *key, double min, double max, l
                       tg_err *e) {
     if (!cJSON_IsNumber(v)) return tg_fail(e, "%s: key '%s' is missing or not a number", path, key);
     const double x = v->valuedouble;
+    char text[64];
     if (x != floor(x) || x < min || x > max)
-        return tg_fail(e, "%s: key '%s' = %.17g is not a whole number from %.0f to %.0f", path, key, x, min, max);
+        return tg_fail(e, "%s: key '%s' = %s is not a whole number from %.0f to %.0f", path, key,
+                       config_number_text(x, text, sizeof text), min, max);
     *out = (long long)x;
     return 0;
 }

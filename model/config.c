@@ -275,6 +275,11 @@ cJSON *config_parse_json(const char *text, size_t len, const char *path, tg_err 
     return NULL;
 }
 
+const char *config_number_text(double x, char *buf, size_t n) {
+    snprintf(buf, n, x == floor(x) && fabs(x) < 1e30 ? "%.0f" : "%g", x);
+    return buf;
+}
+
 int config_parse_number(const char *what, const char *text, bool integral, double min, double max, double *out,
                         tg_err *e) {
     char *end;

@@ -89,6 +89,10 @@ struct cJSON *config_parse_json(const char *text, size_t len, const char *path, 
 int config_parse_number(const char *what, const char *text, bool integral, double min, double max, double *out,
                         tg_err *e);
 
+/* A number for messages: whole numbers in full (1e20 as
+ * 100000000000000000000, not a wrapped cast), others as %g. */
+const char *config_number_text(double x, char *buf, size_t n);
+
 /* Prints every key with its type, default and meaning. */
 void config_print_help(FILE *f);
 

@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,9 +108,10 @@ static int header_count(const st_file *s, const char *tensor, const char *field,
                         long long *out, tg_err *e) {
     if (!cJSON_IsNumber(x)) return tg_fail(e, "%s: tensor '%s': %s holds a non-number", s->path, tensor, field);
     const double v = x->valuedouble;
+    char text[64];
     if (v != floor(v) || v < 0 || v > (double)max)
-        return tg_fail(e, "%s: tensor '%s': %s holds %.17g, not a whole number from 0 to %lld", s->path, tensor, field, v,
-                       max);
+        return tg_fail(e, "%s: tensor '%s': %s holds %s, not a whole number from 0 to %lld", s->path, tensor, field,
+                       config_number_text(v, text, sizeof text), max);
     *out = (long long)v;
     return 0;
 }
@@ -177,15 +179,30 @@ static int parse_header(st_file *s, const char *json, long long data_bytes, tg_e
     return rc;
 }
 
+FILE *open_regular(const char *path, tg_err *e) {
+    /* Without blocking, so that a FIFO in the file's place cannot hang the load. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) tg_fail(e, "%s: is not a regular file", path);
+    else {
+        FILE *f = fdopen(fd, "rb");
+        if (f) return f;
+        tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
 st_file *safetensors_open(const char *path, tg_err *e) {
     st_file *s = tg_calloc(1, sizeof *s, "safetensors file");
     snprintf(s->path, sizeof s->path, "%s", path);
-    s->f = fopen(path, "rb");
+    s->f = open_regular(path, e);
     struct stat st;
     uint64_t hlen = 0;
     char *json = NULL;
     int rc = 0;
-    if (!s->f) rc = tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    if (!s->f) rc = -1;
     else if (fstat(fileno(s->f), &st) != 0 || fread(&hlen, 8, 1, s->f) != 1)
         rc = tg_fail(e, "%s: too short for a safetensors file", path);
     else if (hlen == 0 || (long long)hlen > (long long)st.st_size - 8 || hlen > (1u << 30))
