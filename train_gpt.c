@@ -95,6 +95,7 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
     config_defaults(cfg);
     const char *config_path = NULL, *plan_json = NULL;
     bool plan = false;
+    double num;
     plan_opts popts = {8, 80.0 * 1024 * 1024 * 1024, 0.5};
     tg_err e;
     for (int i = 1; i < argc; i++) {
@@ -102,25 +103,25 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
             usage(stdout);
             exit(0);
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            if (config_path && tg_fail(&e, "--config given twice ('%s', then '%s'): give one", config_path, argv[i + 1]))
+                tg_die(PROG, &e);
             config_path = argv[++i];
         } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
             i++;
         } else if (strcmp(argv[i], "--plan") == 0) {
             plan = true;
         } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
-            popts.devices = atoi(argv[++i]);
+            if (config_parse_number("--devices", argv[++i], true, 1, 1 << 20, &num, &e)) tg_die(PROG, &e);
+            popts.devices = (int)num;
         } else if (strcmp(argv[i], "--device-gib") == 0 && i + 1 < argc) {
-            popts.device_bytes = atof(argv[++i]) * 1024 * 1024 * 1024;
+            if (config_parse_number("--device-gib", argv[++i], false, 1e-6, 1 << 20, &num, &e)) tg_die(PROG, &e);
+            popts.device_bytes = num * 1024 * 1024 * 1024;
         } else if (strcmp(argv[i], "--plan-json") == 0 && i + 1 < argc) {
             plan_json = argv[++i];
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
             exit(2);
         }
-    }
-    if (plan && (popts.devices < 1 || popts.device_bytes <= 0)) {
-        fprintf(stderr, "%s: error: --devices must be a positive integer and --device-gib a positive number\n", PROG);
-        exit(2);
     }
     if (!config_path) {
         fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);

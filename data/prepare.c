@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "data/shard_format.h"
@@ -67,7 +68,8 @@ static int parse_count(const char *opt, const char *s, int64_t min, int64_t max,
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < min || v > max)
+    /* strtoll also takes leading spaces and a sign: digits only. */
+    if (end == s || *end || errno || v < min || v > max || s[0] < '0' || s[0] > '9')
         return tg_fail(e, "%s: '%s' is not a whole number from %" PRId64 " to %" PRId64, opt, s, min,
                        max);
     *out = v;
@@ -117,6 +119,10 @@ static int parse_args(int argc, char **argv, options *o, tg_err *e) {
     if (o->decode) return 0;
     if (o->n_inputs == 0) return tg_fail(e, "no --input FILE given (see --help)");
     if (!o->out) return tg_fail(e, "no --out PREFIX given (see --help)");
+    /* An empty name part would write "_val_000000.bin" into the directory. */
+    size_t n = strlen(o->out);
+    if (n == 0 || o->out[n - 1] == '/')
+        return tg_fail(e, "--out '%s': the prefix needs a file name part (e.g. data/kjv)", o->out);
     return 0;
 }
 
@@ -125,6 +131,11 @@ static int parse_args(int argc, char **argv, options *o, tg_err *e) {
 static int read_whole(const char *path, char **buf, size_t *len, tg_err *e) {
     FILE *f = fopen(path, "rb");
     if (!f) return tg_fail(e, "cannot open input %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return tg_fail(e, "input %s is a directory, not a text file", path);
+    }
     size_t n = 0, cap = 1 << 20;
     char *b = tg_malloc(cap, path);
     int bad = 0;

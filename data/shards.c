@@ -31,12 +31,16 @@ struct shard_set {
 
 /* Validates one shard's header against its size and returns its token count. */
 static int read_header(const char *path, long long *tokens, tg_err *e) {
-    int fd = open(path, O_RDONLY);
+    /* Without blocking: opening a FIFO the glob matched would wait forever. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tg_fail(e, "%s: cannot open shard: %s", path, strerror(errno));
     struct stat st;
     int32_t h[SHARD_HEADER_INTS];
     int rc = 0;
     if (fstat(fd, &st) != 0) rc = tg_fail(e, "%s: cannot stat shard: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = tg_fail(e, "%s: is %s, not a regular shard file (check data.train / data.val)", path,
+                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
     else if (st.st_size < SHARD_HEADER_BYTES)
         rc = tg_fail(e, "%s: too short for a shard header (%lld bytes, need %d)", path, (long long)st.st_size,
                      SHARD_HEADER_BYTES);
@@ -150,7 +154,7 @@ int shards_next(shard_set *s, data_pos *pos, int vocab_size, int32_t *out, tg_er
     long long start;
     const shard *f = locate_window(s, w, &start);
     uint16_t *buf = tg_malloc((size_t)s->window * sizeof(uint16_t), "token window");
-    int fd = open(f->path, O_RDONLY);
+    int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     int rc = 0;
     size_t want = (size_t)s->window * sizeof(uint16_t);
     if (fd < 0) rc = tg_fail(e, "%s: cannot open shard: %s", f->path, strerror(errno));

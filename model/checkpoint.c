@@ -3,6 +3,8 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,7 +228,10 @@ static int begin_save(const char *out_dir, const char *final, const char *tmp, t
     /* Only a run resumed from this very step gets here with the directory
      * present (train_gpt refuses to start a fresh run over checkpoints), so
      * its content is this state already. */
-    if (stat(final, &sb) == 0) return 1;
+    if (stat(final, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) return 1;
+        return tg_fail(e, "%s: exists and is not a checkpoint directory; move it away", final);
+    }
     if (mkdir_p(out_dir, e) || remove_dir(tmp, e)) return -1;
     if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
     return 0;
@@ -279,19 +284,35 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     return rc < 0 ? -1 : (writer && state == 1 ? 1 : 0);
 }
 
+/* The step of a checkpoint's name, exactly what "step_%08d" prints (what
+ * ckpt_save writes), or -1: "step_5", "step_00000005x" and the ".tmp" of an
+ * interrupted save are not checkpoints. */
+static int checkpoint_step(const char *name) {
+    const char *digits = name + 5;
+    if (strncmp(name, "step_", 5) != 0 || strlen(digits) < 8 || strlen(digits) > 10) return -1;
+    long long step = 0;
+    for (const char *p = digits; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        step = step * 10 + (*p - '0');
+    }
+    char canonical[32];
+    if (step > INT_MAX) return -1;
+    snprintf(canonical, sizeof canonical, "step_%08d", (int)step);
+    return strcmp(canonical, name) == 0 ? (int)step : -1;
+}
+
 int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
     DIR *d = opendir(out_dir);
     if (!d) return -1;
     int best = -1;
     struct dirent *ent;
     while ((ent = readdir(d)) != NULL) {
-        int step;
-        char tail;
-        /* "step_%08d" exactly: a trailing ".tmp" makes the scan see a tail.
-         * A complete-looking directory with damaged contents still counts,
-         * so that resuming fails loudly instead of quietly going back. */
-        if (sscanf(ent->d_name, "step_%d%c", &step, &tail) != 1) continue;
-        if (step > best) best = step;
+        const int step = checkpoint_step(ent->d_name);
+        struct stat sb;
+        /* Only a directory is a checkpoint. One with damaged contents still
+         * counts, so that resuming fails loudly instead of quietly going back. */
+        if (step <= best || fstatat(dirfd(d), ent->d_name, &sb, 0) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        best = step;
     }
     closedir(d);
     if (best >= 0) snprintf(path, path_len, "%s/step_%08d", out_dir, best);
@@ -300,29 +321,43 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
 
 /* ---- loading ---- */
 
-/* A small JSON file (config.json, state.json), parsed. */
+/* A small JSON file (config.json, state.json), parsed strictly (nothing
+ * after the value, no key twice). */
 static cJSON *read_json(const char *path, tg_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = open_regular(path, e);
+    if (!f) return NULL;
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     buf[n] = '\0';
-    cJSON *j = n < sizeof buf - 1 ? cJSON_Parse(buf) : NULL;
-    if (!j) tg_fail(e, "%s: malformed JSON%s", path, n < sizeof buf - 1 ? "" : " (or larger than 64 KiB)");
-    return j;
+    if (read_errno) tg_fail(e, "%s: cannot read: %s", path, strerror(read_errno));
+    else if (n == sizeof buf - 1) tg_fail(e, "%s: larger than 64 KiB, too large for this file", path);
+    else return config_parse_json(buf, n, path, e);
+    return NULL;
+}
+
+/* A JSON number that must be a whole number in [min, max], checked before
+ * the conversion (a cast of 1e20 or 2.9 would wrap or truncate silently). */
+static int json_whole(const cJSON *v, const char *key, double min, double max, long long *out, const char *path,
+                      tg_err *e) {
+    if (!cJSON_IsNumber(v)) return tg_fail(e, "%s: key '%s' is missing or not a number", path, key);
+    const double x = v->valuedouble;
+    char text[64];
+    if (x != floor(x) || x < min || x > max)
+        return tg_fail(e, "%s: key '%s' = %s is not a whole number from %.0f to %.0f", path, key,
+                       config_number_text(x, text, sizeof text), min, max);
+    *out = (long long)x;
+    return 0;
 }
 
 static int check_hf_key(const cJSON *cfg, const char *key, int want, bool at_least, const char *path, tg_err *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v)) return tg_fail(e, "%s: key '%s' must be a number", path, key);
-    int got = (int)v->valuedouble;
+    long long got = 0;
+    if (json_whole(v, key, 0, INT_MAX, &got, path, e)) return -1;
     if (at_least ? got < want : got != want)
-        return tg_fail(e, "%s: %s = %d does not fit this model's %s%d", path, key, got, at_least ? "at least " : "", want);
+        return tg_fail(e, "%s: %s = %lld does not fit this model's %s%d", path, key, got, at_least ? "at least " : "", want);
     return 0;
 }
 
@@ -370,9 +405,21 @@ static int check_shape(const st_file *s, const st_tensor *st, const gpt_tensor *
     return tg_fail(e, "%s: tensor '%s' has shape [%s], this model needs [%s]", s->path, st->name, got, want);
 }
 
+/* A weight or moment that is not finite (or a negative second moment,
+ * whose square root AdamW takes) would poison every step after the load. */
+static int check_values(const st_file *s, const st_tensor *st, const float *x, bool nonnegative, tg_err *e) {
+    const long long n = st_numel(st);
+    for (long long i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (nonnegative && x[i] < 0))
+            return tg_fail(e, "%s: tensor '%s' holds %g at element %lld (%s)", s->path, st->name, x[i], i,
+                           isfinite(x[i]) ? "a second moment must not be negative" : "every value must be finite");
+    return 0;
+}
+
 /* Reads every tensor of the model under prefix into host memory laid out
  * like this rank's parameters. */
 static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host, tg_err *e) {
+    const bool nonnegative = strcmp(prefix, "exp_avg_sq.") == 0;
     int rc = 0;
     for (int i = 0; rc == 0 && i < g->n_tensors; i++) {
         const gpt_tensor *t = &g->tensors[i];
@@ -384,6 +431,7 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host
         if ((rc = check_shape(s, st, t, e)) != 0) break;
         float *full = tg_malloc((size_t)st_numel(st) * sizeof(float), "checkpoint tensor");
         rc = safetensors_read_f32(s, st, full, e);
+        if (rc == 0) rc = check_values(s, st, full, nonnegative, e);
         if (rc == 0) full_to_local(g, t, full, host + t->offset);
         free(full);
     }
@@ -423,11 +471,11 @@ int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
     return rc;
 }
 
-static int json_int(const cJSON *j, const char *key, long long *out, const char *path, tg_err *e) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0) return tg_fail(e, "%s: key '%s' is missing or not a count", path, key);
-    *out = (long long)v->valuedouble;
-    return 0;
+/* Doubles hold whole numbers exactly up to 2^53: the data position's range. */
+#define JSON_EXACT_MAX 9007199254740992.0
+
+static int json_count(const cJSON *j, const char *key, double max, long long *out, const char *path, tg_err *e) {
+    return json_whole(cJSON_GetObjectItemCaseSensitive(j, key), key, 0, max, out, path, e);
 }
 
 /* The data position counts windows of global_batch x seq_len tokens in an
@@ -442,7 +490,8 @@ static int check_data_keys(const cJSON *saved, const tg_config *c, const char *p
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *sec = cJSON_GetObjectItemCaseSensitive(saved, keys[i].section);
         const cJSON *v = sec ? cJSON_GetObjectItemCaseSensitive(sec, keys[i].key) : NULL;
-        if (!v) return tg_fail(e, "%s: the saved config lacks %s.%s", path, keys[i].section, keys[i].key);
+        if (!cJSON_IsNumber(v) && !cJSON_IsBool(v))
+            return tg_fail(e, "%s: the saved config lacks %s.%s (or it is not a number)", path, keys[i].section, keys[i].key);
         double was = cJSON_IsBool(v) ? cJSON_IsTrue(v) : v->valuedouble;
         if (was != keys[i].now)
             return tg_fail(e, "%s: %s.%s was %g when this checkpoint was saved and is %g now; the saved data position "
@@ -458,11 +507,12 @@ int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err 
     cJSON *j = read_json(path, e);
     if (!j) return -1;
     long long step = 0, version = 0;
-    int rc = json_int(j, "version", &version, path, e);
+    int rc = cJSON_IsObject(j) ? 0 : tg_fail(e, "%s: not a JSON object", path);
+    if (rc == 0) rc = json_count(j, "version", INT_MAX, &version, path, e);
     if (rc == 0 && version != CKPT_VERSION) rc = tg_fail(e, "%s: checkpoint version %lld is not %d", path, version, CKPT_VERSION);
-    if (rc == 0) rc = json_int(j, "step", &step, path, e);
-    if (rc == 0) rc = json_int(j, "data_epoch", &st->pos.epoch, path, e);
-    if (rc == 0) rc = json_int(j, "data_index", &st->pos.index, path, e);
+    if (rc == 0) rc = json_count(j, "step", INT_MAX, &step, path, e);
+    if (rc == 0) rc = json_count(j, "data_epoch", JSON_EXACT_MAX, &st->pos.epoch, path, e);
+    if (rc == 0) rc = json_count(j, "data_index", JSON_EXACT_MAX, &st->pos.index, path, e);
     if (rc == 0) rc = check_data_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, path, e);
     st->step = (int)step;
     cJSON_Delete(j);

@@ -2,7 +2,9 @@
 #include "model/ops.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -182,7 +184,7 @@ void config_defaults(tg_config *c) {
     }
 }
 
-static char *read_text_file(const char *path, tg_err *e) {
+static char *read_text_file(const char *path, size_t *len, tg_err *e) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         tg_fail(e, "%s: cannot open config file: %s", path, strerror(errno));
@@ -200,8 +202,15 @@ static char *read_text_file(const char *path, tg_err *e) {
             buf = nb;
         }
     }
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
+    if (read_errno) {
+        free(buf);
+        tg_fail(e, "%s: cannot read config file: %s", path, strerror(read_errno));
+        return NULL;
+    }
     buf[n] = '\0';
+    *len = n;
     return buf;
 }
 
@@ -213,6 +222,79 @@ static void locate(const char *text, size_t off, int *line, int *col) {
         if (text[i] == '\n') { (*line)++; *col = 1; }
         else (*col)++;
     }
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Refuses an object holding a key twice (cJSON keeps both and lookups would
+ * silently take one), at any depth; where names the enclosing key. */
+static int check_unique_keys(const cJSON *node, const char *where, const char *path, tg_err *e) {
+    int n = 0;
+    for (const cJSON *m = node->child; m; m = m->next) n++;
+    if (cJSON_IsObject(node) && n > 1) {
+        const char **names = tg_malloc((size_t)n * sizeof *names, "JSON key check");
+        int i = 0;
+        for (const cJSON *m = node->child; m; m = m->next) names[i++] = m->string;
+        qsort(names, (size_t)n, sizeof *names, by_name);
+        int rc = 0;
+        for (i = 1; rc == 0 && i < n; i++)
+            if (strcmp(names[i - 1], names[i]) == 0)
+                rc = tg_fail(e, "%s: key '%s%s%s' appears more than once", path, where, where[0] ? "." : "", names[i]);
+        free(names);
+        if (rc) return rc;
+    }
+    for (const cJSON *m = node->child; m; m = m->next) {
+        char inner[256];
+        if (cJSON_IsObject(node)) snprintf(inner, sizeof inner, "%s%s%s", where, where[0] ? "." : "", m->string);
+        else snprintf(inner, sizeof inner, "%s", where);
+        if ((m->child) && check_unique_keys(m, inner, path, e)) return -1;
+    }
+    return 0;
+}
+
+cJSON *config_parse_json(const char *text, size_t len, const char *path, tg_err *e) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
+    int line, col;
+    if (!root) {
+        locate(text, end ? (size_t)(end - text) : 0, &line, &col);
+        tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
+        return NULL;
+    }
+    /* cJSON stops at the value's end (or at a NUL byte): anything but
+     * whitespace after it means the file is not the one value it claims. */
+    while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end != text + len) {
+        locate(text, (size_t)(end - text), &line, &col);
+        tg_fail(e, "%s: unexpected %s after the JSON value at line %d, column %d", path,
+                *end ? "text" : "NUL byte", line, col);
+    } else if (check_unique_keys(root, "", path, e) == 0) {
+        return root;
+    }
+    cJSON_Delete(root);
+    return NULL;
+}
+
+const char *config_number_text(double x, char *buf, size_t n) {
+    snprintf(buf, n, x == floor(x) && fabs(x) < 1e30 ? "%.0f" : "%g", x);
+    return buf;
+}
+
+int config_parse_number(const char *what, const char *text, bool integral, double min, double max, double *out,
+                        tg_err *e) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    /* strtod alone takes "3x" as 3, "nan", "inf", hex and leading spaces. */
+    bool ok = text[0] && !isspace((unsigned char)text[0]) && *end == '\0' && errno == 0 && isfinite(v) &&
+              strpbrk(text, "xXpP") == NULL;
+    if (!ok || (integral && v != floor(v)) || v < min || v > max)
+        return tg_fail(e, "%s: '%s' is not %s from %.15g to %.15g", what, text, integral ? "a whole number" : "a number",
+                       min, max);
+    *out = v;
+    return 0;
 }
 
 static int apply_member(tg_config *c, const char *prefix, const cJSON *item, const char *src, tg_err *e) {
@@ -238,17 +320,12 @@ static int apply_member(tg_config *c, const char *prefix, const cJSON *item, con
 }
 
 int config_load_file(tg_config *c, const char *path, tg_err *e) {
-    char *text = read_text_file(path, e);
+    size_t len;
+    char *text = read_text_file(path, &len, e);
     if (!text) return -1;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        int line, col;
-        locate(text, end ? (size_t)(end - text) : 0, &line, &col);
-        free(text);
-        return tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
-    }
+    cJSON *root = config_parse_json(text, len, path, e);
     free(text);
+    if (!root) return -1;
     snprintf(c->source, sizeof c->source, "%s", path);
     int rc = 0;
     if (!cJSON_IsObject(root)) rc = tg_fail(e, "%s: the config must be a JSON object", path);
@@ -292,16 +369,23 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (c->model.n_head % c->parallel.tp != 0)
         return tg_fail(e, "%s: model.n_head (%d) must be divisible by parallel.tp (%d): each TP rank takes n_head/tp heads", s,
                        c->model.n_head, c->parallel.tp);
-    if (world_size != c->parallel.tp * c->parallel.dp)
-        return tg_fail(e, "%s: the world size (%d ranks) must equal parallel.tp (%d) x parallel.dp (%d) = %d", s, world_size,
-                       c->parallel.tp, c->parallel.dp, c->parallel.tp * c->parallel.dp);
-    if (c->parallel.sp && (c->train.micro_batch * c->model.seq_len) % c->parallel.tp != 0)
-        return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %d rows over "
+    /* Products in long long: each factor fits an int, their product may not. */
+    const long long layout = (long long)c->parallel.tp * c->parallel.dp;
+    const long long rows = (long long)c->train.micro_batch * c->model.seq_len;
+    const long long per_step = (long long)c->train.micro_batch * c->parallel.dp;
+    if (world_size != layout)
+        return tg_fail(e, "%s: the world size (%d ranks) must equal parallel.tp (%d) x parallel.dp (%d) = %lld", s, world_size,
+                       c->parallel.tp, c->parallel.dp, layout);
+    if (rows > INT_MAX) /* the passes count a micro-batch's rows in an int */
+        return tg_fail(e, "%s: train.micro_batch x model.seq_len = %d x %d = %lld rows exceeds %d", s,
+                       c->train.micro_batch, c->model.seq_len, rows, INT_MAX);
+    if (c->parallel.sp && rows % c->parallel.tp != 0)
+        return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %lld rows over "
                           "parallel.tp = %d ranks, which does not divide them", s, c->train.micro_batch, c->model.seq_len,
-                       c->train.micro_batch * c->model.seq_len, c->parallel.tp);
-    if (c->train.global_batch % (c->train.micro_batch * c->parallel.dp) != 0)
-        return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %d",
-                       s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, c->train.micro_batch * c->parallel.dp);
+                       rows, c->parallel.tp);
+    if (c->train.global_batch % per_step != 0)
+        return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %lld",
+                       s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, per_step);
     if (strcmp(c->device, "cuda") == 0 && !ops_cuda_compiled())
         return tg_fail(e, "%s: device = \"cuda\": this train_gpt was built without CUDA (rebuild with make GPU=1)", s);
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)

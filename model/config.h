@@ -4,6 +4,7 @@
 #define MODEL_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -77,6 +78,22 @@ void config_resolve_layout(tg_config *c, int world_size);
 /* Checks ranges and cross-key constraints; world_size is the number of
  * ranks the run was started with. */
 int config_validate(const tg_config *c, int world_size, tg_err *e);
+
+/* Parses len bytes of text as one JSON value, refusing what cJSON lets
+ * through: text after the value (or a NUL byte in the file) and an object
+ * with a key twice. Errors name path and the line/column or key. */
+struct cJSON;
+struct cJSON *config_parse_json(const char *text, size_t len, const char *path, tg_err *e);
+
+/* A number from the command line or the environment: the whole text, no
+ * spaces, hex, inf or nan, an integer when integral, within [min, max];
+ * errors name `what`. */
+int config_parse_number(const char *what, const char *text, bool integral, double min, double max, double *out,
+                        tg_err *e);
+
+/* A number for messages: whole numbers in full (1e20 as
+ * 100000000000000000000, not a wrapped cast), others as %g. */
+const char *config_number_text(double x, char *buf, size_t n);
 
 /* Prints every key with its type, default and meaning. */
 void config_print_help(FILE *f);

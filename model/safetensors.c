@@ -2,12 +2,19 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "model/config.h"
+
+/* Doubles hold whole numbers exactly up to 2^53: the largest dimension read. */
+#define ST_DIM_MAX 9007199254740992LL
 
 struct st_writer {
     char path[1024];
@@ -95,39 +102,71 @@ long long st_numel(const st_tensor *t) {
     return n;
 }
 
+/* A header number that must be a whole number in [0, max], checked before
+ * the conversion so that 1e20 or 2.5 cannot wrap or truncate. */
+static int header_count(const st_file *s, const char *tensor, const char *field, const cJSON *x, long long max,
+                        long long *out, tg_err *e) {
+    if (!cJSON_IsNumber(x)) return tg_fail(e, "%s: tensor '%s': %s holds a non-number", s->path, tensor, field);
+    const double v = x->valuedouble;
+    char text[64];
+    if (v != floor(v) || v < 0 || v > (double)max)
+        return tg_fail(e, "%s: tensor '%s': %s holds %s, not a whole number from 0 to %lld", s->path, tensor, field,
+                       config_number_text(v, text, sizeof text), max);
+    *out = (long long)v;
+    return 0;
+}
+
+/* The shape and its element count, computed without overflow: -1 when the
+ * count exceeds limit (the data section's bytes, which no tensor can). */
+static int parse_shape(const st_file *s, const cJSON *shape, long long limit, st_tensor *t, long long *numel, tg_err *e) {
+    t->ndim = cJSON_GetArraySize(shape);
+    if (t->ndim > ST_MAX_DIMS) return tg_fail(e, "%s: tensor '%s' has %d dimensions", s->path, t->name, t->ndim);
+    bool empty = false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (header_count(s, t->name, "shape", cJSON_GetArrayItem(shape, d), ST_DIM_MAX, &t->shape[d], e)) return -1;
+        empty |= t->shape[d] == 0;
+    }
+    long long n = empty ? 0 : 1;
+    for (int d = 0; !empty && n >= 0 && d < t->ndim; d++) n = n > limit / t->shape[d] ? -1 : n * t->shape[d];
+    *numel = n;
+    return 0;
+}
+
 /* Checks one header entry and copies it into t. */
 static int parse_entry(const st_file *s, const cJSON *item, long long data_bytes, st_tensor *t, tg_err *e) {
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    if (strlen(item->string) >= sizeof t->name)
+        return tg_fail(e, "%s: tensor name '%.40s...' is longer than %zu characters", s->path, item->string, sizeof t->name - 1);
     snprintf(t->name, sizeof t->name, "%s", item->string);
     if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
         return tg_fail(e, "%s: tensor '%s' has a malformed header entry", s->path, t->name);
     snprintf(t->dtype, sizeof t->dtype, "%s", dt->valuestring);
-    t->ndim = cJSON_GetArraySize(shape);
-    if (t->ndim > ST_MAX_DIMS) return tg_fail(e, "%s: tensor '%s' has %d dimensions", s->path, t->name, t->ndim);
-    for (int d = 0; d < t->ndim; d++) {
-        const cJSON *x = cJSON_GetArrayItem(shape, d);
-        if (!cJSON_IsNumber(x) || x->valuedouble < 0) return tg_fail(e, "%s: tensor '%s' has a bad shape", s->path, t->name);
-        t->shape[d] = (long long)x->valuedouble;
-    }
-    t->begin = (long long)cJSON_GetArrayItem(offs, 0)->valuedouble;
-    t->end = (long long)cJSON_GetArrayItem(offs, 1)->valuedouble;
-    size_t es = dtype_size(t->dtype);
-    if (t->begin < 0 || t->end > data_bytes || t->end < t->begin)
-        return tg_fail(e, "%s: tensor '%s' data offsets [%lld, %lld) fall outside the file's %lld data bytes (truncated?)",
-                       s->path, t->name, t->begin, t->end, data_bytes);
-    if (es && (t->end - t->begin) != st_numel(t) * (long long)es)
-        return tg_fail(e, "%s: tensor '%s' holds %lld bytes, its shape and dtype need %lld", s->path, t->name,
-                       t->end - t->begin, st_numel(t) * (long long)es);
+    long long numel = 0;
+    if (parse_shape(s, shape, data_bytes, t, &numel, e) ||
+        header_count(s, t->name, "data_offsets", cJSON_GetArrayItem(offs, 0), data_bytes, &t->begin, e) ||
+        header_count(s, t->name, "data_offsets", cJSON_GetArrayItem(offs, 1), data_bytes, &t->end, e))
+        return -1;
+    if (t->end < t->begin)
+        return tg_fail(e, "%s: tensor '%s' data offsets [%lld, %lld) are reversed", s->path, t->name, t->begin, t->end);
+    /* An unknown dtype (refused if read) still has at least a byte per element. */
+    const long long es = (long long)dtype_size(t->dtype), bytes = t->end - t->begin;
+    const bool fits = numel >= 0 && (es ? numel <= bytes / es && numel * es == bytes : numel <= bytes);
+    if (!fits && numel < 0)
+        return tg_fail(e, "%s: tensor '%s' has more elements than the file's %lld data bytes", s->path, t->name, data_bytes);
+    if (!fits)
+        return tg_fail(e, "%s: tensor '%s' holds %lld bytes, its shape and dtype (%s) need %lld", s->path, t->name, bytes,
+                       t->dtype, numel * (es ? es : 1));
     return 0;
 }
 
 static int parse_header(st_file *s, const char *json, long long data_bytes, tg_err *e) {
-    cJSON *h = cJSON_Parse(json);
-    if (!h || !cJSON_IsObject(h)) {
+    cJSON *h = config_parse_json(json, strlen(json), s->path, e);
+    if (!h) return -1;
+    if (!cJSON_IsObject(h)) {
         cJSON_Delete(h);
-        return tg_fail(e, "%s: the safetensors header is not valid JSON", s->path);
+        return tg_fail(e, "%s: the safetensors header is not a JSON object", s->path);
     }
     s->tensors = tg_calloc((size_t)cJSON_GetArraySize(h), sizeof(st_tensor), "safetensors index");
     int rc = 0;
@@ -140,15 +179,30 @@ static int parse_header(st_file *s, const char *json, long long data_bytes, tg_e
     return rc;
 }
 
+FILE *open_regular(const char *path, tg_err *e) {
+    /* Without blocking, so that a FIFO in the file's place cannot hang the load. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) tg_fail(e, "%s: is not a regular file", path);
+    else {
+        FILE *f = fdopen(fd, "rb");
+        if (f) return f;
+        tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
 st_file *safetensors_open(const char *path, tg_err *e) {
     st_file *s = tg_calloc(1, sizeof *s, "safetensors file");
     snprintf(s->path, sizeof s->path, "%s", path);
-    s->f = fopen(path, "rb");
+    s->f = open_regular(path, e);
     struct stat st;
     uint64_t hlen = 0;
     char *json = NULL;
     int rc = 0;
-    if (!s->f) rc = tg_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    if (!s->f) rc = -1;
     else if (fstat(fileno(s->f), &st) != 0 || fread(&hlen, 8, 1, s->f) != 1)
         rc = tg_fail(e, "%s: too short for a safetensors file", path);
     else if (hlen == 0 || (long long)hlen > (long long)st.st_size - 8 || hlen > (1u << 30))

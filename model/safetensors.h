@@ -41,6 +41,10 @@ typedef struct st_file {
     st_tensor *tensors;
 } st_file;
 
+/* Opens a regular file for reading (refusing a FIFO, directory or device
+ * without blocking on it); errors name the path. */
+FILE *open_regular(const char *path, tg_err *e);
+
 st_file *safetensors_open(const char *path, tg_err *e);
 void safetensors_close(st_file *s);
 const st_tensor *safetensors_find(const st_file *s, const char *name);

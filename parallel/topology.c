@@ -77,14 +77,19 @@ void topology_free(topology *t) {
 
 /* "4" or "4(x3)" (Slurm's compressed list with one entry): 4 tasks on every node. */
 static int slurm_uniform_tasks(const char *s, int *out) {
+    if (*s < '0' || *s > '9') return 0; /* strtol would take spaces and a sign */
     char *end;
+    errno = 0;
     long v = strtol(s, &end, 10);
-    if (end == s || v < 1 || v > INT_MAX) return 0;
-    if (*end == '\0' || (end[0] == '(' && end[1] == 'x' && strchr(end, ',') == NULL)) {
-        *out = (int)v;
-        return 1;
-    }
-    return 0;
+    if (errno || v < 1 || v > INT_MAX) return 0;
+    if (end[0] == '(' && end[1] == 'x') { /* "(xN)" and nothing after it */
+        const char *n = end + 2;
+        while (*n >= '0' && *n <= '9') n++;
+        if (n == end + 2 || strcmp(n, ")") != 0) return 0;
+    } else if (*end != '\0')
+        return 0;
+    *out = (int)v;
+    return 1;
 }
 
 static int slurm_local_world(int world, int *out, tg_err *e) {

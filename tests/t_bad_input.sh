@@ -49,19 +49,31 @@ def st_read(path):
     n = struct.unpack('<Q', b[:8])[0]
     return json.loads(b[8:8 + n]), b[8 + n:]
 
-def st_write(path, hdr, data):
-    h = json.dumps(hdr).encode()
+def st_write(path, hdr, data, text=None):
+    h = (text if text is not None else json.dumps(hdr)).encode()
     h += b' ' * (-len(h) % 8)
     open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
 
 def st_edit(src, dst, op, name=None, arg=None):
     hdr, data = st_read(src)
+    text = None
     if op == 'drop': del hdr[name]
     elif op == 'shape': hdr[name]['shape'] = json.loads(arg)
     elif op == 'dtype': hdr[name]['dtype'] = arg
+    elif op == 'offsets':  # raw JSON text (1e999 has no Python spelling)
+        hdr[name]['data_offsets'] = '@RAW@'
+        text = json.dumps(hdr).replace('"@RAW@"', arg)
+    elif op == 'trail': text = json.dumps(hdr) + arg  # text after the header's JSON
+    elif op == 'dup':  # the entry of `name` twice, the copy first
+        body = json.dumps(hdr)
+        text = '{' + json.dumps(name) + ': ' + json.dumps(hdr[name]) + ', ' + body[1:]
+    elif op == 'value':  # arg "INDEX:VALUE": one float32 element of tensor `name`
+        i, v = arg.split(':')
+        off = hdr[name]['data_offsets'][0] + 4 * int(i)
+        data = data[:off] + struct.pack('<f', float(v)) + data[off + 4:]
     elif op == 'hdrlen':  # a header length far beyond the file
         open(dst, 'wb').write(struct.pack('<Q', 1 << 40) + open(src, 'rb').read()[8:]); return
-    st_write(dst, hdr, data)
+    st_write(dst, hdr, data, text)
 
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
@@ -162,7 +174,7 @@ expect_fail() {
     fi
 }
 tg() { "$bin" "$@"; }
-export bin base prep
+export bin base prep tmp  # tmp: the helpers below run in child shells
 export -f tg
 
 # ---- config file ---------------------------------------------------------
@@ -219,6 +231,20 @@ fx cfg "$base" "$C/zero_seq.json" 'model.seq_len=0'
 expect_fail config_zero_seq_len -p 'zero_seq\.json' -p 'model\.seq_len' -- tg --config "$C/zero_seq.json"
 fx cfg "$base" "$C/neg_steps.json" 'train.steps=-3'
 expect_fail config_negative_steps -p 'neg_steps\.json' -p 'train\.steps' -- tg --config "$C/neg_steps.json"
+# strict JSON: a key twice (cJSON keeps both; lookups took one), a NUL byte
+# and text after the value (cJSON stops reading at the NUL)
+sed 's/"steps": 4,/"steps": 4, "steps": 9,/' "$base" >"$C/dup_key.json"
+expect_fail config_duplicate_key -p 'dup_key\.json' -p 'train\.steps' -p 'more than once' -- tg --config "$C/dup_key.json"
+{ cat "$base"; printf '\0{"train": {"steps": 9}}\n'; } >"$C/nul_tail.json"
+expect_fail config_nul_then_garbage -p 'nul_tail\.json' -p 'NUL' -- tg --config "$C/nul_tail.json"
+# products of in-range keys that overflow an int: rows of a micro-batch (the
+# SP check), micro_batch x dp (a division by zero once wrapped). Projected
+# runs (one process stands for the layout); memory capped in case one is not
+# refused before allocating.
+capped() { ulimit -v 4000000; "$bin" "$@"; }
+export -f capped
+expect_fail config_rows_overflow -p 'train\.micro_batch' -p 'model\.seq_len' -p '4294967296' -- capped --config "$base" --set parallel.project=true --set parallel.tp=2 --set parallel.sp=true --set train.micro_batch=65536 --set model.seq_len=65536 --set train.global_batch=65536
+expect_fail config_micro_times_dp_overflow -p 'train\.global_batch' -p '1099511627776' -- capped --config "$base" --set parallel.project=true --set parallel.dp=1048576 --set train.micro_batch=1048576 --set train.global_batch=1048576
 
 # ---- --set ---------------------------------------------------------------
 expect_fail set_unknown_key -p 'train\.stepz' -- tg --config "$base" --set train.stepz=3
@@ -238,6 +264,13 @@ expect_fail cli_stray_argument -p 'stray' -- tg --config "$base" stray
 expect_fail cli_missing_config_flag -p '--config' -- tg
 expect_fail cli_config_without_value -p '--config' -- tg --config
 expect_fail cli_missing_config_file -p "$tmp/nonexistent\\.json" -- tg --config "$tmp/nonexistent.json"
+expect_fail cli_config_twice -p '--config' -p 'twice' -- tg --config "$base" --config "$base"
+expect_fail cli_devices_trailing_garbage -p '--devices' -p '3x' -- tg --config "$base" --plan --devices 3x
+expect_fail cli_device_gib_nan -p '--device-gib' -p 'nan' -- tg --config "$base" --plan --device-gib nan
+expect_fail cli_device_gib_empty -p '--device-gib' -- tg --config "$base" --plan --device-gib ''
+# rank variables (parallel/topology.c): whole decimal numbers only
+expect_fail env_rank_trailing_garbage -p 'RANK' -p '1x' -- env RANK=1x WORLD_SIZE=2 "$bin" --config "$base"
+expect_fail env_world_size_exponent -p 'WORLD_SIZE' -- env RANK=0 WORLD_SIZE=1e99 "$bin" --config "$base"
 
 # ---- token shards --------------------------------------------------------
 fx shard "$D/badhdr1_000000.bin" 2000 1 magic=12345
@@ -273,6 +306,11 @@ expect_fail shard_glob_matches_nothing -p 'nothing_here_\*\.bin' -- tg --config 
 expect_fail val_glob_matches_nothing -p 'no_val_\*\.bin' -- tg --config "$base" --set data.val="$D/no_val_*.bin"
 # one good and one bad shard: the bad one must be found before training
 expect_fail shard_second_of_two_bad -p 'count_000000\.bin' -- tg --config "$base" --set data.train="$D/[gc]o*_000000.bin"
+# a glob matching a FIFO (opening it would block forever) or a directory
+mkfifo "$D/fifo_000000.bin"
+expect_fail shard_glob_matches_fifo -p 'fifo_000000\.bin' -p 'FIFO' -- tg --config "$base" --set data.train="$D/fifo_*.bin"
+mkdir -p "$D/dir_000000.bin"
+expect_fail shard_glob_matches_directory -p 'dir_000000\.bin' -p 'directory' -- tg --config "$base" --set data.train="$D/dir_*.bin"
 
 # ---- vocabulary (needed for samples) --------------------------------------
 expect_fail vocab_dir_missing -p "$tmp/no_vocab" -- tg --config "$base" --set out.sample_tokens=8
@@ -317,6 +355,44 @@ expect_fail init_from_nonexistent_dir -p "$tmp/ck/does_not_exist" -- init_from "
 # a checkpoint of a wider model (n_embd 48): config.json or the shapes disagree
 timeout -k 5 60 "$bin" --config "$base" --set train.steps=0 --set model.n_embd=48 --set out.dir="$tmp/wide" >"$tmp/wide.out" 2>&1
 expect_fail init_from_other_model_size -p 'wide/step_00000000' -p 'n_embd|wte|shape' -- init_from "$tmp/wide/step_00000000"
+# numbers in safetensors headers and config.json: checked before conversion,
+# quoted as written (not as a wrapped cast)
+mkck shape_1e20
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/shape_1e20/model.safetensors" shape ln_f.weight '[1e20]'
+expect_fail init_from_shape_1e20 -p 'shape_1e20/model\.safetensors' -p 'ln_f\.weight' -p '100000000000000000000' -- init_from "$tmp/ck/shape_1e20"
+mkck shape_2p62
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/shape_2p62/model.safetensors" shape h.0.attn.c_attn.weight '[4611686018427387904, 8]'
+expect_fail init_from_shape_2p62 -p 'h\.0\.attn\.c_attn\.weight' -p '4611686018427387904' -- init_from "$tmp/ck/shape_2p62"
+mkck shape_2p50
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/shape_2p50/model.safetensors" shape ln_f.weight '[1125899906842624, 8192]'
+expect_fail init_from_shape_product_overflow -p 'ln_f\.weight' -p 'more elements' -- init_from "$tmp/ck/shape_2p50"
+mkck offsets_inf
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/offsets_inf/model.safetensors" offsets ln_f.bias '[0, 1e999]'
+expect_fail init_from_offsets_1e999 -p 'ln_f\.bias' -p 'data_offsets' -p 'inf' -- init_from "$tmp/ck/offsets_inf"
+mkck offsets_frac
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/offsets_frac/model.safetensors" offsets ln_f.bias '[0.5, 128.5]'
+expect_fail init_from_offsets_fraction -p 'ln_f\.bias' -p 'data_offsets' -p '0\.5' -- init_from "$tmp/ck/offsets_frac"
+mkck st_trail
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/st_trail/model.safetensors" trail x '{"more": 1}'
+expect_fail init_from_header_trailing_text -p 'st_trail/model\.safetensors' -p 'after the JSON' -- init_from "$tmp/ck/st_trail"
+mkck st_dup
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/st_dup/model.safetensors" dup wpe.weight
+expect_fail init_from_header_duplicate_tensor -p 'st_dup/model\.safetensors' -p 'wpe\.weight' -p 'more than once' -- init_from "$tmp/ck/st_dup"
+mkck nan_weight
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/nan_weight/model.safetensors" value h.1.attn.c_proj.weight 37:nan
+expect_fail init_from_nan_weight -p 'nan_weight/model\.safetensors' -p 'h\.1\.attn\.c_proj\.weight' -p 'element 37\b' -- init_from "$tmp/ck/nan_weight"
+mkck inf_weight
+fx st "$good_ckpt/model.safetensors" "$tmp/ck/inf_weight/model.safetensors" value wte.weight 5:-inf
+expect_fail init_from_inf_weight -p 'inf_weight/model\.safetensors' -p 'wte\.weight' -p 'element 5\b' -- init_from "$tmp/ck/inf_weight"
+mkck hf_1e20
+sed 's/"n_layer":[[:space:]]*2,/"n_layer": 1e20,/' "$good_ckpt/config.json" >"$tmp/ck/hf_1e20/config.json"
+expect_fail init_from_config_n_layer_1e20 -p 'hf_1e20/config\.json' -p 'n_layer' -p '100000000000000000000' -- init_from "$tmp/ck/hf_1e20"
+mkck hf_trail
+echo '{}' >>"$tmp/ck/hf_trail/config.json"
+expect_fail init_from_config_trailing_text -p 'hf_trail/config\.json' -p 'after the JSON' -- init_from "$tmp/ck/hf_trail"
+mkck hf_dup
+sed 's/"n_layer":[[:space:]]*2,/"n_layer": 2, "n_layer": 3,/' "$good_ckpt/config.json" >"$tmp/ck/hf_dup/config.json"
+expect_fail init_from_config_duplicate_key -p 'hf_dup/config\.json' -p 'n_layer' -p 'more than once' -- init_from "$tmp/ck/hf_dup"
 if ls -d "$tmp/init_run"/step_* >/dev/null 2>&1; then not_ok init_from_failures_wrote_no_checkpoint "$(ls "$tmp/init_run")"; else ok init_from_failures_wrote_no_checkpoint; fi
 expect_fail fresh_run_over_checkpoints -p "$run" -p "out\.resume" -- tg --config "$base" --set out.resume=false
 
@@ -356,6 +432,40 @@ expect_fail resume_missing_tensor -d "$tmp/resume_missing_tensor" -p 'step_00000
 # resuming with a different model shape than the checkpoint holds
 mkrun wider
 expect_fail resume_with_other_model_size -d "$tmp/resume_wider" -p 'step_00000002' -p 'n_embd|wte|shape' -- tg --config "$base" --set out.dir="$tmp/resume_wider" --set model.n_embd=48
+# state.json numbers: whole, in range, checked before conversion; strict JSON
+for case in 'step:1e10' 'step:1e19' 'step:2.9' 'data_epoch:-1' 'data_index:1e19' 'data_index:0.5' 'version:1.5'; do
+    key="${case%%:*}" val="${case#*:}"
+    mkrun "state_$key"
+    sed -i "s/\"$key\":[[:space:]]*[0-9.e+-]*/\"$key\": $val/" "$tmp/resume_state_$key/step_00000002/state.json"
+    expect_fail "resume_state_${key}_$val" -d "$tmp/resume_state_$key" -p 'step_00000002/state\.json' -p "'$key'" -- resume_in "$tmp/resume_state_$key"
+done
+mkrun state_dup
+sed -i 's/"step":[[:space:]]*2,/"step": 2, "step": 1,/' "$tmp/resume_state_dup/step_00000002/state.json"
+expect_fail resume_state_duplicate_key -d "$tmp/resume_state_dup" -p 'state\.json' -p "step" -p 'more than once' -- resume_in "$tmp/resume_state_dup"
+mkrun state_trail
+echo 'garbage' >>"$tmp/resume_state_trail/step_00000002/state.json"
+expect_fail resume_state_trailing_text -d "$tmp/resume_state_trail" -p 'state\.json' -p 'after the JSON' -- resume_in "$tmp/resume_state_trail"
+# optimizer moments: finite, and exp_avg_sq not negative
+mkrun neg_v
+fx st "$good_ckpt/optimizer.safetensors" "$tmp/resume_neg_v/step_00000002/optimizer.safetensors" value exp_avg_sq.h.0.mlp.c_fc.weight 11:-0.5
+expect_fail resume_negative_exp_avg_sq -d "$tmp/resume_neg_v" -p 'optimizer\.safetensors' -p 'exp_avg_sq\.h\.0\.mlp\.c_fc\.weight' -p 'element 11\b' -- resume_in "$tmp/resume_neg_v"
+mkrun nan_m
+fx st "$good_ckpt/optimizer.safetensors" "$tmp/resume_nan_m/step_00000002/optimizer.safetensors" value exp_avg.ln_f.bias 3:nan
+expect_fail resume_nan_exp_avg -d "$tmp/resume_nan_m" -p 'optimizer\.safetensors' -p 'exp_avg\.ln_f\.bias' -p 'element 3\b' -- resume_in "$tmp/resume_nan_m"
+# a file where the next save goes: an error, not a silently skipped save
+mkrun file_ckpt
+: >"$tmp/resume_file_ckpt/step_00000003"
+expect_fail save_over_a_regular_file -d "$tmp/resume_file_ckpt" -p 'step_00000003' -p 'not a checkpoint directory' -- tg --config "$base" --set out.dir="$tmp/resume_file_ckpt" --set train.steps=3
+# stray names are not checkpoints: the resume still starts from step 2
+mkrun stray
+mkdir "$tmp/resume_stray/step_5" "$tmp/resume_stray/step_00000009x" "$tmp/resume_stray/step_00000008.tmp"
+: >"$tmp/resume_stray/step_00000007"
+if timeout -k 5 60 "$bin" --config "$base" --set out.dir="$tmp/resume_stray" --set train.steps=3 >"$tmp/stray.out" 2>&1 &&
+    grep -q 'resumed from .*step_00000002 (step 2)' "$tmp/stray.out" && [ -d "$tmp/resume_stray/step_00000003" ]; then
+    ok resume_ignores_stray_step_names
+else
+    not_ok resume_ignores_stray_step_names "$(oneline "$tmp/stray.out")"
+fi
 
 # ---- ./prepare -----------------------------------------------------------
 P="$tmp/prep"
@@ -384,5 +494,12 @@ expect_fail prepare_missing_out -d "$P/out" -p '--out' -- "$prep" --input "$P/go
 expect_fail prepare_bad_number -d "$P/out" -p '--val-tokens' -- pp --input "$P/good.txt" --val-tokens lots
 expect_fail prepare_missing_vocab -d "$P/out" -p "$tmp/no_vocab" -- "$prep" --input "$P/good.txt" --out "$P/out/x" --vocab-dir "$tmp/no_vocab"
 expect_fail prepare_decode_bad_shard -d "$P/out" -p 'badhdr1_000000\.bin' -- "$prep" --decode "$D/badhdr1_000000.bin" --vocab-dir assets/vocab
+
+mkdir -p "$P/cwd"
+vocab_abs="$PWD/assets/vocab"
+expect_fail prepare_empty_out -d "$P/cwd" -p '--out' -- bash -c 'cd "$1" && "$2" --input "$3" --out "" --vocab-dir "$4"' _ "$P/cwd" "$(realpath "$prep")" "$P/good.txt" "$vocab_abs"
+expect_fail prepare_out_is_a_directory_path -d "$P/out" -p '--out' -- pp --input "$P/good.txt" --out "$P/out/"
+expect_fail prepare_input_directory -d "$P/out" -p "$P\\b" -p 'directory' -- pp --input "$P"
+expect_fail prepare_count_with_space -d "$P/out" -p '--shard-tokens' -- pp --input "$P/good.txt" --shard-tokens ' 7'
 
 exit $failed
