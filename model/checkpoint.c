@@ -64,6 +64,18 @@ static size_t max_numel(const gpt *g, bool full) {
     return m;
 }
 
+/* A checkpoint never holds a non-finite value: the loader would refuse it,
+ * and a run that produced one (AdamW with eps 0, say) must stop rather
+ * than overwrite good checkpoints with poison. */
+static int refuse_nonfinite(const gpt_tensor *t, const float *full, tg_err *e) {
+    const size_t n = full_numel(t);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(full[i]))
+            return tg_fail(e, "not saving this state: tensor '%s' element %zu is %g (the weights or the AdamW moments "
+                              "went non-finite)", t->name, i, full[i]);
+    return 0;
+}
+
 /* Streams the full tensors of nbuf buffers, tensor by tensor: each is
  * gathered over TP and, on the writer (w != NULL), assembled and written.
  * A collective over TP; after a write error the writer goes on gathering so
@@ -87,7 +99,8 @@ static int stream_tensors(const gpt *g, const ckpt_source *src, int nbuf, st_wri
             if (rc || !w || write_rc) continue;
             memset(full, 0, full_numel(t) * sizeof(float));
             for (int r = 0; r < g->tp->size; r++) local_to_full(g, t, all + (size_t)r * t->numel, r, full);
-            write_rc = st_writer_put(w, full, &write_err);
+            write_rc = refuse_nonfinite(t, full, &write_err);
+            if (write_rc == 0) write_rc = st_writer_put(w, full, &write_err);
         }
     free(mine);
     free(all);
@@ -368,7 +381,8 @@ static int check_hf_config(const char *dir, const gpt_dims *d, tg_err *e) {
     if (access(path, F_OK) != 0) return 0; /* optional: the tensor shapes are checked anyway */
     cJSON *cfg = read_json(path, e);
     if (!cfg) return -1;
-    int rc = check_hf_key(cfg, "n_layer", d->L, false, path, e);
+    int rc = cJSON_IsObject(cfg) ? 0 : tg_fail(e, "%s: must be a JSON object (a Hugging Face GPT-2 config)", path);
+    if (rc == 0) rc = check_hf_key(cfg, "n_layer", d->L, false, path, e);
     if (rc == 0) rc = check_hf_key(cfg, "n_head", d->NH, false, path, e);
     if (rc == 0) rc = check_hf_key(cfg, "n_embd", d->C, false, path, e);
     if (rc == 0) rc = check_hf_key(cfg, "vocab_size", d->V, false, path, e);

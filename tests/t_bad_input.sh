@@ -393,6 +393,9 @@ expect_fail init_from_config_trailing_text -p 'hf_trail/config\.json' -p 'after 
 mkck hf_dup
 sed 's/"n_layer":[[:space:]]*2,/"n_layer": 2, "n_layer": 3,/' "$good_ckpt/config.json" >"$tmp/ck/hf_dup/config.json"
 expect_fail init_from_config_duplicate_key -p 'hf_dup/config\.json' -p 'n_layer' -p 'more than once' -- init_from "$tmp/ck/hf_dup"
+mkck hf_array
+echo '[1, 2]' >"$tmp/ck/hf_array/config.json"
+expect_fail init_from_config_not_object -p 'hf_array/config\.json' -p 'JSON object' -- init_from "$tmp/ck/hf_array"
 if ls -d "$tmp/init_run"/step_* >/dev/null 2>&1; then not_ok init_from_failures_wrote_no_checkpoint "$(ls "$tmp/init_run")"; else ok init_from_failures_wrote_no_checkpoint; fi
 expect_fail fresh_run_over_checkpoints -p "$run" -p "out\.resume" -- tg --config "$base" --set out.resume=false
 

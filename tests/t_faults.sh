@@ -127,6 +127,22 @@ PY
 check nonfinite_skip_drops_update "weights after 2 skipped steps: ${same:-missing} (want same)" test "$same" = same
 check log_strict_json_after_skip "$(strict_json "$tmp/huge_skip/log.jsonl")" strict_json "$tmp/huge_skip/log.jsonl"
 
+# AdamW moments that blow a weight up to infinity while the step's loss and
+# norm (computed before the update) are finite: the save refuses the state.
+timeout -k 5 60 "$bin" --config "$cfg" --set train.steps=2 --set out.dir="$tmp/blow" >"$tmp/blow1.out" 2>&1
+"$py" - "$tmp/blow/step_00000002/optimizer.safetensors" <<'PY'
+import json, struct, sys, numpy as np
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+for name, value in (('exp_avg.h.0.mlp.c_fc.bias', 3e38), ('exp_avg_sq.h.0.mlp.c_fc.bias', 1e-30)):
+    o = h[name]['data_offsets']
+    b[8 + n + o[0]:8 + n + o[1]] = np.full((o[1] - o[0]) // 4, value, np.float32).tobytes()
+open(p, 'wb').write(b)
+PY
+timeout -k 5 60 "$bin" --config "$cfg" --set train.steps=3 --set out.dir="$tmp/blow" >"$tmp/blow2.out" 2>&1
+rc=$?
+check nonfinite_weights_not_saved "rc $rc, step_00000003 $([ -e "$tmp/blow/step_00000003" ] && echo exists || echo absent): $(oneline "$tmp/blow2.out" 1)" \
+    eval '[ $rc != 0 ] && [ ! -e "$tmp/blow/step_00000003" ] && grep -q "not saving this state: tensor .h.0.mlp.c_fc.bias." "$tmp/blow2.out"'
+
 # ---- 3. signals ----------------------------------------------------------------
 # The reference: 12 uninterrupted steps.
 timeout -k 5 120 "$bin" --config "$cfg" --set out.dir="$tmp/ref" >"$tmp/ref.out" 2>&1 || not_ok ref_run "$(oneline "$tmp/ref.out")"

@@ -14,6 +14,7 @@
 
 #include "model/config.h"
 #include "model/gpt.h"
+#include "model/optim.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define SET_MARK "\n--set "
@@ -56,8 +57,8 @@ static void check_derived(const tg_config *c) {
     gpt_dims d;
     tg_err e;
     if (gpt_dims_from_config(&d, c, c->parallel.tp, 0, &e) == 0)
-        (void)gpt_budget_of(&d, c->train.micro_batch, c->model.seq_len, c->parallel.dp, c->parallel.zero == 1,
-                            config_act_dtype(c), 0);
+        (void)optim_budget(&d, c->train.micro_batch, c->model.seq_len, c->parallel.dp, c->parallel.zero == 1,
+                           config_act_dtype(c), 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
