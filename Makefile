@@ -6,8 +6,8 @@ LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
 GPU ?= 0
 .DEFAULT_GOAL := all
 
-MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
-            model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
+MODEL_SRC = train/config.c util/rng.c model/gpt.c model/gpt_layout.c train/optim.c train/safetensors.c \
+            train/checkpoint.c train/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
             model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
             model/cpu/ops_cpu_bf16.c
 LIB_SRC = $(MODEL_SRC) parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "data/shard_format.h"
-#include "model/rng.h"
+#include "util/rng.h"
 
 typedef struct shard {
     char *path;

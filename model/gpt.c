@@ -9,7 +9,7 @@
 
 #include "model/gpt.h"
 #include "model/gpt_internal.h"
-#include "model/rng.h"
+#include "util/rng.h"
 #include "parallel/mappings.h"
 
 /* Element offset of layer `layer`'s tensor of kind k in the flat buffers. */

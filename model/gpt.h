@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
 #include "model/ops.h"
 #include "parallel/comm.h"
 
@@ -100,7 +99,17 @@ typedef struct gpt {
     gpt_dropout drop;      /* of the next forward, and of its backward */
 } gpt;
 
-int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
+/* The model's hyper-parameters (the trainer's config gives them). */
+typedef struct gpt_shape {
+    int n_layer, n_head, n_embd, seq_len;
+    int vocab_size, vocab_multiple; /* the padded vocabulary: a multiple of vocab_multiple x tp */
+    bool sp;
+    recompute_mode recompute;
+    float dropout;
+} gpt_shape;
+
+/* TP rank tp_rank's dimensions of the model of shape s. */
+int gpt_dims_of(gpt_dims *d, const gpt_shape *s, int tp, int tp_rank, tg_err *e);
 /* Elements of one rank's flat parameter buffer: its tensors, each aligned. */
 size_t gpt_param_count(const gpt_dims *d);
 /* The bytes the model allocates on one rank: parameter and gradient buffers

@@ -26,30 +26,28 @@ const param_spec GPT_PARAM_SPECS[P_KINDS] = {
     [P_LNF_B] = {"ln_f.bias", false, SPLIT_NONE, false, INIT_ZERO},
 };
 
-int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e) {
+int gpt_dims_of(gpt_dims *d, const gpt_shape *s, int tp, int tp_rank, tg_err *e) {
     memset(d, 0, sizeof *d);
-    d->L = c->model.n_layer;
-    d->NH = c->model.n_head;
-    d->C = c->model.n_embd;
-    d->T = c->model.seq_len;
-    d->V = c->model.vocab_size;
+    d->L = s->n_layer;
+    d->NH = s->n_head;
+    d->C = s->n_embd;
+    d->T = s->seq_len;
+    d->V = s->vocab_size;
     if (d->C % d->NH) return tg_fail(e, "model.n_embd (%d) must be divisible by model.n_head (%d)", d->C, d->NH);
     if (d->NH % tp) return tg_fail(e, "model.n_head (%d) must be divisible by parallel.tp (%d)", d->NH, tp);
     d->HS = d->C / d->NH;
     /* Padding to a multiple of vocab_multiple * tp gives every rank an equal,
      * aligned slice; padded rows are never saved, so checkpoints do not care. */
-    int mult = c->model.vocab_multiple * tp;
+    int mult = s->vocab_multiple * tp;
     d->Vp = (d->V + mult - 1) / mult * mult;
     d->tp = tp;
     d->tp_rank = tp_rank;
     d->NH_local = d->NH / tp;
     d->V_local = d->Vp / tp;
     d->vocab_start = tp_rank * d->V_local;
-    d->sp = c->parallel.sp && tp > 1;
-    d->recompute = strcmp(c->train.recompute, "full") == 0        ? RECOMPUTE_FULL
-                   : strcmp(c->train.recompute, "selective") == 0 ? RECOMPUTE_SELECTIVE
-                                                                   : RECOMPUTE_NONE;
-    d->dropout = (float)c->model.dropout;
+    d->sp = s->sp && tp > 1;
+    d->recompute = s->recompute;
+    d->dropout = s->dropout;
     return 0;
 }
 

@@ -181,7 +181,8 @@ for sig in TERM INT USR1; do
 done
 
 # A second signal stops at once, without saving: a step of the big model
-# takes seconds; the exit follows the second signal well within one step.
+# takes a second or more; the exit follows the second signal within a
+# third of a step (the first signal alone would finish the step and save).
 big="$tmp/big.json"
 config "$big" 4 512 256 4
 d="$tmp/twice"
@@ -194,7 +195,7 @@ kill -TERM "$c"; sleep 0.2; t0=$(ms_now); kill -TERM "$c"
 wait "$pid"; rc=$?
 dt=$(($(ms_now) - t0))
 check second_signal_stops_at_once "rc $rc (want 143), exit ${dt} ms after the 2nd signal, a step takes ${step_ms} ms" \
-    test "$rc" = 143 -a "$dt" -lt 1000 -a "${step_ms:-0}" -gt 1500
+    test "$rc" = 143 -a "$dt" -lt 1000 -a "$((dt * 3))" -lt "${step_ms:-0}"
 check second_signal_saves_nothing "$(ls "$d")" test "$(ls "$d" | grep -c step_)" = 0
 
 # Under the launcher, TP=2: SIGTERM to the launcher stops both ranks after

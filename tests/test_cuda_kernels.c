@@ -51,7 +51,7 @@
 #include <string.h>
 
 #include "model/ops.h"
-#include "model/rng_core.h"
+#include "util/rng_core.h"
 #include "util/dtype.h"
 #include "util/err.h"
 

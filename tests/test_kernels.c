@@ -10,7 +10,7 @@
 
 #include "model/cpu/gemm.h"
 #include "model/cpu/kernels.h"
-#include "model/rng.h"
+#include "util/rng.h"
 
 typedef struct { int failed, passed; } tally;
 

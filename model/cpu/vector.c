@@ -2,7 +2,7 @@
 #include <math.h>
 
 #include "model/cpu/kernels.h"
-#include "model/rng_core.h"
+#include "util/rng_core.h"
 
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)

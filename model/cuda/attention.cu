@@ -29,7 +29,7 @@
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
-#include "model/rng_core.h"
+#include "util/rng_core.h"
 
 #define THREADS 256      /* elementwise kernels */
 #define ROW_THREADS 256  /* softmax: threads per query row (a multiple of 32) */

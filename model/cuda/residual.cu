@@ -11,7 +11,7 @@
  * column by column in group order, then to dbias. No atomics. */
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
-#include "model/rng_core.h"
+#include "util/rng_core.h"
 
 #define THREADS 256
 #define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */

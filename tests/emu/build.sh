@@ -56,15 +56,15 @@ sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" model/cuda/ops_cu
 grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the EMU_SCRATCH_BYTES hook did not apply" >&2
 printf '#line 1 "model/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
 compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
-for c in model/cpu/*.c model/backend.c model/rng.c parallel/comm_null.c util/err.c tests/test_cuda_kernels.c; do
+for c in model/cpu/*.c model/backend.c util/rng.c parallel/comm_null.c util/err.c tests/test_cuda_kernels.c; do
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
 done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
 # emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
 kernel_objs=("${objs[@]}")
 if [ "${1:-}" = train ]; then
-    for c in model/config.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c model/checkpoint.c \
-             model/plan.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c \
+    for c in train/config.c model/gpt.c model/gpt_layout.c train/optim.c train/safetensors.c train/checkpoint.c \
+             train/plan.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c \
              parallel/mappings.c parallel/comm_nccl_none.c data/shards.c data/tokenizer.c train_gpt.c; do
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done

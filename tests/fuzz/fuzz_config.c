@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/config.h"
+#include "train/config.h"
 #include "model/gpt.h"
-#include "model/optim.h"
+#include "train/optim.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define SET_MARK "\n--set "

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
-#include "model/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static fuzz_model model; /* built once: loading only overwrites its buffers */

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "model/checkpoint.h"
-#include "model/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define MAX_READ_ELEMENTS (1 << 16)

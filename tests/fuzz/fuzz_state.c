@@ -8,7 +8,7 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "model/checkpoint.h"
+#include "train/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 
 /* The loaded count must be the file's number, exactly. */

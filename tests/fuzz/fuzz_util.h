@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "model/gpt.h"
-#include "model/optim.h"
+#include "train/optim.h"
 
 /* A fresh directory under $TMPDIR (or /tmp), removed at exit; aborts when it
  * cannot be made (no fuzzing without it). */

@@ -1,5 +1,5 @@
-#include "model/rng.h"
-#include "model/rng_core.h"
+#include "util/rng.h"
+#include "util/rng_core.h"
 
 #include <math.h>
 

@@ -5,16 +5,16 @@
  * moments (optimizer.safetensors, "exp_avg.NAME" / "exp_avg_sq.NAME") and
  * the run state (state.json: step, data position, seed). None of it depends
  * on the TP/DP layout that wrote it. */
-#ifndef MODEL_CHECKPOINT_H
-#define MODEL_CHECKPOINT_H
+#ifndef TRAIN_CHECKPOINT_H
+#define TRAIN_CHECKPOINT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "data/shards.h"
-#include "model/config.h"
+#include "train/config.h"
 #include "model/gpt.h"
-#include "model/optim.h"
+#include "train/optim.h"
 
 typedef struct ckpt_state {
     int step;

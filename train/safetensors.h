@@ -1,7 +1,7 @@
 /* The safetensors format: 8-byte little-endian header length, a JSON header
  * mapping names to {dtype, shape, data_offsets}, then the raw data. */
-#ifndef MODEL_SAFETENSORS_H
-#define MODEL_SAFETENSORS_H
+#ifndef TRAIN_SAFETENSORS_H
+#define TRAIN_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "model/safetensors.h"
+#include "train/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/config.h"
+#include "train/config.h"
 
 /* Doubles hold whole numbers exactly up to 2^53: the largest dimension read. */
 #define ST_DIM_MAX 9007199254740992LL

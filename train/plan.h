@@ -3,12 +3,12 @@
  * device from the same budget code the trainer allocates with, whether it
  * fits, and a predicted step time (compute at an assumed fraction of peak,
  * plus the communication of the layout over the modeled interconnect). */
-#ifndef MODEL_PLAN_H
-#define MODEL_PLAN_H
+#ifndef TRAIN_PLAN_H
+#define TRAIN_PLAN_H
 
 #include <stdio.h>
 
-#include "model/config.h"
+#include "train/config.h"
 
 typedef struct plan_opts {
     int devices;

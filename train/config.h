@@ -1,13 +1,14 @@
 /* The run configuration: one JSON file plus --set overrides, checked against
  * a schema that also generates --help. */
-#ifndef MODEL_CONFIG_H
-#define MODEL_CONFIG_H
+#ifndef TRAIN_CONFIG_H
+#define TRAIN_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model/gpt.h"
 #include "util/dtype.h"
 #include "util/err.h"
 
@@ -103,6 +104,9 @@ char *config_to_json(const tg_config *c);
 
 /* The activation type train.precision selects on the configured device. */
 tg_dtype config_act_dtype(const tg_config *c);
+
+/* TP rank tp_rank's model dimensions under this config (model/gpt.h). */
+int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e);
 
 /* Derived quantities. */
 int config_padded_vocab(const tg_config *c);

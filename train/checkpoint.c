@@ -1,4 +1,4 @@
-#include "model/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/safetensors.h"
+#include "train/safetensors.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
 #define CKPT_VERSION 1

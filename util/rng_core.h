@@ -1,7 +1,7 @@
-/* The mixing of model/rng.c as inline functions that compile for both host
+/* The mixing of util/rng.c as inline functions that compile for both host
  * and device, so the CUDA dropout masks are bit-identical to the CPU's. */
-#ifndef MODEL_RNG_CORE_H
-#define MODEL_RNG_CORE_H
+#ifndef UTIL_RNG_CORE_H
+#define UTIL_RNG_CORE_H
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* Counter-based random numbers: every draw is a pure function of
  * (seed, stream, index), so any rank can generate exactly its own slice of a
  * tensor and get the numbers the whole tensor would have had. */
-#ifndef MODEL_RNG_H
-#define MODEL_RNG_H
+#ifndef UTIL_RNG_H
+#define UTIL_RNG_H
 
 #include <stdint.h>
 

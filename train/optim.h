@@ -2,10 +2,10 @@
  * data-parallel gradient reduction: all-reduce, or ZeRO-1 (reduce-scatter,
  * AdamW on this rank's contiguous shard of the flat parameter buffer, then
  * all-gather of the parameters). */
-#ifndef MODEL_OPTIM_H
-#define MODEL_OPTIM_H
+#ifndef TRAIN_OPTIM_H
+#define TRAIN_OPTIM_H
 
-#include "model/config.h"
+#include "train/config.h"
 #include "model/gpt.h"
 
 typedef struct optim {

@@ -1,4 +1,4 @@
-#include "model/config.h"
+#include "train/config.h"
 #include "model/ops.h"
 
 #include <cjson/cJSON.h>
@@ -442,4 +442,13 @@ tg_dtype config_act_dtype(const tg_config *c) {
     if (strcmp(c->train.precision, "bf16") == 0) return TG_BF16;
     if (strcmp(c->train.precision, "fp32") == 0) return TG_F32;
     return strcmp(c->device, "cuda") == 0 ? TG_BF16 : TG_F32;
+}
+
+int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, tg_err *e) {
+    const recompute_mode rc = strcmp(c->train.recompute, "full") == 0        ? RECOMPUTE_FULL
+                              : strcmp(c->train.recompute, "selective") == 0 ? RECOMPUTE_SELECTIVE
+                                                                              : RECOMPUTE_NONE;
+    const gpt_shape s = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.seq_len, c->model.vocab_size,
+                         c->model.vocab_multiple, c->parallel.sp, rc, (float)c->model.dropout};
+    return gpt_dims_of(d, &s, tp, tp_rank, e);
 }

@@ -1,11 +1,11 @@
-#include "model/plan.h"
+#include "train/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gpt.h"
-#include "model/optim.h"
+#include "train/optim.h"
 #include "parallel/comm.h"
 
 typedef struct layout {
