@@ -169,3 +169,19 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
     free(ls);
     return 0;
 }
+
+int plan_main(const tg_config *c, const plan_opts *o, const char *json_path) {
+    tg_err e;
+    FILE *json = NULL;
+    if (json_path && !(json = fopen(json_path, "w"))) {
+        fprintf(stderr, "train_gpt: error: %s: cannot create the plan's JSON file\n", json_path);
+        return 1;
+    }
+    const int rc = plan_print(c, o, stdout, json, &e);
+    if (json && fclose(json) != 0 && rc == 0) {
+        fprintf(stderr, "train_gpt: error: %s: cannot write the plan's JSON file\n", json_path);
+        return 1;
+    }
+    if (rc) fprintf(stderr, "train_gpt: error: %s\n", e.msg);
+    return rc ? 1 : 0;
+}

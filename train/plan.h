@@ -19,4 +19,8 @@ typedef struct plan_opts {
 /* Prints the table (and one JSON object per layout when json != NULL). */
 int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e);
 
+/* The --plan mode: the table on stdout, the JSON lines into json_path (if
+ * not NULL). Returns the exit status (1 with a message on an error). */
+int plan_main(const tg_config *c, const plan_opts *o, const char *json_path);
+
 #endif

@@ -1,0 +1,65 @@
+#include "train/args.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/run.h"
+
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
+               "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
+               "       %s --version   (the commit and the backends compiled in)\n"
+               "       %s --help\n\n"
+               "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
+               "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
+               "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
+               "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
+               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n",
+            PROG, PROG, PROG, PROG);
+    config_print_help(f);
+}
+
+void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
+    config_defaults(cfg);
+    const char *config_path = NULL;
+    double num;
+    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL};
+    tg_err e;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(argv[i], "--version") == 0) {
+            a->mode = MODE_VERSION;
+            return;
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            if (config_path && tg_fail(&e, "--config given twice ('%s', then '%s'): give one", config_path, argv[i + 1]))
+                tg_die(PROG, &e);
+            config_path = argv[++i];
+        } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
+            i++;
+        } else if (strcmp(argv[i], "--plan") == 0) {
+            a->mode = MODE_PLAN;
+        } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
+            if (config_parse_number("--devices", argv[++i], true, 1, 1 << 20, &num, &e)) tg_die(PROG, &e);
+            a->plan.devices = (int)num;
+        } else if (strcmp(argv[i], "--device-gib") == 0 && i + 1 < argc) {
+            if (config_parse_number("--device-gib", argv[++i], false, 1e-6, 1 << 20, &num, &e)) tg_die(PROG, &e);
+            a->plan.device_bytes = num * 1024 * 1024 * 1024;
+        } else if (strcmp(argv[i], "--plan-json") == 0 && i + 1 < argc) {
+            a->plan_json = argv[++i];
+        } else {
+            fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
+            exit(2);
+        }
+    }
+    if (!config_path) {
+        fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);
+        exit(2);
+    }
+    if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
+    for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
+        if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+}

@@ -1,0 +1,22 @@
+/* The command line: the mode (train, --plan, --version), the config with
+ * its --set overrides applied in order, and the planner's options. */
+#ifndef TRAIN_ARGS_H
+#define TRAIN_ARGS_H
+
+#include "train/config.h"
+#include "train/plan.h"
+
+typedef enum { MODE_TRAIN, MODE_PLAN, MODE_VERSION } run_mode;
+
+typedef struct args {
+    run_mode mode;
+    plan_opts plan;        /* --devices, --device-gib */
+    const char *plan_json; /* --plan-json FILE, or NULL */
+} args;
+
+/* Fills cfg (defaults, the --config file, then each --set in order) and a.
+ * Prints --help and exits 0; exits 2 on a malformed command line and 1 on a
+ * bad config, with a message naming the argument, file or key. */
+void args_parse(int argc, char **argv, tg_config *cfg, args *a);
+
+#endif

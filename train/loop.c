@@ -1,0 +1,73 @@
+/* The training loop: steps until train.steps, with evaluations, checkpoints
+ * and samples at their intervals, and a stop on SIGTERM, SIGINT or SIGUSR1
+ * that every rank agrees on. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/run.h"
+
+
+static void save(run *r) {
+    tg_err e;
+    double t0 = now_ms();
+    int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, r->rank == 0, &e);
+    if (rc < 0) tg_die(PROG, &e);
+    if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);
+    else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
+}
+
+
+static bool every(int step, int n) { return n > 0 && step % n == 0; }
+
+/* The signal asking the job to stop (0: none), agreed by every rank (the
+ * largest any rank got), so that all of them stop after the same step. */
+static int agreed_stop_signal(run *r) {
+    float sig = (float)stop_watch_signal(r->stop);
+    if (r->cfg.parallel.project || r->tp->size * r->dp->size == 1) return (int)sig;
+    tg_err e;
+    if (comm_all_reduce(r->tp, &sig, 1, REDUCE_MAX, &e) || comm_all_reduce(r->dp, &sig, 1, REDUCE_MAX, &e))
+        tg_die(PROG, &e);
+    return (int)sig;
+}
+
+/* SIGTERM, SIGINT or SIGUSR1 arrived: the step in flight has finished;
+ * save it (atomically, as every save) and exit as a signalled program. */
+static void stop_on_signal(run *r, int sig) {
+    const bool keep = !r->cfg.parallel.project;
+    if (keep && r->state.step > 0) {
+        save(r);
+        /* Nobody exits before the writer has renamed the checkpoint into
+         * place: a launcher stops the others when the first rank ends. */
+        float done = 1.0f;
+        tg_err e;
+        if (comm_all_reduce(r->tp, &done, 1, REDUCE_SUM, &e) || comm_all_reduce(r->dp, &done, 1, REDUCE_SUM, &e))
+            tg_die(PROG, &e);
+    }
+    printf("stopped on SIG%s after step %d%s\n", sigabbrev_np(sig), r->state.step,
+           keep && r->state.step > 0 ? "; run the same command to resume from that checkpoint" : "");
+    fflush(stdout);
+    if (r->log) fclose(r->log);
+    exit(128 + sig);
+}
+
+int run_train(run *r) {
+    const tg_config *c = &r->cfg;
+    const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
+    const bool can_eval = keep && r->val != NULL, can_sample = keep && r->tok != NULL;
+    int sig = agreed_stop_signal(r);
+    while (!sig && r->state.step < c->train.steps) {
+        run_train_step(r);
+        if ((sig = agreed_stop_signal(r)) != 0) break;
+        const int s = r->state.step;
+        const bool last = s == c->train.steps;
+        if (can_eval && (every(s, c->out.eval_every) || last)) report_eval(r, run_evaluate(r));
+        if (keep && every(s, c->out.save_every) && !last) save(r);
+        if (can_sample && every(s, c->out.sample_every) && !last) run_sample(r);
+    }
+    if (sig) stop_on_signal(r, sig);
+    if (keep && c->out.save_final) save(r);
+    if (can_sample) run_sample(r);
+    report_peak_memory(r);
+    return 0;
+}

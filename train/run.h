@@ -1,0 +1,85 @@
+/* One rank's training run: the state main builds from the command line and
+ * the environment, shared by the steps, the logging, the sampler and the
+ * loop. train_gpt.c parses the arguments, builds the run and loops. */
+#ifndef TRAIN_RUN_H
+#define TRAIN_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data/shards.h"
+#include "data/tokenizer.h"
+#include "model/gpt.h"
+#include "parallel/bootstrap.h"
+#include "parallel/comm.h"
+#include "parallel/topology.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/optim.h"
+#include "train/stop.h"
+
+#define PROG "train_gpt"
+
+typedef struct run {
+    tg_config cfg;
+    const tg_ops *ops;
+    topology topo;          /* this rank's place: rank, world, TP and DP groups */
+    int rank, world;        /* global rank and world size */
+    bootstrap *bs;          /* TCP rendezvous (NULL for a single rank) */
+    comm *tp, *dp;          /* this rank's tensor- and data-parallel groups */
+    gpt *model;
+    optim *opt;
+    shard_set *train, *val;
+    tokenizer *tok;
+    FILE *log;
+    ckpt_state state;       /* steps done and the data position after them */
+    int32_t *window;        /* one global batch: global_batch*T + 1 tokens */
+    int32_t *inputs, *targets; /* one micro-batch */
+    double train_ms_total;
+    int train_steps_timed;
+    uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */
+    double comm_s_at_step_start;                 /* measured (real) or modeled (projected) */
+    double flops_per_token;                      /* 6N + 12 L C T, N counting every parameter once */
+    gpt_budget budget;      /* this rank's planned bytes */
+    double peak_tflops;     /* of one device, for MFU (0: unknown) */
+    stop_watch *stop;       /* SIGTERM/SIGINT/SIGUSR1: save and exit after this step */
+    int resumed_step;       /* the checkpoint this run resumed from, or -1 */
+    int skipped_in_a_row;   /* consecutive steps dropped for non-finite values (on_nonfinite = skip) */
+} run;
+
+/* train/setup.c: the topology (from the environment, or one process
+ * standing for rank 0 under parallel.project), then backend, ranks, data,
+ * model, optimizer, state and log; exits with a message on any error. */
+void run_resolve_topology(tg_config *cfg, topology *topo);
+void run_setup(run *r);
+void run_teardown(run *r);
+
+/* train/step.c */
+double now_ms(void);
+/* Mean loss over one window (a global batch) in r->window; accumulates
+ * gradients when `train` is set. */
+float run_window(run *r, bool train);
+/* Validation loss over out.eval_batches windows. */
+float run_evaluate(run *r);
+/* One optimizer step: the next window, forward and backward, the update
+ * (or the non-finite policy), and its log line. */
+void run_train_step(run *r);
+
+/* train/report.c: stdout, and rank 0's log.jsonl */
+void report_budget(const gpt_budget *b);
+void report_open_log(run *r);
+void report_train(run *r, float loss, double lr, double norm, double ms, bool skipped);
+void report_eval(run *r, float val);
+void report_peak_memory(run *r);
+/* Seconds of communication so far: measured in a real run, modeled in a projected one. */
+double report_comm_seconds(const run *r);
+
+/* train/sample.c: a generated sample (every rank runs it; rank 0 prints) */
+void run_sample(run *r);
+
+/* train/loop.c: steps, evaluations, checkpoints, samples and signals until
+ * train.steps; returns the exit status (or exits). */
+int run_train(run *r);
+
+#endif

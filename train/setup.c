@@ -1,0 +1,257 @@
+/* Building a run: backend, ranks and their communicators, data, model,
+ * optimizer, initial state and the log; and taking it down. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cpu/gemm.h"
+#include "parallel/numa_bind.h"
+#include "train/run.h"
+#include "train/runlog.h"
+#include "util/fs.h"
+
+/* The topology: from the launcher's environment, or, under
+ * parallel.project, one process standing for rank 0 of tp x dp. Resolves
+ * parallel.dp and validates the config against the world size. */
+void run_resolve_topology(tg_config *cfg, topology *topo) {
+    tg_err e;
+    if (cfg->parallel.project) { /* one real process standing for rank 0 of tp x dp */
+        const bool launched = topology_from_env(topo, 1, &e) || topo->world != 1;
+        topology_free(topo); /* topology_init starts from a zeroed struct */
+        if (launched || topology_init(topo, 0, 1, 0, 1, 1, &e)) {
+            tg_fail(&e, "%s: parallel.project runs as one process: start it without a launcher", cfg->source);
+            tg_die(PROG, &e);
+        }
+        int virtual_world = cfg->parallel.tp * (cfg->parallel.dp > 0 ? cfg->parallel.dp : 1);
+        config_resolve_layout(cfg, virtual_world);
+        if (config_validate(cfg, virtual_world, &e)) tg_die(PROG, &e);
+        return;
+    }
+    if (topology_from_env(topo, cfg->parallel.tp, &e)) {
+        tg_wrap(&e, "%s", cfg->source);
+        tg_die(PROG, &e);
+    }
+    config_resolve_layout(cfg, topo->world);
+    if (config_validate(cfg, topo->world, &e)) tg_die(PROG, &e);
+}
+
+/* The compute backend of this rank: the CPU, or the CUDA device of its
+ * local rank (ranks beyond the device count share devices round-robin). */
+static const tg_ops *open_backend(const tg_config *c, int local_rank) {
+    const tg_dtype act = config_act_dtype(c);
+    tg_err e;
+    if (strcmp(c->device, "cuda") != 0) {
+        if (act == TG_F32) return ops_cpu();
+        tg_ops *o = ops_cpu_bf16_create(&e);
+        if (!o) tg_die(PROG, &e);
+        return o;
+    }
+    tg_ops *o = ops_cuda_create(local_rank, act, &e);
+    if (!o) {
+        tg_wrap(&e, "%s: device = \"cuda\"", c->source);
+        tg_die(PROG, &e);
+    }
+    return o;
+}
+
+/* parallel.comm = auto: NCCL on CUDA when every rank of the node has its
+ * own GPU (NCCL refuses two ranks on one), else the shm communicator. */
+static bool use_nccl(const tg_config *c, const topology *t) {
+    if (strcmp(c->parallel.comm, "nccl") == 0) return true;
+    if (strcmp(c->parallel.comm, "shm") == 0 || strcmp(c->device, "cuda") != 0) return false;
+    return t->local_world <= ops_cuda_device_count();
+}
+
+
+static comm *connect_group(run *r, bool nccl, const char *name, const int *ranks, int size, int index) {
+    tg_err e;
+    const double timeout = r->cfg.parallel.timeout_s;
+    /* parallel.comm = nccl named outright: NCCL even for a group of one */
+    const bool always = strcmp(r->cfg.parallel.comm, "nccl") == 0;
+    comm *g = !nccl  ? comm_shm_create(r->bs, name, ranks, size, index, timeout, &e)
+              : always ? comm_nccl_create_at_size_1(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e)
+                       : comm_nccl_create(r->bs, name, ranks, size, index, &r->ops->mem, timeout, &e);
+    if (!g) tg_die(PROG, &e);
+    if (!nccl) comm_use_memory(g, &r->ops->mem);
+    return g;
+}
+
+/* Reads the evaluation windows once at start, so a bad token in them stops
+ * the run now rather than at the first evaluation. */
+static void check_val_tokens(run *r) {
+    const long long win = (long long)r->cfg.train.global_batch * r->cfg.model.seq_len + 1;
+    int32_t *buf = tg_malloc((size_t)win * sizeof(int32_t), "validation check");
+    long long n = shards_windows_per_epoch(r->val);
+    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    data_pos pos = {0, 0};
+    tg_err e;
+    for (long long i = 0; i < n; i++)
+        if (shards_next(r->val, &pos, r->cfg.model.vocab_size, buf, &e)) tg_die(PROG, &e);
+    free(buf);
+}
+
+
+static void open_data(run *r) {
+    const tg_config *c = &r->cfg;
+    const long long advance = (long long)c->train.global_batch * c->model.seq_len;
+    tg_err e;
+    if (c->train.steps > 0) {
+        r->train = shards_open(c->data.train, advance + 1, advance, c->data.shuffle, (uint64_t)c->train.seed, &e);
+        if (!r->train) tg_die(PROG, &e);
+        printf("train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
+               shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
+    }
+    if (c->data.val[0] && c->out.eval_batches > 0) {
+        r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
+        if (!r->val) tg_die(PROG, &e);
+        check_val_tokens(r);
+        printf("val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
+               shards_total_tokens(r->val), shards_windows_per_epoch(r->val),
+               shards_windows_per_epoch(r->val) < c->out.eval_batches ? shards_windows_per_epoch(r->val)
+                                                                       : (long long)c->out.eval_batches);
+    }
+    if (c->out.sample_tokens > 0) {
+        r->tok = tokenizer_load(c->data.vocab_dir, &e);
+        if (!r->tok) tg_die(PROG, &e);
+    }
+}
+
+/* Weights and optimizer state: resumed, loaded from init_from, or fresh. */
+static void init_state(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    char dir[1100];
+    r->state.step = 0;
+    r->state.pos = (data_pos){0, 0};
+    r->resumed_step = -1;
+    int last = ckpt_latest(c->out.dir, dir, sizeof dir);
+    if (last >= 0 && !c->out.resume) {
+        tg_fail(&e, "out.dir '%s' already holds checkpoints (newest: step %d) and out.resume is false: "
+                    "choose another out.dir, or set out.resume=true to continue", c->out.dir, last);
+        tg_die(PROG, &e);
+    }
+    if (last >= 0) {
+        if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
+            ckpt_load_state(dir, c, &r->state, &e))
+            tg_die(PROG, &e);
+        printf("resumed from %s (step %d)\n", dir, r->state.step);
+        r->resumed_step = r->state.step;
+    } else if (c->model.init_from[0]) {
+        if (ckpt_load_model(c->model.init_from, r->model, &e)) tg_die(PROG, &e);
+        printf("initialised weights from %s\n", c->model.init_from);
+    } else {
+        gpt_init_weights(r->model, (uint64_t)c->train.seed);
+    }
+}
+
+/* Rank 0 speaks for the job on stdout; every other rank writes its own
+ * output to out.dir/logs/rank_R.out (whatever launched it), keeping stderr
+ * for errors, which the launcher reports. */
+static void redirect_rank_output(const run *r) {
+    char dir[CFG_PATH_MAX + 16], path[CFG_PATH_MAX + 48];
+    tg_err e;
+    snprintf(dir, sizeof dir, "%s/logs", r->cfg.out.dir);
+    snprintf(path, sizeof path, "%s/rank_%d.out", dir, r->rank);
+    if (fs_mkdir_p(dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the directory of rank %d's log", r->rank);
+        tg_die(PROG, &e);
+    }
+    if (!freopen(path, "a", stdout)) {
+        tg_fail(&e, "%s: cannot open rank %d's log", path, r->rank);
+        tg_die(PROG, &e);
+    }
+}
+
+
+static void connect_ranks(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    r->rank = r->topo.rank;
+    r->world = r->topo.world;
+    if (r->rank != 0) redirect_rank_output(r);
+    char msg[256];
+    numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
+    if (c->parallel.project) {
+        comm_link link = {c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6};
+        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, link);
+        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link);
+        comm_use_memory(r->tp, &r->ops->mem);
+        comm_use_memory(r->dp, &r->ops->mem);
+        printf("PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
+               "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
+               c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
+    } else if (r->world == 1 && strcmp(c->parallel.comm, "nccl") != 0) {
+        r->tp = comm_null_create("tp", 0, 1);
+        r->dp = comm_null_create("dp", 0, 1);
+        comm_use_memory(r->tp, &r->ops->mem);
+        comm_use_memory(r->dp, &r->ops->mem);
+    } else {
+        const bool nccl = use_nccl(c, &r->topo);
+        r->bs = bootstrap_create(&r->topo, c->parallel.timeout_s, &e);
+        if (!r->bs) tg_die(PROG, &e);
+        r->tp = connect_group(r, nccl, "tp", r->topo.tp_ranks, r->topo.tp, r->topo.tp_rank);
+        r->dp = connect_group(r, nccl, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank);
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; communicator %s", nccl ? "nccl" : "shm");
+    }
+    printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->tp->size, r->dp->size,
+           c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
+}
+
+
+void run_setup(run *r) {
+    tg_config *c = &r->cfg;
+    tg_err e;
+    r->ops = open_backend(c, r->topo.local_rank);
+    connect_ranks(r);
+    open_data(r);
+    gpt_dims d;
+    if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
+    const bool zero = c->parallel.zero == 1;
+    gpt_budget b = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
+                                r->ops->workspace_bytes);
+    r->budget = b;
+    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len,
+                          optim_buffer_len(gpt_param_count(&d), r->dp->size, zero));
+    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
+    size_t full_params = 0, local_params = 0;
+    for (int i = 0; i < r->model->n_tensors; i++) {
+        full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
+        local_params += r->model->tensors[i].numel;
+    }
+    printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
+           d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, local_params);
+    r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
+    printf("batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
+           c->train.global_batch, d.T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
+    if (r->ops == ops_cpu()) printf("backend: cpu (matmul kernel %s)\n", cpu_gemm_kernel_name());
+    else printf("backend: %s, %s, %s activations\n", r->ops->name, r->ops->device, tg_dtype_name(r->ops->act));
+    r->peak_tflops = c->device_peak_tflops > 0 ? c->device_peak_tflops : r->ops->peak_tflops(r->ops);
+    report_budget(&b);
+    init_state(r);
+    const size_t win = (size_t)c->train.global_batch * d.T + 1, micro = (size_t)c->train.micro_batch * d.T;
+    r->window = tg_malloc(win * sizeof(int32_t), "batch window");
+    r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
+    r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
+    if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the run directory");
+        tg_die(PROG, &e);
+    }
+    if (r->rank == 0) report_open_log(r);
+}
+
+void run_teardown(run *r) {
+    if (r->log) fclose(r->log);
+    free(r->window);
+    free(r->inputs);
+    free(r->targets);
+    tokenizer_free(r->tok);
+    shards_close(r->train);
+    shards_close(r->val);
+    optim_free(r->opt);
+    gpt_free(r->model);
+    comm_destroy(r->tp);
+    comm_destroy(r->dp);
+    bootstrap_destroy(r->bs);
+    ops_destroy(r->ops);
+    topology_free(&r->topo);
+    stop_watch_end(r->stop);
+}

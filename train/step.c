@@ -1,0 +1,140 @@
+/* One step of training, and the evaluation that shares its window loop:
+ * a global batch split over DP and micro-batches, forward, backward, the
+ * optimizer's update, and what a non-finite loss or norm makes of it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/run.h"
+#include "train/runlog.h"
+
+
+double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/* Sequences [first, first + B) of the window as inputs and shifted targets. */
+static void slice_micro_batch(run *r, int first) {
+    const int B = r->cfg.train.micro_batch, T = r->cfg.model.seq_len;
+    for (int k = 0; k < B; k++) {
+        const int32_t *src = r->window + (size_t)(first + k) * T;
+        memcpy(r->inputs + (size_t)k * T, src, (size_t)T * sizeof(int32_t));
+        memcpy(r->targets + (size_t)k * T, src + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
+/* Mean loss over one window (a global batch); accumulates gradients when
+ * `train` is set. DP rank d takes sequences [d*G/dp, (d+1)*G/dp) of the
+ * window, micro-batch by micro-batch; the loss is averaged over DP. */
+float run_window(run *r, bool train) {
+    const tg_config *c = &r->cfg;
+    const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
+    const int first = r->dp->rank * (c->train.global_batch / r->dp->size);
+    const float dloss = 1.0f / ((float)c->train.global_batch * T);
+    tg_err e;
+    double sum = 0.0;
+    for (int m = 0; m < accum; m++) {
+        slice_micro_batch(r, first + m * B);
+        /* Masks keyed by the step and the micro-batch's place in the global
+         * batch; no dropout when evaluating. */
+        gpt_set_dropout(r->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed,
+                        (uint64_t)r->state.step + 1, (uint64_t)(first + m * B) * (uint64_t)T);
+        float loss;
+        if (gpt_forward(r->model, r->inputs, r->targets, B, T, dloss, &loss, &e)) tg_die(PROG, &e);
+        if (train && gpt_backward(r->model, &e)) tg_die(PROG, &e);
+        sum += loss;
+    }
+    float mean = (float)(sum / accum) / (float)r->dp->size;
+    if (comm_all_reduce(r->dp, &mean, 1, REDUCE_SUM, &e)) tg_die(PROG, &e);
+    return mean;
+}
+
+
+float run_evaluate(run *r) {
+    data_pos pos = {0, 0};
+    long long n = shards_windows_per_epoch(r->val);
+    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    tg_err e;
+    double sum = 0.0;
+    for (long long i = 0; i < n; i++) {
+        if (shards_next(r->val, &pos, r->cfg.model.vocab_size, r->window, &e)) tg_die(PROG, &e);
+        sum += run_window(r, false);
+    }
+    return (float)(sum / n);
+}
+
+/* What a step does with its update after the finiteness check. */
+typedef enum { UPDATE_APPLY, UPDATE_SKIP, UPDATE_SKIP_AND_STOP } update_action;
+
+/* A step whose loss or global gradient norm was not finite (the optimizer
+ * applied nothing): with train.on_nonfinite = stop the run ends here,
+ * non-zero and without saving this state; with skip the step stays dropped,
+ * and the run stops once max_skipped steps in a row were. Every rank holds
+ * the same loss and norm (both reduced), so all decide alike without talking. */
+static update_action nonfinite_action(run *r, int step, float loss, double norm) {
+    const tg_config *c = &r->cfg;
+    if (strcmp(c->train.on_nonfinite, "skip") == 0) {
+        fprintf(stderr, "%s: warning: step %d: the loss is %g and the gradient norm is %g: update dropped "
+                        "(train.on_nonfinite = skip; %d in a row, train.max_skipped = %d)\n",
+                PROG, step, loss, norm, r->skipped_in_a_row + 1, c->train.max_skipped);
+        return ++r->skipped_in_a_row >= c->train.max_skipped ? UPDATE_SKIP_AND_STOP : UPDATE_SKIP;
+    }
+    if (r->log) {
+        jsonl_line l = jsonl_open(r->log);
+        jsonl_int(&l, "step", step);
+        jsonl_num(&l, "loss", "%.7g", loss);
+        jsonl_num(&l, "grad_norm", "%.7g", norm);
+        jsonl_str(&l, "stopped", "non-finite");
+        jsonl_close(&l);
+    }
+    tg_err e;
+    tg_fail(&e, "step %d: the loss is %g and the gradient norm is %g (train.on_nonfinite = stop): stopping without "
+                "saving this state; lower train.lr or set train.grad_clip, and resume from the newest checkpoint in %s",
+            step, loss, norm, c->out.dir);
+    tg_die(PROG, &e);
+}
+
+
+static void stop_after_skips(const run *r) {
+    tg_err e;
+    tg_fail(&e, "step %d: %d steps in a row had a non-finite loss or gradient norm (train.max_skipped = %d): stopping",
+            r->state.step, r->skipped_in_a_row, r->cfg.train.max_skipped);
+    tg_die(PROG, &e);
+}
+
+
+void run_train_step(run *r) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    double t0 = now_ms();
+    r->ops->timer_begin(r->ops);
+    memcpy(r->bytes_at_step_start[0], r->tp->bytes_sent, sizeof r->bytes_at_step_start[0]);
+    memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
+    r->comm_s_at_step_start = report_comm_seconds(r);
+    if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
+    gpt_zero_grads(r->model);
+    float loss = run_window(r, true);
+    int s = r->state.step + 1;
+    optim_report rep;
+    if (optim_update(r->opt, r->model, c, s, loss, &rep, &e)) tg_die(PROG, &e);
+    const update_action act = rep.applied ? UPDATE_APPLY : nonfinite_action(r, s, loss, rep.grad_norm);
+    const double lr = rep.lr, norm = rep.grad_norm;
+    r->state.step = s;
+    /* The device's own clock where there is one (CUDA events around the
+     * step), else the wall clock. */
+    const double device_ms = r->ops->timer_end_ms(r->ops);
+    double ms = device_ms >= 0 ? device_ms : now_ms() - t0;
+    if (s > 1 || c->train.steps == 1) { /* the first step pays for page faults */
+        r->train_ms_total += ms;
+        r->train_steps_timed++;
+    } else {
+        r->train_ms_total = ms;
+        r->train_steps_timed = 1;
+    }
+    if (act == UPDATE_APPLY) r->skipped_in_a_row = 0;
+    report_train(r, loss, lr, norm, ms, act != UPDATE_APPLY);
+    if (act == UPDATE_SKIP_AND_STOP) stop_after_skips(r);
+}
