@@ -3,7 +3,8 @@
  *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2);
  *   2. turn each byte of a piece into that byte's token;
  *   3. while some adjacent pair of tokens has a merge rank (its line in
- *      vocab.bpe), merge every occurrence of the lowest-ranked pair.
+ *      vocab.bpe), merge every occurrence of the lowest-ranked pair
+ *      (through a heap of adjacent pairs: O(n log n) in the piece's length).
  * Tokens are integer ids throughout; strings appear only while loading.
  *
  * Two places where gpt-3-encoder differs from a textbook GPT-2, matched here:
@@ -20,6 +21,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include "data/tokenizer.h"
+#include "data/tokenizer_maps.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -27,26 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static void *xrealloc(void *p, size_t bytes, const char *what) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) {
-        fprintf(stderr, "error: out of memory growing %s to %zu bytes\n", what, bytes);
-        exit(1);
-    }
-    return q;
-}
-
-/* Makes room for `more` elements of `size` bytes in a doubling array. */
-static void reserve(void **arr, size_t *cap, size_t used, size_t more, size_t size, const char *what) {
-    if (used + more <= *cap) return;
-    size_t c = *cap ? *cap : 64;
-    while (c < used + more) c *= 2;
-    *arr = xrealloc(*arr, c * size, what);
-    *cap = c;
-}
 
 static int read_file(const char *path, char **buf, size_t *len, tg_err *e) {
     FILE *f = fopen(path, "rb");
@@ -70,121 +52,6 @@ static int read_file(const char *path, char **buf, size_t *len, tg_err *e) {
     *buf = b;
     *len = n;
     return 0;
-}
-
-/* ---- string -> (v0, v1) hash map with an arena of keys ------------------ */
-
-#define SLOT_EMPTY UINT32_MAX
-
-typedef struct strmap_slot {
-    uint32_t hash, off, len; /* len == SLOT_EMPTY: unused */
-    uint32_t v0, v1;
-} strmap_slot;
-
-typedef struct strmap {
-    strmap_slot *slots;
-    size_t cap, count; /* cap: 0 or a power of two, at most half full */
-    char *keys;
-    size_t keys_n, keys_cap;
-} strmap;
-
-static uint32_t hash_bytes(const char *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
-
-static strmap_slot *strmap_find(const strmap *m, const char *s, size_t n, uint32_t h) {
-    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        strmap_slot *sl = &m->slots[i];
-        if (sl->len == SLOT_EMPTY) return sl;
-        if (sl->hash == h && sl->len == n && memcmp(m->keys + sl->off, s, n) == 0) return sl;
-    }
-}
-
-static int strmap_get(const strmap *m, const char *s, size_t n, uint32_t *v0, uint32_t *v1) {
-    if (!m->cap) return 0;
-    const strmap_slot *sl = strmap_find(m, s, n, hash_bytes(s, n));
-    if (sl->len == SLOT_EMPTY) return 0;
-    if (v0) *v0 = sl->v0;
-    if (v1) *v1 = sl->v1;
-    return 1;
-}
-
-static void strmap_grow(strmap *m) {
-    strmap old = *m;
-    m->cap = old.cap ? old.cap * 2 : 1024;
-    m->slots = tg_malloc(m->cap * sizeof *m->slots, "tokenizer hash table");
-    memset(m->slots, 0xff, m->cap * sizeof *m->slots);
-    for (size_t i = 0; i < old.cap; i++) {
-        const strmap_slot *sl = &old.slots[i];
-        if (sl->len != SLOT_EMPTY) *strmap_find(m, old.keys + sl->off, sl->len, sl->hash) = *sl;
-    }
-    free(old.slots);
-}
-
-/* Inserts or overwrites. Keys must be shorter than 4 GiB in all. */
-static void strmap_put(strmap *m, const char *s, size_t n, uint32_t v0, uint32_t v1) {
-    if (2 * (m->count + 1) > m->cap) strmap_grow(m);
-    uint32_t h = hash_bytes(s, n);
-    strmap_slot *sl = strmap_find(m, s, n, h);
-    if (sl->len == SLOT_EMPTY) {
-        reserve((void **)&m->keys, &m->keys_cap, m->keys_n, n, 1, "tokenizer hash keys");
-        memcpy(m->keys + m->keys_n, s, n);
-        *sl = (strmap_slot){h, (uint32_t)m->keys_n, (uint32_t)n, 0, 0};
-        m->keys_n += n;
-        m->count++;
-    }
-    sl->v0 = v0;
-    sl->v1 = v1;
-}
-
-static void strmap_free(strmap *m) {
-    free(m->slots);
-    free(m->keys);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---- (left id, right id) -> (rank, merged id) hash map ------------------ */
-
-#define PAIR_EMPTY UINT64_MAX
-
-typedef struct pair_slot {
-    uint64_t key; /* left << 32 | right */
-    int32_t rank, merged;
-} pair_slot;
-
-typedef struct pairmap {
-    pair_slot *slots;
-    size_t cap, count;
-} pairmap;
-
-static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
-
-static pair_slot *pair_find(const pairmap *m, uint64_t key) {
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (m->cap - 1);
-    for (;; i = (i + 1) & (m->cap - 1))
-        if (m->slots[i].key == key || m->slots[i].key == PAIR_EMPTY) return &m->slots[i];
-}
-
-static const pair_slot *pair_get(const pairmap *m, int32_t a, int32_t b) {
-    const pair_slot *s = pair_find(m, pair_key(a, b));
-    return s->key == PAIR_EMPTY ? NULL : s;
-}
-
-static void pair_put(pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged) {
-    if (2 * (m->count + 1) > m->cap) {
-        pairmap old = *m;
-        m->cap = old.cap ? old.cap * 2 : 1 << 16;
-        m->slots = tg_malloc(m->cap * sizeof *m->slots, "BPE merge table");
-        for (size_t i = 0; i < m->cap; i++) m->slots[i].key = PAIR_EMPTY;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.slots[i].key != PAIR_EMPTY) *pair_find(m, old.slots[i].key) = old.slots[i];
-        free(old.slots);
-    }
-    pair_slot *s = pair_find(m, pair_key(a, b));
-    if (s->key == PAIR_EMPTY) m->count++;
-    *s = (pair_slot){pair_key(a, b), rank, merged};
 }
 
 /* ---- the tokenizer ------------------------------------------------------ */
@@ -496,47 +363,89 @@ static size_t utf8_first_invalid(const unsigned char *s, size_t len) {
 #define CACHE_MAX_PIECE 64
 #define CACHE_MAX_ENTRIES (1u << 18)
 
+/* One symbol of the word being merged: a doubly linked list over the
+ * positions of the piece's bytes (a symbol keeps the position of its first
+ * byte); rank is that of the pair it starts (PAIR_NONE: none). */
+#define PAIR_NONE INT32_MAX
+typedef struct bpe_sym {
+    int32_t tok, rank, prev, next; /* prev/next: -1 at the ends */
+} bpe_sym;
+
 /* Scratch state of one tokenizer_encode call. */
 typedef struct encoder {
     const tokenizer *t;
     pcre2_match_data *md;
     strmap cache; /* piece bytes -> (offset in pool, token count) */
     int32_t *pool, *word;
-    size_t pool_n, pool_cap, word_cap;
+    bpe_sym *sym;
+    uint64_t *heap; /* binary min-heap of rank << 32 | position */
+    size_t pool_n, pool_cap, word_cap, sym_cap, heap_n, heap_cap;
 } encoder;
 
-/* Merges every occurrence of the pair p in w[0..n), left to right. */
-static size_t merge_pair(int32_t *w, size_t n, const pair_slot *p) {
-    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        if (i + 1 < n && w[i] == a && w[i + 1] == b) {
-            w[o++] = p->merged;
-            i += 2;
-        } else {
-            w[o++] = w[i++];
-        }
-    }
-    return o;
+static void heap_push(encoder *enc, int32_t rank, size_t pos) {
+    reserve((void **)&enc->heap, &enc->heap_cap, enc->heap_n, 1, sizeof *enc->heap, "BPE heap");
+    uint64_t *h = enc->heap, key = (uint64_t)(uint32_t)rank << 32 | pos;
+    size_t i = enc->heap_n++;
+    for (; i > 0 && h[(i - 1) / 2] > key; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = key;
 }
 
-/* gpt-3-encoder's bpe(): on a tie of ranks (possible only through the comma
- * quirk) it takes the last such pair in the word, hence `<=`. Leaves the
+static uint64_t heap_pop(encoder *enc) {
+    uint64_t *h = enc->heap, top = h[0], last = h[--enc->heap_n];
+    size_t n = enc->heap_n, i = 0;
+    for (size_t c = 1; c < n; i = c, c = 2 * c + 1) {
+        if (c + 1 < n && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+    }
+    if (n) h[i] = last;
+    return top;
+}
+
+/* Recomputes the rank of the pair starting at symbol i and queues it. */
+static void rank_pair(encoder *enc, int32_t i) {
+    bpe_sym *s = &enc->sym[i];
+    const pair_slot *p = s->next < 0 ? NULL : pair_get(&enc->t->merges, s->tok, enc->sym[s->next].tok);
+    s->rank = p ? p->rank : PAIR_NONE;
+    if (p) heap_push(enc, p->rank, (size_t)i);
+}
+
+/* Byte tokens of s[0..n) as a linked list, every ranked pair queued. */
+static void bpe_init(encoder *enc, const unsigned char *s, size_t n) {
+    reserve((void **)&enc->sym, &enc->sym_cap, 0, n, sizeof *enc->sym, "BPE symbols");
+    for (size_t i = 0; i < n; i++)
+        enc->sym[i] = (bpe_sym){enc->t->byte_token[s[i]], PAIR_NONE, (int32_t)i - 1,
+                                i + 1 < n ? (int32_t)i + 1 : -1};
+    enc->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++) rank_pair(enc, (int32_t)i);
+}
+
+/* Merges pairs lowest rank first, leftmost first among equal ranks, which is
+ * gpt-3-encoder's "merge every occurrence of the lowest-ranked pair, left to
+ * right" as long as a merge never makes a pair ranked at or below its own
+ * (true of GPT-2's merges, where a token's merge precedes those using it).
+ * Heap entries go stale when a neighbour merges; popping checks the symbol
+ * still starts a pair of that rank. O(n log n) for n bytes. Leaves the
  * tokens in enc->word and returns their count. */
 static size_t bpe(encoder *enc, const unsigned char *s, size_t n) {
-    reserve((void **)&enc->word, &enc->word_cap, 0, n, sizeof *enc->word, "BPE word");
-    int32_t *w = enc->word;
-    for (size_t i = 0; i < n; i++) w[i] = enc->t->byte_token[s[i]];
-    while (n > 1) {
-        const pair_slot *best = NULL;
-        for (size_t i = 0; i + 1 < n; i++) {
-            const pair_slot *p = pair_get(&enc->t->merges, w[i], w[i + 1]);
-            if (p && (!best || p->rank <= best->rank)) best = p;
-        }
-        if (!best) break;
-        n = merge_pair(w, n, best);
+    bpe_init(enc, s, n);
+    bpe_sym *sym = enc->sym;
+    while (enc->heap_n) {
+        uint64_t top = heap_pop(enc);
+        int32_t i = (int32_t)(uint32_t)top, rank = (int32_t)(top >> 32);
+        if (sym[i].rank != rank) continue; /* stale: merged or re-ranked since */
+        bpe_sym *right = &sym[sym[i].next];
+        sym[i].tok = pair_get(&enc->t->merges, sym[i].tok, right->tok)->merged;
+        sym[i].next = right->next;
+        if (right->next >= 0) sym[right->next].prev = i;
+        right->rank = PAIR_NONE; /* the right symbol is gone */
+        rank_pair(enc, i);
+        if (sym[i].prev >= 0) rank_pair(enc, sym[i].prev);
     }
-    return n;
+    reserve((void **)&enc->word, &enc->word_cap, 0, n, sizeof *enc->word, "BPE word");
+    size_t k = 0;
+    for (int32_t i = n ? 0 : -1; i >= 0; i = sym[i].next) enc->word[k++] = sym[i].tok;
+    return k;
 }
 
 static void append(int32_t **arr, size_t *n, size_t *cap, const int32_t *src, size_t k) {
@@ -595,5 +504,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t *
     strmap_free(&enc.cache);
     free(enc.pool);
     free(enc.word);
+    free(enc.sym);
+    free(enc.heap);
     return rc;
 }

@@ -79,6 +79,35 @@ decode_all "$cases/hard" >"$tmp/hard_roundtrip"
 why="$(cmp "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected" 2>&1)" \
     check hard_decode_roundtrip cmp -s "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected"
 
+# ---- BPE cost grows as n log n on one long pre-token -------------------
+# 320K letters without a space (the KJV's letters, one \p{L}+ piece) as one
+# document, against the same letters as eight 40K documents. Same bytes, so
+# linear work takes equal time; quadratic merging would take 8x (the old
+# round-by-round merge loop took 2.5x, 15 s against 6 s). Best of 3 runs
+# each, loading the vocabulary included in both, to ride out a loaded machine.
+bpe="$tmp/bpe" && mkdir -p "$bpe"
+tr -cd 'A-Za-z' <assets/kjv.txt | head -c 320000 >"$bpe/one_320k.txt"
+split -b 40000 -d "$bpe/one_320k.txt" "$bpe/part_"
+wall_best() { # PREPARE-ARGS...: fastest wall time of 3 runs, in seconds
+    local best="" t0 t1 i
+    for i in 1 2 3; do
+        t0=$(date +%s.%N)
+        "$prepare" "$@" --out "$bpe/out" >/dev/null 2>&1 || { echo 999; return; }
+        t1=$(date +%s.%N)
+        best=$(awk -v a="$t0" -v b="$t1" -v m="$best" 'BEGIN { d = b - a; print (m == "" || d < m) ? d : m }')
+    done
+    echo "$best"
+}
+parts=()
+for f in "$bpe"/part_*; do parts+=(--input "$f"); done
+t_one=$(wall_best --input "$bpe/one_320k.txt")
+t_eight=$(wall_best "${parts[@]}")
+echo "# BPE: one 320K-letter document ${t_one}s, eight 40K ones ${t_eight}s (wall, with loading)"
+why="one 320K-letter document took ${t_one}s (bound 2.5s)" \
+    check bpe_320k_letters_fast awk -v t="$t_one" 'BEGIN { exit !(t < 2.5) }'
+why="one 320K document took ${t_one}s, eight 40K ones ${t_eight}s: more than 1.8x" \
+    check bpe_long_piece_near_linear awk -v a="$t_one" -v b="$t_eight" 'BEGIN { exit !(a < 1.8 * b) }'
+
 # ---- (d) invalid UTF-8 is refused with the offset of the bad byte --------
 bad_utf8() { # NAME OFFSET PRINTF-FORMAT
     local name="$1" offset="$2" file="$tmp/bad_$1.txt" out
