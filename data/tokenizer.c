@@ -378,27 +378,39 @@ typedef struct encoder {
     strmap cache; /* piece bytes -> (offset in pool, token count) */
     int32_t *pool, *word;
     bpe_sym *sym;
-    uint64_t *heap; /* binary min-heap of rank << 32 | position */
+    uint64_t *heap; /* min-heap of rank << 32 | position */
     size_t pool_n, pool_cap, word_cap, sym_cap, heap_n, heap_cap;
 } encoder;
 
-static void heap_push(encoder *enc, int32_t rank, size_t pos) {
-    reserve((void **)&enc->heap, &enc->heap_cap, enc->heap_n, 1, sizeof *enc->heap, "BPE heap");
-    uint64_t *h = enc->heap, key = (uint64_t)(uint32_t)rank << 32 | pos;
-    size_t i = enc->heap_n++;
-    for (; i > 0 && h[(i - 1) / 2] > key; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+/* The heap is 4-ary: half the depth of a binary one, and a node's children
+ * share a cache line, which matters once a long piece's heap outgrows the
+ * caches. */
+static void heap_sift_up(uint64_t *h, size_t i, uint64_t key) {
+    for (; i > 0 && h[(i - 1) / 4] > key; i = (i - 1) / 4) h[i] = h[(i - 1) / 4];
     h[i] = key;
 }
 
-static uint64_t heap_pop(encoder *enc) {
-    uint64_t *h = enc->heap, top = h[0], last = h[--enc->heap_n];
-    size_t n = enc->heap_n, i = 0;
-    for (size_t c = 1; c < n; i = c, c = 2 * c + 1) {
-        if (c + 1 < n && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
+static void heap_sift_down(uint64_t *h, size_t n, size_t i, uint64_t key) {
+    for (size_t c; (c = 4 * i + 1) < n; i = c) {
+        size_t end = c + 4 < n ? c + 4 : n;
+        for (size_t k = c + 1; k < end; k++)
+            if (h[k] < h[c]) c = k;
+        if (h[c] >= key) break;
         h[i] = h[c];
     }
-    if (n) h[i] = last;
+    h[i] = key;
+}
+
+static uint64_t heap_key(int32_t rank, size_t pos) { return (uint64_t)(uint32_t)rank << 32 | pos; }
+
+static void heap_push(encoder *enc, int32_t rank, size_t pos) {
+    reserve((void **)&enc->heap, &enc->heap_cap, enc->heap_n, 1, sizeof *enc->heap, "BPE heap");
+    heap_sift_up(enc->heap, enc->heap_n++, heap_key(rank, pos));
+}
+
+static uint64_t heap_pop(encoder *enc) {
+    uint64_t top = enc->heap[0];
+    if (--enc->heap_n) heap_sift_down(enc->heap, enc->heap_n, 0, enc->heap[enc->heap_n]);
     return top;
 }
 
@@ -410,14 +422,21 @@ static void rank_pair(encoder *enc, int32_t i) {
     if (p) heap_push(enc, p->rank, (size_t)i);
 }
 
-/* Byte tokens of s[0..n) as a linked list, every ranked pair queued. */
+/* Byte tokens of s[0..n) as a linked list, every ranked pair in the heap
+ * (built bottom-up: O(n)). */
 static void bpe_init(encoder *enc, const unsigned char *s, size_t n) {
     reserve((void **)&enc->sym, &enc->sym_cap, 0, n, sizeof *enc->sym, "BPE symbols");
-    for (size_t i = 0; i < n; i++)
-        enc->sym[i] = (bpe_sym){enc->t->byte_token[s[i]], PAIR_NONE, (int32_t)i - 1,
-                                i + 1 < n ? (int32_t)i + 1 : -1};
+    reserve((void **)&enc->heap, &enc->heap_cap, 0, n, sizeof *enc->heap, "BPE heap");
+    const tokenizer *t = enc->t;
     enc->heap_n = 0;
-    for (size_t i = 0; i + 1 < n; i++) rank_pair(enc, (int32_t)i);
+    for (size_t i = 0; i < n; i++) {
+        int32_t tok = t->byte_token[s[i]];
+        const pair_slot *p = i + 1 < n ? pair_get(&t->merges, tok, t->byte_token[s[i + 1]]) : NULL;
+        enc->sym[i] = (bpe_sym){tok, p ? p->rank : PAIR_NONE, (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
+        if (p) enc->heap[enc->heap_n++] = heap_key(p->rank, i);
+    }
+    for (size_t i = enc->heap_n / 4 + 1; i-- > 0;)
+        if (i < enc->heap_n) heap_sift_down(enc->heap, enc->heap_n, i, enc->heap[i]);
 }
 
 /* Merges pairs lowest rank first, leftmost first among equal ranks, which is
