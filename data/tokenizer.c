@@ -1,25 +1,23 @@
-/* GPT-2 byte-level BPE, token for token as the npm package gpt-3-encoder
- * 1.1.4 (the tests' oracle). Encoding a text:
- *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2);
- *   2. turn each byte of a piece into that byte's token;
- *   3. while some adjacent pair of tokens has a merge rank (its line in
- *      vocab.bpe), merge every occurrence of the lowest-ranked pair.
+/* GPT-2's byte-level BPE, token for token as OpenAI's GPT-2 encoder as
+ * tiktoken's "gpt2" encoding gives it (the tests' oracle). Encoding a text:
+ *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2), whose
+ *      \s is Unicode's White_Space as in Python and Rust (see WS below);
+ *   2. a piece that is a token as a whole becomes that token; otherwise
+ *   3. turn each byte into that byte's token and, while two adjacent tokens
+ *      concatenate to a token, merge the pair whose token has the lowest id,
+ *      leftmost first (through a heap of pairs: O(n log n) in the piece).
  * Tokens are integer ids throughout; strings appear only while loading.
+ * Mergeable tokens are the 256 bytes and the results of vocab.bpe's merges
+ * (not <|endoftext|>); their encoder.json ids are tiktoken's ranks.
  *
- * Two places where gpt-3-encoder differs from a textbook GPT-2, matched here:
- *  - JavaScript's \s is not PCRE's Unicode \s (see JS_SPACE below).
- *  - It keys its merge ranks by `bpe_ranks[[a, b]]`, i.e. by the string
- *    "a,b". A pair whose tokens contain commas can thus take the rank of a
- *    different merge: ("\",", "\"") is no GPT-2 merge, yet its key "\",,\""
- *    is that of the merge ("\"", ",\""), so gpt-3-encoder merges it into
- *    "\",\"". We build the pair table from those joined keys (build_pairs),
- *    which reproduces this for every pair whose merge result is a token.
- *    (With GPT-2's files we found no text where this changes the tokens:
- *    the merge order seems never to put such a pair side by side. It costs
- *    nothing, so it stays, to be exact rather than lucky.) */
+ * Before, this followed the npm package gpt-3-encoder, which differs in two
+ * ways: JavaScript's \s (with U+FEFF, without U+0085), and merge ranks keyed
+ * by the string "a,b", so pairs of tokens containing commas could take
+ * another merge's rank. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include "data/tokenizer.h"
+#include "data/tokenizer_maps.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -27,26 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static void *xrealloc(void *p, size_t bytes, const char *what) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) {
-        fprintf(stderr, "error: out of memory growing %s to %zu bytes\n", what, bytes);
-        exit(1);
-    }
-    return q;
-}
-
-/* Makes room for `more` elements of `size` bytes in a doubling array. */
-static void reserve(void **arr, size_t *cap, size_t used, size_t more, size_t size, const char *what) {
-    if (used + more <= *cap) return;
-    size_t c = *cap ? *cap : 64;
-    while (c < used + more) c *= 2;
-    *arr = xrealloc(*arr, c * size, what);
-    *cap = c;
-}
 
 static int read_file(const char *path, char **buf, size_t *len, tg_err *e) {
     FILE *f = fopen(path, "rb");
@@ -72,121 +50,6 @@ static int read_file(const char *path, char **buf, size_t *len, tg_err *e) {
     return 0;
 }
 
-/* ---- string -> (v0, v1) hash map with an arena of keys ------------------ */
-
-#define SLOT_EMPTY UINT32_MAX
-
-typedef struct strmap_slot {
-    uint32_t hash, off, len; /* len == SLOT_EMPTY: unused */
-    uint32_t v0, v1;
-} strmap_slot;
-
-typedef struct strmap {
-    strmap_slot *slots;
-    size_t cap, count; /* cap: 0 or a power of two, at most half full */
-    char *keys;
-    size_t keys_n, keys_cap;
-} strmap;
-
-static uint32_t hash_bytes(const char *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
-
-static strmap_slot *strmap_find(const strmap *m, const char *s, size_t n, uint32_t h) {
-    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        strmap_slot *sl = &m->slots[i];
-        if (sl->len == SLOT_EMPTY) return sl;
-        if (sl->hash == h && sl->len == n && memcmp(m->keys + sl->off, s, n) == 0) return sl;
-    }
-}
-
-static int strmap_get(const strmap *m, const char *s, size_t n, uint32_t *v0, uint32_t *v1) {
-    if (!m->cap) return 0;
-    const strmap_slot *sl = strmap_find(m, s, n, hash_bytes(s, n));
-    if (sl->len == SLOT_EMPTY) return 0;
-    if (v0) *v0 = sl->v0;
-    if (v1) *v1 = sl->v1;
-    return 1;
-}
-
-static void strmap_grow(strmap *m) {
-    strmap old = *m;
-    m->cap = old.cap ? old.cap * 2 : 1024;
-    m->slots = tg_malloc(m->cap * sizeof *m->slots, "tokenizer hash table");
-    memset(m->slots, 0xff, m->cap * sizeof *m->slots);
-    for (size_t i = 0; i < old.cap; i++) {
-        const strmap_slot *sl = &old.slots[i];
-        if (sl->len != SLOT_EMPTY) *strmap_find(m, old.keys + sl->off, sl->len, sl->hash) = *sl;
-    }
-    free(old.slots);
-}
-
-/* Inserts or overwrites. Keys must be shorter than 4 GiB in all. */
-static void strmap_put(strmap *m, const char *s, size_t n, uint32_t v0, uint32_t v1) {
-    if (2 * (m->count + 1) > m->cap) strmap_grow(m);
-    uint32_t h = hash_bytes(s, n);
-    strmap_slot *sl = strmap_find(m, s, n, h);
-    if (sl->len == SLOT_EMPTY) {
-        reserve((void **)&m->keys, &m->keys_cap, m->keys_n, n, 1, "tokenizer hash keys");
-        memcpy(m->keys + m->keys_n, s, n);
-        *sl = (strmap_slot){h, (uint32_t)m->keys_n, (uint32_t)n, 0, 0};
-        m->keys_n += n;
-        m->count++;
-    }
-    sl->v0 = v0;
-    sl->v1 = v1;
-}
-
-static void strmap_free(strmap *m) {
-    free(m->slots);
-    free(m->keys);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---- (left id, right id) -> (rank, merged id) hash map ------------------ */
-
-#define PAIR_EMPTY UINT64_MAX
-
-typedef struct pair_slot {
-    uint64_t key; /* left << 32 | right */
-    int32_t rank, merged;
-} pair_slot;
-
-typedef struct pairmap {
-    pair_slot *slots;
-    size_t cap, count;
-} pairmap;
-
-static uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
-
-static pair_slot *pair_find(const pairmap *m, uint64_t key) {
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (m->cap - 1);
-    for (;; i = (i + 1) & (m->cap - 1))
-        if (m->slots[i].key == key || m->slots[i].key == PAIR_EMPTY) return &m->slots[i];
-}
-
-static const pair_slot *pair_get(const pairmap *m, int32_t a, int32_t b) {
-    const pair_slot *s = pair_find(m, pair_key(a, b));
-    return s->key == PAIR_EMPTY ? NULL : s;
-}
-
-static void pair_put(pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged) {
-    if (2 * (m->count + 1) > m->cap) {
-        pairmap old = *m;
-        m->cap = old.cap ? old.cap * 2 : 1 << 16;
-        m->slots = tg_malloc(m->cap * sizeof *m->slots, "BPE merge table");
-        for (size_t i = 0; i < m->cap; i++) m->slots[i].key = PAIR_EMPTY;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.slots[i].key != PAIR_EMPTY) *pair_find(m, old.slots[i].key) = old.slots[i];
-        free(old.slots);
-    }
-    pair_slot *s = pair_find(m, pair_key(a, b));
-    if (s->key == PAIR_EMPTY) m->count++;
-    *s = (pair_slot){pair_key(a, b), rank, merged};
-}
-
 /* ---- the tokenizer ------------------------------------------------------ */
 
 struct tokenizer {
@@ -194,7 +57,8 @@ struct tokenizer {
     char *tok_bytes;         /* every token's bytes, in id order */
     size_t *tok_off;         /* token i is tok_bytes[tok_off[i] .. tok_off[i+1]) */
     int32_t byte_token[256]; /* the token of each single byte */
-    pairmap merges;
+    pairmap merges;          /* (left, right) -> rank and merged token */
+    strmap ranks;            /* bytes of each mergeable token -> id */
     pcre2_code *re;
 };
 
@@ -317,100 +181,83 @@ static int split_fields(const char *s, const char *end, const char *f[2], size_t
     return nf == 2 ? 0 : -1;
 }
 
-/* Parses the merges into keys: "left,right" in raw bytes -> rank. The first
- * line (#version) is skipped, and so is anything after the last newline,
- * exactly as gpt-3-encoder's lines.slice(1, lines.length - 1). */
+/* Reads the merges and marks each one's result mergeable (bytes always are).
+ * The first line (#version) is skipped, and so is anything after the last
+ * newline, as tiktoken's (and gpt-3-encoder's) split("\n")[1:-1]. */
 static int parse_merges(const strmap *vocab, const char *path, const char *text, size_t len,
-                        strmap *keys, tg_err *e) {
+                        unsigned char *mergeable, tg_err *e) {
     int16_t byte_of_cp[ALPHABET_CPS];
     byte_alphabet(byte_of_cp);
     const char *p = memchr(text, '\n', len), *end = text + len;
     while (end > text && end[-1] != '\n') end--;
-    char *key = NULL;
-    size_t key_cap = 0;
-    int rc = 0, rank = 0;
-    for (int line = 2; p && p + 1 < end && rc == 0; line++, rank++) {
+    char *joined = NULL;
+    size_t joined_cap = 0;
+    int rc = 0, line = 2;
+    for (; p && p + 1 < end && rc == 0; line++) {
         const char *s = p + 1, *eol = memchr(s, '\n', (size_t)(end - s));
         const char *f[2];
         size_t fl[2];
         p = eol;
-        reserve((void **)&key, &key_cap, 0, (size_t)(eol - s) + 1, 1, "merge key");
+        reserve((void **)&joined, &joined_cap, 0, (size_t)(eol - s), 1, "merge result");
         long a = -1, b = -1;
-        if (split_fields(s, eol, f, fl) == 0 &&
-            (a = alphabet_to_bytes(byte_of_cp, f[0], fl[0], key)) >= 0)
-            b = alphabet_to_bytes(byte_of_cp, f[1], fl[1], key + a + 1);
-        if (b < 0) {
-            rc = tg_fail(e, "%s line %d: expected two tokens written in GPT-2's byte alphabet", path,
-                         line);
-        } else if (!strmap_get(vocab, key, (size_t)a, NULL, NULL) ||
-                   !strmap_get(vocab, key + a + 1, (size_t)b, NULL, NULL)) {
+        uint32_t id;
+        if (split_fields(s, eol, f, fl) == 0 && (a = alphabet_to_bytes(byte_of_cp, f[0], fl[0], joined)) >= 0)
+            b = alphabet_to_bytes(byte_of_cp, f[1], fl[1], joined + a);
+        if (b < 0)
+            rc = tg_fail(e, "%s line %d: expected two tokens written in GPT-2's byte alphabet", path, line);
+        else if (!strmap_get(vocab, joined, (size_t)a, NULL, NULL) ||
+                 !strmap_get(vocab, joined + a, (size_t)b, NULL, NULL))
             rc = tg_fail(e, "%s line %d: merges a token missing from encoder.json", path, line);
-        } else {
-            key[a] = ',';
-            /* an existing key is overwritten: a later line wins, as in JS */
-            strmap_put(keys, key, (size_t)(a + 1 + b), (uint32_t)rank, 0);
-        }
+        else if (!strmap_get(vocab, joined, (size_t)(a + b), &id, NULL))
+            rc = tg_fail(e, "%s line %d: the merge result is missing from encoder.json", path, line);
+        else
+            mergeable[id] = 1;
     }
-    free(key);
+    free(joined);
+    if (rc == 0 && line == 2) rc = tg_fail(e, "%s: no merges found", path);
     return rc;
 }
 
-/* Every split of a key "left,right" at one of its commas into two tokens is
- * a pair gpt-3-encoder ranks with that key's rank (see the top of the file).
- * The split at the real separator is the ordinary merge. */
-static int build_pairs(tokenizer *t, const strmap *vocab, const strmap *keys, const char *path,
-                       tg_err *e) {
-    char *joined = NULL;
-    size_t joined_cap = 0;
-    for (size_t i = 0; i < keys->cap; i++) {
-        const strmap_slot *sl = &keys->slots[i];
-        if (sl->len == SLOT_EMPTY) continue;
-        const char *k = keys->keys + sl->off;
-        reserve((void **)&joined, &joined_cap, 0, sl->len, 1, "merge result");
-        for (uint32_t c = 0; c < sl->len; c++) {
-            uint32_t a, b, m;
-            if (k[c] != ',' || !strmap_get(vocab, k, c, &a, NULL) ||
-                !strmap_get(vocab, k + c + 1, sl->len - c - 1, &b, NULL))
-                continue;
-            memcpy(joined, k, c);
-            memcpy(joined + c, k + c + 1, sl->len - c - 1);
-            if (!strmap_get(vocab, joined, sl->len - 1, &m, NULL)) {
-                free(joined);
-                return tg_fail(e, "%s line %u: a merge result is missing from encoder.json", path,
-                               sl->v0 + 2);
-            }
-            pair_put(&t->merges, (int32_t)a, (int32_t)b, (int32_t)sl->v0, (int32_t)m);
+/* tiktoken ranks a pair by its concatenated bytes: adjacent tokens a, b merge
+ * when the bytes of a then b are a mergeable token, whose id is the rank. So
+ * every split of a mergeable token into two mergeable tokens is a pair. */
+static void build_pairs(tokenizer *t, const unsigned char *mergeable) {
+    for (int m = 0; m < t->n_vocab; m++) {
+        if (!mergeable[m]) continue;
+        size_t n = 0;
+        const char *s = tokenizer_decode(t, m, &n);
+        strmap_put(&t->ranks, s, n, (uint32_t)m, 0);
+        for (size_t c = 1; c < n; c++) {
+            uint32_t a, b;
+            if (strmap_get(&t->ranks, s, c, &a, NULL) && strmap_get(&t->ranks, s + c, n - c, &b, NULL))
+                pair_put(&t->merges, (int32_t)a, (int32_t)b, m, m);
         }
     }
-    free(joined);
-    return 0;
 }
 
 static int load_merges(tokenizer *t, const strmap *vocab, const char *path, tg_err *e) {
     char *text;
     size_t len;
     if (read_file(path, &text, &len, e)) return -1;
-    strmap keys = {0};
-    int rc = parse_merges(vocab, path, text, len, &keys, e);
-    if (rc == 0 && keys.count == 0) rc = tg_fail(e, "%s: no merges found", path);
-    if (rc == 0) rc = build_pairs(t, vocab, &keys, path, e);
-    strmap_free(&keys);
+    unsigned char *mergeable = tg_calloc((size_t)t->n_vocab, 1, "mergeable tokens");
+    for (int b = 0; b < 256; b++) mergeable[t->byte_token[b]] = 1;
+    int rc = parse_merges(vocab, path, text, len, mergeable, e);
+    if (rc == 0) build_pairs(t, mergeable);
+    free(mergeable);
     free(text);
     return rc;
 }
 
-/* JavaScript's \s (ECMA-262 WhiteSpace and LineTerminator), which
- * gpt-3-encoder's regex uses. PCRE2's Unicode \s differs (it has U+0085 and
- * U+180E, not U+FEFF), so the pattern spells the JS set out: Zs plus these.
- * \p{L}, \p{N}, \p{Zs} come from PCRE2's Unicode tables; characters that
- * node's newer Unicode version assigned since may still be classed apart. */
-#define JS_SPACE "\\t\\n\\x0B\\f\\r\\x{2028}\\x{2029}\\x{FEFF}\\p{Zs}"
+/* Python's and Rust's Unicode \s, the White_Space property, which tiktoken's
+ * gpt2 pattern uses, spelled out: PCRE2's \s (Perl space) lacks U+0085.
+ * \p{L}, \p{N} come from PCRE2's Unicode tables (Unicode 14 in 10.42);
+ * characters assigned since may still be classed apart from tiktoken. */
+#define WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 /* GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with \s replaced by JS_SPACE and \S by its complement. */
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACE "\\p{L}\\p{N}]+"
-    "|[" JS_SPACE "]+(?![^" JS_SPACE "])|[" JS_SPACE "]+";
+ * with \s replaced by [WS] and \S by its complement. */
+static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
+                                   "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
 static int compile_pattern(tokenizer *t, tg_err *e) {
     int code;
@@ -449,6 +296,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->tok_bytes);
     free(t->tok_off);
     free(t->merges.slots);
+    strmap_free(&t->ranks);
     pcre2_code_free(t->re);
     free(t);
 }
@@ -496,47 +344,107 @@ static size_t utf8_first_invalid(const unsigned char *s, size_t len) {
 #define CACHE_MAX_PIECE 64
 #define CACHE_MAX_ENTRIES (1u << 18)
 
+/* One symbol of the word being merged: a doubly linked list over the
+ * positions of the piece's bytes (a symbol keeps the position of its first
+ * byte); rank is that of the pair it starts (PAIR_NONE: none). */
+#define PAIR_NONE INT32_MAX
+typedef struct bpe_sym {
+    int32_t tok, rank, prev, next; /* prev/next: -1 at the ends */
+} bpe_sym;
+
 /* Scratch state of one tokenizer_encode call. */
 typedef struct encoder {
     const tokenizer *t;
     pcre2_match_data *md;
     strmap cache; /* piece bytes -> (offset in pool, token count) */
     int32_t *pool, *word;
-    size_t pool_n, pool_cap, word_cap;
+    bpe_sym *sym;
+    uint64_t *heap; /* min-heap of rank << 32 | position */
+    size_t pool_n, pool_cap, word_cap, sym_cap, heap_n, heap_cap;
 } encoder;
 
-/* Merges every occurrence of the pair p in w[0..n), left to right. */
-static size_t merge_pair(int32_t *w, size_t n, const pair_slot *p) {
-    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        if (i + 1 < n && w[i] == a && w[i + 1] == b) {
-            w[o++] = p->merged;
-            i += 2;
-        } else {
-            w[o++] = w[i++];
-        }
-    }
-    return o;
+/* The heap is 4-ary: half the depth of a binary one, and a node's children
+ * share a cache line, which matters once a long piece's heap outgrows the
+ * caches. */
+static void heap_sift_up(uint64_t *h, size_t i, uint64_t key) {
+    for (; i > 0 && h[(i - 1) / 4] > key; i = (i - 1) / 4) h[i] = h[(i - 1) / 4];
+    h[i] = key;
 }
 
-/* gpt-3-encoder's bpe(): on a tie of ranks (possible only through the comma
- * quirk) it takes the last such pair in the word, hence `<=`. Leaves the
- * tokens in enc->word and returns their count. */
-static size_t bpe(encoder *enc, const unsigned char *s, size_t n) {
-    reserve((void **)&enc->word, &enc->word_cap, 0, n, sizeof *enc->word, "BPE word");
-    int32_t *w = enc->word;
-    for (size_t i = 0; i < n; i++) w[i] = enc->t->byte_token[s[i]];
-    while (n > 1) {
-        const pair_slot *best = NULL;
-        for (size_t i = 0; i + 1 < n; i++) {
-            const pair_slot *p = pair_get(&enc->t->merges, w[i], w[i + 1]);
-            if (p && (!best || p->rank <= best->rank)) best = p;
-        }
-        if (!best) break;
-        n = merge_pair(w, n, best);
+static void heap_sift_down(uint64_t *h, size_t n, size_t i, uint64_t key) {
+    for (size_t c; (c = 4 * i + 1) < n; i = c) {
+        size_t end = c + 4 < n ? c + 4 : n;
+        for (size_t k = c + 1; k < end; k++)
+            if (h[k] < h[c]) c = k;
+        if (h[c] >= key) break;
+        h[i] = h[c];
     }
-    return n;
+    h[i] = key;
+}
+
+static uint64_t heap_key(int32_t rank, size_t pos) { return (uint64_t)(uint32_t)rank << 32 | pos; }
+
+static void heap_push(encoder *enc, int32_t rank, size_t pos) {
+    reserve((void **)&enc->heap, &enc->heap_cap, enc->heap_n, 1, sizeof *enc->heap, "BPE heap");
+    heap_sift_up(enc->heap, enc->heap_n++, heap_key(rank, pos));
+}
+
+static uint64_t heap_pop(encoder *enc) {
+    uint64_t top = enc->heap[0];
+    if (--enc->heap_n) heap_sift_down(enc->heap, enc->heap_n, 0, enc->heap[enc->heap_n]);
+    return top;
+}
+
+/* Recomputes the rank of the pair starting at symbol i and queues it. */
+static void rank_pair(encoder *enc, int32_t i) {
+    bpe_sym *s = &enc->sym[i];
+    const pair_slot *p = s->next < 0 ? NULL : pair_get(&enc->t->merges, s->tok, enc->sym[s->next].tok);
+    s->rank = p ? p->rank : PAIR_NONE;
+    if (p) heap_push(enc, p->rank, (size_t)i);
+}
+
+/* Byte tokens of s[0..n) as a linked list, every ranked pair in the heap
+ * (built bottom-up: O(n)). */
+static void bpe_init(encoder *enc, const unsigned char *s, size_t n) {
+    reserve((void **)&enc->sym, &enc->sym_cap, 0, n, sizeof *enc->sym, "BPE symbols");
+    reserve((void **)&enc->heap, &enc->heap_cap, 0, n, sizeof *enc->heap, "BPE heap");
+    const tokenizer *t = enc->t;
+    enc->heap_n = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t tok = t->byte_token[s[i]];
+        const pair_slot *p = i + 1 < n ? pair_get(&t->merges, tok, t->byte_token[s[i + 1]]) : NULL;
+        enc->sym[i] = (bpe_sym){tok, p ? p->rank : PAIR_NONE, (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
+        if (p) enc->heap[enc->heap_n++] = heap_key(p->rank, i);
+    }
+    for (size_t i = enc->heap_n / 4 + 1; i-- > 0;)
+        if (i < enc->heap_n) heap_sift_down(enc->heap, enc->heap_n, i, enc->heap[i]);
+}
+
+/* tiktoken's byte-pair merge: while some adjacent pair ranks, merge the
+ * lowest-ranked one, the leftmost among equal ranks (a heap keyed by (rank,
+ * position) gives exactly that order). Heap entries go stale when a
+ * neighbour merges; popping checks the symbol still starts a pair of that
+ * rank. O(n log n) for n bytes. Leaves the tokens in enc->word and returns
+ * their count. */
+static size_t bpe(encoder *enc, const unsigned char *s, size_t n) {
+    bpe_init(enc, s, n);
+    bpe_sym *sym = enc->sym;
+    while (enc->heap_n) {
+        uint64_t top = heap_pop(enc);
+        int32_t i = (int32_t)(uint32_t)top, rank = (int32_t)(top >> 32);
+        if (sym[i].rank != rank) continue; /* stale: merged or re-ranked since */
+        bpe_sym *right = &sym[sym[i].next];
+        sym[i].tok = pair_get(&enc->t->merges, sym[i].tok, right->tok)->merged;
+        sym[i].next = right->next;
+        if (right->next >= 0) sym[right->next].prev = i;
+        right->rank = PAIR_NONE; /* the right symbol is gone */
+        rank_pair(enc, i);
+        if (sym[i].prev >= 0) rank_pair(enc, sym[i].prev);
+    }
+    reserve((void **)&enc->word, &enc->word_cap, 0, n, sizeof *enc->word, "BPE word");
+    size_t k = 0;
+    for (int32_t i = n ? 0 : -1; i >= 0; i = sym[i].next) enc->word[k++] = sym[i].tok;
+    return k;
 }
 
 static void append(int32_t **arr, size_t *n, size_t *cap, const int32_t *src, size_t k) {
@@ -552,7 +460,13 @@ static void encode_piece(encoder *enc, const char *s, size_t n, int32_t **out, s
         append(out, n_out, cap, enc->pool + off, cnt);
         return;
     }
-    size_t k = bpe(enc, (const unsigned char *)s, n);
+    /* tiktoken takes a piece that is itself a token as is, merges or not */
+    size_t k = 1;
+    reserve((void **)&enc->word, &enc->word_cap, 0, 1, sizeof *enc->word, "BPE word");
+    if (strmap_get(&enc->t->ranks, s, n, &off, NULL))
+        enc->word[0] = (int32_t)off;
+    else
+        k = bpe(enc, (const unsigned char *)s, n);
     append(out, n_out, cap, enc->word, k);
     if (n <= CACHE_MAX_PIECE && enc->cache.count < CACHE_MAX_ENTRIES) {
         strmap_put(&enc->cache, s, n, (uint32_t)enc->pool_n, (uint32_t)k);
@@ -595,5 +509,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t *
     strmap_free(&enc.cache);
     free(enc.pool);
     free(enc.word);
+    free(enc.sym);
+    free(enc.heap);
     return rc;
 }

@@ -1,9 +1,10 @@
 /* GPT-2 byte-level BPE tokenizer (encode + decode).
  *
- * Encoding reproduces the npm package gpt-3-encoder 1.1.4 token for token on
- * any valid UTF-8 text, including its quirks (see tokenizer.c). A loaded
- * tokenizer is read-only: encode keeps its scratch state and cache per call,
- * so one tokenizer may be shared by several threads. */
+ * Encoding reproduces OpenAI's GPT-2 encoder, as tiktoken's "gpt2" encoding
+ * (encode_ordinary) gives it, token for token on valid UTF-8 text (see
+ * tokenizer.c). A loaded tokenizer is read-only: encode keeps its scratch
+ * state and cache per call, so one tokenizer may be shared by several
+ * threads. */
 #ifndef DATA_TOKENIZER_H
 #define DATA_TOKENIZER_H
 

