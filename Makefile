@@ -13,7 +13,7 @@ MODEL_SRC = train/config.c util/rng.c model/gpt.c model/gpt_layout.c train/optim
 LIB_SRC = $(MODEL_SRC) parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
           parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c util/fs.c \
-          train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c
+          train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c train/batch.c model/ops_null.c
 HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h train/*.h)
 
 ifeq ($(GPU),1)

@@ -166,6 +166,11 @@ struct tg_ops {
 #define OPS_CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define OPS_CUDA_SCRATCH_BYTES ((size_t)64 << 20)
 
+/* The null backend (model/ops_null.c): kernels that do nothing, memory that
+ * does not exist; a step run on it only issues its collectives (the
+ * planner counts them). Activations of type act. Destroy with ops_destroy. */
+tg_ops *ops_null_create(tg_dtype act);
+
 /* The float32 CPU backend. */
 const tg_ops *ops_cpu(void);
 /* bf16 storage on the CPU (model/cpu/ops_cpu_bf16.c): the float32 kernels

@@ -93,43 +93,7 @@ else not_ok tp2_dp2_twice_bitwise "${out:-job failed}"; fi
 # (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per layer).
 # Once a step: the grad norm (1 float). DP: the gradients (all-reduce, or
 # ZeRO's reduce-scatter + all-gather of the padded buffer), the loss (1 float).
-"$py" - "$tmp" "$L" "$C" "$V" "$T" "$B" "$G" >"$tmp/bytes.out" 2>&1 <<'PY'
-import json, sys
-tmp, L, C, V, T, B, G = sys.argv[1], *map(int, sys.argv[2:])
-N = B * T
-def ar(p, n): return 2 * (p - 1) * (n // p) * 4
-def rs(p, n): return (p - 1) * (n // p) * 4
-def n_params(tp):
-    Vp = -(-V // (128 * tp)) * 128 * tp
-    per_layer = 2*C + 3*C*C//tp + 3*C//tp + C*C//tp + C + 2*C + 4*C*C//tp + 4*C//tp + 4*C*C//tp + C
-    return Vp // tp * C + T * C + L * per_layer + 2 * C
-def expected(tp, dp, sp, zero):
-    A = G // (B * dp)
-    e = dict.fromkeys(["tp_all_reduce", "tp_reduce_scatter", "tp_all_gather", "dp_all_reduce", "dp_reduce_scatter", "dp_all_gather"], 0)
-    if not sp:
-        e["tp_all_reduce"] = A * ((2 + 4 * L) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
-    else:
-        e["tp_reduce_scatter"] = A * (2 + 4 * L) * rs(tp, N * C)
-        e["tp_all_gather"] = A * (2 + 4 * L) * rs(tp, N * C)
-        e["tp_all_reduce"] = A * (ar(tp, N) + ar(tp, 2 * N)) + ar(tp, T * C + 6 * C * L + 2 * C) + ar(tp, 1)
-    n = n_params(tp)
-    if zero and dp > 1:
-        pad = -(-n // dp) * dp
-        e["dp_reduce_scatter"], e["dp_all_gather"] = rs(dp, pad), rs(dp, pad)
-        e["dp_all_reduce"] = ar(dp, 1) * 2
-    else:
-        e["dp_all_reduce"] = ar(dp, n) + ar(dp, 1)
-    return e
-bad = 0
-for name, tp, dp, sp, zero in [("tp2", 2, 1, 0, 0), ("tp4_sp", 4, 1, 1, 0), ("tp2_dp2", 2, 2, 0, 0), ("dp2_zero", 1, 2, 0, 1),
-                               ("tp2_dp2_sp_zero", 2, 2, 1, 1), ("tp3_sp", 3, 1, 1, 0)]:
-    lines = [json.loads(l) for l in open(f"{tmp}/{name}/log.jsonl") if '"loss"' in l]
-    want = expected(tp, dp, sp, zero)
-    got = {k: lines[-1][k + "_bytes"] for k in want}
-    if got == want: print(f"ok bytes_{name}_equal_formula")
-    else: bad = 1; print(f"not ok bytes_{name}_equal_formula - got {got} want {want}")
-sys.exit(bad)
-PY
+"$py" tests/parallel/bytes_formula.py runs "$tmp" "$L" "$C" "$V" "$T" "$B" "$G" >"$tmp/bytes.out" 2>&1
 cat "$tmp/bytes.out"
 grep -q '^not ok' "$tmp/bytes.out" && failed=1
 grep -q '^ok' "$tmp/bytes.out" || not_ok bytes_formula "the check did not run: $(tail -n 3 "$tmp/bytes.out" | tr '\n' ' ')"
@@ -234,6 +198,13 @@ PY
     if [ -n "$want" ] && [ "$want" = "$got" ]; then ok "plan_memory_equals_allocation_$1 ($got bytes)"
     else not_ok "plan_memory_equals_allocation_$1" "plan ${want:-none} vs allocated ${got:-none}"; fi
 done
+
+# --plan's communication comes from a dry step through the trainer's own
+# code; it must equal the formula (the oracle) for every layout it lists.
+"$py" tests/parallel/bytes_formula.py plan "$tmp" "$L" "$C" "$V" "$T" "$B" "$G" >"$tmp/plan_bytes.out" 2>&1
+cat "$tmp/plan_bytes.out"
+grep -q '^not ok' "$tmp/plan_bytes.out" && failed=1
+grep -q '^ok' "$tmp/plan_bytes.out" || not_ok plan_bytes_formula "the check did not run: $(tail -n 3 "$tmp/plan_bytes.out" | tr '\n' ' ')"
 
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
 before=$(ls /dev/shm | grep -c '^train_gpt_' || true)

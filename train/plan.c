@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/gpt.h"
+#include "train/batch.h"
 #include "train/optim.h"
 #include "parallel/comm.h"
 
@@ -14,49 +15,43 @@ typedef struct layout {
     recompute_mode rc;
     gpt_budget mem;
     double compute_s, comm_s;
+    uint64_t bytes[2][COLL_KINDS]; /* sent by rank 0 per step: tp, dp groups */
     bool fits;
 } layout;
 
 static const char *RC_NAMES[] = {"none", "selective", "full"};
 
-/* Modeled seconds of one collective moving `bytes` per rank. */
-static double coll_s(const tg_config *c, int p, uint64_t bytes) {
-    if (p <= 1) return 0.0;
-    return c->interconnect.latency_us * 1e-6 + (double)bytes / (c->interconnect.bus_gbps * 1e9);
-}
-
-/* Communication of one step: the collectives gpt.c and optim.c issue (the
- * bytes formula of tests/t_parallel.sh), with full recomputation repeating
- * each block's forward collectives. */
-static double comm_time(const tg_config *c, const layout *l, size_t n_params) {
-    const int t = l->tp, L = c->model.n_layer, T = c->model.seq_len, C = c->model.n_embd;
-    const size_t N = (size_t)l->mb * T, NC = N * C;
-    const int accum = c->train.global_batch / (l->mb * l->dp);
-    const int fwd_layers = l->rc == RECOMPUTE_FULL ? 2 * L : L; /* full recompute reruns the block forwards */
-    double s = 0.0;
-    if (!l->sp) {
-        const double ar = coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, NC));
-        s += accum * ((2 + 2 * fwd_layers + 2 * L) * ar + coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, N)) +
-                      coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, 2 * N)));
-    } else {
-        const double rs = coll_s(c, t, comm_ring_bytes(COLL_REDUCE_SCATTER, t, NC));
-        s += accum * ((2 + 2 * fwd_layers + 2 * L) * 2 * rs + coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, N)) +
-                      coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, 2 * N)));
-        /* gpt_sync_replicated_grads: one all-reduce per replicated kind */
-        const size_t kinds[] = {(size_t)T * C, (size_t)C * L, (size_t)C * L, (size_t)C * L, (size_t)C * L, (size_t)C * L,
-                                (size_t)C * L, (size_t)C, (size_t)C};
-        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) s += coll_s(c, t, comm_ring_bytes(COLL_ALL_REDUCE, t, kinds[k]));
-    }
-    if (l->dp > 1) {
-        if (l->zero) {
-            size_t pad = (n_params + l->dp - 1) / l->dp * l->dp;
-            s += coll_s(c, l->dp, comm_ring_bytes(COLL_REDUCE_SCATTER, l->dp, pad)) +
-                 coll_s(c, l->dp, comm_ring_bytes(COLL_ALL_GATHER, l->dp, pad));
-        } else {
-            s += coll_s(c, l->dp, comm_ring_bytes(COLL_ALL_REDUCE, l->dp, n_params));
-        }
-    }
-    return s;
+/* The communication of one step of layout l, from the trainer's own code: a
+ * dry step (train/batch.c) over the null backend, whose kernels do nothing
+ * and whose memory does not exist, with counting communicators that model
+ * each collective over the configured link (comm_null). Fills l->comm_s and
+ * the bytes this rank sends per group and collective kind. */
+static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e) {
+    const comm_link link = {v->interconnect.bus_gbps * 1e9, v->interconnect.latency_us * 1e-6};
+    tg_ops *ops = ops_null_create(config_act_dtype(v));
+    comm *tp = comm_null_create_modeled("tp", 0, l->tp, link), *dp = comm_null_create_modeled("dp", 0, l->dp, link);
+    comm_use_memory(tp, &ops->mem);
+    comm_use_memory(dp, &ops->mem);
+    const int T = v->model.seq_len;
+    gpt *g = gpt_create(ops, tp, d, l->mb, T, optim_buffer_len(gpt_param_count(d), l->dp, l->zero));
+    optim *o = optim_create(ops, g, dp, l->zero);
+    int32_t *window = tg_calloc((size_t)v->train.global_batch * T + 1, sizeof(int32_t), "plan window");
+    int32_t *micro = tg_calloc(2 * (size_t)l->mb * T, sizeof(int32_t), "plan micro-batch");
+    const batch_io io = {g, o, dp, v, window, micro, micro + (size_t)l->mb * T};
+    float loss;
+    optim_report rep;
+    const int rc = batch_train_step(&io, 1, &loss, &rep, e);
+    l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
+    memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
+    memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
+    free(window);
+    free(micro);
+    optim_free(o);
+    gpt_free(g);
+    comm_destroy(tp);
+    comm_destroy(dp);
+    ops_destroy(ops);
+    return rc;
 }
 
 /* Model FLOPs of one step on one device, with what recomputation adds:
@@ -72,9 +67,12 @@ static double compute_time(const tg_config *c, const layout *l, double full_para
 }
 
 static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double peak, tg_err *e) {
-    tg_config v = *c;
+    tg_config v = *c; /* the config as this layout would run it */
     v.parallel.tp = l->tp;
+    v.parallel.dp = l->dp;
     v.parallel.sp = l->sp;
+    v.parallel.zero = l->zero;
+    v.train.micro_batch = l->mb;
     snprintf(v.train.recompute, sizeof v.train.recompute, "%s", RC_NAMES[l->rc]);
     gpt_dims d;
     if (gpt_dims_from_config(&d, &v, l->tp, 0, e)) return -1;
@@ -84,8 +82,7 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
     l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
-    l->comm_s = comm_time(c, l, l->mem.grads / sizeof(float)); /* DP traffic is float32 gradients */
-    return 0;
+    return dry_step(&v, &d, l, e);
 }
 
 /* Fastest first; among equal predictions, larger micro-batches (kernels run
@@ -121,12 +118,26 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
                             }
                             ls = grown;
                         }
-                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, false};
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {{0}}, false};
                     }
                 }
     }
     *out = ls;
     return n;
+}
+
+/* One layout for --plan-json, with the bytes rank 0 sends per step by
+ * group and collective, as a train line of log.jsonl names them. */
+static void write_json_line(FILE *json, const layout *l, bool fastest) {
+    fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
+                  "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"fastest\":%s",
+            l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total, l->fits ? "true" : "false",
+            1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s, fastest ? "true" : "false");
+    static const char *const group[2] = {"tp", "dp"};
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < COLL_KINDS; k++)
+            fprintf(json, ",\"%s_%s_bytes\":%llu", group[g], comm_kind_name((coll_kind)k), (unsigned long long)l->bytes[g][k]);
+    fprintf(json, "}\n");
 }
 
 int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e) {
@@ -156,12 +167,7 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
         fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f%s\n", l->tp, l->dp, l->sp ? "on" : "off",
                 RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total, l->fits ? "yes" : "no",
                 1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s, best == i ? "  <- fastest that fits" : "");
-        if (json)
-            fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
-                          "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"fastest\":%s}\n",
-                    l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total,
-                    l->fits ? "true" : "false", 1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s,
-                    best == i ? "true" : "false");
+        if (json) write_json_line(json, l, best == i);
     }
     if (n == 0) fprintf(out, "no layout: %d devices allow no tp dividing n_head (%d) with dp dividing global_batch (%d)\n",
                         o->devices, c->model.n_head, c->train.global_batch);

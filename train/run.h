@@ -57,9 +57,6 @@ void run_teardown(run *r);
 
 /* train/step.c */
 double now_ms(void);
-/* Mean loss over one window (a global batch) in r->window; accumulates
- * gradients when `train` is set. */
-float run_window(run *r, bool train);
 /* Validation loss over out.eval_batches windows. */
 float run_evaluate(run *r);
 /* One optimizer step: the next window, forward and backward, the update

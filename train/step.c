@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "train/batch.h"
 #include "train/run.h"
 #include "train/runlog.h"
 
@@ -16,42 +17,19 @@ double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
-/* Sequences [first, first + B) of the window as inputs and shifted targets. */
-static void slice_micro_batch(run *r, int first) {
-    const int B = r->cfg.train.micro_batch, T = r->cfg.model.seq_len;
-    for (int k = 0; k < B; k++) {
-        const int32_t *src = r->window + (size_t)(first + k) * T;
-        memcpy(r->inputs + (size_t)k * T, src, (size_t)T * sizeof(int32_t));
-        memcpy(r->targets + (size_t)k * T, src + 1, (size_t)T * sizeof(int32_t));
-    }
+static batch_io io_of(run *r) {
+    return (batch_io){r->model, r->opt, r->dp, &r->cfg, r->window, r->inputs, r->targets};
 }
 
-/* Mean loss over one window (a global batch); accumulates gradients when
- * `train` is set. DP rank d takes sequences [d*G/dp, (d+1)*G/dp) of the
- * window, micro-batch by micro-batch; the loss is averaged over DP. */
-float run_window(run *r, bool train) {
-    const tg_config *c = &r->cfg;
-    const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
-    const int first = r->dp->rank * (c->train.global_batch / r->dp->size);
-    const float dloss = 1.0f / ((float)c->train.global_batch * T);
+/* Mean loss over the window in r->window (gradients accumulated when
+ * `train` is set). */
+static float run_window(run *r, bool train) {
+    const batch_io io = io_of(r);
+    float mean;
     tg_err e;
-    double sum = 0.0;
-    for (int m = 0; m < accum; m++) {
-        slice_micro_batch(r, first + m * B);
-        /* Masks keyed by the step and the micro-batch's place in the global
-         * batch; no dropout when evaluating. */
-        gpt_set_dropout(r->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed,
-                        (uint64_t)r->state.step + 1, (uint64_t)(first + m * B) * (uint64_t)T);
-        float loss;
-        if (gpt_forward(r->model, r->inputs, r->targets, B, T, dloss, &loss, &e)) tg_die(PROG, &e);
-        if (train && gpt_backward(r->model, &e)) tg_die(PROG, &e);
-        sum += loss;
-    }
-    float mean = (float)(sum / accum) / (float)r->dp->size;
-    if (comm_all_reduce(r->dp, &mean, 1, REDUCE_SUM, &e)) tg_die(PROG, &e);
+    if (batch_loss(&io, r->state.step + 1, train, &mean, &e)) tg_die(PROG, &e);
     return mean;
 }
-
 
 float run_evaluate(run *r) {
     data_pos pos = {0, 0};
@@ -115,11 +93,11 @@ void run_train_step(run *r) {
     memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
     r->comm_s_at_step_start = report_comm_seconds(r);
     if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
-    gpt_zero_grads(r->model);
-    float loss = run_window(r, true);
-    int s = r->state.step + 1;
+    const int s = r->state.step + 1;
+    const batch_io io = io_of(r);
+    float loss;
     optim_report rep;
-    if (optim_update(r->opt, r->model, c, s, loss, &rep, &e)) tg_die(PROG, &e);
+    if (batch_train_step(&io, s, &loss, &rep, &e)) tg_die(PROG, &e);
     const update_action act = rep.applied ? UPDATE_APPLY : nonfinite_action(r, s, loss, rep.grad_norm);
     const double lr = rep.lr, norm = rep.grad_norm;
     r->state.step = s;

@@ -1,0 +1,127 @@
+/* The null backend: every kernel does nothing and no memory exists. It lets
+ * the orchestrator run a step for its side effects alone: the collectives
+ * it issues, which a counting communicator tallies (train/plan.c), for
+ * models of any size. Buffers are placeholders that no kernel touches;
+ * downloads give zeros, so the host sees finite values. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+
+/* A non-NULL address that is never dereferenced; offsets from it are only
+ * passed back to these no-op kernels. */
+static void *no_alloc(tg_o o, size_t bytes, const char *what) {
+    (void)o; (void)bytes; (void)what;
+    return (void *)(uintptr_t)4096;
+}
+static void no_free(tg_o o, void *p) { (void)o; (void)p; }
+static void no_upload(tg_o o, void *dst, const void *src, size_t bytes) { (void)o; (void)dst; (void)src; (void)bytes; }
+static void zeros_down(tg_o o, void *dst, const void *src, size_t bytes) { (void)o; (void)src; memset(dst, 0, bytes); }
+static void no_zero(tg_o o, void *p, size_t bytes) { (void)o; (void)p; (void)bytes; }
+static void no_cast(tg_o o, void *dst, const float *src, size_t n) { (void)o; (void)dst; (void)src; (void)n; }
+static void zero_floats(tg_o o, float *dst, const void *src, size_t n) { (void)o; (void)src; memset(dst, 0, n * sizeof *dst); }
+static void no_timer(tg_o o) { (void)o; }
+static double no_clock(tg_o o) { (void)o; return -1.0; }
+static size_t no_peak(tg_o o) { (void)o; return 0; }
+static double no_tflops(tg_o o) { (void)o; return 0.0; }
+static void destroy(tg_ops *o) { free(o); }
+
+static void encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
+                            int vs, int vl) {
+    (void)o; (void)out; (void)tokens; (void)wte; (void)wpe; (void)B; (void)T; (void)C; (void)vs; (void)vl;
+}
+static void encoder_backward(tg_o o, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C,
+                             int vs, int vl) {
+    (void)o; (void)dwte; (void)dwpe; (void)dout; (void)tokens; (void)B; (void)T; (void)C; (void)vs; (void)vl;
+}
+static void layernorm_forward(tg_o o, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
+                              int N, int C) {
+    (void)o; (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
+}
+static void layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
+                               const float *mean, const float *rstd, int N, int C) {
+    (void)o; (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd; (void)N; (void)C;
+}
+static void matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    (void)o; (void)out; (void)inp; (void)w; (void)bias; (void)N; (void)C; (void)OC;
+}
+static void matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
+                            int N, int C, int OC) {
+    (void)o; (void)dinp; (void)dw; (void)dbias; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC;
+}
+static void lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
+    (void)o; (void)logits; (void)x; (void)wte; (void)N; (void)C; (void)V;
+}
+static void lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
+                            int V) {
+    (void)o; (void)dx; (void)dwte; (void)dlogits; (void)x; (void)wte; (void)N; (void)C; (void)V;
+}
+static void attention_forward(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS, tg_dropout d) {
+    (void)o; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)NH; (void)HS; (void)d;
+}
+static void attention_backward(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
+                               int HS, tg_dropout d) {
+    (void)o; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)NH; (void)HS; (void)d;
+}
+static void gelu_forward(tg_o o, void *out, const void *inp, size_t n) { (void)o; (void)out; (void)inp; (void)n; }
+static void gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, size_t n) {
+    (void)o; (void)dinp; (void)inp; (void)dout; (void)n;
+}
+static void bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
+                              tg_dropout d) {
+    (void)o; (void)out; (void)x; (void)bias; (void)res; (void)N; (void)C; (void)d;
+}
+static void dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout d) {
+    (void)o; (void)out; (void)in; (void)N; (void)C; (void)d;
+}
+static void bias_backward(tg_o o, float *dbias, const void *dout, int N, int C) { (void)o; (void)dbias; (void)dout; (void)N; (void)C; }
+static void position_forward(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C) {
+    (void)o; (void)out; (void)wpe; (void)row_start; (void)N; (void)T; (void)C;
+}
+static void position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
+    (void)o; (void)dwpe; (void)dout; (void)row_start; (void)N; (void)T; (void)C;
+}
+static void xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
+    (void)o; (void)rowmax; (void)logits; (void)N; (void)V; (void)n_real;
+}
+static void xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
+                       int n_real, int vocab_start) {
+    (void)o; (void)stats; (void)logits; (void)rowmax; (void)targets; (void)N; (void)V; (void)n_real; (void)vocab_start;
+}
+static void xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
+                        int N, int V, int n_real, int vocab_start, float dloss) {
+    (void)o; (void)losses; (void)logits; (void)rowmax; (void)stats; (void)targets; (void)N; (void)V; (void)n_real;
+    (void)vocab_start; (void)dloss;
+}
+static double sum_squares(tg_o o, const float *x, size_t n) { (void)o; (void)x; (void)n; return 0.0; }
+static void scale(tg_o o, float *x, float s, size_t n) { (void)o; (void)x; (void)s; (void)n; }
+static void adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, float bc1, float bc2) {
+    (void)o; (void)p; (void)work; (void)g; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps;
+    (void)weight_decay; (void)bc1; (void)bc2;
+}
+
+static void mem_none(void *ctx, void *dst, const void *src, size_t bytes) { (void)ctx; (void)dst; (void)src; (void)bytes; }
+static void mem_zeros(void *ctx, void *host, const void *src, size_t bytes) { (void)ctx; (void)src; memset(host, 0, bytes); }
+
+tg_ops *ops_null_create(tg_dtype act) {
+    tg_ops *o = tg_calloc(1, sizeof *o, "null backend");
+    *o = (tg_ops){
+        .name = "null", .device = "none (a dry run: no kernel runs)", .act = act,
+        .mem = {NULL, mem_zeros, mem_none, mem_none, 0, NULL},
+        .alloc = no_alloc, .free = no_free, .upload = no_upload, .download = zeros_down, .zero = no_zero,
+        .cast_params = no_cast, .download_floats = zero_floats, .timer_begin = no_timer, .timer_end_ms = no_clock,
+        .mem_peak = no_peak, .peak_tflops = no_tflops, .destroy = destroy,
+        .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,
+        .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,
+        .matmul_forward = matmul_forward, .matmul_backward = matmul_backward,
+        .lmhead_forward = lmhead_forward, .lmhead_backward = lmhead_backward,
+        .attention_forward = attention_forward, .attention_backward = attention_backward,
+        .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,
+        .dropout = dropout, .bias_backward = bias_backward, .position_forward = position_forward,
+        .position_backward = position_backward, .xent_rowmax = xent_rowmax, .xent_stats = xent_stats,
+        .xent_finish = xent_finish, .sum_squares = sum_squares, .scale = scale, .adamw = adamw,
+    };
+    return o;
+}

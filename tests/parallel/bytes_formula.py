@@ -1,0 +1,93 @@
+"""Bytes a rank sends per step, by the formula: the oracle for the bytes that
+real runs log (mode "runs") and that --plan's dry step reports (mode "plan").
+
+Ring bytes per rank: all-reduce of n floats 2(p-1)(n//p)*4, reduce-scatter /
+all-gather of n floats in total (p-1)(n//p)*4. Per micro-batch (N = B*T rows,
+A of them a step): TP, no SP: all-reduces of N*C for the embedding, 2 per layer
+forward, the LM head's dX and 2 per layer backward, plus N (row max) and 2N
+(sum-exp, target logit) for the loss. SP: the N*C all-reduces become
+reduce-scatters (embedding, 2 per layer forward, LM head dX, 2 per layer
+backward) and all-gathers (2 per layer forward, final LayerNorm, 2 per layer
+backward, embedding backward), and once a step the replicated gradients are
+summed (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per
+layer). Full recomputation reruns each layer's 2 forward collectives in the
+backward pass. Once a step: the grad norm (1 float). DP: the gradients
+(all-reduce, or ZeRO's reduce-scatter + all-gather of the padded buffer), the
+loss (1 float).
+
+usage: bytes_formula.py runs|plan TMP L C V T B G
+"""
+import json
+import sys
+
+mode, tmp = sys.argv[1], sys.argv[2]
+L, C, V, T, B, G = map(int, sys.argv[3:])
+KEYS = ["tp_all_reduce", "tp_reduce_scatter", "tp_all_gather", "dp_all_reduce", "dp_reduce_scatter", "dp_all_gather"]
+
+
+def ar(p, n):
+    return 2 * (p - 1) * (n // p) * 4
+
+
+def rs(p, n):
+    return (p - 1) * (n // p) * 4
+
+
+def n_params(tp):
+    Vp = -(-V // (128 * tp)) * 128 * tp
+    per_layer = 2*C + 3*C*C//tp + 3*C//tp + C*C//tp + C + 2*C + 4*C*C//tp + 4*C//tp + 4*C*C//tp + C
+    return Vp // tp * C + T * C + L * per_layer + 2 * C
+
+
+def expected(tp, dp, sp, zero, mb=B, recompute="none"):
+    N, A = mb * T, G // (mb * dp)
+    layer_colls = 4 * L + (2 * L if recompute == "full" else 0)
+    e = dict.fromkeys(KEYS, 0)
+    if not sp:
+        e["tp_all_reduce"] = A * ((2 + layer_colls) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
+    else:
+        e["tp_reduce_scatter"] = A * (2 + layer_colls) * rs(tp, N * C)
+        e["tp_all_gather"] = A * (2 + layer_colls) * rs(tp, N * C)
+        e["tp_all_reduce"] = A * (ar(tp, N) + ar(tp, 2 * N)) + ar(tp, T * C + 6 * C * L + 2 * C) + ar(tp, 1)
+    n = n_params(tp)
+    if zero and dp > 1:
+        pad = -(-n // dp) * dp
+        e["dp_reduce_scatter"], e["dp_all_gather"] = rs(dp, pad), rs(dp, pad)
+        e["dp_all_reduce"] = ar(dp, 1) * 2
+    else:
+        e["dp_all_reduce"] = ar(dp, n) + ar(dp, 1)
+    return e
+
+
+def check_runs():
+    bad = 0
+    for name, tp, dp, sp, zero in [("tp2", 2, 1, 0, 0), ("tp4_sp", 4, 1, 1, 0), ("tp2_dp2", 2, 2, 0, 0),
+                                   ("dp2_zero", 1, 2, 0, 1), ("tp2_dp2_sp_zero", 2, 2, 1, 1), ("tp3_sp", 3, 1, 1, 0)]:
+        lines = [json.loads(l) for l in open(f"{tmp}/{name}/log.jsonl") if '"loss"' in l]
+        want = expected(tp, dp, sp, zero)
+        got = {k: lines[-1][k + "_bytes"] for k in want}
+        if got == want:
+            print(f"ok bytes_{name}_equal_formula")
+        else:
+            bad = 1
+            print(f"not ok bytes_{name}_equal_formula - got {got} want {want}")
+    return bad
+
+
+def check_plan():
+    rows = [json.loads(l) for devices in (2, 4) for l in open(f"{tmp}/plan{devices}.jsonl")]
+    wrong = []
+    for r in rows:
+        want = expected(r["tp"], r["dp"], r["sp"], r["zero"], r["micro_batch"], r["recompute"])
+        got = {k: r[k + "_bytes"] for k in want}
+        if got != want:
+            wrong.append(f'{r["tp"]}x{r["dp"]} sp {r["sp"]} {r["recompute"]} mb {r["micro_batch"]} zero {r["zero"]}: '
+                         f"got {got} want {want}")
+    if rows and not wrong:
+        print(f"ok plan_bytes_equal_formula ({len(rows)} layouts)")
+        return 0
+    print(f"not ok plan_bytes_equal_formula - {len(wrong)} of {len(rows)} layouts differ: {wrong[:2]}")
+    return 1
+
+
+sys.exit(check_runs() if mode == "runs" else check_plan())

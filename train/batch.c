@@ -1,0 +1,40 @@
+#include "train/batch.h"
+
+#include <string.h>
+
+/* Sequences [first, first + B) of the window as inputs and shifted targets. */
+static void slice_micro_batch(const batch_io *io, int first) {
+    const int B = io->cfg->train.micro_batch, T = io->cfg->model.seq_len;
+    for (int k = 0; k < B; k++) {
+        const int32_t *src = io->window + (size_t)(first + k) * T;
+        memcpy(io->inputs + (size_t)k * T, src, (size_t)T * sizeof(int32_t));
+        memcpy(io->targets + (size_t)k * T, src + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
+int batch_loss(const batch_io *io, int step, bool train, float *mean, tg_err *e) {
+    const tg_config *c = io->cfg;
+    const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
+    const int first = io->dp->rank * (c->train.global_batch / io->dp->size);
+    const float dloss = 1.0f / ((float)c->train.global_batch * T);
+    double sum = 0.0;
+    for (int m = 0; m < accum; m++) {
+        slice_micro_batch(io, first + m * B);
+        /* Masks keyed by the step and the micro-batch's place in the global
+         * batch; no dropout when evaluating. */
+        gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed, (uint64_t)step,
+                        (uint64_t)(first + m * B) * (uint64_t)T);
+        float loss;
+        if (gpt_forward(io->model, io->inputs, io->targets, B, T, dloss, &loss, e)) return -1;
+        if (train && gpt_backward(io->model, e)) return -1;
+        sum += loss;
+    }
+    *mean = (float)(sum / accum) / (float)io->dp->size;
+    return comm_all_reduce(io->dp, mean, 1, REDUCE_SUM, e);
+}
+
+int batch_train_step(const batch_io *io, int step, float *loss, optim_report *rep, tg_err *e) {
+    gpt_zero_grads(io->model);
+    if (batch_loss(io, step, true, loss, e)) return -1;
+    return optim_update(io->opt, io->model, io->cfg, step, *loss, rep, e);
+}
