@@ -6,13 +6,15 @@ LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
 GPU ?= 0
 .DEFAULT_GOAL := all
 
+# The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
+# -DTG_CPU_BF16; model/cpu/act.h).
+CPU_KERNEL_SRC = model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c \
+                 model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
 MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/optim.c model/safetensors.c \
-            model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
-            model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
-            model/cpu/ops_cpu_bf16.c
+            model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c $(CPU_KERNEL_SRC)
 LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c
-HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h)
+HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h model/cuda/*.cuh parallel/*.h data/*.h util/*.h)
 
 ifeq ($(GPU),1)
 # The CUDA build lives in its own object directory; scripts/find_cuda.sh
@@ -44,10 +46,14 @@ LIB_SRC += parallel/comm_nccl_none.c
 LIB_OBJ_EXTRA =
 endif
 
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ_EXTRA)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CPU_KERNEL_SRC:%.c=$(BUILD)/%.bf16.o) $(LIB_OBJ_EXTRA)
 
 .PHONY: all clean test test-gpu quickstart setup data FORCE
 all: train_gpt prepare
+
+$(BUILD)/%.bf16.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DTG_CPU_BF16 -c $< -o $@
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -59,6 +59,11 @@ compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
 for c in model/cpu/*.c model/backend.c model/rng.c parallel/comm_null.c util/err.c tests/test_cuda_kernels.c; do
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
 done
+# The CPU kernels' bf16 flavour (model/cpu/act.h), as the Makefile builds it.
+for c in model/cpu/*.c; do
+    [ "$c" = model/cpu/gemm.c ] && continue
+    compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.bf16.o/')" $CC $CFLAGS -DTG_CPU_BF16 "$c"
+done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
 # emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
 kernel_objs=("${objs[@]}")
