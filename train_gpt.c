@@ -59,13 +59,14 @@ static double now_ms(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
                "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
+               "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
                "       %s --help\n\n"
                "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
                "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
                "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
                "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n",
-            PROG, PROG, PROG);
+            PROG, PROG, PROG, PROG);
     config_print_help(f);
 }
 
@@ -82,6 +83,18 @@ static void run_plan(const tg_config *cfg, const plan_opts *o, const char *json_
     exit(0);
 }
 
+/* --peak-tflops NAME [bf16|fp32]: prints the table's dense peak of a GPU
+ * name (0 when unknown; default bf16) for scripts, and exits. */
+static void print_peak_tflops(int argc, char **argv, int i) {
+    const char *prec = i + 2 < argc ? argv[i + 2] : "bf16";
+    if (i + 1 >= argc || (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp32") != 0) || i + 3 < argc) {
+        fprintf(stderr, "%s: error: usage: --peak-tflops \"DEVICE NAME\" [bf16|fp32]\n", PROG);
+        exit(2);
+    }
+    printf("%g\n", ops_peak_tflops(argv[i + 1], strcmp(prec, "fp32") == 0 ? TG_F32 : TG_BF16));
+    exit(0);
+}
+
 /* Fills cfg and the topology from the command line and the environment;
  * exits on --help and on errors. */
 static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
@@ -94,6 +107,8 @@ static void parse_args(int argc, char **argv, tg_config *cfg, topology *topo) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             exit(0);
+        } else if (strcmp(argv[i], "--peak-tflops") == 0) {
+            print_peak_tflops(argc, argv, i);
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config_path = argv[++i];
         } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
