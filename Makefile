@@ -14,7 +14,7 @@ MODEL_SRC = model/config.c model/rng.c model/gpt.c model/gpt_layout.c model/opti
             model/checkpoint.c model/plan.c model/backend.c model/cpu/gemm.c $(CPU_KERNEL_SRC)
 LIB_SRC = $(MODEL_SRC) parallel/comm_null.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c
-HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h model/cuda/*.cuh parallel/*.h data/*.h util/*.h)
+HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h model/cuda/*.cuh parallel/*.h data/*.h util/*.h tests/kernels/*.h)
 
 ifeq ($(GPU),1)
 # The CUDA build lives in its own object directory; scripts/find_cuda.sh
@@ -69,13 +69,22 @@ train_gpt: $(BUILD)/train_gpt FORCE
 prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test_kernels: $(BUILD)/tests/test_kernels.o $(LIB_OBJ)
+# One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
+# and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
+KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer
+KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o
+ifeq ($(GPU),1)
+KERNEL_TEST_OBJ += $(BUILD)/tests/kernels/twin.o
+endif
+
+$(BUILD)/test_kernels: $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_comm: $(BUILD)/tests/test_comm.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test_cuda_kernels: $(BUILD)/tests/test_cuda_kernels.o $(LIB_OBJ)
+# Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own).
+$(BUILD)/test_cuda_kernels: $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_nccl: $(BUILD)/tests/test_nccl.o $(LIB_OBJ)
