@@ -6,15 +6,17 @@ LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
 GPU ?= 0
 .DEFAULT_GOAL := all
 
+# The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
+# -DTG_CPU_BF16; model/cpu/act.h).
+CPU_KERNEL_SRC = model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c \
+                 model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
 MODEL_SRC = train/config.c util/rng.c model/gpt.c model/gpt_layout.c train/optim.c train/safetensors.c \
-            train/checkpoint.c train/plan.c model/backend.c model/cpu/gemm.c model/cpu/encoder.c model/cpu/layernorm.c \
-            model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c \
-            model/cpu/ops_cpu_bf16.c
+            train/checkpoint.c train/plan.c model/backend.c model/cpu/gemm.c $(CPU_KERNEL_SRC)
 LIB_SRC = $(MODEL_SRC) parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
           parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c \
           parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c util/fs.c \
           train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c train/batch.c model/ops_null.c
-HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h parallel/*.h data/*.h util/*.h train/*.h)
+HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h model/cuda/*.cuh parallel/*.h data/*.h util/*.h train/*.h tests/kernels/*.h)
 
 ifeq ($(GPU),1)
 # The CUDA build lives in its own object directory; scripts/find_cuda.sh
@@ -46,10 +48,14 @@ LIB_SRC += parallel/comm_nccl_none.c
 LIB_OBJ_EXTRA =
 endif
 
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ_EXTRA)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CPU_KERNEL_SRC:%.c=$(BUILD)/%.bf16.o) $(LIB_OBJ_EXTRA)
 
 .PHONY: all clean test test-gpu quickstart setup data FORCE
 all: train_gpt prepare
+
+$(BUILD)/%.bf16.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DTG_CPU_BF16 -c $< -o $@
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -65,13 +71,22 @@ train_gpt: $(BUILD)/train_gpt FORCE
 prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test_kernels: $(BUILD)/tests/test_kernels.o $(LIB_OBJ)
+# One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
+# and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
+KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer
+KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o
+ifeq ($(GPU),1)
+KERNEL_TEST_OBJ += $(BUILD)/tests/kernels/twin.o
+endif
+
+$(BUILD)/test_kernels: $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_comm: $(BUILD)/tests/test_comm.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test_cuda_kernels: $(BUILD)/tests/test_cuda_kernels.o $(LIB_OBJ)
+# Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own).
+$(BUILD)/test_cuda_kernels: $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_nccl: $(BUILD)/tests/test_nccl.o $(LIB_OBJ)

@@ -1,27 +1,14 @@
 /* train_gpt: pretrains a GPT-2 model from token shards.
  *   ./train_gpt --config FILE [--set key.path=value ...]
- *   ./train_gpt --plan --config FILE ...   |   ./train_gpt --version
+ *   ./train_gpt --plan --config FILE ...   |   --version   |   --help
  * main parses the command line, picks the mode, builds the run and loops:
  * config -> ranks -> data -> model shard -> train loop (eval, samples,
  * checkpoints, logs) in train/. */
 #include <stdio.h>
 #include <string.h>
 
-#include "model/ops.h"
 #include "train/args.h"
 #include "train/run.h"
-
-#ifndef TG_COMMIT
-#define TG_COMMIT "unknown"
-#endif
-
-/* --version: which build this is. */
-static int print_version(void) {
-    printf("train_gpt %s\nbackends: cpu (float32, bf16 storage emulation)%s\ncommunicators: shm, null (projection)%s\n",
-           TG_COMMIT, ops_cuda_compiled() ? ", cuda (bf16, fp32; cuBLASLt)" : "; cuda not compiled in (make GPU=1)",
-           ops_cuda_compiled() ? ", nccl" : "");
-    return 0;
-}
 
 int main(int argc, char **argv) {
     run r;
@@ -31,7 +18,6 @@ int main(int argc, char **argv) {
     if (!(r.stop = stop_watch_start(PROG, &e))) tg_die(PROG, &e);
     args a;
     args_parse(argc, argv, &r.cfg, &a);
-    if (a.mode == MODE_VERSION) return print_version();
     if (a.mode == MODE_PLAN) return plan_main(&r.cfg, &a.plan, a.plan_json);
     run_resolve_topology(&r.cfg, &r.topo);
     run_setup(&r);

@@ -63,8 +63,6 @@ struct tg_ops {
     void (*cast_params)(tg_o o, void *dst, const float *src, size_t n);
     /* n activation-type elements to host float32. */
     void (*download_floats)(tg_o o, float *host_dst, const void *src, size_t n);
-    /* Waits for all queued work (timing); a no-op on the CPU. */
-    void (*synchronize)(tg_o o);
     /* Timing on the device's clock: timer_begin marks the stream (a CUDA
      * event); timer_end_ms marks it again, waits for that mark, and returns
      * the milliseconds between the two. -1 where there is no device clock
@@ -118,8 +116,6 @@ struct tg_ops {
     void (*gelu_forward)(tg_o o, void *out, const void *inp, size_t n);
     void (*gelu_backward)(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
 
-    /* out = a + b (out may alias a). */
-    void (*add)(tg_o o, void *out, const void *a, const void *b, size_t n);
     /* out[n, c] = dropout(x[n, c] + bias[c]) + res[n, c] over N rows (out may
      * alias x or res): a row-parallel layer's bias, added after the
      * reduction, its dropout, and the residual connection. */
@@ -173,9 +169,9 @@ tg_ops *ops_null_create(tg_dtype act);
 
 /* The float32 CPU backend. */
 const tg_ops *ops_cpu(void);
-/* bf16 storage on the CPU (model/cpu/ops_cpu_bf16.c): the float32 kernels
- * on widened copies, outputs rounded to bf16; for testing the bf16 paths
- * without a GPU. Destroy with ops_destroy. */
+/* bf16 storage on the CPU (the CPU kernels' bf16 build, model/cpu/act.h):
+ * float32 arithmetic on widened loads, each stored output rounded to bf16
+ * once; for testing the bf16 paths without a GPU. Destroy with ops_destroy. */
 tg_ops *ops_cpu_bf16_create(tg_err *e);
 
 /* The CUDA backend on visible device `local_rank` modulo the device count
@@ -187,6 +183,12 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e);
 int ops_cuda_device_count(void);
 /* True when this binary was built with make GPU=1. */
 int ops_cuda_compiled(void);
+
+/* Dense peak TFLOP/s of the GPU whose name contains a known model name, at
+ * activation type act (bf16 tensor cores, or plain fp32); 0 when unknown.
+ * The one table of peaks: the trainer's MFU, and through
+ * `train_gpt --peak-tflops NAME [bf16|fp32]` the benchmark and sweep scripts. */
+double ops_peak_tflops(const char *device_name, tg_dtype act);
 
 /* Destroys a backend made by a *_create function (no-op for static ones). */
 void ops_destroy(const tg_ops *o);

@@ -23,7 +23,7 @@ a machine without a GPU.
 MFU uses train_gpt's formula: flops_per_token = 6*N + 12*n_layer*n_embd*seq_len,
 N counting every parameter once over the real (unpadded) vocabulary, against
 --peak-tflops (bench_gpu.sh passes the peak train_gpt used) or, without it,
-the same table of devices as model/cuda/ops_cuda.c.
+the peak train_gpt reports for the device name (train_gpt --peak-tflops).
 
   scripts/bench_torch.py --config configs/gpt2_124m.json [--set section.key=value ...]
       [--steps 20] [--warmup 3] [--compile] [--device cuda|cpu] [--peak-tflops X] [--json FILE]
@@ -32,7 +32,9 @@ the same table of devices as model/cuda/ops_cuda.c.
 import argparse
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -49,17 +51,16 @@ DEFAULTS = {
               "eps": 1e-8, "grad_clip": 1.0, "seed": 1337, "recompute": "none"},
 }
 
-# Dense bf16 peak TFLOP/s by device name: model/cuda/ops_cuda.c's table, in its order
-PEAK_BF16 = [("H100 PCIe", 756), ("H100 NVL", 835), ("H100", 989), ("H200", 989), ("GH200", 989), ("B200", 2250),
-             ("A100", 312), ("A800", 312), ("L40S", 362), ("L40", 181), ("L4", 121), ("A10G", 70), ("A10", 125),
-             ("A30", 165), ("RTX 4090", 165), ("RTX 3090", 71), ("A6000", 155)]
-
-
 def peak_of(name):
-    for match, tflops in PEAK_BF16:
-        if match in name:
-            return float(tflops)
-    return 0.0
+    """Dense bf16 peak TFLOP/s of a device name from train_gpt's own table
+    (`train_gpt --peak-tflops NAME bf16`; the binary is $TRAIN_GPT or the
+    repository's ./train_gpt); 0 when the name is unknown or there is no binary."""
+    binary = os.environ.get("TRAIN_GPT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train_gpt")
+    try:
+        done = subprocess.run([binary, "--peak-tflops", name, "bf16"], capture_output=True, text=True, check=True)
+        return float(done.stdout)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return 0.0
 
 
 def load_config(path, sets):

@@ -2,7 +2,7 @@
 # The CUDA backend executed on the CPU (tests/emu: our own CUDA runtime,
 # cuBLAS(Lt) and cub stand-ins; kernels on emulated threads, blocks one at a
 # time): every op of model/cuda against the CPU backend (fp32 within 1e-5,
-# bf16 within 1e-2; tests/test_cuda_kernels.c), also with the scratch shrunk
+# bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
 # whole trainer on the emulated device: fp32 matches the CPU trainer, and the
 # recompute modes stay bitwise equal in bf16 with dropout. What emulation
@@ -18,7 +18,7 @@ fi
 ok emu_build
 kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
 
-# kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"FAIL" lines become ours
+# kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
 kernels() {
     local name="$1"; shift
     local envs=()
@@ -26,9 +26,9 @@ kernels() {
     shift
     env "${envs[@]}" "$kern" "$@" >"$tmp/$name.out" 2>&1
     local rc=$?
-    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^FAIL +(.*)|not ok ${name}: \1 - see $tmp/$name.out|p" "$tmp/$name.out"
-    grep -q '^FAIL' "$tmp/$name.out" && failed=1
-    if [ $rc -ne 0 ] && ! grep -q '^FAIL' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
+    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
+    grep -q '^not ok' "$tmp/$name.out" && failed=1
+    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
 kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick

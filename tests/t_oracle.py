@@ -432,7 +432,7 @@ else:
 # ------------------------------------------------------------- dropout ---
 # model.dropout = 0.2: the binary's masks are a pure function of (seed,
 # step, layer, site, global token / sequence, feature / head) through its
-# counter-based generator (model/rng.c), which numpy reproduces here, so
+# counter-based generator (util/rng.c), which numpy reproduces here, so
 # PyTorch can replay the same 6 steps with the same masks: after the
 # embedding, on the attention probabilities, and on each residual branch
 # (GPT-2's embd_pdrop, attn_pdrop, resid_pdrop places).

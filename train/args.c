@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ops.h"
 #include "train/run.h"
 
 
@@ -11,14 +12,39 @@ static void usage(FILE *f) {
     fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
                "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
                "       %s --version   (the commit and the backends compiled in)\n"
+               "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
                "       %s --help\n\n"
                "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
                "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
                "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
                "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n",
-            PROG, PROG, PROG, PROG);
+            PROG, PROG, PROG, PROG, PROG);
     config_print_help(f);
+}
+
+/* --peak-tflops NAME [bf16|fp32]: prints the table's dense peak of a GPU
+ * (0: not in the table), so that scripts use the trainer's one table. */
+static void print_peak_tflops(int argc, char **argv, int i) {
+    const char *prec = i + 2 < argc ? argv[i + 2] : "bf16";
+    if (i + 1 >= argc || (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp32") != 0) || i + 3 < argc) {
+        fprintf(stderr, "%s: error: usage: --peak-tflops \"DEVICE NAME\" [bf16|fp32]\n", PROG);
+        exit(2);
+    }
+    printf("%g\n", ops_peak_tflops(argv[i + 1], strcmp(prec, "fp32") == 0 ? TG_F32 : TG_BF16));
+    exit(0);
+}
+
+#ifndef TG_COMMIT
+#define TG_COMMIT "unknown"
+#endif
+
+/* --version: which build this is (the commit, the backends compiled in). */
+static void print_version(void) {
+    printf("train_gpt %s\nbackends: cpu (float32, bf16 storage emulation)%s\ncommunicators: shm, null (projection)%s\n",
+           TG_COMMIT, ops_cuda_compiled() ? ", cuda (bf16, fp32; cuBLASLt)" : "; cuda not compiled in (make GPU=1)",
+           ops_cuda_compiled() ? ", nccl" : "");
+    exit(0);
 }
 
 void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
@@ -32,8 +58,9 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             usage(stdout);
             exit(0);
         } else if (strcmp(argv[i], "--version") == 0) {
-            a->mode = MODE_VERSION;
-            return;
+            print_version();
+        } else if (strcmp(argv[i], "--peak-tflops") == 0) {
+            print_peak_tflops(argc, argv, i);
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             if (config_path && tg_fail(&e, "--config given twice ('%s', then '%s'): give one", config_path, argv[i + 1]))
                 tg_die(PROG, &e);

@@ -1,4 +1,4 @@
-/* The command line: the mode (train, --plan, --version), the config with
+/* The command line: the mode (train or --plan), the config with
  * its --set overrides applied in order, and the planner's options. */
 #ifndef TRAIN_ARGS_H
 #define TRAIN_ARGS_H
@@ -6,7 +6,7 @@
 #include "train/config.h"
 #include "train/plan.h"
 
-typedef enum { MODE_TRAIN, MODE_PLAN, MODE_VERSION } run_mode;
+typedef enum { MODE_TRAIN, MODE_PLAN } run_mode;
 
 typedef struct args {
     run_mode mode;
@@ -15,7 +15,7 @@ typedef struct args {
 } args;
 
 /* Fills cfg (defaults, the --config file, then each --set in order) and a.
- * Prints --help and exits 0; exits 2 on a malformed command line and 1 on a
+ * Answers --help, --version and --peak-tflops and exits 0; exits 2 on a malformed command line and 1 on a
  * bad config, with a message naming the argument, file or key. */
 void args_parse(int argc, char **argv, tg_config *cfg, args *a);
 

@@ -80,29 +80,35 @@ static kernel_choice choose_kernel(const char *name) {
 
 const char *cpu_gemm_kernel_name(void) { return choose_kernel(NULL).name; }
 
-/* op(A)(i, k) and op(B)(k, j) for the packing loops. */
-static inline float elem_a(const float *A, int lda, bool t, int i, int k) {
-    return t ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+/* Element x of a float32 or bfloat16 operand, as a float: packing widens
+ * bf16 operands, so the micro-kernels only ever see float32. */
+static inline float operand_at(const void *M, tg_dtype type, size_t x) {
+    return type == TG_BF16 ? tg_bf16_to_f32(((const uint16_t *)M)[x]) : ((const float *)M)[x];
 }
-static inline float elem_b(const float *B, int ldb, bool t, int k, int j) {
-    return t ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+
+/* op(A)(i, k) and op(B)(k, j) for the packing loops. */
+static inline float elem_a(const void *A, tg_dtype type, int lda, bool t, int i, int k) {
+    return operand_at(A, type, t ? (size_t)k * lda + i : (size_t)i * lda + k);
+}
+static inline float elem_b(const void *B, tg_dtype type, int ldb, bool t, int k, int j) {
+    return operand_at(B, type, t ? (size_t)j * ldb + k : (size_t)k * ldb + j);
 }
 
 /* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of op(A) as MR-tall panels,
  * k-major inside a panel; rows past M are zero. */
-static void pack_a(float *dst, const float *A, int lda, bool t, int i0, int mc, int k0, int kc, int mr, int M) {
+static void pack_a(float *dst, const void *A, tg_dtype type, int lda, bool t, int i0, int mc, int k0, int kc, int mr, int M) {
     for (int p = 0; p < mc; p += mr) {
         for (int k = 0; k < kc; k++)
             for (int r = 0; r < mr; r++) {
                 int i = i0 + p + r;
-                *dst++ = i < M ? elem_a(A, lda, t, i, k0 + k) : 0.0f;
+                *dst++ = i < M ? elem_a(A, type, lda, t, i, k0 + k) : 0.0f;
             }
     }
 }
 
 /* Packs rows [k0, k0+kc) x cols [j0, j0+nc) of op(B) as NR-wide panels;
  * columns past N are zero. Panels are independent, so threads share the work. */
-static void pack_b(float *dst, const float *B, int ldb, bool t, int k0, int kc, int j0, int nc, int nr, int N) {
+static void pack_b(float *dst, const void *B, tg_dtype type, int ldb, bool t, int k0, int kc, int j0, int nc, int nr, int N) {
     int panels = (nc + nr - 1) / nr;
 #pragma omp parallel for schedule(static)
     for (int q = 0; q < panels; q++) {
@@ -110,7 +116,7 @@ static void pack_b(float *dst, const float *B, int ldb, bool t, int k0, int kc, 
         for (int k = 0; k < kc; k++)
             for (int c = 0; c < nr; c++) {
                 int j = j0 + q * nr + c;
-                *out++ = j < N ? elem_b(B, ldb, t, k0 + k, j) : 0.0f;
+                *out++ = j < N ? elem_b(B, type, ldb, t, k0 + k, j) : 0.0f;
             }
     }
 }
@@ -136,14 +142,9 @@ static void zero_c(int M, int N, float *C, int ldc) {
     for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof(float));
 }
 
-void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
-              float *C, int ldc) {
-    cpu_gemm_with(NULL, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
-}
-
-const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda,
-                          const float *B, int ldb, float beta, float *C, int ldc) {
-    const kernel_choice kern = choose_kernel(kernel);
+/* The product with micro-kernel kern, A and B of element type `type`. */
+static const char *gemm_run(kernel_choice kern, tg_dtype type, bool trans_a, bool trans_b, int M, int N, int K, const void *A,
+                            int lda, const void *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return kern.name;
     if (K <= 0) {
         if (beta == 0.0f) zero_c(M, N, C, ldc);
@@ -163,7 +164,7 @@ const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M,
         for (int k0 = 0; k0 < K; k0 += KC) {
             int kc = K - k0 < KC ? K - k0 : KC;
             bool accumulate = k0 > 0 || beta != 0.0f;
-            pack_b(bpack, B, ldb, trans_b, k0, kc, j0, nc, nr, N);
+            pack_b(bpack, B, type, ldb, trans_b, k0, kc, j0, nc, nr, N);
             int m_tasks = (M + mc - 1) / mc, n_tasks = (nc + TASK_COLS - 1) / TASK_COLS;
 #pragma omp parallel
             {
@@ -172,7 +173,7 @@ const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M,
                 for (int mt = 0; mt < m_tasks; mt++)
                     for (int nt = 0; nt < n_tasks; nt++) {
                         int i0 = mt * mc, mcur = M - i0 < mc ? M - i0 : mc;
-                        pack_a(apack, A, lda, trans_a, i0, mcur, k0, kc, mr, M);
+                        pack_a(apack, A, type, lda, trans_a, i0, mcur, k0, kc, mr, M);
                         int jt0 = nt * TASK_COLS, jt1 = jt0 + TASK_COLS < nc ? jt0 + TASK_COLS : nc;
                         for (int jj = jt0; jj < jt1; jj += nr) {
                             const float *bp = bpack + (size_t)(jj / nr) * kc * nr;
@@ -190,4 +191,19 @@ const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M,
     }
     free(bpack);
     return kern.name;
+}
+
+void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc) {
+    cpu_gemm_with(NULL, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc) {
+    return gemm_run(choose_kernel(kernel), TG_F32, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void cpu_gemm_typed(tg_dtype type, bool trans_a, bool trans_b, int M, int N, int K, const void *A, int lda, const void *B,
+                    int ldb, float beta, float *C, int ldc) {
+    gemm_run(choose_kernel(NULL), type, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

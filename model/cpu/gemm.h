@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "util/dtype.h"
+
 void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K,
               const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc);
@@ -18,6 +20,11 @@ void cpu_gemm(bool trans_a, bool trans_b, int M, int N, int K,
  * of the kernel that ran (tests use it to cover every kernel). */
 const char *cpu_gemm_with(const char *kernel, bool trans_a, bool trans_b, int M, int N, int K, const float *A, int lda,
                           const float *B, int ldb, float beta, float *C, int ldc);
+
+/* The same with A and B of element type `type` (float32 or bfloat16, which
+ * the packing widens to float32); C stays float32. */
+void cpu_gemm_typed(tg_dtype type, bool trans_a, bool trans_b, int M, int N, int K, const void *A, int lda, const void *B,
+                    int ldb, float beta, float *C, int ldc);
 
 /* The micro-kernel chosen for this CPU ("avx512", "avx2", "generic"). */
 const char *cpu_gemm_kernel_name(void);

@@ -1,44 +1,62 @@
-/* Linear layers and the tied LM head, on top of cpu_gemm. */
-#include <string.h>
-
+/* Linear layers and the tied LM head, on top of cpu_gemm_typed: operands in
+ * the activation type, products accumulated in float32 (a view of an
+ * activation-type output, rounded once at the end in the bf16 flavour). */
 #include "model/cpu/gemm.h"
 #include "model/cpu/kernels.h"
 
-void cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+void CPU_KERNEL(matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
+    (void)o;
+    const size_t n = (size_t)N * OC;
+    float *y = act_view(out, n, false);
     if (bias) {
+        const act_t *bs = bias;
 #pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < OC; c++) y[(size_t)r * OC + c] = act_load(bs[c]);
     }
-    cpu_gemm(false, false, N, OC, C, inp, C, w, OC, bias ? 1.0f : 0.0f, out, OC);
+    cpu_gemm_typed(ACT_DTYPE, false, false, N, OC, C, inp, C, w, OC, bias ? 1.0f : 0.0f, y, OC);
+    act_view_end(out, y, n);
 }
 
 /* dbias[o] += sum over rows of dout[:, o], column blocks in parallel, rows in order. */
-void cpu_bias_backward(float *dbias, const float *dout, int N, int OC) {
+void CPU_KERNEL(bias_backward)(tg_o o, float *dbias, const void *dout, int N, int OC) {
+    (void)o;
     const int block = 64;
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += block) {
         int o1 = o0 + block < OC ? o0 + block : OC;
         float acc[64] = {0};
         for (int n = 0; n < N; n++) {
-            const float *g = dout + (size_t)n * OC;
-            for (int o = o0; o < o1; o++) acc[o - o0] += g[o];
+            const act_t *g = (const act_t *)dout + (size_t)n * OC;
+            for (int c = o0; c < o1; c++) acc[c - o0] += act_load(g[c]);
         }
-        for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+        for (int c = o0; c < o1; c++) dbias[c] += acc[c - o0];
     }
 }
 
-void cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N,
-                         int C, int OC) {
-    if (dinp) cpu_gemm(false, true, N, C, OC, dout, OC, w, OC, 0.0f, dinp, C);
-    cpu_gemm(true, false, C, OC, N, inp, C, dout, OC, 1.0f, dw, OC);
-    if (dbias) cpu_bias_backward(dbias, dout, N, OC);
+void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+                                 const void *w, int N, int C, int OC) {
+    if (dinp) {
+        float *dx = act_view(dinp, (size_t)N * C, false);
+        cpu_gemm_typed(ACT_DTYPE, false, true, N, C, OC, dout, OC, w, OC, 0.0f, dx, C);
+        act_view_end(dinp, dx, (size_t)N * C);
+    }
+    cpu_gemm_typed(ACT_DTYPE, true, false, C, OC, N, inp, C, dout, OC, 1.0f, dw, OC);
+    if (dbias) CPU_KERNEL(bias_backward)(o, dbias, dout, N, OC);
 }
 
-void cpu_lmhead_forward(float *logits, const float *x, const float *wte, int N, int C, int V) {
-    cpu_gemm(false, true, N, V, C, x, C, wte, C, 0.0f, logits, V);
+void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
+    (void)o;
+    float *y = act_view(logits, (size_t)N * V, false);
+    cpu_gemm_typed(ACT_DTYPE, false, true, N, V, C, x, C, wte, C, 0.0f, y, V);
+    act_view_end(logits, y, (size_t)N * V);
 }
 
-void cpu_lmhead_backward(float *dx, float *dwte, const float *dlogits, const float *x, const float *wte, int N, int C, int V) {
-    cpu_gemm(false, false, N, C, V, dlogits, V, wte, C, 0.0f, dx, C);
-    cpu_gemm(true, false, V, C, N, dlogits, V, x, C, 1.0f, dwte, C);
+void CPU_KERNEL(lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N,
+                                 int C, int V) {
+    (void)o;
+    float *g = act_view(dx, (size_t)N * C, false);
+    cpu_gemm_typed(ACT_DTYPE, false, false, N, C, V, dlogits, V, wte, C, 0.0f, g, C);
+    act_view_end(dx, g, (size_t)N * C);
+    cpu_gemm_typed(ACT_DTYPE, true, false, V, C, N, dlogits, V, x, C, 1.0f, dwte, C);
 }

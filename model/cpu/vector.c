@@ -1,39 +1,40 @@
-/* Whole-buffer vector operations: residual add, norms, scaling, AdamW. */
+/* Whole-buffer vector operations: bias + residual, dropout, norms, scaling,
+ * AdamW. */
 #include <math.h>
 
 #include "model/cpu/kernels.h"
-#include "util/rng_core.h"
 
-void cpu_add(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-}
-
-float cpu_dropout_scale(const tg_dropout *drop, uint64_t index) {
-    return rng_dropout_scale(drop->p, drop->seed, drop->stream, index);
-}
-
-void cpu_bias_residual_add(float *out, const float *x, const float *bias, const float *res, int N, int C, tg_dropout drop) {
+void CPU_KERNEL(bias_residual_add)(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
+                                   tg_dropout drop) {
+    (void)o;
+    act_t *y = out;
+    const act_t *in = x, *bs = bias, *r = res;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * C + c;
-            float v = x[i] + bias[c];
+            float v = act_load(in[i]) + act_load(bs[c]);
             if (drop.p > 0) v *= cpu_dropout_scale(&drop, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
-            out[i] = v + res[i];
+            y[i] = act_store(v + act_load(r[i]));
         }
 }
 
-void cpu_dropout(float *out, const float *in, int N, int C, tg_dropout drop) {
+void CPU_KERNEL(dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop) {
+    (void)o;
+    act_t *y = out;
+    const act_t *x = in;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * C + c;
-            out[i] = drop.p > 0 ? in[i] * cpu_dropout_scale(&drop, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c) : in[i];
+            float v = act_load(x[i]);
+            if (drop.p > 0) v *= cpu_dropout_scale(&drop, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
+            y[i] = act_store(v);
         }
 }
 
-double cpu_sum_squares(const float *x, size_t n) {
+double CPU_KERNEL(sum_squares)(tg_o o, const float *x, size_t n) {
+    (void)o;
     /* Fixed-size chunks summed in chunk order: the same result for any
      * thread count. */
     const size_t chunk = 1 << 14;
@@ -50,13 +51,17 @@ double cpu_sum_squares(const float *x, size_t n) {
     return total;
 }
 
-void cpu_scale(float *x, float s, size_t n) {
+void CPU_KERNEL(scale)(tg_o o, float *x, float s, size_t n) {
+    (void)o;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
-               float weight_decay, float bc1, float bc2) {
+void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, float bc1, float bc2) {
+    (void)o;
+    /* The working copy, unless it is the master weights themselves. */
+    act_t *w = work == (void *)p ? NULL : work;
     /* The order of torch.optim.AdamW (single-tensor path): decay, moments,
      * then p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
     const float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
@@ -68,5 +73,6 @@ void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
         m[i] = mi;
         v[i] = vi;
         p[i] = pi - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+        if (w) w[i] = act_store(p[i]);
     }
 }

@@ -3,43 +3,46 @@
 
 #include "model/cpu/kernels.h"
 
-void cpu_xent_rowmax(float *rowmax, const float *logits, int N, int V, int n_real) {
+void CPU_KERNEL(xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
+    (void)o;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * V;
+        const act_t *l = (const act_t *)logits + (size_t)n * V;
         float m = -INFINITY;
-        for (int v = 0; v < n_real; v++) m = l[v] > m ? l[v] : m;
+        for (int v = 0; v < n_real; v++) m = act_load(l[v]) > m ? act_load(l[v]) : m;
         rowmax[n] = m;
     }
 }
 
-void cpu_xent_stats(float *stats, const float *logits, const float *rowmax, const int32_t *targets, int N, int V, int n_real,
-                    int vocab_start) {
+void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N,
+                            int V, int n_real, int vocab_start) {
+    (void)o;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * V;
+        const act_t *l = (const act_t *)logits + (size_t)n * V;
         const float m = rowmax[n];
         double sum = 0.0; /* a float running sum over 50k columns drifts by ~1e-5 relative */
-        for (int v = 0; v < n_real; v++) sum += expf(l[v] - m);
+        for (int v = 0; v < n_real; v++) sum += expf(act_load(l[v]) - m);
         int local = targets[n] - vocab_start;
         stats[2 * n] = (float)sum;
-        stats[2 * n + 1] = (local >= 0 && local < n_real) ? l[local] : 0.0f;
+        stats[2 * n + 1] = (local >= 0 && local < n_real) ? act_load(l[local]) : 0.0f;
     }
 }
 
-void cpu_xent_finish(float *losses, float *logits, const float *rowmax, const float *stats, const int32_t *targets, int N,
-                     int V, int n_real, int vocab_start, float dloss) {
+void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,
+                             const int32_t *targets, int N, int V, int n_real, int vocab_start, float dloss) {
+    (void)o;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *l = logits + (size_t)n * V;
+        act_t *l = (act_t *)logits + (size_t)n * V;
         float m = rowmax[n], sum = stats[2 * n];
         losses[n] = logf(sum) + m - stats[2 * n + 1];
         float inv = 1.0f / sum;
         int local = targets[n] - vocab_start;
         for (int v = 0; v < n_real; v++) {
-            float p = expf(l[v] - m) * inv;
-            l[v] = (p - (v == local ? 1.0f : 0.0f)) * dloss;
+            float p = expf(act_load(l[v]) - m) * inv;
+            l[v] = act_store((p - (v == local ? 1.0f : 0.0f)) * dloss);
         }
-        for (int v = n_real; v < V; v++) l[v] = 0.0f;
+        for (int v = n_real; v < V; v++) l[v] = act_store(0.0f);
     }
 }

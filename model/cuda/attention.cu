@@ -29,6 +29,7 @@
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
+#include "model/cuda/reduce.cuh"
 #include "util/rng_core.h"
 
 #define THREADS 256      /* elementwise kernels */
@@ -37,6 +38,10 @@
 #define REGION_ALIGN 256 /* scratch regions start on this many bytes */
 
 namespace {
+
+using tg_reduce::block_reduce;
+using tg_reduce::max_op;
+using tg_reduce::sum_op;
 
 template <typename E>
 cudaDataType elem_type() {
@@ -53,28 +58,6 @@ __device__ __forceinline__ float att_drop(const tg_dropout &d, int b, int h, int
                              ((seq * (uint64_t)d.heads_total + head) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)t2);
 }
 
-struct sum_op {
-    __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct max_op {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-/* Reduction over the block (blockDim.x a multiple of 32), returned to every
- * thread: a butterfly within each warp, then every warp combines the warp
- * results the same way. The order is fixed, so results are reproducible. */
-template <typename Op>
-__device__ float block_reduce(float v, Op op, float identity) {
-    __shared__ float warp_vals[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    __syncthreads(); /* a previous call may still be reading warp_vals */
-    if (lane == 0) warp_vals[warp] = v;
-    __syncthreads();
-    v = lane < warps ? warp_vals[lane] : identity;
-    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
 
 /* dst[j, t, i] = src[(b * T + t) * width + offset + h * HS + i] for the
  * chunk's pairs p = p0 + j = b * NH + h: one head's [T, HS] slice made

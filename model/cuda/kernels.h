@@ -34,7 +34,6 @@ void cuda_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const voi
 void cuda_gelu_forward(tg_o o, void *out, const void *inp, size_t n);
 void cuda_gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
 
-void cuda_add(tg_o o, void *out, const void *a, const void *b, size_t n);
 void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                             tg_dropout drop);
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);

@@ -12,6 +12,7 @@
  * The grouping depends only on N, C and the scratch size. */
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
+#include "model/cuda/reduce.cuh"
 
 #define LN_EPS 1e-5f
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */
@@ -22,10 +23,7 @@
 
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
+__device__ __forceinline__ float warp_sum(float v) { return tg_reduce::warp_reduce(v, tg_reduce::sum_op()); }
 
 template <typename T>
 __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b, int N, int C) {
@@ -100,13 +98,8 @@ __global__ void layernorm_param_partials_kernel(float *partial_dw, float *partia
     part_b[threadIdx.y][threadIdx.x] = acc_b;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
-        float sw = 0.0f, sb = 0.0f;
-        for (int k = 0; k < COL_ROWS; k++) {
-            sw += part_w[k][threadIdx.x];
-            sb += part_b[k][threadIdx.x];
-        }
-        partial_dw[(size_t)group * C + c] = sw;
-        partial_db[(size_t)group * C + c] = sb;
+        partial_dw[(size_t)group * C + c] = tg_reduce::tile_column_sum(part_w);
+        partial_db[(size_t)group * C + c] = tg_reduce::tile_column_sum(part_b);
     }
 }
 

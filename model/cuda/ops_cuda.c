@@ -110,8 +110,6 @@ static void cuda_download_floats(tg_o o, float *dst, const void *src, size_t n) 
     free(raw);
 }
 
-static void cuda_synchronize(tg_o o) { CUDA_CHECK(cudaStreamSynchronize(cuda_ctx_of(o)->stream)); }
-
 static void cuda_timer_begin(tg_o o) {
     cuda_ctx *x = cuda_ctx_of(o);
     CUDA_CHECK(cudaEventRecord(x->timer_start, x->stream));
@@ -159,21 +157,7 @@ static void device_copy(void *ctx, void *dst, const void *src, size_t bytes) {
 
 /* ---- the device ---- */
 
-/* Dense peak TFLOP/s by device name, from NVIDIA's data sheets: bf16
- * tensor cores, and plain fp32 (the fp32 path does not use TF32). */
-static double peak_tflops_of(const char *name, tg_dtype act) {
-    static const struct { const char *match; double bf16, fp32; } table[] = {
-        {"H100 PCIe", 756, 51}, {"H100 NVL", 835, 60}, {"H100", 989, 67}, {"H200", 989, 67}, {"GH200", 989, 67},
-        {"B200", 2250, 80},     {"A100", 312, 19.5},   {"A800", 312, 19.5}, {"L40S", 362, 91.6}, {"L40", 181, 90.5},
-        {"L4", 121, 30.3},      {"A10G", 70, 31.2},    {"A10", 125, 31.2},  {"A30", 165, 10.3},  {"RTX 4090", 165, 82.6},
-        {"RTX 3090", 71, 35.6}, {"A6000", 155, 38.7},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strstr(name, table[i].match)) return act == TG_BF16 ? table[i].bf16 : table[i].fp32;
-    return 0.0;
-}
-
-static double cuda_peak_tflops(tg_o o) { return peak_tflops_of(o->device, o->act); }
+static double cuda_peak_tflops(tg_o o) { return ops_peak_tflops(o->device, o->act); }
 
 static void cuda_destroy(tg_ops *o) {
     cuda_ctx *x = o->ctx;
@@ -201,7 +185,6 @@ static const tg_ops CUDA_TABLE = {
     .zero = cuda_zero,
     .cast_params = cuda_cast_params,
     .download_floats = cuda_download_floats,
-    .synchronize = cuda_synchronize,
     .timer_begin = cuda_timer_begin,
     .timer_end_ms = cuda_timer_end_ms,
     .mem_peak = cuda_mem_peak,
@@ -219,7 +202,6 @@ static const tg_ops CUDA_TABLE = {
     .attention_backward = cuda_attention_backward,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
-    .add = cuda_add,
     .bias_residual_add = cuda_bias_residual_add,
     .dropout = cuda_dropout,
     .bias_backward = cuda_bias_backward,

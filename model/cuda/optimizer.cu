@@ -12,6 +12,7 @@
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
+#include "model/cuda/reduce.cuh"
 
 #define THREADS 256
 #define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */
@@ -26,16 +27,6 @@ unsigned grid_for(size_t n) {
     return b < MAX_BLOCKS ? b : MAX_BLOCKS;
 }
 
-/* Sum of the block's SUMSQ_THREADS values in a fixed tree; the result is in
- * vals[0] after the call (all threads must call it). */
-__device__ void block_sum_double(double *vals) {
-    for (int stride = SUMSQ_THREADS / 2; stride > 0; stride /= 2) {
-        __syncthreads();
-        if ((int)threadIdx.x < stride) vals[threadIdx.x] += vals[threadIdx.x + stride];
-    }
-    __syncthreads();
-}
-
 /* partial[block] = sum of x[i]^2 over the block's slice [block * slice, +slice). */
 __global__ void sum_squares_partials_kernel(double *partial, const float *x, size_t n, size_t slice) {
     __shared__ double vals[SUMSQ_THREADS];
@@ -47,7 +38,7 @@ __global__ void sum_squares_partials_kernel(double *partial, const float *x, siz
         acc += v * v;
     }
     vals[threadIdx.x] = acc;
-    block_sum_double(vals);
+    tg_reduce::block_tree_sum<SUMSQ_THREADS>(vals);
     if (threadIdx.x == 0) partial[blockIdx.x] = vals[0];
 }
 
@@ -57,7 +48,7 @@ __global__ void sum_squares_finish_kernel(double *result, const double *partial,
     double acc = 0.0;
     for (int i = threadIdx.x; i < count; i += SUMSQ_THREADS) acc += partial[i];
     vals[threadIdx.x] = acc;
-    block_sum_double(vals);
+    tg_reduce::block_tree_sum<SUMSQ_THREADS>(vals);
     if (threadIdx.x == 0) *result = vals[0];
 }
 

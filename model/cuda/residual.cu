@@ -1,4 +1,4 @@
-/* Residual-stream vector ops: add, bias + dropout + residual, dropout, and
+/* Residual-stream vector ops: bias + dropout + residual, dropout, and
  * the bias gradient (column sums), as model/cpu/vector.c and matmul.c.
  * Elementwise ops: one thread per element in a grid-stride loop; each thread
  * reads its element's inputs before writing, so out may alias an input.
@@ -11,6 +11,7 @@
  * column by column in group order, then to dbias. No atomics. */
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
+#include "model/cuda/reduce.cuh"
 #include "util/rng_core.h"
 
 #define THREADS 256
@@ -30,12 +31,6 @@ unsigned grid_for(size_t n) {
 /* The dropout factor of element (n, c) of a site with C columns. */
 __device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n, size_t c, int C) {
     return rng_dropout_scale(drop.p, drop.seed, drop.stream, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
-}
-
-template <typename T>
-__global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        tg_store(out, i, tg_load(a, i) + tg_load(b, i));
 }
 
 template <typename T>
@@ -73,11 +68,7 @@ __global__ void column_partials_kernel(float *partial, const T *dout, int N, int
         for (int r = group * rows_per_group + threadIdx.y; r < row_end; r += COL_ROWS) acc += tg_load(dout, (size_t)r * C + c);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float s = 0.0f;
-        for (int k = 0; k < COL_ROWS; k++) s += part[k][threadIdx.x];
-        partial[(size_t)group * C + c] = s;
-    }
+    if (threadIdx.y == 0 && c < C) partial[(size_t)group * C + c] = tg_reduce::tile_column_sum(part);
 }
 
 /* dbias[c] += sum over groups (in order) of partial[group * C + c]. */
@@ -87,12 +78,6 @@ __global__ void column_finish_kernel(float *dbias, const float *partial, int gro
     float s = 0.0f;
     for (int g = 0; g < groups; g++) s += partial[(size_t)g * C + c];
     dbias[c] += s;
-}
-
-template <typename T>
-void add(cudaStream_t stream, void *out, const void *a, const void *b, size_t n) {
-    add_kernel<T><<<grid_for(n), THREADS, 0, stream>>>((T *)out, (const T *)a, (const T *)b, n);
-    CUDA_LAUNCHED("add_kernel");
 }
 
 template <typename T>
@@ -132,13 +117,6 @@ void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) 
 }
 
 } // namespace
-
-void cuda_add(tg_o o, void *out, const void *a, const void *b, size_t n) {
-    if (n == 0) return;
-    cudaStream_t stream = cuda_ctx_of(o)->stream;
-    if (o->act == TG_BF16) add<__nv_bfloat16>(stream, out, a, b, n);
-    else add<float>(stream, out, a, b, n);
-}
 
 void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                             tg_dropout drop) {

@@ -10,33 +10,16 @@
 
 #include "model/cuda/cuda_ctx.h"
 #include "model/cuda/kernels.h"
+#include "model/cuda/reduce.cuh"
 
 #define ROW_THREADS 512 /* a multiple of 32 */
 
 namespace {
 
-struct sum_op {
-    __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct max_op {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
+using tg_reduce::block_reduce;
+using tg_reduce::max_op;
+using tg_reduce::sum_op;
 
-/* Reduction over the block (blockDim.x a multiple of 32), returned to every
- * thread: a butterfly within each warp, then every warp combines the warp
- * results the same way. */
-template <typename Op>
-__device__ float block_reduce(float v, Op op, float identity) {
-    __shared__ float warp_vals[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    __syncthreads(); /* a previous call may still be reading warp_vals */
-    if (lane == 0) warp_vals[warp] = v;
-    __syncthreads();
-    v = lane < warps ? warp_vals[lane] : identity;
-    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
 
 /* rowmax[n] = max over the real logits of row n (-inf when n_real is 0). */
 template <typename E>

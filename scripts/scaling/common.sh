@@ -110,19 +110,12 @@ sc_cpu_peak() {
     sc_peak_text="$sc_peak TFLOP/s fp32, estimated: $threads core(s) x ${mhz%.*} MHz x $flops FLOP/cycle ($isa); MFU is against it"
 }
 
-# sc_gpu_peak NAME: bf16 dense tensor-core peak of known GPUs (vendor data sheets), or nothing
+# sc_gpu_peak NAME BIN: bf16 dense tensor-core peak of a GPU name from the
+# trainer's own table (BIN --peak-tflops), or nothing when it is unknown
 sc_gpu_peak() {
-    case "$1" in
-        *H200*) echo 989.4 ;;   # also GH200
-        *H100*PCIe*) echo 756 ;;
-        *H100*NVL*) echo 835.5 ;;
-        *H100*) echo 989.4 ;;
-        *A100*) echo 312 ;;
-        *V100*) echo 125 ;;   # fp16 tensor cores (no bf16); the paper's device
-        *L40S*) echo 362 ;;
-        *A10G*|*A10\ *|*A10) echo 125 ;;
-        *) echo "" ;;
-    esac
+    local p; p=$("$2" --peak-tflops "$1" bf16 2>/dev/null) || return 0
+    awk -v p="$p" 'BEGIN {exit !(p > 0)}' && echo "$p"
+    return 0
 }
 
 sc_main() {
@@ -261,7 +254,7 @@ JSON
             if [ -n "$peak" ] && awk -v p="$peak" 'BEGIN {exit !(p > 0)}'; then
                 sc_peak_text="$peak TFLOP/s (device_peak_tflops of the config); MFU is against it"
             else
-                peak=$(sc_gpu_peak "$device_short")
+                peak=$(sc_gpu_peak "$device_short" "$bin")
                 [ -n "$peak" ] || sc_die "unknown peak TFLOP/s for '$device_short': set PEAK_TFLOPS"
                 sc_peak_text="$peak TFLOP/s, bf16 dense tensor-core peak of the $device_short data sheet; MFU is against it"
             fi

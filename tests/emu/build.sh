@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds build/emu/test_cuda_kernels_emu: tests/test_cuda_kernels.c against
+# Builds build/emu/test_cuda_kernels_emu: the CUDA checks of tests/kernels against
 # the CUDA backend (model/cuda/*.cu, ops_cuda.c) executed on the CPU by the
 # emulation in tests/emu (no GPU, no CUDA toolkit). Run from anywhere:
 #   bash tests/emu/build.sh            # then build/emu/test_cuda_kernels_emu --quick
@@ -56,8 +56,14 @@ sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" model/cuda/ops_cu
 grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the EMU_SCRATCH_BYTES hook did not apply" >&2
 printf '#line 1 "model/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
 compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
-for c in model/cpu/*.c model/backend.c util/rng.c parallel/comm_null.c util/err.c tests/test_cuda_kernels.c; do
+for c in model/cpu/*.c model/backend.c util/rng.c parallel/comm_null.c util/err.c tests/kernels/*.c; do
+    [ "$c" = tests/kernels/main_cpu.c ] && continue
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
+done
+# The CPU kernels' bf16 flavour (model/cpu/act.h), as the Makefile builds it.
+for c in model/cpu/*.c; do
+    [ "$c" = model/cpu/gemm.c ] && continue
+    compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.bf16.o/')" $CC $CFLAGS -DTG_CPU_BF16 "$c"
 done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
 # emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
@@ -76,7 +82,7 @@ $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 if [ "${1:-}" = train ]; then
     train_objs=()
-    for o in "${objs[@]}"; do [[ $o == *tests_test_cuda_kernels.o ]] || train_objs+=("$o"); done
+    for o in "${objs[@]}"; do [[ $o == *tests_kernels_* ]] || train_objs+=("$o"); done
     $CXX -fopenmp $SAN "${train_objs[@]}" -o "$OUT/train_gpt_emu" -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
     echo "built $OUT/train_gpt_emu"
 fi

@@ -36,15 +36,15 @@ kbin="${KERNELS_BIN:-}"
 for k in build/gpu/test_cuda_kernels build/test_cuda_kernels; do
     [ -z "$kbin" ] && [ -x "$k" ] && kbin=$k
 done
-# count_binary NAME LOG RC: adds a test binary's "ok"/"FAIL" lines to the
-# count; a binary that fails without a FAIL line, exits with a status other
+# count_binary NAME LOG RC: adds a test binary's "ok"/"not ok" lines to the
+# count; a binary that fails without a "not ok" line, exits with a status other
 # than 0 or 1 (a crash, a timeout) or reports nothing is one more failure;
 # one that only says "skip" is a skip.
 count_binary() {
     local name="$1" log="$2" rc="$3" p f
     p=$(grep -c '^ok ' "$log")
-    f=$(grep -c '^FAIL ' "$log")
-    grep -E '^(ok|FAIL) ' "$log" | sed "s/^/[$name] /"
+    f=$(grep -c '^not ok ' "$log")
+    grep -E '^(ok|not ok) ' "$log" | sed "s/^/[$name] /"
     if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && grep -q '^skip' "$log"; then
         skip "$name" "$(grep -m1 '^skip' "$log")"
         return
@@ -276,7 +276,7 @@ if want sanitizer; then
             if [ "$rc" -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$tmp/$name.out"; then
                 good "$name ($(grep -m1 'ERROR SUMMARY' "$tmp/$name.out" | sed 's/^=* *//'))"
             else
-                bad "$name" "exit $rc: $(grep -m3 -E '^========= (Invalid|Program hit|Error|ERROR SUMMARY)' "$tmp/$name.out" | tr '\n' ' ')$(grep -m2 '^FAIL' "$tmp/$name.out" | tr '\n' ' ') $(last_lines "$tmp/$name.out" 2)"
+                bad "$name" "exit $rc: $(grep -m3 -E '^========= (Invalid|Program hit|Error|ERROR SUMMARY)' "$tmp/$name.out" | tr '\n' ' ')$(grep -m2 '^not ok' "$tmp/$name.out" | tr '\n' ' ') $(last_lines "$tmp/$name.out" 2)"
             fi
         }
         if [ -n "$kbin" ]; then sanitized sanitizer_kernels "$kbin" --quick

@@ -1,0 +1,61 @@
+/* The CUDA kernels' reductions within a block, in one place. Each combines
+ * its values in a fixed order, so results are reproducible run to run. */
+#ifndef MODEL_CUDA_REDUCE_CUH
+#define MODEL_CUDA_REDUCE_CUH
+
+#include <math.h>
+
+namespace tg_reduce {
+
+struct sum_op {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct max_op {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* Reduction over the 32 lanes of a warp by a butterfly, returned to every lane. */
+template <typename Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+    for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Reduction over the block (blockDim.x a multiple of 32), returned to every
+ * thread: a butterfly within each warp, then every warp combines the warp
+ * results the same way. */
+template <typename Op>
+__device__ float block_reduce(float v, Op op, float identity) {
+    __shared__ float warp_vals[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_reduce(v, op);
+    __syncthreads(); /* a previous call may still be reading warp_vals */
+    if (lane == 0) warp_vals[warp] = v;
+    __syncthreads();
+    v = lane < warps ? warp_vals[lane] : identity;
+    return warp_reduce(v, op);
+}
+
+/* Sum of the block's THREADS values vals[threadIdx.x] in a fixed tree; the
+ * result is in vals[0] after the call (all threads must call it). */
+template <int THREADS, typename V>
+__device__ void block_tree_sum(V *vals) {
+    for (int stride = THREADS / 2; stride > 0; stride /= 2) {
+        __syncthreads();
+        if ((int)threadIdx.x < stride) vals[threadIdx.x] += vals[threadIdx.x + stride];
+    }
+    __syncthreads();
+}
+
+/* Column threadIdx.x of a [ROWS][COLS] shared tile of per-thread-row partial
+ * sums, added in row order (after a __syncthreads). */
+template <int ROWS, int COLS>
+__device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]) {
+    float s = 0.0f;
+    for (int k = 0; k < ROWS; k++) s += part[k][threadIdx.x];
+    return s;
+}
+
+} // namespace tg_reduce
+
+#endif

@@ -1,0 +1,97 @@
+/* Kernel family: causal self-attention with dropout (attention_*).
+ * CPU: each kernel against a double-precision reference and its backward
+ * against finite differences (tests/kernels/check.h); with CUDA (or the
+ * emulation, tests/emu) also the CUDA backend against the CPU one
+ * (tests/kernels/twin.h). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/kernels/check.h"
+
+/* ---- attention ---- */
+typedef struct { int B, T, NH, HS; tg_dropout drop; } att_ctx;
+static void att_ref(const double *qkv, double *out, void *vctx) {
+    att_ctx *k = vctx;
+    const int B = k->B, T = k->T, NH = k->NH, HS = k->HS, Cl = NH * HS, C3 = 3 * Cl;
+    double *s = malloc(sizeof(double) * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double mx = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double d = 0;
+                    for (int i = 0; i < HS; i++)
+                        d += qkv[(b * T + t) * C3 + h * HS + i] * qkv[(b * T + u) * C3 + Cl + h * HS + i];
+                    s[u] = d / sqrt((double)HS);
+                    mx = fmax(mx, s[u]);
+                }
+                for (int u = 0; u <= t; u++) sum += (s[u] = exp(s[u] - mx));
+                for (int i = 0; i < HS; i++) {
+                    double acc = 0;
+                    for (int u = 0; u <= t; u++) {
+                        double keep = 1.0;
+                        if (k->drop.p > 0) {
+                            uint64_t seq = k->drop.row0 + (uint64_t)b, head = (uint64_t)(k->drop.head0 + h);
+                            keep = cpu_dropout_scale(&k->drop, ((seq * (uint64_t)k->drop.heads_total + head) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)u);
+                        }
+                        acc += s[u] / sum * keep * qkv[(b * T + u) * C3 + 2 * Cl + h * HS + i];
+                    }
+                    out[(b * T + t) * Cl + h * HS + i] = acc;
+                }
+            }
+    free(s);
+}
+static void test_attention_with(tally *t, tg_dropout drop, const char *fwd_name, const char *bwd_name) {
+    att_ctx k = {2, 13, 3, 5, drop};
+    const int n_in = k.B * k.T * 3 * k.NH * k.HS, n_out = k.B * k.T * k.NH * k.HS;
+    float *qkv = randf(n_in, 40, 1.5f), *R = randf(n_out, 41, 1);
+    double *qd = to_d(qkv, n_in), *Rd = to_d(R, n_out), *want = malloc(sizeof(double) * n_out);
+    att_ref(qd, want, &k);
+    float *out = poisoned(n_out), *att = poisoned((size_t)k.B * k.NH * k.T * k.T);
+    cpu_attention_forward(NULL, out, att, qkv, k.B, k.T, k.NH, k.HS, drop);
+    expect_close(t, fwd_name, out, want, n_out, 1e-5, 1e-6);
+    float *dqkv = poisoned(n_in);
+    cpu_attention_backward(NULL, dqkv, R, qkv, att, k.B, k.T, k.NH, k.HS, drop);
+    double *g = fd_grad(att_ref, &k, qd, n_in, Rd, n_out, 1e-5);
+    expect_close(t, bwd_name, dqkv, g, n_in, 1e-4, 1e-5);
+    free(g); free(qkv); free(R); free(qd); free(Rd); free(want); free(out); free(att); free(dqkv);
+}
+
+void kcheck_attention(tally *t) {
+    test_attention_with(t, (tg_dropout){0}, "attention_forward", "attention_backward_fd");
+    /* heads 2..4 of 7 of sequences 5.. : a TP rank's slice of the masks */
+    tg_dropout drop = {0.3f, 99, 12345, 5, 2, 7};
+    test_attention_with(t, drop, "attention_forward_dropout", "attention_backward_dropout_fd");
+}
+
+#ifdef TG_CUDA
+/* ---- CUDA against the CPU ---- */
+#include "util/rng_core.h"
+#include "tests/kernels/twin.h"
+#include "util/err.h"
+
+void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) {
+    NEED(e, attention_forward);
+    NEED(e, attention_backward);
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_att = (size_t)B * NH * T * T;
+    char shape[128];
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d p=%g row0=%llu head0=%d/%d", B, T, NH, HS, (double)drop.p,
+             (unsigned long long)drop.row0, drop.head0, drop.heads_total);
+    twin qkv = tw_rand(e, ACT, n_qkv, -1, 1);
+    twin out = tw_out(e, ACT, n_out), att = tw_out(e, ACT, n_att);
+    e->cpu->attention_forward(e->cpu, out.c, att.c, qkv.c, B, T, NH, HS, drop);
+    e->gpu->attention_forward(e->gpu, out.g, att.g, qkv.g, B, T, NH, HS, drop);
+    check(e, out, e->tol, "attention_forward out %s", shape);
+    check(e, att, e->tol, "attention_forward att %s", shape);
+    /* backward from the reference's probabilities */
+    twin att_r = tw_ref(e, att), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
+    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, qkv.c, att_r.c, B, T, NH, HS, drop);
+    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, qkv.g, att_r.g, B, T, NH, HS, drop);
+    check(e, dqkv, e->tol, "attention_backward dqkv %s", shape);
+    twin all[] = {qkv, out, att, att_r, dout, dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+#endif

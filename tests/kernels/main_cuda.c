@@ -1,0 +1,167 @@
+/* The CUDA backend against the CPU backend: every op of model/ops.h run on
+ * both with the same fresh random inputs (seeded, uniform, never all zeros),
+ * with float32 and with bfloat16 activations.
+ *
+ *   build/gpu/test_cuda_kernels [--quick]      --quick skips the large cases
+ *
+ * The checks live with their kernel family in tests/kernels/<family>.c
+ * (cuda_test_*), the shared helpers in tests/kernels/twin.c; this file runs
+ * them in a fixed order (the random streams follow it).
+ *
+ * Relative error, per output tensor: max_i |cuda_i - cpu_i| divided by
+ * max(max_i |cpu_i|, 1e-30). A NaN or infinity on either side fails, and so
+ * does a reference that is all zeros (the check would prove nothing).
+ * Tolerances (strict <): 1e-5 with fp32 activations, 1e-2 with bf16; float32
+ * outputs computed from float32 inputs only (sum_squares, scale, AdamW's
+ * p, m, v) are held to 1e-5 in both.
+ * With bf16 activations the CPU is given the bf16-rounded inputs (exactly
+ * what the GPU holds), so only the CUDA kernel's own rounding is measured.
+ * Overwritten outputs are poisoned first (0xff bytes: NaN in float32 and in
+ * bf16) on both sides; accumulating outputs start from the same random
+ * values on both sides, so accumulate-vs-overwrite mistakes show.
+ * Prints "ok PRECISION NAME err=E" or "not ok PRECISION NAME - err=E tol=T"
+ * per check and a last line "N passed, M failed"; exits 1 if any failed, 2 if the CUDA backend
+ * cannot be created (no device: the GPU test runner reads that as "no GPU").
+ *
+ * Every entry of model/ops.h, and the test that runs it:
+ *   [x] alloc, free                   all tests
+ *   [x] upload, download              cuda_test_memory (round trip), all tests
+ *   [x] zero                          cuda_test_memory (a sub-range; the rest untouched)
+ *   [x] timer_begin/timer_end_ms      after every CUDA call (a wait)
+ *   [x] mem_peak, peak_tflops         cuda_test_memory
+ *   [x] destroy                       ops_destroy at the end of each precision
+ *   [x] cast_params                   cuda_test_cast_params (fp32 dst != src and dst == src, bf16)
+ *   [x] download_floats               cuda_test_download_floats
+ *   [x] encoder_forward/backward      cuda_test_encoder (wpe and NULL, dwte/dwpe NULL, vocab_start != 0,
+ *                                     tokens in, at the edges of and outside the rank's range, repeats)
+ *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard)
+ *   [x] layernorm_forward/backward    cuda_test_layernorm
+ *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
+ *   [x] lmhead_forward/backward       cuda_test_lmhead
+ *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0)
+ *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place)
+ *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res)
+ *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
+ *   [x] bias_backward                 cuda_test_bias_backward
+ *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
+ *   [x] sum_squares                   cuda_test_sum_squares
+ *   [x] scale                         cuda_test_scale
+ *   [x] adamw                         cuda_test_adamw (fp32: work == p and work != p; bf16: work != p) */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+#include "tests/kernels/twin.h"
+#include "util/dtype.h"
+#include "util/err.h"
+
+/* ---- the whole table at one precision ---- */
+
+static void run_all(env *e) {
+    /* sizes that are multiples of no tile: B*T = 39 rows, C = 72, 3 heads of 24 */
+    const int B = 3, T = 13, N = B * T, C = 72, NH = 3, HS = C / NH;
+    const tg_dropout none = {0};
+    const tg_dropout rows = {0.2f, 1234, 77, 11, 0, 0};
+    const tg_dropout rows_far = {0.2f, 1234, 79, 100000000, 0, 0}; /* element counters past 2^32 */
+    const tg_dropout heads = {0.2f, 1234, 78, 5, 1, 5};              /* heads 1..3 of 5 */
+    const tg_dropout heads_far = {0.2f, 1234, 83, 20000000, 1, 5};   /* counters past 2^32 */
+    const size_t odd = 1001, mid = 100003, big = ((size_t)3 << 20) + 5;
+
+    cuda_test_memory(e);
+    cuda_test_cast_params(e, mid);
+    cuda_test_download_floats(e, mid);
+    cuda_test_encoder(e, B, T, C, 50, 97, 200);
+    cuda_test_position(e, 0, N, T, C);
+    cuda_test_position(e, 7, 20, T, C);
+    cuda_test_layernorm(e, N, C);
+    cuda_test_matmul(e, N, C, 3 * C);
+    cuda_test_matmul(e, N, C, 4 * C);
+    cuda_test_matmul(e, N, 4 * C, C);
+    cuda_test_lmhead(e, N, C, 1000);
+    cuda_test_attention(e, B, T, NH, HS, none);
+    cuda_test_attention(e, B, T, NH, HS, heads);
+    cuda_test_attention(e, B, T, NH, HS, heads_far);
+    cuda_test_gelu(e, (size_t)N * 4 * C);
+    cuda_test_gelu(e, odd);
+    cuda_test_bias_residual(e, N, C, none);
+    cuda_test_bias_residual(e, N, C, rows);
+    cuda_test_bias_residual(e, N, C, rows_far);
+    cuda_test_dropout(e, N, C, none);
+    cuda_test_dropout(e, N, C, rows);
+    cuda_test_bias_backward(e, N, C);
+    cuda_test_bias_backward(e, N, 4 * C);
+    cuda_test_xent(e, N, 1000, 997, 2000);
+    cuda_test_xent(e, N, 1000, 1000, 0);
+    cuda_test_sum_squares(e, odd);
+    cuda_test_scale(e, mid);
+    if (e->act == TG_F32) cuda_test_adamw(e, mid, 1);
+    cuda_test_adamw(e, mid, 0);
+    if (e->quick) return;
+
+    /* larger cases: GEMM tiling, many blocks of partial sums, long rows */
+    printf("# %s: large cases\n", tg_dtype_name(e->act));
+    cuda_test_encoder(e, 8, 256, 768, 6288, 6288, 50257);
+    cuda_test_position(e, 512, 2048, 1024, 768);
+    cuda_test_layernorm(e, 1024, 768);
+    cuda_test_layernorm(e, 16384, 768);
+    cuda_test_matmul(e, 1024, 768, 3 * 768);
+    cuda_test_matmul(e, 1024, 4 * 768, 768);
+    cuda_test_lmhead(e, 1024, 768, 5000);
+    cuda_test_attention(e, 2, 1000, 12, 64, none);
+    cuda_test_attention(e, 2, 1000, 12, 64, (tg_dropout){0.2f, 1234, 80, 1000000, 12, 48});
+    cuda_test_gelu(e, big);
+    cuda_test_bias_residual(e, 1024, 768, (tg_dropout){0.2f, 1234, 81, 3000000, 0, 0});
+    cuda_test_dropout(e, 1024, 3072, (tg_dropout){0.2f, 1234, 82, 2000000, 0, 0});
+    cuda_test_bias_backward(e, 16384, 3072);
+    cuda_test_xent(e, 257, 50304, 50257, 0);
+    cuda_test_xent(e, 129, 6288, 6241, 44016); /* the last rank of TP = 8 over GPT-2's vocabulary */
+    cuda_test_sum_squares(e, ((size_t)3 << 22) + 5);
+    cuda_test_scale(e, big);
+    cuda_test_cast_params(e, big);
+    cuda_test_adamw(e, big, 0);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--quick]   (--quick skips the large cases)\n", argv[0]);
+            return 1; /* 2 means "no device" to tests/gpu/run_gpu.sh */
+        }
+    }
+    const tg_dtype precisions[2] = {TG_F32, TG_BF16};
+    int passed = 0, failed = 0;
+    for (int i = 0; i < 2; i++) {
+        tg_err err;
+        err.msg[0] = '\0';
+        tg_ops *gpu = ops_cuda_create(0, precisions[i], &err);
+        if (!gpu) {
+            if (i == 0) { /* no usable device at all */
+                printf("test_cuda_kernels: cannot create the CUDA backend: %s\n", err.msg);
+                return 2;
+            }
+            printf("not ok %s ops_cuda_create - (%s)\n", tg_dtype_name(precisions[i]), err.msg);
+            failed++;
+            continue;
+        }
+        env e = {ops_cpu(), gpu, precisions[i], precisions[i] == TG_BF16 ? TOL_BF16 : TOL_F32, 1, quick, 0, 0};
+        printf("# %s activations on %s\n", tg_dtype_name(e.act), gpu->device);
+        if (gpu->act != precisions[i]) {
+            char detail[96];
+            snprintf(detail, sizeof detail, "(asked for %s, the backend says %s)", tg_dtype_name(precisions[i]),
+                     tg_dtype_name(gpu->act));
+            check_true(&e, 0, "ops_cuda_create_act", detail);
+        }
+        run_all(&e);
+        ops_destroy(gpu);
+        passed += e.passed;
+        failed += e.failed;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,198 @@
+/* Kernel family: matrix products: the GEMM micro-kernels, linear layers and the tied LM head (matmul_*, lmhead_*).
+ * CPU: each kernel against a double-precision reference and its backward
+ * against finite differences (tests/kernels/check.h); with CUDA (or the
+ * emulation, tests/emu) also the CUDA backend against the CPU one
+ * (tests/kernels/twin.h). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cpu/gemm.h"
+#include "tests/kernels/check.h"
+
+/* ---- gemm ---- */
+static void test_gemm_kernel(tally *t, const char *kernel) {
+    const int shapes[][3] = {{37, 53, 300}, {6, 32, 1}, {1, 4100, 17}, {129, 70, 513}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int beta = 0; beta < 2; beta++) {
+                    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                    float *A = randf((size_t)M * K, 1, 1), *B = randf((size_t)K * N, 2, 1);
+                    float *C = beta ? randf((size_t)M * N, 3, 1) : poisoned((size_t)M * N);
+                    double *want = malloc(sizeof(double) * M * N);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            double acc = beta ? C[(size_t)i * N + j] : 0.0;
+                            for (int k = 0; k < K; k++)
+                                acc += (double)(ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k]) *
+                                       (tb ? B[(size_t)j * K + k] : B[(size_t)k * N + j]);
+                            want[(size_t)i * N + j] = acc;
+                        }
+                    const char *ran = cpu_gemm_with(kernel, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, (float)beta, C, N);
+                    char name[96];
+                    snprintf(name, sizeof name, "gemm_%s_%dx%dx%d_t%d%d_beta%d", ran, M, N, K, ta, tb, beta);
+                    expect_close(t, name, C, want, (size_t)M * N, 1e-5, 1e-5 * sqrt(K));
+                    free(A); free(B); free(C); free(want);
+                }
+}
+
+/* Every micro-kernel this CPU can run (a kernel it cannot run falls back to
+ * one already covered, so its cases are skipped rather than repeated). */
+void kcheck_gemm(tally *t) {
+    const char *kernels[] = {"avx512", "avx2", "generic"};
+    for (int i = 0; i < 3; i++) {
+        float a = 1, b = 1, c;
+        if (strcmp(cpu_gemm_with(kernels[i], false, false, 1, 1, 1, &a, 1, &b, 1, 0.0f, &c, 1), kernels[i]) != 0) {
+            printf("# gemm kernel %s: not supported by this CPU, not tested\n", kernels[i]);
+            continue;
+        }
+        test_gemm_kernel(t, kernels[i]);
+    }
+}
+
+/* ---- matmul (with bias) ---- */
+typedef struct { int N, C, OC; const double *x, *w, *b; int wrt; } mm_ctx;
+static void mm_ref(const double *x, const double *w, const double *b, double *y, int N, int C, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double acc = b ? b[o] : 0;
+            for (int c = 0; c < C; c++) acc += x[n * C + c] * w[c * OC + o];
+            y[n * OC + o] = acc;
+        }
+}
+static void mm_fd(const double *p, double *y, void *vctx) {
+    mm_ctx *k = vctx;
+    mm_ref(k->wrt == 0 ? p : k->x, k->wrt == 1 ? p : k->w, k->wrt == 2 ? p : k->b, y, k->N, k->C, k->OC);
+}
+void kcheck_matmul(tally *t) {
+    const int N = 13, C = 29, OC = 41;
+    float *x = randf(N * C, 20, 1), *w = randf(C * OC, 21, 1), *b = randf(OC, 22, 1), *R = randf(N * OC, 23, 1);
+    double *xd = to_d(x, N * C), *wd = to_d(w, C * OC), *bd = to_d(b, OC), *Rd = to_d(R, N * OC);
+    double *want = malloc(sizeof(double) * N * OC);
+    mm_ref(xd, wd, bd, want, N, C, OC);
+    float *out = poisoned(N * OC);
+    cpu_matmul_forward(NULL, out, x, w, b, N, C, OC);
+    expect_close(t, "matmul_forward_bias", out, want, N * OC, 1e-5, 1e-5);
+    mm_ref(xd, wd, NULL, want, N, C, OC);
+    free(out);
+    out = poisoned(N * OC);
+    cpu_matmul_forward(NULL, out, x, w, NULL, N, C, OC);
+    expect_close(t, "matmul_forward_nobias", out, want, N * OC, 1e-5, 1e-5);
+    float *dx = poisoned(N * C), *dw = randf(C * OC, 24, 1), *db = randf(OC, 25, 1);
+    double *dw0 = to_d(dw, C * OC), *db0 = to_d(db, OC);
+    cpu_matmul_backward(NULL, dx, dw, db, R, x, w, N, C, OC);
+    mm_ctx k = {N, C, OC, xd, wd, bd, 0};
+    double *g = fd_grad(mm_fd, &k, xd, N * C, Rd, N * OC, 1e-4);
+    expect_close(t, "matmul_backward_dinp_fd", dx, g, N * C, 1e-5, 1e-5);
+    free(g);
+    k.wrt = 1;
+    g = fd_grad(mm_fd, &k, wd, C * OC, Rd, N * OC, 1e-4);
+    for (int i = 0; i < C * OC; i++) g[i] += dw0[i];
+    expect_close(t, "matmul_backward_dw_fd", dw, g, C * OC, 1e-5, 1e-5);
+    free(g);
+    k.wrt = 2;
+    g = fd_grad(mm_fd, &k, bd, OC, Rd, N * OC, 1e-4);
+    for (int i = 0; i < OC; i++) g[i] += db0[i];
+    expect_close(t, "matmul_backward_dbias_fd", db, g, OC, 1e-5, 1e-5);
+    free(g);
+    free(x); free(w); free(b); free(R); free(xd); free(wd); free(bd); free(Rd); free(want); free(out); free(dx);
+    free(dw); free(db); free(dw0); free(db0);
+}
+
+/* ---- LM head (tied) ---- */
+typedef struct { int N, C, V; const double *x, *wte; int wrt; } lm_ctx;
+static void lm_ref(const double *x, const double *wte, double *y, int N, int C, int V) {
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < V; v++) {
+            double acc = 0;
+            for (int c = 0; c < C; c++) acc += x[n * C + c] * wte[v * C + c];
+            y[n * V + v] = acc;
+        }
+}
+static void lm_fd(const double *p, double *y, void *vctx) {
+    lm_ctx *k = vctx;
+    lm_ref(k->wrt == 0 ? p : k->x, k->wrt == 1 ? p : k->wte, y, k->N, k->C, k->V);
+}
+void kcheck_lmhead(tally *t) {
+    const int N = 11, C = 19, V = 45;
+    float *x = randf(N * C, 30, 1), *wte = randf(V * C, 31, 1), *R = randf(N * V, 32, 1);
+    double *xd = to_d(x, N * C), *wd = to_d(wte, V * C), *Rd = to_d(R, N * V), *want = malloc(sizeof(double) * N * V);
+    lm_ref(xd, wd, want, N, C, V);
+    float *out = poisoned(N * V);
+    cpu_lmhead_forward(NULL, out, x, wte, N, C, V);
+    expect_close(t, "lmhead_forward", out, want, N * V, 1e-5, 1e-5);
+    float *dx = poisoned(N * C), *dwte = randf(V * C, 33, 1);
+    double *dw0 = to_d(dwte, V * C);
+    cpu_lmhead_backward(NULL, dx, dwte, R, x, wte, N, C, V);
+    lm_ctx k = {N, C, V, xd, wd, 0};
+    double *g = fd_grad(lm_fd, &k, xd, N * C, Rd, N * V, 1e-4);
+    expect_close(t, "lmhead_backward_dx_fd", dx, g, N * C, 1e-5, 1e-5);
+    free(g);
+    k.wrt = 1;
+    g = fd_grad(lm_fd, &k, wd, V * C, Rd, N * V, 1e-4);
+    for (int i = 0; i < V * C; i++) g[i] += dw0[i];
+    expect_close(t, "lmhead_backward_dwte_fd", dwte, g, V * C, 1e-5, 1e-5);
+    free(g);
+    free(x); free(wte); free(R); free(xd); free(wd); free(Rd); free(want); free(out); free(dx); free(dwte); free(dw0);
+}
+
+#ifdef TG_CUDA
+/* ---- CUDA against the CPU ---- */
+#include "util/rng_core.h"
+#include "tests/kernels/twin.h"
+#include "util/err.h"
+
+void cuda_test_matmul(env *e, int N, int C, int OC) {
+    NEED(e, matmul_forward);
+    NEED(e, matmul_backward);
+    twin inp = tw_rand(e, ACT, (size_t)N * C, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
+    twin bias = tw_rand(e, ACT, OC, -1, 1);
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
+        twin out = tw_out(e, ACT, (size_t)N * OC);
+        e->cpu->matmul_forward(e->cpu, out.c, inp.c, w.c, with_bias ? bias.c : NULL, N, C, OC);
+        e->gpu->matmul_forward(e->gpu, out.g, inp.g, w.g, with_bias ? bias.g : NULL, N, C, OC);
+        check(e, out, e->tol, "matmul_forward%s N=%d C=%d OC=%d", with_bias ? "_bias" : "_no_bias", N, C, OC);
+        tw_free(e, out);
+    }
+    twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1);
+    for (int which = 0; which < 3; which++) { /* everything, dbias NULL, dinp NULL */
+        const int use_dinp = which != 2, use_dbias = which != 1;
+        twin dinp = tw_out(e, ACT, (size_t)N * C);
+        twin dw = tw_rand(e, F32, (size_t)C * OC, -1, 1), dbias = tw_rand(e, F32, OC, -1, 1); /* accumulate */
+        e->cpu->matmul_backward(e->cpu, use_dinp ? dinp.c : NULL, dw.c, use_dbias ? dbias.c : NULL, dout.c, inp.c, w.c, N, C, OC);
+        e->gpu->matmul_backward(e->gpu, use_dinp ? dinp.g : NULL, dw.g, use_dbias ? dbias.g : NULL, dout.g, inp.g, w.g, N, C, OC);
+        const char *tag = which == 0 ? "" : which == 1 ? "_dbias_null" : "_dinp_null";
+        if (use_dinp) check(e, dinp, e->tol, "matmul_backward%s dinp N=%d C=%d OC=%d", tag, N, C, OC);
+        check(e, dw, e->tol, "matmul_backward%s dw N=%d C=%d OC=%d", tag, N, C, OC);
+        if (use_dbias) check(e, dbias, e->tol, "matmul_backward%s dbias N=%d C=%d OC=%d", tag, N, C, OC);
+        tw_free(e, dinp);
+        tw_free(e, dw);
+        tw_free(e, dbias);
+    }
+    tw_free(e, dout);
+    tw_free(e, inp);
+    tw_free(e, w);
+    tw_free(e, bias);
+}
+
+void cuda_test_lmhead(env *e, int N, int C, int V) {
+    NEED(e, lmhead_forward);
+    NEED(e, lmhead_backward);
+    twin x = tw_rand(e, ACT, (size_t)N * C, -1, 1), wte = tw_rand(e, ACT, (size_t)V * C, -1, 1);
+    twin logits = tw_out(e, ACT, (size_t)N * V);
+    e->cpu->lmhead_forward(e->cpu, logits.c, x.c, wte.c, N, C, V);
+    e->gpu->lmhead_forward(e->gpu, logits.g, x.g, wte.g, N, C, V);
+    check(e, logits, e->tol, "lmhead_forward N=%d C=%d V=%d", N, C, V);
+    twin dlogits = tw_rand(e, ACT, (size_t)N * V, -1, 1), dx = tw_out(e, ACT, (size_t)N * C);
+    twin dwte = tw_rand(e, F32, (size_t)V * C, -1, 1); /* accumulates */
+    e->cpu->lmhead_backward(e->cpu, dx.c, dwte.c, dlogits.c, x.c, wte.c, N, C, V);
+    e->gpu->lmhead_backward(e->gpu, dx.g, dwte.g, dlogits.g, x.g, wte.g, N, C, V);
+    check(e, dx, e->tol, "lmhead_backward dx N=%d C=%d V=%d", N, C, V);
+    check(e, dwte, e->tol, "lmhead_backward dwte N=%d C=%d V=%d", N, C, V);
+    twin all[] = {x, wte, logits, dlogits, dx, dwte};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+#endif

@@ -1,0 +1,107 @@
+/* The CUDA-against-CPU checks' helpers: one logical tensor held by both
+ * backends (a twin), fresh seeded random inputs, and the comparison of the
+ * CUDA result with the CPU one. Relative error, per output tensor:
+ * max_i |cuda_i - cpu_i| divided by max(max_i |cpu_i|, 1e-30); a NaN or
+ * infinity on either side fails, and so does an all-zero reference.
+ * Tolerances (strict <): 1e-5 with fp32 activations, 1e-2 with bf16; float32
+ * outputs computed from float32 inputs only are held to 1e-5 in both. With
+ * bf16 activations the CPU is given the bf16-rounded inputs, so only the CUDA
+ * kernel's own rounding is measured. Overwritten outputs are poisoned first
+ * (0xff bytes: NaN in float32 and bf16) on both sides. Each check prints
+ * "ok PRECISION NAME ..." or "not ok PRECISION NAME - err=E tol=T ...".
+ * Compiled only with CUDA (make GPU=1) or its emulation (tests/emu). */
+#ifndef TESTS_KERNELS_TWIN_H
+#define TESTS_KERNELS_TWIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/ops.h"
+#include "util/dtype.h"
+
+#define TOL_F32 1e-5
+#define TOL_BF16 1e-2
+#define TINY 1e-30
+#define SEED 20240607u
+
+typedef struct env {
+    tg_o cpu, gpu;
+    tg_dtype act;      /* the CUDA backend's activation type */
+    double tol;        /* for activation-type outputs and outputs computed from them */
+    uint64_t stream;   /* next random stream: every input is fresh */
+    int quick;
+    int passed, failed;
+} env;
+
+/* What a buffer holds: the activation type (float32 on the CPU, e->act on
+ * the GPU), float32 on both, or int32 token ids. */
+typedef enum { ACT, F32, I32 } kind;
+
+/* One logical tensor held by both backends. */
+typedef struct twin {
+    void *c, *g;
+    size_t n;
+    kind k;
+} twin;
+
+#define NEED(e, op)                                                      \
+    do {                                                                 \
+        if (!need((e), #op, (e)->cpu->op != NULL, (e)->gpu->op != NULL)) \
+            return;                                                      \
+    } while (0)
+
+/* One check's line; counts it in e. */
+void twin_report(env *e, int ok, double err, double tol, const char *name, const char *detail);
+/* Both tables must have the op; a missing one is a failure, not a skip. */
+int need(env *e, const char *op, int in_cpu, int in_gpu);
+/* Waits for the GPU's queue, so that an asynchronous failure is blamed on
+ * the op just run. */
+void sync_gpu(env *e);
+tg_dtype gpu_type(const env *e, kind k);
+size_t gpu_elem(const env *e, kind k);
+/* n host floats to/from backend memory of element type t. */
+void put_floats(tg_o o, tg_dtype t, void *dst, const float *src, size_t n);
+void get_floats(tg_o o, tg_dtype t, float *dst, const void *src, size_t n);
+/* 0xff bytes: NaN in float32 and in bf16. */
+void poison(tg_o o, void *p, size_t bytes);
+twin tw_alloc(env *e, kind k, size_t n, const char *what);
+/* An overwritten output: poisoned on both sides. */
+twin tw_out(env *e, kind k, size_t n);
+/* Given host values (bf16-rounded for the CPU side when the GPU holds bf16). */
+twin tw_vals(env *e, kind k, const float *h, size_t n);
+/* n fresh uniform values in [lo, hi) from the next random stream. */
+float *host_rand(env *e, size_t n, float lo, float hi);
+twin tw_rand(env *e, kind k, size_t n, float lo, float hi);
+twin tw_ints(env *e, const int32_t *h, size_t n);
+/* The CPU side's values as host floats (the caller frees them). */
+float *cpu_values(env *e, twin src);
+/* A copy of src on both sides. */
+twin tw_ref(env *e, twin src);
+void tw_free(env *e, twin t);
+double rel_err(const float *got, const float *want, size_t n, size_t *at);
+void compare_floats(env *e, const float *got, const float *want, size_t n, double tol, const char *name);
+/* Compares the two sides of t after the calls that wrote it. */
+void check(env *e, twin t, double tol, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A pass/fail fact that is not a tensor comparison. */
+void check_true(env *e, int ok, const char *name, const char *detail);
+
+/* The families' CUDA checks (tests/kernels/<family>.c), in run_all's order. */
+void cuda_test_memory(env *e);
+void cuda_test_cast_params(env *e, size_t n);
+void cuda_test_download_floats(env *e, size_t n);
+void cuda_test_encoder(env *e, int B, int T, int C, int vocab_start, int vocab_local, int vocab_all);
+void cuda_test_position(env *e, int row_start, int N, int T, int C);
+void cuda_test_layernorm(env *e, int N, int C);
+void cuda_test_matmul(env *e, int N, int C, int OC);
+void cuda_test_lmhead(env *e, int N, int C, int V);
+void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);
+void cuda_test_gelu(env *e, size_t n);
+void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop);
+void cuda_test_dropout(env *e, int N, int C, tg_dropout drop);
+void cuda_test_bias_backward(env *e, int N, int C);
+void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start);
+void cuda_test_sum_squares(env *e, size_t n);
+void cuda_test_scale(env *e, size_t n);
+void cuda_test_adamw(env *e, size_t n, int work_is_p);
+
+#endif
