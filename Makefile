@@ -1,22 +1,29 @@
-# train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make test-gpu · make quickstart
+# train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make test-gpu · make fuzz
+#            · make quickstart. Folders are layers (README, "Layout"): util < data, parallel < kernels < model < train.
 CC ?= gcc
 CFLAGS ?= -O3
-CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I.
+# -MMD -MP: every object also writes its header dependencies (.d), included below.
+CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I. -MMD -MP
 LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
 GPU ?= 0
 .DEFAULT_GOAL := all
 
+# The commit this build comes from, for --version ("unknown" outside git).
+TG_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
+
+UTIL_SRC = util/err.c util/fs.c util/rng.c
+DATA_SRC = data/shards.c data/tokenizer.c
+PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
+               parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
 # The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
-# -DTG_CPU_BF16; model/cpu/act.h).
-CPU_KERNEL_SRC = model/cpu/encoder.c model/cpu/layernorm.c model/cpu/matmul.c model/cpu/attention.c model/cpu/gelu.c \
-                 model/cpu/xent.c model/cpu/vector.c model/cpu/ops_cpu.c
-MODEL_SRC = train/config.c util/rng.c model/gpt.c model/gpt_layout.c train/optim.c train/safetensors.c \
-            train/checkpoint.c train/plan.c model/backend.c model/cpu/gemm.c $(CPU_KERNEL_SRC)
-LIB_SRC = $(MODEL_SRC) parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
-          parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c \
-          parallel/numa_bind.c parallel/mappings.c data/shards.c data/tokenizer.c util/err.c util/fs.c \
-          train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c train/batch.c model/ops_null.c
-HEADERS = $(wildcard model/*.h model/cpu/*.h model/cuda/*.h model/cuda/*.cuh parallel/*.h data/*.h util/*.h train/*.h tests/kernels/*.h)
+# -DTG_CPU_BF16; kernels/cpu/act.h).
+CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
+                 kernels/cpu/gelu.c kernels/cpu/xent.c kernels/cpu/vector.c kernels/cpu/ops_cpu.c
+KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
+MODEL_SRC = model/gpt.c model/gpt_layout.c
+TRAIN_SRC = train/config.c train/optim.c train/safetensors.c train/checkpoint.c train/plan.c train/runlog.c train/stop.c \
+            train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c train/batch.c
+LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)
 
 ifeq ($(GPU),1)
 # The CUDA build lives in its own object directory; scripts/find_cuda.sh
@@ -24,14 +31,14 @@ ifeq ($(GPU),1)
 # usual paths, PyTorch's NVIDIA wheels) and names what is missing.
 BUILD = build/gpu
 include $(BUILD)/cuda.mk
-CUDA_SRC = model/cuda/encoder.cu model/cuda/layernorm.cu model/cuda/gelu.cu model/cuda/residual.cu \
-           model/cuda/optimizer.cu model/cuda/matmul.cu model/cuda/attention.cu model/cuda/xent.cu
-LIB_SRC += model/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
+CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.cu kernels/cuda/residual.cu \
+           kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/attention.cu kernels/cuda/xent.cu
+LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 NVCCFLAGS ?= -O3
-NVCCFLAGS += -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -DTG_CUDA
+NVCCFLAGS += -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -DTG_CUDA -MMD -MP
 LIB_OBJ_EXTRA = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 LDLIBS += $(CUDA_LIBS) -lstdc++
 
@@ -39,7 +46,7 @@ $(BUILD)/cuda.mk: scripts/find_cuda.sh
 	@mkdir -p $(dir $@)
 	bash scripts/find_cuda.sh > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.o: %.cu $(HEADERS) $(BUILD)/cuda.mk
+$(BUILD)/%.o: %.cu $(BUILD)/cuda.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 else
@@ -53,15 +60,37 @@ LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CPU_KERNEL_SRC:%.c=$(BUILD)/%.bf16.o) $(
 .PHONY: all clean test test-gpu quickstart setup data FORCE
 all: train_gpt prepare
 
-$(BUILD)/%.bf16.o: %.c $(HEADERS)
+$(BUILD)/%.bf16.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DTG_CPU_BF16 -c $< -o $@
 
-$(BUILD)/%.o: %.c $(HEADERS)
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/train_gpt: $(BUILD)/train_gpt.o $(LIB_OBJ)
+# --version's commit: args.o is rebuilt when the commit changes.
+$(BUILD)/train/args.o: CFLAGS += -DTG_COMMIT='"$(TG_COMMIT)"'
+$(BUILD)/train/args.o: $(BUILD)/commit.stamp
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(TG_COMMIT)' | cmp -s - $@ || echo '$(TG_COMMIT)' > $@
+
+# Every program links its own object(s) with the library objects (one rule).
+PROGRAMS = train_gpt test_kernels test_comm test_cuda_kernels test_nccl
+train_gpt_OBJ = $(BUILD)/train_gpt.o
+# One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
+# and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
+KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer
+KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o \
+                  $(if $(filter 1,$(GPU)),$(BUILD)/tests/kernels/twin.o)
+test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)
+test_comm_OBJ = $(BUILD)/tests/test_comm.o
+# Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own).
+test_cuda_kernels_OBJ = $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ)
+test_nccl_OBJ = $(BUILD)/tests/test_nccl.o
+
+.SECONDEXPANSION:
+$(PROGRAMS:%=$(BUILD)/%): $(BUILD)/%: $$(%_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # ./train_gpt is whichever flavour was built last (CPU, or GPU=1).
@@ -69,27 +98,6 @@ train_gpt: $(BUILD)/train_gpt FORCE
 	@cmp -s $< $@ || { cp $< $@.tmp && mv -f $@.tmp $@; }
 
 prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-# One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
-# and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
-KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer
-KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o
-ifeq ($(GPU),1)
-KERNEL_TEST_OBJ += $(BUILD)/tests/kernels/twin.o
-endif
-
-$(BUILD)/test_kernels: $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/test_comm: $(BUILD)/tests/test_comm.o $(LIB_OBJ)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-# Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own).
-$(BUILD)/test_cuda_kernels: $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ) $(LIB_OBJ)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/test_nccl: $(BUILD)/tests/test_nccl.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 setup:
@@ -126,19 +134,24 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_HARNESSES = config shards safetensors state hf_config tokenizer
 FUZZ_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -I. -Wall -Wextra -Wno-unknown-pragmas -fno-omit-frame-pointer \
-              -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_LIB_OBJ = $(patsubst %.c,build/fuzz/%.o,$(sort $(filter-out model/cuda/% parallel/comm_nccl.c,$(LIB_SRC)) \
-               parallel/comm_nccl_none.c)) build/fuzz/tests/fuzz/fuzz_util.o
+              -fsanitize=address,undefined -fno-sanitize-recover=all -MMD -MP
+FUZZ_SRC = $(filter-out kernels/cuda/% parallel/comm_nccl%,$(LIB_SRC)) parallel/comm_nccl_none.c
+FUZZ_LIB_OBJ = $(patsubst %.c,build/fuzz/%.o,$(sort $(FUZZ_SRC))) $(CPU_KERNEL_SRC:%.c=build/fuzz/%.bf16.o) \
+               build/fuzz/tests/fuzz/fuzz_util.o
 FUZZ_BINS = $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-build fuzz-replay
 .SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_HARNESSES:%=build/fuzz/tests/fuzz/fuzz_%.o)
 
-build/fuzz/%.o: %.c $(HEADERS) tests/fuzz/fuzz_util.h
+build/fuzz/%.bf16.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DTG_CPU_BF16 -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 build/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 
 fuzz-build: $(FUZZ_BINS)
 
@@ -152,3 +165,11 @@ fuzz-replay: fuzz-build
 
 clean:
 	rm -rf build train_gpt prepare
+
+# make -s print-VAR: a variable's value, for scripts that build from the same
+# source lists (tests/emu/build.sh).
+print-%:
+	@echo $($*)
+
+# The header dependencies every compile wrote (-MMD).
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 #include "parallel/comm.h"
 
 /* Parameter kinds, in storage order. Per-layer kinds are stored as [L, ...]
@@ -44,7 +44,7 @@ typedef struct gpt_dims {
     float dropout;         /* model.dropout: sizes the backward's mask scratch */
 } gpt_dims;
 
-/* What the dropout masks of one forward are keyed by (model/ops.h). */
+/* What the dropout masks of one forward are keyed by (kernels/ops.h). */
 typedef struct gpt_dropout {
     float p;               /* 0: off (evaluation, sampling) */
     uint64_t seed, step;

@@ -27,7 +27,7 @@ typedef struct comm comm;
 
 /* How a communicator reaches the caller's buffers: host memory by default
  * (memcpy); a GPU backend supplies copies between its memory and the host
- * (model/ops.h: tg_ops.mem) so host-memory communicators can carry device
+ * (kernels/ops.h: tg_ops.mem) so host-memory communicators can carry device
  * buffers. copy is buffer to buffer; the blocks it is given never overlap
  * partially (dst == src happens and must be a no-op). */
 typedef struct comm_memory {

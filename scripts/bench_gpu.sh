@@ -33,7 +33,7 @@ each with three implementations:
 tokens/s = global_batch * seq_len / median step time; MFU = flops_per_token *
 tokens/s / peak, with train_gpt's flops_per_token (6N + 12 L C T, N over the
 real vocabulary) and the peak train_gpt used (its device table,
-model/cuda/ops_cuda.c), for all rows.
+kernels/cuda/ops_cuda.c), for all rows.
 
 Writes results/gpu_bench_<YYYY-mm-dd>.md (results/gpu_bench_<date>_<models>.md
 with --models) and the raw runs into runs/gpu_bench_<time>/ (log.jsonl and

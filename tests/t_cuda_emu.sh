@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend executed on the CPU (tests/emu: our own CUDA runtime,
 # cuBLAS(Lt) and cub stand-ins; kernels on emulated threads, blocks one at a
-# time): every op of model/cuda against the CPU backend (fp32 within 1e-5,
+# time): every op of kernels/cuda against the CPU backend (fp32 within 1e-5,
 # bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
 # whole trainer on the emulated device: fp32 matches the CPU trainer, and the

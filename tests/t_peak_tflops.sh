@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one peak-TFLOP/s table (model/backend.c): `train_gpt --peak-tflops`
+# The one peak-TFLOP/s table (kernels/backend.c): `train_gpt --peak-tflops`
 # answers from it, with data-sheet values, and the benchmark
 # (scripts/bench_torch.py) and the sweeps (scripts/scaling/common.sh) get
 # their peaks from the binary rather than from copies of the table.

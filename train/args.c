@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 #include "train/run.h"
 
 

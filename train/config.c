@@ -1,5 +1,5 @@
 #include "train/config.h"
-#include "model/ops.h"
+#include "kernels/ops.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

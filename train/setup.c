@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 #include "parallel/numa_bind.h"
 #include "train/run.h"
 #include "train/runlog.h"

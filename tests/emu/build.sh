@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds build/emu/test_cuda_kernels_emu: the CUDA checks of tests/kernels against
-# the CUDA backend (model/cuda/*.cu, ops_cuda.c) executed on the CPU by the
+# the CUDA backend (kernels/cuda/*.cu, ops_cuda.c) executed on the CPU by the
 # emulation in tests/emu (no GPU, no CUDA toolkit). Run from anywhere:
 #   bash tests/emu/build.sh            # then build/emu/test_cuda_kernels_emu --quick
 # Environment:
@@ -41,7 +41,7 @@ compile() { # out cmd...
     pids+=($!)
 }
 
-for cu in model/cuda/*.cu; do
+for cu in kernels/cuda/*.cu; do
     base=$(basename "$cu" .cu)
     python3 tests/emu/prep.py "$cu" "$OUT/cu/$base.cpp"
     compile "$OUT/obj/cu_$base.o" $CXX $CUFLAGS "$OUT/cu/$base.cpp"
@@ -52,26 +52,27 @@ compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp 
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
 # Unset, the copy behaves as the original.
 hook='x->scratch_bytes = getenv("EMU_SCRATCH_BYTES") && *getenv("EMU_SCRATCH_BYTES") ? (size_t)strtoull(getenv("EMU_SCRATCH_BYTES"), NULL, 0) : CUDA_SCRATCH_BYTES;'
-sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" model/cuda/ops_cuda.c > "$OUT/cu/ops_cuda.c"
+sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" kernels/cuda/ops_cuda.c > "$OUT/cu/ops_cuda.c"
 grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the EMU_SCRATCH_BYTES hook did not apply" >&2
-printf '#line 1 "model/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
+printf '#line 1 "kernels/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
 compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
-for c in model/cpu/*.c model/backend.c util/rng.c parallel/comm_null.c util/err.c tests/kernels/*.c; do
+kernel_src=(kernels/cpu/*.c kernels/backend.c util/rng.c parallel/comm.c parallel/comm_null.c util/err.c)
+for c in "${kernel_src[@]}" tests/kernels/*.c; do
     [ "$c" = tests/kernels/main_cpu.c ] && continue
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
 done
-# The CPU kernels' bf16 flavour (model/cpu/act.h), as the Makefile builds it.
-for c in model/cpu/*.c; do
-    [ "$c" = model/cpu/gemm.c ] && continue
+# The CPU kernels' bf16 flavour (kernels/cpu/act.h), as the Makefile builds it.
+for c in kernels/cpu/*.c; do
+    [ "$c" = kernels/cpu/gemm.c ] && continue
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.bf16.o/')" $CC $CFLAGS -DTG_CPU_BF16 "$c"
 done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
 # emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
 kernel_objs=("${objs[@]}")
 if [ "${1:-}" = train ]; then
-    for c in train/config.c model/gpt.c model/gpt_layout.c train/optim.c train/safetensors.c train/checkpoint.c \
-             train/plan.c parallel/comm_shm.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c \
-             parallel/mappings.c parallel/comm_nccl_none.c data/shards.c data/tokenizer.c train_gpt.c; do
+    # The rest of the CPU build's sources, from the Makefile's own list.
+    for c in $(make -s --no-print-directory print-LIB_SRC) train_gpt.c; do
+        [[ " ${kernel_src[*]} " == *" $c "* ]] && continue
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done
 fi

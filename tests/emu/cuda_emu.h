@@ -1,5 +1,5 @@
 /* CUDA device-code emulation for g++ (tests/emu): force-included (-include)
- * before each .cu file of model/cuda, after tests/emu/prep.py has rewritten
+ * before each .cu file of kernels/cuda, after tests/emu/prep.py has rewritten
  * its kernel launches k<<<g, b, s, st>>>(args) into
  *   ::emu::launch("k", ::emu::cfg(g, b, s, st), [](auto... a) { k(a...); }, args)
  * Each launch runs synchronously: blocks one at a time in a fixed order,

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 #include "parallel/comm.h"
 
 /* libFuzzer's entry points take no context argument, so the scratch

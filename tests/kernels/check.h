@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 typedef struct { int failed, passed; } tally;
 

@@ -1,4 +1,4 @@
-/* The CUDA backend against the CPU backend: every op of model/ops.h run on
+/* The CUDA backend against the CPU backend: every op of kernels/ops.h run on
  * both with the same fresh random inputs (seeded, uniform, never all zeros),
  * with float32 and with bfloat16 activations.
  *
@@ -23,7 +23,7 @@
  * per check and a last line "N passed, M failed"; exits 1 if any failed, 2 if the CUDA backend
  * cannot be created (no device: the GPU test runner reads that as "no GPU").
  *
- * Every entry of model/ops.h, and the test that runs it:
+ * Every entry of kernels/ops.h, and the test that runs it:
  *   [x] alloc, free                   all tests
  *   [x] upload, download              cuda_test_memory (round trip), all tests
  *   [x] zero                          cuda_test_memory (a sub-range; the rest untouched)
@@ -53,7 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 #include "tests/kernels/twin.h"
 #include "util/dtype.h"
 #include "util/err.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 #include "tests/kernels/check.h"
 
 /* ---- gemm ---- */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 #include "util/dtype.h"
 
 #define TOL_F32 1e-5

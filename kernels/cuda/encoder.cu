@@ -5,14 +5,14 @@
  * The rows are radix-sorted by local token id (cub, stable, so equal ids keep
  * row order); one block per run of equal ids (and per tile of columns) then
  * adds its rows in row order to dwte, starting from the value already there:
- * the same order of additions as model/cpu/encoder.c. Rows are sorted in
+ * the same order of additions as kernels/cpu/encoder.c. Rows are sorted in
  * chunks when the scratch cannot hold them all; chunks go in row order.
  * Backward, dwpe and position_backward: one thread per (position, column),
  * adding that position's rows in row order. */
 #include <cub/device/device_radix_sort.cuh>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
 
 #define THREADS 256
 #define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */

@@ -1,9 +1,9 @@
 /* GELU with the tanh approximation (GPT-2's "gelu_new"), the formula of
- * model/cpu/gelu.c. Elementwise, one thread per element in a grid-stride
+ * kernels/cpu/gelu.c. Elementwise, one thread per element in a grid-stride
  * loop; the backward reads both inputs before it writes, so it may run in
  * place (dinp == dout). */
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define THREADS 256

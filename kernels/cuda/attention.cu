@@ -1,4 +1,4 @@
-/* Causal multi-head self-attention, as model/cpu/attention.c, unfused: the
+/* Causal multi-head self-attention, as kernels/cpu/attention.c, unfused: the
  * T x T scores go through ctx->scratch.
  *
  * Work is cut into chunks of (sequence, head) pairs, p = b * NH + h, and,
@@ -27,9 +27,9 @@
  * Dropout factors use the CPU's counter, so masks are bit-identical. */
 #include <math.h>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/cuda/reduce.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
 #include "util/rng_core.h"
 
 #define THREADS 256      /* elementwise kernels */

@@ -1,7 +1,7 @@
 /* The CUDA backend's instance: device selection, its stream and cuBLAS
  * handles, device memory, transfers (with a pinned staging buffer for the
  * communicators), measured peak memory, and the table of launchers
- * (model/cuda/kernels.h). Host C. */
+ * (kernels/cuda/kernels.h). Host C. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/ops.h"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/ops.h"
 
 #define STAGING_BYTES ((size_t)8 << 20)
 

@@ -1,13 +1,13 @@
 /* The activation element type of the CPU kernels. Every kernel source in
- * model/cpu is compiled twice (see the Makefile): as is, for float32, and
+ * kernels/cpu is compiled twice (see the Makefile): as is, for float32, and
  * with TG_CPU_BF16, for bfloat16 storage. Kernels read activation-type
  * buffers through act_load (which widens bf16 to float), compute in float32,
  * and write each stored output once through act_store (which rounds it to
  * bf16), so the bf16 flavour keeps the CUDA bf16 contract: fp32 arithmetic,
  * one rounding per stored output, float32 gradients and statistics. In the
  * float32 flavour both are the identity, so its arithmetic is unchanged. */
-#ifndef MODEL_CPU_ACT_H
-#define MODEL_CPU_ACT_H
+#ifndef KERNELS_CPU_ACT_H
+#define KERNELS_CPU_ACT_H
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,14 +1,14 @@
 /* The CUDA backend's per-process state (tg_ops.ctx) and its error checks.
  * Usable from C (ops_cuda.c) and CUDA (.cu kernel files). */
-#ifndef MODEL_CUDA_CUDA_CTX_H
-#define MODEL_CUDA_CUDA_CTX_H
+#ifndef KERNELS_CUDA_CUDA_CTX_H
+#define KERNELS_CUDA_CUDA_CTX_H
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 
 typedef struct cuda_ctx {
     int device;

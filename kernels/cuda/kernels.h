@@ -1,4 +1,4 @@
-/* The CUDA backend's launchers: each matches its slot in model/ops.h (same
+/* The CUDA backend's launchers: each matches its slot in kernels/ops.h (same
  * name without the cuda_ prefix, same documentation) and dispatches on
  * o->act (bf16 or fp32 activations). Every launcher only enqueues work on
  * cuda_ctx_of(o)->stream; none synchronizes. One kernel family per file:
@@ -10,10 +10,10 @@
  *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
  *   attention.cu  attention_forward/backward
  *   xent.cu       xent_rowmax, xent_stats, xent_finish */
-#ifndef MODEL_CUDA_KERNELS_H
-#define MODEL_CUDA_KERNELS_H
+#ifndef KERNELS_CUDA_KERNELS_H
+#define KERNELS_CUDA_KERNELS_H
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,7 @@
-/* Vocab-parallel softmax cross-entropy in three passes (see model/ops.h). */
+/* Vocab-parallel softmax cross-entropy in three passes (see kernels/ops.h). */
 #include <math.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 void CPU_KERNEL(xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
     (void)o;

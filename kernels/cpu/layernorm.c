@@ -1,7 +1,7 @@
 /* LayerNorm (eps 1e-5) forward and backward. */
 #include <math.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 #define LN_EPS 1e-5f
 

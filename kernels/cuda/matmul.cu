@@ -1,4 +1,4 @@
-/* Linear layers and the tied LM head on cuBLASLt, as model/cpu/matmul.c.
+/* Linear layers and the tied LM head on cuBLASLt, as kernels/cpu/matmul.c.
  *
  * cuBLASLt is column-major and our matrices are row-major. Everything here
  * rests on one identity: a row-major [R, K] matrix (row stride K) is, byte
@@ -17,8 +17,8 @@
  * twin calls cpu_bias_backward. */
 #include <stdint.h>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-/* Vocab-parallel softmax cross-entropy in three passes, as model/cpu/xent.c
- * (see model/ops.h): rowmax, then (sum of exponentials, target logit), then
+/* Vocab-parallel softmax cross-entropy in three passes, as kernels/cpu/xent.c
+ * (see kernels/ops.h): rowmax, then (sum of exponentials, target logit), then
  * the losses and the logits' gradient written over the logits.
  * One block per row; each thread walks the row's columns with stride
  * blockDim.x, then the block combines the threads' partials in a fixed
@@ -8,9 +8,9 @@
  * Columns >= n_real are padding: never counted, gradient 0. */
 #include <math.h>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/cuda/reduce.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
 
 #define ROW_THREADS 512 /* a multiple of 32 */
 

@@ -1,17 +1,17 @@
 /* The CPU backend's kernels (OpenMP), in the calling form of their slots in
- * model/ops.h, where each is documented, so the backend's table points
- * straight at them. Activation-type buffers hold act_t (model/cpu/act.h):
+ * kernels/ops.h, where each is documented, so the backend's table points
+ * straight at them. Activation-type buffers hold act_t (kernels/cpu/act.h):
  * the names are cpu_* in the float32 build of these sources and cpu_bf16_*
  * in the bf16 one. Every reduction sums in a fixed order, so results do not
  * depend on the number of threads. */
-#ifndef MODEL_CPU_KERNELS_H
-#define MODEL_CPU_KERNELS_H
+#ifndef KERNELS_CPU_KERNELS_H
+#define KERNELS_CPU_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/cpu/act.h"
-#include "model/ops.h"
+#include "kernels/cpu/act.h"
+#include "kernels/ops.h"
 #include "util/rng_core.h"
 
 void CPU_KERNEL(encoder_forward)(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T,
@@ -50,7 +50,7 @@ void CPU_KERNEL(scale)(tg_o o, float *x, float s, size_t n);
 void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                        float beta2, float eps, float weight_decay, float bc1, float bc2);
 
-/* The CPU backend's table in this flavour (model/cpu/ops_cpu.c). */
+/* The CPU backend's table in this flavour (kernels/cpu/ops_cpu.c). */
 const tg_ops *CPU_KERNEL(ops_table)(void);
 
 /* The kept-and-scaled factor of element i of a dropout site: 0 or 1/(1-p). */

@@ -2,7 +2,7 @@
  * AdamW. */
 #include <math.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 void CPU_KERNEL(bias_residual_add)(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                                    tg_dropout drop) {

@@ -13,8 +13,8 @@
  * Convention: outputs named d* of weights and biases ACCUMULATE (+=), so
  * gradient accumulation over micro-batches needs no extra pass; activation
  * gradients are overwritten unless a comment says otherwise. */
-#ifndef MODEL_OPS_H
-#define MODEL_OPS_H
+#ifndef KERNELS_OPS_H
+#define KERNELS_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -158,18 +158,18 @@ struct tg_ops {
 };
 
 /* Fixed device memory of the CUDA backend beyond the model's buffers: the
- * cuBLASLt workspace and the kernels' scratch (model/cuda/cuda_ctx.h). */
+ * cuBLASLt workspace and the kernels' scratch (kernels/cuda/cuda_ctx.h). */
 #define OPS_CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define OPS_CUDA_SCRATCH_BYTES ((size_t)64 << 20)
 
-/* The null backend (model/ops_null.c): kernels that do nothing, memory that
+/* The null backend (kernels/ops_null.c): kernels that do nothing, memory that
  * does not exist; a step run on it only issues its collectives (the
  * planner counts them). Activations of type act. Destroy with ops_destroy. */
 tg_ops *ops_null_create(tg_dtype act);
 
 /* The float32 CPU backend. */
 const tg_ops *ops_cpu(void);
-/* bf16 storage on the CPU (the CPU kernels' bf16 build, model/cpu/act.h):
+/* bf16 storage on the CPU (the CPU kernels' bf16 build, kernels/cpu/act.h):
  * float32 arithmetic on widened loads, each stored output rounded to bf16
  * once; for testing the bf16 paths without a GPU. Destroy with ops_destroy. */
 tg_ops *ops_cpu_bf16_create(tg_err *e);

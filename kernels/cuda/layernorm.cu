@@ -1,5 +1,5 @@
 /* LayerNorm over the last dim (eps 1e-5, biased variance), as
- * model/cpu/layernorm.c.
+ * kernels/cpu/layernorm.c.
  * Forward: one warp per row; two-pass mean then variance of the centred
  * values, warp reductions by butterfly shuffles; mean and 1/std saved in
  * float32.
@@ -10,9 +10,9 @@
  * per-group partial in ctx scratch (thread rows combined in a fixed order);
  * a second kernel adds the groups' partials column by column in group order.
  * The grouping depends only on N, C and the scratch size. */
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/cuda/reduce.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
 
 #define LN_EPS 1e-5f
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 
 /* A non-NULL address that is never dereferenced; offsets from it are only
  * passed back to these no-op kernels. */

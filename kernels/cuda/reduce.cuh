@@ -1,7 +1,7 @@
 /* The CUDA kernels' reductions within a block, in one place. Each combines
  * its values in a fixed order, so results are reproducible run to run. */
-#ifndef MODEL_CUDA_REDUCE_CUH
-#define MODEL_CUDA_REDUCE_CUH
+#ifndef KERNELS_CUDA_REDUCE_CUH
+#define KERNELS_CUDA_REDUCE_CUH
 
 #include <math.h>
 

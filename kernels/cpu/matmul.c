@@ -1,8 +1,8 @@
 /* Linear layers and the tied LM head, on top of cpu_gemm_typed: operands in
  * the activation type, products accumulated in float32 (a view of an
  * activation-type output, rounded once at the end in the bf16 flavour). */
-#include "model/cpu/gemm.h"
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernels.h"
 
 void CPU_KERNEL(matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     (void)o;

@@ -3,7 +3,7 @@
  * an MC x KC block of A into MR-tall panels and runs an MR x NR register-tile
  * micro-kernel over them. The micro-kernel is chosen at run time from the CPU's
  * features, so the default build stays portable (no -march=native). */
-#include "model/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,14 +5,14 @@
  * partials the same way and the result is copied to the host. The slicing
  * depends only on n, so the sum is the same on every run.
  * scale, adamw, casts: elementwise, one thread per element in a grid-stride
- * loop. AdamW follows model/cpu/vector.c's cpu_adamw (torch's order) with
+ * loop. AdamW follows kernels/cpu/vector.c's cpu_adamw (torch's order) with
  * explicitly rounded operations (__fmul_rn, ...) so that nothing is fused
  * and the float32 result matches the CPU's bit for bit. */
 #include <math.h>
 
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/cuda/reduce.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
 
 #define THREADS 256
 #define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */

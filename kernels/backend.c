@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ops.h"
+#include "kernels/ops.h"
 
-/* The two flavours of model/cpu/ops_cpu.c (model/cpu/act.h). */
+/* The two flavours of kernels/cpu/ops_cpu.c (kernels/cpu/act.h). */
 const tg_ops *cpu_ops_table(void);
 const tg_ops *cpu_bf16_ops_table(void);
 

@@ -1,5 +1,5 @@
 /* Token + position embedding, with vocab-parallel lookup. */
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 void CPU_KERNEL(encoder_forward)(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T,
                                  int C, int vocab_start, int vocab_local) {

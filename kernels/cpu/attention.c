@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 #include "util/err.h"
 
 /* Dropout factor of probability (b, h, t, t2) of this rank. */

@@ -1,5 +1,5 @@
 /* Residual-stream vector ops: bias + dropout + residual, dropout, and
- * the bias gradient (column sums), as model/cpu/vector.c and matmul.c.
+ * the bias gradient (column sums), as kernels/cpu/vector.c and matmul.c.
  * Elementwise ops: one thread per element in a grid-stride loop; each thread
  * reads its element's inputs before writing, so out may alias an input.
  * Dropout factors come from rng_dropout_scale with the CPU's counter
@@ -9,9 +9,9 @@
  * group of rows into a per-group partial in ctx scratch (thread rows
  * combined in a fixed order); a second kernel adds the groups' partials
  * column by column in group order, then to dbias. No atomics. */
-#include "model/cuda/cuda_ctx.h"
-#include "model/cuda/kernels.h"
-#include "model/cuda/reduce.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
 #include "util/rng_core.h"
 
 #define THREADS 256

@@ -1,13 +1,13 @@
-/* The CPU backend's table: host memory and the kernels of model/cpu/kernels.h,
+/* The CPU backend's table: host memory and the kernels of kernels/cpu/kernels.h,
  * which already have the ops.h calling form. Like the kernels, this file is
- * compiled once per activation type (model/cpu/act.h): cpu_ops_table() is the
+ * compiled once per activation type (kernels/cpu/act.h): cpu_ops_table() is the
  * float32 backend, cpu_bf16_ops_table() bf16 storage emulated over float32
  * arithmetic (for testing the bf16 paths without a GPU). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/kernels.h"
-#include "model/ops.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/ops.h"
 #include "util/err.h"
 
 #ifdef TG_CPU_BF16

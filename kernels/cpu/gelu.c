@@ -1,7 +1,7 @@
 /* GELU with the tanh approximation (GPT-2's "gelu_new"). */
 #include <math.h>
 
-#include "model/cpu/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 

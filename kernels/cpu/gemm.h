@@ -4,8 +4,8 @@
  * N x K when trans_b). beta is 0 (overwrite) or 1 (accumulate).
  * Results do not depend on the thread count: every element of C sums its
  * K products in one fixed order. */
-#ifndef MODEL_CPU_GEMM_H
-#define MODEL_CPU_GEMM_H
+#ifndef KERNELS_CPU_GEMM_H
+#define KERNELS_CPU_GEMM_H
 
 #include <stdbool.h>
 
