@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The GPU bring-up in sections, for a lent GPU machine with 10-minute commands:
+#   scripts/gpu_check.sh [--out DIR] [--from SECTION] [SECTION...]
+# Runs the named sections (default: all, in order), each under its own time
+# limit, goes on past a failing one, and leaves in DIR a handful of files: a
+# summary (summary.md, one line a section), one archive of every log
+# (logs.tar.gz, the benchmark's tables and runs included). --help says it all.
+set -uo pipefail
+prog=gpu_check
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root" || exit 2
+
+SECTIONS=(environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf)
+
+usage() {
+    cat <<EOF
+Usage: scripts/gpu_check.sh [--out DIR] [--from SECTION] [--limit SECONDS] [SECTION...]
+
+Sections, in order (each ends within --limit seconds, default 540):
+  environment        nvidia-smi, driver, nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
+  build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl (first: scripts/device_deps.sh install)
+  kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
+  whole-model        run_gpu.sh cpu_match and bf16: CUDA fp32 against the CPU, bf16 against fp32
+  tp2-shm            run_gpu.sh tp2_shm: TP=2+SP through the shm communicator on one GPU
+  nccl               run_gpu.sh nccl_unit and nccl
+  recompute-bitwise  run_gpu.sh recompute
+  budget             run_gpu.sh memory: the budget against the measured memory
+  sanitizer          run_gpu.sh sanitizer: compute-sanitizer memcheck
+  bench-124m         scripts/bench_gpu.sh --quick --models gpt2_124m
+  bench-1.2b         scripts/bench_gpu.sh --quick --models megatron_1.2b
+  scaling            SCALE=paper weak and strong sweeps, projected on this GPU
+  hf                 tests/gpu/hf_interop.sh: checkpoints load in transformers with the binary's val loss
+--from SECTION starts there and runs the rest; named SECTIONs run just those.
+DIR (default runs/gpu_check_<time>) gets two files, summary.md and logs.tar.gz
+(every section's log, the benchmark's tables and raw runs): few enough to bring
+back from a lent machine. The exit status is 0 when every section run passed.
+Without a GPU, every section after 'environment' reports "skip" and the exit status is 1.
+EOF
+}
+
+die() { echo "$prog: error: $*" >&2; exit 2; }
+out="" from="" limit=540 chosen=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        --out|--from|--limit)
+            [ $# -ge 2 ] || die "$1 needs a value"
+            case "$1" in --out) out="$2" ;; --from) from="$2" ;; --limit) limit="$2" ;; esac
+            shift 2 ;;
+        -*) die "unknown option '$1' (see --help)" ;;
+        *) chosen+=("$1"); shift ;;
+    esac
+done
+[[ "$limit" =~ ^[0-9]+$ ]] && [ "$limit" -ge 10 ] || die "--limit must be a whole number of seconds (at least 10), got '$limit'"
+known() { local s; for s in "${SECTIONS[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+for s in "${chosen[@]}" ${from:+"$from"}; do known "$s" || die "unknown section '$s' (sections: ${SECTIONS[*]})"; done
+[ ${#chosen[@]} -gt 0 ] && [ -n "$from" ] && die "give --from or section names, not both"
+if [ ${#chosen[@]} -eq 0 ]; then
+    started=$([ -z "$from" ] && echo 1 || echo 0)
+    for s in "${SECTIONS[@]}"; do
+        [ "$s" = "$from" ] && started=1
+        [ "$started" = 1 ] && chosen+=("$s")
+    done
+fi
+out="${out:-runs/gpu_check_$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out/logs" || die "cannot create $out"
+
+have_gpu() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+
+# section_cmd NAME: the command of a section (run with bash -c).
+section_cmd() {
+    case "$1" in
+        environment) echo 'nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
+            nvcc --version; gcc --version | head -n 1; make --version | head -n 1;
+            for h in ${CUDA_HOME:-/usr/local/cuda}/include/nccl.h $(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null)/include/nccl.h; do [ -f "$h" ] && echo "nccl.h: $h"; done;
+            command -v compute-sanitizer || echo "compute-sanitizer: not found";
+            python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
+            python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable"' ;;
+        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl' ;;
+        kernels) echo 'bash tests/gpu/run_gpu.sh kernels' ;;
+        whole-model) echo 'bash tests/gpu/run_gpu.sh cpu_match && bash tests/gpu/run_gpu.sh bf16' ;;
+        tp2-shm) echo 'bash tests/gpu/run_gpu.sh tp2_shm' ;;
+        nccl) echo 'bash tests/gpu/run_gpu.sh nccl' ;;
+        recompute-bitwise) echo 'bash tests/gpu/run_gpu.sh recompute' ;;
+        budget) echo 'bash tests/gpu/run_gpu.sh memory' ;;
+        sanitizer) echo 'bash tests/gpu/run_gpu.sh sanitizer' ;;
+        bench-124m) echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m" ;;
+        bench-1.2b) echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
+        scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh && SCALE=paper DEVICES=1 scripts/strong_scaling.sh' ;;
+        hf) echo 'bash tests/gpu/hf_interop.sh' ;;
+    esac
+}
+
+# A section's verdict from its log and status: a log that says "not ok"
+# fails even when the command exited 0.
+verdict() { # RC LOG
+    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo "timed out after ${limit}s"
+    elif [ "$1" -ne 0 ] || grep -q '^not ok ' "$2"; then echo "FAILED (exit $1, $(grep -c '^not ok ' "$2") not ok)"
+    else echo "passed ($(grep -c '^ok ' "$2") ok)"; fi
+}
+
+summary="$out/summary.md"
+{
+    echo "# GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo
+    echo "commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || echo 'no GPU')"
+    echo
+    echo "| section | result | seconds | command |"
+    echo "|---|---|---|---|"
+} >"$summary"
+status=0
+for s in "${chosen[@]}"; do
+    log="$out/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
+    if [ "$s" != environment ] && ! have_gpu; then
+        echo "skip $s - no GPU on this machine" | tee "$log"
+        echo "| $s | skipped: no GPU | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
+        status=1
+        continue
+    fi
+    echo "== $s: $cmd"
+    timeout -k 10 "$limit" bash -c "$cmd" >"$log" 2>&1
+    rc=$?
+    v=$(verdict "$rc" "$log")
+    [[ "$v" == passed* ]] || status=1
+    echo "== $s: $v in $((SECONDS - t0))s"
+    tail -n 3 "$log" | sed 's/^/   | /'
+    echo "| $s | $v | $((SECONDS - t0)) | \`$(echo "$cmd" | tr -s '\n ' ' ' | cut -c1-200)\` |" >>"$summary"
+done
+tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "${out:?}/logs"
+echo "$prog: summary in $summary, logs in $out/logs.tar.gz"
+exit "$status"

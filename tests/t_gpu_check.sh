@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh, the GPU bring-up runner, on a machine without a GPU:
+# its arguments, its sections' order and --from, that it goes on past a
+# section it cannot run, and that it leaves two files (summary, one archive).
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" gpu_check
+gc=scripts/gpu_check.sh
+check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
+"$gc" --help >"$tmp/help" 2>&1; rc=$?
+miss=""; for s in environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf; do
+    grep -q "^  $s " "$tmp/help" || miss="$miss $s"; done
+check gpu_check_help_lists_sections "rc $rc, missing:$miss" test "$rc" = 0 -a -z "$miss"
+"$gc" --out "$tmp/x" frobnicate >"$tmp/bad" 2>&1; rc=$?
+check gpu_check_unknown_section "rc $rc: $(cat "$tmp/bad")" eval '[ $rc = 2 ] && grep -q "unknown section .frobnicate." "$tmp/bad"'
+"$gc" --out "$tmp/x" --limit 5 kernels >"$tmp/bad2" 2>&1; rc=$?
+check gpu_check_bad_limit "rc $rc: $(cat "$tmp/bad2")" eval '[ $rc = 2 ] && grep -q -- "--limit" "$tmp/bad2"'
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "skip gpu_check_no_gpu_runs - this machine has a GPU: run scripts/gpu_check.sh itself"; exit "$failed"
+fi
+"$gc" --out "$tmp/run" --limit 60 environment kernels >"$tmp/run.out" 2>&1; rc=$?
+check gpu_check_no_gpu_fails "rc $rc (want 1: kernels could not run)" test "$rc" = 1
+check gpu_check_leaves_two_files "$(ls "$tmp/run" 2>&1 | tr '\n' ' ')" test "$(ls "$tmp/run" | tr '\n' ' ')" = "logs.tar.gz summary.md "
+check gpu_check_archive_holds_logs "$(tar -tzf "$tmp/run/logs.tar.gz" 2>&1 | tr '\n' ' ')" \
+    eval 'tar -tzf "$tmp/run/logs.tar.gz" | grep -q "logs/environment.log" && tar -tzf "$tmp/run/logs.tar.gz" | grep -q "logs/kernels.log"'
+check gpu_check_summary_rows "$(cat "$tmp/run/summary.md" | tr '\n' ' ')" \
+    eval 'grep -q "^| environment |" "$tmp/run/summary.md" && grep -q "^| kernels | skipped: no GPU" "$tmp/run/summary.md"'
+"$gc" --out "$tmp/from" --limit 60 --from scaling >"$tmp/from.out" 2>&1
+check gpu_check_from_runs_the_rest "$(grep -c '^| ' "$tmp/from/summary.md") rows" \
+    eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf " ]'
+exit "$failed"
