@@ -105,12 +105,14 @@ struct tg_ops {
                             int V);
 
     /* Causal self-attention of this rank's NH heads. qkv rows hold
-     * [q heads | k heads | v heads], each NH*HS wide; att keeps the
-     * probabilities [B, NH, T, T] for the backward pass (zero above the
-     * diagonal, dropout not applied). */
-    void (*attention_forward)(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
-    void (*attention_backward)(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
-                               int HS, tg_dropout drop);
+     * [q heads | k heads | v heads], each NH*HS wide. No T x T buffer: lse
+     * [B, NH, T] (float32) keeps each query row's log-sum-exp of its scaled
+     * scores, and the backward recomputes the probabilities from q, k and
+     * lse (flash attention), with D = rowsum(dout * out) for the softmax's
+     * gradient; out is the forward's output. dqkv is overwritten. */
+    void (*attention_forward)(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
+    void (*attention_backward)(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                               int T, int NH, int HS, tg_dropout drop);
 
     /* GELU, tanh approximation. Backward may run in place (dinp == dout). */
     void (*gelu_forward)(tg_o o, void *out, const void *inp, size_t n);

@@ -57,12 +57,12 @@ static void lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, 
                             int V) {
     (void)o; (void)dx; (void)dwte; (void)dlogits; (void)x; (void)wte; (void)N; (void)C; (void)V;
 }
-static void attention_forward(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS, tg_dropout d) {
-    (void)o; (void)out; (void)att; (void)qkv; (void)B; (void)T; (void)NH; (void)HS; (void)d;
+static void attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout d) {
+    (void)o; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH; (void)HS; (void)d;
 }
-static void attention_backward(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
-                               int HS, tg_dropout d) {
-    (void)o; (void)dqkv; (void)dout; (void)qkv; (void)att; (void)B; (void)T; (void)NH; (void)HS; (void)d;
+static void attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                               int T, int NH, int HS, tg_dropout d) {
+    (void)o; (void)dqkv; (void)dout; (void)out; (void)qkv; (void)lse; (void)B; (void)T; (void)NH; (void)HS; (void)d;
 }
 static void gelu_forward(tg_o o, void *out, const void *inp, size_t n) { (void)o; (void)out; (void)inp; (void)n; }
 static void gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, size_t n) {

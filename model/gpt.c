@@ -185,7 +185,7 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
 
     if (layernorm_to_full(g, ln1, act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), in, P_LN1_W, l, N, e)) return -1;
     o->matmul_forward(o, qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
-    o->attention_forward(o, atty, act_at(&a->att, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
+    o->attention_forward(o, atty, act_at(&a->lse, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
 
     if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
@@ -263,11 +263,9 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
     gpt_acts *a = g->acts;
     if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, e);
     if (d->recompute == RECOMPUTE_SELECTIVE) {
+        /* Only the GELU output: attention keeps its lse (no T x T to
+         * rebuild) and the MLP its pre-GELU input. */
         const int N = B * T, C = d->C, t = d->tp;
-        g->ops->attention_forward(g->ops, act_at(&a->atty, l), act_at(&a->att, l), act_at(&a->qkv, l), B, T, d->NH_local, d->HS,
-                                  attention_site(g, l, T));
-        g->ops->matmul_forward(g->ops, act_at(&a->fch, l), act_at(&a->ln2, l), gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N,
-                               C, 4 * C / t);
         g->ops->gelu_forward(g->ops, act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
     }
     return 0;
@@ -327,8 +325,8 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
 
     /* Attention */
     if (row_parallel_backward(g, a->datty.base, act_at(&a->atty, l), P_ATTPROJ_W, l, N, C / t, e)) return -1;
-    o->attention_backward(o, a->dqkv.base, a->datty.base, qkv, act_at(&a->att, l), B, T, d->NH_local, d->HS,
-                          attention_site(g, l, T));
+    o->attention_backward(o, a->dqkv.base, a->datty.base, act_at(&a->atty, l), qkv, act_at(&a->lse, l), B, T, d->NH_local,
+                          d->HS, attention_site(g, l, T));
     o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
                        gpt_param(g, P_QKV_W, l), N, C, 3 * C / t);
     return layernorm_backward_rows(g, P_LN1_W, l, act_at(&a->resid, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l),

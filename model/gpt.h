@@ -70,7 +70,7 @@ typedef struct gpt_budget {
     size_t params;         /* working weights, and float32 master weights when those differ */
     size_t grads, optim;
     size_t acts_kept;      /* activations kept for the backward pass */
-    size_t acts_attention; /* of which: attention probabilities */
+    size_t acts_attention; /* of which: attention's log-sum-exp rows (B*NH*T floats per layer; no T x T) */
     size_t logits;         /* logits and their gradient (in place) */
     size_t scratch;        /* backward-pass gradient buffers */
     size_t workspace;      /* the backend's fixed buffers (cuBLASLt workspace, kernel scratch) */

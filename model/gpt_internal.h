@@ -40,10 +40,10 @@ struct gpt_acts {
     act_buf tokens, targets;        /* [N] int32 */
     act_buf resid;                  /* [L+1][Ns, C]: block inputs, then the last output */
     act_buf ln1, ln1_mean, ln1_rstd;/* [N, C] (gathered under SP), [Ns] */
-    act_buf qkv, atty, att;         /* [N, 3C/t], [N, C/t], [B, NH/t, T, T] */
+    act_buf qkv, atty, lse;         /* [N, 3C/t], [N, C/t], [B, NH/t, T] float32: attention keeps no T x T */
     act_buf res2;                   /* [Ns, C] residual after attention */
     act_buf ln2, ln2_mean, ln2_rstd;
-    act_buf fch, fch_gelu;          /* [N, 4C/t] */
+    act_buf fch, fch_gelu;          /* [N, 4C/t]: pre-GELU (kept), GELU output (recomputed by selective) */
     act_buf lnf, lnf_mean, lnf_rstd;/* [N, C] (gathered), [Ns] */
     act_buf logits;                 /* [N, V/t], then its gradient */
     act_buf losses, rowmax, xstats; /* [N], [N], [2N] */

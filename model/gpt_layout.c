@@ -145,23 +145,25 @@ static void set_buf(act_buf *b, size_t size, int slots, size_t elem) {
 int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, act_entry *out, int max) {
     const size_t N = (size_t)B * T, C = (size_t)d->C, t = (size_t)d->tp, Ns = d->sp ? N / t : N;
     const int L = d->L;
-    /* Slots: every layer keeps its own unless recomputation rebuilds it. */
+    /* Slots: every layer keeps its own unless recomputation rebuilds it.
+     * Selective recomputes only the GELU output (cheap, elementwise): the
+     * attention keeps only lse (B*NH*T floats), nothing worth recomputing. */
     const int full = d->recompute == RECOMPUTE_FULL ? 1 : L;
     const int sel = d->recompute == RECOMPUTE_NONE ? L : 1;
     const size_t sp_only = d->sp ? 1 : 0;
     /* Float32 whatever the activation type: token ids, LayerNorm and
      * softmax statistics, losses. */
     const act_buf *const f32[] = {&a->tokens, &a->targets, &a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd,
-                                  &a->lnf_mean, &a->lnf_rstd, &a->losses, &a->rowmax, &a->xstats};
+                                  &a->lse, &a->lnf_mean, &a->lnf_rstd, &a->losses, &a->rowmax, &a->xstats};
     struct { act_buf *b; size_t size; int slots; act_kind kind; } rows[] = {
         {&a->tokens, N, 1, ACT_KEPT}, {&a->targets, N, 1, ACT_KEPT},
         {&a->resid, Ns * C, L + 1, ACT_KEPT},
         {&a->ln1, N * C, full, ACT_KEPT}, {&a->ln1_mean, Ns, full, ACT_KEPT}, {&a->ln1_rstd, Ns, full, ACT_KEPT},
         {&a->qkv, N * 3 * C / t, full, ACT_KEPT}, {&a->atty, N * C / t, full, ACT_KEPT},
-        {&a->att, N * (size_t)d->NH_local * T, sel, ACT_ATTENTION},
+        {&a->lse, N * (size_t)d->NH_local, full, ACT_ATTENTION},
         {&a->res2, Ns * C, full, ACT_KEPT},
         {&a->ln2, N * C, full, ACT_KEPT}, {&a->ln2_mean, Ns, full, ACT_KEPT}, {&a->ln2_rstd, Ns, full, ACT_KEPT},
-        {&a->fch, N * 4 * C / t, sel, ACT_KEPT}, {&a->fch_gelu, N * 4 * C / t, sel, ACT_KEPT},
+        {&a->fch, N * 4 * C / t, full, ACT_KEPT}, {&a->fch_gelu, N * 4 * C / t, sel, ACT_KEPT},
         {&a->lnf, N * C, 1, ACT_KEPT}, {&a->lnf_mean, Ns, 1, ACT_KEPT}, {&a->lnf_rstd, Ns, 1, ACT_KEPT},
         {&a->logits, N * (size_t)d->V_local, 1, ACT_LOGITS},
         {&a->losses, N, 1, ACT_KEPT}, {&a->rowmax, N, 1, ACT_KEPT}, {&a->xstats, 2 * N, 1, ACT_KEPT},

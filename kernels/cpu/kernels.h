@@ -28,10 +28,10 @@ void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, co
 void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
 void CPU_KERNEL(lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N,
                                  int C, int V);
-void CPU_KERNEL(attention_forward)(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS,
+void CPU_KERNEL(attention_forward)(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
                                    tg_dropout drop);
-void CPU_KERNEL(attention_backward)(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T,
-                                    int NH, int HS, tg_dropout drop);
+void CPU_KERNEL(attention_backward)(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                    int B, int T, int NH, int HS, tg_dropout drop);
 void CPU_KERNEL(gelu_forward)(tg_o o, void *out, const void *inp, size_t n);
 void CPU_KERNEL(gelu_backward)(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
 void CPU_KERNEL(bias_residual_add)(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,

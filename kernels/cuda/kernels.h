@@ -8,7 +8,8 @@
  *   residual.cu   add, bias_residual_add, dropout, bias_backward
  *   optimizer.cu  sum_squares, scale, adamw, cast_params, to_float
  *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
- *   attention.cu  attention_forward/backward
+ *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
+ *   flash_bwd.cu  attention_backward
  *   xent.cu       xent_rowmax, xent_stats, xent_finish */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
@@ -54,9 +55,9 @@ void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, i
 void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
                           int V);
 
-void cuda_attention_forward(tg_o o, void *out, void *att, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
-void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
-                             int HS, tg_dropout drop);
+void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
+void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                             int T, int NH, int HS, tg_dropout drop);
 
 void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real);
 void cuda_xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,

@@ -76,11 +76,17 @@ if [ "${1:-}" = train ]; then
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done
 fi
+# The emulated tensor-core product's unit test (tests/emu/test_mma.cu).
+python3 tests/emu/prep.py tests/emu/test_mma.cu "$OUT/cu/test_mma.cpp"
+$CXX $CUFLAGS "$OUT/cu/test_mma.cpp" -c -o "$OUT/obj/test_mma.o" &
+pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
+$CXX -fopenmp $SAN "$OUT/obj/test_mma.o" "$OUT/obj/emu_runtime.o" -o "$OUT/test_emu_mma" -lm
+echo "built $OUT/test_emu_mma"
 if [ "${1:-}" = train ]; then
     train_objs=()
     for o in "${objs[@]}"; do [[ $o == *tests_kernels_* ]] || train_objs+=("$o"); done

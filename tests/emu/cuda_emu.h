@@ -138,6 +138,45 @@ static inline double __dadd_rn(double a, double b) { double r = a + b; EMU_OPAQU
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 
+/* Stand-in for one warp's mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+ * (kernels/cuda/mma.cuh): every lane gathers, by shuffles, the A rows and B
+ * columns its four outputs need from the lanes that hold them in the PTX
+ * ISA's fragment layout (g = lane / 4, t = lane % 4; see mma.cuh), then
+ * accumulates in float32 in k order. A lane holding its fragment in the
+ * wrong places gets the wrong product, as on the hardware. */
+inline float emu_bf16_half(uint32_t r, int high) {
+    uint32_t u = high ? (r & 0xffff0000u) : (r << 16);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline void emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    const int lane = ::emu::lane_id(), g = lane >> 2, t = lane & 3;
+    float A[2][16], B[2][16]; /* rows g, g+8 of A; columns 2t, 2t+1 of B (over k) */
+    for (int s = 0; s < 4; s++) {
+        const uint32_t a_lo[2] = {__shfl_sync(~0u, a[0], 4 * g + s), __shfl_sync(~0u, a[1], 4 * g + s)};
+        const uint32_t a_hi[2] = {__shfl_sync(~0u, a[2], 4 * g + s), __shfl_sync(~0u, a[3], 4 * g + s)};
+        for (int i = 0; i < 2; i++)
+            for (int h = 0; h < 2; h++) {
+                A[i][2 * s + h] = emu_bf16_half(a_lo[i], h);
+                A[i][2 * s + 8 + h] = emu_bf16_half(a_hi[i], h);
+            }
+        for (int j = 0; j < 2; j++) {
+            const uint32_t b0 = __shfl_sync(~0u, b[0], 4 * (2 * t + j) + s), b1 = __shfl_sync(~0u, b[1], 4 * (2 * t + j) + s);
+            for (int h = 0; h < 2; h++) {
+                B[j][2 * s + h] = emu_bf16_half(b0, h);
+                B[j][2 * s + 8 + h] = emu_bf16_half(b1, h);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            float acc = d[2 * i + j];
+            for (int k = 0; k < 16; k++) acc += A[i][k] * B[j][k];
+            d[2 * i + j] = acc;
+        }
+}
+
 #include <cuda_bf16.h>
 
 #endif

@@ -44,20 +44,43 @@ static void att_ref(const double *qkv, double *out, void *vctx) {
             }
     free(s);
 }
+/* lse[b, h, t] = log sum_u exp(q_t . k_u / sqrt(HS)) over u <= t. */
+static void att_lse_ref(const double *qkv, double *lse, const att_ctx *k) {
+    const int T = k->T, NH = k->NH, HS = k->HS, Cl = NH * HS, C3 = 3 * Cl;
+    for (int b = 0; b < k->B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double d = 0;
+                    for (int i = 0; i < HS; i++)
+                        d += qkv[(b * T + t) * C3 + h * HS + i] * qkv[(b * T + u) * C3 + Cl + h * HS + i];
+                    sum += exp(d / sqrt((double)HS));
+                }
+                lse[(b * NH + h) * T + t] = log(sum);
+            }
+}
 static void test_attention_with(tally *t, tg_dropout drop, const char *fwd_name, const char *bwd_name) {
     att_ctx k = {2, 13, 3, 5, drop};
     const int n_in = k.B * k.T * 3 * k.NH * k.HS, n_out = k.B * k.T * k.NH * k.HS;
     float *qkv = randf(n_in, 40, 1.5f), *R = randf(n_out, 41, 1);
     double *qd = to_d(qkv, n_in), *Rd = to_d(R, n_out), *want = malloc(sizeof(double) * n_out);
     att_ref(qd, want, &k);
-    float *out = poisoned(n_out), *att = poisoned((size_t)k.B * k.NH * k.T * k.T);
-    cpu_attention_forward(NULL, out, att, qkv, k.B, k.T, k.NH, k.HS, drop);
+    const int n_lse = k.B * k.NH * k.T;
+    float *out = poisoned(n_out), *lse = poisoned(n_lse);
+    cpu_attention_forward(NULL, out, lse, qkv, k.B, k.T, k.NH, k.HS, drop);
     expect_close(t, fwd_name, out, want, n_out, 1e-5, 1e-6);
+    if (drop.p <= 0) { /* lse against the reference's (dropout does not touch it) */
+        double *lse_want = malloc(sizeof(double) * n_lse);
+        att_lse_ref(qd, lse_want, &k);
+        expect_close(t, "attention_forward_lse", lse, lse_want, n_lse, 1e-5, 1e-6);
+        free(lse_want);
+    }
     float *dqkv = poisoned(n_in);
-    cpu_attention_backward(NULL, dqkv, R, qkv, att, k.B, k.T, k.NH, k.HS, drop);
+    cpu_attention_backward(NULL, dqkv, R, out, qkv, lse, k.B, k.T, k.NH, k.HS, drop);
     double *g = fd_grad(att_ref, &k, qd, n_in, Rd, n_out, 1e-5);
     expect_close(t, bwd_name, dqkv, g, n_in, 1e-4, 1e-5);
-    free(g); free(qkv); free(R); free(qd); free(Rd); free(want); free(out); free(att); free(dqkv);
+    free(g); free(qkv); free(R); free(qd); free(Rd); free(want); free(out); free(lse); free(dqkv);
 }
 
 void kcheck_attention(tally *t) {
@@ -76,22 +99,33 @@ void kcheck_attention(tally *t) {
 void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) {
     NEED(e, attention_forward);
     NEED(e, attention_backward);
-    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_att = (size_t)B * NH * T * T;
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
     char shape[128];
     snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d p=%g row0=%llu head0=%d/%d", B, T, NH, HS, (double)drop.p,
              (unsigned long long)drop.row0, drop.head0, drop.heads_total);
     twin qkv = tw_rand(e, ACT, n_qkv, -1, 1);
-    twin out = tw_out(e, ACT, n_out), att = tw_out(e, ACT, n_att);
-    e->cpu->attention_forward(e->cpu, out.c, att.c, qkv.c, B, T, NH, HS, drop);
-    e->gpu->attention_forward(e->gpu, out.g, att.g, qkv.g, B, T, NH, HS, drop);
+    twin out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
+    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, drop);
+    e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, drop);
     check(e, out, e->tol, "attention_forward out %s", shape);
-    check(e, att, e->tol, "attention_forward att %s", shape);
-    /* backward from the reference's probabilities */
-    twin att_r = tw_ref(e, att), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
-    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, qkv.c, att_r.c, B, T, NH, HS, drop);
-    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, qkv.g, att_r.g, B, T, NH, HS, drop);
+    check(e, lse, e->tol, "attention_forward lse %s", shape);
+    /* backward from the reference's output and lse */
+    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
+    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, drop);
+    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, drop);
     check(e, dqkv, e->tol, "attention_backward dqkv %s", shape);
-    twin all[] = {qkv, out, att, att_r, dout, dqkv};
+    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
+/* The flash kernels' edges: T not a multiple of any tile (and shorter than
+ * one), 1 to 3 heads per rank, head sizes 64 and 128 (and 24, padded). */
+void cuda_test_attention_shapes(env *e) {
+    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4};
+    cuda_test_attention(e, 1, 5, 1, 64, (tg_dropout){0});
+    cuda_test_attention(e, 2, 77, 2, 64, drop);
+    cuda_test_attention(e, 1, 70, 3, 128, (tg_dropout){0});
+    cuda_test_attention(e, 1, 45, 1, 128, drop);
+    if (!e->quick) cuda_test_attention(e, 1, 200, 3, 64, drop);
 }
 #endif

@@ -1,0 +1,97 @@
+/* Shared pieces of the fused causal attention (flash_fwd.cu, flash_bwd.cu),
+ * the CUDA twin of kernels/cpu/attention.c: tiles of FL_TILE query rows and
+ * FL_TILE keys of one (sequence, head) pair p = b * NH + h staged in shared
+ * memory as float32 (bf16 is widened on load, so the arithmetic is float32
+ * in both precisions), the causal mask, and the dropout factor drawn from
+ * the CPU's counter (util/rng_core.h), so masks are bit-identical. Tiles
+ * wholly above the diagonal are never visited. */
+#ifndef KERNELS_CUDA_FLASH_CUH
+#define KERNELS_CUDA_FLASH_CUH
+
+#include <math.h>
+
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "util/rng_core.h"
+
+#define FL_TILE 16                   /* query rows and keys per tile */
+#define FL_THREADS 128               /* threads per block: 8 per tile row */
+#define FL_HS_MAX 128                /* largest head size the tiles hold */
+#define FL_COLS (FL_HS_MAX / 8)      /* accumulator columns per thread */
+#define FL_MAX_PAIRS 65535           /* grid.y limit: pairs per launch */
+
+typedef float fl_tile[FL_TILE][FL_HS_MAX];
+typedef float fl_square[FL_TILE][FL_TILE + 1]; /* +1: no bank conflicts on columns */
+
+static __host__ __device__ __forceinline__ int fl_min(int a, int b) { return a < b ? a : b; }
+
+/* The dropout factor of probability (b, h, t, t2) of this rank (1 when p <= 0). */
+static __device__ __forceinline__ float fl_drop(const tg_dropout &d, int b, int h, int t, int t2, int T) {
+    if (d.p <= 0.0f) return 1.0f;
+    uint64_t seq = d.row0 + (uint64_t)b, head = (uint64_t)(d.head0 + h);
+    return rng_dropout_scale(d.p, d.seed, d.stream,
+                             ((seq * (uint64_t)d.heads_total + head) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)t2);
+}
+
+/* tile[r][i] = src[(b * T + r0 + r) * width + off + i] widened to float,
+ * zero for rows at or past T (they are masked, but must not be NaN). */
+template <typename E>
+static __device__ void fl_load_tile(fl_tile tile, const E *src, int width, int off, int b, int r0, int T, int HS) {
+    for (int e = threadIdx.x; e < FL_TILE * HS; e += blockDim.x) {
+        const int r = e / HS, i = e % HS, t = r0 + r;
+        tile[r][i] = t < T ? tg_load(src, ((size_t)b * T + t) * width + off + i) : 0.0f;
+    }
+}
+
+/* Causal mask: key k0 + c is visible from query q0 + r. */
+static __device__ __forceinline__ bool fl_visible(int q0, int r, int k0, int c, int T) {
+    return k0 + c <= q0 + r && q0 + r < T;
+}
+
+/* out[r][c] = scale * a[r] . b[c] over HS, in a fixed order. */
+static __device__ void fl_products(fl_square out, const fl_tile a, const fl_tile b, int HS, float scale) {
+    for (int e = threadIdx.x; e < FL_TILE * FL_TILE; e += blockDim.x) {
+        const int r = e / FL_TILE, c = e % FL_TILE;
+        float s = 0.0f;
+        for (int i = 0; i < HS; i++) s += a[r][i] * b[c][i];
+        out[r][c] = s * scale;
+    }
+}
+
+/* acc[j] (column threadIdx.x % 8 + 8 j of row threadIdx.x / 8) += sum over
+ * c of w[r][c] * m[c][i] (transposed: w[c][r] when wt). */
+static __device__ void fl_accumulate(float *acc, const fl_square w, const fl_tile m, int HS, bool wt) {
+    const int r = threadIdx.x >> 3, c8 = threadIdx.x & 7;
+#pragma unroll
+    for (int j = 0; j < FL_COLS; j++) {
+        const int i = c8 + 8 * j;
+        if (i >= HS) break;
+        float s = acc[j];
+        for (int c = 0; c < FL_TILE; c++) s += (wt ? w[c][r] : w[r][c]) * m[c][i];
+        acc[j] = s;
+    }
+}
+
+/* Stores acc (the thread's columns of tile row r) into row r0 + r of dst
+ * at column offset off, times mul, when the row exists. */
+template <typename E>
+static __device__ void fl_store_row(E *dst, const float *acc, int width, int off, int b, int r0, int T, int HS, float mul) {
+    const int r = threadIdx.x >> 3, c8 = threadIdx.x & 7;
+    if (r0 + r >= T) return;
+#pragma unroll
+    for (int j = 0; j < FL_COLS; j++) {
+        const int i = c8 + 8 * j;
+        if (i >= HS) break;
+        tg_store(dst, ((size_t)b * T + r0 + r) * width + off + i, acc[j] * mul);
+    }
+}
+
+/* Refuses what the tiles cannot hold (a configuration error, before launch). */
+static inline void fl_check_shape(int HS, const char *what) {
+    if (HS <= FL_HS_MAX) return;
+    tg_err e;
+    tg_fail(&e, "%s: head size %d exceeds the fused attention's %d (model.n_embd / model.n_head)", what, HS, FL_HS_MAX);
+    tg_die("train_gpt", &e);
+}
+
+#endif
