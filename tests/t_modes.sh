@@ -51,12 +51,13 @@ PY
 ); then ok "log_lines_carry_time ($out)"; else not_ok log_lines_carry_time "$out"; fi
 
 # ---- --eval: the loss training logged, at TP1 and TP2, writing nothing ------
+v= v1= v2=
 listing "$tmp/run" >"$tmp/run_before"
 if tg --eval --set out.dir="$tmp/run" >"$tmp/eval_own.out" 2>&1 && v=$(val_of "$tmp/eval_own.out") && [ -n "$v" ] &&
     [ -n "$trained" ] && close "$trained" "$v"; then ok "eval_newest_checkpoint_equals_training ($v vs $trained)"
 else not_ok eval_newest_checkpoint_equals_training "'$v' vs '$trained': $(tail -n 2 "$tmp/eval_own.out" | tr '\n' ' ')"; fi
 listing "$tmp/run" >"$tmp/run_after"
-if cmp -s "$tmp/run_before" "$tmp/run_after"; then ok eval_leaves_out_dir_untouched
+if [ -n "$v" ] && cmp -s "$tmp/run_before" "$tmp/run_after"; then ok eval_leaves_out_dir_untouched
 else not_ok eval_leaves_out_dir_untouched "$(diff "$tmp/run_before" "$tmp/run_after" | head -n 3 | tr '\n' ' ')"; fi
 # sample_tokens 64 in an eval: it prints no text, so no vocabulary is read
 if tg --eval --set model.init_from="$ckpt" --set out.dir="$tmp/eval_tp1" --set out.sample_tokens=64 \
@@ -67,7 +68,7 @@ if launch2 eval --eval --set parallel.tp=2 --set model.init_from="$ckpt" --set o
     >"$tmp/eval_tp2.out" 2>&1 && v2=$(val_of "$tmp/eval_tp2.out") && [ -n "$v1" ] && close "$v1" "$v2"; then
     ok "eval_tp2_equals_tp1 ($v2)"
 else not_ok eval_tp2_equals_tp1 "'$v2' vs '$v1': $(tail -n 3 "$tmp/eval_tp2.out" | tr '\n' ' ')"; fi
-if [ ! -e "$tmp/eval_tp1" ] && [ ! -e "$tmp/eval_tp2" ]; then ok eval_writes_no_out_dir
+if [ -n "$v1" ] && [ -n "$v2" ] && [ ! -e "$tmp/eval_tp1" ] && [ ! -e "$tmp/eval_tp2" ]; then ok eval_writes_no_out_dir
 else not_ok eval_writes_no_out_dir "$(ls -d "$tmp"/eval_tp? 2>/dev/null | tr '\n' ' ')"; fi
 
 # ---- --sample: the same text at every layout for a seed ---------------------
@@ -101,7 +102,7 @@ if [ -d assets/vocab ]; then
     if same s_greedy1 s_greedy2 && same s_greedy1 s_top1 && ! same s_greedy1 s_top5 && ! same s_top5 s_tp1; then
         ok "sample_greedy_and_top_k ($(txt s_greedy1))"
     else not_ok sample_greedy_and_top_k "greedy '$(txt s_greedy1)' / tp2 '$(txt s_greedy2)' / top-1 '$(txt s_top1)' / top-5 '$(txt s_top5)'"; fi
-    if ls -d "$tmp"/s_* 2>/dev/null | grep -qv '\.'; then not_ok sample_writes_no_out_dir "$(ls -d "$tmp"/s_* | grep -v '\.')"
+    if [ ! -s "$tmp/s_tp2.txt" ] || ls -d "$tmp"/s_* 2>/dev/null | grep -qv '\.'; then not_ok sample_writes_no_out_dir "$(ls -d "$tmp"/s_* | grep -v '\.')"
     else ok sample_writes_no_out_dir; fi
 else not_ok sample_modes "assets/vocab is missing (make quickstart installs it)"; fi
 
@@ -128,23 +129,32 @@ if grep -q -- "--eval --config" <<<"$help" && grep -q -- "--sample --config FILE
     ok help_lists_the_modes
 else not_ok help_lists_the_modes "no --eval/--sample usage line"; fi
 
-# ---- an error after progress lines comes after them through a pipe ----------
+# ---- an error comes after what was printed before it, through a pipe ------
 # A training shard whose token 260 (not below model.vocab_size 250) sits in the
-# 4th window: steps 1-3 print, then step 4 stops with an error.
+# 4th window: steps 1-3 print, then step 4 stops with an error. And a
+# validation shard with such a token: the start-up lines, then the error.
 "$py" - "$tmp/late_bad" <<'PY'
 import numpy as np, os, sys
 os.makedirs(sys.argv[1], exist_ok=True)
-t = np.random.default_rng(2).integers(0, 200, 3000).astype('<u2'); t[4 * 12 * 3 + 5] = 260
-h = np.zeros(256, '<i4'); h[:3] = (20240520, 1, len(t))
-open(f"{sys.argv[1]}/train_000000.bin", "wb").write(h.tobytes() + t.tobytes())
+for name, at in (("train", 4 * 12 * 3 + 5), ("val", 7)):
+    t = np.random.default_rng(2).integers(0, 200, 3000).astype('<u2'); t[at] = 260
+    h = np.zeros(256, '<i4'); h[:3] = (20240520, 1, len(t))
+    open(f"{sys.argv[1]}/{name}_000000.bin", "wb").write(h.tobytes() + t.tobytes())
 PY
+error_is_last_after() { # NAME PATTERN: the error is the last line, after a line matching PATTERN
+    local before err
+    before=$(grep -n "$2" "$tmp/$1.out" | head -n 1 | cut -d: -f1)
+    err=$(grep -n '^train_gpt: error: .*token 260' "$tmp/$1.out" | cut -d: -f1)
+    if [ -n "$before" ] && [ -n "$err" ] && [ "$err" -gt "$before" ] && [ "$err" = "$(wc -l <"$tmp/$1.out")" ]; then
+        ok "$1 (error on line $err, after line $before)"
+    else not_ok "$1" "$(head -c 400 "$tmp/$1.out" | tr '\n' '|')"; fi
+}
 tg --set data.train="$tmp/late_bad/train_*.bin" --set data.val= --set model.vocab_size=250 --set train.steps=6 \
-    --set out.dir="$tmp/late" 2>&1 | cat >"$tmp/late.out"
-last_step=$(grep -n '^step 3/6' "$tmp/late.out" | cut -d: -f1)
-err=$(grep -n '^train_gpt: error: .*token 260' "$tmp/late.out" | cut -d: -f1)
-if [ -n "$last_step" ] && [ -n "$err" ] && [ "$err" -gt "$last_step" ] && [ "$err" = "$(wc -l <"$tmp/late.out")" ]; then
-    ok "error_after_progress_through_pipe (line $err after step 3 on line $last_step)"
-else not_ok error_after_progress_through_pipe "$(head -c 400 "$tmp/late.out" | tr '\n' '|')"; fi
+    --set out.dir="$tmp/late" 2>&1 | cat >"$tmp/error_after_progress_through_pipe.out"
+error_is_last_after error_after_progress_through_pipe '^step 3/6'
+tg --set data.val="$tmp/late_bad/val_*.bin" --set model.vocab_size=250 --set out.dir="$tmp/early" 2>&1 |
+    cat >"$tmp/error_after_startup_lines_through_pipe.out"
+error_is_last_after error_after_startup_lines_through_pipe '^train data:'
 
 # ---- the banner's parameter counts --------------------------------------------
 # steps 0 and no save: the start-up report only (the modes print none)
