@@ -171,8 +171,8 @@ Vp = -(-V // (mult * tp)) * mult * tp  # padded to a multiple of vocab_multiple 
 # each rank: its rows of wte, its columns of c_attn and c_fc (weights and
 # biases), its rows of the two c_proj weights; wpe, LayerNorms, c_proj biases whole
 rank = Vp // tp * C + T * C + 2 * C + L * (4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) // tp)
-if tp == 1: print(f"{full} parameters; the rank holds {rank} (wte padded to {Vp} rows)")
-else: print(f"{full} parameters; each of the {tp} TP ranks holds {rank} (its 1/{tp} of wte padded to {Vp} rows")
+if tp == 1: print(f"vocab {V} (padded {Vp}): {full} parameters; the rank holds {rank} (wte padded to {Vp} rows)")
+else: print(f"vocab {V} (padded {Vp}): {full} parameters; each of the {tp} TP ranks holds {rank} (its 1/{tp} of wte padded to {Vp} rows")
 PY
 }
 for tp in 1 2; do

@@ -227,8 +227,9 @@ static void describe_model(run *r, const gpt_dims *d) {
         full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
         local_params += r->model->tensors[i].numel;
     }
-    say(r, "model: %d layers, %d heads, width %d, context %d, vocab %d: %zu parameters; ", d->L, d->NH, d->C, d->T, d->V,
-        full_params);
+    /* scripts/bench_gpu.sh reads this line up to "parameters" */
+    say(r, "model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters; ", d->L, d->NH, d->C,
+        d->T, d->V, d->Vp, full_params);
     if (d->tp == 1)
         say(r, "the rank holds %zu (wte padded to %d rows)\n", local_params, d->Vp);
     else
