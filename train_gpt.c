@@ -17,13 +17,15 @@ int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
     tg_err e;
-    /* First, before any thread exists: every thread inherits the blocked signals. */
-    if (!(r.stop = stop_watch_start(PROG, &e))) tg_die(PROG, &e);
     args a;
     args_parse(argc, argv, &r.cfg, &a);
+    /* The other modes save nothing, so a signal simply ends them. */
     if (a.mode == MODE_PLAN) return plan_main(&r.cfg, &a.plan, a.plan_json);
     if (a.mode == MODE_EVAL) return mode_eval(&r);
     if (a.mode == MODE_SAMPLE) return mode_sample(&r, &a.sample);
+    /* Training's signal watcher, before any thread exists (parsing starts
+     * none): every thread inherits the blocked signals. */
+    if (!(r.stop = stop_watch_start(PROG, &e))) tg_die(PROG, &e);
     run_resolve_topology(&r.cfg, &r.topo);
     run_setup(&r);
     const int status = run_train(&r);
