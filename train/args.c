@@ -11,6 +11,9 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
                "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
+               "       %s --eval --config FILE [--set ...]\n"
+               "       %s --sample --config FILE [--set ...] [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
+               "                 [--top-k K] [--seed S]\n"
                "       %s --version   (the commit and the backends compiled in)\n"
                "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
                "       %s --help\n\n"
@@ -18,8 +21,14 @@ static void usage(FILE *f) {
                "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
                "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
-               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n",
-            PROG, PROG, PROG, PROG, PROG);
+               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n"
+               "--eval prints the validation loss over out.eval_batches batches; --sample prints a continuation of the\n"
+               "prompt (default: a document's start) of N tokens (default out.sample_tokens), drawn at temperature T\n"
+               "(default 1; 0: always the most likely token) from the K most likely tokens (default 0: all), keyed by\n"
+               "seed S (default train.seed: the same text at every layout). Both use the weights of model.init_from,\n"
+               "else of the newest checkpoint in out.dir, else the seed's initial weights; both run at any layout\n"
+               "(under scripts/launch.sh as training) and write no file.\n\n",
+            PROG, PROG, PROG, PROG, PROG, PROG, PROG);
     config_print_help(f);
 }
 
@@ -47,11 +56,72 @@ static void print_version(void) {
     exit(0);
 }
 
+/* --set takes one argument KEY=VALUE; "--set KEY VALUE" (an easy slip from
+ * other launchers) is refused with the spelling to use, before VALUE would be
+ * taken for an unknown argument. */
+static void check_set_argument(int argc, char **argv, int i) {
+    const char *arg = i + 1 < argc ? argv[i + 1] : NULL;
+    if (arg && strchr(arg, '=')) return;
+    fflush(stdout);
+    if (!arg) fprintf(stderr, "%s: error: --set needs KEY=VALUE (e.g. --set train.steps=100)\n", PROG);
+    else if (i + 2 < argc && strncmp(argv[i + 2], "--", 2) != 0)
+        fprintf(stderr, "%s: error: --set %s %s: write --set %s=%s (one argument, with '=')\n", PROG, arg, argv[i + 2],
+                arg, argv[i + 2]);
+    else fprintf(stderr, "%s: error: --set %s: write --set %s=VALUE (one argument, with '=')\n", PROG, arg, arg);
+    exit(2);
+}
+
+/* --eval, --sample and --sample's options; returns the arguments it took
+ * (0: not one of them). */
+static int parse_mode_option(int argc, char **argv, int i, args *a) {
+    const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    double num;
+    tg_err e;
+    const run_mode mode = strcmp(opt, "--eval") == 0 ? MODE_EVAL : strcmp(opt, "--sample") == 0 ? MODE_SAMPLE : MODE_TRAIN;
+    if (mode != MODE_TRAIN) {
+        if (a->mode != MODE_TRAIN && a->mode != mode) {
+            fprintf(stderr, "%s: error: %s with another mode: give one of --plan, --eval, --sample\n", PROG, opt);
+            exit(2);
+        }
+        a->mode = mode;
+        return 1;
+    }
+    if (!val) return 0;
+    if (strcmp(opt, "--prompt") == 0) {
+        a->sample.prompt = val;
+        return 2;
+    }
+    const bool tokens = strcmp(opt, "--max-tokens") == 0, temp = strcmp(opt, "--temperature") == 0,
+               top_k = strcmp(opt, "--top-k") == 0, seed = strcmp(opt, "--seed") == 0;
+    if (!tokens && !temp && !top_k && !seed) return 0;
+    const double max = tokens ? 1 << 20 : temp ? 100 : top_k ? 1 << 20 : 9007199254740991.0;
+    if (config_parse_number(opt, val, !temp, 0, max, &num, &e)) tg_die(PROG, &e);
+    if (tokens) a->sample.max_tokens = (int)num;
+    else if (temp) a->sample.temperature = num;
+    else if (top_k) a->sample.top_k = (int)num;
+    else a->sample.seed = (long long)num;
+    return 2;
+}
+
+/* Options that belong to one mode, given without it, would be ignored
+ * silently: refuse them. */
+static void check_mode_options(const args *a) {
+    const sample_opts unset = sample_opts_default();
+    const bool sample_opts_given = a->sample.prompt || a->sample.max_tokens != unset.max_tokens ||
+                                   a->sample.temperature != unset.temperature || a->sample.top_k != unset.top_k ||
+                                   a->sample.seed != unset.seed;
+    if (sample_opts_given && a->mode != MODE_SAMPLE) {
+        fprintf(stderr, "%s: error: --prompt, --max-tokens, --temperature, --top-k and --seed need --sample\n", PROG);
+        exit(2);
+    }
+}
+
 void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     config_defaults(cfg);
     const char *config_path = NULL;
     double num;
-    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL};
+    int took;
+    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default()};
     tg_err e;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -65,7 +135,8 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             if (config_path && tg_fail(&e, "--config given twice ('%s', then '%s'): give one", config_path, argv[i + 1]))
                 tg_die(PROG, &e);
             config_path = argv[++i];
-        } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--set") == 0) {
+            check_set_argument(argc, argv, i);
             i++;
         } else if (strcmp(argv[i], "--plan") == 0) {
             a->mode = MODE_PLAN;
@@ -77,11 +148,14 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             a->plan.device_bytes = num * 1024 * 1024 * 1024;
         } else if (strcmp(argv[i], "--plan-json") == 0 && i + 1 < argc) {
             a->plan_json = argv[++i];
+        } else if ((took = parse_mode_option(argc, argv, i, a)) > 0) {
+            i += took - 1;
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
             exit(2);
         }
     }
+    check_mode_options(a);
     if (!config_path) {
         fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);
         exit(2);

@@ -1,17 +1,24 @@
-/* The command line: the mode (train or --plan), the config with
- * its --set overrides applied in order, and the planner's options. */
+/* The command line: the mode (train, --plan, --eval, --sample), the config
+ * with its --set overrides applied in order, and the modes' options. */
 #ifndef TRAIN_ARGS_H
 #define TRAIN_ARGS_H
 
 #include "train/config.h"
+#include "train/modes.h"
 #include "train/plan.h"
 
-typedef enum { MODE_TRAIN, MODE_PLAN } run_mode;
+typedef enum {
+    MODE_TRAIN,
+    MODE_PLAN,
+    MODE_EVAL,   /* --eval: validation loss of model.init_from or out.dir's newest checkpoint */
+    MODE_SAMPLE, /* --sample: a continuation of --prompt */
+} run_mode;
 
 typedef struct args {
     run_mode mode;
     plan_opts plan;        /* --devices, --device-gib */
     const char *plan_json; /* --plan-json FILE, or NULL */
+    sample_opts sample;    /* --prompt, --max-tokens, --temperature, --top-k, --seed */
 } args;
 
 /* Fills cfg (defaults, the --config file, then each --set in order) and a.

@@ -80,6 +80,7 @@ static const key_spec SCHEMA[] = {
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend (cuda: a build made with make GPU=1)"},
 };
 #define N_KEYS (sizeof SCHEMA / sizeof SCHEMA[0])
+_Static_assert(N_KEYS <= CFG_KEYS_MAX, "tg_config.from_set must have room for every key");
 
 static const key_spec *find_key(const char *path) {
     for (size_t i = 0; i < N_KEYS; i++)
@@ -336,7 +337,7 @@ int config_load_file(tg_config *c, const char *path, tg_err *e) {
 
 int config_set(tg_config *c, const char *assignment, tg_err *e) {
     const char *eq = strchr(assignment, '=');
-    if (!eq) return tg_fail(e, "--set %s: expected key.path=value", assignment);
+    if (!eq) return tg_fail(e, "--set %s: write --set %s=VALUE (one argument, with '=')", assignment, assignment);
     char path[256];
     size_t n = (size_t)(eq - assignment);
     if (n >= sizeof path) return tg_fail(e, "--set %s: key too long", assignment);
@@ -344,7 +345,9 @@ int config_set(tg_config *c, const char *assignment, tg_err *e) {
     path[n] = '\0';
     const key_spec *k = find_key(path);
     if (!k) return tg_fail(e, "--set: unknown key '%s' (see --help for the keys)", path);
-    return store_from_text(c, k, eq + 1, "--set", e);
+    if (store_from_text(c, k, eq + 1, "--set", e)) return -1;
+    c->from_set[k - SCHEMA] = true;
+    return 0;
 }
 
 int config_padded_vocab(const tg_config *c) {
@@ -360,39 +363,65 @@ int config_grad_accum(const tg_config *c) {
     return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
 }
 
+/* Where the values a message is about came from: the config file (which
+ * includes the defaults it left alone), or each key of `keys` (space-separated)
+ * that a --set gave, so a bad override is not blamed on the file. */
+static const char *origin(const tg_config *c, const char *keys, char *buf, size_t n) {
+    const char *file = c->source[0] ? c->source : "config";
+    size_t len = 0;
+    int listed = 0, overridden = 0;
+    for (const char *p = keys; *p; listed++) {
+        const size_t k = strcspn(p, " ");
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)k, p);
+        const key_spec *spec = find_key(key);
+        if (spec && c->from_set[spec - SCHEMA] && len < n)
+            len += (size_t)snprintf(buf + len, n - len, "%s--set %s", overridden++ ? ", " : "", key);
+        p += k + strspn(p + k, " ");
+    }
+    if (!overridden) snprintf(buf, n, "%s", file);
+    else if (overridden < listed && len < n) snprintf(buf + len, n - len, " (over %s)", file);
+    return buf;
+}
+
 int config_validate(const tg_config *c, int world_size, tg_err *e) {
-    const char *s = c->source[0] ? c->source : "config";
+    char where[CFG_PATH_MAX + 512];
+#define FROM(keys) origin(c, keys, where, sizeof where)
+    const int tp = c->parallel.tp, dp = c->parallel.dp, B = c->train.micro_batch, T = c->model.seq_len;
     if (c->model.n_embd % c->model.n_head != 0)
-        return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)", s, c->model.n_embd, c->model.n_head);
+        return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)",
+                       FROM("model.n_embd model.n_head"), c->model.n_embd, c->model.n_head);
     if (c->train.min_lr > c->train.lr)
-        return tg_fail(e, "%s: train.min_lr (%g) must not exceed train.lr (%g)", s, c->train.min_lr, c->train.lr);
-    if (c->model.n_head % c->parallel.tp != 0)
-        return tg_fail(e, "%s: model.n_head (%d) must be divisible by parallel.tp (%d): each TP rank takes n_head/tp heads", s,
-                       c->model.n_head, c->parallel.tp);
+        return tg_fail(e, "%s: train.min_lr (%g) must not exceed train.lr (%g)", FROM("train.min_lr train.lr"),
+                       c->train.min_lr, c->train.lr);
+    if (c->model.n_head % tp != 0)
+        return tg_fail(e, "%s: model.n_head (%d) must be divisible by parallel.tp (%d): each TP rank takes n_head/tp heads",
+                       FROM("model.n_head parallel.tp"), c->model.n_head, tp);
     /* Products in long long: each factor fits an int, their product may not. */
-    const long long layout = (long long)c->parallel.tp * c->parallel.dp;
-    const long long rows = (long long)c->train.micro_batch * c->model.seq_len;
-    const long long per_step = (long long)c->train.micro_batch * c->parallel.dp;
+    const long long layout = (long long)tp * dp, rows = (long long)B * T, per_step = (long long)B * dp;
     if (world_size != layout)
-        return tg_fail(e, "%s: the world size (%d ranks) must equal parallel.tp (%d) x parallel.dp (%d) = %lld", s, world_size,
-                       c->parallel.tp, c->parallel.dp, layout);
+        return tg_fail(e, "%s: the world size (%d ranks) must equal parallel.tp (%d) x parallel.dp (%d) = %lld",
+                       FROM("parallel.tp parallel.dp"), world_size, tp, dp, layout);
     if (rows > INT_MAX) /* the passes count a micro-batch's rows in an int */
-        return tg_fail(e, "%s: train.micro_batch x model.seq_len = %d x %d = %lld rows exceeds %d", s,
-                       c->train.micro_batch, c->model.seq_len, rows, INT_MAX);
-    if (c->parallel.sp && rows % c->parallel.tp != 0)
-        return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %lld rows over "
-                          "parallel.tp = %d ranks, which does not divide them", s, c->train.micro_batch, c->model.seq_len,
-                       rows, c->parallel.tp);
+        return tg_fail(e, "%s: train.micro_batch x model.seq_len = %d x %d = %lld rows exceeds %d",
+                       FROM("train.micro_batch model.seq_len"), B, T, rows, INT_MAX);
+    if (c->parallel.sp && rows % tp != 0)
+        return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %lld "
+                          "rows over parallel.tp = %d ranks, which does not divide them",
+                       FROM("parallel.sp parallel.tp train.micro_batch model.seq_len"), B, T, rows, tp);
     if (c->train.global_batch % per_step != 0)
         return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %lld",
-                       s, c->train.global_batch, c->train.micro_batch, c->parallel.dp, per_step);
+                       FROM("train.global_batch train.micro_batch parallel.dp"), c->train.global_batch, B, dp, per_step);
     if (strcmp(c->device, "cuda") == 0 && !ops_cuda_compiled())
-        return tg_fail(e, "%s: device = \"cuda\": this train_gpt was built without CUDA (rebuild with make GPU=1)", s);
+        return tg_fail(e, "%s: device = \"cuda\": this train_gpt was built without CUDA (rebuild with make GPU=1)",
+                       FROM("device"));
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
-        return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", s);
-    if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", s);
-    if (c->data.train[0] == '\0' && c->train.steps > 0) return tg_fail(e, "%s: data.train must name training shards", s);
+        return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", FROM("parallel.comm device"));
+    if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", FROM("out.dir"));
+    if (c->data.train[0] == '\0' && c->train.steps > 0)
+        return tg_fail(e, "%s: data.train must name training shards", FROM("data.train train.steps"));
     return 0;
+#undef FROM
 }
 
 void config_print_help(FILE *f) {

@@ -14,6 +14,7 @@
 
 #define CFG_PATH_MAX 1024
 #define CFG_WORD_MAX 32
+#define CFG_KEYS_MAX 64 /* at least the schema's key count (config.c checks) */
 
 typedef struct tg_config {
     struct {
@@ -61,6 +62,7 @@ typedef struct tg_config {
     double device_peak_tflops;
     char device[CFG_WORD_MAX];
     char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */
+    bool from_set[CFG_KEYS_MAX]; /* keys (schema order) a --set gave, so messages name --set, not the file */
 } tg_config;
 
 /* Fills every key with its schema default. */

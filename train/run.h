@@ -21,7 +21,12 @@
 
 #define PROG "train_gpt"
 
+/* What the run is built for: training writes out.dir; --eval and --sample
+ * (train/modes.h) need no optimizer, write nothing and print only their result. */
+typedef enum { RUN_TRAIN, RUN_EVAL, RUN_SAMPLE } run_purpose;
+
 typedef struct run {
+    run_purpose purpose;    /* set before run_setup (zero: training) */
     tg_config cfg;
     const tg_ops *ops;
     topology topo;          /* this rank's place: rank, world, TP and DP groups */
@@ -50,7 +55,8 @@ typedef struct run {
 
 /* train/setup.c: the topology (from the environment, or one process
  * standing for rank 0 under parallel.project), then backend, ranks, data,
- * model, optimizer, state and log; exits with a message on any error. */
+ * model, optimizer, state and log (the last three for training only: the
+ * modes load their weights themselves); exits with a message on any error. */
 void run_resolve_topology(tg_config *cfg, topology *topo);
 void run_setup(run *r);
 void run_teardown(run *r);

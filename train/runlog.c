@@ -5,14 +5,22 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/fs.h"
 
 static void key(jsonl_line *l, const char *k) { fprintf(l->f, "%s\"%s\":", l->members++ ? "," : "", k); }
 
+/* Every line starts with the wall-clock time it was written (Unix seconds,
+ * milliseconds), so lines can be set beside other logs and throughput read
+ * across restarts; "ms" stays the step's own measured time. */
 jsonl_line jsonl_open(FILE *f) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     fputc('{', f);
-    return (jsonl_line){f, 0};
+    jsonl_line l = {f, 0};
+    jsonl_num(&l, "time", "%.3f", (double)now.tv_sec + now.tv_nsec * 1e-9);
+    return l;
 }
 
 void jsonl_num(jsonl_line *l, const char *k, const char *fmt, double v) {

@@ -14,6 +14,7 @@ typedef struct jsonl_line {
     int members;
 } jsonl_line;
 
+/* Begins a line with "time": wall-clock Unix seconds with milliseconds. */
 jsonl_line jsonl_open(FILE *f);
 /* A number printed with fmt (e.g. "%.7g"), or null when it is not finite. */
 void jsonl_num(jsonl_line *l, const char *key, const char *fmt, double v);

@@ -1,5 +1,6 @@
 /* Building a run: backend, ranks and their communicators, data, model,
  * optimizer, initial state and the log; and taking it down. */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,16 @@
 #include "train/run.h"
 #include "train/runlog.h"
 #include "util/fs.h"
+
+/* The start-up report on stdout: training's; the modes print only their result. */
+static void say(const run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const run *r, const char *fmt, ...) {
+    if (r->purpose != RUN_TRAIN) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
 
 /* The topology: from the launcher's environment, or, under
  * parallel.project, one process standing for rank 0 of tp x dp. Resolves
@@ -90,26 +101,29 @@ static void check_val_tokens(run *r) {
 }
 
 
+/* What the purpose reads: training's shards (when it takes steps), the
+ * validation shards (training, --eval), and the vocabulary only where text
+ * is printed (training's samples, --sample), so nothing else demands it. */
 static void open_data(run *r) {
     const tg_config *c = &r->cfg;
     const long long advance = (long long)c->train.global_batch * c->model.seq_len;
+    const bool training = r->purpose == RUN_TRAIN;
     tg_err e;
-    if (c->train.steps > 0) {
+    if (training && c->train.steps > 0) {
         r->train = shards_open(c->data.train, advance + 1, advance, c->data.shuffle, (uint64_t)c->train.seed, &e);
         if (!r->train) tg_die(PROG, &e);
-        printf("train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
-               shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
+        say(r, "train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
+            shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
     }
-    if (c->data.val[0] && c->out.eval_batches > 0) {
+    if (r->purpose != RUN_SAMPLE && c->data.val[0] && c->out.eval_batches > 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
         if (!r->val) tg_die(PROG, &e);
         check_val_tokens(r);
-        printf("val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
-               shards_total_tokens(r->val), shards_windows_per_epoch(r->val),
-               shards_windows_per_epoch(r->val) < c->out.eval_batches ? shards_windows_per_epoch(r->val)
-                                                                       : (long long)c->out.eval_batches);
+        const long long windows = shards_windows_per_epoch(r->val);
+        say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
+            shards_total_tokens(r->val), windows, windows < c->out.eval_batches ? windows : (long long)c->out.eval_batches);
     }
-    if (c->out.sample_tokens > 0) {
+    if ((training && c->out.sample_tokens > 0) || r->purpose == RUN_SAMPLE) {
         r->tok = tokenizer_load(c->data.vocab_dir, &e);
         if (!r->tok) tg_die(PROG, &e);
     }
@@ -133,11 +147,11 @@ static void init_state(run *r) {
         if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
             ckpt_load_state(dir, c, &r->state, &e))
             tg_die(PROG, &e);
-        printf("resumed from %s (step %d)\n", dir, r->state.step);
+        say(r, "resumed from %s (step %d)\n", dir, r->state.step);
         r->resumed_step = r->state.step;
     } else if (c->model.init_from[0]) {
         if (ckpt_load_model(c->model.init_from, r->model, &e)) tg_die(PROG, &e);
-        printf("initialised weights from %s\n", c->model.init_from);
+        say(r, "initialised weights from %s\n", c->model.init_from);
     } else {
         gpt_init_weights(r->model, (uint64_t)c->train.seed);
     }
@@ -159,6 +173,7 @@ static void redirect_rank_output(const run *r) {
         tg_fail(&e, "%s: cannot open rank %d's log", path, r->rank);
         tg_die(PROG, &e);
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* as main set it for the terminal's stdout: lines in order with stderr's */
 }
 
 
@@ -167,7 +182,11 @@ static void connect_ranks(run *r) {
     tg_err e;
     r->rank = r->topo.rank;
     r->world = r->topo.world;
-    if (r->rank != 0) redirect_rank_output(r);
+    if (r->rank != 0 && r->purpose == RUN_TRAIN) redirect_rank_output(r);
+    else if (r->rank != 0 && !freopen("/dev/null", "w", stdout)) { /* the modes write nothing; rank 0 prints */
+        tg_fail(&e, "/dev/null: cannot open for rank %d's output", r->rank);
+        tg_die(PROG, &e);
+    }
     char msg[256];
     numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
     if (c->parallel.project) {
@@ -176,7 +195,7 @@ static void connect_ranks(run *r) {
         r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link);
         comm_use_memory(r->tp, &r->ops->mem);
         comm_use_memory(r->dp, &r->ops->mem);
-        printf("PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
+        say(r, "PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
                "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
                c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
     } else if (r->world == 1 && strcmp(c->parallel.comm, "nccl") != 0) {
@@ -192,10 +211,52 @@ static void connect_ranks(run *r) {
         r->dp = connect_group(r, nccl, "dp", r->topo.dp_ranks, r->topo.dp, r->topo.dp_rank);
         snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; communicator %s", nccl ? "nccl" : "shm");
     }
-    printf("ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->tp->size, r->dp->size,
+    say(r, "ranks: %d (tp %d x dp %d, sp %s, zero %d, recompute %s, from %s); %s\n", r->world, r->tp->size, r->dp->size,
            c->parallel.sp ? "on" : "off", c->parallel.zero, c->train.recompute, r->topo.source, msg);
 }
 
+
+/* The banner's parameter counts: the model's (each tensor once, unpadded:
+ * what a checkpoint holds, and N of 6N flops per token) and what one TP rank
+ * holds (its shard of the split tensors, with wte padded to Vp rows so every
+ * rank gets Vp/tp, plus full copies of the replicated ones). */
+static void describe_model(run *r, const gpt_dims *d) {
+    const tg_config *c = &r->cfg;
+    size_t full_params = 0, local_params = 0;
+    for (int i = 0; i < r->model->n_tensors; i++) {
+        full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
+        local_params += r->model->tensors[i].numel;
+    }
+    /* scripts/bench_gpu.sh reads this line up to "parameters" */
+    say(r, "model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters; ", d->L, d->NH, d->C,
+        d->T, d->V, d->Vp, full_params);
+    if (d->tp == 1)
+        say(r, "the rank holds %zu (wte padded to %d rows)\n", local_params, d->Vp);
+    else
+        say(r, "each of the %d TP ranks holds %zu (its 1/%d of wte padded to %d rows, of the attention heads and of the "
+               "MLP, and full copies of wpe, the LayerNorms and the output-projection biases)\n",
+            d->tp, local_params, d->tp, d->Vp);
+    r->flops_per_token = 6.0 * (double)full_params + 12.0 * d->L * d->C * d->T;
+    say(r, "batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
+        c->train.global_batch, d->T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
+    if (r->ops == ops_cpu()) say(r, "backend: cpu (matmul kernel %s)\n", cpu_gemm_kernel_name());
+    else say(r, "backend: %s, %s, %s activations\n", r->ops->name, r->ops->device, tg_dtype_name(r->ops->act));
+}
+
+/* Training's own part: the optimizer, the budget, the starting state,
+ * out.dir and the log. */
+static void setup_training(run *r) {
+    tg_config *c = &r->cfg;
+    tg_err e;
+    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
+    report_budget(&r->budget);
+    init_state(r);
+    if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the run directory");
+        tg_die(PROG, &e);
+    }
+    if (r->rank == 0) report_open_log(r);
+}
 
 void run_setup(run *r) {
     tg_config *c = &r->cfg;
@@ -205,37 +266,19 @@ void run_setup(run *r) {
     open_data(r);
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
-    const bool zero = c->parallel.zero == 1;
-    gpt_budget b = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
-                                r->ops->workspace_bytes);
-    r->budget = b;
-    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len,
-                          optim_buffer_len(gpt_param_count(&d), r->dp->size, zero));
-    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
-    size_t full_params = 0, local_params = 0;
-    for (int i = 0; i < r->model->n_tensors; i++) {
-        full_params += (size_t)r->model->tensors[i].full_rows * r->model->tensors[i].full_cols;
-        local_params += r->model->tensors[i].numel;
-    }
-    printf("model: %d layers, %d heads, width %d, context %d, vocab %d (padded %d): %zu parameters (%zu on each TP rank)\n",
-           d.L, d.NH, d.C, d.T, d.V, d.Vp, full_params, local_params);
-    r->flops_per_token = 6.0 * (double)full_params + 12.0 * d.L * d.C * d.T;
-    printf("batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
-           c->train.global_batch, d.T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
-    if (r->ops == ops_cpu()) printf("backend: cpu (matmul kernel %s)\n", cpu_gemm_kernel_name());
-    else printf("backend: %s, %s, %s activations\n", r->ops->name, r->ops->device, tg_dtype_name(r->ops->act));
-    r->peak_tflops = c->device_peak_tflops > 0 ? c->device_peak_tflops : r->ops->peak_tflops(r->ops);
-    report_budget(&b);
-    init_state(r);
+    const bool zero = c->parallel.zero == 1, training = r->purpose == RUN_TRAIN;
+    /* The modes have no optimizer, so no ZeRO padding of the flat buffers. */
+    const size_t n_alloc = training ? optim_buffer_len(gpt_param_count(&d), r->dp->size, zero) : gpt_param_count(&d);
+    r->budget = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
+                             r->ops->workspace_bytes);
+    r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, n_alloc);
+    describe_model(r, &d);
     const size_t win = (size_t)c->train.global_batch * d.T + 1, micro = (size_t)c->train.micro_batch * d.T;
-    r->window = tg_malloc(win * sizeof(int32_t), "batch window");
+    r->window = tg_malloc(win * sizeof(int32_t), "batch window"); /* training's steps and evaluation */
     r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
     r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
-    if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
-        tg_wrap(&e, "out.dir: cannot create the run directory");
-        tg_die(PROG, &e);
-    }
-    if (r->rank == 0) report_open_log(r);
+    r->peak_tflops = c->device_peak_tflops > 0 ? c->device_peak_tflops : r->ops->peak_tflops(r->ops);
+    if (training) setup_training(r);
 }
 
 void run_teardown(run *r) {

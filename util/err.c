@@ -29,13 +29,25 @@ int tg_wrap(tg_err *e, const char *fmt, ...) {
 }
 
 void tg_die(const char *prog, const tg_err *e) {
+    fflush(stdout); /* the error comes after what the run already said, pipe or terminal */
     fprintf(stderr, "%s: error: %s\n", prog, e ? e->msg : "unknown error");
     exit(1);
+}
+
+void tg_warn(const char *prog, const char *fmt, ...) {
+    fflush(stdout);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: warning: %s\n", prog, msg);
 }
 
 void *tg_malloc(size_t bytes, const char *what) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
+        fflush(stdout);
         fprintf(stderr, "error: out of memory allocating %zu bytes for %s\n", bytes, what);
         exit(1);
     }
@@ -45,6 +57,7 @@ void *tg_malloc(size_t bytes, const char *what) {
 void *tg_calloc(size_t n, size_t size, const char *what) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {
+        fflush(stdout);
         fprintf(stderr, "error: out of memory allocating %zu x %zu bytes for %s\n", n, size, what);
         exit(1);
     }

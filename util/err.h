@@ -21,8 +21,11 @@ int tg_fail(tg_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Prefixes the existing message with more context ("while loading X: ..."). */
 int tg_wrap(tg_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Prints "prog: error: msg" to stderr and exits with status 1. */
+/* Prints "prog: error: msg" to stderr and exits with status 1. Both flush
+ * stdout first, so a message never jumps ahead of output printed before it. */
 void tg_die(const char *prog, const tg_err *e) __attribute__((noreturn));
+/* Prints "prog: warning: msg" to stderr and goes on. */
+void tg_warn(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocation that aborts with a message naming what was being allocated. */
 void *tg_malloc(size_t bytes, const char *what);
