@@ -55,9 +55,9 @@ typedef enum { UPDATE_APPLY, UPDATE_SKIP, UPDATE_SKIP_AND_STOP } update_action;
 static update_action nonfinite_action(run *r, int step, float loss, double norm) {
     const tg_config *c = &r->cfg;
     if (strcmp(c->train.on_nonfinite, "skip") == 0) {
-        fprintf(stderr, "%s: warning: step %d: the loss is %g and the gradient norm is %g: update dropped "
-                        "(train.on_nonfinite = skip; %d in a row, train.max_skipped = %d)\n",
-                PROG, step, loss, norm, r->skipped_in_a_row + 1, c->train.max_skipped);
+        tg_warn(PROG, "step %d: the loss is %g and the gradient norm is %g: update dropped "
+                      "(train.on_nonfinite = skip; %d in a row, train.max_skipped = %d)",
+                step, loss, norm, r->skipped_in_a_row + 1, c->train.max_skipped);
         return ++r->skipped_in_a_row >= c->train.max_skipped ? UPDATE_SKIP_AND_STOP : UPDATE_SKIP;
     }
     if (r->log) {
