@@ -1,6 +1,6 @@
 /* train_gpt: pretrains a GPT-2 model from token shards.
  *   ./train_gpt --config FILE [--set key.path=value ...]
- *   ./train_gpt --plan --config FILE ...   |   --version   |   --help
+ *   ./train_gpt --plan --config FILE ...   |   --export-llmc FILE --config FILE ...   |   --version   |   --help
  * main parses the command line, picks the mode, builds the run and loops:
  * config -> ranks -> data -> model shard -> train loop (eval, samples,
  * checkpoints, logs) in train/. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "train/args.h"
+#include "train/model_files.h"
 #include "train/run.h"
 
 int main(int argc, char **argv) {
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
     args a;
     args_parse(argc, argv, &r.cfg, &a);
     if (a.mode == MODE_PLAN) return plan_main(&r.cfg, &a.plan, a.plan_json);
+    if (a.mode == MODE_EXPORT_LLMC) return model_files_export_llmc(&r.cfg, a.export_llmc);
     run_resolve_topology(&r.cfg, &r.topo);
     run_setup(&r);
     const int status = run_train(&r);

@@ -6,12 +6,13 @@
 #include "train/config.h"
 #include "train/plan.h"
 
-typedef enum { MODE_TRAIN, MODE_PLAN } run_mode;
+typedef enum { MODE_TRAIN, MODE_PLAN, MODE_EXPORT_LLMC } run_mode;
 
 typedef struct args {
     run_mode mode;
     plan_opts plan;        /* --devices, --device-gib */
     const char *plan_json; /* --plan-json FILE, or NULL */
+    const char *export_llmc; /* --export-llmc FILE, or NULL */
 } args;
 
 /* Fills cfg (defaults, the --config file, then each --set in order) and a.
