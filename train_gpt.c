@@ -1,6 +1,6 @@
 /* train_gpt: pretrains a GPT-2 model from token shards.
  *   ./train_gpt --config FILE [--set key.path=value ...]
- *   ./train_gpt --plan | --eval | --sample --config FILE ...   |   --version   |   --help
+ *   ./train_gpt --plan | --eval | --sample | --export-llmc FILE --config FILE ...   |   --version   |   --help
  * main parses the command line, picks the mode, builds the run and loops:
  * config -> ranks -> data -> model shard -> train loop (eval, samples,
  * checkpoints, logs) in train/. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "train/args.h"
+#include "train/model_files.h"
 #include "train/run.h"
 
 int main(int argc, char **argv) {
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     if (a.mode == MODE_PLAN) return plan_main(&r.cfg, &a.plan, a.plan_json);
     if (a.mode == MODE_EVAL) return mode_eval(&r);
     if (a.mode == MODE_SAMPLE) return mode_sample(&r, &a.sample);
+    if (a.mode == MODE_EXPORT_LLMC) return model_files_export_llmc(&r.cfg, a.export_llmc);
     /* Training's signal watcher, before any thread exists (parsing starts
      * none): every thread inherits the blocked signals. */
     if (!(r.stop = stop_watch_start(PROG, &e))) tg_die(PROG, &e);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "train/model_files.h"
 #include "train/run.h"
 
 
@@ -14,6 +15,7 @@ static void usage(FILE *f) {
                "       %s --eval --config FILE [--set ...]\n"
                "       %s --sample --config FILE [--set ...] [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
                "                 [--top-k K] [--seed S]\n"
+               "       %s --export-llmc FILE --config FILE [--set ...]   (the model as an llm.c gpt2_*.bin)\n"
                "       %s --version   (the commit and the backends compiled in)\n"
                "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
                "       %s --help\n\n"
@@ -27,8 +29,13 @@ static void usage(FILE *f) {
                "(default 1; 0: always the most likely token) from the K most likely tokens (default 0: all), keyed by\n"
                "seed S (default train.seed: the same text at every layout). Both use the weights of model.init_from,\n"
                "else of the newest checkpoint in out.dir, else the seed's initial weights; both run at any layout\n"
-               "(under scripts/launch.sh as training) and write no file.\n\n",
-            PROG, PROG, PROG, PROG, PROG, PROG, PROG);
+               "(under scripts/launch.sh as training) and write no file.\n"
+               "--export-llmc writes model.init_from (else out.dir's newest checkpoint, else the initial weights) as an\n"
+               "llm.c model file (version 3, float32, vocabulary padded with zero rows to model.vocab_multiple); it\n"
+               "refuses to replace FILE. model.init_from reads such files (version 3 or 5) as well as checkpoint dirs.\n"
+               "Model shape keys (n_layer, n_head, n_embd, vocab_size, seq_len) left out of the config and --set come\n"
+               "from the checkpoint the run starts from (its config.json or llm.c header), else the defaults below.\n\n",
+            PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG);
     config_print_help(f);
 }
 
@@ -121,7 +128,7 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     const char *config_path = NULL;
     double num;
     int took;
-    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default()};
+    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default(), NULL};
     tg_err e;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -150,6 +157,9 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             a->plan_json = argv[++i];
         } else if ((took = parse_mode_option(argc, argv, i, a)) > 0) {
             i += took - 1;
+        } else if (strcmp(argv[i], "--export-llmc") == 0 && i + 1 < argc) {
+            a->mode = MODE_EXPORT_LLMC;
+            a->export_llmc = argv[++i];
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
             exit(2);
@@ -163,4 +173,5 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);
     for (int i = 1; i < argc; i++) /* overrides apply after the file, in order */
         if (strcmp(argv[i], "--set") == 0 && config_set(cfg, argv[++i], &e)) tg_die(PROG, &e);
+    if (model_files_resolve_shape(cfg, a->mode == MODE_EXPORT_LLMC, &e)) tg_die(PROG, &e);
 }

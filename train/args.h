@@ -10,8 +10,9 @@
 typedef enum {
     MODE_TRAIN,
     MODE_PLAN,
-    MODE_EVAL,   /* --eval: validation loss of model.init_from or out.dir's newest checkpoint */
-    MODE_SAMPLE, /* --sample: a continuation of --prompt */
+    MODE_EVAL,        /* --eval: validation loss of model.init_from or out.dir's newest checkpoint */
+    MODE_SAMPLE,      /* --sample: a continuation of --prompt */
+    MODE_EXPORT_LLMC, /* --export-llmc FILE: the model as an llm.c gpt2_*.bin */
 } run_mode;
 
 typedef struct args {
@@ -19,6 +20,7 @@ typedef struct args {
     plan_opts plan;        /* --devices, --device-gib */
     const char *plan_json; /* --plan-json FILE, or NULL */
     sample_opts sample;    /* --prompt, --max-tokens, --temperature, --top-k, --seed */
+    const char *export_llmc; /* --export-llmc FILE, or NULL */
 } args;
 
 /* Fills cfg (defaults, the --config file, then each --set in order) and a.

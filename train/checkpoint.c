@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/llmc.h"
+#include "train/model_files.h"
 #include "train/safetensors.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
@@ -27,8 +29,7 @@ static void local_to_full(const gpt *g, const gpt_tensor *t, const float *local,
     }
 }
 
-/* Fills this rank's local elements of t from the full tensor (padding: 0). */
-static void full_to_local(const gpt *g, const gpt_tensor *t, const float *full, float *local) {
+void ckpt_full_to_local(const gpt *g, const gpt_tensor *t, const float *full, float *local) {
     for (size_t j = 0; j < t->numel; j++) {
         long long fi = gpt_full_index(g, t, j);
         local[j] = fi >= 0 ? full[fi] : 0.0f;
@@ -289,6 +290,7 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
         rc = write_text(p, hf, e);
         snprintf(p, sizeof p, "%s/state.json", tmp);
         if (rc == 0) rc = write_text(p, state_text, e);
+        if (rc == 0) rc = model_files_write_tokenizer(tmp, c, e);
         free(hf);
         free(state_text);
         if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
@@ -334,9 +336,7 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
 
 /* ---- loading ---- */
 
-/* A small JSON file (config.json, state.json), parsed strictly (nothing
- * after the value, no key twice). */
-static cJSON *read_json(const char *path, tg_err *e) {
+cJSON *ckpt_read_json(const char *path, tg_err *e) {
     FILE *f = open_regular(path, e);
     if (!f) return NULL;
     char buf[1 << 16];
@@ -350,9 +350,8 @@ static cJSON *read_json(const char *path, tg_err *e) {
     return NULL;
 }
 
-/* A JSON number that must be a whole number in [min, max], checked before
- * the conversion (a cast of 1e20 or 2.9 would wrap or truncate silently). */
-static int json_whole(const cJSON *v, const char *key, double min, double max, long long *out, const char *path,
+/* (A cast of 1e20 or 2.9 would wrap or truncate silently.) */
+int ckpt_json_whole(const cJSON *v, const char *key, double min, double max, long long *out, const char *path,
                       tg_err *e) {
     if (!cJSON_IsNumber(v)) return tg_fail(e, "%s: key '%s' is missing or not a number", path, key);
     const double x = v->valuedouble;
@@ -368,7 +367,7 @@ static int check_hf_key(const cJSON *cfg, const char *key, int want, bool at_lea
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (!v) return 0;
     long long got = 0;
-    if (json_whole(v, key, 0, INT_MAX, &got, path, e)) return -1;
+    if (ckpt_json_whole(v, key, 0, INT_MAX, &got, path, e)) return -1;
     if (at_least ? got < want : got != want)
         return tg_fail(e, "%s: %s = %lld does not fit this model's %s%d", path, key, got, at_least ? "at least " : "", want);
     return 0;
@@ -379,7 +378,7 @@ static int check_hf_config(const char *dir, const gpt_dims *d, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (access(path, F_OK) != 0) return 0; /* optional: the tensor shapes are checked anyway */
-    cJSON *cfg = read_json(path, e);
+    cJSON *cfg = ckpt_read_json(path, e);
     if (!cfg) return -1;
     int rc = cJSON_IsObject(cfg) ? 0 : tg_fail(e, "%s: must be a JSON object (a Hugging Face GPT-2 config)", path);
     if (rc == 0) rc = check_hf_key(cfg, "n_layer", d->L, false, path, e);
@@ -446,13 +445,15 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host
         float *full = tg_malloc((size_t)st_numel(st) * sizeof(float), "checkpoint tensor");
         rc = safetensors_read_f32(s, st, full, e);
         if (rc == 0) rc = check_values(s, st, full, nonnegative, e);
-        if (rc == 0) full_to_local(g, t, full, host + t->offset);
+        if (rc == 0) ckpt_full_to_local(g, t, full, host + t->offset);
         free(full);
     }
     return rc;
 }
 
 int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return llmc_load_model(dir, g, e);
     if (check_hf_config(dir, &g->d, e)) return -1;
     char path[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -489,7 +490,7 @@ int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
 #define JSON_EXACT_MAX 9007199254740992.0
 
 static int json_count(const cJSON *j, const char *key, double max, long long *out, const char *path, tg_err *e) {
-    return json_whole(cJSON_GetObjectItemCaseSensitive(j, key), key, 0, max, out, path, e);
+    return ckpt_json_whole(cJSON_GetObjectItemCaseSensitive(j, key), key, 0, max, out, path, e);
 }
 
 /* The data position counts windows of global_batch x seq_len tokens in an
@@ -518,7 +519,7 @@ static int check_data_keys(const cJSON *saved, const tg_config *c, const char *p
 int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/state.json", dir);
-    cJSON *j = read_json(path, e);
+    cJSON *j = ckpt_read_json(path, e);
     if (!j) return -1;
     long long step = 0, version = 0;
     int rc = cJSON_IsObject(j) ? 0 : tg_fail(e, "%s: not a JSON object", path);

@@ -3,8 +3,9 @@
  * model (model.safetensors, Hugging Face GPT-2 names and [in, out] shapes,
  * vocabulary unpadded) with a config.json transformers accepts, the AdamW
  * moments (optimizer.safetensors, "exp_avg.NAME" / "exp_avg_sq.NAME") and
- * the run state (state.json: step, data position, seed). None of it depends
- * on the TP/DP layout that wrote it. */
+ * the run state (state.json: step, data position, seed), and the tokenizer
+ * of data.vocab_dir as Hugging Face reads it (train/model_files.h). None of
+ * it depends on the TP/DP layout that wrote it. */
 #ifndef TRAIN_CHECKPOINT_H
 #define TRAIN_CHECKPOINT_H
 
@@ -32,11 +33,23 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len);
 
 /* Weights from dir/model.safetensors (ours, or a Hugging Face GPT-2
  * directory: "transformer." prefixes, F16/BF16 and a longer wpe accepted),
- * checking dir/config.json against the model's shape when present. */
+ * checking dir/config.json against the model's shape when present; or, when
+ * dir is a file, from an llm.c gpt2_*.bin (train/llmc.h). */
 int ckpt_load_model(const char *dir, gpt *g, tg_err *e);
 int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e);
 /* The run state; refuses a config whose global_batch, seq_len, seed or
  * shuffling differ from the saved run's (the data position depends on them). */
 int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e);
+
+/* Fills this rank's local elements of t from the full tensor (padding: 0). */
+void ckpt_full_to_local(const gpt *g, const gpt_tensor *t, const float *full, float *local);
+
+/* A small JSON file (config.json, state.json), parsed strictly (nothing
+ * after the value, no key twice); errors name the path. */
+struct cJSON *ckpt_read_json(const char *path, tg_err *e);
+/* A JSON number that must be a whole number in [min, max], checked before
+ * the conversion; errors name the path and key. */
+int ckpt_json_whole(const struct cJSON *v, const char *key, double min, double max, long long *out, const char *path,
+                    tg_err *e);
 
 #endif

@@ -25,16 +25,19 @@ typedef struct {
 
 #define OFF(field) offsetof(tg_config, field), sizeof(((tg_config *)0)->field)
 #define BIG 1e18
+/* The shape keys a checkpoint can supply: left out of the config and --set,
+ * they come from the checkpoint the run starts from (train/model_files.c). */
+#define SHAPE_NOTE "; left out: from the checkpoint the run starts from (out.dir's newest, else model.init_from), else this default"
 
 static const key_spec SCHEMA[] = {
-    {"model.n_layer", K_INT, OFF(model.n_layer), "12", 1, 1024, NULL, "number of transformer blocks"},
-    {"model.n_head", K_INT, OFF(model.n_head), "12", 1, 1024, NULL, "attention heads (must divide n_embd)"},
-    {"model.n_embd", K_INT, OFF(model.n_embd), "768", 1, 65536, NULL, "hidden width C"},
-    {"model.vocab_size", K_INT, OFF(model.vocab_size), "50257", 1, 65536, NULL, "real vocabulary size (token ids must be below it)"},
+    {"model.n_layer", K_INT, OFF(model.n_layer), "12", 1, 1024, NULL, "number of transformer blocks" SHAPE_NOTE},
+    {"model.n_head", K_INT, OFF(model.n_head), "12", 1, 1024, NULL, "attention heads (must divide n_embd)" SHAPE_NOTE},
+    {"model.n_embd", K_INT, OFF(model.n_embd), "768", 1, 65536, NULL, "hidden width C" SHAPE_NOTE},
+    {"model.vocab_size", K_INT, OFF(model.vocab_size), "50257", 1, 65536, NULL, "real vocabulary size (token ids must be below it)" SHAPE_NOTE},
     {"model.vocab_multiple", K_INT, OFF(model.vocab_multiple), "128", 1, 65536, NULL, "the padded vocabulary is the next multiple of this"},
-    {"model.seq_len", K_INT, OFF(model.seq_len), "1024", 1, 1 << 20, NULL, "context length T (also the rows of wpe)"},
+    {"model.seq_len", K_INT, OFF(model.seq_len), "1024", 1, 1 << 20, NULL, "context length T (also the rows of wpe)" SHAPE_NOTE},
     {"model.dropout", K_FLOAT, OFF(model.dropout), "0", 0, 0.999, NULL, "dropout probability after the embedding, on attention probabilities and on each residual branch (GPT-2 uses 0.1)"},
-    {"model.init_from", K_STRING, OFF(model.init_from), "", 0, 0, NULL, "start from this checkpoint dir or Hugging Face GPT-2 dir (model.safetensors + config.json); empty: random init"},
+    {"model.init_from", K_STRING, OFF(model.init_from), "", 0, 0, NULL, "start from this checkpoint dir, Hugging Face GPT-2 dir (model.safetensors + config.json) or llm.c gpt2_*.bin (version 3 fp32 or 5 bf16); empty: random init"},
     {"train.micro_batch", K_INT, OFF(train.micro_batch), "4", 1, 1 << 20, NULL, "sequences per forward/backward on each data-parallel rank"},
     {"train.global_batch", K_INT, OFF(train.global_batch), "4", 1, 1 << 24, NULL, "sequences per optimizer step (gradient accumulation makes up the rest)"},
     {"train.steps", K_INT, OFF(train.steps), "1000", 0, 1 << 30, NULL, "optimizer steps to run (0: just write the initial checkpoint)"},
@@ -86,6 +89,16 @@ static const key_spec *find_key(const char *path) {
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(SCHEMA[i].path, path) == 0) return &SCHEMA[i];
     return NULL;
+}
+
+static const char *const SHAPE_PATHS[SHAPE_KEYS] = {"model.n_layer", "model.n_head", "model.n_embd",
+                                                    "model.vocab_size", "model.seq_len"};
+
+/* Remembers that the file or --set gave a shape key, so that a checkpoint
+ * does not override it. */
+static void note_given(tg_config *c, const key_spec *k) {
+    for (int i = 0; i < SHAPE_KEYS; i++)
+        if (strcmp(k->path, SHAPE_PATHS[i]) == 0) c->model.shape_given |= 1u << i;
 }
 
 static const char *type_name(key_type t) {
@@ -303,7 +316,11 @@ static int apply_member(tg_config *c, const char *prefix, const cJSON *item, con
     if (prefix) snprintf(path, sizeof path, "%s.%s", prefix, item->string);
     else snprintf(path, sizeof path, "%s", item->string);
     const key_spec *k = find_key(path);
-    if (k) return store_from_json(c, k, item, src, e);
+    if (k) {
+        if (store_from_json(c, k, item, src, e)) return -1;
+        note_given(c, k);
+        return 0;
+    }
     if (!prefix) {
         bool is_section = false;
         size_t n = strlen(path);
@@ -347,6 +364,16 @@ int config_set(tg_config *c, const char *assignment, tg_err *e) {
     if (!k) return tg_fail(e, "--set: unknown key '%s' (see --help for the keys)", path);
     if (store_from_text(c, k, eq + 1, "--set", e)) return -1;
     c->from_set[k - SCHEMA] = true;
+    note_given(c, k);
+    return 0;
+}
+
+bool config_shape_complete(const tg_config *c) { return c->model.shape_given == (1u << SHAPE_KEYS) - 1; }
+
+int config_take_shape(tg_config *c, const long long shape[SHAPE_KEYS], const char *src, tg_err *e) {
+    for (int i = 0; i < SHAPE_KEYS; i++)
+        if (!(c->model.shape_given & (1u << i)) && store_number(c, find_key(SHAPE_PATHS[i]), (double)shape[i], src, e))
+            return -1;
     return 0;
 }
 

@@ -16,6 +16,10 @@
 #define CFG_WORD_MAX 32
 #define CFG_KEYS_MAX 64 /* at least the schema's key count (config.c checks) */
 
+/* The model shape keys a checkpoint can supply (model.n_layer, n_head,
+ * n_embd, vocab_size, seq_len), in this order. */
+typedef enum { SHAPE_N_LAYER, SHAPE_N_HEAD, SHAPE_N_EMBD, SHAPE_VOCAB_SIZE, SHAPE_SEQ_LEN, SHAPE_KEYS } shape_key;
+
 typedef struct tg_config {
     struct {
         int n_layer, n_head, n_embd;
@@ -24,6 +28,7 @@ typedef struct tg_config {
         int seq_len;
         double dropout;
         char init_from[CFG_PATH_MAX];
+        unsigned shape_given; /* bit k: shape_key k was given by the file or --set (not a key) */
     } model;
     struct {
         int micro_batch, global_batch, steps;
@@ -74,6 +79,13 @@ int config_load_file(tg_config *c, const char *path, tg_err *e);
 
 /* Applies one "key.path=value" override (from --set). */
 int config_set(tg_config *c, const char *assignment, tg_err *e);
+
+/* True when the file and --set gave every shape key. */
+bool config_shape_complete(const tg_config *c);
+
+/* Sets each shape key the file and --set left out to shape[k] (a
+ * checkpoint's value), range-checked like a given value; errors name src. */
+int config_take_shape(tg_config *c, const long long shape[SHAPE_KEYS], const char *src, tg_err *e);
 
 /* Fills parallel.dp when it is 0 (world size / tp). */
 void config_resolve_layout(tg_config *c, int world_size);
