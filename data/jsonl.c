@@ -187,8 +187,11 @@ static int parse_value(jparser *p, int depth, tg_err *e) {
 }
 
 static const char *kind_of(unsigned char c) {
-    return c == '{' ? "an object" : c == '[' ? "an array" : c == '"' ? "a string" : c == 't' || c == 'f' ? "a boolean"
-           : c == 'n' ? "null" : "a number";
+    if (c == '{') return "an object";
+    if (c == '[') return "an array";
+    if (c == '"') return "a string";
+    if (c == 't' || c == 'f') return "a boolean";
+    return c == 'n' ? "null" : "a number";
 }
 
 /* One member of the top-level object at p->pos (its key's quote). */

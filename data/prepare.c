@@ -145,7 +145,8 @@ static int check_options(const options *o, tg_err *e) {
     if (o->n_inputs == 0) return tg_fail(e, "no --input FILE or --inputs-from LIST given (see --help)");
     int from_stdin = 0;
     for (int i = 0; i < o->n_inputs; i++) from_stdin += !strcmp(o->inputs[i].path, "-");
-    if (from_stdin > 1) return tg_fail(e, "standard input ('-') can be read only once, by one --input or --inputs-from");
+    if (from_stdin > 1)
+        return tg_fail(e, "standard input ('-') can be read only once, by one --input or --inputs-from");
     if (!o->out) return tg_fail(e, "no --out PREFIX given (see --help)");
     /* An empty name part would write "_val_000000.bin" into the directory. */
     size_t n = strlen(o->out);
@@ -167,7 +168,8 @@ static int parse_args(int argc, char **argv, options *o, tg_err *e) {
         snprintf(name, sizeof name, "%.*s", (int)strcspn(argv[i], "="), argv[i]);
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) return 1;
         int known = 0;
-        for (size_t k = 0; k < sizeof option_names / sizeof *option_names; k++) known |= !strcmp(name, option_names[k]);
+        for (size_t k = 0; k < sizeof option_names / sizeof *option_names; k++)
+            known |= !strcmp(name, option_names[k]);
         if (!known) return tg_fail(e, "unknown option '%s' (see --help)", argv[i]);
         const char *v = option_value(argc, argv, &i, name, e);
         if (!v || set_option(o, name, v, e)) return -1;
@@ -237,7 +239,8 @@ static void report_progress(run_totals *tot, int final, int threads) {
     double t = now_s(), dt = t - tot->t0;
     if (!final && t - tot->last_report < PROGRESS_EVERY_S) return;
     tot->last_report = t;
-    printf("%s: %s%" PRId64 " document(s), %" PRId64 " bytes, %" PRId64 " tokens in %.2f s (%.2f M tokens/s, %d thread(s))\n",
+    printf("%s: %s%" PRId64 " document(s), %" PRId64 " bytes, %" PRId64
+           " tokens in %.2f s (%.2f M tokens/s, %d thread(s))\n",
            PROG, final ? "" : "so far ", tot->docs, tot->bytes, tot->tokens, dt,
            dt > 0 ? (double)tot->tokens / dt / 1e6 : 0.0, threads);
     fflush(stdout);
@@ -280,7 +283,8 @@ static int encode_all(const tokenizer *t, const options *o, shard_writer *w, run
     }
     free(batch);
     prep_source_close(&src);
-    if (rc == 0 && tot->docs == 0) rc = tg_fail(e, "the inputs hold no document (an empty list or JSON Lines file)");
+    if (rc == 0 && tot->docs == 0)
+        rc = tg_fail(e, "the inputs hold no document (an empty list or JSON Lines file)");
     return rc;
 }
 
