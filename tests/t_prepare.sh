@@ -10,11 +10,15 @@
 # shards it wrote are below. Every way of giving the documents, at any thread
 # count and batch size, must write exactly those shards.
 #
-# Speed, the same 165 KJV documents (1169872 tokens), best of 5 runs each, on
-# this project's 2-core development machine shared with other jobs
-# (load average about 8-20 while measuring, so the ratio is what it could get):
-#   --threads 1: FILL1 M tokens/s    --threads 2: FILL2 M tokens/s
-# Each run prints its own figures below as "# speed ..." (informative, not checked).
+# Speed (measured for the change that added threads; ./prepare --threads T
+# --inputs-from on these 165 documents, 1169872 tokens, the figure prepare
+# prints, best of 5 alternating runs): --threads 1: 2.31 M tokens/s,
+# --threads 2: 2.13 M tokens/s (OMP_WAIT_POLICY=passive: 2.31 and 2.19). No
+# speedup, and none could be seen: the 2-core development machine was shared
+# (load average 15-25) and the kernel's autogroup scheduler gave the session
+# the same ~30% of one core (/usr/bin/time) at either thread count. CPU time
+# equals the previous prepare's (0.6 s user for 660 documents, both). The
+# speed lines this script prints ("# speed ...") are informative, not checked.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" prepare
 prep="${PREPARE:-./prepare}"
