@@ -99,7 +99,8 @@ $(PROGRAMS:%=$(BUILD)/%): $(BUILD)/%: $$(%_OBJ) $(LIB_OBJ)
 train_gpt: $(BUILD)/train_gpt FORCE
 	@cmp -s $< $@ || { cp $< $@.tmp && mv -f $@.tmp $@; }
 
-prepare: $(BUILD)/data/prepare.o $(BUILD)/data/tokenizer.o $(BUILD)/util/err.o
+PREPARE_OBJ = $(addprefix $(BUILD)/data/,prepare.o prepare_inputs.o jsonl.o shard_writer.o tokenizer.o) $(BUILD)/util/err.o
+prepare: $(PREPARE_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 setup:

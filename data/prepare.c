@@ -1,25 +1,29 @@
-/* prepare: UTF-8 text files -> GPT-2 token shards in llm.c's format.
+/* prepare: UTF-8 text -> GPT-2 token shards in llm.c's format.
  *
- * Each input file is one document, preceded by <|endoftext|>. The first
+ * Each document (an input file, standard input, or with --jsonl-field one
+ * line of a JSON Lines file) is preceded by <|endoftext|>. The first
  * --val-tokens tokens of the whole stream go to PREFIX_val_000000.bin, the
  * rest to PREFIX_train_000000.bin, PREFIX_train_000001.bin, ... of at most
- * --shard-tokens tokens each. Shards are written under a temporary name and
- * renamed only once every input has been encoded, so a failed run leaves the
- * outputs of an earlier run as they were. `--decode SHARD` prints a shard
- * back as text, for inspection. */
+ * --shard-tokens tokens each. Documents are encoded a batch at a time by
+ * OpenMP threads and written in input order, so the shards are the same
+ * whatever the thread count. Shards are renamed into place only once every
+ * document has been encoded, so a failed run leaves the outputs of an earlier
+ * run as they were. `--decode SHARD` prints a shard back as text. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
 
 #include <errno.h>
 #include <inttypes.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
+#include "data/prepare_inputs.h"
 #include "data/shard_format.h"
+#include "data/shard_writer.h"
 #include "data/tokenizer.h"
 #include "util/err.h"
 
@@ -27,32 +31,50 @@
 #define DEFAULT_VAL_TOKENS 65536
 #define DEFAULT_SHARD_TOKENS 100000000
 #define DEFAULT_VOCAB_DIR "assets/vocab"
+#define DEFAULT_BATCH_DOCS 1024
 #define MAX_SHARD_TOKENS INT32_MAX /* the header's count is an int32 */
+/* A batch also ends once its text reaches this many bytes per thread: the
+ * batch's text and tokens are what prepare holds in memory. */
+#define BATCH_BYTES_PER_THREAD (32u << 20)
+#define PROGRESS_EVERY_S 10.0
 
 typedef struct options {
-    const char **inputs;
+    prep_input *inputs;
     int n_inputs;
-    const char *out, *vocab_dir, *decode;
-    int64_t val_tokens, shard_tokens;
+    const char *out, *vocab_dir, *decode, *jsonl_field;
+    int64_t val_tokens, shard_tokens, threads, batch_docs;
 } options;
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: %s --input FILE [--input FILE ...] --out PREFIX [options]\n"
+            "usage: %s (--input FILE | --inputs-from LIST)... --out PREFIX [options]\n"
             "       %s --decode SHARD [--vocab-dir DIR]\n"
             "\n"
-            "Encodes each input (UTF-8 text) as one document preceded by <|endoftext|> with\n"
-            "GPT-2's tokenizer. The first N tokens of the stream go to PREFIX_val_000000.bin,\n"
-            "the rest to PREFIX_train_000000.bin, PREFIX_train_000001.bin, ...\n"
+            "Encodes each document (UTF-8 text) preceded by <|endoftext|> with GPT-2's\n"
+            "tokenizer. The first N tokens of the stream go to PREFIX_val_000000.bin, the\n"
+            "rest to PREFIX_train_000000.bin, PREFIX_train_000001.bin, ... Documents are\n"
+            "encoded in parallel and written in input order: the shards do not depend on\n"
+            "--threads.\n"
             "\n"
-            "  --input FILE        a text file to encode; repeat for more (in order)\n"
+            "  --input FILE        a text file, one document; '-' reads standard input;\n"
+            "                      repeat for more (in order)\n"
+            "  --inputs-from LIST  a file naming one input file a line, in order ('-':\n"
+            "                      standard input; empty lines skipped; relative paths from\n"
+            "                      the current directory); mixes with --input in order\n"
+            "  --jsonl-field NAME  read every input as JSON Lines: each line an object whose\n"
+            "                      string field NAME is one document (blank lines skipped;\n"
+            "                      any other line without it is an error naming the line)\n"
             "  --out PREFIX        path prefix of the shards, e.g. data/kjv\n"
             "  --val-tokens N      tokens in the validation shard (default %d; 0: none)\n"
             "  --shard-tokens N    most tokens in one train shard (default %d)\n"
+            "  --threads N         encoding threads (default: OMP_NUM_THREADS, else all cores)\n"
+            "  --batch-docs N      documents read ahead and encoded together (default %d;\n"
+            "                      a batch also ends at %u MiB of text per thread)\n"
             "  --vocab-dir DIR     holds encoder.json and vocab.bpe (default %s)\n"
             "  --decode SHARD      write the text of a shard's tokens to stdout, then exit\n"
             "  --help              print this text\n",
-            PROG, PROG, DEFAULT_VAL_TOKENS, DEFAULT_SHARD_TOKENS, DEFAULT_VOCAB_DIR);
+            PROG, PROG, DEFAULT_VAL_TOKENS, DEFAULT_SHARD_TOKENS, DEFAULT_BATCH_DOCS,
+            BATCH_BYTES_PER_THREAD >> 20, DEFAULT_VOCAB_DIR);
 }
 
 static double now_s(void) {
@@ -87,37 +109,44 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
     return argv[++*i];
 }
 
-/* Returns 0, 1 when --help was asked, or -1 with e filled. */
-static int parse_args(int argc, char **argv, options *o, tg_err *e) {
-    *o = (options){.vocab_dir = DEFAULT_VOCAB_DIR,
-                   .val_tokens = DEFAULT_VAL_TOKENS,
-                   .shard_tokens = DEFAULT_SHARD_TOKENS};
-    o->inputs = tg_calloc((size_t)argc, sizeof *o->inputs, "input list");
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)strcspn(argv[i], "="), argv[i]);
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) return 1;
-        int known = !strcmp(name, "--input") || !strcmp(name, "--out") ||
-                    !strcmp(name, "--val-tokens") || !strcmp(name, "--shard-tokens") ||
-                    !strcmp(name, "--vocab-dir") || !strcmp(name, "--decode");
-        if (!known) return tg_fail(e, "unknown option '%s' (see --help)", argv[i]);
-        const char *v = option_value(argc, argv, &i, name, e);
-        if (!v) return -1;
-        if (!strcmp(name, "--input"))
-            o->inputs[o->n_inputs++] = v;
-        else if (!strcmp(name, "--out"))
-            o->out = v;
-        else if (!strcmp(name, "--vocab-dir"))
-            o->vocab_dir = v;
-        else if (!strcmp(name, "--decode"))
-            o->decode = v;
-        else if (!strcmp(name, "--val-tokens")) {
-            if (parse_count(name, v, 0, INT64_MAX, &o->val_tokens, e)) return -1;
-        } else if (parse_count(name, v, 1, MAX_SHARD_TOKENS, &o->shard_tokens, e))
-            return -1;
-    }
+static const char *const option_names[] = {"--input", "--inputs-from", "--jsonl-field", "--out",
+                                           "--val-tokens", "--shard-tokens", "--threads", "--batch-docs",
+                                           "--vocab-dir", "--decode"};
+
+/* One option with its value into o; -1 with e filled. */
+static int set_option(options *o, const char *name, const char *v, tg_err *e) {
+    if (!strcmp(name, "--input"))
+        o->inputs[o->n_inputs++] = (prep_input){PREP_INPUT_FILE, v};
+    else if (!strcmp(name, "--inputs-from"))
+        o->inputs[o->n_inputs++] = (prep_input){PREP_INPUT_LIST, v};
+    else if (!strcmp(name, "--out"))
+        o->out = v;
+    else if (!strcmp(name, "--vocab-dir"))
+        o->vocab_dir = v;
+    else if (!strcmp(name, "--decode"))
+        o->decode = v;
+    else if (!strcmp(name, "--jsonl-field")) {
+        if (!*v) return tg_fail(e, "--jsonl-field needs a field name");
+        o->jsonl_field = v;
+    } else if (!strcmp(name, "--val-tokens"))
+        return parse_count(name, v, 0, INT64_MAX, &o->val_tokens, e);
+    else if (!strcmp(name, "--shard-tokens"))
+        return parse_count(name, v, 1, MAX_SHARD_TOKENS, &o->shard_tokens, e);
+    else if (!strcmp(name, "--threads"))
+        return parse_count(name, v, 1, 4096, &o->threads, e);
+    else
+        return parse_count(name, v, 1, 1 << 20, &o->batch_docs, e);
+    return 0;
+}
+
+/* What the options say together; -1 with e filled. */
+static int check_options(const options *o, tg_err *e) {
     if (o->decode) return 0;
-    if (o->n_inputs == 0) return tg_fail(e, "no --input FILE given (see --help)");
+    if (o->n_inputs == 0) return tg_fail(e, "no --input FILE or --inputs-from LIST given (see --help)");
+    int from_stdin = 0;
+    for (int i = 0; i < o->n_inputs; i++) from_stdin += !strcmp(o->inputs[i].path, "-");
+    if (from_stdin > 1)
+        return tg_fail(e, "standard input ('-') can be read only once, by one --input or --inputs-from");
     if (!o->out) return tg_fail(e, "no --out PREFIX given (see --help)");
     /* An empty name part would write "_val_000000.bin" into the directory. */
     size_t n = strlen(o->out);
@@ -126,171 +155,140 @@ static int parse_args(int argc, char **argv, options *o, tg_err *e) {
     return 0;
 }
 
-/* ---- files -------------------------------------------------------------- */
-
-static int read_whole(const char *path, char **buf, size_t *len, tg_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_fail(e, "cannot open input %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return tg_fail(e, "input %s is a directory, not a text file", path);
+/* Returns 0, 1 when --help was asked, or -1 with e filled. */
+static int parse_args(int argc, char **argv, options *o, tg_err *e) {
+    *o = (options){.vocab_dir = DEFAULT_VOCAB_DIR,
+                   .val_tokens = DEFAULT_VAL_TOKENS,
+                   .shard_tokens = DEFAULT_SHARD_TOKENS,
+                   .threads = omp_get_max_threads(),
+                   .batch_docs = DEFAULT_BATCH_DOCS};
+    o->inputs = tg_calloc((size_t)argc, sizeof *o->inputs, "input list");
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(argv[i], "="), argv[i]);
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) return 1;
+        int known = 0;
+        for (size_t k = 0; k < sizeof option_names / sizeof *option_names; k++)
+            known |= !strcmp(name, option_names[k]);
+        if (!known) return tg_fail(e, "unknown option '%s' (see --help)", argv[i]);
+        const char *v = option_value(argc, argv, &i, name, e);
+        if (!v || set_option(o, name, v, e)) return -1;
     }
-    size_t n = 0, cap = 1 << 20;
-    char *b = tg_malloc(cap, path);
-    int bad = 0;
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                bad = 1;
-                break;
-            }
-            b = nb;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        if (got == 0) break;
-        n += got;
-    }
-    bad |= ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b);
-        return tg_fail(e, "cannot read input %s (read error or out of memory)", path);
-    }
-    *buf = b;
-    *len = n;
-    return 0;
+    return check_options(o, e);
 }
 
-static void put_le32(unsigned char *p, uint32_t v) {
-    for (int k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
+/* ---- encoding ----------------------------------------------------------- */
 
-static uint32_t get_le32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* One document of a batch and what encoding it gave. */
+typedef struct batch_doc {
+    prep_doc doc;
+    int32_t *tok;
+    size_t n_tok, cap;
+    double seconds;
+    int rc;
+    tg_err err;
+} batch_doc;
 
-static int write_header(FILE *f, int64_t count) {
-    unsigned char h[SHARD_HEADER_BYTES] = {0};
-    put_le32(h, SHARD_MAGIC);
-    put_le32(h + 4, SHARD_VERSION);
-    put_le32(h + 8, (uint32_t)count);
-    return fwrite(h, 1, sizeof h, f) == sizeof h ? 0 : -1;
-}
+typedef struct run_totals {
+    int64_t docs, tokens, bytes;
+    double t0, last_report;
+} run_totals;
 
-/* ---- shard writer ------------------------------------------------------- */
-
-typedef struct shard_out {
-    char final[4096], tmp[4200];
-    int64_t count;
-} shard_out;
-
-typedef struct writer {
-    const char *prefix;
-    int64_t val_left, shard_tokens;
-    int n_train;
-    FILE *f;         /* the last of outs while it is being filled, else NULL */
-    int64_t limit;   /* capacity of the open shard */
-    shard_out *outs; /* every shard of this run, in order */
-    size_t n_outs, cap_outs;
-} writer;
-
-static int writer_open(writer *w, tg_err *e) {
-    if (w->n_outs == w->cap_outs) {
-        w->cap_outs = w->cap_outs ? 2 * w->cap_outs : 16;
-        shard_out *p = realloc(w->outs, w->cap_outs * sizeof *p);
-        if (!p) return tg_fail(e, "out of memory for the shard list");
-        w->outs = p;
-    }
-    shard_out *s = &w->outs[w->n_outs];
-    if (w->val_left > 0) {
-        snprintf(s->final, sizeof s->final, "%s_val_000000.bin", w->prefix);
-        w->limit = w->val_left;
-    } else {
-        snprintf(s->final, sizeof s->final, "%s_train_%06d.bin", w->prefix, w->n_train++);
-        w->limit = w->shard_tokens;
-    }
-    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
-    s->count = 0;
-    w->f = fopen(s->tmp, "wb");
-    if (!w->f) return tg_fail(e, "cannot create %s: %s", s->tmp, strerror(errno));
-    w->n_outs++;
-    if (write_header(w->f, 0)) return tg_fail(e, "cannot write %s: %s", s->tmp, strerror(errno));
-    return 0;
-}
-
-/* Writes the final header and closes the open shard. */
-static int writer_close(writer *w, tg_err *e) {
-    shard_out *s = &w->outs[w->n_outs - 1];
-    FILE *f = w->f;
-    w->f = NULL;
-    int bad = fflush(f) || fseek(f, 0, SEEK_SET) || write_header(f, s->count);
-    bad |= fclose(f) != 0;
-    if (bad) return tg_fail(e, "cannot write %s: %s", s->tmp, strerror(errno));
-    if (w->val_left > 0) w->val_left = 0;
-    return 0;
-}
-
-static int writer_push(writer *w, const int32_t *tok, size_t n, tg_err *e) {
-    unsigned char buf[8192];
-    while (n > 0) {
-        if (!w->f && writer_open(w, e)) return -1;
-        shard_out *s = &w->outs[w->n_outs - 1];
-        size_t k = n, room = (size_t)(w->limit - s->count);
-        if (k > room) k = room;
-        if (k > sizeof buf / 2) k = sizeof buf / 2;
-        for (size_t i = 0; i < k; i++) {
-            buf[2 * i] = (unsigned char)(tok[i] & 0xff);
-            buf[2 * i + 1] = (unsigned char)(tok[i] >> 8);
-        }
-        if (fwrite(buf, 2, k, w->f) != k)
-            return tg_fail(e, "cannot write %s: %s", s->tmp, strerror(errno));
-        s->count += (int64_t)k;
-        tok += k;
-        n -= k;
-        if (s->count == w->limit && writer_close(w, e)) return -1;
-    }
-    return 0;
-}
-
-/* Closes the open shard and gives every shard its final name. */
-static int writer_finish(writer *w, tg_err *e) {
-    if (w->f && writer_close(w, e)) return -1;
-    for (size_t i = 0; i < w->n_outs; i++)
-        if (rename(w->outs[i].tmp, w->outs[i].final))
-            return tg_fail(e, "cannot rename %s to %s: %s", w->outs[i].tmp, w->outs[i].final,
-                           strerror(errno));
-    return 0;
-}
-
-static void writer_abort(writer *w) {
-    if (w->f) fclose(w->f);
-    w->f = NULL;
-    for (size_t i = 0; i < w->n_outs; i++) remove(w->outs[i].tmp);
-}
-
-/* ---- commands ----------------------------------------------------------- */
-
-/* Encodes one input file, with its leading <|endoftext|>, into the writer. */
-static int encode_file(const tokenizer *t, const char *path, writer *w, int32_t **tok, size_t *cap,
-                       int64_t *n_total, tg_err *e) {
+static void encode_doc(const tokenizer *t, batch_doc *b) {
     double t0 = now_s();
-    char *text;
-    size_t len, n = 0;
-    if (read_whole(path, &text, &len, e)) return -1;
-    int rc = tokenizer_encode(t, text, len, tok, &n, cap, e);
-    free(text);
-    if (rc) return tg_wrap(e, "%s", path);
+    b->rc = prep_doc_read(&b->doc, &b->err);
+    if (b->rc == 0 && tokenizer_encode(t, b->doc.text, b->doc.len, &b->tok, &b->n_tok, &b->cap, &b->err)) {
+        b->rc = tg_wrap(&b->err, "%s", b->doc.label);
+        if (b->doc.origin) tg_wrap(&b->err, "%s", b->doc.origin);
+    }
+    free(b->doc.text); /* the tokens are what is kept */
+    b->doc.text = NULL;
+    b->seconds = now_s() - t0;
+}
+
+/* Writes the batch's tokens in input order; the first failed document
+ * (in input order) fails the run. */
+static int write_batch(batch_doc *batch, int n, shard_writer *w, run_totals *tot, tg_err *e) {
     const int32_t eot = GPT2_EOT_TOKEN;
-    if (writer_push(w, &eot, 1, e) || writer_push(w, *tok, n, e)) return -1;
-    *n_total += (int64_t)n + 1;
-    printf("%s: %s: %zu bytes -> %zu tokens (+1 <|endoftext|>) in %.2f s\n", PROG, path, len, n,
-           now_s() - t0);
+    for (int i = 0; i < n; i++) {
+        batch_doc *b = &batch[i];
+        if (b->rc) {
+            *e = b->err;
+            return -1;
+        }
+        if (shard_writer_push(w, &eot, 1, e) || shard_writer_push(w, b->tok, b->n_tok, e)) return -1;
+        tot->docs++;
+        tot->tokens += (int64_t)b->n_tok + 1;
+        tot->bytes += (int64_t)b->doc.len;
+        if (b->doc.on_command_line)
+            printf("%s: %s: %zu bytes -> %zu tokens (+1 <|endoftext|>) in %.2f s\n", PROG, b->doc.label,
+                   b->doc.len, b->n_tok, b->seconds);
+    }
     return 0;
 }
 
-static void warn_stale(const writer *w) {
+static void free_batch(batch_doc *batch, int n) {
+    for (int i = 0; i < n; i++) {
+        prep_doc_free(&batch[i].doc);
+        free(batch[i].tok);
+        batch[i] = (batch_doc){0};
+    }
+}
+
+static void report_progress(run_totals *tot, int final, int threads) {
+    double t = now_s(), dt = t - tot->t0;
+    if (!final && t - tot->last_report < PROGRESS_EVERY_S) return;
+    tot->last_report = t;
+    printf("%s: %s%" PRId64 " document(s), %" PRId64 " bytes, %" PRId64
+           " tokens in %.2f s (%.2f M tokens/s, %d thread(s))\n",
+           PROG, final ? "" : "so far ", tot->docs, tot->bytes, tot->tokens, dt,
+           dt > 0 ? (double)tot->tokens / dt / 1e6 : 0.0, threads);
+    fflush(stdout);
+}
+
+/* Reads the next batch: its size, with *more cleared at the end of the
+ * input. A read error ends the batch early and is kept in src_err (rc -1 in
+ * *src_rc), so that the documents before it are still checked first. */
+static int read_batch(prep_source *src, batch_doc *batch, const options *o, int *more, int *src_rc,
+                      tg_err *src_err) {
+    size_t bytes = 0, max_bytes = (size_t)o->threads * BATCH_BYTES_PER_THREAD;
+    int n = 0;
+    while (n < o->batch_docs && bytes < max_bytes) {
+        int rc = prep_source_next(src, &batch[n].doc, src_err);
+        if (rc <= 0) {
+            *more = 0;
+            *src_rc = rc;
+            break;
+        }
+        bytes += batch[n].doc.text ? batch[n].doc.len : batch[n].doc.size_hint;
+        n++;
+    }
+    return n;
+}
+
+static int encode_all(const tokenizer *t, const options *o, shard_writer *w, run_totals *tot, tg_err *e) {
+    prep_source src;
+    prep_source_init(&src, o->inputs, o->n_inputs, o->jsonl_field);
+    batch_doc *batch = tg_calloc((size_t)o->batch_docs, sizeof *batch, "document batch");
+    int more = 1, rc = 0, threads = (int)o->threads;
+    while (more && rc == 0) {
+        int src_rc = 1;
+        int n = read_batch(&src, batch, o, &more, &src_rc, e);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int i = 0; i < n; i++) encode_doc(t, &batch[i]);
+        rc = write_batch(batch, n, w, tot, e);
+        if (rc == 0 && src_rc < 0) rc = -1; /* e holds the read error */
+        free_batch(batch, n);
+        if (rc == 0) report_progress(tot, 0, threads);
+    }
+    free(batch);
+    prep_source_close(&src);
+    if (rc == 0 && tot->docs == 0)
+        rc = tg_fail(e, "the inputs hold no document (an empty list or JSON Lines file)");
+    return rc;
+}
+
+static void warn_stale(const shard_writer *w) {
     char path[4200];
     snprintf(path, sizeof path, "%s_train_%06d.bin", w->prefix, w->n_train);
     FILE *f = fopen(path, "rb");
@@ -303,40 +301,38 @@ static void warn_stale(const writer *w) {
 }
 
 static int run_prepare(const tokenizer *t, const options *o, tg_err *e) {
-    double t0 = now_s();
-    writer w = {.prefix = o->out, .val_left = o->val_tokens, .shard_tokens = o->shard_tokens};
-    int32_t *tok = NULL;
-    size_t cap = 0;
-    int64_t total = 0;
-    int rc = 0;
-    for (int i = 0; i < o->n_inputs && rc == 0; i++)
-        rc = encode_file(t, o->inputs[i], &w, &tok, &cap, &total, e);
-    if (rc == 0) rc = writer_finish(&w, e);
-    free(tok);
-    if (rc) {
-        writer_abort(&w);
-        free(w.outs);
+    shard_writer w;
+    shard_writer_init(&w, o->out, o->val_tokens, o->shard_tokens);
+    run_totals tot = {.t0 = now_s()};
+    tot.last_report = tot.t0;
+    if (encode_all(t, o, &w, &tot, e) || shard_writer_finish(&w, e)) {
+        shard_writer_abort(&w);
+        shard_writer_free(&w);
         return -1;
     }
     for (size_t i = 0; i < w.n_outs; i++)
         printf("%s: wrote %s (%" PRId64 " tokens)\n", PROG, w.outs[i].final, w.outs[i].count);
-    double dt = now_s() - t0;
-    printf("%s: %d file(s), %" PRId64 " tokens in %.2f s (%.2f M tokens/s)\n", PROG, o->n_inputs, total,
-           dt, dt > 0 ? (double)total / dt / 1e6 : 0.0);
+    report_progress(&tot, 1, (int)o->threads);
     if (w.n_train == 0)
         fprintf(stderr,
                 "%s: warning: all %" PRId64 " tokens went to the val shard; no train shard written\n",
-                PROG, total);
+                PROG, tot.tokens);
     warn_stale(&w);
-    free(w.outs);
+    shard_writer_free(&w);
     return 0;
+}
+
+/* ---- --decode ----------------------------------------------------------- */
+
+static uint32_t get_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Checks a shard's header against its size and writes its tokens' bytes to stdout. */
 static int decode_shard(const tokenizer *t, const char *path, tg_err *e) {
     char *buf;
     size_t len;
-    if (read_whole(path, &buf, &len, e)) return -1;
+    if (prep_read_whole(path, &buf, &len, e)) return -1;
     const unsigned char *h = (const unsigned char *)buf;
     int rc = 0;
     if (len < SHARD_HEADER_BYTES || get_le32(h) != SHARD_MAGIC || get_le32(h + 4) != SHARD_VERSION)
