@@ -345,7 +345,9 @@ def write_table(out_dir, kind, rows, info):
                      "**strong scaling efficiency** = speedup / (devices / devices at tp=1), "
                      "as in the Megatron-LM paper's appendix D (arXiv 1909.08053).")
     lines.append("- **compute-only efficiency**: the same ratio from compute time alone (step time - comm time), "
-                 "measured in real and projected rows alike, so it compares like with like. The main efficiency "
+                 "measured in real and projected rows alike, so it compares like with like (a real row's comm "
+                 "time includes waiting for the slowest rank, so its compute-only figure is an upper bound). "
+                 "The main efficiency "
                  "of a projected row sets a modeled communication beside the measured one of the tp=1 row; "
                  "**efficiency note** says so, and says why wherever a value exceeds 100% (compute faster per "
                  "device than at tp=1, or communication a smaller share of the step than at tp=1).")
