@@ -73,12 +73,37 @@ typedef struct comm_vtable {
     void (*destroy)(comm *c);
 } comm_vtable;
 
-/* A modeled interconnect, for projected runs: a collective that sends B
- * bytes from each rank (ring volume, as bytes_sent counts) takes
- * latency_s + B / bus_bytes_per_s, NCCL's "bus bandwidth" convention. */
+/* A modeled interconnect, for projected runs. Without table rows a
+ * collective that sends B bytes from each rank (ring volume, as bytes_sent
+ * counts) takes latency_s + B / bus_bytes_per_s, NCCL's "bus bandwidth"
+ * convention. With rows (an nccl-tests table: message size -> busbw, per
+ * collective; a kind without rows uses all_reduce's) it takes B / busbw(S),
+ * S the message size as nccl-tests counts it (the whole buffer: all_reduce's
+ * n elements, reduce_scatter's input, all_gather's output, broadcast's
+ * bytes), busbw interpolated linearly in log S between rows, the last row's
+ * beyond them, and below the first row the first row's time: latency. */
+#define COMM_LINK_ROWS 64
+typedef struct comm_link_row {
+    double bytes, bus_bytes_per_s;
+} comm_link_row;
 typedef struct comm_link {
     double bus_bytes_per_s, latency_s;
+    int n_rows[COLL_KINDS];
+    comm_link_row rows[COLL_KINDS][COMM_LINK_ROWS]; /* by increasing bytes */
 } comm_link;
+
+/* The flat model: every collective latency_s + B / bus_bytes_per_s. */
+comm_link comm_link_flat(double bus_bytes_per_s, double latency_s);
+
+/* Reads a table file over l's rows: one "collective bytes busbw_GBps" line
+ * per row ('#' starts a comment), collective one of all_reduce,
+ * reduce_scatter, all_gather, broadcast; sizes distinct per collective; at
+ * least one all_reduce row. Errors name the file and the line. */
+int comm_link_load(comm_link *l, const char *path, tg_err *e);
+
+/* Modeled seconds of one collective of kind k over a message of msg_bytes of
+ * which this rank sends ring_bytes. */
+double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes);
 
 struct comm {
     const comm_vtable *vt;

@@ -1,22 +1,114 @@
 /* comm_null: one rank standing in for a group. Every collective completes
  * in its start (it moves this rank's data only); the request only carries
- * the ring bytes a real group would send, which comm_wait counts. */
+ * the ring bytes a real group would send, which comm_wait counts. With a
+ * link (comm_link: flat, or an nccl-tests table) it also adds up the time
+ * the collectives would take. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parallel/comm.h"
 
-/* A request for a collective of `bytes`, with its modeled time added now. */
-static comm_req *started(comm *c, coll_kind k, uint64_t bytes, tg_err *e) {
-    if (c->size > 1 && c->link.bus_bytes_per_s > 0)
-        c->modeled_seconds += c->link.latency_s + (double)bytes / c->link.bus_bytes_per_s;
+/* ---- the link model ------------------------------------------------------- */
+
+comm_link comm_link_flat(double bus_bytes_per_s, double latency_s) {
+    comm_link l;
+    memset(&l, 0, sizeof l);
+    l.bus_bytes_per_s = bus_bytes_per_s;
+    l.latency_s = latency_s;
+    return l;
+}
+
+/* busbw at msg_bytes from a kind's rows (n >= 1, increasing bytes). */
+static double table_busbw(const comm_link_row *rows, int n, double msg_bytes) {
+    if (msg_bytes <= rows[0].bytes) return rows[0].bus_bytes_per_s * msg_bytes / rows[0].bytes; /* constant time */
+    for (int i = 1; i < n; i++)
+        if (msg_bytes <= rows[i].bytes) {
+            const double f = log(msg_bytes / rows[i - 1].bytes) / log(rows[i].bytes / rows[i - 1].bytes);
+            return rows[i - 1].bus_bytes_per_s + f * (rows[i].bus_bytes_per_s - rows[i - 1].bus_bytes_per_s);
+        }
+    return rows[n - 1].bus_bytes_per_s;
+}
+
+double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes) {
+    const int kind = l->n_rows[k] > 0 ? (int)k : COLL_ALL_REDUCE;
+    if (l->n_rows[kind] == 0) /* the flat model (its latency even for a rank that sends nothing) */
+        return l->bus_bytes_per_s > 0 ? l->latency_s + ring_bytes / l->bus_bytes_per_s : 0;
+    if (ring_bytes <= 0 || msg_bytes <= 0) return 0;
+    return ring_bytes / table_busbw(l->rows[kind], l->n_rows[kind], msg_bytes);
+}
+
+static int kind_of(const char *name) {
+    for (int k = 0; k < COLL_KINDS; k++)
+        if (strcmp(name, comm_kind_name((coll_kind)k)) == 0) return k;
+    return -1;
+}
+
+/* Adds one row, keeping the kind's rows sorted by size. */
+static int add_row(comm_link *l, int k, double bytes, double bw, const char *where, tg_err *e) {
+    comm_link_row *rows = l->rows[k];
+    int i = l->n_rows[k];
+    if (i == COMM_LINK_ROWS) return tg_fail(e, "%s: more than %d %s rows", where, COMM_LINK_ROWS, comm_kind_name((coll_kind)k));
+    for (int j = 0; j < i; j++)
+        if (rows[j].bytes == bytes) return tg_fail(e, "%s: a second %s row for %.0f bytes", where, comm_kind_name((coll_kind)k), bytes);
+    for (; i > 0 && rows[i - 1].bytes > bytes; i--) rows[i] = rows[i - 1];
+    rows[i] = (comm_link_row){bytes, bw};
+    l->n_rows[k]++;
+    return 0;
+}
+
+/* One line: blank, a comment, or "collective bytes busbw_GBps". */
+static int parse_row(comm_link *l, char *line, const char *where, tg_err *e) {
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    char name[32], extra[2];
+    double bytes, gbps;
+    const int got = sscanf(line, "%31s %lf %lf %1s", name, &bytes, &gbps, extra);
+    if (got <= 0) return 0;
+    if (got != 3)
+        return tg_fail(e, "%s: expected \"collective bytes busbw_GBps\" (e.g. \"all_reduce 1048576 120.5\")", where);
+    const int k = kind_of(name);
+    if (k < 0) return tg_fail(e, "%s: unknown collective '%s' (all_reduce, reduce_scatter, all_gather, broadcast)", where, name);
+    if (!(bytes >= 1 && bytes <= 1e15 && bytes == floor(bytes)))
+        return tg_fail(e, "%s: bytes must be a whole number from 1 to 1e15, got %g", where, bytes);
+    if (!(gbps > 0 && gbps <= 1e6)) return tg_fail(e, "%s: busbw_GBps must be above 0 and at most 1e6, got %g", where, gbps);
+    return add_row(l, k, bytes, gbps * 1e9, where, e);
+}
+
+int comm_link_load(comm_link *l, const char *path, tg_err *e) {
+    FILE *f = fopen(path, "r");
+    if (!f) return tg_fail(e, "%s: cannot open the link table: %s", path, strerror(errno));
+    char line[512], where[1100];
+    int n = 0, rc = 0;
+    memset(l->n_rows, 0, sizeof l->n_rows);
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        n++;
+        snprintf(where, sizeof where, "%s:%d", path, n);
+        if (!strchr(line, '\n') && !feof(f)) rc = tg_fail(e, "%s: line longer than %d characters", where, (int)sizeof line - 2);
+        else rc = parse_row(l, line, where, e);
+    }
+    if (rc == 0 && ferror(f)) rc = tg_fail(e, "%s: read error", path);
+    fclose(f);
+    if (rc == 0 && l->n_rows[COLL_ALL_REDUCE] == 0)
+        rc = tg_fail(e, "%s: no all_reduce row (the collectives without rows use all_reduce's)", path);
+    return rc;
+}
+
+/* ---- the communicator ----------------------------------------------------- */
+
+/* A request for a collective sending `bytes` of a message of msg_bytes
+ * (nccl-tests' size), with its modeled time added now. */
+static comm_req *started(comm *c, coll_kind k, uint64_t bytes, double msg_bytes, tg_err *e) {
+    if (c->size > 1) c->modeled_seconds += comm_link_seconds(&c->link, k, msg_bytes, (double)bytes);
     return comm_req_get(c, k, bytes, comm_kind_name(k), e);
 }
 
 static comm_req *null_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
     (void)buf; (void)op;
-    return started(c, COLL_ALL_REDUCE, comm_ring_bytes_of(COLL_ALL_REDUCE, c->size, n, tg_dtype_bytes(t)), e);
+    return started(c, COLL_ALL_REDUCE, comm_ring_bytes_of(COLL_ALL_REDUCE, c->size, n, tg_dtype_bytes(t)),
+                   (double)n * tg_dtype_bytes(t), e);
 }
 
 /* This rank's block stands for the sum (the buffers' blocks never overlap
@@ -25,7 +117,8 @@ static comm_req *null_reduce_scatter(comm *c, void *out, const void *in, size_t 
     const size_t bytes = n * tg_dtype_bytes(t);
     c->mem.copy(c->mem.ctx, out, (const char *)in + (size_t)c->rank * bytes, bytes);
     return started(c, COLL_REDUCE_SCATTER,
-                   comm_ring_bytes_of(COLL_REDUCE_SCATTER, c->size, n * (size_t)c->size, tg_dtype_bytes(t)), e);
+                   comm_ring_bytes_of(COLL_REDUCE_SCATTER, c->size, n * (size_t)c->size, tg_dtype_bytes(t)),
+                   (double)bytes * c->size, e);
 }
 
 /* Every block gets this rank's data. */
@@ -33,12 +126,12 @@ static comm_req *null_all_gather(comm *c, void *out, const void *in, size_t n, t
     const size_t bytes = n * tg_dtype_bytes(t);
     for (int r = c->size - 1; r >= 0; r--) c->mem.copy(c->mem.ctx, (char *)out + (size_t)r * bytes, in, bytes);
     return started(c, COLL_ALL_GATHER, comm_ring_bytes_of(COLL_ALL_GATHER, c->size, n * (size_t)c->size, tg_dtype_bytes(t)),
-                   e);
+                   (double)bytes * c->size, e);
 }
 
 static comm_req *null_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     (void)buf;
-    return started(c, COLL_BROADCAST, comm_broadcast_bytes(c->size, c->rank, root, bytes), e);
+    return started(c, COLL_BROADCAST, comm_broadcast_bytes(c->size, c->rank, root, bytes), (double)bytes, e);
 }
 
 /* Nothing can break: the work is done. */

@@ -25,7 +25,7 @@ stale=0
 for f in "${srcs[@]}" "${hdrs[@]}"; do [ "$f" -nt "$tbin" ] && stale=1; done
 if [ "$stale" = 1 ]; then
     mkdir -p build
-    if ! ${CC:-gcc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o "$tbin" "${srcs[@]}" -lpthread -lrt >"$tmp/build.log" 2>&1; then
+    if ! ${CC:-gcc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o "$tbin" "${srcs[@]}" -lpthread -lrt -lm >"$tmp/build.log" 2>&1; then
         not_ok build_test_comm "$(head -c 300 "$tmp/build.log")"
         exit 1
     fi

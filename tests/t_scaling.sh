@@ -5,9 +5,11 @@
 # has its header (device, date, exact command), one row per (global batch, tp)
 # with every figure a number (parsed from the Markdown), the real/projected
 # label matching the layout, the tp=1 row as the efficiency baseline, comm
-# bytes only where there is a group to talk to; chart.png is a PNG whose
-# legend names the projected points; the raw run logs are kept. Bad arguments
-# exit 2 with a message.
+# bytes only where there is a group to talk to, projected rows noted as
+# modeled and any efficiency over 100% explained; chart.png is a PNG whose
+# real and projected points are separate series (own line, marker, legend
+# entry); the raw run logs are kept. A fixture sweep checks the note of a
+# 167% projected row. Bad arguments exit 2 with a message.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
 # shellcheck source=tests/lib.sh
@@ -16,6 +18,42 @@ export OMP_NUM_THREADS=1 # up to 2 ranks share 2 cores
 export SCALE=tiny DEVICES=2
 unset DEVICE PEAK_TFLOPS
 [ -n "${TRAIN_GPT:-}" ] || export TRAIN_GPT="$bin"
+
+# The table builder on fixture logs: a strong sweep whose projected tp=4 row
+# (15 ms, 1 ms modeled comm) is 167% efficient against the measured tp=1 row
+# (100 ms): the table must say it is projected and why it exceeds 100%.
+fx="$tmp/fixture"
+mkdir -p "$fx"
+echo '{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 512, "vocab_multiple": 128, "seq_len": 64}}' >"$fx/cfg.json"
+: >"$fx/manifest.tsv"
+for row in "1 real 100 0" "2 real 60 20" "4 projected 15 1"; do
+    read -r t mode ms cms <<<"$row"
+    mkdir -p "$fx/tp$t"
+    {
+        echo "{\"budget_bytes_per_rank\":{\"total\":1048576},\"tp\":$t,\"dp\":1}"
+        for s in 1 2 3; do
+            echo "{\"step\":$s,\"loss\":5,\"ms\":$ms,\"step_ms\":$ms,\"comm_ms\":$cms,\"tp_all_reduce_bytes\":$(( (t - 1) * 1000 )),$([ "$mode" = projected ] && echo '"projected":true,')\"flops_per_token\":1e6}"
+        done
+        echo '{"mem_peak_mib_by_rank":[10]}'
+    } >"$fx/tp$t/log.jsonl"
+    printf 'tiny\t%s\t%s\t1\tfalse\tnone\t8\t8\t%s\t%s\t0\t\n' "$fx/cfg.json" "$t" "$mode" "$fx/tp$t" >>"$fx/manifest.tsv"
+done
+printf 'peak_tflops\t1\nterminal\tpng\n' >"$fx/info.tsv"
+: >"$fx/help.txt"
+"$py" scripts/scaling/scaling.py table --kind strong --manifest "$fx/manifest.tsv" --info "$fx/info.tsv" --out "$fx" \
+    --help-text "$fx/help.txt" >"$fx/out.txt" 2>&1
+"$py" - "$fx/table.tsv" <<'PY' || failed=1
+import csv, sys
+rows = {r["tp"]: r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")}
+r4 = rows.get("4", {})
+note = r4.get("eff_note", "")
+want = abs(float(r4.get("eff", "nan")) - 100 * (100 / 15) / 4) < 0.01 and abs(float(r4.get("compute_eff", "nan")) - 100 * (100 / 14) / 4) < 0.01
+if want and "projected" in note and "modeled" in note and "above 100%" in note and "compute-only 178.6%" in note \
+        and rows.get("2", {}).get("eff_note") == "":
+    print("ok fixture_efficiency_above_100_explained")
+else:
+    print(f"not ok fixture_efficiency_above_100_explained - tp4 {r4}, tp2 note {rows.get('2', {}).get('eff_note')!r}")
+PY
 
 for kind in weak strong; do
     t0=$SECONDS
@@ -92,7 +130,7 @@ want = [(b, t) for b in batches for t in tps]
 check("rows", sorted(seen) == sorted(want), f"rows (batch, tp) {sorted(seen)}, want {sorted(want)}")
 
 # every figure a number
-text_cols = {"model", "params", "sp", "recompute", "run"}
+text_cols = {"model", "params", "sp", "recompute", "run", "efficiency note"}
 nan = [(r["global batch"], r["tp"], c, v) for r in rows for c, v in r.items() if c not in text_cols and number(v) is None]
 nan += [(r["global batch"], r["tp"], "params", r["params"]) for r in rows
         if not re.fullmatch(r"\d+(\.\d+)?[kMB]", r["params"])]
@@ -123,8 +161,19 @@ sig = open(png, "rb").read(8) if os.path.exists(png) else b""
 check("chart_png", sig == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000,
       f"{png} missing or not a PNG (first bytes {sig!r})")
 gp = open(os.path.join(d, "chart.gp")).read() if os.path.exists(os.path.join(d, "chart.gp")) else ""
-check("chart_labels_projected", re.search(r"title 'batch \d+, projected'", gp) and '("projected") with labels' in gp,
+check("chart_labels_projected", re.search(r"title 'batch \d+, projected", gp) and '("projected") with labels' in gp,
       "chart.gp has no 'projected' legend entry or point label")
+# real and projected are separate series: a line style and marker each, and no line drawn through both
+series = re.findall(r"using 1:\(\$3==([01])\?\$2:1/0\) with linespoints dt (\d+) pt (\d+).*title 'batch (\d+), (real|projected)", gp)
+styles = {(m, dt, pt) for m, dt, pt, _, _ in series}
+check("chart_separate_series", len({m for m, _, _ in styles}) == 2 and len({(dt, pt) for _, dt, pt in styles}) == 2
+      and not re.search(r"using 1:2 with lines", gp),
+      f"real and projected should be separate series with their own line and marker: {series}")
+# projected rows say their efficiency mixes modeled and measured; any value over 100% says why
+notes = [(r["tp"], r["run"], r[eff_col], r["efficiency note"]) for r in rows]
+bad_notes = [n for n in notes if (n[1] == "projected" and "modeled" not in n[3])
+             or ((number(n[2]) or 0) > 100.05 and "above 100%" not in n[3])]
+check("efficiency_notes", not bad_notes, f"(tp, run, efficiency, note) without the needed note: {bad_notes}")
 
 # raw runs kept: each row's log.jsonl, checkpoints removed
 runs = os.path.join(d, "runs")

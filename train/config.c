@@ -79,6 +79,7 @@ static const key_spec SCHEMA[] = {
      * "NCCL-tests in practice", 2026-05-06). The latency is an assumption, not a measurement. */
     {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "460", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default NVLink-4 per public nccl-tests runs)"},
     {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "10", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (an assumption: measure yours with nccl-tests)"},
+    {"interconnect.table", K_STRING, OFF(interconnect.table), "", 0, 0, NULL, "projection: an nccl-tests table (\"collective bytes busbw_GBps\" lines, e.g. configs/links/h100_sxm_nvlink4_x8.txt) used instead of bus_gbps and latency_us; empty: those two"},
     {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: the CUDA device's own from a table of GPUs, bf16 or fp32 as trained; unknown on the CPU: no MFU)"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend (cuda: a build made with make GPU=1)"},
 };
@@ -411,6 +412,14 @@ static const char *origin(const tg_config *c, const char *keys, char *buf, size_
     return buf;
 }
 
+int config_link(const tg_config *c, comm_link *l, tg_err *e) {
+    *l = comm_link_flat(c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6);
+    if (!c->interconnect.table[0]) return 0;
+    if (comm_link_load(l, c->interconnect.table, e))
+        return tg_wrap(e, "%s: interconnect.table", c->source[0] ? c->source : "config");
+    return 0;
+}
+
 int config_validate(const tg_config *c, int world_size, tg_err *e) {
     char where[CFG_PATH_MAX + 512];
 #define FROM(keys) origin(c, keys, where, sizeof where)
@@ -445,6 +454,13 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
         return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", FROM("parallel.comm device"));
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", FROM("out.dir"));
+    if (c->interconnect.table[0]) {
+        comm_link *l = malloc(sizeof *l);
+        if (!l) return tg_fail(e, "%s: out of memory reading interconnect.table", FROM("interconnect.table"));
+        const int rc = config_link(c, l, e);
+        free(l);
+        if (rc) return rc;
+    }
     if (c->data.train[0] == '\0' && c->train.steps > 0)
         return tg_fail(e, "%s: data.train must name training shards", FROM("data.train train.steps"));
     return 0;

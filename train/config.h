@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "model/gpt.h"
+#include "parallel/comm.h"
 #include "util/dtype.h"
 #include "util/err.h"
 
@@ -63,12 +64,17 @@ typedef struct tg_config {
     } parallel;
     struct {
         double bus_gbps, latency_us;
+        char table[CFG_PATH_MAX]; /* nccl-tests table file; empty: the flat bus_gbps + latency_us model */
     } interconnect;
     double device_peak_tflops;
     char device[CFG_WORD_MAX];
     char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */
     bool from_set[CFG_KEYS_MAX]; /* keys (schema order) a --set gave, so messages name --set, not the file */
 } tg_config;
+
+/* The modeled link of projected runs and --plan: interconnect.table's rows
+ * when it names a file, else the flat bus_gbps + latency_us model. */
+int config_link(const tg_config *c, comm_link *l, tg_err *e);
 
 /* Fills every key with its schema default. */
 void config_defaults(tg_config *c);

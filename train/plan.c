@@ -27,9 +27,14 @@ static const char *RC_NAMES[] = {"none", "selective", "full"};
  * each collective over the configured link (comm_null). Fills l->comm_s and
  * the bytes this rank sends per group and collective kind. */
 static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e) {
-    const comm_link link = {v->interconnect.bus_gbps * 1e9, v->interconnect.latency_us * 1e-6};
+    comm_link *link = tg_malloc(sizeof *link, "plan link model");
+    if (config_link(v, link, e)) {
+        free(link);
+        return -1;
+    }
     tg_ops *ops = ops_null_create(config_act_dtype(v));
-    comm *tp = comm_null_create_modeled("tp", 0, l->tp, link), *dp = comm_null_create_modeled("dp", 0, l->dp, link);
+    comm *tp = comm_null_create_modeled("tp", 0, l->tp, *link), *dp = comm_null_create_modeled("dp", 0, l->dp, *link);
+    free(link);
     comm_use_memory(tp, &ops->mem);
     comm_use_memory(dp, &ops->mem);
     const int T = v->model.seq_len;
@@ -154,10 +159,13 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
     fprintf(out, "plan: %d layers x %d wide, %d heads, context %d, global batch %d, on %d devices of %.1f GiB\n",
             c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len, c->train.global_batch, o->devices,
             o->device_bytes / GiB);
-    fprintf(out, "predicted time: model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) + communication at %g GB/s "
-                 "and %g us per collective (interconnect.*), no overlap\n",
-            100 * o->compute_efficiency, peak / 1e12, c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16",
-            c->interconnect.bus_gbps, c->interconnect.latency_us);
+    fprintf(out, "predicted time: model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) + communication ",
+            100 * o->compute_efficiency, peak / 1e12, c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16");
+    if (c->interconnect.table[0])
+        fprintf(out, "from the nccl-tests table %s (interconnect.table), no overlap\n", c->interconnect.table);
+    else
+        fprintf(out, "at %g GB/s and %g us per collective (interconnect.*), no overlap\n", c->interconnect.bus_gbps,
+                c->interconnect.latency_us);
     fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
             "GiB/device", "bytes", "fits", "step ms", "comm ms");
     int best = -1;

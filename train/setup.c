@@ -190,14 +190,19 @@ static void connect_ranks(run *r) {
     char msg[256];
     numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
     if (c->parallel.project) {
-        comm_link link = {c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6};
-        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, link);
-        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link);
+        comm_link *link = tg_malloc(sizeof *link, "link model");
+        if (config_link(c, link, &e)) tg_die(PROG, &e);
+        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, *link);
+        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, *link);
+        free(link);
         comm_use_memory(r->tp, &r->ops->mem);
         comm_use_memory(r->dp, &r->ops->mem);
+        char model[CFG_PATH_MAX + 64];
+        if (c->interconnect.table[0]) snprintf(model, sizeof model, "from the nccl-tests table %s", c->interconnect.table);
+        else snprintf(model, sizeof model, "at %g GB/s bus bandwidth + %g us per collective", c->interconnect.bus_gbps,
+                      c->interconnect.latency_us);
         say(r, "PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
-               "modeled at %g GB/s bus bandwidth + %g us per collective; losses are not meaningful and nothing is saved\n",
-               c->parallel.tp, c->parallel.dp, c->interconnect.bus_gbps, c->interconnect.latency_us);
+               "modeled %s; losses are not meaningful and nothing is saved\n", c->parallel.tp, c->parallel.dp, model);
     } else if (r->world == 1 && strcmp(c->parallel.comm, "nccl") != 0) {
         r->tp = comm_null_create("tp", 0, 1);
         r->dp = comm_null_create("dp", 0, 1);

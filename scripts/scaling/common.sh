@@ -59,7 +59,8 @@ Options (environment variables in brackets):
                        of GPU names (bf16 dense); on the CPU an estimate from
                        lscpu: cores x clock x FLOP/cycle of the vector unit)
   --set KEY=VALUE      passed to every run (repeatable), e.g.
-                       --set interconnect.bus_gbps=300
+                       --set interconnect.bus_gbps=300, or
+                       --set interconnect.table=configs/links/h100_sxm_nvlink4_x8.txt
   --timeout S          seconds one run may take (default: paper 1800, tiny 120)
   --out DIR            results directory (default: in the repository,
                        results/<weak|strong>_scaling_<scale>_<YYYY-mm-dd>);
@@ -350,9 +351,15 @@ JSON
     # ---- table and chart -------------------------------------------------
     local gp_term=pngcairo
     gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || gp_term=png
-    local bus lat rev
+    local bus lat rev link_table link_text
     bus=$(cget "$first_cfg" interconnect.bus_gbps 2>/dev/null || echo "?")
     lat=$(cget "$first_cfg" interconnect.latency_us 2>/dev/null || echo "?")
+    link_table=$(cget "$first_cfg" interconnect.table 2>/dev/null || true)
+    if [ -n "$link_table" ]; then
+        link_text="time per collective = bytes / busbw interpolated from the nccl-tests table interconnect.table = $link_table"
+    else
+        link_text="communication time = bytes / bus bandwidth + latency per collective, interconnect.bus_gbps = $bus GB/s, interconnect.latency_us = $lat us"
+    fi
     rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
     git -C "$root" diff --quiet HEAD -- 2>/dev/null || rev="$rev + uncommitted changes"
     {
@@ -366,7 +373,7 @@ JSON
         printf 'command\t%s\n' "$orig_cmd"
         printf 'binary\t%s\n' "$bin, git $rev, device=$device, precision $(cget "$first_cfg" train.precision 2>/dev/null || echo '?')"
         printf 'steps_text\t%s\n' "$steps per configuration; step time = median of steps 2..$steps (step 1 is the warm-up)"
-        printf 'interconnect_text\t%s\n' "one process runs rank 0's shard with comm_null; communication time = bytes / bus bandwidth + latency per collective, interconnect.bus_gbps = $bus GB/s, interconnect.latency_us = $lat us"
+        printf 'interconnect_text\t%s\n' "one process runs rank 0's shard with comm_null; $link_text"
         printf 'terminal\t%s\n' "$gp_term"
     } >"$out/info.tsv"
     local table_rc=0

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The link model of projected runs and --plan (parallel/comm.h, comm_link):
+# build/test_link checks the nccl-tests table (interpolation in log size,
+# latency floor, fallbacks, parser errors) and comm_null's modeled time; then
+# --plan end to end: with a one-row table of 1 GB/s every layout's comm ms is
+# its bytes / 1 GB/s (the formula here, from --plan-json's own byte counts),
+# the shipped H100 table gives other times than the flat model, and a bad
+# interconnect.table stops the plan and a projected run with a message naming
+# the key, the file and the line. Prints "ok NAME" / "not ok NAME - reason".
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" link
+tbin=build/test_link
+mkdir -p build
+if ${CC:-gcc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tbin" tests/test_link.c parallel/comm_null.c \
+    parallel/comm.c util/err.c -lpthread -lrt -lm >"$tmp/build.log" 2>&1; then
+    ok build_test_link
+else
+    not_ok build_test_link "$(head -c 300 "$tmp/build.log")"
+    exit 1
+fi
+"$tbin" "$tmp" || failed=1
+
+plan() { # JSON_OUT [--set ...]: --plan of configs/tiny.json on 8 devices
+    local out="$1"; shift
+    "$bin" --plan --config configs/tiny.json --devices 8 --plan-json "$out" "$@" >"$out.txt" 2>&1
+}
+printf '# 1 GB/s at every size from 1 byte\nall_reduce 1 1\n' >"$tmp/slow.txt"
+if plan "$tmp/slow.json" --set "interconnect.table=$tmp/slow.txt" && plan "$tmp/flat.json" &&
+    plan "$tmp/h100.json" --set interconnect.table=configs/links/h100_sxm_nvlink4_x8.txt; then
+    ok plan_runs
+else
+    not_ok plan_runs "$(tail -n 3 "$tmp"/*.json.txt | tr '\n' ' ' | cut -c1-300)"
+fi
+"$py" - "$tmp" <<'PY' || failed=1
+import json, sys
+d = sys.argv[1]
+def rows(name):
+    try:
+        return [json.loads(l) for l in open(f"{d}/{name}.json") if l.strip()]
+    except OSError as e:
+        return []
+slow, flat, h100 = rows("slow"), rows("flat"), rows("h100")
+key = lambda r: (r["tp"], r["dp"], r["sp"], r["recompute"], r["micro_batch"], r["zero"])
+# every collective at 1 GB/s: comm ms = bytes sent / 1e6, for every layout
+bad = [(key(r), r["comm_ms"], sum(v for k, v in r.items() if k.endswith("_bytes")) / 1e6) for r in slow]
+bad = [b for b in bad if abs(b[1] - b[2]) > 0.0015 + 1e-6 * b[2]]
+talk = [r for r in slow if r["tp"] * r["dp"] > 1]
+ok = slow and talk and not bad
+print("ok plan_table_comm_time" if ok else f"not ok plan_table_comm_time - {len(slow)} rows; (layout, comm ms, bytes/1e6): {bad[:3]}")
+# the H100 table against the flat 460 GB/s + 10 us: same layouts, other times
+f = {key(r): r["comm_ms"] for r in flat}
+diff = [k for k, v in ((key(r), r["comm_ms"]) for r in h100) if k in f and abs(v - f[k]) > 0.0015]
+ok = h100 and len(h100) == len(flat) and diff
+print("ok plan_h100_table_differs" if ok else f"not ok plan_h100_table_differs - {len(h100)} vs {len(flat)} rows, {len(diff)} differ")
+PY
+grep -q "communication from the nccl-tests table configs/links/h100_sxm_nvlink4_x8.txt" "$tmp/h100.json.txt" &&
+    ok plan_names_table || not_ok plan_names_table "$(sed -n 2p "$tmp/h100.json.txt")"
+
+bad_table() { # NAME TABLE_TEXT EXPECTED_MESSAGE_PART MODE(plan|project)
+    local name="$1" msg="$3" out rc
+    printf '%b' "$2" >"$tmp/bad_$name.txt"
+    if [ "$4" = plan ]; then
+        out=$("$bin" --plan --config configs/tiny.json --devices 8 --set "interconnect.table=$tmp/bad_$name.txt" 2>&1); rc=$?
+    else
+        out=$("$bin" --config configs/tiny.json --set parallel.project=true --set parallel.tp=4 --set parallel.dp=1 \
+            --set "out.dir=$tmp/proj_$name" --set "interconnect.table=$tmp/bad_$name.txt" 2>&1); rc=$?
+    fi
+    if [ "$rc" -ne 0 ] && grep -qF -- "$msg" <<<"$out" && [ ! -e "$tmp/proj_$name" ]; then ok "$name"
+    else not_ok "$name" "status $rc, output: $(echo "$out" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"; fi
+}
+bad_table bad_table_plan 'all_reduce 8 1\nallgather 8 1\n' "interconnect.table: $tmp/bad_bad_table_plan.txt:2: unknown collective 'allgather'" plan
+bad_table bad_table_project 'all_reduce 8\n' "interconnect.table: $tmp/bad_bad_table_project.txt:1: expected" project
+bad_table empty_table_project '# no rows\n' "bad_empty_table_project.txt: no all_reduce row" project
+out=$("$bin" --plan --config configs/tiny.json --devices 8 --set "interconnect.table=$tmp/none.txt" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && grep -qF "interconnect.table: $tmp/none.txt: cannot open the link table" <<<"$out"; then ok missing_table_plan
+else not_ok missing_table_plan "status $rc: $out"; fi
+exit "$failed"

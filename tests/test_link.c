@@ -1,0 +1,123 @@
+/* The link model of projected runs (parallel/comm.h, comm_link): the flat
+ * latency + bandwidth model, nccl-tests tables (interpolation in log size,
+ * the latency floor below the first row, the last row's busbw beyond, a
+ * collective without rows using all_reduce's), the table parser's errors
+ * (file and line named), and comm_null adding the modeled time of a
+ * collective. Usage: test_link SCRATCH_DIR. Prints "ok NAME" / "not ok NAME - why". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+
+static int failed = 0;
+
+static void check(const char *name, int pass, const char *why) {
+    if (pass) printf("ok %s\n", name);
+    else {
+        printf("not ok %s - %s\n", name, why);
+        failed = 1;
+    }
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-18; }
+
+static void check_time(const char *name, const comm_link *l, coll_kind k, double msg, double ring, double want) {
+    const double got = comm_link_seconds(l, k, msg, ring);
+    char why[160];
+    snprintf(why, sizeof why, "%s of %g bytes (ring %g): %.9g s, want %.9g s", comm_kind_name(k), msg, ring, got, want);
+    check(name, near(got, want), why);
+}
+
+static const char *write_table(const char *dir, const char *name, const char *text) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        printf("not ok write_%s - cannot write %s\n", name, path);
+        exit(1);
+    }
+    return path;
+}
+
+static void table_times(const char *dir) {
+    comm_link l = comm_link_flat(0, 0);
+    tg_err e;
+    const char *p = write_table(dir, "t.txt", "# comment\n\nall_reduce 100000 30  # trailing comment\nall_reduce 1000 10\n"
+                                              "reduce_scatter 1000 5\n");
+    check("table_loads", comm_link_load(&l, p, &e) == 0, e.msg);
+    check("table_sorted", l.n_rows[COLL_ALL_REDUCE] == 2 && l.rows[COLL_ALL_REDUCE][0].bytes == 1000, "rows not sorted by size");
+    /* at a row: ring / busbw of the row */
+    check_time("at_first_row", &l, COLL_ALL_REDUCE, 1000, 1750, 1750 / 10e9);
+    check_time("at_last_row", &l, COLL_ALL_REDUCE, 100000, 175000, 175000 / 30e9);
+    /* halfway in log size (10^4 between 10^3 and 10^5): the mean busbw, 20 GB/s */
+    check_time("log_interpolation", &l, COLL_ALL_REDUCE, 10000, 17500, 17500 / 20e9);
+    /* a quarter of the way: 10^3.5 bytes, 15 GB/s */
+    check_time("log_interpolation_quarter", &l, COLL_ALL_REDUCE, pow(10, 3.5), 1750 * pow(10, 0.5), 1750 * pow(10, 0.5) / 15e9);
+    /* below the first row the time is the first row's: latency */
+    check_time("latency_floor", &l, COLL_ALL_REDUCE, 10, 17.5, 1750 / 10e9);
+    check_time("beyond_last_row", &l, COLL_ALL_REDUCE, 1e7, 1.75e7, 1.75e7 / 30e9);
+    check_time("own_rows", &l, COLL_REDUCE_SCATTER, 1000, 875, 875 / 5e9);
+    check_time("all_reduce_rows_by_default", &l, COLL_ALL_GATHER, 10000, 8750, 8750 / 20e9);
+    check_time("nothing_sent", &l, COLL_ALL_REDUCE, 0, 0, 0);
+    const comm_link flat = comm_link_flat(460e9, 10e-6);
+    check_time("flat_model", &flat, COLL_ALL_REDUCE, 1 << 20, 1835008, 10e-6 + 1835008 / 460e9);
+}
+
+static void table_errors(const char *dir) {
+    static const struct { const char *name, *text, *needle; } bad[] = {
+        {"bad_collective", "all_reduce 8 1\nallreduce 16 2\n", "t_bad.txt:2: unknown collective 'allreduce'"},
+        {"bad_fields", "all_reduce 8\n", "t_bad.txt:1: expected \"collective bytes busbw_GBps\""},
+        {"bad_extra_field", "all_reduce 8 1 9\n", "t_bad.txt:1: expected"},
+        {"bad_busbw", "all_reduce 8 -3\n", "t_bad.txt:1: busbw_GBps must be above 0"},
+        {"bad_bytes", "all_reduce 0.5 3\n", "t_bad.txt:1: bytes must be a whole number"},
+        {"duplicate_size", "all_reduce 8 1\n all_reduce 8 2\n", "t_bad.txt:2: a second all_reduce row for 8 bytes"},
+        {"no_all_reduce", "all_gather 8 1\n", "t_bad.txt: no all_reduce row"},
+        {"empty_table", "# nothing\n", "t_bad.txt: no all_reduce row"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        comm_link l = comm_link_flat(0, 0);
+        tg_err e = {0};
+        const int rc = comm_link_load(&l, write_table(dir, "t_bad.txt", bad[i].text), &e);
+        char why[2200];
+        snprintf(why, sizeof why, "status %d, message '%s', want '%s'", rc, e.msg, bad[i].needle);
+        check(bad[i].name, rc != 0 && strstr(e.msg, bad[i].needle) != NULL, why);
+    }
+    comm_link l = comm_link_flat(0, 0);
+    tg_err e = {0};
+    char missing[1024];
+    snprintf(missing, sizeof missing, "%s/no_such_table.txt", dir);
+    check("missing_file", comm_link_load(&l, missing, &e) != 0 && strstr(e.msg, "no_such_table.txt: cannot open") != NULL, e.msg);
+}
+
+/* comm_null over the table: one all_reduce of 8192 floats at size 8 adds
+ * ring / busbw(message of 32768 bytes) to modeled_seconds. */
+static void null_comm(const char *dir) {
+    comm_link l = comm_link_flat(0, 0);
+    tg_err e;
+    if (comm_link_load(&l, write_table(dir, "t2.txt", "all_reduce 1024 10\nall_reduce 1048576 40\n"), &e)) {
+        check("null_comm_modeled", 0, e.msg);
+        return;
+    }
+    comm *c = comm_null_create_modeled("tp", 0, 8, l);
+    float *buf = calloc(8192, sizeof(float));
+    const int rc = c && buf ? comm_all_reduce(c, buf, 8192, REDUCE_SUM, &e) : -1;
+    const double ring = 2.0 * 7 * 1024 * 4, bw = (10 + (40 - 10) * (5.0 / 10.0)) * 1e9; /* 2^15 is halfway 2^10..2^20 */
+    char why[160];
+    snprintf(why, sizeof why, "rc %d, modeled %.9g s, want %.9g s", rc, c ? c->modeled_seconds : -1, ring / bw);
+    check("null_comm_modeled", rc == 0 && c && near(c->modeled_seconds, ring / bw), why);
+    free(buf);
+    comm_destroy(c);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_link SCRATCH_DIR\n");
+        return 2;
+    }
+    table_times(argv[1]);
+    table_errors(argv[1]);
+    null_comm(argv[1]);
+    return failed;
+}
