@@ -351,7 +351,7 @@ L += ["", "How to read it:",
       "torch.cuda.max_memory_allocated (tensors only; its caching allocator reserves more, listed above).",
       "- Both steps: forward, backward, gradient clipping by global norm, AdamW (fp32 master weights and state), "
       "bf16 matmuls with fp32 accumulation, a wait for the device at the end of each step. train_gpt's attention is "
-      "unfused (T x T probabilities stored); PyTorch's is scaled_dot_product_attention (a fused kernel).",
+      "fused and flash-style but on CUDA cores (no tensor cores yet); PyTorch's is scaled_dot_product_attention.",
       "", "Commands (run from the repository root):", "", "```sh", E["BENCH_CMD"]]
 L += [c.rstrip() for c in open(commands_path) if c.strip()]
 L += ["```", "", f"Raw runs: `{E['BENCH_RAW']}/` (log.jsonl and stdout of each run, results.jsonl, commands.txt)."]
