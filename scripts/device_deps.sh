@@ -5,7 +5,9 @@
 #   bash scripts/device_deps.sh fetch       # here: .devdeps/debs/*.deb (git-ignored; carry .devdeps)
 #   source scripts/device_deps.sh install   # there: unpack into .devdeps/root, export CPATH, LIBRARY_PATH, LD_LIBRARY_PATH
 # The training data and vocabulary (assets/, made by make data) travel the same way: carry assets.
-DEVDEPS_PKGS="libcjson-dev libcjson1 libnuma-dev libnuma1 libpcre2-dev libpcre2-8-0"
+# make too: a device image may lack it. NCCL's header, if PyTorch's wheel lacks
+# it there, can be put into .devdeps/include by hand (CPATH includes it).
+DEVDEPS_PKGS="libcjson-dev libcjson1 libnuma-dev libnuma1 libpcre2-dev libpcre2-8-0 make"
 devdeps_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.devdeps"
 
 case "${1:-}" in
@@ -21,6 +23,8 @@ install)
     for f in "$devdeps_dir"/debs/*.deb; do dpkg -x "$f" "$devdeps_dir/root"; done
     lib="$devdeps_dir/root/usr/lib/x86_64-linux-gnu"
     export CPATH="$devdeps_dir/root/usr/include${CPATH:+:$CPATH}"
+    [ -d "$devdeps_dir/include" ] && export CPATH="$devdeps_dir/include:$CPATH"
+    command -v make >/dev/null 2>&1 || export PATH="$devdeps_dir/root/usr/bin:$PATH"
     export LIBRARY_PATH="$lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "device_deps: CPATH, LIBRARY_PATH and LD_LIBRARY_PATH point into $devdeps_dir/root"
