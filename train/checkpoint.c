@@ -15,6 +15,7 @@
 #include "train/llmc.h"
 #include "train/model_files.h"
 #include "train/safetensors.h"
+#include "util/fs.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
 #define CKPT_VERSION 1
@@ -223,19 +224,6 @@ static int remove_dir(const char *dir, tg_err *e) {
     return 0;
 }
 
-static int mkdir_p(const char *path, tg_err *e) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
-    return 0;
-}
-
 /* Creates the temporary directory of a save; 1 when the step is saved already. */
 static int begin_save(const char *out_dir, const char *final, const char *tmp, tg_err *e) {
     struct stat sb;
@@ -246,7 +234,7 @@ static int begin_save(const char *out_dir, const char *final, const char *tmp, t
         if (S_ISDIR(sb.st_mode)) return 1;
         return tg_fail(e, "%s: exists and is not a checkpoint directory; move it away", final);
     }
-    if (mkdir_p(out_dir, e) || remove_dir(tmp, e)) return -1;
+    if (fs_mkdir_p(out_dir, e) || remove_dir(tmp, e)) return -1;
     if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
     return 0;
 }
