@@ -87,7 +87,8 @@ static comm *connect_group(run *r, bool nccl, const char *name, const int *ranks
 }
 
 /* Reads the evaluation windows once at start, so a bad token in them stops
- * the run now rather than at the first evaluation. */
+ * a training run now rather than at its first evaluation (--eval reads them
+ * right after setup anyway). */
 static void check_val_tokens(run *r) {
     const long long win = (long long)r->cfg.train.global_batch * r->cfg.model.seq_len + 1;
     int32_t *buf = tg_malloc((size_t)win * sizeof(int32_t), "validation check");
@@ -99,7 +100,6 @@ static void check_val_tokens(run *r) {
         if (shards_next(r->val, &pos, r->cfg.model.vocab_size, buf, &e)) tg_die(PROG, &e);
     free(buf);
 }
-
 
 /* What the purpose reads: training's shards (when it takes steps), the
  * validation shards (training, --eval), and the vocabulary only where text
@@ -118,7 +118,7 @@ static void open_data(run *r) {
     if (r->purpose != RUN_SAMPLE && c->data.val[0] && c->out.eval_batches > 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
         if (!r->val) tg_die(PROG, &e);
-        check_val_tokens(r);
+        if (training) check_val_tokens(r);
         const long long windows = shards_windows_per_epoch(r->val);
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
             shards_total_tokens(r->val), windows, windows < c->out.eval_batches ? windows : (long long)c->out.eval_batches);
