@@ -5,6 +5,10 @@
  * stand-in, and D must equal the plain product A B + C exactly (small
  * integers: every sum is exact in float32). Then the same with rows of A's
  * fragment swapped (a[1] <-> a[2]) must differ, so the check can fail.
+ * The shared-memory loaders of mma.cuh are checked the same way: each
+ * stored layout they read (row-major A, transposed A, B by rows, B by
+ * columns) and the accumulators reused as an A fragment must give the
+ * plain product, and a tile read with the wrong loader must not.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +49,94 @@ __global__ void mma_kernel(float *D, const float *A, const float *B, const float
     for (int r = 0; r < 4; r++) D[(g + 8 * (r >> 1)) * N + 2 * t + (r & 1)] = d[r];
 }
 
+/* The loaders: mode 0 reads A row-major and B by rows (B^T stored), mode 1
+ * A transposed (A^T stored) and B by columns (B stored), mode 2 computes
+ * the 16x16 product A [B | B2] into two accumulators and multiplies their
+ * A fragment by B: D = (A [B | B2]) B. Mode 3 is mode 0 with B read by
+ * columns from B^T: wrong on purpose. */
+__global__ void loader_kernel(float *D, const __nv_bfloat16 *A, const __nv_bfloat16 *At, const __nv_bfloat16 *B,
+                              const __nv_bfloat16 *Bt, const __nv_bfloat16 *B2, int mode) {
+    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    uint32_t a[4], b[2];
+    float d[4] = {0, 0, 0, 0};
+    if (mode == 1) mma_load_a_transposed(a, At, M);
+    else mma_load_a(a, A, K);
+    if (mode == 0) mma_load_b_rows(b, Bt, K);
+    else if (mode == 3) mma_load_b_cols(b, Bt, K);
+    else mma_load_b_cols(b, B, N);
+    if (mode == 2) {
+        float lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+        uint32_t b2[2];
+        mma_load_b_cols(b2, B2, N);
+        mma_bf16_16816(lo, a, b);
+        mma_bf16_16816(hi, a, b2);
+        mma_a_from_accumulators(a, lo, hi);
+    }
+    mma_bf16_16816(d, a, b);
+    for (int r = 0; r < 4; r++) D[(g + 8 * (r >> 1)) * N + 2 * t + (r & 1)] = d[r];
+}
+
+static __nv_bfloat16 *device_bf16(const float *x, int n) {
+    __nv_bfloat16 host[M * K], *dev;
+    for (int i = 0; i < n; i++) host[i] = __float2bfloat16_rn(x[i]);
+    cudaMalloc((void **)&dev, sizeof host[0] * n);
+    cudaMemcpy(dev, host, sizeof host[0] * n, cudaMemcpyHostToDevice);
+    return dev;
+}
+
+/* D of loader_kernel in `mode` equals want exactly. */
+static int run_loader(int mode, const float *A, const float *B, const float *B2, const float *want) {
+    float At[M * K], Bt[K * N], got[M * N], *dD;
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < K; c++) At[c * M + r] = A[r * K + c];
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) Bt[n * K + k] = B[k * N + n];
+    __nv_bfloat16 *dA = device_bf16(A, M * K), *dAt = device_bf16(At, M * K), *dB = device_bf16(B, K * N),
+                  *dBt = device_bf16(Bt, K * N), *dB2 = device_bf16(B2, K * N);
+    cudaMalloc((void **)&dD, sizeof(float) * M * N);
+    loader_kernel<<<1, 32>>>(dD, dA, dAt, dB, dBt, dB2, mode);
+    cudaMemcpy(got, dD, sizeof(float) * M * N, cudaMemcpyDeviceToHost);
+    cudaFree(dA); cudaFree(dAt); cudaFree(dB); cudaFree(dBt); cudaFree(dB2); cudaFree(dD);
+    int same = 1;
+    for (int i = 0; i < M * N; i++) same &= got[i] == want[i];
+    return same;
+}
+
+/* want[M x N] = X[M x K] Y[K x N], in float (exact for the small integers here). */
+static void product(float *want, const float *X, const float *Y) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s += X[m * K + k] * Y[k * N + n];
+            want[m * N + n] = s;
+        }
+}
+
+static int check_loaders(const float *A, const float *B) {
+    float B2[K * N], AB[M * K], want[M * N];
+    for (int i = 0; i < K * N; i++) B2[i] = (float)((i * 3 + 2) % 5 - 2);
+    product(want, A, B);
+    int failed = 0;
+    const char *names[2] = {"emu_mma_loaders_a_rows_b_rows", "emu_mma_loaders_a_transposed_b_cols"};
+    for (int mode = 0; mode < 2; mode++) {
+        if (run_loader(mode, A, B, B2, want)) printf("ok %s\n", names[mode]);
+        else { printf("not ok %s - D != A B\n", names[mode]); failed = 1; }
+    }
+    if (!run_loader(3, A, B, B2, want)) printf("ok emu_mma_loaders_wrong_layout_detected\n");
+    else { printf("not ok emu_mma_loaders_wrong_layout_detected - B^T read by columns gave A B\n"); failed = 1; }
+    /* (A [B | B2]) B: entries of A [B | B2] are integers below 256, exact in bf16. */
+    for (int m = 0; m < M; m++)
+        for (int c = 0; c < K; c++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s += A[m * K + k] * (c < N ? B[k * N + c] : B2[k * N + c - N]);
+            AB[m * K + c] = s;
+        }
+    product(want, AB, B);
+    if (run_loader(2, A, B, B2, want)) printf("ok emu_mma_accumulators_as_a_fragment\n");
+    else { printf("not ok emu_mma_accumulators_as_a_fragment - D != (A [B | B2]) B\n"); failed = 1; }
+    return failed;
+}
+
 static int run(int swap, const float *A, const float *B, const float *C, const float *want) {
     float *dA, *dB, *dC, *dD, got[M * N];
     cudaMalloc((void **)&dA, sizeof(float) * M * K);
@@ -78,5 +170,6 @@ int main(void) {
     else { printf("not ok emu_mma_m16n8k16_bf16_equals_product - D != A B + C\n"); failed = 1; }
     if (!run(1, A, B, C, want)) printf("ok emu_mma_wrong_fragment_layout_detected\n");
     else { printf("not ok emu_mma_wrong_fragment_layout_detected - swapped fragments gave the product\n"); failed = 1; }
+    failed |= check_loaders(A, B);
     return failed;
 }

@@ -31,4 +31,10 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
     return h;
 }
 static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
+    __nv_bfloat16 h;
+    h.__x = u;
+    return h;
+}
 #endif
