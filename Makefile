@@ -18,7 +18,8 @@ PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/co
 # The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
 # -DTG_CPU_BF16; kernels/cpu/act.h).
 CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
-                 kernels/cpu/gelu.c kernels/cpu/xent.c kernels/cpu/vector.c kernels/cpu/ops_cpu.c
+                 kernels/cpu/gelu.c kernels/cpu/xent.c kernels/cpu/vector.c kernels/cpu/optimizer.c \
+                 kernels/cpu/ops_cpu.c
 KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c
 TRAIN_SRC = train/config.c train/optim.c train/safetensors.c train/checkpoint.c train/llmc.c train/model_files.c train/plan.c \

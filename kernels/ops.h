@@ -39,6 +39,47 @@ typedef struct tg_dropout {
     int head0, heads_total;  /* attention only */
 } tg_dropout;
 
+/* The scalars of one step, in backend memory (device memory on a GPU), so
+ * that a step runs without the host waiting on the device until its end. */
+typedef struct tg_step_stats {
+    double loss_acc; /* sum of the micro-batches' mean losses (loss_accumulate) */
+    double sumsq;    /* this rank's sum of squares of the gradients it counts */
+    double norm;     /* the global gradient norm */
+    float loss;      /* the step's mean loss: this rank's share, then summed over DP */
+    float sumsq_f;   /* (float)sumsq, summed over TP (and DP under ZeRO) in place */
+    float clip;      /* the factor AdamW applies to the gradients (1: none) */
+    int32_t finite;  /* loss and norm finite: AdamW applies the update */
+} tg_step_stats;
+
+/* Tensors of a flat float32 buffer for the multi-tensor ops: span i is
+ * count tensors of numel elements, stride elements apart from begin (one
+ * parameter kind over the layers). Only offsets in the window [lo, hi)
+ * take part (ZeRO: this rank's shard). */
+#define TG_MAX_SPANS 24
+typedef struct tg_span {
+    size_t begin, stride, numel;
+    int count;
+    int decay; /* AdamW weight decay applies */
+} tg_span;
+typedef struct tg_spans {
+    int n;
+    size_t lo, hi;
+    tg_span span[TG_MAX_SPANS];
+} tg_spans;
+
+/* The part of tensor c (0 <= c < sp->count) of span sp inside the window
+ * of s: [*begin, *end), empty when *begin >= *end. */
+static inline void tg_span_part(const tg_spans *s, const tg_span *sp, int c, size_t *begin, size_t *end) {
+    const size_t b = sp->begin + (size_t)c * sp->stride, e = b + sp->numel;
+    *begin = b > s->lo ? b : s->lo;
+    *end = e < s->hi ? e : s->hi;
+}
+
+/* AdamW's hyper-parameters for one step; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+typedef struct tg_adamw_args {
+    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+} tg_adamw_args;
+
 typedef struct tg_ops tg_ops;
 typedef const tg_ops *tg_o;
 
@@ -148,17 +189,32 @@ struct tg_ops {
     void (*xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                         int N, int V, int n_real, int vocab_start, float dloss);
 
-    /* Sum of squares (accumulated in double), for the global gradient norm. */
-    double (*sum_squares)(tg_o o, const float *x, size_t n);
-    /* x *= s */
-    void (*scale)(tg_o o, float *x, float s, size_t n);
-    /* torch.optim.AdamW on one tensor's float32 master weights p;
-     * bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. When work != (void *)p it also
-     * writes the updated weights, in the activation type, to work. */
-    void (*adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float bc1, float bc2);
+    /* ---- the step's scalars (tg_step_stats, backend memory): written on
+     * the device, reduced in place by the communicators, read by the host
+     * once, at the step's end ---- */
+    /* s->loss_acc += (double)(float)(sum of losses[0..N) in double / N): one
+     * micro-batch's mean loss. */
+    void (*loss_accumulate)(tg_o o, tg_step_stats *s, const float *losses, int N);
+    /* s->loss = (float)(s->loss_acc / n_micro) / divisor; s->loss_acc = 0. */
+    void (*loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor);
+    /* s->sumsq = the sum over the spans' tensors, in span and tensor order,
+     * of each one's sum of squares of g (in double); s->sumsq_f = (float)
+     * s->sumsq, the operand of the norm's all-reduces. */
+    void (*grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
+    /* s->norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq); s->finite =
+     * s->loss and s->norm are finite; s->clip = max_norm / (norm + 1e-6)
+     * rounded to float when max_norm > 0 and that is below 1, else 1
+     * (torch.nn.utils.clip_grad_norm_). */
+    void (*grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm);
+    /* torch.optim.AdamW over the spans' tensors with the gradients times
+     * s->clip; nothing at all unless s->finite. p (float32 master), work and
+     * g are whole buffers (span offsets); m and v hold the spans' window
+     * [lo, hi) (offset - lo). Span decay 0: no weight decay. When work !=
+     * (void *)p the updated weights are also written to work in the
+     * activation type. */
+    void (*adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
+                  const tg_adamw_args *a, const tg_step_stats *s);
 };
-
 /* Fixed device memory of the CUDA backend beyond the model's buffers: the
  * cuBLASLt workspace and the kernels' scratch (kernels/cuda/cuda_ctx.h). */
 #define OPS_CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)

@@ -94,12 +94,15 @@ static void xent_finish(tg_o o, float *losses, void *logits, const float *rowmax
     (void)o; (void)losses; (void)logits; (void)rowmax; (void)stats; (void)targets; (void)N; (void)V; (void)n_real;
     (void)vocab_start; (void)dloss;
 }
-static double sum_squares(tg_o o, const float *x, size_t n) { (void)o; (void)x; (void)n; return 0.0; }
-static void scale(tg_o o, float *x, float s, size_t n) { (void)o; (void)x; (void)s; (void)n; }
-static void adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, float bc1, float bc2) {
-    (void)o; (void)p; (void)work; (void)g; (void)m; (void)v; (void)n; (void)lr; (void)beta1; (void)beta2; (void)eps;
-    (void)weight_decay; (void)bc1; (void)bc2;
+static void loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N) { (void)o; (void)s; (void)losses; (void)N; }
+static void loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) { (void)o; (void)s; (void)n_micro; (void)divisor; }
+static void grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) { (void)o; (void)s; (void)g; (void)spans; }
+static void grad_clip_factor(tg_o o, tg_step_stats *s, int reduced, double max_norm) {
+    (void)o; (void)s; (void)reduced; (void)max_norm;
+}
+static void adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans, const tg_adamw_args *a,
+                  const tg_step_stats *s) {
+    (void)o; (void)p; (void)work; (void)g; (void)m; (void)v; (void)spans; (void)a; (void)s;
 }
 
 static void mem_none(void *ctx, void *dst, const void *src, size_t bytes) { (void)ctx; (void)dst; (void)src; (void)bytes; }
@@ -121,7 +124,8 @@ tg_ops *ops_null_create(tg_dtype act) {
         .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,
         .dropout = dropout, .bias_backward = bias_backward, .position_forward = position_forward,
         .position_backward = position_backward, .xent_rowmax = xent_rowmax, .xent_stats = xent_stats,
-        .xent_finish = xent_finish, .sum_squares = sum_squares, .scale = scale, .adamw = adamw,
+        .xent_finish = xent_finish, .loss_accumulate = loss_accumulate, .loss_finish = loss_finish,
+        .grad_sumsq = grad_sumsq, .grad_clip_factor = grad_clip_factor, .adamw = adamw,
     };
     return o;
 }

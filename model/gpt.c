@@ -67,6 +67,8 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, si
     ops->zero(ops, g->params, g->n_alloc * tg_dtype_bytes(ops->act));
     ops->zero(ops, g->grads, g->n_alloc * sizeof(float));
     g->acts = acts_create(ops, d, B, T);
+    g->stats = ops->alloc(ops, sizeof *g->stats, "step scalars");
+    ops->zero(ops, g->stats, sizeof *g->stats);
     return g;
 }
 
@@ -77,6 +79,7 @@ void gpt_free(gpt *g) {
     if (has_separate_master(g)) g->ops->free(g->ops, g->params);
     g->ops->free(g->ops, g->master);
     g->ops->free(g->ops, g->grads);
+    g->ops->free(g->ops, g->stats);
     free(g->tensors);
     free(g);
 }
@@ -196,7 +199,7 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
 
 /* The vocab-parallel cross-entropy: local passes with the TP reductions of
  * Megatron between them (max, then sum-exp and target logit together). */
-static int cross_entropy(gpt *g, int N, float dloss, float *mean_loss, tg_err *e) {
+static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
@@ -209,17 +212,11 @@ static int cross_entropy(gpt *g, int N, float dloss, float *mean_loss, tg_err *e
     if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
     o->xent_finish(o, a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
                    d->V_local, n_real, d->vocab_start, dloss);
-    float *host = tg_malloc((size_t)N * sizeof(float), "losses");
-    o->download(o, host, a->losses.base, (size_t)N * sizeof(float));
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += host[i];
-    free(host);
-    *mean_loss = (float)(sum / N);
+    o->loss_accumulate(o, g->stats, a->losses.base, N); /* on the device: no wait for the loss here */
     return 0;
 }
 
-int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, float *mean_loss,
-                tg_err *e) {
+int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
@@ -248,11 +245,8 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     if (layernorm_to_full(g, a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, act_at(&a->resid, d->L), P_LNF_W, 0, N, e))
         return -1;
     o->lmhead_forward(o, a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
-    if (!targets) {
-        if (mean_loss) *mean_loss = 0.0f;
-        return 0;
-    }
-    return cross_entropy(g, N, dloss, mean_loss, e);
+    if (!targets) return 0;
+    return cross_entropy(g, N, dloss, e);
 }
 
 /* ---- backward ---- */

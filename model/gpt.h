@@ -96,6 +96,9 @@ typedef struct gpt {
     void *params;
     float *master, *grads;
     gpt_acts *acts;
+    /* The step's scalars (backend memory): forward adds each micro-batch's
+     * mean loss to loss_acc; the optimizer's norm and clip factor follow. */
+    tg_step_stats *stats;
     gpt_dropout drop;      /* of the next forward, and of its backward */
 } gpt;
 
@@ -135,12 +138,12 @@ void gpt_init_weights(gpt *g, uint64_t seed);
  * gathering them). */
 void gpt_sync_working_weights(gpt *g);
 
-/* Forward pass over tokens [B, T] (host memory). With targets it also
- * computes the per-token losses and leaves d(loss)/d(logits) scaled by dloss
- * in place of the logits, ready for gpt_backward; it returns the mean loss of
- * this micro-batch. Without targets it returns 0 and keeps the logits. */
-int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, float *mean_loss,
-                tg_err *e);
+/* Forward pass over tokens [B, T] (host memory; the host may reuse it at
+ * once). With targets it also computes the per-token losses, adds their
+ * mean to g->stats->loss_acc on the device (nothing waits for it), and
+ * leaves d(loss)/d(logits) scaled by dloss in place of the logits, ready for
+ * gpt_backward. Without targets it keeps the logits. */
+int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e);
 /* Accumulates this micro-batch's gradients into g->grads. */
 int gpt_backward(gpt *g, tg_err *e);
 /* Under SP, replicated tensors (LayerNorms, row-parallel biases, wpe) saw

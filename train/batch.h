@@ -23,12 +23,17 @@ typedef struct batch_io {
 } batch_io;
 
 /* Mean loss of the window for step `step` (1-based; it keys the dropout
- * masks, none unless `train`); accumulates gradients when `train` is set.
+ * masks, none unless `train`), left on the device in model->stats->loss;
+ * accumulates gradients when `train` is set. Nothing waits on the device.
  * DP rank d takes sequences [d*G/dp, (d+1)*G/dp). */
-int batch_loss(const batch_io *io, int step, bool train, float *mean, tg_err *e);
+int batch_loss(const batch_io *io, int step, bool train, tg_err *e);
+
+/* batch_loss without training, and its mean read back (one wait). */
+int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e);
 
 /* A training step on the window: zeroed gradients, batch_loss, then
- * optim_update (which applies nothing for a non-finite loss or norm). */
-int batch_train_step(const batch_io *io, int step, float *loss, optim_report *rep, tg_err *e);
+ * optim_update (which applies nothing for a non-finite loss or norm, and
+ * reports the loss and norm). */
+int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e);
 
 #endif

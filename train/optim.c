@@ -20,6 +20,26 @@ gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_d
     return b;
 }
 
+/* One span per parameter kind (its tensors over the layers, as stored),
+ * within this rank's shard. For the norm (`counted`), a replicated tensor
+ * is the same on every TP rank and counts on rank 0 only. */
+static void build_spans(const optim *o, const gpt *g, bool counted, tg_spans *s) {
+    s->n = 0;
+    s->lo = o->shard_begin;
+    s->hi = o->shard_begin + o->shard_len;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const gpt_tensor *t = &g->tensors[i];
+        if (t->layer > 0) continue; /* the kind's first tensor describes the span */
+        if (counted && gpt_is_replicated(t) && g->d.tp_rank != 0) continue;
+        tg_span *sp = &s->span[s->n++];
+        sp->begin = t->offset;
+        sp->stride = g->kind_size[t->kind];
+        sp->numel = t->numel;
+        sp->count = t->layer < 0 ? 1 : g->d.L;
+        sp->decay = t->decay;
+    }
+}
+
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
     optim *o = tg_calloc(1, sizeof *o, "optimizer");
     o->ops = ops;
@@ -32,6 +52,8 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
         o->shard_begin = 0;
         o->shard_len = g->n_params;
     }
+    build_spans(o, g, false, &o->all);
+    build_spans(o, g, true, &o->counted);
     o->m = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW first moments");
     o->v = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW second moments");
     ops->zero(ops, o->m, o->shard_len * sizeof(float));
@@ -66,78 +88,47 @@ static int reduce_grads(optim *o, gpt *g, tg_err *e) {
     return comm_reduce_scatter(o->dp, g->grads + o->shard_begin, g->grads, o->shard_len, e);
 }
 
-/* The (reduced) gradients of this rank's shard. */
-static float *shard_grads(const optim *o, const gpt *g) { return g->grads + o->shard_begin; }
-
-/* Calls fn on the part of each tensor that falls inside this rank's shard. */
-typedef void (*span_fn)(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx);
-static void for_each_span(const optim *o, const gpt *g, span_fn fn, void *ctx) {
-    const size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
-    for (int i = 0; i < g->n_tensors; i++) {
-        const gpt_tensor *t = &g->tensors[i];
-        size_t b = t->offset > lo ? t->offset : lo, end = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (b < end) fn(o, g, t, b - lo, end - b, ctx);
-    }
-}
-
-static void add_sumsq(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
-    /* A replicated tensor is the same on every TP rank: count it on one. */
-    if (gpt_is_replicated(t) && g->d.tp_rank != 0) return;
-    *(double *)ctx += o->ops->sum_squares(o->ops, shard_grads(o, g) + begin, len);
-}
-
-/* Global gradient norm before clipping: every parameter counted once
- * across TP and DP. After reduce_grads. */
-static int grad_norm(const optim *o, const gpt *g, double *norm, tg_err *e) {
-    double local = 0.0;
-    for_each_span(o, g, add_sumsq, &local);
-    float sum = (float)local;
-    if (comm_all_reduce(g->tp, &sum, 1, REDUCE_SUM, e)) return -1;
-    if (o->zero && comm_all_reduce(o->dp, &sum, 1, REDUCE_SUM, e)) return -1;
-    *norm = sqrt(g->tp->size == 1 && !o->zero ? local : (double)sum);
+/* The global gradient norm before clipping, every parameter counted once
+ * across TP and DP, and from it the clip factor: all on the device, into
+ * g->stats. After reduce_grads. */
+static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
+    const tg_ops *ops = o->ops;
+    tg_step_stats *st = g->stats;
+    ops->grad_sumsq(ops, st, g->grads, &o->counted);
+    if (comm_all_reduce(g->tp, &st->sumsq_f, 1, REDUCE_SUM, e)) return -1;
+    if (o->zero && comm_all_reduce(o->dp, &st->sumsq_f, 1, REDUCE_SUM, e)) return -1;
+    /* One rank holding every gradient keeps its double sum. */
+    ops->grad_clip_factor(ops, st, g->tp->size > 1 || o->zero, max_norm);
     return 0;
 }
 
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
-} adamw_args;
-
-static void adamw_span(const optim *o, const gpt *g, const gpt_tensor *t, size_t begin, size_t len, void *ctx) {
-    const adamw_args *a = ctx;
-    const size_t at = o->shard_begin + begin;
-    void *work = (char *)g->params + at * tg_dtype_bytes(o->ops->act);
-    o->ops->adamw(o->ops, g->master + at, work, shard_grads(o, g) + begin, o->m + begin, o->v + begin, len, a->lr,
-                  a->beta1, a->beta2, a->eps, t->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
-}
-
-/* Clipping, AdamW and (ZeRO) the gather of the updated parameters. */
-static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, double norm, tg_err *e) {
-    const double clip = c->train.grad_clip;
-    if (clip > 0.0) {
-        /* torch: coef = max_norm / (norm + 1e-6), clamped to at most 1. */
-        double coef = clip / (norm + 1e-6);
-        if (coef < 1.0) o->ops->scale(o->ops, shard_grads(o, g), (float)coef, o->shard_len);
-    }
+/* AdamW (which applies nothing unless loss and norm were finite) and, under
+ * ZeRO, the gather of the updated parameters. */
+static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, tg_err *e) {
     const double b1 = c->train.beta1, b2 = c->train.beta2;
-    adamw_args a = {(float)lr, (float)b1, (float)b2, (float)c->train.eps, (float)c->train.weight_decay,
-                    (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
-    for_each_span(o, g, adamw_span, &a);
+    const tg_adamw_args a = {(float)lr, (float)b1, (float)b2, (float)c->train.eps, (float)c->train.weight_decay,
+                             (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
+    o->ops->adamw(o->ops, g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
     if (!o->zero) return 0;
-    /* Every DP rank gets every shard's new master weights (in place), and
-     * makes its working copy from them. */
+    /* Every DP rank gets every shard's master weights (in place), and makes
+     * its working copy from them. */
     if (comm_all_gather(o->dp, g->master, g->master + o->shard_begin, o->shard_len, e)) return -1;
     gpt_sync_working_weights(g);
     return 0;
 }
 
-int optim_update(optim *o, gpt *g, const tg_config *c, int step, float loss, optim_report *r, tg_err *e) {
+int optim_update(optim *o, gpt *g, const tg_config *c, int step, optim_report *r, tg_err *e) {
     r->lr = optim_lr(c, step);
-    r->applied = false;
-    if (gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e) || grad_norm(o, g, &r->grad_norm, e)) return -1;
-    /* Checked before AdamW touches anything; the norm is read anyway. */
-    if (!isfinite(loss) || !isfinite(r->grad_norm)) return 0;
-    r->applied = true;
-    return apply(o, g, c, step, r->lr, r->grad_norm, e);
+    if (gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e) || grad_norm(o, g, c->train.grad_clip, e) ||
+        apply(o, g, c, step, r->lr, e))
+        return -1;
+    /* The step's one wait: its scalars, once everything is queued. */
+    tg_step_stats st;
+    o->ops->download(o->ops, &st, g->stats, sizeof st);
+    r->loss = st.loss;
+    r->grad_norm = st.norm;
+    r->applied = st.finite != 0;
+    return 0;
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {

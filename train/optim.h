@@ -14,6 +14,8 @@ typedef struct optim {
     bool zero;
     size_t shard_begin, shard_len; /* floats of the flat buffer this rank updates */
     float *m, *v;          /* AdamW moments of the shard (backend memory) */
+    tg_spans all;          /* every parameter kind within the shard (AdamW) */
+    tg_spans counted;      /* those this rank counts in the global norm */
 } optim;
 
 /* The length (in elements) of the flat parameter and gradient buffers the
@@ -38,18 +40,20 @@ double optim_lr(const tg_config *c, int step);
 /* What optim_update did. */
 typedef struct optim_report {
     double lr, grad_norm; /* grad_norm before clipping: every parameter counted once across TP and DP */
+    float loss;           /* the step's mean loss over the global batch */
     bool applied;         /* false: the loss or the norm was not finite and nothing changed */
 } optim_report;
 
 /* Everything after the backward passes of step `step` (1-based), in order:
  * under SP the TP sum of the replicated tensors' gradients; the DP
  * reduction (all-reduce, or ZeRO's reduce-scatter); the global gradient
- * norm; then, only when `loss` and the norm are finite, clipping to
- * train.grad_clip (as torch.nn.utils.clip_grad_norm_), AdamW on the fp32
- * master weights, and under ZeRO the all-gather of the updated parameters.
- * A collective over the TP and DP groups. */
-int optim_update(optim *o, gpt *g, const tg_config *c, int step, float loss, optim_report *r, tg_err *e);
-
+ * norm; then, only when the loss (g->stats->loss, from batch_loss) and the
+ * norm are finite, clipping to train.grad_clip (as
+ * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under
+ * ZeRO the all-gather of the parameters. The decision and the clip factor
+ * stay on the device; the host waits once, at the end, to read the loss and
+ * norm into r. A collective over the TP and DP groups. */
+int optim_update(optim *o, gpt *g, const tg_config *c, int step, optim_report *r, tg_err *e);
 /* The full moments in the parameter layout (gathered over DP under ZeRO),
  * into host buffers of g->n_params floats, for checkpoints. */
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e);

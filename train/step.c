@@ -21,13 +21,12 @@ static batch_io io_of(run *r) {
     return (batch_io){r->model, r->opt, r->dp, &r->cfg, r->window, r->inputs, r->targets};
 }
 
-/* Mean loss over the window in r->window (gradients accumulated when
- * `train` is set). */
-static float run_window(run *r, bool train) {
+/* Mean loss over the window in r->window, without dropout or gradients. */
+static float eval_window(run *r) {
     const batch_io io = io_of(r);
     float mean;
     tg_err e;
-    if (batch_loss(&io, r->state.step + 1, train, &mean, &e)) tg_die(PROG, &e);
+    if (batch_eval_loss(&io, r->state.step + 1, &mean, &e)) tg_die(PROG, &e);
     return mean;
 }
 
@@ -39,7 +38,7 @@ float run_evaluate(run *r) {
     double sum = 0.0;
     for (long long i = 0; i < n; i++) {
         if (shards_next(r->val, &pos, r->cfg.model.vocab_size, r->window, &e)) tg_die(PROG, &e);
-        sum += run_window(r, false);
+        sum += eval_window(r);
     }
     return (float)(sum / n);
 }
@@ -95,9 +94,9 @@ void run_train_step(run *r) {
     if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
     const int s = r->state.step + 1;
     const batch_io io = io_of(r);
-    float loss;
     optim_report rep;
-    if (batch_train_step(&io, s, &loss, &rep, &e)) tg_die(PROG, &e);
+    if (batch_train_step(&io, s, &rep, &e)) tg_die(PROG, &e);
+    const float loss = rep.loss;
     const update_action act = rep.applied ? UPDATE_APPLY : nonfinite_action(r, s, loss, rep.grad_norm);
     const double lr = rep.lr, norm = rep.grad_norm;
     r->state.step = s;

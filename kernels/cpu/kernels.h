@@ -45,10 +45,12 @@ void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const floa
                             int V, int n_real, int vocab_start);
 void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,
                              const int32_t *targets, int N, int V, int n_real, int vocab_start, float dloss);
-double CPU_KERNEL(sum_squares)(tg_o o, const float *x, size_t n);
-void CPU_KERNEL(scale)(tg_o o, float *x, float s, size_t n);
-void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                       float beta2, float eps, float weight_decay, float bc1, float bc2);
+void CPU_KERNEL(loss_accumulate)(tg_o o, tg_step_stats *s, const float *losses, int N);
+void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor);
+void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
+void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm);
+void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
+                       const tg_adamw_args *a, const tg_step_stats *s);
 
 /* The CPU backend's table in this flavour (kernels/cpu/ops_cpu.c). */
 const tg_ops *CPU_KERNEL(ops_table)(void);

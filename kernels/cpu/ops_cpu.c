@@ -88,8 +88,10 @@ static const tg_ops TABLE = {
     .xent_rowmax = CPU_KERNEL(xent_rowmax),
     .xent_stats = CPU_KERNEL(xent_stats),
     .xent_finish = CPU_KERNEL(xent_finish),
-    .sum_squares = CPU_KERNEL(sum_squares),
-    .scale = CPU_KERNEL(scale),
+    .loss_accumulate = CPU_KERNEL(loss_accumulate),
+    .loss_finish = CPU_KERNEL(loss_finish),
+    .grad_sumsq = CPU_KERNEL(grad_sumsq),
+    .grad_clip_factor = CPU_KERNEL(grad_clip_factor),
     .adamw = CPU_KERNEL(adamw),
 };
 

@@ -10,6 +10,9 @@
 
 #include "kernels/ops.h"
 
+#define CUDA_UPLOAD_SLOTS 4
+#define CUDA_UPLOAD_SLOT_BYTES ((size_t)2 << 20)
+
 typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
@@ -26,6 +29,13 @@ typedef struct cuda_ctx {
     size_t scratch_bytes;
     void *staging;                /* pinned host buffer for small transfers */
     size_t staging_bytes;
+    /* Uploads up to CUDA_UPLOAD_SLOT_BYTES (a micro-batch's tokens) go
+     * through a ring of pinned slots without waiting: the host copies into
+     * the next slot and queues its copy; it waits only when that slot's
+     * previous copy, CUDA_UPLOAD_SLOTS uploads ago, has not run yet. */
+    void *upload_ring;
+    cudaEvent_t upload_done[CUDA_UPLOAD_SLOTS];
+    int upload_next;
     size_t baseline_used;         /* device bytes in use before our first allocation */
     size_t peak_used;             /* highest device bytes in use seen since (cudaMemGetInfo) */
 } cuda_ctx;

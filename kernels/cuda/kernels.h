@@ -6,7 +6,8 @@
  *   layernorm.cu  layernorm_forward/backward
  *   gelu.cu       gelu_forward/backward
  *   residual.cu   add, bias_residual_add, dropout, bias_backward
- *   optimizer.cu  sum_squares, scale, adamw, cast_params, to_float
+ *   step_stats.cu loss_accumulate, loss_finish, grad_sumsq, grad_clip_factor
+ *   optimizer.cu  adamw (multi-tensor), cast_params, to_float
  *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
@@ -40,10 +41,12 @@ void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, 
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
 void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C);
 
-double cuda_sum_squares(tg_o o, const float *x, size_t n);
-void cuda_scale(tg_o o, float *x, float s, size_t n);
-void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                float eps, float weight_decay, float bc1, float bc2);
+void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N);
+void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor);
+void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
+void cuda_grad_clip_factor(tg_o o, tg_step_stats *s, int reduced, double max_norm);
+void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
+                const tg_adamw_args *a, const tg_step_stats *s);
 void cuda_cast_params(tg_o o, void *dst, const float *src, size_t n);
 /* dst[n] float32 (device) = src[n] activation type (device). */
 void cuda_to_float(tg_o o, float *dst, const void *src, size_t n);

@@ -81,10 +81,23 @@ static void cuda_free(tg_o o, void *p) {
     if (p) CUDA_CHECK(cudaFree(p));
 }
 
+/* The caller may reuse src at once. Small uploads (tokens, every
+ * micro-batch) return without waiting for the device; large ones (weights,
+ * at start) wait for their copy. */
 static void cuda_upload(tg_o o, void *dst, const void *src, size_t bytes) {
     cuda_ctx *x = cuda_ctx_of(o);
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, x->stream));
-    CUDA_CHECK(cudaStreamSynchronize(x->stream)); /* the caller may reuse src at once */
+    if (bytes > CUDA_UPLOAD_SLOT_BYTES) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, x->stream));
+        CUDA_CHECK(cudaStreamSynchronize(x->stream));
+        return;
+    }
+    const int slot = x->upload_next;
+    x->upload_next = (slot + 1) % CUDA_UPLOAD_SLOTS;
+    char *pinned = (char *)x->upload_ring + (size_t)slot * CUDA_UPLOAD_SLOT_BYTES;
+    CUDA_CHECK(cudaEventSynchronize(x->upload_done[slot])); /* the slot's last copy has run */
+    memcpy(pinned, src, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, x->stream));
+    CUDA_CHECK(cudaEventRecord(x->upload_done[slot], x->stream));
 }
 
 static void cuda_download(tg_o o, void *dst, const void *src, size_t bytes) {
@@ -166,6 +179,9 @@ static void cuda_destroy(tg_ops *o) {
         cudaFree(x->lt_workspace);
         cudaFree(x->scratch);
         cudaFreeHost(x->staging);
+        cudaFreeHost(x->upload_ring);
+        for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
+            if (x->upload_done[i]) cudaEventDestroy(x->upload_done[i]);
         if (x->lt) cublasLtDestroy(x->lt);
         if (x->blas) cublasDestroy(x->blas);
         if (x->timer_start) cudaEventDestroy(x->timer_start);
@@ -210,8 +226,10 @@ static const tg_ops CUDA_TABLE = {
     .xent_rowmax = cuda_xent_rowmax,
     .xent_stats = cuda_xent_stats,
     .xent_finish = cuda_xent_finish,
-    .sum_squares = cuda_sum_squares,
-    .scale = cuda_scale,
+    .loss_accumulate = cuda_loss_accumulate,
+    .loss_finish = cuda_loss_finish,
+    .grad_sumsq = cuda_grad_sumsq,
+    .grad_clip_factor = cuda_grad_clip_factor,
     .adamw = cuda_adamw,
 };
 
@@ -244,8 +262,13 @@ static int open_context(cuda_ctx *x, tg_err *e) {
     x->staging_bytes = STAGING_BYTES;
     if (setup_check(cudaMalloc(&x->lt_workspace, x->lt_workspace_bytes), "allocating the cuBLASLt workspace", e) ||
         setup_check(cudaMalloc(&x->scratch, x->scratch_bytes), "allocating the kernels' scratch", e) ||
-        setup_check(cudaMallocHost(&x->staging, x->staging_bytes), "allocating pinned staging memory", e))
+        setup_check(cudaMallocHost(&x->staging, x->staging_bytes), "allocating pinned staging memory", e) ||
+        setup_check(cudaMallocHost(&x->upload_ring, CUDA_UPLOAD_SLOTS * CUDA_UPLOAD_SLOT_BYTES),
+                    "allocating pinned upload memory", e))
         return -1;
+    for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
+        if (setup_check(cudaEventCreateWithFlags(&x->upload_done[i], cudaEventDisableTiming), "creating an event", e))
+            return -1;
     /* cuBLAS would otherwise allocate a workspace of its own, outside the
      * budget; it shares cuBLASLt's, as both run in order on one stream. */
     CUBLAS_CHECK(cublasSetWorkspace(x->blas, x->lt_workspace, x->lt_workspace_bytes));

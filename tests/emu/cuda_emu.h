@@ -133,6 +133,7 @@ static inline float __frcp_rn(float a) { float r = 1.0f / a; EMU_OPAQUE(r); retu
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline double __dmul_rn(double a, double b) { double r = a * b; EMU_OPAQUE(r); return r; }
 static inline double __dadd_rn(double a, double b) { double r = a + b; EMU_OPAQUE(r); return r; }
+static inline double __ddiv_rn(double a, double b) { double r = a / b; EMU_OPAQUE(r); return r; }
 /* Fast intrinsics: the device's are approximate; the exact ones stand in. */
 /* (__expf and __logf: glibc declares functions of those names, the exact ones.) */
 static inline float __fdividef(float a, float b) { return a / b; }

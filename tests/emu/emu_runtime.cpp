@@ -88,7 +88,25 @@ static std::map<uintptr_t, size_t>::iterator find_alloc(std::map<uintptr_t, size
 
 static bool is_device(const void *p) { return find_alloc(g_device, p) != g_device.end(); }
 
-extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what) {
+/* Asynchronous copies from pinned host memory to the device are deferred
+ * (as a GPU running behind the host would read the pinned buffer later):
+ * each waits in order until the host enqueues other device work or
+ * synchronizes, so a host that refills a pinned buffer before its copy has
+ * run gets its new bytes copied, as on the device, and a test sees it. */
+struct pending_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+static std::vector<pending_copy> g_pending;
+
+static void flush_pending_copies() {
+    for (const pending_copy &c : g_pending) memmove(c.dst, c.src, c.bytes);
+    g_pending.clear();
+}
+
+/* p..p+bytes lies in one device allocation (else an error naming `what`). */
+static int device_range_ok(const void *p, size_t bytes, const char *what) {
     if (bytes == 0) return 1;
     auto it = find_alloc(g_device, p);
     if (it == g_device.end()) {
@@ -102,6 +120,13 @@ extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *w
         return 0;
     }
     return 1;
+}
+
+/* The same for a use of device memory by the device (a kernel, a copy, a
+ * library call), which runs after every copy queued before it. */
+extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what) {
+    flush_pending_copies();
+    return device_range_ok(p, bytes, what);
 }
 
 /* Host-side range: a pinned allocation's end if p is in one, else trusted. */
@@ -148,7 +173,10 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     prop->multiProcessorCount = 132;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    flush_pending_copies();
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
@@ -166,6 +194,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_device.find((uintptr_t)p);
     if (it == g_device.end()) {
@@ -189,6 +218,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     return cudaMallocHost(p, bytes);
 }
 cudaError_t cudaFreeHost(void *p) {
+    flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_pinned.find((uintptr_t)p);
     if (it == g_pinned.end()) {
@@ -234,7 +264,13 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     (void)stream;
-    return cudaMemcpy(dst, src, bytes, kind);
+    const bool deferred = bytes > 0 && is_device(dst) && find_alloc(g_pinned, src) != g_pinned.end() &&
+                          (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault);
+    if (!deferred) return cudaMemcpy(dst, src, bytes, kind);
+    if (!device_range_ok(dst, bytes, "cudaMemcpyAsync dst") || !check_host_range(src, bytes, "cudaMemcpyAsync src"))
+        return fail(cudaErrorInvalidValue);
+    g_pending.push_back(pending_copy{dst, src, bytes});
+    return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
@@ -287,6 +323,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
+    flush_pending_copies();
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
@@ -313,10 +350,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     (void)e;
+    flush_pending_copies(); /* one stream: everything before any event is done */
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     (void)e;
+    flush_pending_copies();
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
@@ -630,6 +669,7 @@ void run_grid(const char *name, const char *file, int line, const config &c, voi
         emu_error("%s: launch from inside a kernel (dynamic parallelism) is not emulated", name);
         abort();
     }
+    flush_pending_copies();
     if (verbose())
         fprintf(stderr, "emu: %s:%d %s<<<(%u,%u,%u), (%u,%u,%u)>>>\n", file, line, name, g.x, g.y, g.z, b.x, b.y, b.z);
     init_stacks();

@@ -7,6 +7,7 @@
 #ifndef TESTS_KERNELS_CHECK_H
 #define TESTS_KERNELS_CHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,10 +38,16 @@ void kcheck_attention(tally *t);
 void kcheck_gelu(tally *t);
 void kcheck_encoder(tally *t);
 void kcheck_xent(tally *t);
-void kcheck_vector(tally *t);
+void kcheck_step_stats(tally *t);
 void kcheck_row_ops(tally *t);
 void kcheck_position(tally *t);
 void kcheck_dropout(tally *t);
 void kcheck_adamw(tally *t);
+
+/* The optimizer checks' spans (tests/kernels/optimizer.c), scaled by k;
+ * *len: the buffer length they need. */
+tg_spans test_spans(size_t k, bool windowed, size_t *len);
+/* True where offset i belongs to a tensor of s inside its window. */
+bool in_spans(const tg_spans *s, size_t i);
 
 #endif

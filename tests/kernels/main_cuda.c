@@ -12,8 +12,9 @@
  * max(max_i |cpu_i|, 1e-30). A NaN or infinity on either side fails, and so
  * does a reference that is all zeros (the check would prove nothing).
  * Tolerances (strict <): 1e-5 with fp32 activations, 1e-2 with bf16; float32
- * outputs computed from float32 inputs only (sum_squares, scale, AdamW's
- * p, m, v) are held to 1e-5 in both.
+ * outputs computed from float32 inputs only (the loss and norm scalars,
+ * AdamW's p, m, v) are held to 1e-5 in both (grad_sumsq's double to 1e-12,
+ * grad_clip_factor's scalars exactly).
  * With bf16 activations the CPU is given the bf16-rounded inputs (exactly
  * what the GPU holds), so only the CUDA kernel's own rounding is measured.
  * Overwritten outputs are poisoned first (0xff bytes: NaN in float32 and in
@@ -45,9 +46,11 @@
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
  *   [x] bias_backward                 cuda_test_bias_backward
  *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
- *   [x] sum_squares                   cuda_test_sum_squares
- *   [x] scale                         cuda_test_scale
- *   [x] adamw                         cuda_test_adamw (fp32: work == p and work != p; bf16: work != p) */
+ *   [x] loss_accumulate, loss_finish  cuda_test_loss (two micro-batches, then the mean over them and DP)
+ *   [x] grad_sumsq                    cuda_test_grad_sumsq (spans with gaps, a window cutting tensors)
+ *   [x] grad_clip_factor              cuda_test_clip_factor (clipping or not, reduced sum, NaN loss, inf norm)
+ *   [x] adamw                         cuda_test_adamw (spans, window, clip factor, not finite: no change;
+ *                                     fp32: work == p and work != p; bf16: work != p) */
 
 #include <math.h>
 #include <stdio.h>
@@ -97,10 +100,15 @@ static void run_all(env *e) {
     cuda_test_bias_backward(e, N, 4 * C);
     cuda_test_xent(e, N, 1000, 997, 2000);
     cuda_test_xent(e, N, 1000, 1000, 0);
-    cuda_test_sum_squares(e, odd);
-    cuda_test_scale(e, mid);
-    if (e->act == TG_F32) cuda_test_adamw(e, mid, 1);
-    cuda_test_adamw(e, mid, 0);
+    cuda_test_loss(e, N);
+    cuda_test_loss(e, (int)odd);
+    cuda_test_grad_sumsq(e, 1, false);
+    cuda_test_grad_sumsq(e, 1, true);
+    cuda_test_grad_sumsq(e, 37, true);
+    cuda_test_clip_factor(e);
+    if (e->act == TG_F32) cuda_test_adamw(e, 37, 1);
+    cuda_test_adamw(e, 1, 0);
+    cuda_test_adamw(e, 37, 0);
     if (e->quick) return;
 
     /* larger cases: GEMM tiling, many blocks of partial sums, long rows */
@@ -120,10 +128,10 @@ static void run_all(env *e) {
     cuda_test_bias_backward(e, 16384, 3072);
     cuda_test_xent(e, 257, 50304, 50257, 0);
     cuda_test_xent(e, 129, 6288, 6241, 44016); /* the last rank of TP = 8 over GPT-2's vocabulary */
-    cuda_test_sum_squares(e, ((size_t)3 << 22) + 5);
-    cuda_test_scale(e, big);
+    cuda_test_loss(e, 16384);
+    cuda_test_grad_sumsq(e, 3001, true);
     cuda_test_cast_params(e, big);
-    cuda_test_adamw(e, big, 0);
+    cuda_test_adamw(e, 3001, 0);
 }
 
 int main(int argc, char **argv) {

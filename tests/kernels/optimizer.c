@@ -1,4 +1,5 @@
-/* Kernel family: optimizer and whole-buffer ops: sum_squares, scale, AdamW; on CUDA also memory, cast_params, download_floats.
+/* Kernel family: the optimizer's ops (loss and norm scalars, AdamW over spans); on CUDA also memory, cast_params,
+ * download_floats.
  * CPU: each kernel against a double-precision reference and its backward
  * against finite differences (tests/kernels/check.h); with CUDA (or the
  * emulation, tests/emu) also the CUDA backend against the CPU one
@@ -11,39 +12,158 @@
 
 #include "tests/kernels/check.h"
 
-/* ---- vector ops and AdamW ---- */
-void kcheck_vector(tally *t) {
-    size_t n = 100003;
-    float *a = randf(n, 80, 1);
-    double *want = malloc(sizeof(double) * n), ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (double)a[i] * a[i];
-    double got = cpu_sum_squares(NULL, a, n);
-    report(t, fabs(got - ss) <= 1e-12 * ss, "sum_squares", "got %.17g want %.17g", got, ss);
-    for (size_t i = 0; i < n; i++) want[i] = (double)a[i] * 0.3f;
-    cpu_scale(NULL, a, 0.3f, n);
-    expect_close(t, "scale", a, want, n, 1e-7, 0);
-    free(a); free(want);
+/* ---- the step's scalars and AdamW over spans ---- */
+
+/* The spans the optimizer checks use, scaled by k: a per-layer kind (3
+ * tensors, gaps between them), a tensor without weight decay, and a last
+ * tensor; window [lo, hi) or everything. Offsets outside every tensor are
+ * gaps that no op may read or write. */
+tg_spans test_spans(size_t k, bool windowed, size_t *len) {
+    tg_spans s = {3, 0, 0, {{0}}};
+    s.span[0] = (tg_span){5 * k, 40 * k, 33 * k, 3, 1};
+    s.span[1] = (tg_span){130 * k, 0, 1000 * k, 1, 0};
+    s.span[2] = (tg_span){1200 * k, 0, 150 * k, 1, 1};
+    *len = 1400 * k;
+    s.lo = windowed ? 60 * k : 0;
+    s.hi = windowed ? 1250 * k : *len;
+    return s;
 }
 
+/* 1 where offset i is in a tensor of s and in its window. */
+bool in_spans(const tg_spans *s, size_t i) {
+    for (int k = 0; k < s->n; k++)
+        for (int c = 0; c < s->span[k].count; c++) {
+            size_t b, e;
+            tg_span_part(s, &s->span[k], c, &b, &e);
+            if (i >= b && i < e) return true;
+        }
+    return false;
+}
+
+static void check_loss(tally *t) {
+    const int N = 1001;
+    float *a = randf(N, 81, 5), *b = randf(N, 82, 5);
+    tg_step_stats s = {0};
+    cpu_loss_accumulate(NULL, &s, a, N);
+    cpu_loss_accumulate(NULL, &s, b, N);
+    double sa = 0, sb = 0;
+    for (int i = 0; i < N; i++) sa += a[i], sb += b[i];
+    const double acc = (double)(float)(sa / N) + (double)(float)(sb / N);
+    report(t, s.loss_acc == acc, "loss_accumulate", "got %.17g want %.17g", s.loss_acc, acc);
+    cpu_loss_finish(NULL, &s, 2, 4.0f);
+    const float want = (float)(acc / 2) / 4.0f;
+    report(t, s.loss == want && s.loss_acc == 0.0, "loss_finish", "loss %.9g want %.9g, acc %g after", s.loss, want, s.loss_acc);
+    free(a);
+    free(b);
+}
+
+static void check_sumsq(tally *t) {
+    for (int windowed = 0; windowed < 2; windowed++) {
+        size_t n;
+        const tg_spans sp = test_spans(1, windowed, &n);
+        float *g = randf(n, 83 + windowed, 1);
+        double want = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (in_spans(&sp, i)) want += (double)g[i] * g[i];
+            else g[i] = 1e3f; /* a gap: counting it would show */
+        }
+        tg_step_stats s = {0};
+        cpu_grad_sumsq(NULL, &s, g, &sp);
+        report(t, fabs(s.sumsq - want) <= 1e-12 * want && s.sumsq_f == (float)s.sumsq,
+               windowed ? "grad_sumsq_window" : "grad_sumsq", "got %.17g (%.9g) want %.17g", s.sumsq, s.sumsq_f, want);
+        free(g);
+    }
+}
+
+/* grad_clip_factor on given sums and loss: norm, finite and clip. */
+static void check_clip_case(tally *t, const char *name, double sumsq, float sumsq_f, int reduced, float loss, double max_norm,
+                            double norm, int finite, float clip) {
+    tg_step_stats s = {0};
+    s.sumsq = sumsq;
+    s.sumsq_f = sumsq_f;
+    s.loss = loss;
+    cpu_grad_clip_factor(NULL, &s, reduced, max_norm);
+    const bool same_norm = s.norm == norm || (isnan(s.norm) && isnan(norm));
+    report(t, same_norm && s.finite == finite && s.clip == clip, name, "norm %.17g finite %d clip %.9g; want %.17g %d %.9g",
+           s.norm, s.finite, s.clip, norm, finite, clip);
+}
+
+static void check_clip(tally *t) {
+    check_clip_case(t, "grad_clip_factor_clips", 4.0, 99.0f, 0, 1.5f, 1.0, 2.0, 1, (float)(1.0 / (2.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_reduced_sum", 99.0, 16.0f, 1, 1.5f, 1.0, 4.0, 1, (float)(1.0 / (4.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_below_max", 4.0, 4.0f, 0, 1.5f, 10.0, 2.0, 1, 1.0f);
+    check_clip_case(t, "grad_clip_factor_no_clipping", 4.0, 4.0f, 0, 1.5f, 0.0, 2.0, 1, 1.0f);
+    check_clip_case(t, "grad_clip_factor_nan_loss", 4.0, 4.0f, 0, NAN, 1.0, 2.0, 0, (float)(1.0 / (2.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_inf_norm", INFINITY, INFINITY, 0, 1.5f, 1.0, INFINITY, 0, 0.0f);
+}
+
+void kcheck_step_stats(tally *t) {
+    check_loss(t);
+    check_sumsq(t);
+    check_clip(t);
+}
+
+/* torch.optim.AdamW written out in double on one element. */
+static void adamw_reference(double *p, double *m, double *v, double g, double lr, double b1, double b2, double eps, double wd,
+                            int step) {
+    const double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+    const double pi = *p * (1 - lr * wd);
+    *m = b1 * *m + (1 - b1) * g;
+    *v = b2 * *v + (1 - b2) * g * g;
+    *p = pi - lr / bc1 * *m / (sqrt(*v) / sqrt(bc2) + eps);
+}
+
+/* AdamW over the windowed test spans with clip factor 0.5 against the
+ * reference; gaps keep their bits; with finite = 0 nothing changes. */
 void kcheck_adamw(tally *t) {
-    size_t n = 1037;
-    float *p = randf(n, 90, 1), *g = randf(n, 91, 1), *m = randf(n, 92, 0.1f), *v = randf(n, 93, 0.1f);
-    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
-    double *pw = malloc(sizeof(double) * n), *mw = malloc(sizeof(double) * n), *vw = malloc(sizeof(double) * n);
+    size_t n;
+    const tg_spans sp = test_spans(1, true, &n);
+    const size_t w = sp.hi - sp.lo;
+    float *p = randf(n, 90, 1), *g = randf(n, 91, 1), *m = randf(w, 92, 0.1f), *v = randf(w, 93, 0.1f);
+    for (size_t i = 0; i < w; i++) v[i] = fabsf(v[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!in_spans(&sp, i)) p[i] = g[i] = NAN;
+    for (size_t i = 0; i < w; i++)
+        if (!in_spans(&sp, sp.lo + i)) m[i] = v[i] = NAN;
+    double *pw = to_d(p, n), *mw = to_d(m, w), *vw = to_d(v, w);
     const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     const int step = 3;
-    const double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-    for (size_t i = 0; i < n; i++) { /* torch.optim.AdamW, written out */
-        double pi = p[i] * (1 - lr * wd);
-        mw[i] = b1 * m[i] + (1 - b1) * g[i];
-        vw[i] = b2 * v[i] + (1 - b2) * (double)g[i] * g[i];
-        pw[i] = pi - lr / bc1 * mw[i] / (sqrt(vw[i]) / sqrt(bc2) + eps);
+    const tg_adamw_args a = {(float)lr, (float)b1, (float)b2, (float)eps, (float)wd, (float)(1 - pow(b1, step)),
+                             (float)(1 - pow(b2, step))};
+    for (size_t i = 0; i < n; i++) {
+        if (!in_spans(&sp, i)) continue;
+        const bool decay = !(i >= sp.span[1].begin && i < sp.span[1].begin + sp.span[1].numel);
+        adamw_reference(&pw[i], &mw[i - sp.lo], &vw[i - sp.lo], (double)(g[i] * 0.5f), lr, b1, b2, eps, decay ? wd : 0, step);
     }
-    cpu_adamw(NULL, p, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, (float)bc1, (float)bc2);
+    float *p0 = malloc(n * sizeof(float)), *m0 = malloc(w * sizeof(float));
+    memcpy(p0, p, n * sizeof(float));
+    memcpy(m0, m, w * sizeof(float));
+    tg_step_stats s = {0};
+    s.clip = 0.5f;
+    s.finite = 0;
+    cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
+    report(t, memcmp(p, p0, n * sizeof(float)) == 0 && memcmp(m, m0, w * sizeof(float)) == 0, "adamw_not_finite_changes_nothing",
+           "the parameters or moments changed");
+    s.finite = 1;
+    cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
+    /* NaN where the reference is NaN (the gaps) passes only if both are NaN:
+     * expect_close fails on NaN, so compare the tensors' elements alone. */
+    size_t bad_gaps = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!in_spans(&sp, i)) {
+            bad_gaps += !isnan(p[i]);
+            p[i] = 0.0f, pw[i] = 0.0;
+        }
+    for (size_t i = 0; i < w; i++)
+        if (!in_spans(&sp, sp.lo + i)) {
+            bad_gaps += !isnan(m[i]) + !isnan(v[i]);
+            m[i] = v[i] = 0.0f, mw[i] = vw[i] = 0.0;
+        }
+    report(t, bad_gaps == 0, "adamw_leaves_gaps", "%zu gap elements written", bad_gaps);
     expect_close(t, "adamw_params", p, pw, n, 1e-5, 1e-6);
-    expect_close(t, "adamw_exp_avg", m, mw, n, 1e-5, 1e-7);
-    expect_close(t, "adamw_exp_avg_sq", v, vw, n, 1e-5, 1e-7);
-    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw);
+    expect_close(t, "adamw_exp_avg", m, mw, w, 1e-5, 1e-7);
+    expect_close(t, "adamw_exp_avg_sq", v, vw, w, 1e-5, 1e-7);
+    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(p0); free(m0);
 }
 
 #ifdef TG_CUDA
@@ -67,6 +187,30 @@ void cuda_test_memory(env *e) {
     g->free(g, d);
     free(src);
     free(back);
+
+    /* uploads may return before their copy runs, yet the caller may refill
+     * its source at once: more uploads in a row than the backend has
+     * pinned slots, each source overwritten right after, all arrive */
+    {
+        enum { COUNT = 9, LEN = 1000 };
+        int32_t host[LEN], got[LEN];
+        void *bufs[COUNT];
+        for (int b = 0; b < COUNT; b++) {
+            bufs[b] = g->alloc(g, sizeof host, "upload");
+            for (int i = 0; i < LEN; i++) host[i] = b * LEN + i;
+            g->upload(g, bufs[b], host, sizeof host);
+            memset(host, 0xab, sizeof host);
+        }
+        int bad = 0;
+        for (int b = 0; b < COUNT; b++) {
+            g->download(g, got, bufs[b], sizeof got);
+            for (int i = 0; i < LEN; i++) bad += got[i] != b * LEN + i;
+            g->free(g, bufs[b]);
+        }
+        char detail[64];
+        snprintf(detail, sizeof detail, "(%d of %d values wrong)", bad, COUNT * LEN);
+        check_true(e, bad == 0, "uploads_in_a_row_with_the_source_reused", detail);
+    }
 
     /* zero clears exactly the bytes asked for */
     if (need(e, "zero", e->cpu->zero != NULL, g->zero != NULL)) {
@@ -129,52 +273,163 @@ void cuda_test_download_floats(env *e, size_t n) {
     tw_free(e, src);
 }
 
-void cuda_test_sum_squares(env *e, size_t n) {
-    NEED(e, sum_squares);
-    twin x = tw_rand(e, F32, n, -1, 1);
-    double want = e->cpu->sum_squares(e->cpu, x.c, n), got = e->gpu->sum_squares(e->gpu, x.g, n);
-    float w = (float)want, g = (float)got;
-    double err = fabs(got - want) / (fabs(want) > TINY ? fabs(want) : TINY);
-    char name[64], detail[96];
-    snprintf(name, sizeof name, "sum_squares n=%zu", n);
+/* The step's scalars on both sides: host memory on the CPU, device
+ * memory (uploaded from `init`) on the GPU. */
+typedef struct {
+    tg_step_stats *c, *g;
+} stats_twin;
+
+static stats_twin stats_new(env *e, const tg_step_stats *init) {
+    stats_twin s = {e->cpu->alloc(e->cpu, sizeof *s.c, "stats"), e->gpu->alloc(e->gpu, sizeof *s.g, "stats")};
+    *s.c = *init;
+    e->gpu->upload(e->gpu, s.g, init, sizeof *init);
+    return s;
+}
+
+static tg_step_stats stats_of_gpu(env *e, stats_twin s) {
+    tg_step_stats h;
+    sync_gpu(e);
+    e->gpu->download(e->gpu, &h, s.g, sizeof h);
+    return h;
+}
+
+static void stats_free(env *e, stats_twin s) {
+    e->cpu->free(e->cpu, s.c);
+    e->gpu->free(e->gpu, s.g);
+}
+
+/* |got - want| / |want| below tol, both finite (want != 0). */
+static void scalar_report(env *e, double got, double want, double tol, const char *name) {
+    const double err = fabs(got - want) / (fabs(want) > TINY ? fabs(want) : TINY);
+    char detail[96];
     snprintf(detail, sizeof detail, "(cuda %.17g cpu %.17g)", got, want);
-    twin_report(e, isfinite(w) && isfinite(g) && want > 0 && err < TOL_F32, err, TOL_F32, name, detail);
-    tw_free(e, x);
+    twin_report(e, isfinite(got) && isfinite(want) && want != 0 && err < tol, err, tol, name, detail);
 }
 
-void cuda_test_scale(env *e, size_t n) {
-    NEED(e, scale);
-    twin x = tw_rand(e, F32, n, -1, 1);
-    e->cpu->scale(e->cpu, x.c, 0.3f, n);
-    e->gpu->scale(e->gpu, x.g, 0.3f, n);
-    check(e, x, TOL_F32, "scale n=%zu", n);
-    tw_free(e, x);
-}
-
-/* One AdamW step (t = 3) on random state; work is p itself or a separate
- * activation-type buffer. */
-void cuda_test_adamw(env *e, size_t n, int work_is_p) {
-    NEED(e, adamw);
-    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f;
-    const float bc1 = 1.0f - powf(beta1, 3), bc2 = 1.0f - powf(beta2, 3);
-    float *hv = host_rand(e, n, 0, 0.1f); /* second moments are non-negative */
-    twin p = tw_rand(e, F32, n, -1, 1), g = tw_rand(e, F32, n, -1, 1), m = tw_rand(e, F32, n, -0.1f, 0.1f);
-    twin v = tw_vals(e, F32, hv, n);
-    twin work = work_is_p ? p : tw_out(e, ACT, n);
-    e->cpu->adamw(e->cpu, p.c, work.c, g.c, m.c, v.c, n, lr, beta1, beta2, eps, wd, bc1, bc2);
-    e->gpu->adamw(e->gpu, p.g, work.g, g.g, m.g, v.g, n, lr, beta1, beta2, eps, wd, bc1, bc2);
-    const char *tag = work_is_p ? "work_is_p" : "work_separate";
-    check(e, p, TOL_F32, "adamw_%s p n=%zu", tag, n);
-    check(e, m, TOL_F32, "adamw_%s m n=%zu", tag, n);
-    check(e, v, TOL_F32, "adamw_%s v n=%zu", tag, n);
-    if (!work_is_p) {
-        check(e, work, e->tol, "adamw_%s work n=%zu", tag, n);
-        tw_free(e, work);
+/* Two micro-batches of N rows, then the mean over them and 2 DP ranks. */
+void cuda_test_loss(env *e, int N) {
+    NEED(e, loss_accumulate);
+    NEED(e, loss_finish);
+    const tg_step_stats zero = {0};
+    stats_twin s = stats_new(e, &zero);
+    for (int m = 0; m < 2; m++) {
+        twin l = tw_rand(e, F32, (size_t)N, 0, 11);
+        e->cpu->loss_accumulate(e->cpu, s.c, l.c, N);
+        e->gpu->loss_accumulate(e->gpu, s.g, l.g, N);
+        tw_free(e, l);
     }
+    char name[64];
+    tg_step_stats g = stats_of_gpu(e, s);
+    snprintf(name, sizeof name, "loss_accumulate N=%d", N);
+    scalar_report(e, g.loss_acc, s.c->loss_acc, TOL_F32, name);
+    e->cpu->loss_finish(e->cpu, s.c, 2, 2.0f);
+    e->gpu->loss_finish(e->gpu, s.g, 2, 2.0f);
+    g = stats_of_gpu(e, s);
+    snprintf(name, sizeof name, "loss_finish N=%d", N);
+    scalar_report(e, g.loss, s.c->loss, TOL_F32, name);
+    check_true(e, g.loss_acc == 0.0, "loss_finish_resets_the_sum", "");
+    stats_free(e, s);
+}
+
+/* Random values on the spans' tensors, `gap` everywhere else. */
+static float *span_values(env *e, const tg_spans *sp, size_t n, float lo, float hi, float gap) {
+    float *h = host_rand(e, n, lo, hi);
+    for (size_t i = 0; i < n; i++)
+        if (!in_spans(sp, i)) h[i] = gap;
+    return h;
+}
+
+void cuda_test_grad_sumsq(env *e, size_t k, bool windowed) {
+    NEED(e, grad_sumsq);
+    size_t n;
+    const tg_spans sp = test_spans(k, windowed, &n);
+    float *h = span_values(e, &sp, n, -1, 1, 1e3f); /* a counted gap would show */
+    twin x = tw_vals(e, F32, h, n);
+    const tg_step_stats zero = {0};
+    stats_twin s = stats_new(e, &zero);
+    e->cpu->grad_sumsq(e->cpu, s.c, x.c, &sp);
+    e->gpu->grad_sumsq(e->gpu, s.g, x.g, &sp);
+    const tg_step_stats g = stats_of_gpu(e, s);
+    char name[64];
+    snprintf(name, sizeof name, "grad_sumsq k=%zu%s", k, windowed ? " window" : "");
+    scalar_report(e, g.sumsq, s.c->sumsq, 1e-12, name);
+    check_true(e, g.sumsq_f == (float)g.sumsq, "grad_sumsq_float_copy", "");
+    stats_free(e, s);
+    tw_free(e, x);
+    free(h);
+}
+
+/* The clip factor's scalar arithmetic: the same bits on both sides. */
+void cuda_test_clip_factor(env *e) {
+    NEED(e, grad_clip_factor);
+    const struct { double sumsq; float sumsq_f, loss; int reduced; double max_norm; } cases[] = {
+        {4.0, 99.0f, 1.5f, 0, 1.0}, {99.0, 16.0f, 1.5f, 1, 1.0}, {4.0, 4.0f, 1.5f, 0, 10.0},
+        {0.7, 0.7f, 1.5f, 0, 0.0},  {4.0, 4.0f, NAN, 0, 1.0},    {INFINITY, 1.0f, 1.5f, 0, 1.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tg_step_stats init = {0};
+        init.sumsq = cases[i].sumsq;
+        init.sumsq_f = cases[i].sumsq_f;
+        init.loss = cases[i].loss;
+        stats_twin s = stats_new(e, &init);
+        e->cpu->grad_clip_factor(e->cpu, s.c, cases[i].reduced, cases[i].max_norm);
+        e->gpu->grad_clip_factor(e->gpu, s.g, cases[i].reduced, cases[i].max_norm);
+        const tg_step_stats g = stats_of_gpu(e, s), *c = s.c;
+        const bool same = (g.norm == c->norm || (isnan(g.norm) && isnan(c->norm))) && g.clip == c->clip &&
+                          g.finite == c->finite;
+        char name[64], detail[160];
+        snprintf(name, sizeof name, "grad_clip_factor case %zu", i);
+        snprintf(detail, sizeof detail, "(cuda norm %.17g clip %.9g finite %d; cpu %.17g %.9g %d)", g.norm, g.clip, g.finite,
+                 c->norm, c->clip, c->finite);
+        check_true(e, same, name, detail);
+        stats_free(e, s);
+    }
+}
+
+/* One AdamW step (t = 3) over the windowed test spans scaled by k, with
+ * clip factor 0.5: first with finite = 0 (nothing may change), then 1.
+ * Gaps hold 7 on both sides and must keep it; work is p itself or a
+ * separate activation-type buffer. */
+void cuda_test_adamw(env *e, size_t k, int work_is_p) {
+    NEED(e, adamw);
+    size_t n;
+    const tg_spans sp = test_spans(k, true, &n);
+    const size_t w = sp.hi - sp.lo;
+    const tg_adamw_args a = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3)};
+    float *hp = span_values(e, &sp, n, -1, 1, 7.0f), *hg = span_values(e, &sp, n, -1, 1, 7.0f);
+    float *hm = host_rand(e, w, -0.1f, 0.1f), *hv = host_rand(e, w, 0, 0.1f); /* second moments are non-negative */
+    twin p = tw_vals(e, F32, hp, n), g = tw_vals(e, F32, hg, n), m = tw_vals(e, F32, hm, w), v = tw_vals(e, F32, hv, w);
+    twin work = work_is_p ? p : tw_vals(e, ACT, hp, n);
+    tg_step_stats init = {0};
+    init.clip = 0.5f;
+    const char *tag = work_is_p ? "work_is_p" : "work_separate";
+    for (int finite = 0; finite < 2; finite++) {
+        init.finite = finite;
+        stats_twin s = stats_new(e, &init);
+        e->cpu->adamw(e->cpu, p.c, work.c, g.c, m.c, v.c, &sp, &a, s.c);
+        e->gpu->adamw(e->gpu, p.g, work.g, g.g, m.g, v.g, &sp, &a, s.g);
+        const char *when = finite ? "" : "_not_finite";
+        check(e, p, TOL_F32, "adamw_%s%s p k=%zu", tag, when, k);
+        check(e, m, TOL_F32, "adamw_%s%s m k=%zu", tag, when, k);
+        check(e, v, TOL_F32, "adamw_%s%s v k=%zu", tag, when, k);
+        if (!work_is_p) check(e, work, e->tol, "adamw_%s%s work k=%zu", tag, when, k);
+        stats_free(e, s);
+    }
+    float *gp = tg_malloc(n * sizeof(float), "adamw p");
+    get_floats(e->gpu, TG_F32, gp, p.g, n);
+    size_t changed = 0, gaps_changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        changed += gp[i] != hp[i];
+        gaps_changed += !in_spans(&sp, i) && gp[i] != 7.0f;
+    }
+    char detail[96];
+    snprintf(detail, sizeof detail, "(%zu of %zu changed, %zu of them gaps)", changed, n, gaps_changed);
+    check_true(e, changed > 0 && gaps_changed == 0, "adamw_updates_tensors_not_gaps", detail);
+    if (!work_is_p) tw_free(e, work);
     tw_free(e, p);
     tw_free(e, g);
     tw_free(e, m);
     tw_free(e, v);
-    free(hv);
+    free(hp); free(hg); free(hm); free(hv); free(gp);
 }
 #endif

@@ -13,6 +13,7 @@
 #ifndef TESTS_KERNELS_TWIN_H
 #define TESTS_KERNELS_TWIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -101,8 +102,9 @@ void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop);
 void cuda_test_dropout(env *e, int N, int C, tg_dropout drop);
 void cuda_test_bias_backward(env *e, int N, int C);
 void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start);
-void cuda_test_sum_squares(env *e, size_t n);
-void cuda_test_scale(env *e, size_t n);
-void cuda_test_adamw(env *e, size_t n, int work_is_p);
+void cuda_test_loss(env *e, int N);
+void cuda_test_grad_sumsq(env *e, size_t k, bool windowed);
+void cuda_test_clip_factor(env *e);
+void cuda_test_adamw(env *e, size_t k, int work_is_p);
 
 #endif

@@ -39,6 +39,7 @@ typedef struct emu_event *cudaEvent_t;
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaHostAllocDefault 0x00
+#define cudaEventDisableTiming 0x02
 
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
 struct cudaPointerAttributes {

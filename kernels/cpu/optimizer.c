@@ -1,0 +1,93 @@
+/* The optimizer's side of a step on the CPU: the loss and gradient-norm
+ * scalars of tg_step_stats (host memory here), and AdamW over the
+ * parameter spans. The arithmetic is the reference the CUDA twins are
+ * checked against; every sum runs in a fixed order. */
+#include <math.h>
+
+#include "kernels/cpu/kernels.h"
+
+void CPU_KERNEL(loss_accumulate)(tg_o o, tg_step_stats *s, const float *losses, int N) {
+    (void)o;
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];
+    s->loss_acc += (double)(float)(sum / N);
+}
+
+void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
+    (void)o;
+    s->loss = (float)(s->loss_acc / n_micro) / divisor;
+    s->loss_acc = 0.0;
+}
+
+/* Sum of squares in double over fixed-size chunks added in chunk order:
+ * the same result for any thread count. */
+static double sum_squares(const float *x, size_t n) {
+    const size_t chunk = 1 << 14;
+    size_t n_chunks = (n + chunk - 1) / chunk;
+    double total = 0.0;
+#pragma omp parallel for schedule(static) ordered
+    for (size_t c = 0; c < n_chunks; c++) {
+        double s = 0.0;
+        size_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        for (size_t i = c * chunk; i < end; i++) s += (double)x[i] * x[i];
+#pragma omp ordered
+        total += s;
+    }
+    return total;
+}
+
+void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
+    (void)o;
+    double total = 0.0;
+    for (int i = 0; i < spans->n; i++)
+        for (int c = 0; c < spans->span[i].count; c++) {
+            size_t b, e;
+            tg_span_part(spans, &spans->span[i], c, &b, &e);
+            if (b < e) total += sum_squares(g + b, e - b);
+        }
+    s->sumsq = total;
+    s->sumsq_f = (float)total;
+}
+
+void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm) {
+    (void)o;
+    s->norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq);
+    s->finite = isfinite(s->loss) && isfinite(s->norm);
+    const double coef = max_norm / (s->norm + 1e-6); /* torch: max_norm / (norm + 1e-6), at most 1 */
+    s->clip = max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;
+}
+
+/* AdamW on elements [b, e) of the whole buffers (m and v at offset - lo). */
+static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, size_t lo, size_t b, size_t e,
+                        const tg_adamw_args *a, float weight_decay, float clip) {
+    /* The order of torch.optim.AdamW (single-tensor path): decay, moments,
+     * then p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
+    const float step_size = a->lr / a->bc1, bc2_sqrt = sqrtf(a->bc2);
+#pragma omp parallel for schedule(static)
+    for (size_t i = b; i < e; i++) {
+        const float gi = g[i] * clip; /* exact when clip is 1 */
+        float pi = p[i] * (1.0f - a->lr * weight_decay);
+        float mi = a->beta1 * m[i - lo] + (1.0f - a->beta1) * gi;
+        float vi = a->beta2 * v[i - lo] + (1.0f - a->beta2) * gi * gi;
+        m[i - lo] = mi;
+        v[i - lo] = vi;
+        p[i] = pi - step_size * mi / (sqrtf(vi) / bc2_sqrt + a->eps);
+        if (w) w[i] = act_store(p[i]);
+    }
+}
+
+void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
+                       const tg_adamw_args *a, const tg_step_stats *s) {
+    (void)o;
+    if (!s->finite) return;
+    act_t *w = work == (void *)p ? NULL : work; /* the working copy, unless it is p itself */
+    for (int i = 0; i < spans->n; i++) {
+        const tg_span *sp = &spans->span[i];
+        for (int c = 0; c < sp->count; c++) {
+            size_t b, e;
+            tg_span_part(spans, sp, c, &b, &e);
+            if (b < e)
+                adamw_range(p, w, g, m, v, spans->lo, b, e, a, sp->decay ? a->weight_decay : 0.0f, s->clip);
+        }
+    }
+}

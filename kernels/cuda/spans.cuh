@@ -1,0 +1,38 @@
+/* The multi-tensor kernels' walk over a tg_span (kernels/ops.h): a span's
+ * tensors, flattened one after another, are cut into equal slices, one per
+ * block; each block walks its slice in runs that stay inside one tensor, so
+ * the index arithmetic (one 64-bit division) is per run, not per element. */
+#ifndef KERNELS_CUDA_SPANS_CUH
+#define KERNELS_CUDA_SPANS_CUH
+
+#include "kernels/ops.h"
+
+/* Elements of span sp, flattened (its tensors back to back). */
+static __host__ __device__ __forceinline__ size_t span_elems(const tg_span &sp) { return (size_t)sp.count * sp.numel; }
+
+/* Block blockIdx.x's slice [*first, *last) of the flattened span, of
+ * gridDim.x equal slices: it depends only on the span and the grid. */
+static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *first, size_t *last) {
+    const size_t n = span_elems(sp), per = (n + gridDim.x - 1) / gridDim.x;
+    const size_t a = (size_t)blockIdx.x * per;
+    *first = a < n ? a : n;
+    *last = a + per < n ? a + per : n;
+}
+
+/* f(offset) for every element of the flattened range [first, last) of sp
+ * whose buffer offset lies in the window [s.lo, s.hi), threads of the block
+ * striding over each run. Uniform control flow: every thread loops alike. */
+template <typename F>
+static __device__ void span_for_each(const tg_spans &s, const tg_span &sp, size_t first, size_t last, F f) {
+    for (size_t i = first; i < last;) {
+        const size_t c = i / sp.numel, j = i - c * sp.numel;
+        const size_t run = last - i < sp.numel - j ? last - i : sp.numel - j;
+        size_t b = sp.begin + c * sp.stride + j, e = b + run;
+        b = b > s.lo ? b : s.lo;
+        e = e < s.hi ? e : s.hi;
+        for (size_t off = b + threadIdx.x; off < e; off += blockDim.x) f(off);
+        i += run;
+    }
+}
+
+#endif

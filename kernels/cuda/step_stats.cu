@@ -1,0 +1,115 @@
+/* The step's scalars on the device (tg_step_stats, kernels/ops.h): the
+ * loss accumulated per micro-batch, the gradients' sum of squares over the
+ * parameter spans in one multi-tensor pass, and the global norm's clip
+ * factor and finiteness, which AdamW reads on the device. Nothing here
+ * waits on the host: the trainer reads the scalars once, at the step's end.
+ * Every sum runs in a fixed order (per block, then the blocks in order), so
+ * results repeat run to run; the scalar kernels use correctly rounded
+ * double operations, as kernels/cpu/optimizer.c does. */
+#include <math.h>
+
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/spans.cuh"
+
+#define STATS_THREADS 256        /* a power of two (tree reductions) */
+#define SUMSQ_MIN_SLICE 4096     /* elements per block at least */
+#define SUMSQ_MAX_BLOCKS 1024    /* blocks per span at most */
+
+namespace {
+
+/* s->loss_acc += (float)(sum of losses / N): one block, double sums. */
+__global__ void loss_accumulate_kernel(tg_step_stats *s, const float *losses, int N) {
+    __shared__ double vals[STATS_THREADS];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < N; i += STATS_THREADS) acc += (double)losses[i];
+    vals[threadIdx.x] = acc;
+    tg_reduce::block_tree_sum<STATS_THREADS>(vals);
+    if (threadIdx.x == 0) s->loss_acc = __dadd_rn(s->loss_acc, (double)(float)(vals[0] / N));
+}
+
+__global__ void loss_finish_kernel(tg_step_stats *s, int n_micro, float divisor) {
+    s->loss = __fdiv_rn((float)(s->loss_acc / n_micro), divisor);
+    s->loss_acc = 0.0;
+}
+
+/* partial[span * gridDim.x + block] = the block's slice's sum of squares. */
+__global__ void sumsq_partials_kernel(double *partial, const float *g, tg_spans spans) {
+    __shared__ double vals[STATS_THREADS];
+    const tg_span &sp = spans.span[blockIdx.y];
+    size_t first, last;
+    span_slice(sp, &first, &last);
+    double acc = 0.0;
+    span_for_each(spans, sp, first, last, [&](size_t off) {
+        const double v = (double)g[off];
+        acc += v * v;
+    });
+    vals[threadIdx.x] = acc;
+    tg_reduce::block_tree_sum<STATS_THREADS>(vals);
+    if (threadIdx.x == 0) partial[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = vals[0];
+}
+
+/* One block: the partials of each span summed, the spans added in order. */
+__global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, int n_spans, int per_span) {
+    __shared__ double vals[STATS_THREADS];
+    double total = 0.0; /* thread 0's */
+    for (int k = 0; k < n_spans; k++) {
+        double acc = 0.0;
+        for (int i = threadIdx.x; i < per_span; i += STATS_THREADS) acc += partial[(size_t)k * per_span + i];
+        vals[threadIdx.x] = acc;
+        tg_reduce::block_tree_sum<STATS_THREADS>(vals);
+        if (threadIdx.x == 0) total += vals[0];
+    }
+    if (threadIdx.x == 0) {
+        s->sumsq = total;
+        s->sumsq_f = (float)total;
+    }
+}
+
+__global__ void clip_factor_kernel(tg_step_stats *s, int reduced, double max_norm) {
+    const double norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq);
+    s->norm = norm;
+    s->finite = isfinite(s->loss) && isfinite(norm);
+    const double coef = __ddiv_rn(max_norm, __dadd_rn(norm, 1e-6)); /* torch's clip_grad_norm_ */
+    s->clip = max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;
+}
+
+} // namespace
+
+/* Blocks per span for the sum of squares: slices of at least
+ * SUMSQ_MIN_SLICE elements of the largest span, at most SUMSQ_MAX_BLOCKS. */
+static unsigned sumsq_blocks(const tg_spans *spans) {
+    size_t most = 0;
+    for (int k = 0; k < spans->n; k++) most = span_elems(spans->span[k]) > most ? span_elems(spans->span[k]) : most;
+    size_t blocks = (most + SUMSQ_MIN_SLICE - 1) / SUMSQ_MIN_SLICE;
+    return (unsigned)(blocks < 1 ? 1 : blocks > SUMSQ_MAX_BLOCKS ? SUMSQ_MAX_BLOCKS : blocks);
+}
+
+void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N) {
+    if (N <= 0) return;
+    loss_accumulate_kernel<<<1, STATS_THREADS, 0, cuda_ctx_of(o)->stream>>>(s, losses, N);
+    CUDA_LAUNCHED("loss_accumulate_kernel");
+}
+
+void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
+    loss_finish_kernel<<<1, 1, 0, cuda_ctx_of(o)->stream>>>(s, n_micro, divisor);
+    CUDA_LAUNCHED("loss_finish_kernel");
+}
+
+void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    const unsigned blocks = sumsq_blocks(spans);
+    double *partial = (double *)ctx->scratch; /* TG_MAX_SPANS * SUMSQ_MAX_BLOCKS doubles */
+    if (spans->n > 0) {
+        sumsq_partials_kernel<<<dim3(blocks, (unsigned)spans->n), STATS_THREADS, 0, ctx->stream>>>(partial, g, *spans);
+        CUDA_LAUNCHED("sumsq_partials_kernel");
+    }
+    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, spans->n, (int)blocks);
+    CUDA_LAUNCHED("sumsq_finish_kernel");
+}
+
+void cuda_grad_clip_factor(tg_o o, tg_step_stats *s, int reduced, double max_norm) {
+    clip_factor_kernel<<<1, 1, 0, cuda_ctx_of(o)->stream>>>(s, reduced, max_norm);
+    CUDA_LAUNCHED("clip_factor_kernel");
+}
