@@ -20,7 +20,7 @@ PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/co
 CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
                  kernels/cpu/gelu.c kernels/cpu/xent.c kernels/cpu/vector.c kernels/cpu/optimizer.c \
                  kernels/cpu/ops_cpu.c
-KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
+KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c
 TRAIN_SRC = train/config.c train/optim.c train/safetensors.c train/checkpoint.c train/llmc.c train/model_files.c train/plan.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
@@ -35,7 +35,7 @@ BUILD = build/gpu
 include $(BUILD)/cuda.mk
 CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.cu kernels/cuda/residual.cu \
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/flash_fwd.cu kernels/cuda/flash_bwd.cu \
-           kernels/cuda/xent.cu
+           kernels/cuda/xent.cu kernels/cuda/step_stats.cu
 LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
@@ -83,7 +83,7 @@ PROGRAMS = train_gpt test_kernels test_comm test_cuda_kernels test_nccl
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
-KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer
+KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer timed
 KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o \
                   $(if $(filter 1,$(GPU)),$(BUILD)/tests/kernels/twin.o)
 test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)

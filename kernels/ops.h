@@ -118,6 +118,15 @@ struct tg_ops {
     double (*peak_tflops)(tg_o o);
     /* Releases ctx and the instance (NULL for static tables). */
     void (*destroy)(tg_ops *o);
+    /* Events for the opt-in per-op timer (kernels/timed.h): an event marks
+     * the stream where it is recorded; event_elapsed_ms waits for `stop`
+     * and returns the device milliseconds between two recorded events.
+     * NULL where there is no device clock (the CPU: its ops are synchronous,
+     * and the timer uses the wall clock). */
+    void *(*event_create)(tg_o o);
+    void (*event_record)(tg_o o, void *ev);
+    double (*event_elapsed_ms)(tg_o o, void *start, void *stop);
+    void (*event_destroy)(tg_o o, void *ev);
 
     /* x = wte[token - vocab_start] (zero row for tokens outside this rank's
      * [vocab_start, vocab_start + vocab_local)) + wpe[t] (if wpe != NULL). */

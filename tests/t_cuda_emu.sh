@@ -63,5 +63,11 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
             ok "trainer_cuda_bf16_recompute_${mode}_bitwise ($out)"
         else not_ok "trainer_cuda_bf16_recompute_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/bf16_$mode.out" | tr '\n' ' ')"; fi
     done
+    # the per-op timer on the device path (CUDA events): same bits, a table of ops
+    if train bf16_timed "$emu_bin" "${drop[@]}" --set out.op_times=true &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_timed" 3 --bitwise 2>&1) &&
+        grep -qP '^attention_forward\t4\.00\t' "$tmp/bf16_timed/op_times.tsv"; then
+        ok "trainer_cuda_op_timer_changes_nothing ($out)"
+    else not_ok trainer_cuda_op_timer_changes_nothing "${out:-} $(tail -n 2 "$tmp/bf16_timed.out" | tr '\n' ' ')"; fi
 else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')"; fi
 exit $failed

@@ -50,7 +50,7 @@ typedef struct tg_config {
     struct {
         char dir[CFG_PATH_MAX];
         int log_every, eval_every, eval_batches, save_every;
-        bool resume, save_final;
+        bool resume, save_final, op_times;
         int sample_every, sample_tokens;
     } out;
     struct {

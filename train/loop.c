@@ -68,6 +68,7 @@ int run_train(run *r) {
     if (sig) stop_on_signal(r, sig);
     if (keep && c->out.save_final) save(r);
     if (can_sample) run_sample(r);
+    report_op_times(r);
     report_peak_memory(r);
     return 0;
 }

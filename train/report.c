@@ -5,7 +5,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "kernels/timed.h"
 #include "train/run.h"
+#include "util/fs.h"
 #include "train/runlog.h"
 
 
@@ -142,6 +144,26 @@ void report_eval(run *r, float val) {
 
 /* Every rank's peak resident memory (MiB, global rank order: the TP group
  * gathered, then the DP groups), logged by rank 0. A collective. */
+void report_op_times(const run *r) {
+    if (!r->timed || r->rank != 0 || ops_timed_steps(r->timed) == 0) return;
+    printf("time per step by op, mean over %d steps (out.op_times; device time: CUDA events on a GPU, the wall clock on "
+           "the CPU; host time: inside the call):\n",
+           ops_timed_steps(r->timed));
+    ops_timed_write(r->timed, stdout, false);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return;
+    ops_timed_write(r->timed, mem, true);
+    fclose(mem);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/op_times.tsv", r->cfg.out.dir);
+    tg_err e;
+    if (fs_write_atomic(path, text, len, &e)) tg_warn(PROG, "%s", e.msg);
+    else printf("wrote %s\n", path);
+    free(text);
+}
+
 void report_peak_memory(run *r) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -29,6 +29,7 @@ typedef struct run {
     run_purpose purpose;    /* set before run_setup (zero: training) */
     tg_config cfg;
     const tg_ops *ops;
+    tg_ops *timed;          /* out.op_times: the per-op timer, which is ops (else NULL) */
     topology topo;          /* this rank's place: rank, world, TP and DP groups */
     int rank, world;        /* global rank and world size */
     bootstrap *bs;          /* TCP rendezvous (NULL for a single rank) */
@@ -74,6 +75,8 @@ void report_budget(const gpt_budget *b);
 void report_open_log(run *r);
 void report_train(run *r, float loss, double lr, double norm, double ms, bool skipped);
 void report_eval(run *r, float val);
+/* out.op_times: the per-op table on stdout and out.dir/op_times.tsv (rank 0). */
+void report_op_times(const run *r);
 void report_peak_memory(run *r);
 /* Seconds of communication so far: measured in a real run, modeled in a projected one. */
 double report_comm_seconds(const run *r);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/timed.h"
 #include "parallel/numa_bind.h"
 #include "train/run.h"
 #include "train/runlog.h"
@@ -244,8 +245,10 @@ static void describe_model(run *r, const gpt_dims *d) {
     r->flops_per_token = 6.0 * (double)full_params + 12.0 * d->L * d->C * d->T;
     say(r, "batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
         c->train.global_batch, d->T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
-    if (r->ops == ops_cpu()) say(r, "backend: cpu (matmul kernel %s)\n", cpu_gemm_kernel_name());
-    else say(r, "backend: %s, %s, %s activations\n", r->ops->name, r->ops->device, tg_dtype_name(r->ops->act));
+    const tg_ops *backend = r->timed ? ops_timed_inner(r->timed) : r->ops;
+    if (backend == ops_cpu()) say(r, "backend: cpu (matmul kernel %s)", cpu_gemm_kernel_name());
+    else say(r, "backend: %s, %s, %s activations", backend->name, backend->device, tg_dtype_name(backend->act));
+    say(r, "%s\n", r->timed ? "; every op timed (out.op_times)" : "");
 }
 
 /* Training's own part: the optimizer, the budget, the starting state,
@@ -267,6 +270,10 @@ void run_setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
     r->ops = open_backend(c, r->topo.local_rank);
+    if (c->out.op_times && r->purpose == RUN_TRAIN) {
+        if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);
+        r->ops = r->timed;
+    }
     connect_ranks(r);
     open_data(r);
     gpt_dims d;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/timed.h"
 #include "train/batch.h"
 #include "train/run.h"
 #include "train/runlog.h"
@@ -87,6 +88,7 @@ void run_train_step(run *r) {
     const tg_config *c = &r->cfg;
     tg_err e;
     double t0 = now_ms();
+    if (r->timed) ops_timed_end_step(r->timed, false); /* what ran since the last step is not this step's */
     r->ops->timer_begin(r->ops);
     memcpy(r->bytes_at_step_start[0], r->tp->bytes_sent, sizeof r->bytes_at_step_start[0]);
     memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
@@ -104,13 +106,15 @@ void run_train_step(run *r) {
      * step), else the wall clock. */
     const double device_ms = r->ops->timer_end_ms(r->ops);
     double ms = device_ms >= 0 ? device_ms : now_ms() - t0;
-    if (s > 1 || c->train.steps == 1) { /* the first step pays for page faults */
+    const bool warm = s > 1 || c->train.steps == 1; /* the first step pays for page faults */
+    if (warm) {
         r->train_ms_total += ms;
         r->train_steps_timed++;
     } else {
         r->train_ms_total = ms;
         r->train_steps_timed = 1;
     }
+    if (r->timed) ops_timed_end_step(r->timed, warm);
     if (act == UPDATE_APPLY) r->skipped_in_a_row = 0;
     report_train(r, loss, lr, norm, ms, act != UPDATE_APPLY);
     if (act == UPDATE_SKIP_AND_STOP) stop_after_skips(r);

@@ -63,3 +63,13 @@ void *tg_calloc(size_t n, size_t size, const char *what) {
     }
     return p;
 }
+
+void *tg_realloc(void *p, size_t bytes, const char *what) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        fflush(stdout);
+        fprintf(stderr, "error: out of memory allocating %zu bytes for %s\n", bytes, what);
+        exit(1);
+    }
+    return q;
+}

@@ -30,6 +30,7 @@ void tg_warn(const char *prog, const char *fmt, ...) __attribute__((format(print
 /* Allocation that aborts with a message naming what was being allocated. */
 void *tg_malloc(size_t bytes, const char *what);
 void *tg_calloc(size_t n, size_t size, const char *what);
+void *tg_realloc(void *p, size_t bytes, const char *what);
 
 #ifdef __cplusplus
 }

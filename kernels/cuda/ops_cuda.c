@@ -137,6 +137,30 @@ static double cuda_timer_end_ms(tg_o o) {
     return ms;
 }
 
+/* ---- events for the per-op timer (kernels/timed.h) ---- */
+
+static void *cuda_event_create(tg_o o) {
+    (void)o;
+    cudaEvent_t ev;
+    CUDA_CHECK(cudaEventCreate(&ev));
+    return ev;
+}
+
+static void cuda_event_record(tg_o o, void *ev) { CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev, cuda_ctx_of(o)->stream)); }
+
+static double cuda_event_elapsed_ms(tg_o o, void *start, void *stop) {
+    (void)o;
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)stop));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)stop));
+    return ms;
+}
+
+static void cuda_event_destroy(tg_o o, void *ev) {
+    (void)o;
+    cudaEventDestroy((cudaEvent_t)ev);
+}
+
 /* ---- transfers for the communicators: through the pinned staging buffer,
  * in chunks; cudaMemcpyDefault, so host buffers work as well ---- */
 
@@ -206,6 +230,10 @@ static const tg_ops CUDA_TABLE = {
     .mem_peak = cuda_mem_peak,
     .peak_tflops = cuda_peak_tflops,
     .destroy = cuda_destroy,
+    .event_create = cuda_event_create,
+    .event_record = cuda_event_record,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .event_destroy = cuda_event_destroy,
     .encoder_forward = cuda_encoder_forward,
     .encoder_backward = cuda_encoder_backward,
     .layernorm_forward = cuda_layernorm_forward,

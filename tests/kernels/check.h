@@ -43,6 +43,7 @@ void kcheck_row_ops(tally *t);
 void kcheck_position(tally *t);
 void kcheck_dropout(tally *t);
 void kcheck_adamw(tally *t);
+void kcheck_timed(tally *t);
 
 /* The optimizer checks' spans (tests/kernels/optimizer.c), scaled by k;
  * *len: the buffer length they need. */

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The per-op timer (out.op_times, kernels/timed.c) on the CPU: it changes no
+# result (losses and weights bitwise equal to an untimed run), writes
+# out.dir/op_times.tsv with one well-formed line per op that ran, counts
+# each op's calls per step as the model issues them, and the ops' times fit
+# inside the step's. Without the key nothing is written. The same on the
+# emulated CUDA backend (events) is in tests/t_cuda_emu.sh.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" op_times
+export OMP_NUM_THREADS=1
+
+random_shards "$tmp/data" 300 13 3000 600
+cat >"$tmp/cfg.json" <<JSON
+{"model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "vocab_size": 300, "seq_len": 16},
+ "train": {"micro_batch": 2, "global_batch": 4, "steps": 4, "lr": 3e-3, "warmup": 1, "grad_clip": 0.5},
+ "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
+ "out": {"eval_every": 2, "eval_batches": 1, "sample_tokens": 0, "resume": false}}
+JSON
+run() { # NAME [--set ...]
+    local name="$1"; shift
+    timeout -k 5 120 "$bin" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
+}
+
+if run plain && run timed --set out.op_times=true; then
+    if out=$("$py" tests/parallel/compare.py "$tmp/plain" "$tmp/timed" 4 --bitwise 2>&1); then ok "timer_changes_nothing ($out)"
+    else not_ok timer_changes_nothing "$out"; fi
+    [ ! -e "$tmp/plain/op_times.tsv" ] && ok untimed_run_writes_no_table || not_ok untimed_run_writes_no_table "op_times.tsv exists"
+    grep -q "every op timed" "$tmp/timed.out" && ok timer_announced || not_ok timer_announced "$(grep backend "$tmp/timed.out")"
+    tsv="$tmp/timed/op_times.tsv"
+    if [ -s "$tsv" ] && out=$("$py" - "$tsv" "$tmp/timed/log.jsonl" <<'PY'
+import json, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+assert rows[0] == ["op", "calls_per_step", "device_ms_per_step", "host_ms_per_step", "share"], rows[0]
+ops = {}
+for r in rows[1:]:
+    assert len(r) == 5, r
+    ops[r[0]] = [float(x) for x in r[1:]]
+    assert all(x >= 0 for x in ops[r[0]]), r
+# per step: 2 micro-batches x 3 layers x 4 linear layers; one AdamW over every tensor
+want = {"matmul_forward": 24, "matmul_backward": 24, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
+        "loss_accumulate": 2, "loss_finish": 1, "grad_sumsq": 1, "upload": 4}
+for op, n in want.items():
+    assert op in ops and ops[op][0] == n, (op, ops.get(op), n)
+assert abs(sum(v[3] for v in ops.values()) - 1) < 1e-3, "shares do not add up to 1"
+# steps 2-4 are counted: their ms (wall clock) bound the ops' total
+ms = [json.loads(l)["ms"] for l in open(sys.argv[2]) if '"ms"' in l and json.loads(l).get("step", 0) > 1]
+step = sum(ms) / len(ms)
+total = sum(v[1] for v in ops.values())
+assert 0 < total <= step * 1.05, (total, step)
+print(f"{len(ops)} ops, {total:.2f} of {step:.2f} ms per step")
+PY
+    ); then ok "op_table_well_formed ($out)"
+    else not_ok op_table_well_formed "$out"; fi
+    grep -q "^matmul_forward" <(sed -n '/time per step by op/,/wrote/p' "$tmp/timed.out" | awk '{print $1}') &&
+        ok op_table_printed || not_ok op_table_printed "no table on stdout"
+else not_ok timed_runs "$(tail -n 3 "$tmp/plain.out" "$tmp/timed.out" | tr '\n' ' ')"; fi
+exit $failed
