@@ -1,51 +1,84 @@
 /* GELU with the tanh approximation (GPT-2's "gelu_new"), the formula of
- * kernels/cpu/gelu.c. Elementwise, one thread per element in a grid-stride
- * loop; the backward reads both inputs before it writes, so it may run in
- * place (dinp == dout). */
+ * kernels/cpu/gelu.c. Elementwise in a grid-stride loop over 16-byte packs
+ * (kernels/cuda/vec.cuh) where the buffers are aligned, then the remaining
+ * elements one by one, with 32-bit indices where the size allows. The
+ * backward reads both inputs before it writes, so it may run in place
+ * (dinp == dout). */
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/vec.cuh"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define THREADS 256
-#define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */
+#define MAX_BLOCKS (1u << 16) /* grid-stride loops cover the rest */
 
 namespace {
 
-unsigned grid_for(size_t n) {
-    unsigned b = tg_blocks(n, THREADS);
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))); }
+
+__device__ __forceinline__ float gelu_grad(float x, float g) {
+    float u = GELU_K * (x + 0.044715f * x * x * x);
+    float th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    return g * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du);
+}
+
+/* Packs [0, packs) then elements [packs * P, n). */
+template <typename T, typename I>
+__global__ void gelu_forward_kernel(T *out, const T *inp, I n, I packs) {
+    constexpr int P = vec_pack<T>::N;
+    const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
+    for (I k = first; k < packs; k += stride) {
+        const vec_pack<T> x = vec_load(inp + k * P);
+        vec_pack<T> y;
+#pragma unroll
+        for (int j = 0; j < P; j++) tg_store(y.e, j, gelu(tg_load(x.e, j)));
+        vec_store(out + k * P, y);
+    }
+    for (I i = packs * P + first; i < n; i += stride) tg_store(out, i, gelu(tg_load(inp, i)));
+}
+
+template <typename T, typename I>
+__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, I n, I packs) {
+    constexpr int P = vec_pack<T>::N;
+    const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
+    for (I k = first; k < packs; k += stride) {
+        const vec_pack<T> x = vec_load(inp + k * P), g = vec_load(dout + k * P);
+        vec_pack<T> d;
+#pragma unroll
+        for (int j = 0; j < P; j++) tg_store(d.e, j, gelu_grad(tg_load(x.e, j), tg_load(g.e, j)));
+        vec_store(dinp + k * P, d);
+    }
+    for (I i = packs * P + first; i < n; i += stride) tg_store(dinp, i, gelu_grad(tg_load(inp, i), tg_load(dout, i)));
+}
+
+/* Grid for n elements in packs of P (the loops stride over the rest). */
+unsigned grid_for(size_t n, int P) {
+    const unsigned b = tg_blocks((n + (size_t)P - 1) / (size_t)P, THREADS);
     return b < MAX_BLOCKS ? b : MAX_BLOCKS;
 }
 
 template <typename T>
-__global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = tg_load(inp, i);
-        tg_store(out, i, 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
-    }
-}
-
-template <typename T>
-__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = tg_load(inp, i);
-        float g = tg_load(dout, i);
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        tg_store(dinp, i, g * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du));
-    }
-}
-
-template <typename T>
 void gelu_forward(cudaStream_t stream, void *out, const void *inp, size_t n) {
-    gelu_forward_kernel<T><<<grid_for(n), THREADS, 0, stream>>>((T *)out, (const T *)inp, n);
+    constexpr int P = vec_pack<T>::N;
+    const size_t packs = vec_aligned(out, inp) ? n / P : 0;
+    const unsigned grid = grid_for(n, P);
+    if (vec_index32(n, (size_t)grid * THREADS))
+        gelu_forward_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)inp, (uint32_t)n, (uint32_t)packs);
+    else gelu_forward_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)inp, n, packs);
     CUDA_LAUNCHED("gelu_forward_kernel");
 }
 
 template <typename T>
 void gelu_backward(cudaStream_t stream, void *dinp, const void *inp, const void *dout, size_t n) {
-    gelu_backward_kernel<T><<<grid_for(n), THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout, n);
+    constexpr int P = vec_pack<T>::N;
+    const size_t packs = vec_aligned(dinp, inp, dout) ? n / P : 0;
+    const unsigned grid = grid_for(n, P);
+    if (vec_index32(n, (size_t)grid * THREADS))
+        gelu_backward_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout,
+                                                                         (uint32_t)n, (uint32_t)packs);
+    else gelu_backward_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout, n, packs);
     CUDA_LAUNCHED("gelu_backward_kernel");
 }
 

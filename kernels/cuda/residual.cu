@@ -1,7 +1,9 @@
 /* Residual-stream vector ops: bias + dropout + residual, dropout, and
  * the bias gradient (column sums), as kernels/cpu/vector.c and matmul.c.
- * Elementwise ops: one thread per element in a grid-stride loop; each thread
- * reads its element's inputs before writing, so out may alias an input.
+ * Elementwise ops: grid-stride loops over 16-byte packs where the buffers
+ * are aligned and rows hold whole packs (kernels/cuda/vec.cuh), then element
+ * by element; each thread reads its elements' inputs before writing them,
+ * so out may alias an input.
  * Dropout factors come from rng_dropout_scale with the CPU's counter
  * (row0 + n) * C + c, so masks are bit-identical; the scale is applied with
  * __fmul_rn so it is never fused with the residual add (as on the CPU).
@@ -12,10 +14,11 @@
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/vec.cuh"
 #include "util/rng_core.h"
 
 #define THREADS 256
-#define MAX_BLOCKS (1u << 20) /* grid-stride loops cover the rest */
+#define MAX_BLOCKS (1u << 16) /* grid-stride loops cover the rest */
 #define COL_TILE 32           /* columns per block of the column sums */
 #define COL_ROWS 8            /* thread rows per block of the column sums */
 #define GROUP_ROWS_MIN 64
@@ -23,8 +26,9 @@
 
 namespace {
 
-unsigned grid_for(size_t n) {
-    unsigned b = tg_blocks(n, THREADS);
+/* Grid for n elements in packs of P (the loops stride over the rest). */
+unsigned grid_for(size_t n, int P) {
+    const unsigned b = tg_blocks((n + (size_t)P - 1) / (size_t)P, THREADS);
     return b < MAX_BLOCKS ? b : MAX_BLOCKS;
 }
 
@@ -33,24 +37,62 @@ __device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n,
     return rng_dropout_scale(drop.p, drop.seed, drop.stream, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
 }
 
-template <typename T>
-__global__ void bias_residual_add_kernel(T *out, const T *x, const T *bias, const T *res, int C, size_t total, tg_dropout drop) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / (size_t)C, c = i % (size_t)C;
-        float v = tg_load(x, i) + tg_load(bias, c);
-        if (drop.p > 0.0f) v = __fmul_rn(v, dropout_scale(drop, n, c, C));
-        tg_store(out, i, v + tg_load(res, i));
+/* v times element (n, c)'s dropout factor (v itself without dropout). */
+__device__ __forceinline__ float dropped(float v, const tg_dropout &drop, size_t n, size_t c, int C) {
+    return drop.p > 0.0f ? __fmul_rn(v, dropout_scale(drop, n, c, C)) : v;
+}
+
+/* out[i] = dropout(x[i] + bias[c]) + res[i] for element i = (n, c). */
+__device__ __forceinline__ float bias_residual(float x, float bias, float res, const tg_dropout &drop, size_t n, size_t c, int C) {
+    return dropped(x + bias, drop, n, c, C) + res;
+}
+
+/* Packs [0, packs) (a pack never straddles two rows: C is a multiple of
+ * its size when packs > 0), then elements [packs * P, total). */
+template <typename T, typename I>
+__global__ void bias_residual_add_kernel(T *out, const T *x, const T *bias, const T *res, int C, I total, I packs,
+                                         tg_dropout drop) {
+    constexpr int P = vec_pack<T>::N;
+    const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
+    for (I k = first; k < packs; k += stride) {
+        const I i = k * P, n = i / (I)C, c = i - n * (I)C;
+        const vec_pack<T> xv = vec_load(x + i), bv = vec_load(bias + c), rv = vec_load(res + i);
+        vec_pack<T> y;
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            tg_store(y.e, j, bias_residual(tg_load(xv.e, j), tg_load(bv.e, j), tg_load(rv.e, j), drop, n, c + j, C));
+        vec_store(out + i, y);
+    }
+    for (I i = packs * P + first; i < total; i += stride) {
+        const I n = i / (I)C, c = i - n * (I)C;
+        tg_store(out, i, bias_residual(tg_load(x, i), tg_load(bias, c), tg_load(res, i), drop, n, c, C));
     }
 }
 
-template <typename T>
-__global__ void dropout_kernel(T *out, const T *in, int C, size_t total, tg_dropout drop) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / (size_t)C, c = i % (size_t)C;
-        float v = tg_load(in, i);
-        if (drop.p > 0.0f) v = __fmul_rn(v, dropout_scale(drop, n, c, C));
-        tg_store(out, i, v);
+template <typename T, typename I>
+__global__ void dropout_kernel(T *out, const T *in, int C, I total, I packs, tg_dropout drop) {
+    constexpr int P = vec_pack<T>::N;
+    const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
+    for (I k = first; k < packs; k += stride) {
+        const I i = k * P, n = i / (I)C, c = i - n * (I)C;
+        const vec_pack<T> v = vec_load(in + i);
+        vec_pack<T> y;
+#pragma unroll
+        for (int j = 0; j < P; j++) tg_store(y.e, j, dropped(tg_load(v.e, j), drop, n, c + j, C));
+        vec_store(out + i, y);
     }
+    for (I i = packs * P + first; i < total; i += stride) {
+        const I n = i / (I)C, c = i - n * (I)C;
+        tg_store(out, i, dropped(tg_load(in, i), drop, n, c, C));
+    }
+}
+
+/* Packs of a [N, C] elementwise op: all of them when the pointers are
+ * aligned and rows hold whole packs, else none. */
+template <typename T>
+size_t row_packs(size_t total, int C, const void *a, const void *b, const void *c, const void *d) {
+    constexpr int P = vec_pack<T>::N;
+    return vec_aligned(a, b, c, d) && C % P == 0 ? total / P : 0;
 }
 
 /* Grid (column tiles, groups), block (COL_TILE, COL_ROWS): the block sums
@@ -83,16 +125,26 @@ __global__ void column_finish_kernel(float *dbias, const float *partial, int gro
 template <typename T>
 void bias_residual_add(cudaStream_t stream, void *out, const void *x, const void *bias, const void *res, int N, int C,
                        tg_dropout drop) {
-    size_t total = (size_t)N * C;
-    bias_residual_add_kernel<T><<<grid_for(total), THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
-                                                                          (const T *)res, C, total, drop);
+    const size_t total = (size_t)N * C, packs = row_packs<T>(total, C, out, x, bias, res);
+    const unsigned grid = grid_for(total, vec_pack<T>::N);
+    if (vec_index32(total, (size_t)grid * THREADS))
+        bias_residual_add_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
+                                                                             (const T *)res, C, (uint32_t)total,
+                                                                             (uint32_t)packs, drop);
+    else
+        bias_residual_add_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
+                                                                           (const T *)res, C, total, packs, drop);
     CUDA_LAUNCHED("bias_residual_add_kernel");
 }
 
 template <typename T>
 void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dropout drop) {
-    size_t total = (size_t)N * C;
-    dropout_kernel<T><<<grid_for(total), THREADS, 0, stream>>>((T *)out, (const T *)in, C, total, drop);
+    const size_t total = (size_t)N * C, packs = row_packs<T>(total, C, out, in, NULL, NULL);
+    const unsigned grid = grid_for(total, vec_pack<T>::N);
+    if (vec_index32(total, (size_t)grid * THREADS))
+        dropout_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)in, C, (uint32_t)total,
+                                                                   (uint32_t)packs, drop);
+    else dropout_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)in, C, total, packs, drop);
     CUDA_LAUNCHED("dropout_kernel");
 }
 

@@ -41,8 +41,9 @@
  *   [x] lmhead_forward/backward       cuda_test_lmhead
  *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0),
  *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128)
- *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place)
- *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res)
+ *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned
+ *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
+ *                                     72 elements (vector packs) and 13 (element by element))
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
  *   [x] bias_backward                 cuda_test_bias_backward
  *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
@@ -91,11 +92,14 @@ static void run_all(env *e) {
     cuda_test_attention_shapes(e);
     cuda_test_gelu(e, (size_t)N * 4 * C);
     cuda_test_gelu(e, odd);
+    cuda_test_gelu_unaligned(e, mid);
     cuda_test_bias_residual(e, N, C, none);
     cuda_test_bias_residual(e, N, C, rows);
     cuda_test_bias_residual(e, N, C, rows_far);
     cuda_test_dropout(e, N, C, none);
     cuda_test_dropout(e, N, C, rows);
+    cuda_test_bias_residual(e, 7, 13, rows); /* rows of 13: no 16-byte packs */
+    cuda_test_dropout(e, 7, 13, rows);
     cuda_test_bias_backward(e, N, C);
     cuda_test_bias_backward(e, N, 4 * C);
     cuda_test_xent(e, N, 1000, 997, 2000);

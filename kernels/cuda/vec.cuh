@@ -1,0 +1,49 @@
+/* 16-byte vector access for the elementwise kernels: a pack is 16 bytes of
+ * elements (8 bf16 or 4 float), moved with one 128-bit load or store, and
+ * element loops index with 32-bit integers where the sizes allow (64-bit
+ * division and multiplication cost several instructions each on the GPU).
+ * A kernel runs packs when the launcher found every pointer 16-byte aligned
+ * (vec_aligned), then the remaining elements one by one; the per-element
+ * arithmetic is the same either way, so results do not depend on the path. */
+#ifndef KERNELS_CUDA_VEC_CUH
+#define KERNELS_CUDA_VEC_CUH
+
+#include <stdint.h>
+#include <string.h>
+
+template <typename T>
+struct alignas(16) vec_pack {
+    static constexpr int N = 16 / (int)sizeof(T);
+    T e[N];
+};
+
+template <typename T>
+static __device__ __forceinline__ vec_pack<T> vec_load(const T *p) {
+    vec_pack<T> v;
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint4 *>(&v) = *reinterpret_cast<const uint4 *>(p);
+#else
+    memcpy(&v, p, sizeof v);
+#endif
+    return v;
+}
+
+template <typename T>
+static __device__ __forceinline__ void vec_store(T *p, const vec_pack<T> &v) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
+}
+
+/* Every pointer given is 16-byte aligned (NULL counts as aligned). */
+static inline bool vec_aligned(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL) {
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15u) == 0;
+}
+
+/* 32-bit indices suffice: n elements, and a grid-stride loop of `stride`
+ * threads never steps past 2^32 - 1. */
+static inline bool vec_index32(size_t n, size_t stride) { return n + stride < ((size_t)1 << 32); }
+
+#endif
