@@ -198,6 +198,13 @@ struct tg_ops {
     void (*xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                         int N, int V, int n_real, int vocab_start, float dloss);
 
+    /* All three passes at once where one rank holds the whole vocabulary
+     * (TP = 1, vocab_start 0): the losses and the logits' gradient as
+     * xent_rowmax, xent_stats and xent_finish give them, from one read of
+     * the logits for the statistics (a running max and sum) and one for the
+     * gradient. */
+    void (*xent_fused)(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
+
     /* ---- the step's scalars (tg_step_stats, backend memory): written on
      * the device, reduced in place by the communicators, read by the host
      * once, at the step's end ---- */

@@ -94,6 +94,9 @@ static void xent_finish(tg_o o, float *losses, void *logits, const float *rowmax
     (void)o; (void)losses; (void)logits; (void)rowmax; (void)stats; (void)targets; (void)N; (void)V; (void)n_real;
     (void)vocab_start; (void)dloss;
 }
+static void xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss) {
+    (void)o; (void)losses; (void)logits; (void)targets; (void)N; (void)V; (void)n_real; (void)dloss;
+}
 static void loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N) { (void)o; (void)s; (void)losses; (void)N; }
 static void loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) { (void)o; (void)s; (void)n_micro; (void)divisor; }
 static void grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) { (void)o; (void)s; (void)g; (void)spans; }
@@ -124,7 +127,7 @@ tg_ops *ops_null_create(tg_dtype act) {
         .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,
         .dropout = dropout, .bias_backward = bias_backward, .position_forward = position_forward,
         .position_backward = position_backward, .xent_rowmax = xent_rowmax, .xent_stats = xent_stats,
-        .xent_finish = xent_finish, .loss_accumulate = loss_accumulate, .loss_finish = loss_finish,
+        .xent_finish = xent_finish, .xent_fused = xent_fused, .loss_accumulate = loss_accumulate, .loss_finish = loss_finish,
         .grad_sumsq = grad_sumsq, .grad_clip_factor = grad_clip_factor, .adamw = adamw,
     };
     return o;

@@ -67,6 +67,9 @@
       (tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets, int N, int V, \
        int n_real, int vocab_start, float dloss),                                                                          \
       (losses, logits, rowmax, stats, targets, N, V, n_real, vocab_start, dloss))                                          \
+    X(xent_fused,                                                                                                          \
+      (tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss),                \
+      (losses, logits, targets, N, V, n_real, dloss))                                                                      \
     X(loss_accumulate, (tg_o o, tg_step_stats *s, const float *losses, int N), (s, losses, N))                             \
     X(loss_finish, (tg_o o, tg_step_stats *s, int n_micro, float divisor), (s, n_micro, divisor))                          \
     X(grad_sumsq, (tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans), (s, g, spans))                        \

@@ -197,21 +197,26 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
     return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, N, 4 * C / t, e);
 }
 
-/* The vocab-parallel cross-entropy: local passes with the TP reductions of
- * Megatron between them (max, then sum-exp and target logit together). */
+/* The cross-entropy: at TP = 1 one fused op; else the vocab-parallel
+ * passes with the TP reductions of Megatron between them (max, then
+ * sum-exp and target logit together). */
 static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
     int n_real = d->V - d->vocab_start;
     n_real = n_real < 0 ? 0 : (n_real > d->V_local ? d->V_local : n_real);
-    o->xent_rowmax(o, a->rowmax.base, a->logits.base, N, d->V_local, n_real);
-    if (comm_all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
-    o->xent_stats(o, a->xstats.base, a->logits.base, a->rowmax.base, (const int32_t *)a->targets.base, N, d->V_local, n_real,
-                  d->vocab_start);
-    if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
-    o->xent_finish(o, a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, (const int32_t *)a->targets.base, N,
-                   d->V_local, n_real, d->vocab_start, dloss);
+    const int32_t *targets = (const int32_t *)a->targets.base;
+    if (g->tp->size == 1) {
+        o->xent_fused(o, a->losses.base, a->logits.base, targets, N, d->V_local, n_real, dloss);
+    } else {
+        o->xent_rowmax(o, a->rowmax.base, a->logits.base, N, d->V_local, n_real);
+        if (comm_all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
+        o->xent_stats(o, a->xstats.base, a->logits.base, a->rowmax.base, targets, N, d->V_local, n_real, d->vocab_start);
+        if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
+        o->xent_finish(o, a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, targets, N, d->V_local, n_real,
+                       d->vocab_start, dloss);
+    }
     o->loss_accumulate(o, g->stats, a->losses.base, N); /* on the device: no wait for the loss here */
     return 0;
 }

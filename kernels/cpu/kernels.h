@@ -45,6 +45,8 @@ void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const floa
                             int V, int n_real, int vocab_start);
 void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,
                              const int32_t *targets, int N, int V, int n_real, int vocab_start, float dloss);
+void CPU_KERNEL(xent_fused)(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real,
+                            float dloss);
 void CPU_KERNEL(loss_accumulate)(tg_o o, tg_step_stats *s, const float *losses, int N);
 void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor);
 void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);

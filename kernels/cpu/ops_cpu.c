@@ -88,6 +88,7 @@ static const tg_ops TABLE = {
     .xent_rowmax = CPU_KERNEL(xent_rowmax),
     .xent_stats = CPU_KERNEL(xent_stats),
     .xent_finish = CPU_KERNEL(xent_finish),
+    .xent_fused = CPU_KERNEL(xent_fused),
     .loss_accumulate = CPU_KERNEL(loss_accumulate),
     .loss_finish = CPU_KERNEL(loss_finish),
     .grad_sumsq = CPU_KERNEL(grad_sumsq),

@@ -1,48 +1,67 @@
-/* Vocab-parallel softmax cross-entropy in three passes (see kernels/ops.h). */
+/* Vocab-parallel softmax cross-entropy in three passes, and the three at
+ * once for one rank (see kernels/ops.h). Each pass is a function of one
+ * row, so the fused op is the same arithmetic, row by row. */
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
 
+static float row_max(const act_t *l, int n_real) {
+    float m = -INFINITY;
+    for (int v = 0; v < n_real; v++) m = act_load(l[v]) > m ? act_load(l[v]) : m;
+    return m;
+}
+
+/* stats[0] = sum of exp(logit - m); stats[1] = the target's logit or 0. */
+static void row_stats(float stats[2], const act_t *l, float m, int n_real, int local) {
+    double sum = 0.0; /* a float running sum over 50k columns drifts by ~1e-5 relative */
+    for (int v = 0; v < n_real; v++) sum += expf(act_load(l[v]) - m);
+    stats[0] = (float)sum;
+    stats[1] = (local >= 0 && local < n_real) ? act_load(l[local]) : 0.0f;
+}
+
+/* The row's loss; its logits become the gradient. */
+static float row_finish(act_t *l, float m, const float stats[2], int V, int n_real, int local, float dloss) {
+    const float sum = stats[0], inv = 1.0f / sum;
+    for (int v = 0; v < n_real; v++) {
+        float p = expf(act_load(l[v]) - m) * inv;
+        l[v] = act_store((p - (v == local ? 1.0f : 0.0f)) * dloss);
+    }
+    for (int v = n_real; v < V; v++) l[v] = act_store(0.0f);
+    return logf(sum) + m - stats[1];
+}
+
 void CPU_KERNEL(xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
     (void)o;
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const act_t *l = (const act_t *)logits + (size_t)n * V;
-        float m = -INFINITY;
-        for (int v = 0; v < n_real; v++) m = act_load(l[v]) > m ? act_load(l[v]) : m;
-        rowmax[n] = m;
-    }
+    for (int n = 0; n < N; n++) rowmax[n] = row_max((const act_t *)logits + (size_t)n * V, n_real);
 }
 
 void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N,
                             int V, int n_real, int vocab_start) {
     (void)o;
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const act_t *l = (const act_t *)logits + (size_t)n * V;
-        const float m = rowmax[n];
-        double sum = 0.0; /* a float running sum over 50k columns drifts by ~1e-5 relative */
-        for (int v = 0; v < n_real; v++) sum += expf(act_load(l[v]) - m);
-        int local = targets[n] - vocab_start;
-        stats[2 * n] = (float)sum;
-        stats[2 * n + 1] = (local >= 0 && local < n_real) ? act_load(l[local]) : 0.0f;
-    }
+    for (int n = 0; n < N; n++)
+        row_stats(stats + 2 * n, (const act_t *)logits + (size_t)n * V, rowmax[n], n_real, targets[n] - vocab_start);
 }
 
 void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,
                              const int32_t *targets, int N, int V, int n_real, int vocab_start, float dloss) {
     (void)o;
 #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        losses[n] = row_finish((act_t *)logits + (size_t)n * V, rowmax[n], stats + 2 * n, V, n_real, targets[n] - vocab_start,
+                               dloss);
+}
+
+void CPU_KERNEL(xent_fused)(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real,
+                            float dloss) {
+    (void)o;
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         act_t *l = (act_t *)logits + (size_t)n * V;
-        float m = rowmax[n], sum = stats[2 * n];
-        losses[n] = logf(sum) + m - stats[2 * n + 1];
-        float inv = 1.0f / sum;
-        int local = targets[n] - vocab_start;
-        for (int v = 0; v < n_real; v++) {
-            float p = expf(act_load(l[v]) - m) * inv;
-            l[v] = act_store((p - (v == local ? 1.0f : 0.0f)) * dloss);
-        }
-        for (int v = n_real; v < V; v++) l[v] = act_store(0.0f);
+        const float m = row_max(l, n_real);
+        float stats[2];
+        row_stats(stats, l, m, n_real, targets[n]);
+        losses[n] = row_finish(l, m, stats, V, n_real, targets[n], dloss);
     }
 }

@@ -11,7 +11,7 @@
  *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
- *   xent.cu       xent_rowmax, xent_stats, xent_finish */
+ *   xent.cu       xent_rowmax, xent_stats, xent_finish, xent_fused */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
 
@@ -41,6 +41,7 @@ void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, 
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
 void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C);
 
+void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
 void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N);
 void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor);
 void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);

@@ -254,6 +254,7 @@ static const tg_ops CUDA_TABLE = {
     .xent_rowmax = cuda_xent_rowmax,
     .xent_stats = cuda_xent_stats,
     .xent_finish = cuda_xent_finish,
+    .xent_fused = cuda_xent_fused,
     .loss_accumulate = cuda_loss_accumulate,
     .loss_finish = cuda_loss_finish,
     .grad_sumsq = cuda_grad_sumsq,

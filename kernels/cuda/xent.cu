@@ -1,6 +1,9 @@
 /* Vocab-parallel softmax cross-entropy in three passes, as kernels/cpu/xent.c
  * (see kernels/ops.h): rowmax, then (sum of exponentials, target logit), then
- * the losses and the logits' gradient written over the logits.
+ * the losses and the logits' gradient written over the logits; and at TP = 1
+ * the fused form: each thread keeps a running max and a sum rescaled to it
+ * over its columns (16-byte packs where the row allows), the block combines
+ * them, and a second read writes the gradient.
  * One block per row; each thread walks the row's columns with stride
  * blockDim.x, then the block combines the threads' partials in a fixed
  * order (warp butterflies, then over the warps), so results are
@@ -11,6 +14,7 @@
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/vec.cuh"
 
 #define ROW_THREADS 512 /* a multiple of 32 */
 
@@ -70,7 +74,78 @@ __global__ void finish_kernel(float *losses, E *logits, const float *rowmax, con
     }
 }
 
+/* Adds logit x to a running (max m, sum s of exp(. - m)). */
+__device__ __forceinline__ void online_add(float &m, float &s, float x) {
+    if (x > m) {
+        s = s * expf(m - x) + 1.0f;
+        m = x;
+    } else {
+        s += expf(x - m);
+    }
+}
+
+/* The fused cross-entropy of row blockIdx.x (TP = 1). Rows are packed when
+ * `packed` (V a multiple of the pack, logits 16-byte aligned), in which
+ * case padding columns are handled element by element inside the packs. */
+template <typename E>
+__global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, int V, int n_real, float dloss, bool packed) {
+    constexpr int P = vec_pack<E>::N;
+    const int n = blockIdx.x;
+    E *l = logits + (size_t)n * V;
+    float m = -INFINITY, s = 0.0f;
+    if (packed) {
+        for (int k = threadIdx.x; k * P < n_real; k += blockDim.x) {
+            const vec_pack<E> x = vec_load(l + k * P);
+#pragma unroll
+            for (int j = 0; j < P; j++)
+                if (k * P + j < n_real) online_add(m, s, tg_load(x.e, j));
+        }
+    } else {
+        for (int v = threadIdx.x; v < n_real; v += blockDim.x) online_add(m, s, tg_load(l, v));
+    }
+    const float row_max = block_reduce(m, max_op(), -INFINITY);
+    const float sum = block_reduce(m == -INFINITY ? 0.0f : s * expf(m - row_max), sum_op(), 0.0f);
+    const int target = targets[n];
+    const float target_logit = target >= 0 && target < n_real ? tg_load(l, target) : 0.0f;
+    __syncthreads(); /* every thread has read the target's logit before any overwrites it */
+    if (threadIdx.x == 0) losses[n] = logf(sum) + row_max - target_logit;
+    const float inv = 1.0f / sum;
+    if (packed) {
+        for (int k = threadIdx.x; k * P < V; k += blockDim.x) {
+            const vec_pack<E> x = vec_load(l + k * P);
+            vec_pack<E> g;
+#pragma unroll
+            for (int j = 0; j < P; j++) {
+                const int v = k * P + j;
+                const float p = v < n_real ? expf(tg_load(x.e, j) - row_max) * inv : 0.0f;
+                tg_store(g.e, j, v < n_real ? (p - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f);
+            }
+            vec_store(l + k * P, g);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) {
+            float grad = 0.0f;
+            if (v < n_real) grad = (expf(tg_load(l, v) - row_max) * inv - (v == target ? 1.0f : 0.0f)) * dloss;
+            tg_store(l, v, grad);
+        }
+    }
+}
+
 } // namespace
+
+void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss) {
+    if (N <= 0) return;
+    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    if (o->act == TG_BF16) {
+        const bool packed = V % vec_pack<__nv_bfloat16>::N == 0 && vec_aligned(logits);
+        fused_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (__nv_bfloat16 *)logits, targets, V, n_real, dloss,
+                                                              packed);
+    } else {
+        const bool packed = V % vec_pack<float>::N == 0 && vec_aligned(logits);
+        fused_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (float *)logits, targets, V, n_real, dloss, packed);
+    }
+    CUDA_LAUNCHED("xent fused_kernel");
+}
 
 void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
     if (N <= 0) return;

@@ -47,6 +47,7 @@
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
  *   [x] bias_backward                 cuda_test_bias_backward
  *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
+ *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not)
  *   [x] loss_accumulate, loss_finish  cuda_test_loss (two micro-batches, then the mean over them and DP)
  *   [x] grad_sumsq                    cuda_test_grad_sumsq (spans with gaps, a window cutting tensors)
  *   [x] grad_clip_factor              cuda_test_clip_factor (clipping or not, reduced sum, NaN loss, inf norm)
@@ -104,6 +105,8 @@ static void run_all(env *e) {
     cuda_test_bias_backward(e, N, 4 * C);
     cuda_test_xent(e, N, 1000, 997, 2000);
     cuda_test_xent(e, N, 1000, 1000, 0);
+    cuda_test_xent_fused(e, N, 1000, 997); /* rows of whole 16-byte packs */
+    cuda_test_xent_fused(e, 5, 1001, 1001); /* element by element */
     cuda_test_loss(e, N);
     cuda_test_loss(e, (int)odd);
     cuda_test_grad_sumsq(e, 1, false);
@@ -131,6 +134,7 @@ static void run_all(env *e) {
     cuda_test_dropout(e, 1024, 3072, (tg_dropout){0.2f, 1234, 82, 2000000, 0, 0});
     cuda_test_bias_backward(e, 16384, 3072);
     cuda_test_xent(e, 257, 50304, 50257, 0);
+    cuda_test_xent_fused(e, 257, 50304, 50257);
     cuda_test_xent(e, 129, 6288, 6241, 44016); /* the last rank of TP = 8 over GPT-2's vocabulary */
     cuda_test_loss(e, 16384);
     cuda_test_grad_sumsq(e, 3001, true);

@@ -103,6 +103,7 @@ void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop);
 void cuda_test_dropout(env *e, int N, int C, tg_dropout drop);
 void cuda_test_bias_backward(env *e, int N, int C);
 void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start);
+void cuda_test_xent_fused(env *e, int N, int V, int n_real);
 void cuda_test_loss(env *e, int N);
 void cuda_test_grad_sumsq(env *e, size_t k, bool windowed);
 void cuda_test_clip_factor(env *e);

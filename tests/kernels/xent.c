@@ -42,7 +42,15 @@ void kcheck_xent(tally *t) {
     for (int n = 0; n < N; n++) Rd[n] = dloss;
     double *g = fd_grad(xe_ref, &k, ld, N * V, Rd, N, 1e-5);
     expect_close(t, "xent_dlogits_fd_padding_zero", logits, g, N * V, 1e-4, 1e-6);
-    free(logits); free(R); free(ld); free(Rd); free(rowmax); free(stats); free(losses); free(g);
+    /* the fused form (TP = 1): the same arithmetic, so the same bits */
+    float *fused = randf(N * V, 71, 5), *fused_losses = poisoned(N);
+    for (int n = 0; n < N; n++)
+        for (int v = n_real; v < V; v++) fused[n * V + v] = 100.0f;
+    cpu_xent_fused(NULL, fused_losses, fused, tg, N, V, n_real, dloss);
+    report(t, memcmp(fused_losses, losses, N * sizeof(float)) == 0 && memcmp(fused, logits, (size_t)N * V * sizeof(float)) == 0,
+           "xent_fused_equals_three_passes", "losses or gradients differ");
+    free(logits); free(R); free(ld); free(Rd); free(rowmax); free(stats); free(losses); free(g); free(fused);
+    free(fused_losses);
 }
 
 #ifdef TG_CUDA
@@ -91,6 +99,31 @@ void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start) {
     check(e, logits, e->tol, "xent_finish dlogits %s", shape);
     twin all[] = {logits, targets, rowmax, rowmax_r, stats, stats_r, losses};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+    free(l);
+    free(tg);
+}
+
+/* The fused form (TP = 1: every target a real column) against the CPU's. */
+void cuda_test_xent_fused(env *e, int N, int V, int n_real) {
+    NEED(e, xent_fused);
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%d V=%d n_real=%d", N, V, n_real);
+    float *l = host_rand(e, (size_t)N * V, -4, 4);
+    for (int n = 0; n < N; n++)
+        for (int v = n_real; v < V; v++) l[(size_t)n * V + v] = 20.0f; /* padding would dominate if counted */
+    int32_t *tg = tg_malloc((size_t)N * sizeof(int32_t), "targets");
+    for (int n = 0; n < N; n++) tg[n] = (int32_t)(rng_bits_core(SEED, e->stream, (uint64_t)n) % (uint64_t)n_real);
+    e->stream++;
+    tg[0] = 0;
+    tg[N - 1] = n_real - 1;
+    twin logits = tw_vals(e, ACT, l, (size_t)N * V), targets = tw_ints(e, tg, N), losses = tw_out(e, F32, N);
+    e->cpu->xent_fused(e->cpu, losses.c, logits.c, targets.c, N, V, n_real, 0.37f);
+    e->gpu->xent_fused(e->gpu, losses.g, logits.g, targets.g, N, V, n_real, 0.37f);
+    check(e, losses, e->tol, "xent_fused losses %s", shape);
+    check(e, logits, e->tol, "xent_fused dlogits %s", shape);
+    tw_free(e, logits);
+    tw_free(e, targets);
+    tw_free(e, losses);
     free(l);
     free(tg);
 }
