@@ -148,6 +148,17 @@ struct tg_ops {
     /* dinp = dout @ w^T (skipped if NULL); dw += inp^T @ dout; dbias += column sums (if non-NULL). */
     void (*matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
                             int N, int C, int OC);
+    /* The backward of a linear layer whose input is gelu(pre), with the
+     * GELU's backward and the bias gradient of the layer before it (the
+     * MLP's c_proj after c_fc): w[C,OC], inp = gelu(pre) [N,C],
+     *   dpre[N,C] = gelu'(pre) * (dout @ w^T)      (overwritten)
+     *   dpre_bias[C] += column sums of dpre         (if non-NULL)
+     *   dw[C,OC] += inp^T @ dout
+     * exactly matmul_backward (dinp = dpre, no dbias), then gelu_backward in
+     * place on dpre, then bias_backward of dpre into dpre_bias; CUDA fuses
+     * the first two (and in fp32 the third) into cuBLASLt's epilogue. */
+    void (*matmul_backward_dgelu)(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
+                                  const void *w, const void *pre, int N, int C, int OC);
     /* logits[N,V] = x[N,C] @ wte[V,C]^T (the LM head tied to the embedding). */
     void (*lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
     /* dx = dlogits @ wte; dwte += dlogits^T @ x. */
@@ -235,6 +246,9 @@ struct tg_ops {
  * cuBLASLt workspace and the kernels' scratch (kernels/cuda/cuda_ctx.h). */
 #define OPS_CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define OPS_CUDA_SCRATCH_BYTES ((size_t)64 << 20)
+/* Most cuBLASLt plans (descriptors, layouts, algorithm) the CUDA backend
+ * keeps, one per distinct product; a GPT step has a few dozen. Host memory. */
+#define OPS_CUDA_LT_PLANS 256
 
 /* The null backend (kernels/ops_null.c): kernels that do nothing, memory that
  * does not exist; a step run on it only issues its collectives (the

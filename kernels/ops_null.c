@@ -50,6 +50,10 @@ static void matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const v
                             int N, int C, int OC) {
     (void)o; (void)dinp; (void)dw; (void)dbias; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC;
 }
+static void matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
+                                  const void *w, const void *pre, int N, int C, int OC) {
+    (void)o; (void)dpre; (void)dpre_bias; (void)dw; (void)dout; (void)inp; (void)w; (void)pre; (void)N; (void)C; (void)OC;
+}
 static void lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
     (void)o; (void)logits; (void)x; (void)wte; (void)N; (void)C; (void)V;
 }
@@ -122,6 +126,7 @@ tg_ops *ops_null_create(tg_dtype act) {
         .encoder_forward = encoder_forward, .encoder_backward = encoder_backward,
         .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,
         .matmul_forward = matmul_forward, .matmul_backward = matmul_backward,
+        .matmul_backward_dgelu = matmul_backward_dgelu,
         .lmhead_forward = lmhead_forward, .lmhead_backward = lmhead_backward,
         .attention_forward = attention_forward, .attention_backward = attention_backward,
         .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,

@@ -35,6 +35,10 @@
       (tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C,       \
        int OC),                                                                                                            \
       (dinp, dw, dbias, dout, inp, w, N, C, OC))                                                                           \
+    X(matmul_backward_dgelu,                                                                                               \
+      (tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp, const void *w, const void *pre,  \
+       int N, int C, int OC),                                                                                              \
+      (dpre, dpre_bias, dw, dout, inp, w, pre, N, C, OC))                                                                  \
     X(lmhead_forward, (tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V),                         \
       (logits, x, wte, N, C, V))                                                                                           \
     X(lmhead_backward,                                                                                                     \

@@ -192,6 +192,10 @@ static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
 
     if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
+    /* The GELU stays our own kernel, not cuBLASLt's bias+GELU epilogue:
+     * selective recompute rebuilds fch_gelu from fch with gelu_forward in
+     * backward, and cuBLASLt's GELU differs from ours in the last bits, so a
+     * fused forward would break the bitwise equality of the recompute modes. */
     o->matmul_forward(o, fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
     o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
     return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, N, 4 * C / t, e);
@@ -292,18 +296,15 @@ static void *through_dropout(gpt *g, tg_dropout drop, int N) {
     return a->ddrop.base;
 }
 
-/* Backward of row_parallel: the gradient through the branch's dropout, its
- * bias gradient from the residual rows, then the matmul backward on all
- * rows (gathered under SP) into dinp. */
-static int row_parallel_backward(gpt *g, void *dinp, const void *inp, param_kind w, int l, int N, int K, tg_err *e) {
-    gpt_acts *a = g->acts;
+/* Backward of row_parallel up to its matmul: the gradient through the
+ * branch's dropout, its bias gradient from the residual rows, then the
+ * gradient of the matmul's output on all rows (gathered under SP), which it
+ * returns (NULL on a failed collective). */
+static const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e) {
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
     void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
     g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
-    const void *dout = gather_rows(g, a->dres_full.base, dbranch, N, e);
-    if (!dout) return -1;
-    g->ops->matmul_backward(g->ops, dinp, gpt_grad(g, w, l), NULL, dout, inp, gpt_param(g, w, l), N, K, g->d.C);
-    return 0;
+    return gather_rows(g, g->acts->dres_full.base, dbranch, N, e);
 }
 
 static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
@@ -314,16 +315,24 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     if (recompute_layer(g, l, B, T, e)) return -1;
     void *fch = act_at(&a->fch, l), *ln2 = act_at(&a->ln2, l), *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l);
 
-    /* MLP: dres is the gradient of the block's output rows. */
-    if (row_parallel_backward(g, a->dfc.base, act_at(&a->fch_gelu, l), P_FCPROJ_W, l, N, 4 * C / t, e)) return -1;
-    o->gelu_backward(o, a->dfc.base, fch, a->dfc.base, (size_t)N * 4 * C / t);
-    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_FC_W, l), gpt_grad(g, P_FC_B, l), a->dfc.base, ln2,
-                       gpt_param(g, P_FC_W, l), N, C, 4 * C / t);
+    /* MLP: dres is the gradient of the block's output rows. c_proj's
+     * backward, the GELU's and c_fc's bias gradient are one op; nothing (no
+     * TP/SP collective) comes between them: c_fc's rows are this rank's
+     * columns of all N rows, and its bias is split by column as they are. */
+    const void *dmlp = row_parallel_dout(g, P_FCPROJ_W, l, N, e);
+    if (!dmlp) return -1;
+    o->matmul_backward_dgelu(o, a->dfc.base, gpt_grad(g, P_FC_B, l), gpt_grad(g, P_FCPROJ_W, l), dmlp,
+                             act_at(&a->fch_gelu, l), gpt_param(g, P_FCPROJ_W, l), fch, N, 4 * C / t, C);
+    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_FC_W, l), NULL, a->dfc.base, ln2, gpt_param(g, P_FC_W, l), N, C,
+                       4 * C / t);
     if (layernorm_backward_rows(g, P_LN2_W, l, act_at(&a->res2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), N, e))
         return -1;
 
     /* Attention */
-    if (row_parallel_backward(g, a->datty.base, act_at(&a->atty, l), P_ATTPROJ_W, l, N, C / t, e)) return -1;
+    const void *datt = row_parallel_dout(g, P_ATTPROJ_W, l, N, e);
+    if (!datt) return -1;
+    o->matmul_backward(o, a->datty.base, gpt_grad(g, P_ATTPROJ_W, l), NULL, datt, act_at(&a->atty, l),
+                       gpt_param(g, P_ATTPROJ_W, l), N, C / t, C);
     o->attention_backward(o, a->dqkv.base, a->datty.base, act_at(&a->atty, l), qkv, act_at(&a->lse, l), B, T, d->NH_local,
                           d->HS, attention_site(g, l, T));
     o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,

@@ -36,8 +36,9 @@ for r in rows[1:]:
     assert len(r) == 5, r
     ops[r[0]] = [float(x) for x in r[1:]]
     assert all(x >= 0 for x in ops[r[0]]), r
-# per step: 2 micro-batches x 3 layers x 4 linear layers; one AdamW over every tensor
-want = {"matmul_forward": 24, "matmul_backward": 24, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
+# per step: 2 micro-batches x 3 layers x 4 linear layers (c_proj's backward with the GELU's:
+# matmul_backward_dgelu); one AdamW over every tensor
+want = {"matmul_forward": 24, "matmul_backward": 18, "matmul_backward_dgelu": 6, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
         "loss_accumulate": 2, "loss_finish": 1, "grad_sumsq": 1, "upload": 4}
 for op, n in want.items():
     assert op in ops and ops[op][0] == n, (op, ops.get(op), n)

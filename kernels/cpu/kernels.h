@@ -25,6 +25,8 @@ void CPU_KERNEL(layernorm_backward)(tg_o o, void *dinp, float *dw, float *db, co
 void CPU_KERNEL(matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
 void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
                                  const void *w, int N, int C, int OC);
+void CPU_KERNEL(matmul_backward_dgelu)(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
+                                       const void *w, const void *pre, int N, int C, int OC);
 void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
 void CPU_KERNEL(lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N,
                                  int C, int V);

@@ -45,6 +45,15 @@ void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, co
     if (dbias) CPU_KERNEL(bias_backward)(o, dbias, dout, N, OC);
 }
 
+/* The composition the op stands for: the projection's backward, the GELU's
+ * backward in place, the bias gradient; bitwise what the three calls give. */
+void CPU_KERNEL(matmul_backward_dgelu)(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
+                                       const void *w, const void *pre, int N, int C, int OC) {
+    CPU_KERNEL(matmul_backward)(o, dpre, dw, NULL, dout, inp, w, N, C, OC);
+    CPU_KERNEL(gelu_backward)(o, dpre, pre, dpre, (size_t)N * C);
+    if (dpre_bias) CPU_KERNEL(bias_backward)(o, dpre_bias, dpre, N, C);
+}
+
 void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
     (void)o;
     float *y = act_view(logits, (size_t)N * V, false);

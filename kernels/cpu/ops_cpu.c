@@ -74,6 +74,7 @@ static const tg_ops TABLE = {
     .layernorm_backward = CPU_KERNEL(layernorm_backward),
     .matmul_forward = CPU_KERNEL(matmul_forward),
     .matmul_backward = CPU_KERNEL(matmul_backward),
+    .matmul_backward_dgelu = CPU_KERNEL(matmul_backward_dgelu),
     .lmhead_forward = CPU_KERNEL(lmhead_forward),
     .lmhead_backward = CPU_KERNEL(lmhead_backward),
     .attention_forward = CPU_KERNEL(attention_forward),

@@ -19,6 +19,7 @@ typedef struct cuda_ctx {
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;
+    struct cuda_lt_plans *lt_plans; /* cuBLASLt plans by shape, built once each (lt_plan.cu) */
     cublasHandle_t blas;          /* batched products (attention), on `stream` */
     void *lt_workspace;           /* cuBLASLt's scratch (counted in mem_peak) */
     size_t lt_workspace_bytes;
@@ -45,6 +46,9 @@ static inline cuda_ctx *cuda_ctx_of(tg_o o) { return (cuda_ctx *)o->ctx; }
 /* Fixed device allocations of the backend, counted in the memory budget. */
 #define CUDA_LT_WORKSPACE_BYTES OPS_CUDA_LT_WORKSPACE_BYTES
 #define CUDA_SCRATCH_BYTES OPS_CUDA_SCRATCH_BYTES
+/* Most cuBLASLt plans a context keeps (host memory; past it, products build
+ * their plan on every call). */
+#define CUDA_LT_PLANS_MAX OPS_CUDA_LT_PLANS
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +58,10 @@ extern "C" {
  * the message says so. */
 void cuda_fail(cudaError_t err, const char *what, const char *file, int line) __attribute__((noreturn));
 void cublas_fail(int status, const char *what, const char *file, int line) __attribute__((noreturn));
+/* The context's empty table of cuBLASLt plans (NULL when out of host
+ * memory), and its release with every plan in it (lt_plan.cu). */
+struct cuda_lt_plans *cuda_lt_plans_create(void);
+void cuda_lt_plans_destroy(struct cuda_lt_plans *plans);
 #ifdef __cplusplus
 }
 #endif

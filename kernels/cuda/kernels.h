@@ -8,7 +8,8 @@
  *   residual.cu   add, bias_residual_add, dropout, bias_backward
  *   step_stats.cu loss_accumulate, loss_finish, grad_sumsq, grad_clip_factor
  *   optimizer.cu  adamw (multi-tensor), cast_params, to_float
- *   matmul.cu     matmul_forward/backward, lmhead_forward/backward (cuBLASLt)
+ *   matmul.cu     matmul_forward/backward, matmul_backward_dgelu, lmhead_forward/backward (cuBLASLt)
+ *   lt_plan.cu    the cuBLASLt products under matmul.cu, their plans kept per shape (lt_plan.h)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
  *   xent.cu       xent_rowmax, xent_stats, xent_finish, xent_fused */
@@ -55,6 +56,8 @@ void cuda_to_float(tg_o o, float *dst, const void *src, size_t n);
 void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
 void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
                           int C, int OC);
+void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
+                                const void *w, const void *pre, int N, int C, int OC);
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
 void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
                           int V);

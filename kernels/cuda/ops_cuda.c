@@ -206,6 +206,7 @@ static void cuda_destroy(tg_ops *o) {
         cudaFreeHost(x->upload_ring);
         for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
             if (x->upload_done[i]) cudaEventDestroy(x->upload_done[i]);
+        cuda_lt_plans_destroy(x->lt_plans);
         if (x->lt) cublasLtDestroy(x->lt);
         if (x->blas) cublasDestroy(x->blas);
         if (x->timer_start) cudaEventDestroy(x->timer_start);
@@ -240,6 +241,7 @@ static const tg_ops CUDA_TABLE = {
     .layernorm_backward = cuda_layernorm_backward,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,
+    .matmul_backward_dgelu = cuda_matmul_backward_dgelu,
     .lmhead_forward = cuda_lmhead_forward,
     .lmhead_backward = cuda_lmhead_backward,
     .attention_forward = cuda_attention_forward,
@@ -279,6 +281,7 @@ static int open_context(cuda_ctx *x, tg_err *e) {
     x->baseline_used = device_used();
     x->peak_used = x->baseline_used;
     if (cublasLtCreate(&x->lt) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLASLt: cannot create a handle");
+    if (!(x->lt_plans = cuda_lt_plans_create())) return tg_fail(e, "out of host memory for the cuBLASLt plan table");
     if (cublasCreate(&x->blas) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLAS: cannot create a handle");
     /* Attention's batched products: on our stream, plain fp32 (no TF32),
      * no atomics (deterministic), scalars from the host. */

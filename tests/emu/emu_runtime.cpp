@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cuda_emu.h"
+#include "emu_hooks.h"
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -715,19 +716,38 @@ bool overlaps(const void *a, size_t an, const void *b, size_t bn) {
     return an && bn && (const char *)a < (const char *)b + bn && (const char *)b < (const char *)a + an;
 }
 
-/* D = alpha op(A) op(B) + beta C (+ bias[i] on row i), one batch entry;
- * float32 products accumulated in float32 (8 interleaved partial sums,
- * then combined: an order a tiled GPU kernel might also use). C is read
- * only when beta != 0, as cuBLAS documents. */
+/* The GELU's derivative, tanh approximation (what cuBLASLt's DGELU
+ * epilogues apply: PyTorch decomposes its GELU epilogue as
+ * gelu(approximate="tanh")). */
+float dgelu(float x) {
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    const float th = tanhf(k * (x + c * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * c * x * x);
+}
+
+/* What a cuBLASLt epilogue does to the product before it is stored. */
+struct gemm_epilogue {
+    const void *bias;     /* BIAS: bias[i] added to row i, type bias_t */
+    const void *aux;      /* DGELU: the value times dgelu(aux[i, j]); aux has D's type, ld aux_ld */
+    long long aux_ld;
+    void *bgrad;          /* BGRAD: row i's sum of the stored values, type bias_t (overwritten) */
+    cudaDataType bias_t;
+};
+
+/* D = epilogue(alpha op(A) op(B) + beta C), one batch entry; float32
+ * products accumulated in float32 (8 interleaved partial sums, then
+ * combined: an order a tiled GPU kernel might also use). C is read only
+ * when beta != 0, as cuBLAS documents. */
 void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A, cudaDataType at, long long lda, const void *B,
               cudaDataType bt, long long ldb, float beta, const void *C, cudaDataType ct, long long ldc, void *D,
-              cudaDataType dt, long long ldd, const void *bias, cudaDataType biast) {
+              cudaDataType dt, long long ldd, const gemm_epilogue &ep) {
     std::vector<float> a((size_t)m * k), bm((size_t)n * k); /* op(A) rows, op(B) columns, both along k */
     for (int i = 0; i < m; i++)
         for (int p = 0; p < k; p++) a[(size_t)i * k + p] = load(A, at, ta ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda);
     for (int j = 0; j < n; j++)
         for (int p = 0; p < k; p++) bm[(size_t)j * k + p] = load(B, bt, tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
     static int acc_double = getenv("EMU_GEMM_DOUBLE") && atoi(getenv("EMU_GEMM_DOUBLE")) > 0;
+    std::vector<float> sums(ep.bgrad ? (size_t)m * n : 0); /* the values the bias gradient adds, [j][i] */
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < n; j++) {
         const float *bj = &bm[(size_t)j * k];
@@ -748,9 +768,16 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
             }
             float v = alpha * acc;
             if (beta != 0.0f) v += beta * load(C, ct, (size_t)i + (size_t)j * ldc);
-            if (bias) v += load(bias, biast, (size_t)i);
+            if (ep.bias) v += load(ep.bias, ep.bias_t, (size_t)i);
+            if (ep.aux) v *= dgelu(load(ep.aux, dt, (size_t)i + (size_t)j * ep.aux_ld));
+            if (ep.bgrad) sums[(size_t)j * m + i] = v;
             store(D, dt, (size_t)i + (size_t)j * ldd, v);
         }
+    }
+    for (int i = 0; ep.bgrad && i < m; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < n; j++) s += sums[(size_t)j * m + i];
+        store(ep.bgrad, ep.bias_t, (size_t)i, s);
     }
 }
 
@@ -842,7 +869,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t tr
     for (int i = 0; i < batchCount; i++) {
         const char *Ai = (const char *)A + (size_t)(i * strideA) * ea, *Bi = (const char *)B + (size_t)(i * strideB) * eb;
         char *Ci = (char *)C + (size_t)(i * strideC) * ec;
-        gemm_one(ta, tb, m, n, k, al, Ai, Atype, lda, Bi, Btype, ldb, be, Ci, Ctype, ldc, Ci, Ctype, ldc, NULL, CUDA_R_32F);
+        gemm_one(ta, tb, m, n, k, al, Ai, Atype, lda, Bi, Btype, ldb, be, Ci, Ctype, ldc, Ci, Ctype, ldc, gemm_epilogue{});
     }
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -867,8 +894,10 @@ struct emu_lt_desc {
     cudaDataType_t scale;
     int32_t transa, transb, pointer_mode;
     uint32_t epilogue;
-    const void *bias;
+    const void *bias;  /* BIAS: read; DGELU_BGRAD: the bias gradient, written */
     int32_t bias_type; /* -1: D's type */
+    const void *aux;   /* DGELU*: the GELU's input */
+    int64_t aux_ld;
 };
 struct emu_lt_layout {
     cudaDataType type;
@@ -891,6 +920,23 @@ bool take(const void *buf, size_t bytes, V *out, const char *what) {
     }
     memcpy(out, buf, sizeof(V));
     return true;
+}
+
+bool epilogue_emulated(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+           e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+bool uses_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool uses_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+
+/* The alignment the heuristic takes from an epilogue pointer's value (it
+ * has no preference attribute for them; cublasLt.h: the heuristic "depend[s]
+ * on its value to determine expected pointer alignment"), capped at 16
+ * bytes: the emulation assumes no algorithm needs more. */
+uint64_t pointer_alignment(const void *p) {
+    uint64_t align = 16;
+    while (align > 1 && (uintptr_t)p % align != 0) align /= 2;
+    return align;
 }
 
 /* What cublasLtMatmul would reject; m, n, k from the layouts. */
@@ -922,18 +968,41 @@ bool lt_validate(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatr
         emu_error("%s: unsupported types A %d B %d C %d D %d", who, a->type, b->type, c->type, d->type);
         ok = false;
     }
-    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && op->epilogue != CUBLASLT_EPILOGUE_BIAS) {
+    if (!epilogue_emulated(op->epilogue)) {
         emu_error("%s: epilogue %u not emulated", who, op->epilogue);
         ok = false;
     }
+    const int32_t bt = op->bias_type == -1 ? (int32_t)d->type : op->bias_type;
     if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) {
         if (!op->bias) {
             emu_error("%s: BIAS epilogue without a bias pointer", who);
             ok = false;
         }
-        const int32_t bt = op->bias_type == -1 ? (int32_t)d->type : op->bias_type;
         if (!type_ok((cudaDataType)bt) || (d->type == CUDA_R_32F && bt != CUDA_R_32F)) {
             emu_error("%s: bias type %d with D type %d", who, bt, d->type);
+            ok = false;
+        }
+    }
+    if (op->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
+        /* cublasLt.h: "Bias gradient vector elements are the same type as the output elements" */
+        if (!op->bias) {
+            emu_error("%s: DGELU_BGRAD epilogue without a bias (gradient) pointer", who);
+            ok = false;
+        }
+        if (bt != (int32_t)d->type) {
+            emu_error("%s: bias gradient type %d with D type %d (must be D's)", who, bt, d->type);
+            ok = false;
+        }
+    }
+    if (uses_aux(op->epilogue)) {
+        /* cublasLt.h, EPILOGUE_AUX_LD: "Must be divisible by 8 and be no less than the number of rows in the output" */
+        if (!op->aux) {
+            emu_error("%s: DGELU epilogue without an aux pointer (the GELU's input)", who);
+            ok = false;
+        }
+        if (op->aux_ld % 8 != 0 || op->aux_ld < (int64_t)d->rows) {
+            emu_error("%s: aux ld %lld: must be divisible by 8 and at least D's %llu rows", who, (long long)op->aux_ld,
+                      (unsigned long long)d->rows);
             ok = false;
         }
     }
@@ -953,7 +1022,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
-    *d = new emu_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1};
+    *d = new emu_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, 0, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1, NULL, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -970,6 +1039,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE: ok = take(buf, bytes, &d->epilogue, w); break;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: ok = take(buf, bytes, &d->bias, w); break;
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: ok = take(buf, bytes, &d->bias_type, w); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: ok = take(buf, bytes, &d->aux, w); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: ok = take(buf, bytes, &d->aux_ld, w); break;
     case CUBLASLT_MATMUL_DESC_POINTER_MODE: ok = take(buf, bytes, &d->pointer_mode, w); break;
     default:
         emu_error("%s: attribute %d not emulated", w, (int)attr);
@@ -1028,13 +1099,20 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
+static long g_lt_heuristic_calls = 0;
+static std::map<unsigned, long> g_lt_matmul_calls; /* by epilogue */
+long emu_lt_heuristic_calls(void) { return g_lt_heuristic_calls; }
+long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]; }
+
 /* One algorithm for every valid problem; it remembers the alignments the
- * preference promised, and cublasLtMatmul checks the pointers keep them. */
+ * preference promised (A B C D) and those of the epilogue's pointers (bias,
+ * aux), and cublasLtMatmul checks the pointers keep them. */
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
                                               cublasLtMatmulPreference_t pref, int requested,
                                               cublasLtMatmulHeuristicResult_t *results, int *returned) {
     (void)h;
+    g_lt_heuristic_calls++;
     *returned = 0;
     int m, n, k;
     if (requested < 1 || !lt_validate(op, a, b, c, d, "cublasLtMatmulAlgoGetHeuristic", &m, &n, &k))
@@ -1042,6 +1120,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = 0xe3e3e3e3ull;
     for (int i = 0; i < 4; i++) results[0].algo.data[1 + i] = pref->align[i];
+    results[0].algo.data[5] = uses_bias(op->epilogue) ? pointer_alignment(op->bias) : 1;
+    results[0].algo.data[6] = uses_aux(op->epilogue) ? pointer_alignment(op->aux) : 1;
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
@@ -1061,11 +1141,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (algo && algo->data[0] == 0xe3e3e3e3ull) {
-        const void *ptrs[4] = {A, B, C, D};
-        for (int i = 0; i < 4; i++)
+        const void *ptrs[6] = {A, B, C, D, uses_bias(op->epilogue) ? op->bias : NULL, uses_aux(op->epilogue) ? op->aux : NULL};
+        const char *names[6] = {"A", "B", "C", "D", "bias", "aux"};
+        for (int i = 0; i < 6; i++)
             if ((uintptr_t)ptrs[i] % (algo->data[1 + i] ? algo->data[1 + i] : 1) != 0)
-                emu_error("cublasLtMatmul: operand %c at %p is not aligned to the %llu bytes promised to the heuristic",
-                          "ABCD"[i], ptrs[i], (unsigned long long)algo->data[1 + i]);
+                emu_error("cublasLtMatmul: operand %s at %p is not aligned to the %llu bytes the heuristic was given",
+                          names[i], ptrs[i], (unsigned long long)algo->data[1 + i]);
     } else {
         emu_error("cublasLtMatmul: the algorithm did not come from cublasLtMatmulAlgoGetHeuristic");
     }
@@ -1077,19 +1158,30 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                  b_bytes = span(Bdesc->rows, Bdesc->cols, Bdesc->ld) * elem_bytes(Bdesc->type),
                  c_bytes = span(Cdesc->rows, Cdesc->cols, Cdesc->ld) * elem_bytes(Cdesc->type),
                  d_bytes = span(Ddesc->rows, Ddesc->cols, Ddesc->ld) * elem_bytes(Ddesc->type);
-    const cudaDataType bias_t = op->bias_type == -1 ? Ddesc->type : (cudaDataType)op->bias_type;
-    const bool use_bias = op->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    gemm_epilogue ep = {};
+    ep.bias_t = op->bias_type == -1 ? Ddesc->type : (cudaDataType)op->bias_type;
+    if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) ep.bias = op->bias;
+    if (op->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) ep.bgrad = (void *)op->bias;
+    if (uses_aux(op->epilogue)) ep.aux = op->aux, ep.aux_ld = op->aux_ld;
+    const size_t bias_bytes = (size_t)m * elem_bytes(ep.bias_t),
+                 aux_bytes = ep.aux ? span(m, n, ep.aux_ld) * elem_bytes(Ddesc->type) : 0;
     bool ok = emu_check_device_range(A, a_bytes, "cublasLtMatmul A") && emu_check_device_range(B, b_bytes, "cublasLtMatmul B") &&
               emu_check_device_range(D, d_bytes, "cublasLtMatmul D");
     if (be != 0.0f) ok = ok && emu_check_device_range(C, c_bytes, "cublasLtMatmul C");
-    if (use_bias) ok = ok && emu_check_device_range(op->bias, (size_t)m * elem_bytes(bias_t), "cublasLtMatmul bias");
+    if (uses_bias(op->epilogue)) ok = ok && emu_check_device_range(op->bias, bias_bytes, "cublasLtMatmul bias");
+    if (ep.aux) ok = ok && emu_check_device_range(ep.aux, aux_bytes, "cublasLtMatmul aux");
     if (!ok) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (overlaps(D, d_bytes, A, a_bytes) || overlaps(D, d_bytes, B, b_bytes))
         emu_error("cublasLtMatmul: D overlaps A or B");
     if (C != D && be != 0.0f && overlaps(D, d_bytes, C, c_bytes)) emu_error("cublasLtMatmul: D partially overlaps C");
+    if (overlaps(D, d_bytes, ep.aux, aux_bytes)) emu_error("cublasLtMatmul: D overlaps the epilogue's aux input");
+    if (ep.bgrad && (overlaps(ep.bgrad, bias_bytes, D, d_bytes) || overlaps(ep.bgrad, bias_bytes, ep.aux, aux_bytes) ||
+                     overlaps(ep.bgrad, bias_bytes, A, a_bytes) || overlaps(ep.bgrad, bias_bytes, B, b_bytes)))
+        emu_error("cublasLtMatmul: the bias gradient overlaps an operand");
+    g_lt_matmul_calls[op->epilogue]++;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     gemm_one(ta, tb, m, n, k, al, A, Adesc->type, Adesc->ld, B, Bdesc->type, Bdesc->ld, be, C, Cdesc->type, Cdesc->ld, D,
-             Ddesc->type, Ddesc->ld, use_bias ? op->bias : NULL, bias_t);
+             Ddesc->type, Ddesc->ld, ep);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -33,6 +33,7 @@ double *fd_grad(fwd_d f, void *ctx, const double *x0, size_t nx, const double *R
 void kcheck_gemm(tally *t);
 void kcheck_layernorm(tally *t);
 void kcheck_matmul(tally *t);
+void kcheck_matmul_dgelu(tally *t);
 void kcheck_lmhead(tally *t);
 void kcheck_attention(tally *t);
 void kcheck_gelu(tally *t);

@@ -9,6 +9,7 @@ int main(void) {
     kcheck_gemm(&t);
     kcheck_layernorm(&t);
     kcheck_matmul(&t);
+    kcheck_matmul_dgelu(&t);
     kcheck_lmhead(&t);
     kcheck_attention(&t);
     kcheck_gelu(&t);

@@ -38,6 +38,11 @@
  *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard)
  *   [x] layernorm_forward/backward    cuda_test_layernorm
  *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
+ *   [x] matmul_backward_dgelu         cuda_test_matmul_dgelu (dpre_bias and NULL; C divisible by 8: the DGELU
+ *                                     epilogue, DGELU_BGRAD in fp32; odd C: the unfused fallback;
+ *                                     under the emulation also which epilogue ran)
+ *   [x] (cuBLASLt plan table)         cuda_test_lt_plans (one heuristic per shape; other k, other
+ *                                     alignment: own plan; past the table's size: still right; last)
  *   [x] lmhead_forward/backward       cuda_test_lmhead
  *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0),
  *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128)
@@ -66,6 +71,8 @@
 
 /* ---- the whole table at one precision ---- */
 
+static void run_large(env *e);
+
 static void run_all(env *e) {
     /* sizes that are multiples of no tile: B*T = 39 rows, C = 72, 3 heads of 24 */
     const int B = 3, T = 13, N = B * T, C = 72, NH = 3, HS = C / NH;
@@ -74,7 +81,7 @@ static void run_all(env *e) {
     const tg_dropout rows_far = {0.2f, 1234, 79, 100000000, 0, 0}; /* element counters past 2^32 */
     const tg_dropout heads = {0.2f, 1234, 78, 5, 1, 5};              /* heads 1..3 of 5 */
     const tg_dropout heads_far = {0.2f, 1234, 83, 20000000, 1, 5};   /* counters past 2^32 */
-    const size_t odd = 1001, mid = 100003, big = ((size_t)3 << 20) + 5;
+    const size_t odd = 1001, mid = 100003;
 
     cuda_test_memory(e);
     cuda_test_cast_params(e, mid);
@@ -86,6 +93,9 @@ static void run_all(env *e) {
     cuda_test_matmul(e, N, C, 3 * C);
     cuda_test_matmul(e, N, C, 4 * C);
     cuda_test_matmul(e, N, 4 * C, C);
+    cuda_test_matmul_dgelu(e, N, 4 * C, C); /* the MLP's shapes */
+    cuda_test_matmul_dgelu(e, 13, 40, 29);  /* odd N and OC, the epilogue */
+    cuda_test_matmul_dgelu(e, 13, 29, 41);  /* odd C: the fallback */
     cuda_test_lmhead(e, N, C, 1000);
     cuda_test_attention(e, B, T, NH, HS, none);
     cuda_test_attention(e, B, T, NH, HS, heads);
@@ -116,9 +126,14 @@ static void run_all(env *e) {
     if (e->act == TG_F32) cuda_test_adamw(e, 37, 1);
     cuda_test_adamw(e, 1, 0);
     cuda_test_adamw(e, 37, 0);
-    if (e->quick) return;
+    if (!e->quick) run_large(e);
+    cuda_test_lt_plans(e); /* last: it fills the backend's plan table */
+}
 
-    /* larger cases: GEMM tiling, many blocks of partial sums, long rows */
+/* larger cases: GEMM tiling, many blocks of partial sums, long rows */
+static void run_large(env *e) {
+    const tg_dropout none = {0};
+    const size_t big = ((size_t)3 << 20) + 5;
     printf("# %s: large cases\n", tg_dtype_name(e->act));
     cuda_test_encoder(e, 8, 256, 768, 6288, 6288, 50257);
     cuda_test_position(e, 512, 2048, 1024, 768);
@@ -126,6 +141,7 @@ static void run_all(env *e) {
     cuda_test_layernorm(e, 16384, 768);
     cuda_test_matmul(e, 1024, 768, 3 * 768);
     cuda_test_matmul(e, 1024, 4 * 768, 768);
+    cuda_test_matmul_dgelu(e, 1024, 4 * 768, 768);
     cuda_test_lmhead(e, 1024, 768, 5000);
     cuda_test_attention(e, 2, 1000, 12, 64, none);
     cuda_test_attention(e, 2, 1000, 12, 64, (tg_dropout){0.2f, 1234, 80, 1000000, 12, 48});

@@ -102,6 +102,33 @@ void kcheck_matmul(tally *t) {
     free(dw); free(db); free(dw0); free(db0);
 }
 
+/* ---- matmul backward with the GELU's backward and the bias gradient ---- */
+static double dgelu_ref(double x) {
+    const double k = sqrt(2 / M_PI), th = tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * 0.044715 * x * x);
+}
+void kcheck_matmul_dgelu(tally *t) {
+    const int N = 11, C = 24, OC = 19;
+    float *inp = randf(N * C, 140, 1), *w = randf(C * OC, 141, 1), *pre = randf(N * C, 142, 3), *dout = randf(N * OC, 143, 1);
+    float *dpre = poisoned(N * C), *dw = randf(C * OC, 144, 1), *db = randf(C, 145, 1);
+    double *want_dpre = malloc(sizeof(double) * N * C), *want_dw = to_d(dw, C * OC), *want_db = to_d(db, C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double acc = 0;
+            for (int o = 0; o < OC; o++) acc += (double)dout[n * OC + o] * w[c * OC + o];
+            want_dpre[n * C + c] = acc * dgelu_ref(pre[n * C + c]);
+            want_db[c] += want_dpre[n * C + c];
+        }
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < OC; o++)
+            for (int n = 0; n < N; n++) want_dw[c * OC + o] += (double)inp[n * C + c] * dout[n * OC + o];
+    cpu_matmul_backward_dgelu(NULL, dpre, db, dw, dout, inp, w, pre, N, C, OC);
+    expect_close(t, "matmul_backward_dgelu_dpre", dpre, want_dpre, N * C, 1e-5, 1e-5);
+    expect_close(t, "matmul_backward_dgelu_dbias", db, want_db, C, 1e-5, 1e-5);
+    expect_close(t, "matmul_backward_dgelu_dw", dw, want_dw, C * OC, 1e-5, 1e-5);
+    free(inp); free(w); free(pre); free(dout); free(dpre); free(dw); free(db); free(want_dpre); free(want_dw); free(want_db);
+}
+
 /* ---- LM head (tied) ---- */
 typedef struct { int N, C, V; const double *x, *wte; int wrt; } lm_ctx;
 static void lm_ref(const double *x, const double *wte, double *y, int N, int C, int V) {
@@ -176,6 +203,130 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
     tw_free(e, inp);
     tw_free(e, w);
     tw_free(e, bias);
+}
+
+#ifdef TG_CUDA_EMU
+#include "tests/emu/emu_hooks.h"
+#define LT_EPILOGUE_DGELU 192u       /* CUBLASLT_EPILOGUE_DGELU */
+#define LT_EPILOGUE_DGELU_BGRAD 208u /* CUBLASLT_EPILOGUE_DGELU_BGRAD */
+#endif
+
+/* matmul_backward_dgelu against the CPU's composition (matmul_backward,
+ * gelu_backward, bias_backward). C divisible by 8 takes cuBLASLt's DGELU
+ * epilogue (DGELU_BGRAD in fp32, with the bias gradient), other C the
+ * unfused fallback; under the emulation the test also checks which ran. */
+void cuda_test_matmul_dgelu(env *e, int N, int C, int OC) {
+    NEED(e, matmul_backward_dgelu);
+    twin inp = tw_rand(e, ACT, (size_t)N * C, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
+    twin pre = tw_rand(e, ACT, (size_t)N * C, -4, 4), dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1);
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
+        twin dpre = tw_out(e, ACT, (size_t)N * C);
+        twin dw = tw_rand(e, F32, (size_t)C * OC, -1, 1), dbias = tw_rand(e, F32, C, -1, 1); /* accumulate */
+#ifdef TG_CUDA_EMU
+        const long dgelu0 = emu_lt_matmul_calls(LT_EPILOGUE_DGELU), bgrad0 = emu_lt_matmul_calls(LT_EPILOGUE_DGELU_BGRAD);
+#endif
+        e->cpu->matmul_backward_dgelu(e->cpu, dpre.c, with_bias ? dbias.c : NULL, dw.c, dout.c, inp.c, w.c, pre.c, N, C, OC);
+        e->gpu->matmul_backward_dgelu(e->gpu, dpre.g, with_bias ? dbias.g : NULL, dw.g, dout.g, inp.g, w.g, pre.g, N, C, OC);
+        const char *tag = with_bias ? "" : "_dbias_null";
+        check(e, dpre, e->tol, "matmul_backward_dgelu%s dpre N=%d C=%d OC=%d", tag, N, C, OC);
+        check(e, dw, e->tol, "matmul_backward_dgelu%s dw N=%d C=%d OC=%d", tag, N, C, OC);
+        if (with_bias) check(e, dbias, e->tol, "matmul_backward_dgelu dbias N=%d C=%d OC=%d", N, C, OC);
+#ifdef TG_CUDA_EMU
+        const int fused = C % 8 == 0, bgrad = fused && with_bias && e->act == TG_F32;
+        const long dgelu = emu_lt_matmul_calls(LT_EPILOGUE_DGELU) - dgelu0;
+        const long bgrads = emu_lt_matmul_calls(LT_EPILOGUE_DGELU_BGRAD) - bgrad0;
+        char detail[128], name[96];
+        snprintf(detail, sizeof detail, "(cuBLASLt ran DGELU %ld and DGELU_BGRAD %ld times; expected %d and %d)", dgelu, bgrads,
+                 fused && !bgrad, bgrad);
+        snprintf(name, sizeof name, "matmul_backward_dgelu%s_epilogue N=%d C=%d OC=%d", tag, N, C, OC);
+        check_true(e, dgelu == (fused && !bgrad) && bgrads == bgrad, name, detail);
+#endif
+        tw_free(e, dpre);
+        tw_free(e, dw);
+        tw_free(e, dbias);
+    }
+    twin all[] = {inp, w, pre, dout};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
+/* ---- the cuBLASLt plan table (kernels/cuda/lt_plan.cu) ---- */
+
+/* The heuristic calls so far (emulation only; -1 on a real GPU, where the
+ * counts are not checked but the results still are). */
+static long heuristic_calls(void) {
+#ifdef TG_CUDA_EMU
+    return emu_lt_heuristic_calls();
+#else
+    return -1;
+#endif
+}
+
+/* Checks that the products since `before` ran the heuristic `want` times. */
+static void expect_heuristics(env *e, long before, long want, const char *name) {
+    const long now = heuristic_calls();
+    if (now < 0) return;
+    char detail[96];
+    snprintf(detail, sizeof detail, "(%ld heuristic calls, expected %ld)", now - before, want);
+    check_true(e, now - before == want, name, detail);
+}
+
+/* A view of t from logical element `at` on (both sides): an operand whose
+ * pointer has another alignment. Not to be freed. */
+static twin tw_from(env *e, twin t, size_t at) {
+    twin v = {(float *)t.c + at, (char *)t.g + at * gpu_elem(e, t.k), t.n - at, t.k};
+    return v;
+}
+
+/* out = inp @ w (no bias) on both sides, compared when `name` is given. */
+static void forward_pair(env *e, twin out, twin inp, twin w, int N, int C, int OC, const char *name) {
+    e->cpu->matmul_forward(e->cpu, out.c, inp.c, w.c, NULL, N, C, OC);
+    e->gpu->matmul_forward(e->gpu, out.g, inp.g, w.g, NULL, N, C, OC);
+    if (name) check(e, out, e->tol, "%s N=%d C=%d OC=%d", name, N, C, OC);
+}
+
+/* A product repeated runs the heuristic once; another k, or an operand of
+ * another alignment, gets a plan of its own and the right result; past the
+ * table's OPS_CUDA_LT_PLANS plans, products still run right, building their
+ * plan every call, while the kept ones stay kept. Shapes used nowhere else
+ * (the table lives as long as the backend). Last in run_all: it fills the
+ * table. */
+void cuda_test_lt_plans(env *e) {
+    NEED(e, matmul_forward);
+    const int N = 5, C = 24, OC = 40, shift = (int)(8 / gpu_elem(e, ACT)); /* shift: 8 bytes */
+    twin inp = tw_rand(e, ACT, (size_t)N * C + shift, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
+    twin out = tw_out(e, ACT, (size_t)N * OC);
+    long h = heuristic_calls();
+    forward_pair(e, out, inp, w, N, C, OC, "lt_plans_first");
+    for (int i = 0; i < 3; i++) forward_pair(e, out, inp, w, N, C, OC, i == 2 ? "lt_plans_repeated" : NULL);
+    expect_heuristics(e, h, 1, "lt_plans_one_heuristic_for_four_calls");
+    /* dw += inp^T @ dout is a product over k = N rows: with fewer rows, only k changes */
+    twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1), dw = tw_rand(e, F32, (size_t)C * OC, -1, 1);
+    for (int rows = N - 2; rows <= N; rows += 2) {
+        h = heuristic_calls();
+        e->cpu->matmul_backward(e->cpu, NULL, dw.c, NULL, dout.c, inp.c, w.c, rows, C, OC);
+        e->gpu->matmul_backward(e->gpu, NULL, dw.g, NULL, dout.g, inp.g, w.g, rows, C, OC);
+        check(e, dw, e->tol, "lt_plans_dw_k=%d C=%d OC=%d", rows, C, OC);
+        expect_heuristics(e, h, 1, rows == N ? "lt_plans_other_k_own_plan" : "lt_plans_dw_first");
+    }
+    h = heuristic_calls();
+    for (int i = 0; i < 2; i++) forward_pair(e, out, tw_from(e, inp, shift), w, N, C, OC, "lt_plans_inp_8_byte_aligned");
+    expect_heuristics(e, h, 1, "lt_plans_other_alignment_own_plan");
+
+    /* Past the table's capacity: K distinct k (N = 1, OC = 3), each new. */
+    const int K = OPS_CUDA_LT_PLANS + 8, OC3 = 3;
+    twin x = tw_rand(e, ACT, K, -1, 1), wk = tw_rand(e, ACT, (size_t)K * OC3, -1, 1), y = tw_out(e, ACT, OC3);
+    h = heuristic_calls();
+    for (int k = 1; k <= K; k++) forward_pair(e, y, x, wk, 1, k, OC3, k == K ? "lt_plans_past_capacity" : NULL);
+    expect_heuristics(e, h, K, "lt_plans_past_capacity_one_heuristic_each");
+    h = heuristic_calls();
+    for (int i = 0; i < 2; i++) forward_pair(e, y, x, wk, 1, K, OC3, "lt_plans_past_capacity_repeated");
+    expect_heuristics(e, h, 2, "lt_plans_past_capacity_not_kept");
+    h = heuristic_calls();
+    forward_pair(e, out, inp, w, N, C, OC, "lt_plans_first_again");
+    expect_heuristics(e, h, 0, "lt_plans_kept_plan_still_kept");
+    if (heuristic_calls() < 0) printf("# lt_plans: heuristic counts are checked under the emulation only\n");
+    twin all[] = {inp, w, out, dout, dw, x, wk, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
 void cuda_test_lmhead(env *e, int N, int C, int V) {

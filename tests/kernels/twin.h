@@ -94,6 +94,8 @@ void cuda_test_encoder(env *e, int B, int T, int C, int vocab_start, int vocab_l
 void cuda_test_position(env *e, int row_start, int N, int T, int C);
 void cuda_test_layernorm(env *e, int N, int C);
 void cuda_test_matmul(env *e, int N, int C, int OC);
+void cuda_test_matmul_dgelu(env *e, int N, int C, int OC);
+void cuda_test_lt_plans(env *e);
 void cuda_test_lmhead(env *e, int N, int C, int V);
 void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_test_attention_shapes(env *e);

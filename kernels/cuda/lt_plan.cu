@@ -1,0 +1,204 @@
+/* cuBLASLt products (lt_plan.h) and the context's table of their plans.
+ *
+ * A plan is what cuBLASLt needs besides the pointers: the matmul descriptor
+ * (transposes, epilogue, compute type), the layouts of A, B and D, and the
+ * algorithm the heuristic chose. Building one (descriptor, three layouts, a
+ * preference and the heuristic) costs far more host time than the launch,
+ * and a GPT step has only a few dozen distinct products, each called for
+ * every layer and micro-batch. So a plan is built on its key's first call
+ * and kept in the context's table: the key holds everything the heuristic's
+ * choice depends on, and a later call with the same key only sets its own
+ * pointers on the kept descriptor and runs. A key the heuristic had no
+ * algorithm for is kept too (the epilogue's fallback is then taken at once).
+ *
+ * The table grows by doubling up to CUDA_LT_PLANS_MAX plans. Past that, or
+ * out of host memory, a product builds its plan, runs and destroys it, as
+ * every product did before the table: slower, never different. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/lt_plan.h"
+#include "util/err.h"
+
+#define FIRST_CAPACITY 16
+
+/* Everything the heuristic's choice depends on; equal keys get the same
+ * algorithm, hence bitwise the same result. 4-byte fields only, so two keys
+ * compare with memcmp (no padding). An absent epilogue pointer has
+ * alignment 0. */
+struct lt_key {
+    int32_t trans_a, trans_b, m, n, k, lda, ldb, ldd;
+    int32_t ab, d, epilogue;
+    uint32_t align_a, align_b, align_d, align_bias, align_aux;
+};
+
+struct lt_plan {
+    lt_key key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulHeuristicResult_t heuristic;
+    cublasStatus_t status; /* the heuristic's */
+    int found;             /* algorithms it returned: 0 (none for this key) or 1 */
+};
+
+struct cuda_lt_plans {
+    lt_plan *plans;
+    int count, capacity;
+};
+
+namespace {
+
+const char *type_name(int32_t t) { return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_32F ? "fp32" : "?"; }
+
+bool uses_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool uses_aux(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+
+/* The largest power of two, at most 16, that divides the address: what the
+ * heuristic may assume of the pointer. Capped at 16 (the most cuBLASLt's
+ * vectorised loads need) so that every buffer aligned to 16 bytes or more
+ * gets the same plan, hence bitwise the same result, wherever it lives
+ * (recompute modes move activations between buffers). */
+uint32_t ptr_alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t align = 16;
+    while (align > 1 && a % align != 0) align /= 2;
+    return align;
+}
+
+template <typename V>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, V value) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
+}
+
+template <typename V>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, V value) {
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof value));
+}
+
+/* The epilogue's pointers, set on every call: they change from call to call,
+ * while the heuristic only looked at their alignment, which the key holds. */
+void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const lt_epilogue &ep) {
+    if (uses_bias(ep.kind)) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ep.bias);
+    if (uses_aux(ep.kind)) set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ep.aux);
+}
+
+/* Descriptor, layouts and the heuristic's algorithm for one key. The
+ * preference promises the operands' real alignment (key.align_*); the
+ * epilogue's pointers are set before the heuristic, which reads their
+ * alignment from them. The bias (or bias gradient) and the GELU input have
+ * D's type, as cublasLt.h documents for these epilogues. */
+void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->key = key;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)(key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)(key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
+    if (ep.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+        set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)ep.kind);
+        if (uses_bias(ep.kind)) set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, (int32_t)key.d);
+        if (uses_aux(ep.kind)) set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)key.ldd);
+        set_epilogue_pointers(p->desc, ep);
+    }
+
+    /* Layouts take the matrices as stored: rows, columns, leading dimension. */
+    const cudaDataType ab = (cudaDataType)key.ab, d = (cudaDataType)key.d;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, ab, key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k, key.lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, ab, key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, d, key.m, key.n, key.ldd));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, (uint64_t)ctx->lt_workspace_bytes);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
+    p->status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &p->heuristic, &p->found);
+    if (p->status != CUBLAS_STATUS_SUCCESS) p->found = 0;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+}
+
+void destroy_plan(lt_plan *p) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->d));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->b));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->a));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+}
+
+lt_plan *find_plan(cuda_lt_plans *t, const lt_key &key) {
+    for (int i = 0; i < t->count; i++)
+        if (memcmp(&t->plans[i].key, &key, sizeof key) == 0) return &t->plans[i];
+    return NULL;
+}
+
+/* The table's copy of p (grown as needed), or NULL when the table is full
+ * or cannot grow: the caller then uses p once and destroys it. */
+lt_plan *keep_plan(cuda_lt_plans *t, const lt_plan &p) {
+    if (t->count == t->capacity) {
+        if (t->capacity >= CUDA_LT_PLANS_MAX) return NULL;
+        int capacity = t->capacity ? 2 * t->capacity : FIRST_CAPACITY;
+        if (capacity > CUDA_LT_PLANS_MAX) capacity = CUDA_LT_PLANS_MAX;
+        lt_plan *grown = (lt_plan *)realloc(t->plans, (size_t)capacity * sizeof *grown);
+        if (!grown) return NULL;
+        t->plans = grown;
+        t->capacity = capacity;
+    }
+    t->plans[t->count] = p;
+    return &t->plans[t->count++];
+}
+
+__attribute__((noreturn)) void die_no_algorithm(const char *what, const lt_plan &p) {
+    const lt_key &k = p.key;
+    tg_err e;
+    tg_fail(&e,
+            "cuBLASLt has no algorithm for %s: m=%d n=%d k=%d, op(A)=%c op(B)=%c, A/B %s, D %s, lda=%d ldb=%d ldd=%d, "
+            "alignment A %u B %u D %u bytes (heuristic status %d, %d found)",
+            what, k.m, k.n, k.k, k.trans_a ? 'T' : 'N', k.trans_b ? 'T' : 'N', type_name(k.ab), type_name(k.d), k.lda, k.ldb,
+            k.ldd, k.align_a, k.align_b, k.align_d, (int)p.status, p.found);
+    tg_die("train_gpt", &e);
+}
+
+} // namespace
+
+bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
+                const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta, lt_epilogue ep) {
+    if (m == 0 || n == 0 || (k == 0 && beta == 1.0f)) return true; /* nothing changes */
+    const lt_key key = {trans_a, trans_b, m, n, k, lda, ldb, ldd, (int32_t)ab, (int32_t)d, (int32_t)ep.kind,
+                        ptr_alignment(A), ptr_alignment(B), ptr_alignment(D),
+                        uses_bias(ep.kind) ? ptr_alignment(ep.bias) : 0u, uses_aux(ep.kind) ? ptr_alignment(ep.aux) : 0u};
+    lt_plan once; /* a plan the full table cannot keep: built, used and destroyed here */
+    lt_plan *plan = find_plan(ctx->lt_plans, key);
+    bool kept = plan != NULL;
+    if (!kept) {
+        build_plan(ctx, key, ep, &once);
+        plan = keep_plan(ctx->lt_plans, once);
+        kept = plan != NULL;
+        if (!kept) plan = &once;
+    }
+    const bool found = plan->found > 0;
+    if (!found && ep.kind == CUBLASLT_EPILOGUE_DEFAULT) die_no_algorithm(what, *plan);
+    if (found) {
+        set_epilogue_pointers(plan->desc, ep);
+        const float alpha = 1.0f;
+        CUBLAS_CHECK(cublasLtMatmul(ctx->lt, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D, plan->d,
+                                    &plan->heuristic.algo, ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
+    }
+    if (!kept) destroy_plan(&once);
+    return found;
+}
+
+void lt_gemm(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
+             const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta) {
+    lt_product(ctx, what, trans_a, trans_b, m, n, k, A, lda, B, ldb, ab, D, ldd, d, beta,
+               lt_epilogue{CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL});
+}
+
+struct cuda_lt_plans *cuda_lt_plans_create(void) { return (cuda_lt_plans *)calloc(1, sizeof(cuda_lt_plans)); }
+
+void cuda_lt_plans_destroy(struct cuda_lt_plans *t) {
+    if (!t) return;
+    for (int i = 0; i < t->count; i++) destroy_plan(&t->plans[i]);
+    free(t->plans);
+    free(t);
+}

@@ -1,0 +1,16 @@
+/* What the emulation (tests/emu/emu_runtime.cpp) reports to tests beyond
+ * the CUDA API: counters no real library offers. Only the emulated build of
+ * the tests (tests/emu/build.sh defines TG_CUDA_EMU) may call these. */
+#ifndef EMU_HOOKS_H
+#define EMU_HOOKS_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* cublasLtMatmulAlgoGetHeuristic calls so far in this process. */
+long emu_lt_heuristic_calls(void);
+/* cublasLtMatmul calls so far that ran with this epilogue (a cublasLtEpilogue_t value). */
+long emu_lt_matmul_calls(unsigned epilogue);
+#ifdef __cplusplus
+}
+#endif
+#endif
