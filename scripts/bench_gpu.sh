@@ -1,64 +1,92 @@
 #!/usr/bin/env bash
 # Training throughput on one GPU at TP=1: train_gpt (bf16) against PyTorch
-# (eager and torch.compile) on the same GPU, model and batch shapes; writes
-# results/gpu_bench_<date>.md. The GPU twin of scripts/bench_cpu.sh.
-# --help says it all.
+# (eager and torch.compile) and llm.c's train_gpt2cu on the same GPU, model and
+# batch shapes; writes results/gpu_bench_<date>.md and .json (bench.json). The
+# GPU twin of scripts/bench_cpu.sh. --help says it all.
 set -uo pipefail
 prog=bench_gpu
 root="$(cd "$(dirname "$0")/.." && pwd)"
+caller_dir="$PWD" # a relative --llmc DIR is the caller's
 cd "$root" || exit 2
 
 usage() {
     cat <<'EOF'
-Usage: [OUT=DIR] [TRAIN_GPT=BIN] [PYTHON=PY] scripts/bench_gpu.sh [options]
+Usage: [OUT=DIR] [TRAIN_GPT=BIN] [PYTHON=PY] [LLMC_SRC=DIR] scripts/bench_gpu.sh [options]
 
 Measures training steps on one GPU (the first one CUDA_VISIBLE_DEVICES names;
 GPU 0 by default) for two models:
   gpt2_124m      configs/gpt2_124m.json: micro-batch 16, global batch 16, seq 1024
   megatron_1.2b  configs/megatron_weak_1.2b.json (the Megatron-LM paper's 1.2B:
-                 40 layers, width 1536, 16 heads, vocab 51200): micro-batch 8,
-                 global batch 8, seq 1024; recompute none if `train_gpt --plan`
-                 says it fits in this GPU's memory, else full (PyTorch then
-                 checkpoints every block too)
-each with three implementations:
+                 40 layers, width 1536, 16 heads, vocab 51200), seq 1024, at
+                 global batch 8 (the paper's; micro-batch 8) and 20 (the
+                 sweeps' second set, docs/scaling.md; micro-batch 10, 2
+                 accumulated: --plan puts recompute none at 40.6 GiB, 60.7 at
+                 micro-batch 20, which leaves PyTorch little room on 80 GB);
+                 recompute none if `train_gpt --plan` says it fits in this
+                 GPU's memory, else full (PyTorch then checkpoints every block)
+each with four implementations:
   train_gpt bf16   the binary, device=cuda, train.precision=bf16, random tokens;
-                   ms/step: the median of log.jsonl's "ms" (CUDA events around
-                   the step) from step 4 on; peak memory: its mem_peak_bytes
+                   its log.jsonl's "ms" (CUDA events around the step); peak
+                   memory: its mem_peak_bytes
   PyTorch eager    scripts/bench_torch.py: the same GPT-2 (tied, padded vocab,
                    pre-LN, GELU tanh, SDPA causal attention), bf16 autocast over
-                   fp32 weights, fused AdamW, grad clipping; CUDA events, median
-                   from step 4 on; peak memory: torch.cuda.max_memory_allocated
+                   fp32 weights, fused AdamW, grad clipping; CUDA events; peak
+                   memory: torch.cuda.max_memory_allocated
   PyTorch compile  the same under torch.compile, within --compile-limit seconds
                    (compilation included); "not measured" when it runs out
-tokens/s = global_batch * seq_len / median step time; MFU = flops_per_token *
-tokens/s / peak, with train_gpt's flops_per_token (6N + 12 L C T, N over the
-real vocabulary) and the peak train_gpt used (its device table,
-kernels/cuda/ops_cuda.c), for all rows.
+  llm.c            karpathy/llm.c's train_gpt2cu (gpt2_124m only: llm.c has no
+                   configuration matching megatron_1.2b), built here from the
+                   source --llmc DIR names by scripts/build_llmc.sh into
+                   runs/llmc_build/ (never inside DIR): `make train_gpt2cu
+                   USE_CUDNN=1` when cuDNN and the cudnn-frontend headers are
+                   found, else the plain build; the make command goes into the
+                   results. Run as `train_gpt2cu -e d12 -b 16 -t 1024 -d 16384
+                   -r 0 -x STEPS` (a fresh GPT-2 124M, bf16, no recompute) on the
+                   same random-token shard, with no sampling and no checkpoints
+                   (its validation pass runs outside the timed steps); ms from
+                   its "step N/M | ... | X ms |" lines (CUDA events); build and
+                   run within --llmc-limit seconds. Without --llmc: "not measured"
+ms/step: the median of the steps from step 4 on (steps 1-3 are warm-up), with
+their min and max, for every row. tokens/s = global_batch * seq_len / median;
+MFU = flops_per_token * tokens/s / peak, with train_gpt's flops_per_token
+(6N + 12 L C T, N over the real vocabulary) and the peak train_gpt used (its
+device table, kernels/cuda/ops_cuda.c), for all rows.
 
 Writes results/gpu_bench_<YYYY-mm-dd>.md (results/gpu_bench_<date>_<models>.md
-with --models) and the raw runs into runs/gpu_bench_<time>/ (log.jsonl and
-stdout of each run, the plan, the commands). With OUT set, both are copied
-there after every measurement, so a command cut short still brings back what
-it measured.
+with --models), the same rows as JSON beside it (bench.json: the same name
+with .json: {"device", "driver", "cuda", "commit", "date", "rows": [{"model",
+"impl", "global_batch", "ms_per_step", "ms_min", "ms_max", "tokens_per_s",
+"mfu", "mem_peak_gib", "command", "note"}]}, a row for every model x
+implementation x global batch; one not measured has nulls and a note saying
+why), and the raw runs into runs/gpu_bench_<time>/ (each run's stdout and
+logs, the plan, the commands). With OUT set, all are copied there after every
+measurement, so a command cut short still brings back what it measured.
 
 Options:
-  --quick              10 steps per run (7 timed) and --compile-limit 180 by
-                       default: everything in about 6-8 minutes on one H100
-                       (an estimate: not yet run on a GPU)
+  --quick              10 steps per run (7 timed), --compile-limit 180 and
+                       --llmc-limit 240 by default (estimates, not yet run on a GPU)
   --steps N            steps per run (default 20; at least 5: steps 1-3 are warm-up)
   --models LIST        comma-separated, of gpt2_124m,megatron_1.2b (default both)
   --no-compile         skip torch.compile (its rows say "not measured")
   --compile-limit S    seconds one torch.compile run may take, compilation
                        included (default 420; --quick 180)
+  --llmc DIR           llm.c's source tree (karpathy/llm.c: train_gpt2.cu,
+                       Makefile, llmc/), e.g. .peer/llm.c; or LLMC_SRC=DIR
+  --llmc-limit S       seconds llm.c's build and run may take together
+                       (default 420; --quick 240)
   -h, --help           this text
 Environment: TRAIN_GPT (default build/gpu/train_gpt if built, else ./train_gpt),
-PYTHON (with PyTorch and CUDA; default python3), OUT (a folder to copy results to).
+PYTHON (with PyTorch and CUDA; default python3), OUT (a folder to copy results to),
+LLMC_SRC (as --llmc), BENCH_COMMIT (bench.json's commit where the tree is not
+a git checkout and the binary says "unknown"), and scripts/build_llmc.sh's
+(NVCC, CUDNN_FRONTEND_PATH, LLMC_CUDNN=0).
 
 Refuses (exit 1, nothing measured) without a GPU (nvidia-smi lists none) or
 when TRAIN_GPT was built without CUDA (make GPU=1). Exit status otherwise: 0
 when every train_gpt and PyTorch eager row was measured, 1 when one was not
-(the table is still written, saying why); a torch.compile that runs out of
-time or fails is "not measured" and does not count. 2: bad arguments.
+(the table is still written, saying why); a torch.compile or llm.c row that is
+not measured does not count. 2: bad arguments (a --llmc DIR that is not llm.c's
+source included).
 EOF
 }
 die() { echo "$prog: error: $*" >&2; exit 2; }
@@ -66,32 +94,52 @@ refuse() { echo "$prog: $*; nothing was measured" >&2; exit 1; }
 say() { echo "$prog: $*"; }
 
 orig_cmd=""
-for v in OUT TRAIN_GPT PYTHON CUDA_VISIBLE_DEVICES; do
+for v in OUT TRAIN_GPT PYTHON CUDA_VISIBLE_DEVICES LLMC_SRC; do
     [ -n "${!v:-}" ] && orig_cmd+="$v=$(printf '%q' "${!v}") "
 done
 orig_cmd+="scripts/bench_gpu.sh$(printf ' %q' "$@")"
 
-quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 compile_limit=""
+quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 compile_limit="" llmc_limit=""
+llmc="${LLMC_SRC:-}" llmc_from="LLMC_SRC"
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
         --quick) quick=1; shift ;;
         --no-compile) compile=0; shift ;;
-        --steps|--models|--compile-limit)
+        --steps|--models|--compile-limit|--llmc|--llmc-limit)
             [ $# -ge 2 ] || die "$1 needs a value"
-            case "$1" in --steps) steps="$2" ;; --models) models="$2" ;; --compile-limit) compile_limit="$2" ;; esac
+            case "$1" in
+                --steps) steps="$2" ;; --models) models="$2" ;; --compile-limit) compile_limit="$2" ;;
+                --llmc) llmc="$2" llmc_from="--llmc" ;; --llmc-limit) llmc_limit="$2" ;;
+            esac
             shift 2 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 [ -n "$steps" ] || { if [ "$quick" = 1 ]; then steps=10; else steps=20; fi; }
 [ -n "$compile_limit" ] || { if [ "$quick" = 1 ]; then compile_limit=180; else compile_limit=420; fi; }
+[ -n "$llmc_limit" ] || { if [ "$quick" = 1 ]; then llmc_limit=240; else llmc_limit=420; fi; }
 { [[ "$steps" =~ ^[0-9]+$ ]] && [ "$steps" -ge 5 ]; } || die "--steps must be an integer of at least 5 (steps 1-3 are warm-up), got '$steps'"
 [[ "$compile_limit" =~ ^[1-9][0-9]*$ ]] || die "--compile-limit must be a positive integer (seconds), got '$compile_limit'"
+[[ "$llmc_limit" =~ ^[1-9][0-9]*$ ]] || die "--llmc-limit must be a positive integer (seconds), got '$llmc_limit'"
 [[ "$models" =~ ^(gpt2_124m|megatron_1\.2b)(,(gpt2_124m|megatron_1\.2b))*$ ]] ||
     die "--models must be a comma-separated list of gpt2_124m and megatron_1.2b, got '$models'"
+if [ -n "$llmc" ]; then
+    llmc_given="$llmc"
+    [[ "$llmc" == /* ]] || llmc="$caller_dir/$llmc"
+    [ -d "$llmc" ] || die "$llmc_from $llmc_given: no such directory (llm.c's source tree, e.g. .peer/llm.c)"
+    for f in train_gpt2.cu Makefile llmc; do
+        [ -e "$llmc/$f" ] || die "$llmc_from $llmc_given has no $f: not llm.c's source tree (karpathy/llm.c)"
+    done
+    llmc="$(cd "$llmc" && pwd)"
+fi
 warmup=3          # steps left out of every median: from step 4 on
 run_limit=420     # seconds a train_gpt or PyTorch eager run may take
+# the measured points, MODEL:GLOBAL_BATCH
+points=()
+for key in ${models//,/ }; do
+    case "$key" in gpt2_124m) points+=(gpt2_124m:16) ;; megatron_1.2b) points+=(megatron_1.2b:8 megatron_1.2b:20) ;; esac
+done
 
 # ---- 1. a GPU, and a train_gpt that can use it ----------------------------
 if ! gpu_list=$(nvidia-smi -L 2>/dev/null) || ! grep -q '^GPU ' <<<"$gpu_list"; then
@@ -115,6 +163,8 @@ fi
 [ -x "$bin" ] || refuse "$bin is missing: build it with make GPU=1"
 py="${PYTHON:-python3}"
 command -v "$py" >/dev/null 2>&1 || refuse "no $py (set PYTHON)"
+report() { python3 scripts/bench_report.py "$@"; } # standard library only: any python3
+command -v python3 >/dev/null 2>&1 || report() { "$py" scripts/bench_report.py "$@"; }
 
 date_utc=$(date -u +%Y-%m-%d)
 stamp=$(date -u +%Y%m%d_%H%M%S)
@@ -122,6 +172,7 @@ raw="runs/gpu_bench_$stamp"
 suffix=""
 [ "$models" = "gpt2_124m,megatron_1.2b" ] || suffix="_${models//,/_}"
 md="results/gpu_bench_${date_utc}${suffix}.md"
+json="${md%.md}.json"
 scratch=$(mktemp -d /tmp/bench_gpu.XXXXXX) || exit 2
 trap 'rm -rf "$scratch"' EXIT
 
@@ -162,71 +213,47 @@ torch_info=$(tail -n 1 <<<"$torch_info")
 nvcc_info="unknown"
 nvcc_path=$(sed -n 's/^NVCC = //p' build/gpu/cuda.mk 2>/dev/null)
 [ -n "$nvcc_path" ] && [ -x "$nvcc_path" ] && nvcc_info="$("$nvcc_path" --version | grep -m1 -o 'release [0-9.]*, V[0-9.]*')"
+# bench.json's "cuda": the toolkit that built train_gpt (nvcc), else the one PyTorch was built with
+cuda_toolkit=$(grep -o 'release [0-9.]*' <<<"$nvcc_info" | sed 's/release //')
+[ -n "$cuda_toolkit" ] || cuda_toolkit=$(sed -n 's/.*(CUDA \([0-9.]*\)).*/\1/p' <<<"$torch_info")
 git_rev="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || git_rev+=" (with uncommitted changes)"
+# bench.json's "commit": BENCH_COMMIT, else git's, else the one the binary was built from (--version)
+commit="${BENCH_COMMIT:-}"
+if [ -z "$commit" ] && commit=$(git rev-parse HEAD 2>/dev/null); then
+    git diff --quiet HEAD 2>/dev/null || commit+="-modified"
+fi
+[ -n "$commit" ] || commit=$("$bin" --version 2>/dev/null | sed -n '1s/^train_gpt //p')
+[ -n "$commit" ] || commit=unknown
 say "$gpu_name (driver $driver, CUDA $cuda_driver); train_gpt $bin: $backend_line; PyTorch: $torch_info"
-say "raw runs in $raw; the table goes to $md"
+say "raw runs in $raw; the table goes to $md, bench.json to $json"
 
 # ---- 2. helpers -------------------------------------------------------------
-# model_setup NAME: cfg, label and shape (the --set arguments both implementations take)
+# model_setup KEY GB: cfg, label, mb and shape (the --set arguments both train_gpt and PyTorch take)
 model_setup() {
     case "$1" in
-        gpt2_124m) cfg=configs/gpt2_124m.json label="GPT-2 124M"
-            shape=(--set train.micro_batch=16 --set train.global_batch=16 --set model.seq_len=1024) ;;
+        gpt2_124m) cfg=configs/gpt2_124m.json label="GPT-2 124M" mb=16 ;;
         megatron_1.2b) cfg=configs/megatron_weak_1.2b.json label="Megatron 1.2B"
-            shape=(--set train.micro_batch=8 --set train.global_batch=8 --set model.seq_len=1024) ;;
+            if [ "$2" = 20 ]; then mb=10; else mb=8; fi ;;
     esac
+    label+=" (global batch $2)"
+    shape=(--set train.micro_batch="$mb" --set train.global_batch="$2" --set model.seq_len=1024)
 }
 # note_cmd ARGS...: the exact command, for the table's header
 note_cmd() { printf '%q ' "$@" >>"$raw/commands.txt"; echo >>"$raw/commands.txt"; }
+quoted() { printf '%q ' "$@" | sed 's/ $//'; }
 # add_result JSON: one row of the table
 add_result() { echo "$1" >>"$raw/results.jsonl"; }
-# error_json KEY IMPL RECOMPUTE MESSAGE
-error_json() {
-    "$py" -c 'import json, sys; print(json.dumps({"key": sys.argv[1], "impl": sys.argv[2], "recompute": sys.argv[3], "error": sys.argv[4]}))' \
-        "$1" "$2" "$3" "$4"
+# not_measured KEY GB IMPL RECOMPUTE COMMAND MESSAGE: a row that says why
+not_measured() {
+    add_result "$(report error --key "$1" --gb "$2" --impl "$3" --recompute "$4" ${5:+--command "$5"} "$6")"
 }
 last_lines() { tail -n "${2:-3}" "$1" 2>/dev/null | tr '\n' ' ' | sed 's/ *$//' | cut -c1-300; }
 
-# train_gpt_result KEY RECOMPUTE DIR: the row from DIR/log.jsonl and DIR.out
-train_gpt_result() {
-    "$py" - "$1" "$2" "$3" "$warmup" <<'PY'
-import json, re, statistics, sys
-key, recompute, d, warmup = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-def parse(l):  # train_gpt writes a NaN or infinite loss as C prints it
-    for bad, good in ((":-nan", ":NaN"), (":nan", ":NaN"), (":-inf", ":-Infinity"), (":inf", ":Infinity")):
-        l = l.replace(bad, good)
-    return json.loads(l)
-lines = [parse(l) for l in open(f"{d}/log.jsonl") if l.strip()]
-train = [l for l in lines if "loss" in l and "ms" in l]
-timed = [l for l in train if l["step"] > warmup]
-if not timed:
-    sys.exit(f"{d}/log.jsonl has no train line after step {warmup}")
-out = open(f"{d}.out").read()
-m = re.search(r"^model: (\d+) layers, (\d+) heads, width (\d+), context \d+, vocab (\d+) \(padded (\d+)\): (\d+) parameters",
-              out, re.M)
-shape = dict(zip(("n_layer", "n_head", "n_embd", "vocab_size", "vocab_padded", "n_params"), (int(x) for x in m.groups())))
-cfg = re.search(r"^batch: (\d+) sequences x (\d+) tokens per step = .* micro-batches of (\d+)", out, re.M)
-ms = statistics.median(l["ms"] for l in timed)
-gb, seq, mb = (int(x) for x in cfg.groups())
-fpt = train[-1]["flops_per_token"]
-# the peak train_gpt used, from its own mfu = flops_per_token * tok_per_s / peak
-# (from the line of largest mfu: logged to 6 decimals), to 4 significant digits
-best = max((l for l in train if l.get("mfu")), key=lambda l: l["mfu"], default=None)
-peak = float(f'{best["flops_per_token"] * best["tok_per_s"] / best["mfu"] / 1e12:.4g}') if best else 0.0
-tps = gb * seq / (ms / 1e3)
-print(json.dumps({"key": key, "impl": "train_gpt bf16", "recompute": recompute, "micro_batch": mb, "global_batch": gb,
-                  "seq_len": seq, **shape, "steps": len(train), "warmup": warmup,
-                  "ms": [l["ms"] for l in train], "median_ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
-                  "peak_tflops": peak, "mfu": fpt * tps / (peak * 1e12) if peak > 0 else None,
-                  "mem_peak_bytes": max(l.get("mem_peak_bytes", 0) for l in train)}))
-PY
-}
-
-# run_train_gpt KEY RECOMPUTE: one train_gpt run; its row, or an error row; 0 when measured
+# run_train_gpt KEY GB RECOMPUTE: one train_gpt run; its row, or a row saying why not; 0 when measured
 run_train_gpt() {
-    local key="$1" rc="$2" dir="$raw/${1}_train_gpt_$2" row
-    model_setup "$key"
+    local key="$1" gb="$2" rc="$3" dir="$raw/${1}_gb${2}_train_gpt_$3" row
+    model_setup "$key" "$gb"
     local cmd=("$bin" --config "$cfg" "${shape[@]}" --set device=cuda --set train.precision=bf16
                --set train.recompute="$rc" "${common[@]}" --set out.dir="$dir")
     note_cmd "${cmd[@]}"
@@ -234,195 +261,181 @@ run_train_gpt() {
     timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.out" 2>&1
     local status=$?
     if [ "$status" -ne 0 ]; then
-        row=$(error_json "$key" "train_gpt bf16" "$rc" "failed (exit $status): $(last_lines "$dir.out")")
-    elif ! row=$(train_gpt_result "$key" "$rc" "$dir" 2>&1); then
-        row=$(error_json "$key" "train_gpt bf16" "$rc" "no result: $row")
+        not_measured "$key" "$gb" train_gpt "$rc" "$(quoted "${cmd[@]}")" "not measured: failed (exit $status): $(last_lines "$dir.out")"
+    elif ! row=$(report train-gpt "$dir" --key "$key" --gb "$gb" --recompute "$rc" --warmup "$warmup" \
+                     --command "$(quoted "${cmd[@]}")" 2>&1); then
+        not_measured "$key" "$gb" train_gpt "$rc" "$(quoted "${cmd[@]}")" "not measured: no result: $row"
         status=1
+    else
+        add_result "$row"
     fi
-    add_result "$row"
     [ "$status" -eq 0 ]
 }
 
-# run_torch KEY RECOMPUTE PEAK eager|compile LIMIT: one bench_torch.py run
+# run_torch KEY GB RECOMPUTE PEAK eager|compile LIMIT: one bench_torch.py run
 run_torch() {
-    local key="$1" rc="$2" peak="$3" mode="$4" limit="$5" impl="PyTorch $4"
-    local name="$raw/${key}_torch_${mode}" row status
-    model_setup "$key"
+    local key="$1" gb="$2" rc="$3" peak="$4" mode="$5" limit="$6" impl="pytorch_$5"
+    local name="$raw/${key}_gb${gb}_torch_${mode}" status
+    model_setup "$key" "$gb"
     if [ "$torch_ok" != 1 ]; then
-        add_result "$(error_json "$key" "$impl" "$rc" "not measured: $torch_info")"
+        not_measured "$key" "$gb" "$impl" "$rc" "" "not measured: $torch_info"
         return 1
     fi
     local cmd=("$py" scripts/bench_torch.py --config "$cfg" "${shape[@]}" --set train.recompute="$rc"
                --steps "$steps" --warmup "$warmup" --peak-tflops "$peak" --json "$name.json")
     [ "$mode" = compile ] && cmd+=(--compile)
     note_cmd timeout -k 15 "$limit" "${cmd[@]}"
-    say "$label, $impl, $steps steps (at most $limit s) ..."
+    say "$label, PyTorch $mode, $steps steps (at most $limit s) ..."
     rm -f "$name.json"
     timeout -k 15 "$limit" "${cmd[@]}" >"$name.out" 2>&1
     status=$?
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        row=$(error_json "$key" "$impl" "$rc" "not measured: not done within $limit s$([ "$mode" = compile ] && echo ", compilation included")")
+        not_measured "$key" "$gb" "$impl" "$rc" "$(quoted "${cmd[@]}")" \
+            "not measured: not done within $limit s$([ "$mode" = compile ] && echo ", compilation included")"
     elif [ "$status" -ne 0 ] || [ ! -s "$name.json" ]; then
-        row=$(error_json "$key" "$impl" "$rc" "not measured: failed (exit $status): $(last_lines "$name.out")")
+        not_measured "$key" "$gb" "$impl" "$rc" "$(quoted "${cmd[@]}")" \
+            "not measured: failed (exit $status): $(last_lines "$name.out")"
         [ "$status" -ne 0 ] || status=1
     else
-        row=$("$py" -c 'import json, sys; r = json.load(open(sys.argv[1])); r["key"] = sys.argv[2]; print(json.dumps(r))' "$name.json" "$key")
+        add_result "$(report torch "$name.json" --key "$key" --gb "$gb" --command "$(quoted "${cmd[@]}")")"
     fi
-    add_result "$row"
     [ "$status" -eq 0 ]
 }
 
-# render: the Markdown table from results.jsonl (after every measurement), copied to $OUT
+# run_llmc PEAK: llm.c's train_gpt2cu for gpt2_124m, built from $llmc within $llmc_limit seconds
+llmc_note="not given (--llmc DIR or LLMC_SRC=DIR)"
+run_llmc() {
+    local peak="$1" build=runs/llmc_build t0=$SECONDS left make_cmd ld status shown row
+    model_setup gpt2_124m 16
+    if [ -z "$llmc" ]; then
+        not_measured gpt2_124m 16 llm.c none "" "not measured: no llm.c source given (--llmc DIR or LLMC_SRC=DIR)"
+        return
+    fi
+    note_cmd timeout -k 10 "$llmc_limit" scripts/build_llmc.sh "$llmc" "$build"
+    say "llm.c: building train_gpt2cu from $llmc into $build (at most $llmc_limit s with its run) ..."
+    timeout -k 10 "$llmc_limit" bash scripts/build_llmc.sh "$llmc" "$build" >"$raw/llmc_build.out" 2>&1
+    status=$?
+    cp "$build"/make_*.log "$raw/" 2>/dev/null
+    if [ "$status" -ne 0 ] || [ ! -x "$build/train_gpt2cu" ]; then
+        llmc_note="\`$llmc\`: the build failed: $(last_lines "$raw/llmc_build.out" 2)"
+        not_measured gpt2_124m 16 llm.c none "" "not measured: llm.c did not build$([ "$status" -ge 124 ] &&
+            echo " within $llmc_limit s") ($(last_lines "$raw/llmc_build.out" 1))"
+        return
+    fi
+    make_cmd=$(sed -n 's/^make=//p' "$build/build.txt")
+    ld=$(sed -n 's/^ld_library_path=//p' "$build/build.txt")
+    llmc_note="\`$llmc\` (commit $(sed -n 's/^commit=//p' "$build/build.txt"), sha256 of its Makefile, \
+train_gpt2.cu and llmc/ $(sed -n 's/^sha256=//p' "$build/build.txt")), the $(sed -n 's/^build=//p' "$build/build.txt") \
+build: \`$make_cmd\` (scripts/build_llmc.sh, in $build/)"
+    left=$((llmc_limit - (SECONDS - t0)))
+    local cmd=(./train_gpt2cu -i "$scratch/data/train_*.bin" -j "$scratch/data/train_*.bin" -e d12 -b 16 -t 1024
+               -d 16384 -r 0 -x "$steps" -v 100000 -m 1 -s 0 -n 0 -h 0)
+    shown="(cd $build && LD_LIBRARY_PATH=$ld:\$LD_LIBRARY_PATH $(quoted "${cmd[@]}"))"
+    echo "$shown" >>"$raw/commands.txt"
+    if [ "$left" -lt 20 ]; then
+        not_measured gpt2_124m 16 llm.c none "$shown" "not measured: its build took $((SECONDS - t0)) s of the $llmc_limit s limit"
+        return
+    fi
+    say "$label, llm.c train_gpt2cu, $steps steps (at most $left s) ..."
+    (cd "$build" && LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 10 "$left" "${cmd[@]}") \
+        >"$raw/gpt2_124m_gb16_llmc.out" 2>&1
+    status=$?
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        not_measured gpt2_124m 16 llm.c none "$shown" "not measured: not done within $llmc_limit s, its build included"
+    elif [ "$status" -ne 0 ]; then
+        not_measured gpt2_124m 16 llm.c none "$shown" "not measured: failed (exit $status): $(last_lines "$raw/gpt2_124m_gb16_llmc.out")"
+    elif ! row=$(report llmc "$raw/gpt2_124m_gb16_llmc.out" --key gpt2_124m --gb 16 --warmup "$warmup" --peak "$peak" \
+                     --build "$make_cmd" --command "$shown" 2>&1); then
+        not_measured gpt2_124m 16 llm.c none "$shown" "not measured: no result: $row"
+    else
+        add_result "$row"
+    fi
+}
+
+# render: the Markdown table and bench.json from results.jsonl (after every measurement), copied to $OUT
 render() {
     BENCH_DEVICE="$gpu_name" BENCH_DRIVER="$driver" BENCH_CUDA="$cuda_driver" BENCH_MEM_MIB="$mem_mib" \
     BENCH_NVCC="$nvcc_info" BENCH_TORCH="$torch_info" BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" \
+    BENCH_DATE_ISO="$(date -u '+%Y-%m-%dT%H:%M:%SZ')" BENCH_CUDA_TOOLKIT="$cuda_toolkit" BENCH_COMMIT="$commit" \
     BENCH_CMD="$orig_cmd" BENCH_BIN="$bin" BENCH_BACKEND="$backend_line" BENCH_GIT="$git_rev" BENCH_STEPS="$steps" \
-    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" \
-    "$py" - "$raw/results.jsonl" "$raw/commands.txt" "$md" <<'PY'
-import json, os, sys
-results_path, commands_path, md_path = sys.argv[1:4]
-E = os.environ
-rows = [json.loads(l) for l in open(results_path) if l.strip()]
-labels = {"gpt2_124m": "GPT-2 124M", "megatron_1.2b": "Megatron 1.2B"}
-order = {"train_gpt bf16": 0, "PyTorch eager": 1, "PyTorch compile": 2}
-rows.sort(key=lambda r: (list(labels).index(r["key"]), order[r["impl"]]))
-GiB = 1024 ** 3
-others = E["BENCH_OTHERS"].strip(" ;") or "none"
-L = [f"# GPU training step: train_gpt vs PyTorch ({E['BENCH_DEVICE']})", "",
-     f"- Device: {E['BENCH_DEVICE']} ({int(E['BENCH_MEM_MIB']) / 1024:.1f} GiB), driver {E['BENCH_DRIVER']}, "
-     f"CUDA {E['BENCH_CUDA']} (driver); other processes on the GPU at the start: {others}",
-     f"- Date: {E['BENCH_DATE']}; train_gpt commit {E['BENCH_GIT']}",
-     f"- train_gpt: `{E['BENCH_BIN']}` (nvcc {E['BENCH_NVCC']}); {E['BENCH_BACKEND']}",
-     f"- PyTorch: {E['BENCH_TORCH']} (`scripts/bench_torch.py`)",
-     f"- Steps per run: {E['BENCH_STEPS']}; ms/step is the median of steps {int(E['BENCH_WARMUP']) + 1}.."
-     f"{E['BENCH_STEPS']} (CUDA events around each step, for both programs); random tokens (train_gpt: a shard of "
-     f"2^20 tokens the script writes to a scratch directory; PyTorch: torch.randint on the device)",
-     f"- Recompute (Megatron 1.2B): {E['BENCH_PLAN']}", "",
-     "| model | implementation | micro-batch | recompute | ms/step (median) | tokens/s | MFU | peak memory |",
-     "|---|---|---|---|---|---|---|---|"]
-for r in rows:
-    head = f"| {labels[r['key']]} | {r['impl']} |"
-    if "error" in r:
-        L.append(f"{head} | {r['recompute']} | {r['error'].replace('|', '/')} | | | |")
-        continue
-    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
-    mem = f"{r['mem_peak_bytes'] / GiB:.2f} GiB" if r.get("mem_peak_bytes") else "n/a"
-    L.append(f"{head} {r['micro_batch']} | {r['recompute']} | {r['median_ms']:.1f} | {r['tok_per_s']:,.0f} | {mfu} | {mem} |")
-L += ["", "Per model:"]
-for key, text in labels.items():
-    mine = {r["impl"]: r for r in rows if r["key"] == key and "error" not in r}
-    if not any(r["key"] == key for r in rows):
-        continue
-    parts = [text]
-    # the shape each program reports (train_gpt's "model:" line, bench_torch.py's JSON)
-    shapes = {impl: f"{r['n_layer']} layers, {r['n_head']} heads, width {r['n_embd']}, vocab {r['vocab_size']} "
-                    f"(padded {r['vocab_padded']}); {r['global_batch']} sequences of {r['seq_len']} tokens per step, "
-                    f"micro-batch {r['micro_batch']}" for impl, r in mine.items()}
-    for shape in sorted(set(shapes.values())):
-        who = [i for i, v in shapes.items() if v == shape]
-        parts.append(f"{shape} ({', '.join(who)})")
-    if len(set(shapes.values())) > 1:
-        parts.append("SHAPES DIFFER: the comparison is not like for like")
-    n = {impl: r["n_params"] for impl, r in mine.items()}
-    if n:
-        verdict = "" if len(n) < 2 else " (equal)" if len(set(n.values())) == 1 else \
-            " (DIFFERENT: the comparison is not like for like)"
-        parts.append(f"parameters {', '.join(f'{i} {v:,}' for i, v in n.items())}{verdict}")
-    t = mine.get("train_gpt bf16")
-    if t:
-        parts.append(f"flops/token {t['flops_per_token']:.4g}, peak {t['peak_tflops']:g} TFLOP/s (train_gpt's)")
-        for impl in ("PyTorch eager", "PyTorch compile"):
-            if impl in mine:
-                parts.append(f"train_gpt's step takes {t['median_ms'] / mine[impl]['median_ms']:.2f}x the time of {impl}")
-    for impl, r in mine.items():
-        parts.append(f"{impl} per-step ms: " + " ".join(f"{x:.1f}" for x in r["ms"]))
-        if impl.startswith("PyTorch"):
-            parts.append(f"{impl}: first step {r['first_step_s']:.1f} s"
-                         f"{' (compilation)' if impl.endswith('compile') else ''}, "
-                         f"peak reserved {(r['mem_reserved_bytes'] or 0) / GiB:.2f} GiB, {r['optimizer']}")
-    L.append("- " + "; ".join(parts[:1]) + ":")
-    L += [f"  - {p}" for p in parts[1:]]
-L += ["", "How to read it:",
-      "- tokens/s = global batch x seq_len / median ms/step; MFU = flops_per_token x tokens/s / peak, "
-      "flops_per_token = 6N + 12 x n_layer x n_embd x seq_len (N over the real vocabulary, the tied wte once), "
-      "the same formula and peak for every row.",
-      "- Peak memory: train_gpt's mem_peak_bytes (device memory in use at its highest, cudaMemGetInfo, less what was "
-      "in use before its first allocation: the cuBLASLt workspace and kernel scratch count); PyTorch's "
-      "torch.cuda.max_memory_allocated (tensors only; its caching allocator reserves more, listed above).",
-      "- Both steps: forward, backward, gradient clipping by global norm, AdamW (fp32 master weights and state), "
-      "bf16 matmuls with fp32 accumulation, a wait for the device at the end of each step. train_gpt's attention is "
-      "fused and flash-style but on CUDA cores (no tensor cores yet); PyTorch's is scaled_dot_product_attention.",
-      "", "Commands (run from the repository root):", "", "```sh", E["BENCH_CMD"]]
-L += [c.rstrip() for c in open(commands_path) if c.strip()]
-L += ["```", "", f"Raw runs: `{E['BENCH_RAW']}/` (log.jsonl and stdout of each run, results.jsonl, commands.txt)."]
-with open(md_path + ".tmp", "w") as f:
-    f.write("\n".join(L) + "\n")
-os.replace(md_path + ".tmp", md_path)
-PY
+    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" BENCH_LLMC="$llmc_note" \
+    report render "$raw/results.jsonl" "$raw/commands.txt" --points "$(IFS=,; echo "${points[*]}")" --md "$md" \
+        --json "$json" || echo "$prog: could not write $md and $json" >&2
     if [ -n "${OUT:-}" ]; then
-        mkdir -p "$OUT" && cp "$md" "$OUT/" && rm -rf "${OUT:?}/$(basename "$raw")" && cp -r "$raw" "$OUT/" ||
+        mkdir -p "$OUT" && cp "$md" "$json" "$OUT/" && rm -rf "${OUT:?}/$(basename "$raw")" && cp -r "$raw" "$OUT/" ||
             echo "$prog: could not copy the results to OUT=$OUT" >&2
     fi
 }
 
-# ---- 3. the measurements: train_gpt and PyTorch eager for each model, then torch.compile --------
-plan_note="not run (--models)"
-failed=0
-declare -A recompute=() peak=()
-for key in ${models//,/ }; do
-    model_setup "$key"
-    rc=none
-    if [ "$key" = megatron_1.2b ]; then
-        # recompute none when the trainer's own budget fits this GPU's memory, else full
-        gib=$(awk -v m="$mem_mib" 'BEGIN {printf "%.1f", m / 1024}')
-        plan_cmd=("$bin" --plan --config "$cfg" "${shape[@]}" --set device=cuda --set train.precision=bf16
-                  --devices 1 --device-gib "$gib" --plan-json "$raw/plan_1.2b.jsonl")
-        note_cmd "${plan_cmd[@]}"
-        if "${plan_cmd[@]}" >"$raw/plan_1.2b.out" 2>&1 && plan=$("$py" - "$raw/plan_1.2b.jsonl" <<'PY'
+# plan_recompute KEY GB: none when the trainer's own budget fits this GPU's memory at the point's
+# micro-batch, else full; appends the reason to plan_note
+plan_recompute() {
+    local key="$1" gb="$2" gib plan
+    model_setup "$key" "$gb"
+    gib=$(awk -v m="$mem_mib" 'BEGIN {printf "%.1f", m / 1024}')
+    local plan_cmd=("$bin" --plan --config "$cfg" "${shape[@]}" --set device=cuda --set train.precision=bf16
+                    --devices 1 --device-gib "$gib" --plan-json "$raw/plan_${key}_gb$gb.jsonl")
+    note_cmd "${plan_cmd[@]}"
+    if "${plan_cmd[@]}" >"$raw/plan_${key}_gb$gb.out" 2>&1 && plan=$("$py" - "$raw/plan_${key}_gb$gb.jsonl" "$mb" <<'PY'
 import json, sys
+mb = int(sys.argv[2])
 for l in open(sys.argv[1]):
     p = json.loads(l)
-    if (p["tp"], p["dp"], p["sp"], p["recompute"], p["micro_batch"], p["zero"]) == (1, 1, False, "none", 8, 0):
+    if (p["tp"], p["dp"], p["sp"], p["recompute"], p["micro_batch"], p["zero"]) == (1, 1, False, "none", mb, 0):
         print(("none" if p["fits"] else "full") + f" {p['bytes'] / 1024**3:.2f}")
         break
 else:
-    sys.exit("no tp 1, recompute none, micro-batch 8 row in the plan")
+    sys.exit(f"no tp 1, recompute none, micro-batch {mb} row in the plan")
 PY
-        ); then
-            rc=${plan%% *}
-            plan_note="$rc: train_gpt --plan puts recompute none at ${plan#* } GiB against this GPU's $gib GiB"
-        else
-            rc=full
-            plan_note="full: train_gpt --plan failed ($(last_lines "$raw/plan_1.2b.out" 2))"
-        fi
+    ); then
+        recompute_of="${plan%% *}"
+        plan_note+="global batch $gb (micro-batch $mb): $recompute_of, train_gpt --plan puts recompute none at ${plan#* } GiB against this GPU's $gib GiB; "
+    else
+        recompute_of=full
+        plan_note+="global batch $gb (micro-batch $mb): full, train_gpt --plan failed ($(last_lines "$raw/plan_${key}_gb$gb.out" 2)); "
     fi
-    if ! run_train_gpt "$key" "$rc"; then
+}
+
+# ---- 3. the measurements: train_gpt and PyTorch eager at each point, llm.c, then torch.compile --------
+plan_note=""
+[[ "$models" == *megatron_1.2b* ]] || plan_note="not run (--models)"
+failed=0
+declare -A recompute=() peak=()
+peak_dev=$("$bin" --peak-tflops "$gpu_name" bf16 2>/dev/null || echo 0)
+for point in "${points[@]}"; do
+    key=${point%%:*} gb=${point#*:}
+    rc=none
+    if [ "$key" = megatron_1.2b ]; then plan_recompute "$key" "$gb"; rc=$recompute_of; fi
+    if ! run_train_gpt "$key" "$gb" "$rc"; then
         if [ "$rc" = none ] && [ "$key" = megatron_1.2b ]; then
-            plan_note+="; the recompute none run failed ($(last_lines "$raw/${key}_train_gpt_none.out" 2)), so full was run"
+            plan_note+="(the recompute none run failed ($(last_lines "$raw/${key}_gb${gb}_train_gpt_none.out" 2)), so full was run) "
             rc=full
-            run_train_gpt "$key" "$rc" || failed=1
+            run_train_gpt "$key" "$gb" "$rc" || failed=1
         else
             failed=1
         fi
     fi
-    recompute[$key]=$rc
-    peak[$key]=$("$py" -c 'import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(next((r["peak_tflops"] for r in reversed(rows) if r["key"] == sys.argv[2] and r["impl"] == "train_gpt bf16" and "error" not in r), 0))' \
-        "$raw/results.jsonl" "$key")
+    recompute[$point]=$rc
+    peak[$point]=$(report peak "$raw/results.jsonl" --key "$key" --gb "$gb")
+    [ "${peak[$point]}" != 0 ] || peak[$point]=$peak_dev # train_gpt's table, when its row is missing
     render
-    run_torch "$key" "$rc" "${peak[$key]}" eager "$run_limit" || failed=1
+    run_torch "$key" "$gb" "$rc" "${peak[$point]}" eager "$run_limit" || failed=1
     render
 done
-for key in ${models//,/ }; do
+if [[ " ${points[*]} " == *" gpt2_124m:16 "* ]]; then
+    run_llmc "${peak[gpt2_124m:16]}"
+    render
+fi
+for point in "${points[@]}"; do
+    key=${point%%:*} gb=${point#*:}
     if [ "$compile" = 1 ]; then
-        run_torch "$key" "${recompute[$key]}" "${peak[$key]}" compile "$compile_limit"
+        run_torch "$key" "$gb" "${recompute[$point]}" "${peak[$point]}" compile "$compile_limit"
     else
-        add_result "$(error_json "$key" "PyTorch compile" "${recompute[$key]}" "not measured (--no-compile)")"
+        not_measured "$key" "$gb" pytorch_compile "${recompute[$point]}" "" "not measured (--no-compile)"
     fi
     render
 done
 
 cat "$md"
-say "wrote $md; raw runs in $raw${OUT:+; copied to $OUT}"
+say "wrote $md and $json; raw runs in $raw${OUT:+; copied to $OUT}"
 exit "$failed"

@@ -26,14 +26,18 @@ Sections, in order (each ends within --limit seconds, default 540):
   recompute-bitwise  run_gpu.sh recompute
   budget             run_gpu.sh memory: the budget against the measured memory
   sanitizer          run_gpu.sh sanitizer: compute-sanitizer memcheck
-  bench-124m         scripts/bench_gpu.sh --quick --models gpt2_124m
+  bench-124m         scripts/bench_gpu.sh --quick --models gpt2_124m --llmc LLMC_SRC (llm.c's
+                     source, default .peer/llm.c; without it the llm.c row is not measured
+                     and the summary says so)
   bench-1.2b         scripts/bench_gpu.sh --quick --models megatron_1.2b
   scaling            SCALE=paper weak and strong sweeps, projected on this GPU
   hf                 tests/gpu/hf_interop.sh: checkpoints load in transformers with the binary's val loss
 --from SECTION starts there and runs the rest; named SECTIONs run just those.
 DIR (default runs/gpu_check_<time>) gets two files, summary.md and logs.tar.gz
-(every section's log, the benchmark's tables and raw runs): few enough to bring
-back from a lent machine. The exit status is 0 when every section run passed.
+(every section's log, the benchmark's tables, bench.json and raw runs): few
+enough to bring back from a lent machine. The exit status is 0 when every
+section run passed. BENCH_COMMIT=SHA gives bench.json its commit where the
+tree is not a git checkout.
 Without a GPU, every section after 'environment' reports "skip" and the exit status is 1.
 EOF
 }
@@ -66,6 +70,7 @@ out="${out:-runs/gpu_check_$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out/logs" || die "cannot create $out"
 
 have_gpu() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row (git-ignored, never committed)
 
 # section_cmd NAME: the command of a section (run with bash -c).
 section_cmd() {
@@ -84,11 +89,20 @@ section_cmd() {
         recompute-bitwise) echo 'bash tests/gpu/run_gpu.sh recompute' ;;
         budget) echo 'bash tests/gpu/run_gpu.sh memory' ;;
         sanitizer) echo 'bash tests/gpu/run_gpu.sh sanitizer' ;;
-        bench-124m) echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m" ;;
+        bench-124m)
+            if [ -d "$llmc_src" ]; then echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
+            else echo "LLMC_SRC= OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m"; fi ;;
         bench-1.2b) echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
         scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh && SCALE=paper DEVICES=1 scripts/strong_scaling.sh' ;;
         hf) echo 'bash tests/gpu/hf_interop.sh' ;;
     esac
+}
+
+# section_note NAME: what the summary should say besides the verdict
+section_note() {
+    if [ "$1" = bench-124m ] && [ ! -d "$llmc_src" ]; then
+        echo "; llm.c not measured: no $llmc_src (llm.c's source: LLMC_SRC, default .peer/llm.c)"
+    fi
 }
 
 # A section's verdict from its log and status: a log that says "not ok"
@@ -113,7 +127,7 @@ for s in "${chosen[@]}"; do
     log="$out/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
     if [ "$s" != environment ] && ! have_gpu; then
         echo "skip $s - no GPU on this machine" | tee "$log"
-        echo "| $s | skipped: no GPU | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
+        echo "| $s | skipped: no GPU$(section_note "$s") | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
         status=1
         continue
     fi
@@ -124,7 +138,7 @@ for s in "${chosen[@]}"; do
     [[ "$v" == passed* ]] || status=1
     echo "== $s: $v in $((SECONDS - t0))s"
     tail -n 3 "$log" | sed 's/^/   | /'
-    echo "| $s | $v | $((SECONDS - t0)) | \`$(echo "$cmd" | tr -s '\n ' ' ' | cut -c1-200)\` |" >>"$summary"
+    echo "| $s | $v$(section_note "$s") | $((SECONDS - t0)) | \`$(echo "$cmd" | tr -s '\n ' ' ' | cut -c1-200)\` |" >>"$summary"
 done
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "${out:?}/logs"
 echo "$prog: summary in $summary, logs in $out/logs.tar.gz"

@@ -27,4 +27,15 @@ check gpu_check_summary_rows "$(cat "$tmp/run/summary.md" | tr '\n' ' ')" \
 "$gc" --out "$tmp/from" --limit 60 --from scaling >"$tmp/from.out" 2>&1
 check gpu_check_from_runs_the_rest "$(grep -c '^| ' "$tmp/from/summary.md") rows" \
     eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf " ]'
+# bench-124m measures llm.c from LLMC_SRC (default .peer/llm.c) when that folder exists; without it the
+# command has no --llmc and the summary says llm.c is not measured
+mkdir -p "$tmp/llmc_src"
+LLMC_SRC="$tmp/llmc_src" "$gc" --out "$tmp/with_llmc" --limit 60 bench-124m >/dev/null 2>&1
+check gpu_check_bench_passes_llmc "$(grep '^| bench-124m' "$tmp/with_llmc/summary.md")" \
+    eval 'grep "^| bench-124m |" "$tmp/with_llmc/summary.md" | grep -q -- "--llmc $tmp/llmc_src\`" &&
+          ! grep -q "llm.c not measured" "$tmp/with_llmc/summary.md"'
+LLMC_SRC="$tmp/no_llmc_here" "$gc" --out "$tmp/without_llmc" --limit 60 bench-124m >/dev/null 2>&1
+check gpu_check_bench_says_no_llmc "$(grep '^| bench-124m' "$tmp/without_llmc/summary.md")" \
+    eval 'grep "^| bench-124m |" "$tmp/without_llmc/summary.md" | grep -q "llm.c not measured: no $tmp/no_llmc_here" &&
+          ! grep -q -- "--llmc" "$tmp/without_llmc/summary.md"'
 exit "$failed"

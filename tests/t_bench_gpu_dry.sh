@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# scripts/bench_gpu.sh end to end on a machine without a GPU, with stand-ins
+# for what needs one: nvidia-smi, train_gpt, PyTorch (a PYTHON that answers
+# for scripts/bench_torch.py) and an llm.c source tree whose Makefile makes a
+# train_gpt2cu that prints llm.c's lines. It runs in a copy of scripts/ and
+# configs/ (no git there), so that results/ and runs/ stay untouched. Checks
+# the orchestration: every row of bench.json measured or saying why, the
+# points and shapes, llm.c's build (scripts/build_llmc.sh) and flags, the
+# commit from the binary, the copy into OUT. Seconds.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" bench_gpu_dry
+check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
+repo="$tmp/repo" fake="$tmp/fake"
+mkdir -p "$repo/scripts" "$fake/bin" "$fake/cuda/bin" "$fake/cuda/lib64" "$tmp/llmc/llmc"
+cp scripts/bench_gpu.sh scripts/bench_report.py scripts/build_llmc.sh scripts/llmc_cuda13_compat.h "$repo/scripts/"
+cp -r configs "$repo/"
+
+# nvidia-smi: one H100
+cat >"$fake/bin/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+case "$*" in
+    -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;;
+    *compute_cap*) echo "9.0" ;;
+    *name,driver_version,memory.total*) echo "NVIDIA H100 80GB HBM3, 570.86.15, 81559" ;;
+    *query-compute-apps*) ;;
+    "") echo "| NVIDIA-SMI 570.86.15   Driver Version: 570.86.15   CUDA Version: 12.8 |" ;;
+esac
+EOF
+# train_gpt: --version, --peak-tflops, --plan (every micro-batch fits), and training runs that write
+# log.jsonl with step times 100 + step (timed median: 100 + the middle step)
+cat >"$fake/train_gpt" <<'EOF'
+#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+if a[:1] == ["--version"]:
+    sys.exit(print("train_gpt fake123\nbackends: cpu, cuda"))
+if a[:1] == ["--peak-tflops"]:
+    sys.exit(print(989))
+sets = dict(a[i + 1].split("=", 1) for i in range(len(a) - 1) if a[i] == "--set")
+cfg = json.load(open(a[a.index("--config") + 1]))
+m, t = cfg["model"], cfg["train"]
+mb, gb = int(sets.get("train.micro_batch", t["micro_batch"])), int(sets.get("train.global_batch", t["global_batch"]))
+if "--plan" in a:
+    with open(a[a.index("--plan-json") + 1], "w") as f:
+        for rc in ("none", "full"):
+            for b in (d for d in range(gb, 0, -1) if gb % d == 0):
+                f.write(json.dumps({"tp": 1, "dp": 1, "sp": False, "recompute": rc, "micro_batch": b, "zero": 0,
+                                    "bytes": 2**34, "fits": True}) + "\n")
+    sys.exit(0)
+steps, out, T = int(sets["train.steps"]), sets["out.dir"], int(sets.get("model.seq_len", m["seq_len"]))
+L, C, V = m["n_layer"], m["n_embd"], m["vocab_size"]
+n = 12 * L * C * C + 13 * L * C + 2 * C + V * C + T * C
+print(f"model: {L} layers, {m['n_head']} heads, width {C}, context {T}, vocab {V} (padded {V}): {n} parameters")
+print(f"batch: {gb} sequences x {T} tokens per step = dp 1 x {gb // mb} micro-batches of {mb} (gradient accumulation {gb // mb})")
+print("backend: cuda (bf16; fake)")
+os.makedirs(out, exist_ok=True)
+fpt = 6 * n + 12 * L * C * T
+with open(f"{out}/log.jsonl", "w") as f:
+    for s in range(1, steps + 1):
+        ms = 100.0 + s
+        tps = gb * T / (ms / 1e3)
+        f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
+                            "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
+EOF
+# PYTHON: answers for scripts/bench_torch.py (step times 200 + step; compile 150 + step), else python3
+cat >"$fake/python" <<'EOF'
+#!/usr/bin/env bash
+[ "${1:-}" = scripts/bench_torch.py ] || exec python3 "$@"
+shift
+exec python3 - "$@" <<'PY'
+import json, sys
+a = sys.argv[1:]
+if "--check" in a:
+    sys.exit(print("torch 2.5.1 (CUDA 12.4), NVIDIA H100 80GB HBM3"))
+sets = dict(a[i + 1].split("=", 1) for i in range(len(a) - 1) if a[i] == "--set")
+cfg = json.load(open(a[a.index("--config") + 1]))
+m = cfg["model"]
+steps, comp = int(a[a.index("--steps") + 1]), "--compile" in a
+mb, gb, T = int(sets["train.micro_batch"]), int(sets["train.global_batch"]), int(sets["model.seq_len"])
+L, C, V = m["n_layer"], m["n_embd"], m["vocab_size"]
+n = 12 * L * C * C + 13 * L * C + 2 * C + V * C + T * C
+json.dump({"impl": "PyTorch compile" if comp else "PyTorch eager", "n_layer": L, "n_head": m["n_head"], "n_embd": C,
+           "vocab_size": V, "vocab_padded": V, "seq_len": T, "micro_batch": mb, "global_batch": gb,
+           "recompute": sets["train.recompute"], "n_params": n, "optimizer": "AdamW fused", "warmup": 3,
+           "ms": [(150.0 if comp else 200.0) + s for s in range(1, steps + 1)], "first_step_s": 1.0,
+           "flops_per_token": 6 * n + 12 * L * C * T, "peak_tflops": float(a[a.index("--peak-tflops") + 1]),
+           "mem_peak_bytes": 2**32, "mem_reserved_bytes": 2**33}, open(a[a.index("--json") + 1], "w"))
+PY
+EOF
+# an llm.c source tree: its Makefile makes a train_gpt2cu that prints llm.c's table and step lines
+# (step times 80 + step), and records its arguments
+cat >"$tmp/llmc/Makefile" <<'EOF'
+train_gpt2cu:
+	cp llmc/fake.sh train_gpt2cu && chmod +x train_gpt2cu && echo "make $(MAKEFLAGS) $(MAKEOVERRIDES)"
+EOF
+echo "// the real one is llm.c's" >"$tmp/llmc/train_gpt2.cu"
+cat >"$tmp/llmc/llmc/fake.sh" <<'EOF'
+#!/usr/bin/env bash
+echo "$*" >args.txt
+while [ $# -gt 1 ]; do case "$1" in -x) steps=$2 ;; esac; shift 2; done
+for kv in "micro batch size B:16" "sequence length T:1024" "total batch size:16384" "vocab_size V:50257" \
+          "padded_vocab_size Vp:50304" "num_layers L:12" "num_heads NH:12" "channels C:768" "num_parameters:124475904"; do
+    printf '| %-21s | %-50s |\n' "${kv%%:*}" "${kv#*:}"
+done
+printf 'device memory usage: %d MiB / %d MiB\n' 9000 81559
+for i in $(seq 1 "$steps"); do
+    printf 'step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n' \
+        "$i" "$steps" 10.9 0 1.5 0 0.0003 "$((80 + i))" 16.0 180000
+done
+EOF
+printf '#!/bin/sh\nexit 0\n' >"$fake/cuda/bin/nvcc"
+chmod +x "$fake/bin/nvidia-smi" "$fake/train_gpt" "$fake/python" "$fake/cuda/bin/nvcc"
+touch "$fake/cuda/lib64/libcublas.so" "$fake/cuda/lib64/libcublasLt.so"
+
+(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" NVCC="$fake/cuda/bin/nvcc" \
+    LLMC_CUDNN=0 OUT="$tmp/out" timeout 120 scripts/bench_gpu.sh --quick --llmc "$tmp/llmc") >"$tmp/bench.out" 2>&1
+rc=$?
+check bench_dry_exit_0 "rc $rc: $(tail -n 5 "$tmp/bench.out")" test "$rc" = 0
+json=$(ls "$repo"/results/gpu_bench_*.json 2>/dev/null | head -n 1)
+got=$(python3 - "$json" <<'PY' 2>&1
+import json, sys
+j = json.load(open(sys.argv[1]))
+# median of steps 4..10 of base + step = base + 7; each implementation its own base
+base = {"train_gpt": 100, "pytorch_eager": 200, "pytorch_compile": 150, "llm.c": 80}
+bad = []
+for r in j["rows"]:
+    if r["impl"] == "llm.c" and r["model"] == "megatron_1.2b":
+        ok = r["ms_per_step"] is None and "no configuration matching" in r["note"]
+    else:
+        b = base[r["impl"]]
+        ok = (r["ms_per_step"], r["ms_min"], r["ms_max"]) == (b + 7.0, b + 4.0, b + 10.0) and r["mfu"] > 0
+    if not ok:
+        bad.append(r)
+points = [(r["model"], r["global_batch"]) for r in j["rows"][::4]]
+if points != [("gpt2_124m", 16), ("megatron_1.2b", 8), ("megatron_1.2b", 20)] or len(j["rows"]) != 12:
+    bad.append(f"points {points}, {len(j['rows'])} rows")
+if (j["device"], j["driver"], j["cuda"], j["commit"]) != ("NVIDIA H100 80GB HBM3", "570.86.15", "12.4", "fake123"):
+    bad.append([j[k] for k in ("device", "driver", "cuda", "commit")])
+print("same" if not bad else bad[:2])
+PY
+)
+check bench_dry_json_rows "$got" test "$got" = same
+args=$(cat "$repo/runs/llmc_build/args.txt" 2>/dev/null)
+check bench_dry_llmc_flags "$args" eval '[[ "$args" == "-i "*"/data/train_*.bin -j "*"/data/train_*.bin -e d12 -b 16 -t 1024 -d 16384 -r 0 -x 10 -v 100000 -m 1 -s 0 -n 0 -h 0" ]]'
+md=${json%.json}.md
+check bench_dry_llmc_build_recorded "$(grep '^- llm.c' "$md")" \
+    eval 'grep "^- llm.c: \`$tmp/llmc\`" "$md" | grep -q "the plain build: \`.NVCC_APPEND_FLAGS=-include .*llmc_cuda13_compat.h. make train_gpt2cu NVCC=$fake/cuda/bin/nvcc GPU_COMPUTE_CAPABILITY=90 NO_MULTI_GPU=1 NO_USE_MPI=1\`"'
+check bench_dry_megatron_shapes "$(grep -c 'micro-batch 10' "$md")" \
+    eval 'grep -q "20 sequences of 1024 tokens per step, micro-batch 10 (train_gpt bf16, PyTorch eager, PyTorch compile)" "$md" &&
+          grep -q "8 sequences of 1024 tokens per step, micro-batch 8 (train_gpt bf16, PyTorch eager, PyTorch compile)" "$md"'
+check bench_dry_copied_to_out "$(ls "$tmp/out" 2>&1 | tr '\n' ' ')" \
+    eval '[ -s "$tmp/out/$(basename "$json")" ] && [ -s "$tmp/out/$(basename "$md")" ] && ls -d "$tmp"/out/gpu_bench_*/ >/dev/null'
+check bench_dry_source_untouched "$(ls "$tmp/llmc" | tr '\n' ' ')" test "$(ls "$tmp/llmc" | tr '\n' ' ')" = "Makefile llmc train_gpt2.cu "
+# a second run keeps llm.c's build (the same source and command)
+(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" NVCC="$fake/cuda/bin/nvcc" \
+    LLMC_CUDNN=0 timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --llmc "$tmp/llmc") >"$tmp/bench2.out" 2>&1
+rc=$?
+check bench_dry_keeps_llmc_build "rc $rc: $(grep -h 'build' "$repo"/runs/gpu_bench_*/llmc_build.out | tr '\n' ' ')" \
+    eval '[ $rc = 0 ] && grep -q "kept the plain build" "$(ls -td "$repo"/runs/gpu_bench_*/ | head -n 1)/llmc_build.out"'
+exit "$failed"
