@@ -39,7 +39,8 @@
  *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
  *   [x] lmhead_forward/backward       cuda_test_lmhead
  *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0),
- *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128)
+ *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 16 to 128:
+ *                                     several tensor-core tiles in bf16; peaked rows, misaligned qkv)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place)
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res)
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
