@@ -4,7 +4,9 @@
  * memory as float32 (bf16 is widened on load, so the arithmetic is float32
  * in both precisions), the causal mask, and the dropout factor drawn from
  * the CPU's counter (util/rng_core.h), so masks are bit-identical. Tiles
- * wholly above the diagonal are never visited. */
+ * wholly above the diagonal are never visited. The tensor-core forward
+ * (bf16; its tiles in flash_mma.cuh) takes only fl_drop, fl_min and
+ * FL_MAX_PAIRS from here. */
 #ifndef KERNELS_CUDA_FLASH_CUH
 #define KERNELS_CUDA_FLASH_CUH
 

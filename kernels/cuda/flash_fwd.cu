@@ -1,9 +1,26 @@
 /* Fused causal attention, forward (flash attention): one block per tile of
- * FL_TILE query rows of one pair, key/value tiles streamed through shared
- * memory up to the diagonal, an online softmax (running max and sum per
- * row), dropout on the probabilities, out = sum P * keep * v / sum P, and
- * lse = max + log(sum) kept for the backward. No T x T buffer. */
+ * query rows of one pair, key/value tiles streamed through shared memory up
+ * to the diagonal (tiles above it never visited), an online softmax
+ * (running max and sum per row), dropout on the probabilities, out = sum
+ * P * keep * v / sum P, and lse = max + log(sum) kept for the backward. No
+ * T x T buffer. Two kernels:
+ * - bf16 activations with HS % 16 == 0, HS <= FM_HS_MAX: tensor cores
+ *   (flash_mma.cuh, mma.cuh). 4 warps own 16 query rows each of a 64-row
+ *   tile; Q stays in registers as A fragments; S = Q K^T and O += P V are
+ *   bf16 mma.sync products with float32 accumulation, the softmax runs on
+ *   the accumulators (each row spread over 4 lanes) in base 2 (the scale
+ *   folds log2(e) in), and P, rounded to bf16, is fed to P V straight from
+ *   the score accumulators. Rounding: the scores are exact products of the
+ *   bf16 inputs summed in float32 (in the tensor cores' order); P (after
+ *   dropout) and out are rounded to bf16, as FlashAttention does; the row
+ *   sums and lse stay float32 and sum P before dropout, as the CPU does.
+ *   So the result differs from kernels/cpu/attention.c's float32 twin by
+ *   bf16 rounding (the kernel tests' bf16 tolerance, 1e-2).
+ * - otherwise (float32, or head sizes such as 24): CUDA cores, FL_TILE rows
+ *   and keys per tile, float32 arithmetic; in float32 it matches the CPU to
+ *   1e-5. */
 #include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_mma.cuh"
 
 namespace {
 
@@ -81,14 +98,196 @@ void flash_forward(cuda_ctx *ctx, E *out, float *lse, const E *qkv, int B, int T
     }
 }
 
+/* ---- tensor cores: bf16, HS % 16 == 0, HS <= FM_HS_MAX ---- */
+
+#define FM_KEY_BLOCKS (FM_ROWS / 8) /* score accumulators (8 keys each) per staged key tile */
+
+/* Scores of the warp's 16 query rows (A fragments q, HS / 16 of them)
+ * against keys 8j .. 8j + 7 of the staged tile ks into s[j], unscaled, for
+ * j < n_blocks; the other s[j] are 0. */
+template <int HS>
+static __device__ __forceinline__ void warp_scores(float (*s)[4], const uint32_t (*q)[4], const __nv_bfloat16 *ks,
+                                                   int n_blocks) {
+    constexpr int ld = fm_ld(HS);
+#pragma unroll
+    for (int j = 0; j < FM_KEY_BLOCKS; j++) {
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        if (j >= n_blocks) continue;
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; kk++) {
+            uint32_t kf[2];
+            mma_load_b_rows(kf, ks + 8 * j * ld + 16 * kk, ld);
+            mma_bf16_16816(s[j], q[kk], kf);
+        }
+    }
+}
+
+/* Where this lane's scores sit in the sequence: its accumulator row i (0:
+ * row g, 1: row g + 8) is query row[i]; s[j][2 i + e] is key k0 + 8 j +
+ * 2 t + e (t = lane % 4). */
+struct lane_pos {
+    int row[2], k0, t;
+};
+
+/* One key tile of the online softmax for the lane's row i: the scores s
+ * (unscaled) become P * keep, P = 2^(scale_log2 s - m) against the new
+ * running max m (log2 units), with masked keys (past n_blocks or, on the
+ * diagonal, after the row) at 0; the running sum l (this lane's share,
+ * before dropout, like the CPU's) and the row's outputs o are rescaled to
+ * the new max first. */
+template <int NB>
+static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4], float &m, float &l, int i, const lane_pos &at,
+                                                   int n_blocks, bool diag, float scale_log2, int b, int h, int T,
+                                                   const tg_dropout &drop) {
+    const int row = at.row[i];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < FM_KEY_BLOCKS; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float &x = s[j][2 * i + e];
+            const bool seen = j < n_blocks && (!diag || at.k0 + 8 * j + 2 * at.t + e <= row);
+            x = seen ? x * scale_log2 : -INFINITY;
+            mx = fmaxf(mx, x);
+        }
+    const float m_new = fmaxf(m, fm_row_max(mx));
+    const float base = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
+    const float corr = exp2f(m - base);
+    m = m_new;
+    l *= corr;
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+        o[n][2 * i] *= corr;
+        o[n][2 * i + 1] *= corr;
+    }
+    const bool dropping = drop.p > 0.0f && row < T;
+#pragma unroll
+    for (int j = 0; j < FM_KEY_BLOCKS; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float &x = s[j][2 * i + e];
+            const float prob = exp2f(x - base);
+            l += prob;
+            x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
+        }
+}
+
+/* o[n] (columns 8n .. 8n + 7 of the warp's rows) += P V over the staged
+ * values vs, P the bf16 rounding of the probabilities s, keys of the first
+ * n_blocks (even) accumulators only (the rest are masked). */
+template <int HS>
+static __device__ __forceinline__ void warp_pv(float (*o)[4], const float (*s)[4], const __nv_bfloat16 *vs, int n_blocks) {
+    constexpr int ld = fm_ld(HS);
+#pragma unroll
+    for (int kk = 0; kk < FM_KEY_BLOCKS / 2; kk++) {
+        if (2 * kk >= n_blocks) continue;
+        uint32_t pf[4];
+        mma_a_from_accumulators(pf, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+        for (int n = 0; n < HS / 8; n++) {
+            uint32_t vf[2];
+            mma_load_b_cols(vf, vs + 16 * kk * ld + 8 * n, ld);
+            mma_bf16_16816(o[n], pf, vf);
+        }
+    }
+}
+
+/* One block: query rows [q0, q0 + FM_ROWS) of pair p0 + blockIdx.y, warp w
+ * rows q0 + 16w .. q0 + 16w + 15. Query tiles run in reverse (the longest
+ * rows first). Q, then each K and V tile, then the output pass through the
+ * shared tiles. vec: qkv and out allow 16-byte accesses. */
+template <int HS>
+__global__ void __launch_bounds__(FM_THREADS)
+    flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
+                             tg_dropout drop, bool vec) {
+    constexpr int ld = fm_ld(HS), NB = HS / 8;
+    __shared__ __align__(16) __nv_bfloat16 ks[FM_ROWS * ld];
+    __shared__ __align__(16) __nv_bfloat16 vs[FM_ROWS * ld];
+    const int qt = (int)(gridDim.x - 1 - blockIdx.x), q0 = qt * FM_ROWS;
+    const int p = p0 + (int)blockIdx.y, b = p / NH, h = p % NH, C = NH * HS;
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
+    const size_t stride = 3 * (size_t)C;
+    const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS;
+
+    fm_stage<HS>(ks, src, stride, q0, T, vec); /* Q passes through ks */
+    __syncthreads();
+    uint32_t qf[HS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[kk], ks + 16 * warp * ld + 16 * kk, ld);
+
+    float o[NB][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < NB; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    lane_pos at = {{q0 + 16 * warp + g, q0 + 16 * warp + g + 8}, 0, lane & 3};
+    for (int kt = 0; kt <= qt; kt++) {
+        const bool diag = kt == qt;
+        const int n_blocks = diag ? 2 * warp + 2 : FM_KEY_BLOCKS; /* diagonal: keys up to the warp's last row */
+        at.k0 = kt * FM_ROWS;
+        __syncthreads(); /* the previous tile's (or Q's) readers are done */
+        fm_stage<HS>(ks, src + C, stride, at.k0, T, vec);
+        fm_stage<HS>(vs, src + 2 * C, stride, at.k0, T, vec);
+        __syncthreads();
+        float s[FM_KEY_BLOCKS][4];
+        warp_scores<HS>(s, qf, ks, n_blocks);
+        softmax_row<NB>(s, o, m[0], l[0], 0, at, n_blocks, diag, scale_log2, b, h, T, drop);
+        softmax_row<NB>(s, o, m[1], l[1], 1, at, n_blocks, diag, scale_log2, b, h, T, drop);
+        warp_pv<HS>(o, s, vs, n_blocks);
+    }
+
+    __syncthreads(); /* ks is free: it stages the output rows */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float sum = fm_row_sum(l[i]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        __nv_bfloat16 *r = ks + (16 * warp + g + 8 * i) * ld + 2 * at.t;
+#pragma unroll
+        for (int n = 0; n < NB; n++) fm_store_pair(r + 8 * n, mma_pack(o[n][2 * i] * inv, o[n][2 * i + 1] * inv));
+        if (at.t == 0 && at.row[i] < T) lse[(size_t)p * T + at.row[i]] = m[i] * 0.69314718f + logf(sum);
+    }
+    __syncthreads();
+    fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, ks, q0, T, vec);
+}
+
+template <int HS>
+void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
+                       tg_dropout drop) {
+    const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
+    const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
+    const unsigned q_tiles = (unsigned)((T + FM_ROWS - 1) / FM_ROWS);
+    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
+        const int np = fl_min(FL_MAX_PAIRS, B * NH - p0);
+        flash_forward_mma_kernel<HS><<<dim3(q_tiles, (unsigned)np), FM_THREADS, 0, ctx->stream>>>(out, lse, qkv, p0, T, NH,
+                                                                                                  scale_log2, drop, vec);
+        CUDA_LAUNCHED("flash_forward_mma_kernel");
+    }
+}
+
+/* The tensor-core forward when it has an instance for HS; false otherwise. */
+bool flash_forward_tensor_cores(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
+                                int HS, tg_dropout drop) {
+    switch (HS) {
+    case 16: flash_forward_mma<16>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 32: flash_forward_mma<32>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 48: flash_forward_mma<48>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 64: flash_forward_mma<64>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 80: flash_forward_mma<80>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 96: flash_forward_mma<96>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 112: flash_forward_mma<112>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    case 128: flash_forward_mma<128>(ctx, out, lse, qkv, B, T, NH, drop); return true;
+    default: return false;
+    }
+}
+
 } // namespace
 
 void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     fl_check_shape(HS, "attention_forward");
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act == TG_BF16)
-        flash_forward(ctx, (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, B, T, NH, HS, drop);
-    else
+    if (o->act == TG_BF16) {
+        __nv_bfloat16 *o16 = (__nv_bfloat16 *)out;
+        const __nv_bfloat16 *qkv16 = (const __nv_bfloat16 *)qkv;
+        if (!flash_forward_tensor_cores(ctx, o16, lse, qkv16, B, T, NH, HS, drop))
+            flash_forward(ctx, o16, lse, qkv16, B, T, NH, HS, drop);
+    } else
         flash_forward(ctx, (float *)out, lse, (const float *)qkv, B, T, NH, HS, drop);
 }

@@ -24,6 +24,7 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 /* Static shared memory: one copy per kernel (blocks run one at a time), all
  * in one ELF section that the launcher fills with 0xff (NaN) before every
  * block, so reads of shared memory never written in this block show. */

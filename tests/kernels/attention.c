@@ -96,14 +96,21 @@ void kcheck_attention(tally *t) {
 #include "tests/kernels/twin.h"
 #include "util/err.h"
 
-void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) {
+/* One forward and backward against the CPU: inputs uniform in [-amp, amp)
+ * (a large amp peaks the rows, so their running max jumps from key tile to
+ * key tile), qkv starting `offset` elements into its buffer (an odd offset
+ * is not 16-byte aligned: the kernels' element-wise path). */
+static void attention_case(env *e, int B, int T, int NH, int HS, tg_dropout drop, float amp, size_t offset) {
     NEED(e, attention_forward);
     NEED(e, attention_backward);
     const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
-    char shape[128];
-    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d p=%g row0=%llu head0=%d/%d", B, T, NH, HS, (double)drop.p,
-             (unsigned long long)drop.row0, drop.head0, drop.heads_total);
-    twin qkv = tw_rand(e, ACT, n_qkv, -1, 1);
+    char shape[160];
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d p=%g row0=%llu head0=%d/%d amp=%g qkv+%zu", B, T, NH, HS,
+             (double)drop.p, (unsigned long long)drop.row0, drop.head0, drop.heads_total, (double)amp, offset);
+    twin qkv_buf = tw_rand(e, ACT, n_qkv + offset, -amp, amp), qkv = qkv_buf;
+    qkv.c = (float *)qkv_buf.c + offset;
+    qkv.g = (char *)qkv_buf.g + offset * gpu_elem(e, ACT);
+    qkv.n = n_qkv;
     twin out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
     e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, drop);
     e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, drop);
@@ -114,18 +121,36 @@ void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) 
     e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, drop);
     e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, drop);
     check(e, dqkv, e->tol, "attention_backward dqkv %s", shape);
-    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
+    twin all[] = {qkv_buf, out, lse, out_r, lse_r, dout, dqkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) {
+    attention_case(e, B, T, NH, HS, drop, 1.0f, 0);
+}
+
 /* The flash kernels' edges: T not a multiple of any tile (and shorter than
- * one), 1 to 3 heads per rank, head sizes 64 and 128 (and 24, padded). */
+ * one), 1 to 3 heads per rank, head sizes 64 and 128 (and 24, padded).
+ * With bf16, head sizes that are multiples of 16 run on tensor cores
+ * (64-row query tiles against 64-key tiles): T = 130 .. 200 spans several
+ * of each with a partial last one, T = 128 none; every head-size instance
+ * (16 .. 128) runs somewhere; peaked rows and a misaligned qkv. */
 void cuda_test_attention_shapes(env *e) {
-    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4};
-    cuda_test_attention(e, 1, 5, 1, 64, (tg_dropout){0});
+    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4}, none = {0};
+    cuda_test_attention(e, 1, 5, 1, 64, none);
     cuda_test_attention(e, 2, 77, 2, 64, drop);
-    cuda_test_attention(e, 1, 70, 3, 128, (tg_dropout){0});
+    cuda_test_attention(e, 1, 70, 3, 128, none);
     cuda_test_attention(e, 1, 45, 1, 128, drop);
-    if (!e->quick) cuda_test_attention(e, 1, 200, 3, 64, drop);
+    cuda_test_attention(e, 1, 150, 2, 16, drop);
+    cuda_test_attention(e, 2, 130, 1, 32, none);
+    cuda_test_attention(e, 1, 128, 1, 80, drop);
+    attention_case(e, 1, 150, 1, 64, none, 4.0f, 0);
+    attention_case(e, 1, 100, 3, 48, drop, 1.0f, 1);
+    if (e->quick) return;
+    cuda_test_attention(e, 1, 200, 3, 64, drop);
+    cuda_test_attention(e, 1, 200, 2, 128, none);
+    cuda_test_attention(e, 1, 150, 1, 96, drop);
+    cuda_test_attention(e, 1, 190, 2, 112, none);
+    attention_case(e, 2, 200, 2, 128, drop, 3.0f, 1);
 }
 #endif

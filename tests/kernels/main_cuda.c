@@ -45,7 +45,8 @@
  *                                     alignment: own plan; past the table's size: still right; last)
  *   [x] lmhead_forward/backward       cuda_test_lmhead
  *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0),
- *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128)
+ *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 16 to 128:
+ *                                     several tensor-core tiles in bf16; peaked rows, misaligned qkv)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
  *                                     72 elements (vector packs) and 13 (element by element))
