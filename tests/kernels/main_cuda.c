@@ -39,7 +39,8 @@
  *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
  *   [x] lmhead_forward/backward       cuda_test_lmhead
  *   [x] attention_forward/backward    cuda_test_attention (p = 0 and 0.2 with head0 != 0),
- *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128)
+ *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 64 and 128),
+ *                                     cuda_test_attention_backward_tiles (the tensor-core backward's blocks)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place)
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res)
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
@@ -86,6 +87,7 @@ static void run_all(env *e) {
     cuda_test_attention(e, B, T, NH, HS, heads);
     cuda_test_attention(e, B, T, NH, HS, heads_far);
     cuda_test_attention_shapes(e);
+    cuda_test_attention_backward_tiles(e);
     cuda_test_gelu(e, (size_t)N * 4 * C);
     cuda_test_gelu(e, odd);
     cuda_test_bias_residual(e, N, C, none);
