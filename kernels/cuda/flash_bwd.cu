@@ -1,14 +1,46 @@
 /* Fused causal attention, backward (flash attention): the probabilities are
  * recomputed from q, k and the forward's lse, P = exp(scale q.k - lse), and
  * with keep the dropout factor and D = rowsum(dout * out) per query row:
- *   dP = (dout . v) * keep,  dS = P * (dP - D) * scale,
- *   dq = sum dS k,  dk = sum dS^T q,  dv = sum (P * keep)^T dout.
+ *   dP = (dout . v) * keep,  dS = P * (dP - D),
+ *   dq = scale sum dS k,  dk = scale sum dS^T q,  dv = sum (P * keep)^T dout.
  * Deterministic, no atomics: one kernel per query tile sums dq over its key
  * tiles, another per key tile sums dk and dv over its query tiles (each
- * recomputes P); D comes first, into ctx->scratch. */
+ * recomputes P); D comes first, into ctx->scratch (as many pairs per round
+ * as it holds; bf16 rows read by 16-byte loads, summed in the same order). Tiles wholly above the diagonal are never visited.
+ * Two flavours of the tile kernels:
+ *   - bf16 activations, HS a multiple of 16 (<= 128), 16-byte aligned
+ *     tensors: tensor cores (flash_bwd_mma.cuh), blocks of 64 rows, 4 warps
+ *     of 16; the products in bf16 with float32 accumulation, dS and P * keep
+ *     rounded to bf16 before the second products, so results differ from
+ *     the CPU twin by bf16 roundings (within the kernel tests' 1e-2).
+ *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
+ *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order. */
 #include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_bwd_mma.cuh"
 
 namespace {
+
+/* dout . out over HS elements from `row`, in index order. */
+template <typename E>
+static __device__ float rowdot(const E *dout, const E *out, size_t row, int HS) {
+    float s = 0.0f;
+    for (int i = 0; i < HS; i++) s += tg_load(dout, row + i) * tg_load(out, row + i);
+    return s;
+}
+/* The same sum, by 16-byte loads where the rows allow them. */
+static __device__ float rowdot(const __nv_bfloat16 *dout, const __nv_bfloat16 *out, size_t row, int HS) {
+    const uintptr_t at = (uintptr_t)(dout + row) | (uintptr_t)(out + row);
+    if (HS % 8 != 0 || at % 16 != 0) return rowdot<__nv_bfloat16>(dout, out, row, HS);
+    float s = 0.0f;
+    for (int i = 0; i < HS; i += 8) {
+        float x[8], y[8];
+        fb_load8(x, dout + row + i);
+        fb_load8(y, out + row + i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += x[k] * y[k];
+    }
+    return s;
+}
 
 /* D[p * T + t] = dout . out over the head's HS columns, one thread per row. */
 template <typename E>
@@ -16,10 +48,7 @@ __global__ void flash_rowdot_kernel(float *D, const E *dout, const E *out, int p
     const size_t n = (size_t)np * T;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
         const int j = (int)(e / T), t = (int)(e % T), p = p0 + j, b = p / NH, h = p % NH;
-        const size_t row = ((size_t)b * T + t) * NH * HS + (size_t)h * HS;
-        float s = 0.0f;
-        for (int i = 0; i < HS; i++) s += tg_load(dout, row + i) * tg_load(out, row + i);
-        D[e] = s;
+        D[e] = rowdot(dout, out, ((size_t)b * T + t) * NH * HS + (size_t)h * HS, HS);
     }
 }
 
@@ -109,11 +138,134 @@ __global__ void __launch_bounds__(FL_THREADS)
     fl_store_row(dqkv, dv, 3 * C, 2 * C + h * HS, b, k0, T, HS, 1.0f);
 }
 
+/* dq of 64 query rows on tensor cores: key tiles up to the diagonal; warp
+ * w owns rows q0 + 16 w .. + 15. The last rows (the most keys) go to the
+ * first blocks, so that the longest blocks do not start last. */
+template <int HS>
+__global__ void __launch_bounds__(FB_THREADS)
+    flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                        const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
+    __shared__ fb_tile<HS> ks, vs;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int g = (threadIdx.x & 31) >> 2, qw = q0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
+    const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
+    /* the warp's q and dout rows, staged through the k and v tiles */
+    fb_stage<HS>(ks, qkv, 3 * C, h * HS, b, q0, T);
+    fb_stage<HS>(vs, dout, C, h * HS, b, q0, T);
+    __syncthreads();
+    uint32_t qf[HS / 16][4], gf[HS / 16][4];
+    fb_rows_as_a<HS>(qf, ks.e + (qw - q0) * ld);
+    fb_rows_as_a<HS>(gf, vs.e + (qw - q0) * ld);
+    float lse2[2], Dr[2], dq[HS / 8][4] = {};
+    for (int i = 0; i < 2; i++) {
+        const int row = qw + g + 8 * i;
+        lse2[i] = row < T ? lse[(size_t)p * T + row] * FB_LOG2E : 0.0f;
+        Dr[i] = row < T ? D[(size_t)j * T + row] : 0.0f;
+    }
+    const int k_end = fl_min(q0 + FB_ROWS, T);
+    for (int k0 = 0; k0 < k_end; k0 += FB_ROWS) {
+        __syncthreads();
+        fb_stage<HS>(ks, qkv, 3 * C, C + h * HS, b, k0, T);
+        fb_stage<HS>(vs, qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+        __syncthreads();
+        for (int kt = k0; kt < k0 + FB_ROWS && kt <= qw && qw < T; kt += 16) /* warp-uniform: up to the warp's diagonal */
+            fb_dq_block<HS>(dq, qf, gf, ks.e + (kt - k0) * ld, vs.e + (kt - k0) * ld, lse2, Dr, qw, kt, kt == qw || qw + 16 > T,
+                            c);
+    }
+    fb_store<HS>(dqkv, dq, 3 * C, h * HS, b, qw, T, scale);
+}
+
+/* dk and dv of the 64 keys from blockIdx.x * 64 on tensor cores: query
+ * tiles from the diagonal to T; warp w owns keys k0 + 16 w .. + 15. */
+template <int HS>
+__global__ void __launch_bounds__(FB_THREADS)
+    flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
+    __shared__ fb_tile<HS> qs, gs;
+    __shared__ float lse2_t[FB_ROWS], D_t[FB_ROWS];
+    const int k0 = blockIdx.x * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int kw = k0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
+    const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
+    /* the warp's k and v rows, staged through the q and dout tiles */
+    fb_stage<HS>(qs, qkv, 3 * C, C + h * HS, b, k0, T);
+    fb_stage<HS>(gs, qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+    __syncthreads();
+    uint32_t kf[HS / 16][4], vf[HS / 16][4];
+    fb_rows_as_a<HS>(kf, qs.e + (kw - k0) * ld);
+    fb_rows_as_a<HS>(vf, gs.e + (kw - k0) * ld);
+    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    for (int q0 = k0; q0 < T; q0 += FB_ROWS) { /* k0 is tile-aligned: the diagonal tile starts at k0 */
+        __syncthreads();
+        fb_stage<HS>(qs, qkv, 3 * C, h * HS, b, q0, T);
+        fb_stage<HS>(gs, dout, C, h * HS, b, q0, T);
+        if (threadIdx.x < FB_ROWS) {
+            const int t = q0 + threadIdx.x;
+            lse2_t[threadIdx.x] = t < T ? lse[(size_t)p * T + t] * FB_LOG2E : 0.0f;
+            D_t[threadIdx.x] = t < T ? D[(size_t)j * T + t] : 0.0f;
+        }
+        __syncthreads();
+        for (int qt = q0; qt < q0 + FB_ROWS && qt < T; qt += 16) {
+            if (qt < kw) continue; /* warp-uniform: above the warp's diagonal */
+            fb_dkv_block<HS>(dk, dv, kf, vf, qs.e + (qt - q0) * ld, gs.e + (qt - q0) * ld, lse2_t + (qt - q0), D_t + (qt - q0),
+                             kw, qt, qt == kw || qt + 16 > T, c);
+        }
+    }
+    fb_store<HS>(dqkv, dk, 3 * C, C + h * HS, b, kw, T, scale);
+    fb_store<HS>(dqkv, dv, 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
+}
+
+/* Whether the tensor-core kernels take this backward: bf16, a head size
+ * they are built for, and tensors their 16-byte copies can read. */
+static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS) {
+    const uintptr_t any = (uintptr_t)dqkv | (uintptr_t)dout | (uintptr_t)qkv;
+    return HS % 16 == 0 && HS <= FL_HS_MAX && any % 16 == 0;
+}
+
+/* dq, dk, dv of pairs p0 .. p0 + np on tensor cores; HS is tried from 16
+ * up to FL_HS_MAX in steps of 16 (one instantiation each). */
+template <int HS>
+void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                   const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop) {
+    if (hs != HS) {
+        if constexpr (HS + 16 <= FL_HS_MAX)
+            mma_gradients<HS + 16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, hs, scale, drop);
+        return;
+    }
+    const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
+    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    CUDA_LAUNCHED("flash_dq_mma_kernel");
+    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    CUDA_LAUNCHED("flash_dkv_mma_kernel");
+}
+
+/* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles. */
+template <typename E>
+void core_gradients(cuda_ctx *ctx, E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int np,
+                    int T, int NH, int HS, float scale, tg_dropout drop) {
+    const dim3 grid((unsigned)((T + FL_TILE - 1) / FL_TILE), (unsigned)np);
+    flash_dq_kernel<<<grid, FL_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, HS, scale, drop);
+    CUDA_LAUNCHED("flash_dq_kernel");
+    flash_dkv_kernel<<<grid, FL_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, HS, scale, drop);
+    CUDA_LAUNCHED("flash_dkv_kernel");
+}
+
+/* The tile kernels of one round, by activation type. */
+static void gradients(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *lse, const float *D, int p0,
+                      int np, int T, int NH, int HS, float scale, tg_dropout drop) {
+    core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
+}
+static void gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                      const float *D, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop) {
+    if (mma_fits(dqkv, dout, qkv, HS))
+        mma_gradients<16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
+    else
+        core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
+}
+
 template <typename E>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
                     int HS, tg_dropout drop) {
     const float scale = 1.0f / sqrtf((float)HS);
-    const unsigned tiles = (unsigned)((T + FL_TILE - 1) / FL_TILE);
     /* D of as many pairs as the scratch holds per round */
     const size_t fit = ctx->scratch_bytes / ((size_t)T * sizeof(float));
     if (fit == 0) {
@@ -129,12 +281,7 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
         const unsigned rows_blocks = (unsigned)fl_min((int)(((size_t)np * T + 255) / 256), 4096);
         flash_rowdot_kernel<<<rows_blocks, 256, 0, ctx->stream>>>(D, dout, out, p0, np, T, NH, HS);
         CUDA_LAUNCHED("flash_rowdot_kernel");
-        flash_dq_kernel<<<dim3(tiles, (unsigned)np), FL_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, HS,
-                                                                                   scale, drop);
-        CUDA_LAUNCHED("flash_dq_kernel");
-        flash_dkv_kernel<<<dim3(tiles, (unsigned)np), FL_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, HS,
-                                                                                    scale, drop);
-        CUDA_LAUNCHED("flash_dkv_kernel");
+        gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
     }
 }
 

@@ -57,6 +57,11 @@ void syncthreads(const char *file, int line);
 void syncwarp(unsigned mask);
 /* Every lane of the warp publishes `bits`, then reads lane src's. */
 uint64_t shfl(unsigned mask, uint64_t bits, int src_lane);
+/* Every lane of the (full) warp publishes n <= EMU_GATHER_WORDS words, then
+ * reads every lane's: all[lane * n + i]. One warp barrier, where n
+ * shuffles would take n (the tensor-core stand-in's fragment exchange). */
+#define EMU_GATHER_WORDS 8
+void warp_gather(const uint32_t *words, int n, uint32_t *all);
 int lane_id();
 
 template <typename F, typename Tuple>
@@ -141,11 +146,12 @@ static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 
 /* Stand-in for one warp's mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
- * (kernels/cuda/mma.cuh): every lane gathers, by shuffles, the A rows and B
- * columns its four outputs need from the lanes that hold them in the PTX
- * ISA's fragment layout (g = lane / 4, t = lane % 4; see mma.cuh), then
- * accumulates in float32 in k order. A lane holding its fragment in the
- * wrong places gets the wrong product, as on the hardware. */
+ * (kernels/cuda/mma.cuh): the lanes exchange their fragments (one
+ * warp_gather), then every lane reads the A rows and B columns its four
+ * outputs need from the lanes that hold them in the PTX ISA's fragment
+ * layout (g = lane / 4, t = lane % 4; see mma.cuh) and accumulates in
+ * float32 in k order. A lane holding its fragment in the wrong places gets
+ * the wrong product, as on the hardware. */
 inline float emu_bf16_half(uint32_t r, int high) {
     uint32_t u = high ? (r & 0xffff0000u) : (r << 16);
     float f;
@@ -154,20 +160,22 @@ inline float emu_bf16_half(uint32_t r, int high) {
 }
 inline void emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     const int lane = ::emu::lane_id(), g = lane >> 2, t = lane & 3;
+    const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    uint32_t all[32][6]; /* all[l]: lane l's a[0..3], b[0..1] */
+    ::emu::warp_gather(mine, 6, &all[0][0]);
     float A[2][16], B[2][16]; /* rows g, g+8 of A; columns 2t, 2t+1 of B (over k) */
     for (int s = 0; s < 4; s++) {
-        const uint32_t a_lo[2] = {__shfl_sync(~0u, a[0], 4 * g + s), __shfl_sync(~0u, a[1], 4 * g + s)};
-        const uint32_t a_hi[2] = {__shfl_sync(~0u, a[2], 4 * g + s), __shfl_sync(~0u, a[3], 4 * g + s)};
+        const uint32_t *from_a = all[4 * g + s]; /* rows g, g+8 at k = 2s, 2s+1 (a[0..1]) and 2s+8, 2s+9 (a[2..3]) */
         for (int i = 0; i < 2; i++)
             for (int h = 0; h < 2; h++) {
-                A[i][2 * s + h] = emu_bf16_half(a_lo[i], h);
-                A[i][2 * s + 8 + h] = emu_bf16_half(a_hi[i], h);
+                A[i][2 * s + h] = emu_bf16_half(from_a[i], h);
+                A[i][2 * s + 8 + h] = emu_bf16_half(from_a[2 + i], h);
             }
         for (int j = 0; j < 2; j++) {
-            const uint32_t b0 = __shfl_sync(~0u, b[0], 4 * (2 * t + j) + s), b1 = __shfl_sync(~0u, b[1], 4 * (2 * t + j) + s);
+            const uint32_t *from_b = all[4 * (2 * t + j) + s]; /* column 2t+j at k = 2s, 2s+1 and 2s+8, 2s+9 */
             for (int h = 0; h < 2; h++) {
-                B[j][2 * s + h] = emu_bf16_half(b0, h);
-                B[j][2 * s + 8 + h] = emu_bf16_half(b1, h);
+                B[j][2 * s + h] = emu_bf16_half(from_b[4], h);
+                B[j][2 * s + 8 + h] = emu_bf16_half(from_b[5], h);
             }
         }
     }

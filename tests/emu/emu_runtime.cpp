@@ -454,6 +454,7 @@ struct warp_state {
     int lanes, live;   /* lanes that exist, lanes not exited */
     barrier bar;
     uint64_t slots[2][32];
+    uint32_t words[2][32][EMU_GATHER_WORDS]; /* warp_gather's, double-buffered like the slots */
 };
 
 struct block_state {
@@ -648,6 +649,19 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
         return bits;
     }
     return w.slots[buf][src_lane];
+}
+
+void warp_gather(const uint32_t *words, int n, uint32_t *all) {
+    warp_state &w = warp_checked(0xffffffffu, "warp_gather");
+    fiber *f = g_cur;
+    if (n < 0 || n > EMU_GATHER_WORDS) {
+        emu_error("%s: warp_gather of %d words (at most %d)", g_block.kernel, n, EMU_GATHER_WORDS);
+        return;
+    }
+    const int buf = f->shfl_count++ & 1;
+    memcpy(w.words[buf][f->lane], words, sizeof(uint32_t) * (size_t)n);
+    wait_barrier(w.bar, w.live, NULL, 0, "warp_gather");
+    for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
 void run_grid(const char *name, const char *file, int line, const config &c, void (*body)(void *), void *ctx) {

@@ -153,4 +153,21 @@ void cuda_test_attention_shapes(env *e) {
     cuda_test_attention(e, 1, 190, 2, 112, none);
     attention_case(e, 2, 200, 2, 128, drop, 3.0f, 1);
 }
+
+/* The tensor-core backward (bf16, HS a multiple of 16; kernels/cuda/
+ * flash_bwd_mma.cuh) at its edges: T over several 64-row blocks with a
+ * partial last one (and a whole number of them), HS 16, 32, 64 and 128, 1
+ * to 4 heads, dropout on and off. The 16 pairs of T = 200 outgrow D's
+ * scratch under EMU_SCRATCH_BYTES=12000 (15 pairs), so that run splits
+ * them in two rounds. In fp32 the same shapes check the CUDA-core path. */
+void cuda_test_attention_backward_tiles(env *e) {
+    const tg_dropout drop = {0.2f, 4321, 84, 7, 1, 6};
+    cuda_test_attention(e, 1, 150, 2, 64, drop);
+    cuda_test_attention(e, 4, 200, 4, 16, drop);
+    cuda_test_attention(e, 1, 129, 3, 128, (tg_dropout){0});
+    if (e->quick) return;
+    cuda_test_attention(e, 2, 200, 1, 128, drop);
+    cuda_test_attention(e, 1, 192, 3, 32, (tg_dropout){0});
+    cuda_test_attention(e, 1, 150, 2, 64, (tg_dropout){0});
+}
 #endif

@@ -1,0 +1,207 @@
+/* The block-level pieces of attention's backward on bf16 tensor cores
+ * (flash_bwd.cu's kernels for bf16 activations with HS a multiple of 16 up
+ * to FL_HS_MAX): FB_ROWS rows of q, k, v or dout staged in shared memory
+ * as bf16 by 16-byte copies, each warp owning 16 of the block's rows, and
+ * the 16 x 16 blocks of scores and gradients as mma.sync products
+ * (mma.cuh) with float32 accumulators. HS is a template argument so that
+ * the fragment and accumulator arrays are registers.
+ * Rounding: dS and P * keep are rounded to bf16 to become the A operand of
+ * the second products (dq += dS k, dk += dS^T q, dv += (P keep)^T dout),
+ * as flash attention does; everything else accumulates in float32. */
+#ifndef KERNELS_CUDA_FLASH_BWD_MMA_CUH
+#define KERNELS_CUDA_FLASH_BWD_MMA_CUH
+
+#include <string.h>
+
+#include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/mma.cuh"
+
+#define FB_ROWS 64                /* query rows or keys per block */
+#define FB_THREADS 128            /* 4 warps of 16 rows each */
+#define FB_PAD 8                  /* bf16 after each staged row: rows stay 16-byte aligned, fragment loads conflict-free */
+#define FB_LOG2E 1.4426950408889634f
+
+/* FB_ROWS staged rows of one head: row r at e + r * (HS + FB_PAD). */
+template <int HS>
+struct fb_tile {
+    static constexpr int ld = HS + FB_PAD;
+    alignas(16) __nv_bfloat16 e[FB_ROWS * ld];
+};
+
+/* What the probabilities of one (sequence, head) pair depend on besides
+ * the scores: scale2 = scale * log2(e) (P = 2^(scale2 s - lse log2(e))). */
+struct fb_pair {
+    int b, h, T;
+    float scale2;
+    tg_dropout drop;
+};
+
+/* 8 bf16 (16 bytes, both ends 16-byte aligned): one vector load and store. */
+static __device__ __forceinline__ void fb_copy8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+#else
+    memcpy(dst, src, 16);
+#endif
+}
+
+/* 8 bf16 from src (16-byte aligned), widened: one vector load. */
+static __device__ __forceinline__ void fb_load8(float dst[8], const __nv_bfloat16 *src) {
+    alignas(16) __nv_bfloat16 h[8];
+    fb_copy8(h, src);
+#pragma unroll
+    for (int i = 0; i < 8; i++) dst[i] = __bfloat162float(h[i]);
+}
+
+static __device__ __forceinline__ void fb_zero8(__nv_bfloat16 *dst) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+#else
+    memset(dst, 0, 16);
+#endif
+}
+
+/* Two adjacent bf16 (4-byte aligned) from one register (mma_pack's). */
+static __device__ __forceinline__ void fb_store_pair(__nv_bfloat16 *dst, uint32_t pair) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint32_t *>(dst) = pair;
+#else
+    memcpy(dst, &pair, 4);
+#endif
+}
+
+/* tile row r = src[(b * T + r0 + r) * width + off ...] over HS columns,
+ * zero for rows at or past T (masked, but must not be NaN). The launcher
+ * checks src is 16-byte aligned; width and off are multiples of 16. */
+template <int HS>
+static __device__ void fb_stage(fb_tile<HS> &tile, const __nv_bfloat16 *src, int width, int off, int b, int r0, int T) {
+    constexpr int chunks = HS / 8; /* 16-byte pieces per row */
+    for (int e = threadIdx.x; e < FB_ROWS * chunks; e += FB_THREADS) {
+        const int r = e / chunks, c = 8 * (e % chunks), t = r0 + r;
+        __nv_bfloat16 *d = tile.e + r * fb_tile<HS>::ld + c;
+        if (t < T)
+            fb_copy8(d, src + ((size_t)b * T + t) * width + off + c);
+        else
+            fb_zero8(d);
+    }
+}
+
+/* The A fragments (HS / 16 steps over the head's columns) of the 16 rows
+ * starting at `rows` of a staged tile: the warp's q, dout, k or v, loaded
+ * once and kept in registers. */
+template <int HS>
+static __device__ __forceinline__ void fb_rows_as_a(uint32_t a[HS / 16][4], const __nv_bfloat16 *rows) {
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) mma_load_a(a[kk], rows + 16 * kk, fb_tile<HS>::ld);
+}
+
+/* acc (two n8 accumulators: a 16 x 16 block) = the warp's 16 rows (A
+ * fragments over HS) dotted with the 16 staged rows starting at `rows`. */
+template <int HS>
+static __device__ __forceinline__ void fb_dots(float acc[2][4], const uint32_t a[HS / 16][4], const __nv_bfloat16 *rows) {
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; kk++) {
+            uint32_t bf[2];
+            mma_load_b_rows(bf, rows + 8 * n * fb_tile<HS>::ld + 16 * kk, fb_tile<HS>::ld);
+            mma_bf16_16816(acc[n], a[kk], bf);
+        }
+    }
+}
+
+/* acc (16 x HS) += A (16 x 16) times the 16 staged rows starting at `rows`. */
+template <int HS>
+static __device__ __forceinline__ void fb_accumulate(float acc[HS / 8][4], const uint32_t a[4], const __nv_bfloat16 *rows) {
+#pragma unroll
+    for (int n8 = 0; n8 < HS / 8; n8++) {
+        uint32_t bf[2];
+        mma_load_b_cols(bf, rows + 8 * n8, fb_tile<HS>::ld);
+        mma_bf16_16816(acc[n8], a, bf);
+    }
+}
+
+/* One element of a 16 x 16 block: from the score s = q . k and dp =
+ * dout . v, returns dS = P (dp keep - D) and sets *kept = P keep, both 0
+ * where masked; lse2 = lse log2(e). Only blocks on the diagonal or past T
+ * (edge) need the mask. */
+static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,
+                                              bool edge, const fb_pair &c) {
+    if (edge && !fl_visible(query, 0, key, 0, c.T)) {
+        *kept = 0.0f;
+        return 0.0f;
+    }
+    const float prob = exp2f(s * c.scale2 - lse2), keep = fl_drop(c.drop, c.b, c.h, query, key, c.T);
+    *kept = prob * keep;
+    return prob * (dp * keep - D);
+}
+
+/* dq of the warp's 16 query rows from qw += dS k over 16 keys from kt,
+ * staged at krows, vrows; qf, gf: the rows' q and dout fragments, lse2
+ * and D of rows qw + g and qw + g + 8. */
+template <int HS>
+static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 16][4], const uint32_t gf[HS / 16][4],
+                                   const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[2],
+                                   const float D[2], int qw, int kt, bool edge, const fb_pair &c) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float s[2][4], dp[2][4], kept;
+    fb_dots<HS>(s, qf, krows);
+    fb_dots<HS>(dp, gf, vrows);
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
+            const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
+            s[n][e] = fb_ds(&kept, s[n][e], dp[n][e], lse2[e >> 1], D[e >> 1], qw + row, kt + col, edge, c);
+        }
+    uint32_t ds[4];
+    mma_a_from_accumulators(ds, s[0], s[1]);
+    fb_accumulate<HS>(dq, ds, krows);
+}
+
+/* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
+ * staged at qrows, grows (q, dout); kf, vf: the keys' k and v fragments;
+ * lse2, D: the query rows' statistics (16 from qt). The scores come out
+ * transposed (keys as rows), so dS^T and (P keep)^T are accumulators that
+ * become A fragments directly. */
+template <int HS>
+static __device__ void fb_dkv_block(float dk[HS / 8][4], float dv[HS / 8][4], const uint32_t kf[HS / 16][4],
+                                    const uint32_t vf[HS / 16][4], const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows,
+                                    const float *lse2, const float *D, int kw, int qt, bool edge, const fb_pair &c) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float s[2][4], dp[2][4], kept[2][4];
+    fb_dots<HS>(s, kf, qrows);
+    fb_dots<HS>(dp, vf, grows);
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
+            const int col = 8 * n + 2 * t + (e & 1);
+            s[n][e] = fb_ds(&kept[n][e], s[n][e], dp[n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
+        }
+    uint32_t pk[4], ds[4];
+    mma_a_from_accumulators(pk, kept[0], kept[1]);
+    mma_a_from_accumulators(ds, s[0], s[1]);
+    fb_accumulate<HS>(dv, pk, grows);
+    fb_accumulate<HS>(dk, ds, qrows);
+}
+
+/* Rows r0 + g and r0 + g + 8 of the warp's accumulators (16 x HS) times
+ * mul into dst's head columns [off, off + HS) as bf16, rows past T left. */
+template <int HS>
+static __device__ void fb_store(__nv_bfloat16 *dst, const float acc[HS / 8][4], int width, int off, int b, int r0, int T,
+                                float mul) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = r0 + g + 8 * half;
+        if (row >= T) continue;
+        __nv_bfloat16 *base = dst + ((size_t)b * T + row) * width + off + 2 * t;
+#pragma unroll
+        for (int n8 = 0; n8 < HS / 8; n8++)
+            fb_store_pair(base + 8 * n8, mma_pack(acc[n8][2 * half] * mul, acc[n8][2 * half + 1] * mul));
+    }
+}
+
+#endif
