@@ -86,6 +86,28 @@ pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
+
+# g++ ignores the section attribute of cuda_emu.h's __shared__ on the static
+# locals of function templates (they land in .bss, or a .bss.NAME section of
+# their own), so those arrays would not be refilled with NaN before each
+# block. A kernel file's only zero-initialized statics are its __shared__
+# arrays (checked: function-local statics, _ZZ...), so its .bss sections
+# are renamed into emu_shared.
+shared_into_section() { # object file
+    local obj=$1 names stray args=()
+    names=$(objdump -h "$obj" | awk '$2 ~ /^\.bss(\.|$)/ {print $2}')
+    [ -n "$names" ] || return 0
+    stray=$(objdump -t "$obj" | awk '$(NF-2) ~ /^\.bss/ && $(NF-3) == "O" && $NF !~ /^_ZZ/ {print $NF}')
+    if [ -n "$stray" ]; then
+        echo "build.sh: $obj: zero-initialized statics that are not __shared__ locals: $stray" >&2
+        return 1
+    fi
+    for n in $names; do args+=(--rename-section "$n=emu_shared,alloc,load,data,contents"); done
+    objcopy "${args[@]}" "$obj"
+}
+for o in "$OUT"/obj/cu_*.o "$OUT/obj/test_mma.o"; do
+    shared_into_section "$o" || exit 1
+done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 $CXX -fopenmp $SAN "$OUT/obj/test_mma.o" "$OUT/obj/emu_runtime.o" -o "$OUT/test_emu_mma" -lm

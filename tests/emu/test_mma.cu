@@ -137,6 +137,35 @@ static int check_loaders(const float *A, const float *B) {
     return failed;
 }
 
+/* Shared memory a block never wrote reads as NaN (the launcher refills it
+ * before every block), also in a function template, where g++ drops the
+ * section attribute (tests/emu/build.sh moves such arrays back). The first
+ * block writes its array; the second must not see those values. */
+template <typename T>
+__global__ void unwritten_shared_kernel(T *out) {
+    __shared__ T s[32];
+    if (blockIdx.x == 0) s[threadIdx.x] = (T)1;
+    __syncthreads();
+    out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+}
+
+static int check_shared_poison(void) {
+    float *d, got[64];
+    cudaMalloc((void **)&d, sizeof got);
+    unwritten_shared_kernel<float><<<2, 32>>>(d);
+    cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    int nan = 0;
+    for (int i = 32; i < 64; i++) nan += got[i] != got[i];
+    if (got[0] == 1.0f && nan == 32) {
+        printf("ok emu_template_shared_memory_poisoned\n");
+        return 0;
+    }
+    printf("not ok emu_template_shared_memory_poisoned - %d of 32 unwritten values are NaN (first block read %g)\n", nan,
+           got[0]);
+    return 1;
+}
+
 static int run(int swap, const float *A, const float *B, const float *C, const float *want) {
     float *dA, *dB, *dC, *dD, got[M * N];
     cudaMalloc((void **)&dA, sizeof(float) * M * K);
@@ -171,5 +200,6 @@ int main(void) {
     if (!run(1, A, B, C, want)) printf("ok emu_mma_wrong_fragment_layout_detected\n");
     else { printf("not ok emu_mma_wrong_fragment_layout_detected - swapped fragments gave the product\n"); failed = 1; }
     failed |= check_loaders(A, B);
+    failed |= check_shared_poison();
     return failed;
 }
