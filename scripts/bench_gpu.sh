@@ -59,8 +59,10 @@ with .json: {"device", "driver", "cuda", "commit", "date", "rows": [{"model",
 "mfu", "mem_peak_gib", "command", "note"}]}, a row for every model x
 implementation x global batch; one not measured has nulls and a note saying
 why), and the raw runs into runs/gpu_bench_<time>/ (each run's stdout and
-logs, the plan, the commands). With OUT set, all are copied there after every
-measurement, so a command cut short still brings back what it measured.
+logs, the plan, the commands; after each measured train_gpt run, a 6-step run of
+the same command with out.op_times=true, whose per-op table is <run>.op_times.tsv
+there). With OUT set, all are copied there after every measurement, so a command
+cut short still brings back what it measured.
 
 Options:
   --quick              10 steps per run (7 timed), --compile-limit 180 and
@@ -268,8 +270,25 @@ run_train_gpt() {
         status=1
     else
         add_result "$row"
+        op_times "$dir" "${cmd[@]}"
     fi
     [ "$status" -eq 0 ]
+}
+
+# op_times DIR CMD...: after a measured run, the same command for 6 steps
+# with every op timed (out.op_times: events around each op change the step
+# time a little, so it is a run of its own); its table lands in DIR.op_times.tsv
+op_times() {
+    local dir="$1"
+    shift
+    local cmd=("$@" --set train.steps=6 --set out.op_times=true --set out.dir="$dir.timed")
+    note_cmd "${cmd[@]}"
+    if timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.timed.out" 2>&1 && [ -s "$dir.timed/op_times.tsv" ]; then
+        cp "$dir.timed/op_times.tsv" "$dir.op_times.tsv"
+        say "per-op times: $dir.op_times.tsv"
+    else
+        say "per-op times not measured: $(last_lines "$dir.timed.out")"
+    fi
 }
 
 # run_torch KEY GB RECOMPUTE PEAK eager|compile LIMIT: one bench_torch.py run

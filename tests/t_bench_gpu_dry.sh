@@ -61,6 +61,9 @@ with open(f"{out}/log.jsonl", "w") as f:
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
+if sets.get("out.op_times") == "true":
+    with open(f"{out}/op_times.tsv", "w") as f:
+        f.write("op\tcalls_per_step\tdevice_ms_per_step\thost_ms_per_step\tshare\nmatmul_forward\t48.00\t40.0\t0.1\t1.0\n")
 EOF
 # PYTHON: answers for scripts/bench_torch.py (step times 200 + step; compile 150 + step), else python3
 cat >"$fake/python" <<'EOF'
@@ -150,6 +153,9 @@ check bench_dry_megatron_shapes "$(grep -c 'micro-batch 10' "$md")" \
           grep -q "8 sequences of 1024 tokens per step, micro-batch 8 (train_gpt bf16, PyTorch eager, PyTorch compile)" "$md"'
 check bench_dry_copied_to_out "$(ls "$tmp/out" 2>&1 | tr '\n' ' ')" \
     eval '[ -s "$tmp/out/$(basename "$json")" ] && [ -s "$tmp/out/$(basename "$md")" ] && ls -d "$tmp"/out/gpu_bench_*/ >/dev/null'
+check bench_dry_op_times_brought_back "$(ls "$tmp"/out/gpu_bench_*/ 2>&1 | tr '\n' ' ')" \
+    eval 'ls "$tmp"/out/gpu_bench_*/gpt2_124m_gb16_train_gpt_none.op_times.tsv >/dev/null 2>&1 &&
+          grep -q "^matmul_forward" "$tmp"/out/gpu_bench_*/megatron_1.2b_gb8_train_gpt_*.op_times.tsv'
 check bench_dry_source_untouched "$(ls "$tmp/llmc" | tr '\n' ' ')" test "$(ls "$tmp/llmc" | tr '\n' ' ')" = "Makefile llmc train_gpt2.cu "
 # a second run keeps llm.c's build (the same source and command)
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" NVCC="$fake/cuda/bin/nvcc" \
