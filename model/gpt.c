@@ -341,7 +341,19 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
                                    N, e);
 }
 
-int gpt_backward(gpt *g, tg_err *e) {
+bool gpt_kind_per_layer(param_kind k) { return GPT_PARAM_SPECS[k].per_layer; }
+
+void gpt_kind_range(const gpt *g, param_kind k, int lo, int hi, size_t *offset, size_t *n) {
+    if (!gpt_kind_per_layer(k)) lo = 0, hi = 1;
+    *offset = param_offset(g, k, lo);
+    *n = (size_t)(hi - lo) * g->kind_size[k];
+}
+
+static int grads_ready(const gpt_grad_hook *hook, gpt *g, int layer, tg_err *e) {
+    return hook ? hook->ready(hook->ctx, g, layer, e) : 0;
+}
+
+int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
@@ -355,7 +367,7 @@ int gpt_backward(gpt *g, tg_err *e) {
     /* a->dres is the gradient of the residual stream, updated in place
      * through each block from the top down. */
     for (int l = d->L - 1; l >= 0; l--)
-        if (block_backward(g, l, B, T, e)) return -1;
+        if (block_backward(g, l, B, T, e) || grads_ready(hook, g, l, e)) return -1;
 
     const int row_start = row_start_of(g, N);
     void *demb = through_dropout(g, row_site(g, -1, SITE_EMBEDDING, row_start), N);
@@ -364,7 +376,7 @@ int gpt_backward(gpt *g, tg_err *e) {
     if (!dx) return -1;
     o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
                         d->V_local);
-    return 0;
+    return grads_ready(hook, g, -1, e);
 }
 
 int gpt_sync_replicated_grads(gpt *g, tg_err *e) {

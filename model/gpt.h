@@ -144,8 +144,23 @@ void gpt_sync_working_weights(gpt *g);
  * leaves d(loss)/d(logits) scaled by dloss in place of the logits, ready for
  * gpt_backward. Without targets it keeps the logits. */
 int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e);
-/* Accumulates this micro-batch's gradients into g->grads. */
-int gpt_backward(gpt *g, tg_err *e);
+/* Told during gpt_backward as gradients become final, so that their
+ * reduction can start while the pass goes on: ready(ctx, g, l, e) after
+ * block l's backward (l from L-1 down to 0), then ready(ctx, g, -1, e) when
+ * the rest (embeddings, final LayerNorm) is done. Non-zero stops the pass. */
+typedef struct gpt_grad_hook {
+    int (*ready)(void *ctx, gpt *g, int layer, tg_err *e);
+    void *ctx;
+} gpt_grad_hook;
+
+/* Accumulates this micro-batch's gradients into g->grads; hook may be NULL. */
+int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e);
+/* The gradients of parameter kind k in one contiguous range of g->grads:
+ * for a per-layer kind, its tensors of layers [lo, hi) (alignment gaps
+ * included); for the others, the tensor itself (lo and hi ignored). */
+void gpt_kind_range(const gpt *g, param_kind k, int lo, int hi, size_t *offset, size_t *n);
+/* Whether kind k has one tensor per layer. */
+bool gpt_kind_per_layer(param_kind k);
 /* Under SP, replicated tensors (LayerNorms, row-parallel biases, wpe) saw
  * only this rank's rows: sums their gradients over TP. Once per step. */
 int gpt_sync_replicated_grads(gpt *g, tg_err *e);

@@ -81,6 +81,28 @@ if run tp2_dp2_again 4 --set parallel.tp=2 && out=$(compare "$tmp/tp2_dp2" "$tmp
     ok "tp2_dp2_twice_bitwise ($out)"
 else not_ok tp2_dp2_twice_bitwise "${out:-job failed}"; fi
 
+# The DP all-reduce in buckets of one layer, started during the last
+# backward pass, against one all-reduce after it: the same bits (sums are
+# elementwise) and the same bytes, with and without SP's TP sum after it.
+for lay in "dp2 2" "tp2_sp_dp2 4 --set parallel.tp=2 --set parallel.sp=true"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    name="$1" n="$2"; shift 2
+    if run "${name}_one_reduce" "$n" --set parallel.dp_bucket_mb=0 "$@" &&
+        run "${name}_buckets" "$n" --set parallel.dp_bucket_mb=0.0001 "$@" &&
+        out=$(compare "$tmp/${name}_one_reduce" "$tmp/${name}_buckets" $STEPS --bitwise) &&
+        bytes=$("$py" - "$tmp/${name}_one_reduce/log.jsonl" "$tmp/${name}_buckets/log.jsonl" <<'PY'
+import json, sys
+last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
+keys = [k for k in last[0] if k.endswith("_bytes") and k.startswith(("dp_", "tp_"))]
+assert keys and all(last[0][k] == last[1][k] for k in keys), [(k, last[0][k], last[1].get(k)) for k in keys]
+print(f"dp all-reduce {last[1]['dp_all_reduce_bytes']} bytes in both")
+PY
+        ); then ok "${name}_buckets_bitwise_same_bytes ($out; $bytes)"
+    else not_ok "${name}_buckets_bitwise_same_bytes" "${out:-} ${bytes:-} $(tail -n 3 "$tmp/${name}_buckets.out" | tr '\n' ' ')"; fi
+done
+check_equiv tp2_sp_dp2_buckets 4 --set parallel.tp=2 --set parallel.sp=true --set parallel.dp_bucket_mb=0.0001
+
 # Communicated bytes per step against the formula. Ring bytes per rank:
 # all-reduce of n floats 2(p-1)(n//p)*4, reduce-scatter / all-gather of n
 # floats in total (p-1)(n//p)*4. Per micro-batch (N = B*T rows, A of them a

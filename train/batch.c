@@ -24,7 +24,9 @@ int batch_loss(const batch_io *io, int step, bool train, tg_err *e) {
         gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed, (uint64_t)step,
                         (uint64_t)(first + m * B) * (uint64_t)T);
         if (gpt_forward(io->model, io->inputs, io->targets, B, T, dloss, e)) return -1;
-        if (train && gpt_backward(io->model, e)) return -1;
+        /* The last micro-batch's backward starts the DP reduction as it goes. */
+        const gpt_grad_hook *hook = train && m == accum - 1 ? optim_backward_hook(io->opt, io->model) : NULL;
+        if (train && gpt_backward(io->model, hook, e)) return -1;
     }
     /* On the device: the mean over micro-batches, this rank's DP share, summed over DP. */
     const tg_ops *ops = io->model->ops;

@@ -57,6 +57,7 @@ typedef struct tg_config {
         int tp, dp;
         bool sp;
         int zero;
+        double dp_bucket_mb;
         double timeout_s;
         char numa[CFG_WORD_MAX];
         char comm[CFG_WORD_MAX];

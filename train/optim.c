@@ -40,7 +40,7 @@ static void build_spans(const optim *o, const gpt *g, bool counted, tg_spans *s)
     }
 }
 
-optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
+optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double dp_bucket_mb) {
     optim *o = tg_calloc(1, sizeof *o, "optimizer");
     o->ops = ops;
     o->dp = dp;
@@ -52,6 +52,8 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
         o->shard_begin = 0;
         o->shard_len = g->n_params;
     }
+    o->overlap = dp->size > 1 && !o->zero && dp_bucket_mb > 0;
+    if (o->overlap) dp_buckets_init(&o->buckets, dp, g, dp_bucket_mb);
     build_spans(o, g, false, &o->all);
     build_spans(o, g, true, &o->counted);
     o->m = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW first moments");
@@ -63,6 +65,7 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero) {
 
 void optim_free(optim *o) {
     if (!o) return;
+    if (o->overlap) dp_buckets_free(&o->buckets);
     o->ops->free(o->ops, o->m);
     o->ops->free(o->ops, o->v);
     free(o);
@@ -79,9 +82,17 @@ double optim_lr(const tg_config *c, int step) {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-/* Sums the gradients over DP (all-reduce, or reduce-scatter under ZeRO). */
+const gpt_grad_hook *optim_backward_hook(optim *o, const gpt *g) {
+    if (!o->overlap) return NULL;
+    o->hook = dp_buckets_hook(&o->buckets, g);
+    return &o->hook;
+}
+
+/* Sums the gradients over DP: the buckets started during the backward pass,
+ * else one all-reduce, or ZeRO's reduce-scatter. */
 static int reduce_grads(optim *o, gpt *g, tg_err *e) {
     if (o->dp->size == 1) return 0;
+    if (o->overlap && dp_buckets_started(&o->buckets)) return dp_buckets_wait(&o->buckets, e);
     if (!o->zero) return comm_all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
     /* In place: this rank's shard of the summed gradients lands where its
      * own gradients of the shard were. */
@@ -119,9 +130,11 @@ static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, tg_e
 
 int optim_update(optim *o, gpt *g, const tg_config *c, int step, optim_report *r, tg_err *e) {
     r->lr = optim_lr(c, step);
-    if (gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e) || grad_norm(o, g, c->train.grad_clip, e) ||
-        apply(o, g, c, step, r->lr, e))
-        return -1;
+    /* DP first, so that the TP sum never touches gradients a bucket's
+     * all-reduce may still be using; ZeRO's shards need the TP sum first. */
+    const int reduced = o->zero ? gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e)
+                                : reduce_grads(o, g, e) || gpt_sync_replicated_grads(g, e);
+    if (reduced || grad_norm(o, g, c->train.grad_clip, e) || apply(o, g, c, step, r->lr, e)) return -1;
     /* The step's one wait: its scalars, once everything is queued. */
     tg_step_stats st;
     o->ops->download(o->ops, &st, g->stats, sizeof st);

@@ -7,6 +7,7 @@
 
 #include "train/config.h"
 #include "model/gpt.h"
+#include "train/dp_buckets.h"
 
 typedef struct optim {
     const tg_ops *ops;
@@ -16,6 +17,9 @@ typedef struct optim {
     float *m, *v;          /* AdamW moments of the shard (backend memory) */
     tg_spans all;          /* every parameter kind within the shard (AdamW) */
     tg_spans counted;      /* those this rank counts in the global norm */
+    bool overlap;          /* the DP all-reduce starts in buckets during the last backward pass */
+    dp_buckets buckets;
+    gpt_grad_hook hook;
 } optim;
 
 /* The length (in elements) of the flat parameter and gradient buffers the
@@ -27,8 +31,13 @@ size_t optim_buffer_len(size_t n_params, int dp, bool zero);
  * the AdamW moments of the whole model, or of this rank's 1/dp under ZeRO. */
 gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
 
-/* g must have been created with optim_buffer_len(..., dp->size, zero) elements. */
-optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero);
+/* g must have been created with optim_buffer_len(..., dp->size, zero)
+ * elements. dp_bucket_mb > 0 (and DP without ZeRO): the DP all-reduce runs
+ * in buckets of about that many MiB during the last backward pass. */
+optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double dp_bucket_mb);
+/* The hook for the backward pass of a step's last micro-batch (NULL when
+ * the reduction waits for the whole pass). */
+const gpt_grad_hook *optim_backward_hook(optim *o, const gpt *g);
 void optim_free(optim *o);
 
 /* Bytes the optimizer allocated (the moments). */
@@ -45,8 +54,9 @@ typedef struct optim_report {
 } optim_report;
 
 /* Everything after the backward passes of step `step` (1-based), in order:
- * under SP the TP sum of the replicated tensors' gradients; the DP
- * reduction (all-reduce, or ZeRO's reduce-scatter); the global gradient
+ * the DP reduction (the wait for its buckets, or one all-reduce), then under
+ * SP the TP sum of the replicated tensors' gradients (under ZeRO that TP sum
+ * comes first, then the reduce-scatter); the global gradient
  * norm; then, only when the loss (g->stats->loss, from batch_loss) and the
  * norm are finite, clipping to train.grad_clip (as
  * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under

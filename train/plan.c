@@ -39,7 +39,7 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     comm_use_memory(dp, &ops->mem);
     const int T = v->model.seq_len;
     gpt *g = gpt_create(ops, tp, d, l->mb, T, optim_buffer_len(gpt_param_count(d), l->dp, l->zero));
-    optim *o = optim_create(ops, g, dp, l->zero);
+    optim *o = optim_create(ops, g, dp, l->zero, v->parallel.dp_bucket_mb);
     int32_t *window = tg_calloc((size_t)v->train.global_batch * T + 1, sizeof(int32_t), "plan window");
     int32_t *micro = tg_calloc(2 * (size_t)l->mb * T, sizeof(int32_t), "plan micro-batch");
     const batch_io io = {g, o, dp, v, window, micro, micro + (size_t)l->mb * T};

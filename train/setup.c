@@ -256,7 +256,11 @@ static void describe_model(run *r, const gpt_dims *d) {
 static void setup_training(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
-    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1);
+    r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1, c->parallel.dp_bucket_mb);
+    if (r->opt->overlap)
+        say(r, "data-parallel gradients: all-reduced in buckets of %d layer(s) during the last backward pass of a step "
+               "(parallel.dp_bucket_mb %g)\n",
+            r->opt->buckets.layers_per_bucket, c->parallel.dp_bucket_mb);
     report_budget(&r->budget);
     init_state(r);
     if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
