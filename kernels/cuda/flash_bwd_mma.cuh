@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/vec.cuh"
 
 #define FB_ROWS 64                /* query rows or keys per block */
 #define FB_THREADS 128            /* 4 warps of 16 rows each */
@@ -41,6 +42,8 @@ static __device__ __forceinline__ void fb_copy8(__nv_bfloat16 *dst, const __nv_b
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
 #else
+    vec_check16(dst, "fb_copy8 (destination)");
+    vec_check16(src, "fb_copy8 (source)");
     memcpy(dst, src, 16);
 #endif
 }
@@ -57,6 +60,7 @@ static __device__ __forceinline__ void fb_zero8(__nv_bfloat16 *dst) {
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
 #else
+    vec_check16(dst, "fb_zero8");
     memset(dst, 0, 16);
 #endif
 }

@@ -9,6 +9,8 @@
 #define KERNELS_CUDA_VEC_CUH
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 template <typename T>
@@ -17,12 +19,27 @@ struct alignas(16) vec_pack {
     T e[N];
 };
 
+/* A 16-byte access at a misaligned address faults on the device; the
+ * emulation (plain memcpy) would not notice, so it refuses one here. */
+static __device__ __forceinline__ void vec_check16(const void *p, const char *what) {
+#if defined(EMU_CUDA_EMU_H) && !defined(__CUDA_ARCH__)
+    if (((uintptr_t)p & 15u) != 0) {
+        fprintf(stderr, "emu: ERROR %s: misaligned 16-byte access (%p)\n", what, p);
+        abort();
+    }
+#else
+    (void)p;
+    (void)what;
+#endif
+}
+
 template <typename T>
 static __device__ __forceinline__ vec_pack<T> vec_load(const T *p) {
     vec_pack<T> v;
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<uint4 *>(&v) = *reinterpret_cast<const uint4 *>(p);
 #else
+    vec_check16(p, "vec_load");
     memcpy(&v, p, sizeof v);
 #endif
     return v;
@@ -33,6 +50,7 @@ static __device__ __forceinline__ void vec_store(T *p, const vec_pack<T> &v) {
 #if defined(__CUDA_ARCH__)
     *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&v);
 #else
+    vec_check16(p, "vec_store");
     memcpy(p, &v, sizeof v);
 #endif
 }
