@@ -105,5 +105,5 @@ void fuzz_model_create(fuzz_model *m) {
     if (gpt_dims_from_config(&d, c, 1, 0, &e)) fuzz_violation("the fuzz model's dimensions", e.msg);
     comm *tp = comm_null_create("tp", 0, 1), *dp = comm_null_create("dp", 0, 1);
     m->g = gpt_create(ops_cpu(), tp, &d, 1, 4, 1);
-    m->o = optim_create(ops_cpu(), m->g, dp, false);
+    m->o = optim_create(ops_cpu(), m->g, dp, false, 0.0);
 }
