@@ -326,7 +326,8 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
                 prop.major, prop.minor);
         return NULL;
     }
-    setup_check(cudaFree(NULL), "creating the context", e); /* the context exists before the baseline is read */
+    /* the context exists before the baseline is read */
+    if (setup_check(cudaFree(NULL), "creating the context", e)) return NULL;
     tg_ops *o = calloc(1, sizeof *o);
     cuda_ctx *x = calloc(1, sizeof *x);
     if (!o || !x) {
