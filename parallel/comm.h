@@ -101,6 +101,12 @@ comm_link comm_link_flat(double bus_bytes_per_s, double latency_s);
  * least one all_reduce row. Errors name the file and the line. */
 int comm_link_load(comm_link *l, const char *path, tg_err *e);
 
+/* The modeled overlap of collectives with compute: collective i becomes
+ * ready at ready_s[i] <= end_s and takes seconds[i] on the link, one at a
+ * time in order; the compute beside them ends at end_s. Returns the seconds
+ * hidden behind it: the total less the time the link is still busy after
+ * end_s (which is what the step waits). */
+double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n, double end_s);
 /* Modeled seconds of one collective of kind k over a message of msg_bytes of
  * which this rank sends ring_bytes. */
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes);

@@ -32,6 +32,15 @@ static double table_busbw(const comm_link_row *rows, int n, double msg_bytes) {
     return rows[n - 1].bus_bytes_per_s;
 }
 
+double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n, double end_s) {
+    double link_free = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        link_free = (link_free > ready_s[i] ? link_free : ready_s[i]) + seconds[i];
+        total += seconds[i];
+    }
+    return total - (link_free > end_s ? link_free - end_s : 0);
+}
+
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes) {
     const int kind = l->n_rows[k] > 0 ? (int)k : COLL_ALL_REDUCE;
     if (l->n_rows[kind] == 0) /* the flat model (its latency even for a rank that sends nothing) */

@@ -6,7 +6,9 @@
 # its bytes / 1 GB/s (the formula here, from --plan-json's own byte counts),
 # the shipped H100 table gives other times than the flat model, and a bad
 # interconnect.table stops the plan and a projected run with a message naming
-# the key, the file and the line. Prints "ok NAME" / "not ok NAME - reason".
+# the key, the file and the line; a projected DP run models the bucketed
+# all-reduce's overlap with the backward pass, labelled as modeled. Prints
+# "ok NAME" / "not ok NAME - reason".
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" link
 tbin=build/test_link
@@ -74,4 +76,27 @@ bad_table empty_table_project '# no rows\n' "bad_empty_table_project.txt: no all
 out=$("$bin" --plan --config configs/tiny.json --devices 8 --set "interconnect.table=$tmp/none.txt" 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && grep -qF "interconnect.table: $tmp/none.txt: cannot open the link table" <<<"$out"; then ok missing_table_plan
 else not_ok missing_table_plan "status $rc: $out"; fi
+
+# A projected DP run models the bucketed all-reduce hiding behind the
+# backward pass (labelled "modeled"): step_ms = ms + comm_ms - hidden, with
+# 0 < hidden < comm; with one reduction after the pass nothing is hidden.
+proj() { # NAME BUCKET_MB
+    "$bin" --config configs/tiny.json --set parallel.project=true --set parallel.dp=4 --set train.micro_batch=2 \
+        --set train.steps=2 --set out.eval_every=0 --set out.sample_tokens=0 --set out.save_final=false \
+        --set out.resume=false --set parallel.dp_bucket_mb="$2" --set out.dir="$tmp/$1" >"$tmp/$1.out" 2>&1
+}
+if proj buckets 1 && proj one 0 && out=$("$py" - "$tmp/buckets/log.jsonl" "$tmp/one/log.jsonl" <<'PY'
+import json, sys
+last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
+b, o = last
+h = b["dp_hidden_ms_modeled"]
+assert 0 < h < b["comm_ms"], (h, b["comm_ms"])
+assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - h)) < 2e-3, b
+assert "dp_hidden_ms_modeled" not in o and abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
+print(f"{h:.3f} of {b['comm_ms']:.3f} comm ms hidden")
+PY
+); then
+    grep -q "hidden behind the backward pass: modeled" "$tmp/buckets.out" && ok "projection_models_dp_overlap ($out)" ||
+        not_ok projection_models_dp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/buckets.out")"
+else not_ok projection_models_dp_overlap "${out:-} $(tail -n 2 "$tmp/buckets.out" | tr '\n' ' ')"; fi
 exit "$failed"

@@ -111,6 +111,25 @@ static void null_comm(const char *dir) {
     comm_destroy(c);
 }
 
+/* The overlap model of projected runs: collectives queue on the link in
+ * order, each from when it is ready; what runs past the compute's end is
+ * exposed, the rest hidden. Figures worked by hand. */
+static void overlap_model(void) {
+    const double ready[3] = {0.2, 0.5, 1.0}, secs[3] = {0.4, 0.1, 0.05};
+    /* link: [0.2, 0.6), then the second waits for it: [0.6, 0.7), the third [1.0, 1.05): 0.05 past 1.0 */
+    double got = comm_overlap_hidden_s(ready, secs, 3, 1.0);
+    char why[96];
+    snprintf(why, sizeof why, "hidden %.9g s, want 0.5", got);
+    check("overlap_hidden_queued", near(got, 0.5), why);
+    /* a backlog: [0.1, 0.3), [0.3, 0.5), [0.5, 0.55) against a pass ending at 0.3: 0.25 of 0.45 s after it */
+    const double ready2[3] = {0.1, 0.2, 0.3}, secs2[3] = {0.2, 0.2, 0.05};
+    got = comm_overlap_hidden_s(ready2, secs2, 3, 0.3);
+    snprintf(why, sizeof why, "hidden %.9g s, want 0.2", got);
+    check("overlap_hidden_backlog", near(got, 0.2), why);
+    got = comm_overlap_hidden_s(ready, secs, 0, 1.0);
+    check("overlap_hidden_none", got == 0.0, "no collective hides something");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_link SCRATCH_DIR\n");
@@ -119,5 +138,6 @@ int main(int argc, char **argv) {
     table_times(argv[1]);
     table_errors(argv[1]);
     null_comm(argv[1]);
+    overlap_model();
     return failed;
 }

@@ -15,7 +15,7 @@ static double layer_bytes(const gpt *g) {
 }
 
 void dp_buckets_init(dp_buckets *b, comm *dp, const gpt *g, double bucket_mb) {
-    *b = (dp_buckets){dp, 0, 0, NULL, 0, 0};
+    *b = (dp_buckets){dp, 0, 0, NULL, 0, 0, NULL, NULL, 0, 0, g->d.L};
     const double per_layer = layer_bytes(g);
     const double layers = per_layer > 0 ? bucket_mb * 1048576.0 / per_layer : 0;
     b->layers_per_bucket = layers < 1 ? 1 : layers > g->d.L ? g->d.L : (int)layers;
@@ -23,7 +23,21 @@ void dp_buckets_init(dp_buckets *b, comm *dp, const gpt *g, double bucket_mb) {
 
 void dp_buckets_free(dp_buckets *b) {
     free(b->reqs);
+    free(b->ready_at);
+    free(b->modeled_s);
     b->reqs = NULL;
+    b->ready_at = b->modeled_s = NULL;
+}
+
+/* Notes a bucket: ready after `done` of the pass, `seconds` modeled. */
+static void note_bucket(dp_buckets *b, double done, double seconds) {
+    if (b->n_buckets == b->cap_buckets) {
+        b->cap_buckets = b->cap_buckets ? 2 * b->cap_buckets : 16;
+        b->ready_at = tg_realloc(b->ready_at, (size_t)b->cap_buckets * sizeof *b->ready_at, "gradient buckets");
+        b->modeled_s = tg_realloc(b->modeled_s, (size_t)b->cap_buckets * sizeof *b->modeled_s, "gradient buckets");
+    }
+    b->ready_at[b->n_buckets] = done;
+    b->modeled_s[b->n_buckets++] = seconds;
 }
 
 static int start(dp_buckets *b, float *buf, size_t n, tg_err *e) {
@@ -52,16 +66,24 @@ static int start_kinds(dp_buckets *b, gpt *g, int lo, int hi, bool globals, tg_e
 /* gpt_grad_hook: layer l's gradients are final (-1: the rest). */
 static int layer_ready(void *ctx, gpt *g, int layer, tg_err *e) {
     dp_buckets *b = ctx;
-    if (layer < 0) return start_kinds(b, g, 0, 0, true, e);
-    if (b->pending_hi - layer < b->layers_per_bucket && layer > 0) return 0;
-    const int hi = b->pending_hi;
-    b->pending_hi = layer;
-    return start_kinds(b, g, layer, hi, false, e);
+    if (layer >= 0 && b->pending_hi - layer < b->layers_per_bucket && layer > 0) return 0;
+    const double modeled0 = b->dp->modeled_seconds;
+    int rc;
+    if (layer < 0) {
+        rc = start_kinds(b, g, 0, 0, true, e);
+    } else {
+        const int hi = b->pending_hi;
+        b->pending_hi = layer;
+        rc = start_kinds(b, g, layer, hi, false, e);
+    }
+    note_bucket(b, layer < 0 ? 1.0 : (double)(b->layers - layer) / b->layers, b->dp->modeled_seconds - modeled0);
+    return rc;
 }
 
 gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g) {
     b->pending_hi = g->d.L;
     b->n_reqs = 0;
+    b->n_buckets = 0;
     return (gpt_grad_hook){layer_ready, b};
 }
 
@@ -75,4 +97,10 @@ int dp_buckets_wait(dp_buckets *b, tg_err *e) {
     }
     b->n_reqs = 0;
     return rc;
+}
+
+double dp_buckets_hidden_s(const dp_buckets *b, double backward_s) {
+    double ready_s[b->n_buckets > 0 ? b->n_buckets : 1];
+    for (int i = 0; i < b->n_buckets; i++) ready_s[i] = b->ready_at[i] * backward_s;
+    return comm_overlap_hidden_s(ready_s, b->modeled_s, b->n_buckets, backward_s);
 }

@@ -21,6 +21,12 @@ typedef struct dp_buckets {
     int pending_hi;    /* layers [l, pending_hi) are final and not yet started */
     comm_req **reqs;   /* started this step, in order */
     int n_reqs, cap_reqs;
+    /* This step's buckets, for the projection's model of the overlap: the
+     * share of the backward pass done when each started, and its modeled
+     * seconds (the communicator's modeled_seconds it added). */
+    double *ready_at, *modeled_s;
+    int n_buckets, cap_buckets;
+    int layers;        /* of the model: a bucket starting after layer l is (L - l) / L into the pass */
 } dp_buckets;
 
 /* Buckets of about bucket_mb MiB of g's gradients over dp. */
@@ -33,5 +39,11 @@ gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g);
 bool dp_buckets_started(const dp_buckets *b);
 /* Waits for every bucket started this step, in order. */
 int dp_buckets_wait(dp_buckets *b, tg_err *e);
+
+/* The model of the overlap for projected runs: this step's modeled DP
+ * seconds hidden behind a backward pass of backward_s seconds, bucket i
+ * ready at ready_at[i] * backward_s (comm_overlap_hidden_s); 0 when no
+ * bucket started. */
+double dp_buckets_hidden_s(const dp_buckets *b, double backward_s);
 
 #endif
