@@ -80,8 +80,10 @@ else not_ok missing_table_plan "status $rc: $out"; fi
 # A projected DP run models the bucketed all-reduce hiding behind the
 # backward pass (labelled "modeled"): step_ms = ms + comm_ms - hidden, with
 # 0 < hidden < comm; with one reduction after the pass nothing is hidden.
+random_shards "$tmp/data" 300 17 4000 800 # its own data: the KJV shards need not exist yet
 proj() { # NAME BUCKET_MB
-    "$bin" --config configs/tiny.json --set parallel.project=true --set parallel.dp=4 --set train.micro_batch=2 \
+    "$bin" --config configs/tiny.json --set model.vocab_size=300 --set "data.train=$tmp/data/train_*.bin" \
+        --set data.val= --set parallel.project=true --set parallel.dp=4 --set train.micro_batch=2 \
         --set train.steps=2 --set out.eval_every=0 --set out.sample_tokens=0 --set out.save_final=false \
         --set out.resume=false --set parallel.dp_bucket_mb="$2" --set out.dir="$tmp/$1" >"$tmp/$1.out" 2>&1
 }
