@@ -138,10 +138,11 @@ void report_train(run *r, float loss, double lr, double norm, double ms, bool sk
     if (s % c->out.log_every != 0 && s != c->train.steps && !skipped) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
     char extra[192] = ""; /* communication when there is any, MFU when the peak is known */
-    if (devices > 1) snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
     if (hidden_ms > 0) /* the model of dp_buckets.h: labelled, it is no measurement */
         snprintf(extra, sizeof extra, " (comm %.1f, of which %.1f hidden behind the backward pass: modeled)", comm_ms,
                  hidden_ms);
+    else if (devices > 1)
+        snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
     if (mfu >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | MFU %.1f%%", 100 * mfu);
     printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds%s\n",
            (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " projected" : "",

@@ -9,8 +9,6 @@
 #include "kernels/cuda/vec.cuh"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define THREADS 256
-#define MAX_BLOCKS (1u << 16) /* grid-stride loops cover the rest */
 
 namespace {
 
@@ -53,20 +51,15 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, I n, 
     for (I i = packs * P + first; i < n; i += stride) tg_store(dinp, i, gelu_grad(tg_load(inp, i), tg_load(dout, i)));
 }
 
-/* Grid for n elements in packs of P (the loops stride over the rest). */
-unsigned grid_for(size_t n, int P) {
-    const unsigned b = tg_blocks((n + (size_t)P - 1) / (size_t)P, THREADS);
-    return b < MAX_BLOCKS ? b : MAX_BLOCKS;
-}
-
 template <typename T>
 void gelu_forward(cudaStream_t stream, void *out, const void *inp, size_t n) {
     constexpr int P = vec_pack<T>::N;
     const size_t packs = vec_aligned(out, inp) ? n / P : 0;
-    const unsigned grid = grid_for(n, P);
-    if (vec_index32(n, (size_t)grid * THREADS))
-        gelu_forward_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)inp, (uint32_t)n, (uint32_t)packs);
-    else gelu_forward_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)inp, n, packs);
+    const unsigned grid = vec_grid(n, P);
+    if (vec_index32(n, (size_t)grid * VEC_THREADS))
+        gelu_forward_kernel<T, uint32_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)inp, (uint32_t)n,
+                                                                            (uint32_t)packs);
+    else gelu_forward_kernel<T, size_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)inp, n, packs);
     CUDA_LAUNCHED("gelu_forward_kernel");
 }
 
@@ -74,11 +67,13 @@ template <typename T>
 void gelu_backward(cudaStream_t stream, void *dinp, const void *inp, const void *dout, size_t n) {
     constexpr int P = vec_pack<T>::N;
     const size_t packs = vec_aligned(dinp, inp, dout) ? n / P : 0;
-    const unsigned grid = grid_for(n, P);
-    if (vec_index32(n, (size_t)grid * THREADS))
-        gelu_backward_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout,
-                                                                         (uint32_t)n, (uint32_t)packs);
-    else gelu_backward_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout, n, packs);
+    const unsigned grid = vec_grid(n, P);
+    if (vec_index32(n, (size_t)grid * VEC_THREADS))
+        gelu_backward_kernel<T, uint32_t><<<grid, VEC_THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout,
+                                                                             (uint32_t)n, (uint32_t)packs);
+    else
+        gelu_backward_kernel<T, size_t><<<grid, VEC_THREADS, 0, stream>>>((T *)dinp, (const T *)inp, (const T *)dout, n,
+                                                                           packs);
     CUDA_LAUNCHED("gelu_backward_kernel");
 }
 

@@ -58,14 +58,6 @@ __global__ void convert_kernel(D *dst, const S *src, size_t n) {
         tg_store(dst, i, tg_load(src, i));
 }
 
-/* Blocks per span: slices of at least ADAMW_SLICE elements of the largest span. */
-unsigned adamw_blocks(const tg_spans *spans) {
-    size_t most = 0;
-    for (int k = 0; k < spans->n; k++) most = span_elems(spans->span[k]) > most ? span_elems(spans->span[k]) : most;
-    const size_t blocks = (most + ADAMW_SLICE - 1) / ADAMW_SLICE;
-    return blocks < 1 ? 1u : blocks > ADAMW_MAX_BLOCKS ? ADAMW_MAX_BLOCKS : (unsigned)blocks;
-}
-
 } // namespace
 
 void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
@@ -73,7 +65,7 @@ void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v
     if (spans->n <= 0) return;
     cudaStream_t stream = cuda_ctx_of(o)->stream;
     const float step_size = a->lr / a->bc1, bc2_sqrt = sqrtf(a->bc2); /* as the CPU's, on the host */
-    const dim3 grid(adamw_blocks(spans), (unsigned)spans->n);
+    const dim3 grid(span_blocks(spans, ADAMW_SLICE, ADAMW_MAX_BLOCKS), (unsigned)spans->n);
     if (o->act == TG_BF16) {
         __nv_bfloat16 *w = work != (void *)p ? (__nv_bfloat16 *)work : NULL;
         adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, step_size, bc2_sqrt, s);

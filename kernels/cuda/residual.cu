@@ -17,20 +17,12 @@
 #include "kernels/cuda/vec.cuh"
 #include "util/rng_core.h"
 
-#define THREADS 256
-#define MAX_BLOCKS (1u << 16) /* grid-stride loops cover the rest */
 #define COL_TILE 32           /* columns per block of the column sums */
 #define COL_ROWS 8            /* thread rows per block of the column sums */
 #define GROUP_ROWS_MIN 64
 #define GROUPS_MAX 1024
 
 namespace {
-
-/* Grid for n elements in packs of P (the loops stride over the rest). */
-unsigned grid_for(size_t n, int P) {
-    const unsigned b = tg_blocks((n + (size_t)P - 1) / (size_t)P, THREADS);
-    return b < MAX_BLOCKS ? b : MAX_BLOCKS;
-}
 
 /* The dropout factor of element (n, c) of a site with C columns. */
 __device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n, size_t c, int C) {
@@ -126,25 +118,25 @@ template <typename T>
 void bias_residual_add(cudaStream_t stream, void *out, const void *x, const void *bias, const void *res, int N, int C,
                        tg_dropout drop) {
     const size_t total = (size_t)N * C, packs = row_packs<T>(total, C, out, x, bias, res);
-    const unsigned grid = grid_for(total, vec_pack<T>::N);
-    if (vec_index32(total, (size_t)grid * THREADS))
-        bias_residual_add_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
-                                                                             (const T *)res, C, (uint32_t)total,
-                                                                             (uint32_t)packs, drop);
+    const unsigned grid = vec_grid(total, vec_pack<T>::N);
+    if (vec_index32(total, (size_t)grid * VEC_THREADS))
+        bias_residual_add_kernel<T, uint32_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
+                                                                                 (const T *)res, C, (uint32_t)total,
+                                                                                 (uint32_t)packs, drop);
     else
-        bias_residual_add_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
-                                                                           (const T *)res, C, total, packs, drop);
+        bias_residual_add_kernel<T, size_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)x, (const T *)bias,
+                                                                               (const T *)res, C, total, packs, drop);
     CUDA_LAUNCHED("bias_residual_add_kernel");
 }
 
 template <typename T>
 void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dropout drop) {
     const size_t total = (size_t)N * C, packs = row_packs<T>(total, C, out, in, NULL, NULL);
-    const unsigned grid = grid_for(total, vec_pack<T>::N);
-    if (vec_index32(total, (size_t)grid * THREADS))
-        dropout_kernel<T, uint32_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)in, C, (uint32_t)total,
-                                                                   (uint32_t)packs, drop);
-    else dropout_kernel<T, size_t><<<grid, THREADS, 0, stream>>>((T *)out, (const T *)in, C, total, packs, drop);
+    const unsigned grid = vec_grid(total, vec_pack<T>::N);
+    if (vec_index32(total, (size_t)grid * VEC_THREADS))
+        dropout_kernel<T, uint32_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)in, C, (uint32_t)total,
+                                                                       (uint32_t)packs, drop);
+    else dropout_kernel<T, size_t><<<grid, VEC_THREADS, 0, stream>>>((T *)out, (const T *)in, C, total, packs, drop);
     CUDA_LAUNCHED("dropout_kernel");
 }
 

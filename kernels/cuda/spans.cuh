@@ -10,6 +10,16 @@
 /* Elements of span sp, flattened (its tensors back to back). */
 static __host__ __device__ __forceinline__ size_t span_elems(const tg_span &sp) { return (size_t)sp.count * sp.numel; }
 
+/* Blocks per span of a multi-tensor launch (grid.x; grid.y is the span):
+ * slices of at least min_slice elements of the largest span, between 1 and
+ * max_blocks. Every span gets as many; those of smaller spans may be empty. */
+static inline unsigned span_blocks(const tg_spans *s, size_t min_slice, unsigned max_blocks) {
+    size_t most = 0;
+    for (int k = 0; k < s->n; k++) most = span_elems(s->span[k]) > most ? span_elems(s->span[k]) : most;
+    const size_t blocks = (most + min_slice - 1) / min_slice;
+    return blocks < 1 ? 1u : blocks > max_blocks ? max_blocks : (unsigned)blocks;
+}
+
 /* Block blockIdx.x's slice [*first, *last) of the flattened span, of
  * gridDim.x equal slices: it depends only on the span and the grid. */
 static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *first, size_t *last) {

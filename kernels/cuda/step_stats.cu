@@ -77,15 +77,6 @@ __global__ void clip_factor_kernel(tg_step_stats *s, int reduced, double max_nor
 
 } // namespace
 
-/* Blocks per span for the sum of squares: slices of at least
- * SUMSQ_MIN_SLICE elements of the largest span, at most SUMSQ_MAX_BLOCKS. */
-static unsigned sumsq_blocks(const tg_spans *spans) {
-    size_t most = 0;
-    for (int k = 0; k < spans->n; k++) most = span_elems(spans->span[k]) > most ? span_elems(spans->span[k]) : most;
-    size_t blocks = (most + SUMSQ_MIN_SLICE - 1) / SUMSQ_MIN_SLICE;
-    return (unsigned)(blocks < 1 ? 1 : blocks > SUMSQ_MAX_BLOCKS ? SUMSQ_MAX_BLOCKS : blocks);
-}
-
 void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N) {
     if (N <= 0) return;
     loss_accumulate_kernel<<<1, STATS_THREADS, 0, cuda_ctx_of(o)->stream>>>(s, losses, N);
@@ -99,7 +90,7 @@ void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
 
 void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
     cuda_ctx *ctx = cuda_ctx_of(o);
-    const unsigned blocks = sumsq_blocks(spans);
+    const unsigned blocks = span_blocks(spans, SUMSQ_MIN_SLICE, SUMSQ_MAX_BLOCKS);
     double *partial = (double *)ctx->scratch; /* TG_MAX_SPANS * SUMSQ_MAX_BLOCKS doubles */
     if (spans->n > 0) {
         sumsq_partials_kernel<<<dim3(blocks, (unsigned)spans->n), STATS_THREADS, 0, ctx->stream>>>(partial, g, *spans);

@@ -60,6 +60,17 @@ static inline bool vec_aligned(const void *a, const void *b = NULL, const void *
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15u) == 0;
 }
 
+/* The elementwise launches: blocks of VEC_THREADS, at most VEC_MAX_BLOCKS
+ * of them (the grid-stride loops cover the rest). */
+#define VEC_THREADS 256
+#define VEC_MAX_BLOCKS (1u << 16)
+
+/* The grid for n elements in packs of P. */
+static inline unsigned vec_grid(size_t n, int P) {
+    const size_t packs = (n + (size_t)P - 1) / (size_t)P, blocks = (packs + VEC_THREADS - 1) / VEC_THREADS;
+    return blocks < VEC_MAX_BLOCKS ? (unsigned)blocks : VEC_MAX_BLOCKS;
+}
+
 /* 32-bit indices suffice: n elements, and a grid-stride loop of `stride`
  * threads never steps past 2^32 - 1. */
 static inline bool vec_index32(size_t n, size_t stride) { return n + stride < ((size_t)1 << 32); }
