@@ -39,6 +39,14 @@ typedef struct tg_dropout {
     int head0, heads_total;  /* attention only */
 } tg_dropout;
 
+/* What a step's work reads that changes from step to step: uploaded into
+ * tg_step_stats.in before the work is enqueued, so that the work itself is
+ * the same every step (a CUDA graph replays it). */
+typedef struct tg_step_inputs {
+    float lr;       /* AdamW's learning rate */
+    float bc1, bc2; /* its bias corrections: 1 - beta1^t, 1 - beta2^t */
+} tg_step_inputs;
+
 /* The scalars of one step, in backend memory (device memory on a GPU), so
  * that a step runs without the host waiting on the device until its end. */
 typedef struct tg_step_stats {
@@ -49,6 +57,7 @@ typedef struct tg_step_stats {
     float sumsq_f;   /* (float)sumsq, summed over TP (and DP under ZeRO) in place */
     float clip;      /* the factor AdamW applies to the gradients (1: none) */
     int32_t finite;  /* loss and norm finite: AdamW applies the update */
+    tg_step_inputs in;
 } tg_step_stats;
 
 /* Tensors of a flat float32 buffer for the multi-tensor ops: span i is
@@ -75,9 +84,10 @@ static inline void tg_span_part(const tg_spans *s, const tg_span *sp, int c, siz
     *end = e < s->hi ? e : s->hi;
 }
 
-/* AdamW's hyper-parameters for one step; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+/* AdamW's hyper-parameters that stay fixed over a run (the learning rate
+ * and bias corrections of a step are in tg_step_stats). */
 typedef struct tg_adamw_args {
-    float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+    float beta1, beta2, eps, weight_decay;
 } tg_adamw_args;
 
 typedef struct tg_ops tg_ops;
@@ -127,6 +137,18 @@ struct tg_ops {
     void (*event_record)(tg_o o, void *ev);
     double (*event_elapsed_ms)(tg_o o, void *start, void *stop);
     void (*event_destroy)(tg_o o, void *ev);
+    /* The step as one CUDA graph. Between graph_capture_begin and
+     * graph_capture_end the ops record their work instead of running it,
+     * and must neither wait for the device nor allocate; graph_capture_end
+     * makes the recording the backend's step graph (replacing any earlier
+     * one), which graph_launch enqueues: the recorded work, with the
+     * arguments it was recorded with, on the buffers as they are then.
+     * Each returns 0, or -1 with e set (the device refused the capture: the
+     * caller runs the step's ops itself). NULL where there are no graphs
+     * (the CPU, the per-op timer). */
+    int (*graph_capture_begin)(tg_o o, tg_err *e);
+    int (*graph_capture_end)(tg_o o, tg_err *e);
+    int (*graph_launch)(tg_o o, tg_err *e);
 
     /* x = wte[token - vocab_start] (zero row for tokens outside this rank's
      * [vocab_start, vocab_start + vocab_local)) + wpe[t] (if wpe != NULL). */
@@ -234,7 +256,8 @@ struct tg_ops {
      * (torch.nn.utils.clip_grad_norm_). */
     void (*grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm);
     /* torch.optim.AdamW over the spans' tensors with the gradients times
-     * s->clip; nothing at all unless s->finite. p (float32 master), work and
+     * s->clip, at the learning rate and bias corrections of s->in; nothing
+     * at all unless s->finite. p (float32 master), work and
      * g are whole buffers (span offsets); m and v hold the spans' window
      * [lo, hi) (offset - lo). Span decay 0: no weight decay. When work !=
      * (void *)p the updated weights are also written to work in the

@@ -210,7 +210,7 @@ static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     const gpt_dims *d = &g->d;
     int n_real = d->V - d->vocab_start;
     n_real = n_real < 0 ? 0 : (n_real > d->V_local ? d->V_local : n_real);
-    const int32_t *targets = (const int32_t *)a->targets.base;
+    const int32_t *targets = a->targets_in;
     if (g->tp->size == 1) {
         o->xent_fused(o, a->losses.base, a->logits.base, targets, N, d->V_local, n_real, dloss);
     } else {
@@ -225,23 +225,38 @@ static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     return 0;
 }
 
+static int check_batch_shape(const gpt *g, int B, int T, tg_err *e) {
+    if (B > g->B || T > g->T) return tg_fail(e, "forward of %dx%d exceeds the %dx%d buffers", B, T, g->B, g->T);
+    if (g->d.sp && B * T % g->d.tp)
+        return tg_fail(e, "sequence parallelism needs B*T (%d) divisible by tp (%d)", B * T, g->d.tp);
+    return 0;
+}
+
 int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e) {
+    const tg_ops *o = g->ops;
+    gpt_acts *a = g->acts;
+    if (check_batch_shape(g, B, T, e)) return -1;
+    const size_t bytes = (size_t)B * T * sizeof(int32_t);
+    o->upload(o, a->tokens.base, tokens, bytes);
+    if (targets) o->upload(o, a->targets.base, targets, bytes);
+    return gpt_forward_resident(g, a->tokens.base, targets ? a->targets.base : NULL, B, T, dloss, e);
+}
+
+int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C;
-    if (B > g->B || T > g->T) return tg_fail(e, "forward of %dx%d exceeds the %dx%d buffers", B, T, g->B, g->T);
-    if (d->sp && N % d->tp) return tg_fail(e, "sequence parallelism needs B*T (%d) divisible by tp (%d)", N, d->tp);
+    if (check_batch_shape(g, B, T, e)) return -1;
     a->B = B;
     a->T = T;
-    o->upload(o, a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
-    if (targets) o->upload(o, a->targets.base, targets, (size_t)N * sizeof(int32_t));
+    a->tokens_in = tokens;
+    a->targets_in = targets;
 
     /* Embedding: vocab-parallel lookup summed over TP, then the replicated
      * position embedding on this rank's rows. */
     void *emb = d->sp ? a->proj.base : act_at(&a->resid, 0);
-    o->encoder_forward(o, emb, (const int32_t *)a->tokens.base, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start,
-                       d->V_local);
+    o->encoder_forward(o, emb, tokens, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start, d->V_local);
     if (reduce_rows(g, act_at(&a->resid, 0), emb, N, e)) return -1;
     const int row_start = row_start_of(g, N);
     o->position_forward(o, act_at(&a->resid, 0), gpt_param(g, P_WPE, 0), row_start, (int)rows_local(g, N), T, C);
@@ -374,8 +389,7 @@ int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
     o->position_backward(o, gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C);
     const void *dx = gather_rows(g, a->dres_full.base, demb, N, e);
     if (!dx) return -1;
-    o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, (const int32_t *)a->tokens.base, B, T, C, d->vocab_start,
-                        d->V_local);
+    o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, a->tokens_in, B, T, C, d->vocab_start, d->V_local);
     return grads_ready(hook, g, -1, e);
 }
 

@@ -74,6 +74,7 @@ typedef struct gpt_budget {
     size_t logits;         /* logits and their gradient (in place) */
     size_t scratch;        /* backward-pass gradient buffers */
     size_t workspace;      /* the backend's fixed buffers (cuBLASLt workspace, kernel scratch) */
+    size_t tokens;         /* the step's token ids, a rank's share of the window (train/batch.h; 0 here) */
     size_t total;
 } gpt_budget;
 
@@ -144,6 +145,11 @@ void gpt_sync_working_weights(gpt *g);
  * leaves d(loss)/d(logits) scaled by dloss in place of the logits, ready for
  * gpt_backward. Without targets it keeps the logits. */
 int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e);
+/* The same over tokens and targets already in backend memory (B*T int32
+ * each, targets may be NULL), read in place until gpt_backward is done: a
+ * step's micro-batches straight from its uploaded window, with no upload
+ * among the step's ops (a captured step cannot hold one). */
+int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e);
 /* Told during gpt_backward as gradients become final, so that their
  * reduction can start while the pass goes on: ready(ctx, g, l, e) after
  * block l's backward (l from L-1 down to 0), then ready(ctx, g, -1, e) when

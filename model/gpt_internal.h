@@ -37,7 +37,8 @@ typedef enum { ACT_KEPT, ACT_ATTENTION, ACT_LOGITS, ACT_SCRATCH, ACT_KINDS } act
 struct gpt_acts {
     void *arena;
     size_t arena_bytes;
-    act_buf tokens, targets;        /* [N] int32 */
+    act_buf tokens, targets;        /* [N] int32: gpt_forward's uploads */
+    const int32_t *tokens_in, *targets_in; /* the micro-batch's: those buffers, or gpt_forward_resident's */
     act_buf resid;                  /* [L+1][Ns, C]: block inputs, then the last output */
     act_buf ln1, ln1_mean, ln1_rstd;/* [N, C] (gathered under SP), [Ns] */
     act_buf qkv, atty, lse;         /* [N, 3C/t], [N, C/t], [B, NH/t, T] float32: attention keeps no T x T */

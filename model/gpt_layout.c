@@ -214,6 +214,7 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dty
     b.acts_kept = by_kind[ACT_KEPT] + by_kind[ACT_ATTENTION];
     b.logits = by_kind[ACT_LOGITS];
     b.scratch = by_kind[ACT_SCRATCH];
+    b.tokens = 0;
     b.total = b.params + b.grads + b.acts_kept + b.logits + b.scratch + b.workspace;
     return b;
 }

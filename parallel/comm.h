@@ -208,6 +208,9 @@ void comm_req_free_all(comm *c, void (*release)(comm *c, comm_req *r));
 comm *comm_null_create(const char *name, int rank, int size);
 /* The same, accumulating modeled_seconds for every collective over `link`. */
 comm *comm_null_create_modeled(const char *name, int rank, int size, comm_link link);
+/* Whether c was made by comm_null_create*: its collectives never leave
+ * this process (and at size 1 do nothing at all). */
+int comm_is_null(const comm *c);
 
 const char *comm_kind_name(coll_kind k);
 void comm_destroy(comm *c);

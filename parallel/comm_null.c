@@ -156,6 +156,8 @@ static void null_destroy(comm *c) {
 static const comm_vtable NULL_VT = {null_all_reduce, null_reduce_scatter, null_all_gather, null_broadcast, null_wait,
                                     null_barrier, null_destroy};
 
+int comm_is_null(const comm *c) { return c->vt == &NULL_VT; }
+
 comm *comm_null_create(const char *name, int rank, int size) {
     comm *c = calloc(1, sizeof *c);
     if (!c) return NULL;

@@ -271,8 +271,32 @@ run_train_gpt() {
     else
         add_result "$row"
         op_times "$dir" "${cmd[@]}"
+        [ "$key" = gpt2_124m ] && graph_saving "$dir" "$key" "$gb" "${cmd[@]}"
     fi
     [ "$status" -eq 0 ]
+}
+
+# graph_saving DIR KEY GB CMD...: after the measured GPT-2 run, the same
+# command with every op launched on its own (train.cuda_graph=false), for
+# what replaying the step as one CUDA graph saved (the table's "CUDA graph" line)
+graph_note="not measured"
+graph_saving() {
+    local dir="$1" key="$2" gb="$3"
+    shift 3
+    local cmd=("$@" --set train.cuda_graph=false --set out.dir="$dir.nograph")
+    if ! grep -q "captured as a CUDA graph" "$dir.out"; then
+        graph_note="not measured: the run did not replay its step as a CUDA graph ($(grep -m1 -i "graph" "$dir.out" || echo "no capture line"))"
+        return
+    fi
+    note_cmd "${cmd[@]}"
+    say "$label, train_gpt op by op (train.cuda_graph=false) ..."
+    if timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.nograph.out" 2>&1 &&
+        note=$(report graph "$raw/results.jsonl" "$dir.nograph" --key "$key" --gb "$gb" --warmup "$warmup" 2>&1); then
+        graph_note="$note"
+    else
+        graph_note="not measured: the op-by-op run failed: $(last_lines "$dir.nograph.out")"
+    fi
+    say "CUDA graph: $graph_note"
 }
 
 # op_times DIR CMD...: after a measured run, the same command for 6 steps
@@ -377,7 +401,7 @@ render() {
     BENCH_NVCC="$nvcc_info" BENCH_TORCH="$torch_info" BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     BENCH_DATE_ISO="$(date -u '+%Y-%m-%dT%H:%M:%SZ')" BENCH_CUDA_TOOLKIT="$cuda_toolkit" BENCH_COMMIT="$commit" \
     BENCH_CMD="$orig_cmd" BENCH_BIN="$bin" BENCH_BACKEND="$backend_line" BENCH_GIT="$git_rev" BENCH_STEPS="$steps" \
-    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" BENCH_LLMC="$llmc_note" \
+    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" BENCH_LLMC="$llmc_note" BENCH_GRAPH="$graph_note" \
     report render "$raw/results.jsonl" "$raw/commands.txt" --points "$(IFS=,; echo "${points[*]}")" --md "$md" \
         --json "$json" || echo "$prog: could not write $md and $json" >&2
     if [ -n "${OUT:-}" ]; then

@@ -18,6 +18,9 @@ same rule for every implementation.
   bench_report.py error --key K --gb N --impl I --recompute R [--command C] MESSAGE
   bench_report.py peak RESULTS --key K --gb N
       the peak TFLOP/s of the train_gpt row of K at batch N (0 when there is none)
+  bench_report.py graph RESULTS DIR --key K --gb N --warmup W
+      one line: train_gpt's row of K at batch N (its step replayed as a CUDA graph) against the same
+      run op by op (train.cuda_graph=false) in DIR, and what the graph saved
   bench_report.py render RESULTS COMMANDS --points K:N,... --md FILE --json FILE
       the Markdown table and bench.json: a row for every point x implementation,
       "not measured" with the reason where results.jsonl has none. The run's
@@ -239,6 +242,7 @@ def markdown(all_cells, points, env, commands):
          f"- train_gpt: `{E('BENCH_BIN')}` (nvcc {E('BENCH_NVCC')}); {E('BENCH_BACKEND')}",
          f"- PyTorch: {E('BENCH_TORCH')} (`scripts/bench_torch.py`)",
          f"- llm.c: {E('BENCH_LLMC')}",
+         f"- CUDA graph: {E('BENCH_GRAPH') or 'not measured'}",
          f"- Steps per run: {E('BENCH_STEPS')}; ms/step is the median of steps {int(E('BENCH_WARMUP') or 3) + 1}.."
          f"{E('BENCH_STEPS')} with the min and max in brackets (CUDA events around each step, in every program); "
          f"random tokens (train_gpt and llm.c: a shard of 2^20 tokens the script writes; PyTorch: torch.randint)",
@@ -303,18 +307,34 @@ def peak(a):
                 and "error" not in r), 0))
 
 
+def graph(a):
+    """What the step's CUDA graph saved: the train_gpt row against the op-by-op run in a.path."""
+    with open(a.results) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    on = next((r for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (a.key, a.gb, "train_gpt")
+               and "error" not in r), None)
+    if on is None:
+        fail(f"{a.results} has no measured train_gpt row of {a.key} at global batch {a.gb}")
+    off = train_gpt_row(a)
+    (m1, lo1, hi1, _, _), (m0, lo0, hi0, _, _) = timing(on), timing(off)
+    print(f"{MODEL_LABELS[a.key]} at global batch {a.gb}: {m1:.2f} ms ({lo1:.2f}-{hi1:.2f}) per step with the step "
+          f"replayed as one CUDA graph, {m0:.2f} ms ({lo0:.2f}-{hi0:.2f}) op by op (train.cuda_graph=false): the graph "
+          f"saved {m0 - m1:.2f} ms per step ({100 * (m0 - m1) / m0:.1f}%)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
-    kinds = {name: sub.add_parser(name) for name in ("train-gpt", "llmc", "torch", "error", "peak", "render")}
+    kinds = {name: sub.add_parser(name) for name in ("train-gpt", "llmc", "torch", "error", "peak", "render", "graph")}
+    kinds["graph"].add_argument("results")
     for name, p in kinds.items():
         p.add_argument("path" if name != "error" else "message")
         if name != "render":
             p.add_argument("--key", required=True, choices=sorted(MODEL_LABELS))
             p.add_argument("--gb", required=True, type=int)
-        if name not in ("peak", "render"):
+        if name not in ("peak", "render", "graph"):
             p.add_argument("--command")
-    for name in ("train-gpt", "llmc"):
+    for name in ("train-gpt", "llmc", "graph"):
         kinds[name].add_argument("--warmup", type=int, required=True)
     kinds["train-gpt"].add_argument("--recompute", required=True)
     kinds["llmc"].add_argument("--peak", type=float, default=0.0)
@@ -338,6 +358,8 @@ def main():
         emit(a, {"error": a.message})
     elif a.what == "peak":
         peak(a)
+    elif a.what == "graph":
+        graph(a)
     else:
         render(a)
 

@@ -136,6 +136,18 @@ head -n 20 "$fx/llmc.out" >"$fx/llmc_short.out"
 "$py" "$rep" llmc "$fx/llmc_short.out" --key gpt2_124m --gb 16 --warmup 3 >"$fx/short.out" 2>&1; rc=$?
 check bench_report_llmc_too_few_steps "rc $rc: $(cat "$fx/short.out")" \
     eval '[ $rc -ne 0 ] && grep -q "no .step N/M" "$fx/short.out"'
+# what the CUDA graph saved: the GPT-2 row (median 100, 97-104) against the same run op by op,
+# steps 110 114 108 112 109 113 107 after the warm-up (median 110, 107-114)
+mkdir -p "$fx/nograph"
+cp "$fx/gpt2_gb16_train_gpt_none.out" "$fx/nograph.out"
+sed -e 's/"ms":100,/"ms":110,/; s/"ms":104,/"ms":114,/; s/"ms":98,/"ms":108,/; s/"ms":102,/"ms":112,/' \
+    -e 's/"ms":99,/"ms":109,/; s/"ms":103,/"ms":113,/; s/"ms":97,/"ms":107,/' \
+    "$fx/gpt2_gb16_train_gpt_none/log.jsonl" >"$fx/nograph/log.jsonl"
+got=$("$py" "$rep" graph "$fx/results.jsonl" "$fx/nograph" --key gpt2_124m --gb 16 --warmup 3 2>&1)
+want="GPT-2 124M at global batch 16: 100.00 ms (97.00-104.00) per step with the step replayed as one CUDA graph, 110.00 ms (107.00-114.00) op by op (train.cuda_graph=false): the graph saved 10.00 ms per step (9.1%)"
+check bench_report_graph_saving "got: $got" test "$got" = "$want"
+got=$("$py" "$rep" graph "$fx/results.jsonl" "$fx/nograph" --key megatron_1.2b --gb 8 --warmup 3 2>&1); rc=$?
+check bench_report_graph_needs_a_measured_row "rc $rc: $got" eval '[ $rc -ne 0 ] && [[ "$got" == *"no measured train_gpt row"* ]]'
 got=$("$py" "$rep" peak "$fx/results.jsonl" --key gpt2_124m --gb 16)/$("$py" "$rep" peak "$fx/results.jsonl" --key megatron_1.2b --gb 8)
 check bench_report_peak "got $got, want 989.0/0" test "$got" = "989.0/0"
 

@@ -53,11 +53,14 @@ n = 12 * L * C * C + 13 * L * C + 2 * C + V * C + T * C
 print(f"model: {L} layers, {m['n_head']} heads, width {C}, context {T}, vocab {V} (padded {V}): {n} parameters")
 print(f"batch: {gb} sequences x {T} tokens per step = dp 1 x {gb // mb} micro-batches of {mb} (gradient accumulation {gb // mb})")
 print("backend: cuda (bf16; fake)")
+graph = sets.get("train.cuda_graph", "true") == "true" and sets.get("out.op_times") != "true"
+if graph:
+    print("step 2: captured as a CUDA graph; every later step replays it (train.cuda_graph)")
 os.makedirs(out, exist_ok=True)
 fpt = 6 * n + 12 * L * C * T
 with open(f"{out}/log.jsonl", "w") as f:
     for s in range(1, steps + 1):
-        ms = 100.0 + s
+        ms = 100.0 + s + (0 if graph else 10) # op by op: 10 ms slower
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -153,6 +156,8 @@ check bench_dry_megatron_shapes "$(grep -c 'micro-batch 10' "$md")" \
           grep -q "8 sequences of 1024 tokens per step, micro-batch 8 (train_gpt bf16, PyTorch eager, PyTorch compile)" "$md"'
 check bench_dry_copied_to_out "$(ls "$tmp/out" 2>&1 | tr '\n' ' ')" \
     eval '[ -s "$tmp/out/$(basename "$json")" ] && [ -s "$tmp/out/$(basename "$md")" ] && ls -d "$tmp"/out/gpu_bench_*/ >/dev/null'
+check bench_dry_cuda_graph_saving "$(grep "^- CUDA graph" "$md")" \
+    grep -q "^- CUDA graph: GPT-2 124M at global batch 16: .* per step with the step replayed as one CUDA graph, .* op by op (train.cuda_graph=false): the graph saved 10.00 ms per step" "$md"
 check bench_dry_op_times_brought_back "$(ls "$tmp"/out/gpu_bench_*/ 2>&1 | tr '\n' ' ')" \
     eval 'ls "$tmp"/out/gpu_bench_*/gpt2_124m_gb16_train_gpt_none.op_times.tsv >/dev/null 2>&1 &&
           grep -q "^matmul_forward" "$tmp"/out/gpu_bench_*/megatron_1.2b_gb8_train_gpt_*.op_times.tsv'

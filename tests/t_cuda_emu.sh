@@ -30,10 +30,13 @@ kernels() {
     grep -q '^not ok' "$tmp/$name.out" && failed=1
     if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
-# the emulated tensor-core product against a plain product (fragment layouts)
-build/emu/test_emu_mma >"$tmp/mma.out" 2>&1 || failed=1
-sed -nE 's|^(not )?ok (.*)|\1ok mma: \2|p' "$tmp/mma.out"
-grep -q '^ok' "$tmp/mma.out" || not_ok mma "$(tail -n 2 "$tmp/mma.out" | tr '\n' ' ')"
+# the emulated tensor-core product against a plain product (fragment
+# layouts), and the emulation's CUDA graphs
+for unit in mma graph; do
+    build/emu/test_emu_$unit >"$tmp/$unit.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok $unit: \2|p" "$tmp/$unit.out"
+    grep -q '^ok' "$tmp/$unit.out" || not_ok "$unit" "$(tail -n 2 "$tmp/$unit.out" | tr '\n' ' ')"
+done
 kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
 
@@ -70,4 +73,28 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
         ok "trainer_cuda_op_timer_changes_nothing ($out)"
     else not_ok trainer_cuda_op_timer_changes_nothing "${out:-} $(tail -n 2 "$tmp/bf16_timed.out" | tr '\n' ' ')"; fi
 else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')"; fi
+
+# The step as a CUDA graph (train.cuda_graph, on by default without dropout):
+# captured at step 2, replayed from step 3, through an evaluation between
+# steps and two micro-batches per step, with a learning rate that changes
+# every step (warm-up, then cosine); a graph that froze anything the host
+# gives a step (the rate, the tokens) would drift from the op-by-op run.
+graph=(--set train.steps=6 --set train.warmup=2 --set out.eval_every=2)
+for prec in fp32 bf16; do
+    if train "graph_off_$prec" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" --set train.cuda_graph=false &&
+        train "graph_on_$prec" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/graph_off_$prec" "$tmp/graph_on_$prec" 6 --bitwise 2>&1); then
+        if grep -q "^step 2: captured as a CUDA graph" "$tmp/graph_on_$prec.out" && ! grep -q "captured" "$tmp/graph_off_$prec.out"
+        then ok "trainer_cuda_graph_replay_bitwise_$prec ($out)"
+        else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "no capture at step 2: $(grep -m1 -i graph "$tmp/graph_on_$prec.out")"; fi
+    else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "${out:-} $(tail -n 2 "$tmp/graph_on_$prec.out" | tr '\n' ' ')"; fi
+done
+# no graph where the step is not the same every time (dropout's masks), or
+# where the per-op timer must see each op
+for case in dropout op_times; do
+    set_=(--set model.dropout=0.1); [ $case = op_times ] && set_=(--set out.op_times=true)
+    if train "graph_$case" "$emu_bin" --set device=cuda "${set_[@]}" && ! grep -q "captured as a CUDA graph" "$tmp/graph_$case.out"
+    then ok "trainer_cuda_graph_not_used_with_$case"
+    else not_ok "trainer_cuda_graph_not_used_with_$case" "$(grep -m1 -i "graph\|error" "$tmp/graph_$case.out")"; fi
+done
 exit $failed

@@ -1,29 +1,47 @@
 #include "train/batch.h"
 
-#include <string.h>
+#include <stdio.h>
 
-/* Sequences [first, first + B) of the window as inputs and shifted targets. */
-static void slice_micro_batch(const batch_io *io, int first) {
-    const int B = io->cfg->train.micro_batch, T = io->cfg->model.seq_len;
-    for (int k = 0; k < B; k++) {
-        const int32_t *src = io->window + (size_t)(first + k) * T;
-        memcpy(io->inputs + (size_t)k * T, src, (size_t)T * sizeof(int32_t));
-        memcpy(io->targets + (size_t)k * T, src + 1, (size_t)T * sizeof(int32_t));
-    }
+
+size_t batch_share_len(const tg_config *c, int dp_size) {
+    return (size_t)(c->train.global_batch / dp_size) * (size_t)c->model.seq_len + 1;
 }
 
-int batch_loss(const batch_io *io, int step, bool train, tg_err *e) {
+void batch_budget_share(gpt_budget *b, const tg_config *c, int dp_size) {
+    b->tokens = batch_share_len(c, dp_size) * sizeof(int32_t);
+    b->total += b->tokens;
+}
+
+bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, const comm *dp) {
+    return c->train.cuda_graph && ops->graph_capture_begin && ops->graph_capture_end && ops->graph_launch &&
+           comm_is_null(tp) && tp->size == 1 && comm_is_null(dp) && dp->size == 1 && c->model.dropout == 0.0;
+}
+
+/* This rank's sequences of the window into io->share: micro-batch m's
+ * inputs are share[m*N, (m+1)*N) and its targets the same shifted by one
+ * (sequences are consecutive in the window, each followed by the next). */
+static void upload_share(const batch_io *io) {
+    const tg_config *c = io->cfg;
+    const size_t first = (size_t)io->dp->rank * (size_t)(c->train.global_batch / io->dp->size);
+    const tg_ops *ops = io->model->ops;
+    ops->upload(ops, io->share, io->window + first * (size_t)c->model.seq_len,
+                batch_share_len(c, io->dp->size) * sizeof(int32_t));
+}
+
+/* The micro-batches' forward (and backward) passes over the uploaded share,
+ * and the step's mean loss on the device. */
+static int micro_batches(const batch_io *io, int step, bool train, tg_err *e) {
     const tg_config *c = io->cfg;
     const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
     const int first = io->dp->rank * (c->train.global_batch / io->dp->size);
     const float dloss = 1.0f / ((float)c->train.global_batch * T);
     for (int m = 0; m < accum; m++) {
-        slice_micro_batch(io, first + m * B);
         /* Masks keyed by the step and the micro-batch's place in the global
          * batch; no dropout when evaluating. */
         gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed, (uint64_t)step,
                         (uint64_t)(first + m * B) * (uint64_t)T);
-        if (gpt_forward(io->model, io->inputs, io->targets, B, T, dloss, e)) return -1;
+        const int32_t *inputs = io->share + (size_t)m * B * T;
+        if (gpt_forward_resident(io->model, inputs, inputs + 1, B, T, dloss, e)) return -1;
         /* The last micro-batch's backward starts the DP reduction as it goes. */
         const gpt_grad_hook *hook = train && m == accum - 1 ? optim_backward_hook(io->opt, io->model) : NULL;
         if (train && gpt_backward(io->model, hook, e)) return -1;
@@ -34,6 +52,11 @@ int batch_loss(const batch_io *io, int step, bool train, tg_err *e) {
     return comm_all_reduce(io->dp, &io->model->stats->loss, 1, REDUCE_SUM, e);
 }
 
+int batch_loss(const batch_io *io, int step, bool train, tg_err *e) {
+    upload_share(io);
+    return micro_batches(io, step, train, e);
+}
+
 int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e) {
     if (batch_loss(io, step, false, e)) return -1;
     tg_step_stats st;
@@ -42,8 +65,51 @@ int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e) {
     return 0;
 }
 
-int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e) {
+/* A training step's work after its uploads: the same ops every step. */
+static int step_work(const batch_io *io, int step, tg_err *e) {
     gpt_zero_grads(io->model);
-    if (batch_loss(io, step, true, e)) return -1;
-    return optim_update(io->opt, io->model, io->cfg, step, rep, e);
+    if (micro_batches(io, step, true, e)) return -1;
+    return optim_enqueue(io->opt, io->model, io->cfg, e);
+}
+
+/* The step's work recorded as the backend's graph. A capture the device
+ * refuses leaves graphs off for the run, with a warning: nothing recorded
+ * has run, so the step runs its ops instead. */
+static int capture(const batch_io *io, int step, tg_err *e) {
+    const tg_ops *ops = io->model->ops;
+    tg_err why;
+    if (ops->graph_capture_begin(ops, &why) == 0) {
+        const int rc = step_work(io, step, e);
+        if (ops->graph_capture_end(ops, &why) == 0) {
+            if (rc) return -1;
+            io->graph->captured = true;
+            printf("step %d: captured as a CUDA graph; every later step replays it (train.cuda_graph)\n", step);
+            return 0;
+        }
+        if (rc) return -1;
+    }
+    tg_warn("train_gpt", "step %d: %s; steps run op by op from here (train.cuda_graph)", step, why.msg);
+    io->graph->usable = false;
+    return step_work(io, step, e);
+}
+
+/* The step's work: its ops one by one, or its graph. */
+static int enqueue_step(const batch_io *io, int step, tg_err *e) {
+    step_graph *gr = io->graph;
+    if (!gr || !gr->usable || !gr->warm) {
+        if (gr) gr->warm = true;
+        return step_work(io, step, e);
+    }
+    if (!gr->captured && capture(io, step, e)) return -1;
+    if (!gr->captured) return 0; /* refused: the ops ran */
+    const tg_ops *ops = io->model->ops;
+    return ops->graph_launch(ops, e);
+}
+
+int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e) {
+    upload_share(io);
+    optim_begin_step(io->opt, io->model, io->cfg, step);
+    if (enqueue_step(io, step, e)) return -1;
+    optim_read(io->opt, io->model, io->cfg, step, rep);
+    return 0;
 }

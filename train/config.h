@@ -41,6 +41,7 @@ typedef struct tg_config {
         char precision[CFG_WORD_MAX];
         char on_nonfinite[CFG_WORD_MAX]; /* stop | skip */
         int max_skipped;                  /* skip: stop after this many in a row */
+        bool cuda_graph;                  /* replay the step as a CUDA graph where it can */
     } train;
     struct {
         char train[CFG_PATH_MAX], val[CFG_PATH_MAX];

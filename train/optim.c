@@ -115,10 +115,8 @@ static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
 
 /* AdamW (which applies nothing unless loss and norm were finite) and, under
  * ZeRO, the gather of the updated parameters. */
-static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, tg_err *e) {
-    const double b1 = c->train.beta1, b2 = c->train.beta2;
-    const tg_adamw_args a = {(float)lr, (float)b1, (float)b2, (float)c->train.eps, (float)c->train.weight_decay,
-                             (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
+static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
+    const tg_adamw_args a = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
     o->ops->adamw(o->ops, g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
     if (!o->zero) return 0;
     /* Every DP rank gets every shard's master weights (in place), and makes
@@ -128,20 +126,28 @@ static int apply(optim *o, gpt *g, const tg_config *c, int step, double lr, tg_e
     return 0;
 }
 
-int optim_update(optim *o, gpt *g, const tg_config *c, int step, optim_report *r, tg_err *e) {
-    r->lr = optim_lr(c, step);
+void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {
+    const double b1 = c->train.beta1, b2 = c->train.beta2;
+    const tg_step_inputs in = {(float)optim_lr(c, step), (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
+    o->ops->upload(o->ops, &g->stats->in, &in, sizeof in);
+}
+
+int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     /* DP first, so that the TP sum never touches gradients a bucket's
      * all-reduce may still be using; ZeRO's shards need the TP sum first. */
     const int reduced = o->zero ? gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e)
                                 : reduce_grads(o, g, e) || gpt_sync_replicated_grads(g, e);
-    if (reduced || grad_norm(o, g, c->train.grad_clip, e) || apply(o, g, c, step, r->lr, e)) return -1;
+    return reduced || grad_norm(o, g, c->train.grad_clip, e) || apply(o, g, c, e) ? -1 : 0;
+}
+
+void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r) {
     /* The step's one wait: its scalars, once everything is queued. */
     tg_step_stats st;
     o->ops->download(o->ops, &st, g->stats, sizeof st);
+    r->lr = optim_lr(c, step);
     r->loss = st.loss;
     r->grad_norm = st.norm;
     r->applied = st.finite != 0;
-    return 0;
 }
 
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {

@@ -46,14 +46,15 @@ size_t optim_allocated_bytes(const optim *o);
 /* LR of 1-based step s: linear warm-up, then cosine decay to min_lr. */
 double optim_lr(const tg_config *c, int step);
 
-/* What optim_update did. */
+/* What a step did (optim_read). */
 typedef struct optim_report {
     double lr, grad_norm; /* grad_norm before clipping: every parameter counted once across TP and DP */
     float loss;           /* the step's mean loss over the global batch */
     bool applied;         /* false: the loss or the norm was not finite and nothing changed */
 } optim_report;
 
-/* Everything after the backward passes of step `step` (1-based), in order:
+/* Everything after the backward passes of step `step` (1-based), in three
+ * parts, in order:
  * the DP reduction (the wait for its buckets, or one all-reduce), then under
  * SP the TP sum of the replicated tensors' gradients (under ZeRO that TP sum
  * comes first, then the reduce-scatter); the global gradient
@@ -62,8 +63,16 @@ typedef struct optim_report {
  * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under
  * ZeRO the all-gather of the parameters. The decision and the clip factor
  * stay on the device; the host waits once, at the end, to read the loss and
- * norm into r. A collective over the TP and DP groups. */
-int optim_update(optim *o, gpt *g, const tg_config *c, int step, optim_report *r, tg_err *e);
+ * norm into r. A collective over the TP and DP groups.
+ * optim_begin_step uploads the step's learning rate and bias
+ * corrections into g->stats->in (before any of the step's work, so that the
+ * work is the same every step); optim_enqueue enqueues the reductions, the
+ * norm and AdamW (and the ZeRO gather), without waiting on the device except
+ * inside the collectives of multi-process groups; optim_read waits for the
+ * step's end and reports. */
+void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step);
+int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e);
+void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r);
 /* The full moments in the parameter layout (gathered over DP under ZeRO),
  * into host buffers of g->n_params floats, for checkpoints. */
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e);

@@ -41,15 +41,15 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     gpt *g = gpt_create(ops, tp, d, l->mb, T, optim_buffer_len(gpt_param_count(d), l->dp, l->zero));
     optim *o = optim_create(ops, g, dp, l->zero, v->parallel.dp_bucket_mb);
     int32_t *window = tg_calloc((size_t)v->train.global_batch * T + 1, sizeof(int32_t), "plan window");
-    int32_t *micro = tg_calloc(2 * (size_t)l->mb * T, sizeof(int32_t), "plan micro-batch");
-    const batch_io io = {g, o, dp, v, window, micro, micro + (size_t)l->mb * T};
+    int32_t *share = ops->alloc(ops, batch_share_len(v, l->dp) * sizeof(int32_t), "plan tokens");
+    const batch_io io = {g, o, dp, v, window, share, NULL};
     optim_report rep;
     const int rc = batch_train_step(&io, 1, &rep, e);
     l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
     memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
     memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
     free(window);
-    free(micro);
+    ops->free(ops, share);
     optim_free(o);
     gpt_free(g);
     comm_destroy(tp);
@@ -83,6 +83,7 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     const bool cuda = strcmp(c->device, "cuda") == 0;
     l->mem = optim_budget(&d, l->mb, c->model.seq_len, l->dp, l->zero, config_act_dtype(c),
                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
+    batch_budget_share(&l->mem, &v, l->dp);
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
     l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);

@@ -14,9 +14,9 @@
 void report_budget(const gpt_budget *b) {
     const double MiB = 1024.0 * 1024.0;
     printf("memory per rank (MiB): params %.1f | grads %.1f | AdamW state %.1f | activations %.1f (attention %.1f)"
-           " | logits %.1f | backward scratch %.1f | backend workspace %.1f | total %.1f\n",
+           " | logits %.1f | backward scratch %.1f | backend workspace %.1f | tokens %.1f | total %.1f\n",
            b->params / MiB, b->grads / MiB, b->optim / MiB, b->acts_kept / MiB, b->acts_attention / MiB, b->logits / MiB,
-           b->scratch / MiB, b->workspace / MiB, b->total / MiB);
+           b->scratch / MiB, b->workspace / MiB, b->tokens / MiB, b->total / MiB);
 }
 
 /* Rank 0's log.jsonl: after a resume, the lines the interrupted run wrote
@@ -43,12 +43,12 @@ void report_open_log(run *r) {
     const gpt_budget *b = &r->budget;
     char budget[512];
     snprintf(budget, sizeof budget, "{\"params\":%zu,\"grads\":%zu,\"optim\":%zu,\"activations\":%zu,\"attention\":%zu,"
-             "\"logits\":%zu,\"scratch\":%zu,\"total\":%zu}", b->params, b->grads, b->optim, b->acts_kept,
-             b->acts_attention, b->logits, b->scratch, b->total);
+             "\"logits\":%zu,\"scratch\":%zu,\"tokens\":%zu,\"total\":%zu}", b->params, b->grads, b->optim, b->acts_kept,
+             b->acts_attention, b->logits, b->scratch, b->tokens, b->total);
     l = jsonl_open(r->log);
     jsonl_int(&l, "step", r->state.step);
     jsonl_raw(&l, "budget_bytes_per_rank", budget);
-    jsonl_uint(&l, "allocated_bytes", gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt));
+    jsonl_uint(&l, "allocated_bytes", gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt) + b->tokens);
     jsonl_int(&l, "tp", r->tp->size);
     jsonl_int(&l, "dp", r->dp->size);
     jsonl_close(&l);

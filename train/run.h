@@ -14,6 +14,7 @@
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
+#include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/optim.h"
@@ -41,7 +42,8 @@ typedef struct run {
     FILE *log;
     ckpt_state state;       /* steps done and the data position after them */
     int32_t *window;        /* one global batch: global_batch*T + 1 tokens */
-    int32_t *inputs, *targets; /* one micro-batch */
+    int32_t *share;         /* backend memory: this rank's share of the window (batch_share_len) */
+    step_graph graph;       /* the training step as a CUDA graph (train.cuda_graph) */
     double train_ms_total;
     int train_steps_timed;
     uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */

@@ -287,12 +287,13 @@ void run_setup(run *r) {
     const size_t n_alloc = training ? optim_buffer_len(gpt_param_count(&d), r->dp->size, zero) : gpt_param_count(&d);
     r->budget = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
                              r->ops->workspace_bytes);
+    batch_budget_share(&r->budget, c, r->dp->size);
     r->model = gpt_create(r->ops, r->tp, &d, c->train.micro_batch, c->model.seq_len, n_alloc);
     describe_model(r, &d);
-    const size_t win = (size_t)c->train.global_batch * d.T + 1, micro = (size_t)c->train.micro_batch * d.T;
+    const size_t win = (size_t)c->train.global_batch * d.T + 1;
     r->window = tg_malloc(win * sizeof(int32_t), "batch window"); /* training's steps and evaluation */
-    r->inputs = tg_malloc(micro * sizeof(int32_t), "micro-batch inputs");
-    r->targets = tg_malloc(micro * sizeof(int32_t), "micro-batch targets");
+    r->share = r->ops->alloc(r->ops, r->budget.tokens, "the step's tokens");
+    r->graph = (step_graph){batch_graph_usable(c, r->ops, r->tp, r->dp), false, false};
     r->peak_tflops = c->device_peak_tflops > 0 ? c->device_peak_tflops : r->ops->peak_tflops(r->ops);
     if (training) setup_training(r);
 }
@@ -300,8 +301,7 @@ void run_setup(run *r) {
 void run_teardown(run *r) {
     if (r->log) fclose(r->log);
     free(r->window);
-    free(r->inputs);
-    free(r->targets);
+    if (r->share) r->ops->free(r->ops, r->share);
     tokenizer_free(r->tok);
     shards_close(r->train);
     shards_close(r->val);

@@ -19,7 +19,7 @@ double now_ms(void) {
 }
 
 static batch_io io_of(run *r) {
-    return (batch_io){r->model, r->opt, r->dp, &r->cfg, r->window, r->inputs, r->targets};
+    return (batch_io){r->model, r->opt, r->dp, &r->cfg, r->window, r->share, &r->graph};
 }
 
 /* Mean loss over the window in r->window, without dropout or gradients. */

@@ -59,14 +59,14 @@ void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double 
 
 /* AdamW on elements [b, e) of the whole buffers (m and v at offset - lo). */
 static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, size_t lo, size_t b, size_t e,
-                        const tg_adamw_args *a, float weight_decay, float clip) {
+                        const tg_adamw_args *a, const tg_step_stats *s, float weight_decay) {
     /* The order of torch.optim.AdamW (single-tensor path): decay, moments,
      * then p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
-    const float step_size = a->lr / a->bc1, bc2_sqrt = sqrtf(a->bc2);
+    const float lr = s->in.lr, clip = s->clip, step_size = lr / s->in.bc1, bc2_sqrt = sqrtf(s->in.bc2);
 #pragma omp parallel for schedule(static)
     for (size_t i = b; i < e; i++) {
         const float gi = g[i] * clip; /* exact when clip is 1 */
-        float pi = p[i] * (1.0f - a->lr * weight_decay);
+        float pi = p[i] * (1.0f - lr * weight_decay);
         float mi = a->beta1 * m[i - lo] + (1.0f - a->beta1) * gi;
         float vi = a->beta2 * v[i - lo] + (1.0f - a->beta2) * gi * gi;
         m[i - lo] = mi;
@@ -87,7 +87,7 @@ void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, f
             size_t b, e;
             tg_span_part(spans, sp, c, &b, &e);
             if (b < e)
-                adamw_range(p, w, g, m, v, spans->lo, b, e, a, sp->decay ? a->weight_decay : 0.0f, s->clip);
+                adamw_range(p, w, g, m, v, spans->lo, b, e, a, s, sp->decay ? a->weight_decay : 0.0f);
         }
     }
 }

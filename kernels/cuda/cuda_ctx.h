@@ -37,6 +37,7 @@ typedef struct cuda_ctx {
     void *upload_ring;
     cudaEvent_t upload_done[CUDA_UPLOAD_SLOTS];
     int upload_next;
+    cudaGraphExec_t step_graph;   /* the captured step (graph.cu), NULL until one is */
     size_t baseline_used;         /* device bytes in use before our first allocation */
     size_t peak_used;             /* highest device bytes in use seen since (cudaMemGetInfo) */
 } cuda_ctx;

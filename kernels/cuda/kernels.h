@@ -12,7 +12,8 @@
  *   lt_plan.cu    the cuBLASLt products under matmul.cu, their plans kept per shape (lt_plan.h)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
- *   xent.cu       xent_rowmax, xent_stats, xent_finish, xent_fused */
+ *   xent.cu       xent_rowmax, xent_stats, xent_finish, xent_fused
+ *   graph.cu      graph_capture_begin/end, graph_launch (host code: the step as a CUDA graph) */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
 
@@ -21,6 +22,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+int cuda_graph_capture_begin(tg_o o, tg_err *e);
+int cuda_graph_capture_end(tg_o o, tg_err *e);
+int cuda_graph_launch(tg_o o, tg_err *e);
 
 void cuda_encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
                           int vocab_start, int vocab_local);

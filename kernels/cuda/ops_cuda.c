@@ -200,6 +200,7 @@ static void cuda_destroy(tg_ops *o) {
     cuda_ctx *x = o->ctx;
     if (x) {
         cudaStreamSynchronize(x->stream);
+        if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
         cudaFree(x->lt_workspace);
         cudaFree(x->scratch);
         cudaFreeHost(x->staging);
@@ -262,6 +263,9 @@ static const tg_ops CUDA_TABLE = {
     .grad_sumsq = cuda_grad_sumsq,
     .grad_clip_factor = cuda_grad_clip_factor,
     .adamw = cuda_adamw,
+    .graph_capture_begin = cuda_graph_capture_begin,
+    .graph_capture_end = cuda_graph_capture_end,
+    .graph_launch = cuda_graph_launch,
 };
 
 /* Fails with CUDA's message, for the set-up steps that may fail in the

@@ -27,12 +27,16 @@ unsigned grid_for(size_t n) {
 /* torch.optim.AdamW on the spans' elements: decay, moments, then
  * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), on the gradient times
  * the clip factor; nothing unless the step's loss and norm were finite.
- * work: the new p in the activation type, or NULL when work is p itself. */
+ * The step's learning rate and bias corrections come from stats (so the
+ * launch is the same every step); step_size and bc2_sqrt are correctly
+ * rounded, as the CPU's. work: the new p in the activation type, or NULL
+ * when work is p itself. */
 template <typename T>
 __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float *v, tg_spans spans, tg_adamw_args a,
-                             float step_size, float bc2_sqrt, const tg_step_stats *stats) {
+                             const tg_step_stats *stats) {
     if (!stats->finite) return;
-    const float clip = stats->clip;
+    const float clip = stats->clip, lr = stats->in.lr;
+    const float step_size = __fdiv_rn(lr, stats->in.bc1), bc2_sqrt = __fsqrt_rn(stats->in.bc2);
     const tg_span &sp = spans.span[blockIdx.y];
     const float weight_decay = sp.decay ? a.weight_decay : 0.0f;
     size_t first, last;
@@ -40,7 +44,7 @@ __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float 
     span_for_each(spans, sp, first, last, [&](size_t i) {
         const size_t k = i - spans.lo; /* the moments hold the window */
         const float gi = __fmul_rn(g[i], clip);
-        const float pi = __fmul_rn(p[i], __fsub_rn(1.0f, __fmul_rn(a.lr, weight_decay)));
+        const float pi = __fmul_rn(p[i], __fsub_rn(1.0f, __fmul_rn(lr, weight_decay)));
         const float mi = __fadd_rn(__fmul_rn(a.beta1, m[k]), __fmul_rn(__fsub_rn(1.0f, a.beta1), gi));
         const float vi = __fadd_rn(__fmul_rn(a.beta2, v[k]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, a.beta2), gi), gi));
         m[k] = mi;
@@ -64,14 +68,13 @@ void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v
                 const tg_adamw_args *a, const tg_step_stats *s) {
     if (spans->n <= 0) return;
     cudaStream_t stream = cuda_ctx_of(o)->stream;
-    const float step_size = a->lr / a->bc1, bc2_sqrt = sqrtf(a->bc2); /* as the CPU's, on the host */
     const dim3 grid(span_blocks(spans, ADAMW_SLICE, ADAMW_MAX_BLOCKS), (unsigned)spans->n);
     if (o->act == TG_BF16) {
         __nv_bfloat16 *w = work != (void *)p ? (__nv_bfloat16 *)work : NULL;
-        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, step_size, bc2_sqrt, s);
+        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, s);
     } else {
         float *w = work != (void *)p ? (float *)work : NULL;
-        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, step_size, bc2_sqrt, s);
+        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, s);
     }
     CUDA_LAUNCHED("adamw_kernel");
 }

@@ -47,6 +47,7 @@ for cu in kernels/cuda/*.cu; do
     compile "$OUT/obj/cu_$base.o" $CXX $CUFLAGS "$OUT/cu/$base.cpp"
 done
 compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
+compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -80,9 +81,12 @@ if [ "${1:-}" = train ]; then
     done
 fi
 # The emulated tensor-core product's unit test (tests/emu/test_mma.cu).
-python3 tests/emu/prep.py tests/emu/test_mma.cu "$OUT/cu/test_mma.cpp"
-$CXX $CUFLAGS "$OUT/cu/test_mma.cpp" -c -o "$OUT/obj/test_mma.o" &
-pids+=($!)
+# The same for its graphs (tests/emu/test_graph.cu).
+for t in test_mma test_graph; do
+    python3 tests/emu/prep.py "tests/emu/$t.cu" "$OUT/cu/$t.cpp"
+    $CXX $CUFLAGS "$OUT/cu/$t.cpp" -c -o "$OUT/obj/$t.o" &
+    pids+=($!)
+done
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
@@ -97,7 +101,7 @@ shared_into_section() { # object file
     local obj=$1 names stray args=()
     names=$(objdump -h "$obj" | awk '$2 ~ /^\.bss(\.|$)/ {print $2}')
     [ -n "$names" ] || return 0
-    stray=$(objdump -t "$obj" | awk '$(NF-2) ~ /^\.bss/ && $(NF-3) == "O" && $NF !~ /^_ZZ/ {print $NF}')
+    stray=$(objdump -t "$obj" | awk 'NF >= 4 && $(NF-2) ~ /^\.bss/ && $(NF-3) == "O" && $NF !~ /^_ZZ/ {print $NF}')
     if [ -n "$stray" ]; then
         echo "build.sh: $obj: zero-initialized statics that are not __shared__ locals: $stray" >&2
         return 1
@@ -110,8 +114,10 @@ for o in "$OUT"/obj/cu_*.o "$OUT/obj/test_mma.o"; do
 done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
-$CXX -fopenmp $SAN "$OUT/obj/test_mma.o" "$OUT/obj/emu_runtime.o" -o "$OUT/test_emu_mma" -lm
-echo "built $OUT/test_emu_mma"
+for t in mma graph; do
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" -o "$OUT/test_emu_$t" -lm
+    echo "built $OUT/test_emu_$t"
+done
 if [ "${1:-}" = train ]; then
     train_objs=()
     for o in "${objs[@]}"; do [[ $o == *tests_kernels_* ]] || train_objs+=("$o"); done

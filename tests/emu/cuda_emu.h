@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -75,10 +77,26 @@ struct kernel_call {
     }
 };
 
+/* Stream capture (emu_graph.cpp): whether work enqueued on s is to be
+ * recorded into the graph being captured rather than run (false when no
+ * capture is active; work on another stream during a capture is an error
+ * there); and the recording of one node, run by each launch of the graph. */
+bool capturing(cudaStream_t s);
+void capture_node(std::function<void()> node);
+
+/* A kernel launch runs at once, or during a capture becomes a graph node
+ * holding its own copy of the arguments (as a GPU's graph keeps the
+ * parameters it was captured with). */
 template <typename F, typename... A>
 void launch_at(const char *name, const char *file, int line, const config &c, F f, A... args) {
-    kernel_call<F, std::tuple<A...>> k{f, std::tuple<A...>(args...)};
-    run_grid(name, file, line, c, &kernel_call<F, std::tuple<A...>>::run, &k);
+    using call = kernel_call<F, std::tuple<A...>>;
+    if (capturing(c.stream)) {
+        std::shared_ptr<call> k = std::make_shared<call>(call{f, std::tuple<A...>(args...)});
+        capture_node([name, file, line, c, k] { run_grid(name, file, line, c, &call::run, k.get()); });
+        return;
+    }
+    call k{f, std::tuple<A...>(args...)};
+    run_grid(name, file, line, c, &call::run, &k);
 }
 #define EMU_LAUNCH(name, ...) ::emu::launch_at(name, __FILE__, __LINE__, __VA_ARGS__)
 

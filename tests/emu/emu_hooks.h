@@ -10,6 +10,11 @@ extern "C" {
 long emu_lt_heuristic_calls(void);
 /* cublasLtMatmul calls so far that ran with this epilogue (a cublasLtEpilogue_t value). */
 long emu_lt_matmul_calls(unsigned epilogue);
+/* Errors the emulator has reported so far ("emu: ERROR" lines). A test that
+ * provokes one on purpose takes it back with emu_errors_forgive(count before),
+ * so that the exit status stays its own. */
+long emu_errors(void);
+void emu_errors_forgive(long to);
 #ifdef __cplusplus
 }
 #endif

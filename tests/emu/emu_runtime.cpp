@@ -34,6 +34,7 @@
 
 #include "cuda_emu.h"
 #include "emu_hooks.h"
+#include "emu_internal.h"
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -43,8 +44,7 @@ dim3 blockDim, gridDim;
 static long g_errors = 0;
 static int g_verbose = -1;
 
-static void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void emu_error(const char *fmt, ...) {
+void emu_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "emu: ERROR ");
@@ -52,6 +52,11 @@ static void emu_error(const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     g_errors++;
+}
+
+extern "C" long emu_errors(void) { return g_errors; }
+extern "C" void emu_errors_forgive(long to) {
+    if (to >= 0 && to <= g_errors) g_errors = to;
 }
 
 static bool verbose() {
@@ -88,6 +93,8 @@ static std::map<uintptr_t, size_t>::iterator find_alloc(std::map<uintptr_t, size
 }
 
 static bool is_device(const void *p) { return find_alloc(g_device, p) != g_device.end(); }
+bool emu_is_device(const void *p) { return is_device(p); }
+bool emu_is_pinned(const void *p) { return find_alloc(g_pinned, p) != g_pinned.end(); }
 
 /* Asynchronous copies from pinned host memory to the device are deferred
  * (as a GPU running behind the host would read the pinned buffer later):
@@ -105,6 +112,7 @@ static void flush_pending_copies() {
     for (const pending_copy &c : g_pending) memmove(c.dst, c.src, c.bytes);
     g_pending.clear();
 }
+void emu_flush_pending_copies() { flush_pending_copies(); }
 
 /* p..p+bytes lies in one device allocation (else an error naming `what`). */
 static int device_range_ok(const void *p, size_t bytes, const char *what) {
@@ -147,6 +155,14 @@ static cudaError_t fail(cudaError_t e) {
     g_last = e;
     return e;
 }
+cudaError_t emu_fail(cudaError_t e) { return fail(e); }
+
+/* A call a GPU refuses during a stream capture fails with this (the error
+ * is reported by emu_capture_refuses). */
+#define REFUSED_IN_CAPTURE(call)                                                    \
+    do {                                                                            \
+        if (emu_capture_refuses(call)) return fail(cudaErrorStreamCaptureUnsupported); \
+    } while (0)
 
 extern "C" {
 
@@ -175,6 +191,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+    REFUSED_IN_CAPTURE("cudaDeviceSynchronize");
     flush_pending_copies();
     return cudaSuccess;
 }
@@ -182,6 +199,7 @@ cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = NULL;
+    REFUSED_IN_CAPTURE("cudaMalloc");
     if (g_device_bytes + bytes + CONTEXT_BYTES > TOTAL_MEM) return fail(cudaErrorMemoryAllocation);
     size_t alloc = bytes ? bytes : 1;
     void *m = NULL; /* exactly `bytes`, so that AddressSanitizer (EMU_ASAN=1) sees overruns as compute-sanitizer would */
@@ -195,6 +213,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    REFUSED_IN_CAPTURE("cudaFree");
     flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_device.find((uintptr_t)p);
@@ -208,6 +227,7 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    REFUSED_IN_CAPTURE("cudaMallocHost");
     void *m = NULL;
     if (posix_memalign(&m, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation);
     g_pinned[(uintptr_t)m] = bytes;
@@ -219,6 +239,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
     return cudaMallocHost(p, bytes);
 }
 cudaError_t cudaFreeHost(void *p) {
+    REFUSED_IN_CAPTURE("cudaFreeHost");
     flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_pinned.find((uintptr_t)p);
@@ -236,7 +257,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+/* Checks a copy's kind and ranges, then copies when `run` (a copy to be
+ * captured is only checked). */
+static cudaError_t copy_checked(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, bool run) {
     if (bytes == 0) return cudaSuccess;
     const bool dd = is_device(dst), sd = is_device(src);
     static const char *names[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice", "Default"};
@@ -260,28 +283,50 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
         return fail(cudaErrorInvalidValue);
     if ((const char *)dst < (const char *)src + bytes && (const char *)src < (const char *)dst + bytes && dst != src)
         emu_error("cudaMemcpy: overlapping ranges dst %p src %p, %zu bytes", dst, src, bytes);
-    memmove(dst, src, bytes);
+    if (run) memmove(dst, src, bytes);
     return cudaSuccess;
 }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    REFUSED_IN_CAPTURE("cudaMemcpy (synchronous)");
+    return copy_checked(dst, src, bytes, kind, true);
+}
+/* A captured copy: checked now, run by each launch of the graph. Pageable
+ * host memory cannot take part (the copy would be synchronous). */
+static cudaError_t capture_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if ((!is_device(dst) && !emu_is_pinned(dst)) || (!is_device(src) && !emu_is_pinned(src))) {
+        emu_capture_refuses("cudaMemcpyAsync with pageable host memory");
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    const cudaError_t err = copy_checked(dst, src, bytes, kind, false);
+    if (err == cudaSuccess) emu::capture_node([dst, src, bytes] { memmove(dst, src, bytes); });
+    return err;
+}
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
-    (void)stream;
+    if (emu::capturing(stream)) return capture_copy(dst, src, bytes, kind);
     const bool deferred = bytes > 0 && is_device(dst) && find_alloc(g_pinned, src) != g_pinned.end() &&
                           (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault);
-    if (!deferred) return cudaMemcpy(dst, src, bytes, kind);
+    if (!deferred) return copy_checked(dst, src, bytes, kind, true);
     if (!device_range_ok(dst, bytes, "cudaMemcpyAsync dst") || !check_host_range(src, bytes, "cudaMemcpyAsync src"))
         return fail(cudaErrorInvalidValue);
     g_pending.push_back(pending_copy{dst, src, bytes});
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+    REFUSED_IN_CAPTURE("cudaMemset (synchronous)");
     if (bytes == 0) return cudaSuccess;
     if (!emu_check_device_range(p, bytes, "cudaMemset")) return fail(cudaErrorInvalidValue);
     memset(p, value, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
-    (void)stream;
-    return cudaMemset(p, value, bytes);
+    if (bytes == 0) return cudaSuccess;
+    if (!emu_check_device_range(p, bytes, "cudaMemsetAsync")) return fail(cudaErrorInvalidValue);
+    if (emu::capturing(stream)) {
+        emu::capture_node([p, value, bytes] { memset(p, value, bytes); });
+        return cudaSuccess;
+    }
+    memset(p, value, bytes);
+    return cudaSuccess;
 }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
     memset(attr, 0, sizeof *attr);
@@ -324,6 +369,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
+    REFUSED_IN_CAPTURE("cudaStreamSynchronize");
     flush_pending_copies();
     return cudaSuccess;
 }
@@ -343,23 +389,32 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    (void)s;
+/* What cudaEventRecord does when it runs. */
+static void emu_event_mark(cudaEvent_t e) {
     e->recorded = 1;
     e->t_ms = now_ms();
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (emu::capturing(s))
+        emu::capture_node([e] { emu_event_mark(e); });
+    else
+        emu_event_mark(e);
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     (void)e;
+    REFUSED_IN_CAPTURE("cudaEventSynchronize");
     flush_pending_copies(); /* one stream: everything before any event is done */
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     (void)e;
+    REFUSED_IN_CAPTURE("cudaEventQuery");
     flush_pending_copies();
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
+    REFUSED_IN_CAPTURE("cudaEventElapsedTime");
     if (!start->recorded || !stop->recorded) {
         emu_error("cudaEventElapsedTime on an event never recorded");
         return fail(cudaErrorInvalidValue);
@@ -383,6 +438,9 @@ const char *cudaGetErrorName(cudaError_t err) {
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     default: return "cudaErrorUnknown";
     }
 }
@@ -843,6 +901,17 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t tr
                                           long long strideA, const void *B, cudaDataType Btype, int ldb, long long strideB,
                                           const void *beta, void *C, cudaDataType Ctype, int ldc, long long strideC,
                                           int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    if (emu::capturing(h->stream) && h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
+        /* the host scalars are read now; the product runs with each launch */
+        const float al = *(const float *)alpha, be = *(const float *)beta;
+        emu_cublas replay = *h;
+        replay.stream = nullptr;
+        emu::capture_node([=]() mutable {
+            cublasGemmStridedBatchedEx(&replay, transa, transb, m, n, k, &al, A, Atype, lda, strideA, B, Btype, ldb, strideB,
+                                       &be, C, Ctype, ldc, strideC, batchCount, computeType, algo);
+        });
+        return CUBLAS_STATUS_SUCCESS;
+    }
     (void)algo;
     if (h->pointer_mode != CUBLAS_POINTER_MODE_HOST) {
         emu_error("cublasGemmStridedBatchedEx: device pointer mode is not emulated");
@@ -1147,6 +1216,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
                               const void *C, cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
+    if (emu::capturing(stream) && op->pointer_mode == 0) {
+        /* cuBLASLt reads the descriptors and host scalars when it is called:
+         * the node keeps copies, and the caller may change or free its own */
+        auto desc = std::make_shared<emu_lt_desc>(*op);
+        auto lay = std::make_shared<std::vector<emu_lt_layout>>(std::vector<emu_lt_layout>{*Adesc, *Bdesc, *Cdesc, *Ddesc});
+        const float al = *(const float *)alpha, be = *(const float *)beta;
+        const bool has_algo = algo != nullptr;
+        cublasLtMatmulAlgo_t algo_copy = has_algo ? *algo : cublasLtMatmulAlgo_t{};
+        emu::capture_node([=]() mutable {
+            emu_lt_layout *l = lay->data();
+            cublasLtMatmul(h, desc.get(), &al, A, &l[0], B, &l[1], &be, C, &l[2], D, &l[3], has_algo ? &algo_copy : nullptr,
+                           workspace, workspaceBytes, nullptr);
+        });
+        return CUBLAS_STATUS_SUCCESS;
+    }
     (void)h, (void)stream;
     int m, n, k;
     if (!lt_validate(op, Adesc, Bdesc, Cdesc, Ddesc, "cublasLtMatmul", &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;

@@ -128,8 +128,7 @@ void kcheck_adamw(tally *t) {
     double *pw = to_d(p, n), *mw = to_d(m, w), *vw = to_d(v, w);
     const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     const int step = 3;
-    const tg_adamw_args a = {(float)lr, (float)b1, (float)b2, (float)eps, (float)wd, (float)(1 - pow(b1, step)),
-                             (float)(1 - pow(b2, step))};
+    const tg_adamw_args a = {(float)b1, (float)b2, (float)eps, (float)wd};
     for (size_t i = 0; i < n; i++) {
         if (!in_spans(&sp, i)) continue;
         const bool decay = !(i >= sp.span[1].begin && i < sp.span[1].begin + sp.span[1].numel);
@@ -141,6 +140,7 @@ void kcheck_adamw(tally *t) {
     tg_step_stats s = {0};
     s.clip = 0.5f;
     s.finite = 0;
+    s.in = (tg_step_inputs){(float)lr, (float)(1 - pow(b1, step)), (float)(1 - pow(b2, step))};
     cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
     report(t, memcmp(p, p0, n * sizeof(float)) == 0 && memcmp(m, m0, w * sizeof(float)) == 0, "adamw_not_finite_changes_nothing",
            "the parameters or moments changed");
@@ -395,13 +395,14 @@ void cuda_test_adamw(env *e, size_t k, int work_is_p) {
     size_t n;
     const tg_spans sp = test_spans(k, true, &n);
     const size_t w = sp.hi - sp.lo;
-    const tg_adamw_args a = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3)};
+    const tg_adamw_args a = {0.9f, 0.95f, 1e-8f, 0.1f};
     float *hp = span_values(e, &sp, n, -1, 1, 7.0f), *hg = span_values(e, &sp, n, -1, 1, 7.0f);
     float *hm = host_rand(e, w, -0.1f, 0.1f), *hv = host_rand(e, w, 0, 0.1f); /* second moments are non-negative */
     twin p = tw_vals(e, F32, hp, n), g = tw_vals(e, F32, hg, n), m = tw_vals(e, F32, hm, w), v = tw_vals(e, F32, hv, w);
     twin work = work_is_p ? p : tw_vals(e, ACT, hp, n);
     tg_step_stats init = {0};
     init.clip = 0.5f;
+    init.in = (tg_step_inputs){1e-2f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3)};
     const char *tag = work_is_p ? "work_is_p" : "work_separate";
     for (int finite = 0; finite < 2; finite++) {
         init.finite = finite;

@@ -19,6 +19,9 @@ typedef enum cudaError {
     cudaErrorLaunchFailure = 719,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
     cudaErrorUnknown = 999
 } cudaError_t;
 
@@ -35,6 +38,9 @@ typedef cudaDataType_t cudaDataType;
 
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph_exec *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
 
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -102,6 +108,14 @@ const char *cudaGetErrorString(cudaError_t err);
 const char *cudaGetErrorName(cudaError_t err);
 cudaError_t cudaFuncSetAttribute(const void *func, int attr, int value);
 #define cudaFuncAttributeMaxDynamicSharedMemorySize 8
+/* Graphs (tests/emu/emu_graph.cpp): a capture records the capturing
+ * stream's work; a launch replays it in order. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* Emulated cub::DeviceRadixSort::SortPairs (tests/emu): a stable sort by key
  * bits [begin_bit, end_bit) (other bits ignored, as cub does), with cub's
- * two-phase temporary-storage protocol. */
+ * two-phase temporary-storage protocol; in stream order (recorded during a
+ * stream capture, like any stream work). */
 #ifndef EMU_CUB_DEVICE_RADIX_SORT_CUH
 #define EMU_CUB_DEVICE_RADIX_SORT_CUH
 #include <cuda_runtime_api.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what);
+void emu_flush_pending_copies();
 
 namespace cub {
 struct DeviceRadixSort {
@@ -15,7 +17,6 @@ struct DeviceRadixSort {
     static cudaError_t SortPairs(void *d_temp_storage, size_t &temp_storage_bytes, const KeyT *d_keys_in, KeyT *d_keys_out,
                                  const ValueT *d_values_in, ValueT *d_values_out, NumItemsT num_items, int begin_bit = 0,
                                  int end_bit = sizeof(KeyT) * 8, cudaStream_t stream = 0) {
-        (void)stream;
         /* what cub asks for is roughly the double buffers plus histograms */
         const size_t need = 2 * (size_t)num_items * (sizeof(KeyT) + sizeof(ValueT)) + 4096;
         if (d_temp_storage == NULL) {
@@ -30,6 +31,19 @@ struct DeviceRadixSort {
             !emu_check_device_range(d_values_in, (size_t)num_items * sizeof(ValueT), "cub SortPairs values_in") ||
             !emu_check_device_range(d_values_out, (size_t)num_items * sizeof(ValueT), "cub SortPairs values_out"))
             return cudaErrorIllegalAddress;
+        if (::emu::capturing(stream)) { /* cub's kernels would be captured: the sort runs with each launch */
+            ::emu::capture_node([=] { sort(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, begin_bit, end_bit); });
+            return cudaSuccess;
+        }
+        emu_flush_pending_copies(); /* the stream's earlier copies come first */
+        sort(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, begin_bit, end_bit);
+        return cudaSuccess;
+    }
+
+  private:
+    template <typename KeyT, typename ValueT, typename NumItemsT>
+    static void sort(const KeyT *d_keys_in, KeyT *d_keys_out, const ValueT *d_values_in, ValueT *d_values_out,
+                     NumItemsT num_items, int begin_bit, int end_bit) {
         const int bits = end_bit - begin_bit;
         const unsigned long long mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
         std::vector<size_t> idx((size_t)num_items);
@@ -44,7 +58,6 @@ struct DeviceRadixSort {
         }
         std::copy(k.begin(), k.end(), d_keys_out);
         std::copy(v.begin(), v.end(), d_values_out);
-        return cudaSuccess;
     }
 };
 } // namespace cub

@@ -1,0 +1,42 @@
+/* The step as one CUDA graph (tg_ops.graph_capture_begin/end, graph_launch):
+ * stream capture of everything the ops enqueue on the context's stream,
+ * instantiated once, then launched as a single unit each step, which saves
+ * the host the per-kernel launch cost of a few hundred launches. Host code. */
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/kernels.h"
+
+/* A refusal by CUDA, as the caller's error (not left as the thread's last
+ * error, where the next launch check would take it for its own). */
+static int graph_fail(cudaError_t err, const char *what, tg_err *e) {
+    (void)cudaGetLastError();
+    return tg_fail(e, "CUDA graph: %s failed: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+int cuda_graph_capture_begin(tg_o o, tg_err *e) {
+    /* Global mode: any call in the process that could not be captured
+     * (a synchronization, an allocation) fails instead of silently breaking
+     * the recording. */
+    const cudaError_t err = cudaStreamBeginCapture(cuda_ctx_of(o)->stream, cudaStreamCaptureModeGlobal);
+    return err == cudaSuccess ? 0 : graph_fail(err, "cudaStreamBeginCapture", e);
+}
+
+int cuda_graph_capture_end(tg_o o, tg_err *e) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(x->stream, &graph);
+    if (err != cudaSuccess) return graph_fail(err, "cudaStreamEndCapture", e);
+    cudaGraphExec_t exec = NULL;
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph); /* the executable graph holds what it needs */
+    if (err != cudaSuccess) return graph_fail(err, "cudaGraphInstantiate", e);
+    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
+    x->step_graph = exec;
+    return 0;
+}
+
+int cuda_graph_launch(tg_o o, tg_err *e) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    if (!x->step_graph) return tg_fail(e, "CUDA graph: launch before any step was captured");
+    const cudaError_t err = cudaGraphLaunch(x->step_graph, x->stream);
+    return err == cudaSuccess ? 0 : graph_fail(err, "cudaGraphLaunch", e);
+}

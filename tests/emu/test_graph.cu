@@ -1,0 +1,122 @@
+/* Unit test of the emulation's CUDA graphs (tests/emu/emu_graph.cpp), the
+ * semantics the trainer's captured step relies on:
+ * - nothing captured runs during the capture;
+ * - a launch runs the nodes in order, with the kernel parameters and host
+ *   scalars of the capture, and reads buffers as they are at the launch (a
+ *   pinned buffer refilled between launches is copied with its new bytes);
+ * - what a GPU refuses during a capture (synchronizing, a synchronous copy,
+ *   allocating, work on the legacy stream) is reported and invalidates the
+ *   capture (cudaStreamEndCapture fails).
+ * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/emu/emu_hooks.h"
+
+__global__ void axpb_kernel(float *y, const float *x, float a, float b, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) y[i] = a * x[i] + b;
+}
+
+static int failed = 0;
+static void check(int good, const char *name, const char *why) {
+    if (good) printf("ok %s\n", name);
+    else {
+        printf("not ok %s - %s\n", name, why);
+        failed = 1;
+    }
+}
+
+#define N 40
+
+/* y = 2 * x + b from a pinned x through a captured copy, b a kernel
+ * parameter fixed at capture. */
+static void check_capture_and_replay(void) {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    float *x_pinned, *x_dev, *y_dev, y[N];
+    cudaMallocHost((void **)&x_pinned, N * sizeof(float));
+    cudaMalloc((void **)&x_dev, N * sizeof(float));
+    cudaMalloc((void **)&y_dev, N * sizeof(float));
+    cudaMemset(y_dev, 0, N * sizeof(float));
+    for (int i = 0; i < N; i++) x_pinned[i] = (float)i;
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    float b = 1.0f;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    cudaMemcpyAsync(x_dev, x_pinned, N * sizeof(float), cudaMemcpyHostToDevice, s);
+    axpb_kernel<<<2, 32, 0, s>>>(y_dev, x_dev, 2.0f, b, N);
+    b = 100.0f; /* too late: the node holds 1 */
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
+    int untouched = 1;
+    for (int i = 0; i < N; i++) untouched &= y[i] == 0.0f;
+    check(end == cudaSuccess && untouched, "emu_graph_capture_runs_nothing", "the captured work ran during the capture");
+
+    cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphLaunch(exec, s);
+    cudaStreamSynchronize(s);
+    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
+    int first = 1;
+    for (int i = 0; i < N; i++) first &= y[i] == 2.0f * i + 1.0f;
+    check(first, "emu_graph_launch_runs_with_captured_parameters", "y != 2 x + 1 after the first launch");
+
+    for (int i = 0; i < N; i++) x_pinned[i] = (float)(3 * i);
+    cudaGraphLaunch(exec, s);
+    cudaStreamSynchronize(s);
+    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
+    int second = 1;
+    for (int i = 0; i < N; i++) second &= y[i] == 6.0f * i + 1.0f;
+    check(second, "emu_graph_launch_reads_pinned_input_at_launch", "the second launch did not copy the refilled buffer");
+
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaFreeHost(x_pinned);
+    cudaFree(x_dev);
+    cudaFree(y_dev);
+    cudaStreamDestroy(s);
+}
+
+/* Each refused call is reported (one emulator error, taken back here) and
+ * the capture ends invalidated. */
+static void check_refused(int which, const char *name) {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    float *d, host[4] = {0, 0, 0, 0};
+    void *extra = NULL;
+    cudaMalloc((void **)&d, sizeof host);
+    const long errors_before = emu_errors();
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    axpb_kernel<<<1, 32, 0, s>>>(d, d, 1.0f, 0.0f, 4);
+    cudaError_t call = cudaSuccess;
+    switch (which) {
+    case 0: call = cudaStreamSynchronize(s); break;
+    case 1: call = cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost); break;
+    case 2: call = cudaMalloc(&extra, 16); break;
+    case 3: axpb_kernel<<<1, 32>>>(d, d, 1.0f, 0.0f, 4); break; /* the legacy stream */
+    default: call = cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s); break; /* pageable */
+    }
+    cudaGraph_t graph;
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    const long reported = emu_errors() - errors_before;
+    emu_errors_forgive(errors_before);
+    char why[160];
+    snprintf(why, sizeof why, "call returned %d, end capture %d, %ld emulator errors", (int)call, (int)end, reported);
+    check(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1 && (which == 3 || call != cudaSuccess),
+          name, why);
+    cudaGetLastError();
+    if (extra) cudaFree(extra);
+    cudaFree(d);
+    cudaStreamDestroy(s);
+}
+
+int main(void) {
+    check_capture_and_replay();
+    check_refused(0, "emu_graph_refuses_stream_synchronize");
+    check_refused(1, "emu_graph_refuses_synchronous_copy");
+    check_refused(2, "emu_graph_refuses_cuda_malloc");
+    check_refused(3, "emu_graph_refuses_legacy_stream_launch");
+    check_refused(4, "emu_graph_refuses_pageable_async_copy");
+    return failed;
+}
