@@ -223,7 +223,8 @@ if want nccl; then
 fi
 
 # (e) recompute full and selective bitwise equal to none on CUDA (3 steps), with and without dropout; a run
-#     repeated is bitwise equal to itself (no floating-point atomics)
+#     repeated is bitwise equal to itself (no floating-point atomics); the step replayed as a CUDA graph
+#     (steps 2 and 3) bitwise equal to the same run op by op
 strip() { grep '"loss"' "$tmp/$1/log.jsonl" | sed -E 's/.*("step":[0-9]+,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*).*/\1/'; }
 # check_bitwise NAME REF RUN: the deterministic part of every train line, the val loss and the final checkpoint
 check_bitwise() {
@@ -254,6 +255,12 @@ if want recompute; then
             if train "rc_${v}_again" 1 "${args[@]}" --set train.recompute=none; then
                 check_bitwise "repeat_run_${v}_bitwise" "rc_${v}_none" "rc_${v}_again"
             else run_failed "repeat_run_${v}_bitwise" "rc_${v}_again"; fi
+            # without dropout the step is a CUDA graph from step 2 (train.cuda_graph): the same bits op by op
+            if ! grep -q "^step 2: captured as a CUDA graph" "$tmp/rc_${v}_none.out"; then
+                bad "cuda_graph_${v}_captured" "no capture line: $(grep -m1 -i "graph\|warning" "$tmp/rc_${v}_none.out")"
+            elif train "rc_${v}_nograph" 1 "${args[@]}" --set train.recompute=none --set train.cuda_graph=false; then
+                check_bitwise "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph" "rc_${v}_none"
+            else run_failed "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph"; fi
         fi
     done
 fi
