@@ -93,6 +93,8 @@ int comm_wait(comm_req *r, tg_err *e) {
     return rc;
 }
 
+int comm_settle(comm *c, tg_err *e) { return c->vt->settle ? c->vt->settle(c, e) : 0; }
+
 /* ---- byte counts ---------------------------------------------------------- */
 
 /* Bytes a ring algorithm sends from each rank, so projected runs report the

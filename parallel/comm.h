@@ -71,6 +71,10 @@ typedef struct comm_vtable {
     int (*wait)(comm *c, comm_req *r, tg_err *e);
     int (*barrier)(comm *c, tg_err *e);
     void (*destroy)(comm *c);
+    /* Waits on the host for every collective waited for under defer_waits
+     * (comm_settle); NULL where waits never defer (all work done in the
+     * start). */
+    int (*settle)(comm *c, tg_err *e);
 } comm_vtable;
 
 /* A modeled interconnect, for projected runs. Without table rows a
@@ -120,6 +124,7 @@ struct comm {
     double modeled_seconds; /* comm_null with a link: the time the collectives would take */
     comm_link link;
     comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
+    int defer_waits;        /* comm_defer_waits */
     comm_req *free_reqs;    /* finished requests, for reuse */
     comm_req *all_reqs;     /* every request made (chained by ->all), freed by destroy */
     void *impl;
@@ -127,6 +132,21 @@ struct comm {
 
 /* Makes c move its buffers with m (before the first collective). */
 static inline void comm_use_memory(comm *c, const comm_memory *m) { c->mem = *m; }
+
+/* Deferred waits (what a training step uses, so that the host never waits
+ * for a collective inside it): while on, comm_wait of a collective that runs
+ * on the device (NCCL) only orders the compute stream after it and returns
+ * at once, so later kernels see its result; the host learns that it ended,
+ * or failed or hung, at comm_settle, which must come before the host reads
+ * anything the collectives wrote (and before turning deferral off). The
+ * other communicators finish their work in the start and are unaffected. */
+static inline void comm_defer_waits(comm *c, int on) { c->defer_waits = on; }
+/* Waits on the host until every collective started on c has ended,
+ * watching for failures and parallel.timeout_s (counted from this call, so it
+ * includes the compute still queued before the last collective); 0, or -1
+ * with e set (the communicator is then broken). Not counted in c->seconds:
+ * it mostly waits for compute. */
+int comm_settle(comm *c, tg_err *e);
 
 static inline double comm_clock(void) {
     struct timespec t;
@@ -154,7 +174,8 @@ static inline double comm_clock(void) {
  * since. comm_nccl enqueues the collective on its own stream, after the work
  * already queued on the compute stream (mem.stream), and returns; its wait
  * orders the compute stream after the collective and waits on the host until
- * it is done, so compute queued between start and wait may overlap it.
+ * it is done (unless waits are deferred: see comm_defer_waits), so compute
+ * queued between start and wait may overlap it.
  * NCCL collectives on host buffers complete in the start.
  *
  * Accounting: c->seconds gains the time spent inside starts and waits (the

@@ -32,7 +32,10 @@
  * polling cudaEventQuery (yielding the CPU for the first 2 ms, then sleeping
  * 50 us between polls) and ncclCommGetAsyncError at every poll. So a peer
  * that died or never calls the collective becomes an error after timeout_s
- * (counted from `ready`), not a hang.
+ * (counted from `ready`), not a hang. Under deferred waits (comm_defer_waits:
+ * a training step) the wait only makes the compute stream wait for `done`;
+ * comm_settle then polls `tail`, recorded after every collective on the comm
+ * stream (whose end is all of theirs), the same way.
  *
  * Nonblocking NCCL. The NCCL communicator is created with config.blocking = 0:
  * initialisation, the connection set-up NCCL does at the first collective of
@@ -214,7 +217,8 @@ static int nccl_wait(comm *c, comm_req *r, tg_err *e) {
         q->enqueued = 0;
         return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, r->what);
     }
-    return q->enqueued ? nccl_finish(c, r, 1, e) : 0;
+    if (!q->enqueued) return 0;
+    return c->defer_waits ? nccl_order_compute_after(c, r, e) : nccl_finish(c, r, 1, e);
 }
 
 /* A max all-reduce of one float that stays 0: returns when every member has
@@ -342,6 +346,7 @@ void nccl_impl_free(const char *name, nccl_impl *s) {
     }
     if (s->nc) ncclCommAbort(s->nc);
     s->nc = NULL;
+    if (s->tail) cudaEventDestroy(s->tail);
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->barrier_buf) cudaFree(s->barrier_buf);
     if (s->stage) cudaFree(s->stage);
@@ -356,4 +361,4 @@ static void nccl_destroy(comm *c) {
 }
 
 const comm_vtable NCCL_VT = {any_all_reduce, any_reduce_scatter, any_all_gather, any_broadcast, nccl_wait, nccl_barrier,
-                             nccl_destroy};
+                             nccl_destroy, nccl_settle_all};

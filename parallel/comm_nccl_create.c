@@ -13,6 +13,7 @@ _Static_assert(sizeof(ncclUniqueId) <= GROUP_BLOB_MAX, "the NCCL id travels as t
 static int make_cuda_parts(nccl_impl *s, const char *name, tg_err *e) {
     cudaError_t err = cudaGetDevice(&s->device);
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) err = cudaEventCreateWithFlags(&s->tail, cudaEventDisableTiming);
     if (err == cudaSuccess) err = cudaMalloc((void **)&s->barrier_buf, sizeof(float));
     if (err == cudaSuccess) err = cudaMemsetAsync(s->barrier_buf, 0, sizeof(float), s->stream);
     if (err != cudaSuccess)

@@ -20,6 +20,8 @@ typedef struct {
     double deadline;         /* of the current wait */
     uint64_t ops;            /* operations begun, for messages */
     int broken;
+    cudaEvent_t tail;        /* recorded on the comm stream after each collective: its end is every one's */
+    int unsettled;           /* a deferred wait has returned since the last settle */
     void *stage;             /* device copy of host buffers (see "Host buffers"), grown on demand */
     size_t stage_bytes;
 } nccl_impl;
@@ -51,6 +53,10 @@ int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_e
 int nccl_mark_done(comm *c, comm_req *r, tg_err *e);
 /* The wait of an enqueued request (see comm_nccl.c, "Waiting"). */
 int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e);
+/* A deferred wait: the compute stream waits for the request's `done`. */
+int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e);
+/* comm_settle: polls `tail` until every collective enqueued so far ended. */
+int nccl_settle_all(comm *c, tg_err *e);
 /* Destroys r's events (communicator teardown). */
 void nccl_req_release(comm *c, comm_req *r);
 

@@ -169,6 +169,8 @@ int nccl_mark_done(comm *c, comm_req *r, tg_err *e) {
     nccl_req *q = r->impl;
     cudaError_t err = cudaEventRecord(q->done, s->stream);
     if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaEventRecord(done, comm stream)", err, e);
+    err = cudaEventRecord(s->tail, s->stream);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaEventRecord(tail, comm stream)", err, e);
     q->enqueued = 1;
     return 0;
 }
@@ -231,6 +233,40 @@ int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e) {
     }
 }
 
+
+int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e) {
+    nccl_impl *s = c->impl;
+    nccl_req *q = r->impl;
+    q->enqueued = 0;
+    const cudaError_t err = cudaStreamWaitEvent((cudaStream_t)c->mem.stream, q->done, 0);
+    if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaStreamWaitEvent(compute stream, done)", err, e);
+    s->unsettled = 1;
+    return 0;
+}
+
+/* The comm stream runs its collectives in order, so the end of the last
+ * one enqueued (`tail`) is the end of all. Polled, never waited on blocking:
+ * a collective a peer never joins would hold the wait forever. */
+int nccl_settle_all(comm *c, tg_err *e) {
+    nccl_impl *s = c->impl;
+    if (!s->unsettled) return 0;
+    const char *what = "the step's collectives (deferred waits)";
+    if (s->broken) return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, what);
+    const double t0 = comm_clock();
+    s->deadline = t0 + s->timeout_s;
+    for (;;) {
+        const cudaError_t err = cudaEventQuery(s->tail);
+        if (err == cudaSuccess) {
+            s->unsettled = 0;
+            return 0;
+        }
+        if (err != cudaErrorNotReady) return nccl_fail_cuda(c, what, "cudaEventQuery(tail) while settling", err, e);
+        if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+        if (async_error(c, what, e)) return -1;
+        if (comm_clock() >= s->deadline) return fail_timeout(c, what, "the collectives to complete", e);
+        poll_pause(t0);
+    }
+}
 
 /* A bad argument inside a collective (e holds why) also aborts: the peers
  * would wait for a collective this rank never enqueues. */

@@ -25,18 +25,20 @@
  *       are poisoned (NaN) first, so a collective that does not order itself
  *       after the compute stream reads or leaves NaNs.
  *       Collectives started several at a time before any wait (comm_*_start,
- *       comm_wait) against the blocking calls: bitwise equal, equal bytes.
+ *       comm_wait), and with deferred waits (comm_defer_waits, then
+ *       comm_settle), against the blocking calls: bitwise equal, equal bytes.
  *       Rank 0 prints "ok NAME" or "not ok NAME - rank R: reason" per check
  *       (every rank's verdict, collected through the bootstrap); every rank
  *       exits 1 if any check failed. A node with fewer GPUs than ranks
  *       prints "skip" and exits 0.
- *   test_nccl TP --hang R [--timeout S]
+ *   test_nccl TP --hang R [--timeout S] [--defer]
  *       After one good all_reduce, rank R stays away from the next one (it
  *       sleeps, then exits 0); every other rank must fail within S + 5 s
  *       with a message naming the group and "timed out" (two collectives are
  *       in flight: the second's wait must fail too, naming the group), then
- *       find the communicator broken. Each survivor prints its own ok /
- *       not ok line.
+ *       find the communicator broken. With --defer the waits are deferred
+ *       (they return at once) and comm_settle must fail that way instead.
+ *       Each survivor prints its own ok / not ok line.
  *
  * Build (on a machine with CUDA and NCCL):
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/local/cuda/include -o build/test_nccl tests/test_nccl.c \
@@ -366,16 +368,20 @@ static int host_buffers_work(comm *c, char *why, size_t cap) {
 /* ---- several collectives in flight --------------------------------------------- */
 
 /* all_reduce, reduce_scatter and all_gather of n floats per block on device
- * buffers, started before any wait (waited for in reverse order), against
- * the blocking calls: bitwise equal results, equal bytes per kind. */
+ * buffers, started before any wait (waited for in reverse order), and again
+ * with deferred waits (comm_defer_waits: the waits return at once, then
+ * comm_settle), against the blocking calls: bitwise equal results, equal
+ * bytes per kind. */
+#define NB_MODES 3 /* blocking, started before any wait, deferred waits */
 static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
+    static const char *const mode_names[NB_MODES] = {"blocking", "non-blocking", "deferred"};
     int p = c->size, me = c->rank, bad = 0;
     size_t big = n * (size_t)p;
     const size_t count[5] = {n, big, n, n, big}; /* all_reduce buf, reduce_scatter in/out, all_gather in/out */
-    float *h = tg_malloc((big + 1) * sizeof(float), "host buffer"), *res[2][3], *d[2][5];
-    uint64_t sent[2][COLL_KINDS];
+    float *h = tg_malloc((big + 1) * sizeof(float), "host buffer"), *res[NB_MODES][3], *d[NB_MODES][5];
+    uint64_t sent[NB_MODES][COLL_KINDS];
     tg_err e = {{0}};
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < NB_MODES; m++) {
         for (int k = 0; k < 5; k++) {
             CK(cudaMalloc((void **)&d[m][k], count[k] * sizeof(float) + 4));
             for (size_t i = 0; i < count[k]; i++) h[i] = val(40 + (uint32_t)k, me, i);
@@ -388,14 +394,17 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
                    comm_all_gather_t(c, d[m][4], d[m][3], n, TG_F32, &e);
         } else {
             comm_req *r[3];
+            comm_defer_waits(c, m == 2);
             r[0] = comm_all_reduce_start(c, d[m][0], n, TG_F32, REDUCE_SUM, &e);
             r[1] = r[0] ? comm_reduce_scatter_start(c, d[m][2], d[m][1], n, TG_F32, &e) : NULL;
             r[2] = r[1] ? comm_all_gather_start(c, d[m][4], d[m][3], n, TG_F32, &e) : NULL;
             if (!r[2]) bad = 1; /* the communicator is broken: the others' waits would fail */
             for (int k = 2; k >= 0 && !bad; k--) bad |= comm_wait(r[k], &e) != 0;
+            comm_defer_waits(c, 0);
+            if (!bad) bad = comm_settle(c, &e) != 0;
         }
         if (bad) {
-            snprintf(why, cap, "%s n=%zu: %.250s", m ? "non-blocking" : "blocking", n, e.msg);
+            snprintf(why, cap, "%s n=%zu: %.250s", mode_names[m], n, e.msg);
             break;
         }
         for (int k = 0; k < COLL_KINDS; k++) sent[m][k] = c->bytes_sent[k] - before[k];
@@ -407,19 +416,21 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
         for (int k = 0; k < 5; k++) CK(cudaFree(d[m][k]));
     }
     const size_t out_count[3] = {n, n, big};
-    for (int k = 0; k < 3 && !bad; k++)
-        if (memcmp(res[0][k], res[1][k], out_count[k] * sizeof(float))) {
-            snprintf(why, cap, "n=%zu: collective %d of 3 started before any wait differs from the blocking call", n, k);
-            bad = 1;
-        }
-    for (int k = 0; k < COLL_KINDS && !bad; k++)
-        if (sent[0][k] != sent[1][k]) {
-            snprintf(why, cap, "n=%zu: %s: %llu bytes counted non-blocking, %llu blocking", n, comm_kind_name((coll_kind)k),
-                     (unsigned long long)sent[1][k], (unsigned long long)sent[0][k]);
-            bad = 1;
-        }
+    for (int m = 1; m < NB_MODES && !bad; m++)
+        for (int k = 0; k < 3 && !bad; k++)
+            if (memcmp(res[0][k], res[m][k], out_count[k] * sizeof(float))) {
+                snprintf(why, cap, "n=%zu: collective %d of 3 (%s) differs from the blocking call", n, k, mode_names[m]);
+                bad = 1;
+            }
+    for (int m = 1; m < NB_MODES && !bad; m++)
+        for (int k = 0; k < COLL_KINDS && !bad; k++)
+            if (sent[0][k] != sent[m][k]) {
+                snprintf(why, cap, "n=%zu: %s: %llu bytes counted %s, %llu blocking", n, comm_kind_name((coll_kind)k),
+                         (unsigned long long)sent[m][k], mode_names[m], (unsigned long long)sent[0][k]);
+                bad = 1;
+            }
     if (!bad)
-        for (int m = 0; m < 2; m++)
+        for (int m = 0; m < NB_MODES; m++)
             for (int k = 0; k < 3; k++) free(res[m][k]);
     free(h);
     return bad;
@@ -427,7 +438,9 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
 
 /* ---- the hang test ------------------------------------------------------------ */
 
-static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev) {
+/* With `defer`, the waits are deferred (they return at once) and the
+ * hang must surface at comm_settle instead, the same way. */
+static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev, int defer) {
     tg_err e = {{0}};
     if (c->size < 2) {
         printf("not ok hang - rank %d: no group of more than one rank to test\n", j->rank);
@@ -447,12 +460,18 @@ static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev
         _exit(0);
     }
     double t0 = comm_clock();
+    comm_defer_waits(c, defer);
     comm_req *first = comm_all_reduce_start(c, dev, 512, TG_F32, REDUCE_SUM, &e);
     comm_req *second = first ? comm_all_reduce_start(c, (float *)dev + 512, 512, TG_F32, REDUCE_SUM, &e) : NULL;
     int rc = second ? comm_wait(first, &e) : -1;
+    if (defer && rc == 0) {
+        rc = comm_wait(second, &e) != 0 ? -2 : comm_settle(c, &e); /* -2: a deferred wait waited */
+        second = NULL;
+    }
+    comm_defer_waits(c, 0);
     double dt = comm_clock() - t0;
-    int pass = rc != 0 && strstr(e.msg, "timed out") && strstr(e.msg, c->name) && dt < timeout + 5;
-    if (pass) { /* the collective in flight behind it fails too, naming the group */
+    int pass = rc == -1 && strstr(e.msg, "timed out") && strstr(e.msg, c->name) && dt < timeout + 5;
+    if (pass && second) { /* the collective in flight behind it fails too, naming the group */
         tg_err e2 = {{0}};
         pass = comm_wait(second, &e2) != 0 && strstr(e2.msg, c->name) && strstr(e2.msg, "broken");
         if (!pass) snprintf(e.msg, sizeof e.msg, "the second wait: %.400s", e2.msg[0] ? e2.msg : "(succeeded)");
@@ -462,9 +481,10 @@ static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev
         pass = comm_all_reduce_t(c, dev, 1024, TG_F32, REDUCE_SUM, &e2) != 0 && strstr(e2.msg, "broken");
     }
     if (pass)
-        printf("ok hang_detected - rank %d after %.1f s: %.300s\n", j->rank, dt, e.msg);
+        printf("ok hang_detected%s - rank %d after %.1f s: %.300s\n", defer ? "_deferred" : "", j->rank, dt, e.msg);
     else
-        printf("not ok hang_detected - rank %d: rc %d after %.1f s: %.300s\n", j->rank, rc, dt, rc ? e.msg : "(succeeded)");
+        printf("not ok hang_detected%s - rank %d: rc %d after %.1f s: %.300s\n", defer ? "_deferred" : "", j->rank, rc, dt,
+               rc ? e.msg : "(succeeded)");
     fflush(stdout);
     return !pass;
 }
@@ -472,11 +492,12 @@ static int run_hang(job *j, gpu *g, comm *c, int hang, double timeout, void *dev
 /* ---- main ------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
-    int tp = 1, hang = -1;
+    int tp = 1, hang = -1, defer = 0;
     double timeout = 30;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
         else if (!strcmp(argv[i], "--hang") && i + 1 < argc) hang = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--defer")) defer = 1;
         else if (i == 1 && argv[i][0] != '-') tp = atoi(argv[i]);
         else {
             fprintf(stderr, "usage: " PROG " [TP] [--timeout S] [--hang R]\n");
@@ -528,7 +549,7 @@ int main(int argc, char **argv) {
     b.hB = tg_malloc(bytes, "host buffer");
 
     if (hang >= 0) {
-        int rc = run_hang(&j, &g, tpc->size > 1 ? tpc : dpc, hang, timeout, b.dA);
+        int rc = run_hang(&j, &g, tpc->size > 1 ? tpc : dpc, hang, timeout, b.dA, defer);
         comm_destroy(tpc);
         comm_destroy(dpc);
         comm_destroy(soloc);

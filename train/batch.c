@@ -106,10 +106,26 @@ static int enqueue_step(const batch_io *io, int step, tg_err *e) {
     return ops->graph_launch(ops, e);
 }
 
+/* The host does not wait for a collective inside the step: their waits
+ * only order the device's work (comm_defer_waits), and the host settles
+ * them once, after everything is enqueued, before it reads the step's end. */
+static int enqueue_step_deferred(const batch_io *io, int step, tg_err *e) {
+    comm *tp = io->model->tp, *dp = io->dp;
+    comm_defer_waits(tp, 1);
+    comm_defer_waits(dp, 1);
+    int rc = enqueue_step(io, step, e);
+    comm_defer_waits(tp, 0);
+    comm_defer_waits(dp, 0);
+    tg_err later; /* a failure after the first is its consequence */
+    if (comm_settle(tp, rc ? &later : e)) rc = -1;
+    if (comm_settle(dp, rc ? &later : e)) rc = -1;
+    return rc;
+}
+
 int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e) {
     upload_share(io);
     optim_begin_step(io->opt, io->model, io->cfg, step);
-    if (enqueue_step(io, step, e)) return -1;
+    if (enqueue_step_deferred(io, step, e)) return -1;
     optim_read(io->opt, io->model, io->cfg, step, rep);
     return 0;
 }
