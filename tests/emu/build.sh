@@ -97,7 +97,7 @@ shared_into_section() { # object file
     local obj=$1 names stray args=()
     names=$(objdump -h "$obj" | awk '$2 ~ /^\.bss(\.|$)/ {print $2}')
     [ -n "$names" ] || return 0
-    stray=$(objdump -t "$obj" | awk '$(NF-2) ~ /^\.bss/ && $(NF-3) == "O" && $NF !~ /^_ZZ/ {print $NF}')
+    stray=$(objdump -t "$obj" | awk 'NF >= 4 && $(NF-2) ~ /^\.bss/ && $(NF-3) == "O" && $NF !~ /^_ZZ/ {print $NF}')
     if [ -n "$stray" ]; then
         echo "build.sh: $obj: zero-initialized statics that are not __shared__ locals: $stray" >&2
         return 1
