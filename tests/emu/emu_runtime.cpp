@@ -599,6 +599,31 @@ void run_block(const dim3 &b) {
     }
 }
 
+/* The bytes of the static shared arrays (section emu_shared) as spans.
+ * Under AddressSanitizer the section also holds the redzones between the
+ * arrays: they stay poisoned, so the refill skips them. */
+struct span {
+    char *p;
+    size_t n;
+};
+std::vector<span> static_shared_spans() {
+    std::vector<span> spans;
+    char *p = __start_emu_shared, *end = __stop_emu_shared;
+    if (!p) return spans;
+#if defined(__SANITIZE_ADDRESS__)
+    while (p < end) {
+        char *bad = (char *)__asan_region_is_poisoned(p, (size_t)(end - p));
+        if (!bad) bad = end;
+        if (bad > p) spans.push_back(span{p, (size_t)(bad - p)});
+        p = bad;
+        while (p < end && __asan_address_is_poisoned(p)) p++;
+    }
+#else
+    spans.push_back(span{p, (size_t)(end - p)});
+#endif
+    return spans;
+}
+
 } // namespace
 
 namespace emu {
@@ -696,11 +721,11 @@ void run_grid(const char *name, const char *file, int line, const config &c, voi
     blockDim = b;
     static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
     const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
-    const size_t shared_bytes = __start_emu_shared ? (size_t)(__stop_emu_shared - __start_emu_shared) : 0;
+    static const std::vector<span> shared = static_shared_spans();
     for (unsigned long long i = 0; i < nblocks; i++) {
         unsigned long long k = reverse ? nblocks - 1 - i : i;
         blockIdx = uint3{(unsigned)(k % g.x), (unsigned)(k / g.x % g.y), (unsigned)(k / ((unsigned long long)g.x * g.y))};
-        if (shared_bytes) memset(__start_emu_shared, 0xff, shared_bytes);
+        for (const span &sp : shared) memset(sp.p, 0xff, sp.n);
         run_block(b);
     }
 }
