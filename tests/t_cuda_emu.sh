@@ -30,10 +30,13 @@ kernels() {
     grep -q '^not ok' "$tmp/$name.out" && failed=1
     if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
-# the emulated tensor-core product against a plain product (fragment layouts)
-build/emu/test_emu_mma >"$tmp/mma.out" 2>&1 || failed=1
-sed -nE 's|^(not )?ok (.*)|\1ok mma: \2|p' "$tmp/mma.out"
-grep -q '^ok' "$tmp/mma.out" || not_ok mma "$(tail -n 2 "$tmp/mma.out" | tr '\n' ' ')"
+# the emulator's own unit tests: the tensor-core product against a plain
+# product (fragment layouts); cp.async groups and dynamic shared memory
+for t in mma async_copy; do
+    "build/emu/test_emu_$t" >"$tmp/$t.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
+    grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"
+done
 kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
 

@@ -79,10 +79,14 @@ if [ "${1:-}" = train ]; then
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done
 fi
-# The emulated tensor-core product's unit test (tests/emu/test_mma.cu).
-python3 tests/emu/prep.py tests/emu/test_mma.cu "$OUT/cu/test_mma.cpp"
-$CXX $CUFLAGS "$OUT/cu/test_mma.cpp" -c -o "$OUT/obj/test_mma.o" &
-pids+=($!)
+# The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
+# and dynamic shared memory (test_async_copy.cu).
+emu_tests=(mma async_copy)
+for t in "${emu_tests[@]}"; do
+    python3 tests/emu/prep.py "tests/emu/test_$t.cu" "$OUT/cu/test_$t.cpp"
+    $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
+    pids+=($!)
+done
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
@@ -105,13 +109,18 @@ shared_into_section() { # object file
     for n in $names; do args+=(--rename-section "$n=emu_shared,alloc,load,data,contents"); done
     objcopy "${args[@]}" "$obj"
 }
-for o in "$OUT"/obj/cu_*.o "$OUT/obj/test_mma.o"; do
+for o in "$OUT"/obj/cu_*.o; do
     shared_into_section "$o" || exit 1
+done
+for t in "${emu_tests[@]}"; do
+    shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
-$CXX -fopenmp $SAN "$OUT/obj/test_mma.o" "$OUT/obj/emu_runtime.o" -o "$OUT/test_emu_mma" -lm
-echo "built $OUT/test_emu_mma"
+for t in "${emu_tests[@]}"; do
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" -o "$OUT/test_emu_$t" -lm
+    echo "built $OUT/test_emu_$t"
+done
 if [ "${1:-}" = train ]; then
     train_objs=()
     for o in "${objs[@]}"; do [[ $o == *tests_kernels_* ]] || train_objs+=("$o"); done
