@@ -68,10 +68,11 @@ static __device__ __forceinline__ void fm_store_pair(__nv_bfloat16 *p, uint32_t 
 template <int HS>
 static __device__ void fm_stage_async(__nv_bfloat16 *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
     constexpr int chunks = HS / 8, ld = fm_ld(HS);
+    const __nv_bfloat16 *rows = src + (size_t)t0 * stride;
     for (int e = threadIdx.x; e < FM_ROWS * chunks; e += FM_THREADS) {
         const int r = e / chunks, c = 8 * (e % chunks), t = t0 + r;
         __nv_bfloat16 *d = tile + r * ld + c;
-        const __nv_bfloat16 *s = src + (size_t)t * stride + c;
+        const __nv_bfloat16 *s = rows + (size_t)r * stride + c;
         if (t < T && vec) {
             async_copy16(d, s);
         } else {
