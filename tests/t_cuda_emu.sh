@@ -30,12 +30,12 @@ kernels() {
     grep -q '^not ok' "$tmp/$name.out" && failed=1
     if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
-# the emulated tensor-core product against a plain product (fragment
-# layouts), and the emulation's CUDA graphs
-for unit in mma graph; do
-    build/emu/test_emu_$unit >"$tmp/$unit.out" 2>&1 || failed=1
-    sed -nE "s|^(not )?ok (.*)|\1ok $unit: \2|p" "$tmp/$unit.out"
-    grep -q '^ok' "$tmp/$unit.out" || not_ok "$unit" "$(tail -n 2 "$tmp/$unit.out" | tr '\n' ' ')"
+# the emulator's own unit tests: the tensor-core product against a plain
+# product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs
+for t in mma async_copy graph; do
+    "build/emu/test_emu_$t" >"$tmp/$t.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
+    grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"
 done
 kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick

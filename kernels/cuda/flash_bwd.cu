@@ -10,9 +10,12 @@
  * Two flavours of the tile kernels:
  *   - bf16 activations, HS a multiple of 16 (<= 128), 16-byte aligned
  *     tensors: tensor cores (flash_bwd_mma.cuh), blocks of 64 rows, 4 warps
- *     of 16; the products in bf16 with float32 accumulation, dS and P * keep
- *     rounded to bf16 before the second products, so results differ from
- *     the CPU twin by bf16 roundings (within the kernel tests' 1e-2).
+ *     of 16, the streamed tiles (K and V for dq, Q and dout for dk and dv)
+ *     double buffered in dynamic shared memory, the next one copied in by
+ *     cp.async while the current one is used; the products in bf16 with
+ *     float32 accumulation, dS and P * keep rounded to bf16 before the
+ *     second products, so results differ from the CPU twin by bf16
+ *     roundings (within the kernel tests' 1e-2).
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
  *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order. */
 #include "kernels/cuda/flash.cuh"
@@ -138,77 +141,120 @@ __global__ void __launch_bounds__(FL_THREADS)
     fl_store_row(dqkv, dv, 3 * C, 2 * C + h * HS, b, k0, T, HS, 1.0f);
 }
 
+/* The statistics of query row t of pair p (chunk pair j): lse log2(e) and
+ * D, 0 past T. */
+static __device__ __forceinline__ void fb_row_stats(float &lse2, float &Dt, const float *lse, const float *D, int p, int j, int t,
+                                                    int T) {
+    lse2 = t < T ? lse[(size_t)p * T + t] * FB_LOG2E : 0.0f;
+    Dt = t < T ? D[(size_t)j * T + t] : 0.0f;
+}
+
 /* dq of 64 query rows on tensor cores: key tiles up to the diagonal; warp
  * w owns rows q0 + 16 w .. + 15. The last rows (the most keys) go to the
- * first blocks, so that the longest blocks do not start last. */
+ * first blocks, so that the longest blocks do not start last. Key tile n
+ * has its K and V in buffer n % 2 of the dynamic shared memory (tiles[2 (n
+ * % 2)] and the next), and tile n + 1 is copied into the other buffer by
+ * cp.async while tile n is used; the block's q and dout rows pass through
+ * buffer 1 first. */
 template <int HS>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
-    __shared__ fb_tile<HS> ks, vs;
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
+    fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, qw = q0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
-    /* the warp's q and dout rows, staged through the k and v tiles */
-    fb_stage<HS>(ks, qkv, 3 * C, h * HS, b, q0, T);
-    fb_stage<HS>(vs, dout, C, h * HS, b, q0, T);
+    float lse2[2], Dr[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) fb_row_stats(lse2[i], Dr[i], lse, D, p, j, qw + g + 8 * i, T);
+    /* q and dout rows, then key tile 0, as two groups: the fragments load while tile 0 lands */
+    fb_stage_async<HS>(tiles[2], qkv, 3 * C, h * HS, b, q0, T);
+    fb_stage_async<HS>(tiles[3], dout, C, h * HS, b, q0, T);
+    async_commit();
+    fb_stage_async<HS>(tiles[0], qkv, 3 * C, C + h * HS, b, 0, T);
+    fb_stage_async<HS>(tiles[1], qkv, 3 * C, 2 * C + h * HS, b, 0, T);
+    async_commit();
+    async_wait<1>();
     __syncthreads();
     uint32_t qf[HS / 16][4], gf[HS / 16][4];
-    fb_rows_as_a<HS>(qf, ks.e + (qw - q0) * ld);
-    fb_rows_as_a<HS>(gf, vs.e + (qw - q0) * ld);
-    float lse2[2], Dr[2], dq[HS / 8][4] = {};
-    for (int i = 0; i < 2; i++) {
-        const int row = qw + g + 8 * i;
-        lse2[i] = row < T ? lse[(size_t)p * T + row] * FB_LOG2E : 0.0f;
-        Dr[i] = row < T ? D[(size_t)j * T + row] : 0.0f;
-    }
+    fb_rows_as_a<HS>(qf, tiles[2].e + (qw - q0) * ld);
+    fb_rows_as_a<HS>(gf, tiles[3].e + (qw - q0) * ld);
+    float dq[HS / 8][4] = {};
+    async_wait<0>();
+    __syncthreads(); /* key tile 0 is in, and the q and dout readers are done: buffer 1 is free */
     const int k_end = fl_min(q0 + FB_ROWS, T);
     for (int k0 = 0; k0 < k_end; k0 += FB_ROWS) {
-        __syncthreads();
-        fb_stage<HS>(ks, qkv, 3 * C, C + h * HS, b, k0, T);
-        fb_stage<HS>(vs, qkv, 3 * C, 2 * C + h * HS, b, k0, T);
-        __syncthreads();
+        const int cur = 2 * ((k0 / FB_ROWS) & 1), next = 2 - cur;
+        if (k0 + FB_ROWS < k_end) { /* the next key tile into the other buffer: its readers passed the last barrier */
+            fb_stage_async<HS>(tiles[next], qkv, 3 * C, C + h * HS, b, k0 + FB_ROWS, T);
+            fb_stage_async<HS>(tiles[next + 1], qkv, 3 * C, 2 * C + h * HS, b, k0 + FB_ROWS, T);
+            async_commit();
+        }
+        const __nv_bfloat16 *ks = tiles[cur].e, *vs = tiles[cur + 1].e;
         for (int kt = k0; kt < k0 + FB_ROWS && kt <= qw && qw < T; kt += 16) /* warp-uniform: up to the warp's diagonal */
-            fb_dq_block<HS>(dq, qf, gf, ks.e + (kt - k0) * ld, vs.e + (kt - k0) * ld, lse2, Dr, qw, kt, kt == qw || qw + 16 > T,
-                            c);
+            fb_dq_block<HS>(dq, qf, gf, ks + (kt - k0) * ld, vs + (kt - k0) * ld, lse2, Dr, qw, kt, kt == qw || qw + 16 > T, c);
+        async_wait<0>();
+        __syncthreads(); /* the next tile is in, and this one's readers are done */
     }
     fb_store<HS>(dqkv, dq, 3 * C, h * HS, b, qw, T, scale);
 }
 
 /* dk and dv of the 64 keys from blockIdx.x * 64 on tensor cores: query
- * tiles from the diagonal to T; warp w owns keys k0 + 16 w .. + 15. */
+ * tiles from the diagonal to T; warp w owns keys k0 + 16 w .. + 15. Query
+ * tile n (from the diagonal) has its Q and dout in buffer n % 2 of the
+ * dynamic shared memory and its rows' statistics in lse2_t[n % 2],
+ * D_t[n % 2]; tile n + 1 is copied into the other buffer by cp.async
+ * (its statistics read into registers) while tile n is used; the block's
+ * k and v rows pass through buffer 1 first. */
 template <int HS>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                          const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
-    __shared__ fb_tile<HS> qs, gs;
-    __shared__ float lse2_t[FB_ROWS], D_t[FB_ROWS];
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
+    fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
+    __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
     const int k0 = blockIdx.x * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int kw = k0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
-    /* the warp's k and v rows, staged through the q and dout tiles */
-    fb_stage<HS>(qs, qkv, 3 * C, C + h * HS, b, k0, T);
-    fb_stage<HS>(gs, qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+    /* k and v rows, then the diagonal query tile, as two groups: the fragments load while the tile lands */
+    fb_stage_async<HS>(tiles[2], qkv, 3 * C, C + h * HS, b, k0, T);
+    fb_stage_async<HS>(tiles[3], qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+    async_commit();
+    fb_stage_async<HS>(tiles[0], qkv, 3 * C, h * HS, b, k0, T);
+    fb_stage_async<HS>(tiles[1], dout, C, h * HS, b, k0, T);
+    async_commit();
+    if (threadIdx.x < FB_ROWS) fb_row_stats(lse2_t[0][threadIdx.x], D_t[0][threadIdx.x], lse, D, p, j, k0 + threadIdx.x, T);
+    async_wait<1>();
     __syncthreads();
     uint32_t kf[HS / 16][4], vf[HS / 16][4];
-    fb_rows_as_a<HS>(kf, qs.e + (kw - k0) * ld);
-    fb_rows_as_a<HS>(vf, gs.e + (kw - k0) * ld);
+    fb_rows_as_a<HS>(kf, tiles[2].e + (kw - k0) * ld);
+    fb_rows_as_a<HS>(vf, tiles[3].e + (kw - k0) * ld);
     float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    async_wait<0>();
+    __syncthreads(); /* the diagonal tile is in, and the k and v readers are done: buffer 1 is free */
     for (int q0 = k0; q0 < T; q0 += FB_ROWS) { /* k0 is tile-aligned: the diagonal tile starts at k0 */
-        __syncthreads();
-        fb_stage<HS>(qs, qkv, 3 * C, h * HS, b, q0, T);
-        fb_stage<HS>(gs, dout, C, h * HS, b, q0, T);
-        if (threadIdx.x < FB_ROWS) {
-            const int t = q0 + threadIdx.x;
-            lse2_t[threadIdx.x] = t < T ? lse[(size_t)p * T + t] * FB_LOG2E : 0.0f;
-            D_t[threadIdx.x] = t < T ? D[(size_t)j * T + t] : 0.0f;
+        const int n = ((q0 - k0) / FB_ROWS) & 1, cur = 2 * n, next = 2 - cur;
+        const bool more = q0 + FB_ROWS < T;
+        float lse2_next = 0.0f, D_next = 0.0f;
+        if (more) { /* the next query tile into the other buffer: its readers passed the last barrier */
+            fb_stage_async<HS>(tiles[next], qkv, 3 * C, h * HS, b, q0 + FB_ROWS, T);
+            fb_stage_async<HS>(tiles[next + 1], dout, C, h * HS, b, q0 + FB_ROWS, T);
+            async_commit();
+            if (threadIdx.x < FB_ROWS) fb_row_stats(lse2_next, D_next, lse, D, p, j, q0 + FB_ROWS + threadIdx.x, T);
         }
-        __syncthreads();
+        const __nv_bfloat16 *qs = tiles[cur].e, *gs = tiles[cur + 1].e;
         for (int qt = q0; qt < q0 + FB_ROWS && qt < T; qt += 16) {
             if (qt < kw) continue; /* warp-uniform: above the warp's diagonal */
-            fb_dkv_block<HS>(dk, dv, kf, vf, qs.e + (qt - q0) * ld, gs.e + (qt - q0) * ld, lse2_t + (qt - q0), D_t + (qt - q0),
+            fb_dkv_block<HS>(dk, dv, kf, vf, qs + (qt - q0) * ld, gs + (qt - q0) * ld, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0),
                              kw, qt, qt == kw || qt + 16 > T, c);
         }
+        if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
+            lse2_t[n ^ 1][threadIdx.x] = lse2_next;
+            D_t[n ^ 1][threadIdx.x] = D_next;
+        }
+        async_wait<0>();
+        __syncthreads(); /* the next tile is in, and this one's readers are done */
     }
     fb_store<HS>(dqkv, dk, 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, dv, 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
@@ -232,9 +278,12 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
         return;
     }
     const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
-    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    constexpr int shared = fb_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, 0, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 

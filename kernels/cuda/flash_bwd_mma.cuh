@@ -1,9 +1,10 @@
 /* The block-level pieces of attention's backward on bf16 tensor cores
  * (flash_bwd.cu's kernels for bf16 activations with HS a multiple of 16 up
  * to FL_HS_MAX): FB_ROWS rows of q, k, v or dout staged in shared memory
- * as bf16 by 16-byte copies, each warp owning 16 of the block's rows, and
- * the 16 x 16 blocks of scores and gradients as mma.sync products
- * (mma.cuh) with float32 accumulators. HS is a template argument so that
+ * as bf16 by 16-byte cp.async copies (double buffered by the kernels: the
+ * next tile lands while the current one is used), each warp owning 16 of
+ * the block's rows, and the 16 x 16 blocks of scores and gradients as
+ * mma.sync products (mma.cuh) with float32 accumulators. HS is a template argument so that
  * the fragment and accumulator arrays are registers.
  * Rounding: dS and P * keep are rounded to bf16 to become the A operand of
  * the second products (dq += dS k, dk += dS^T q, dv += (P keep)^T dout),
@@ -13,6 +14,7 @@
 
 #include <string.h>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -28,6 +30,13 @@ struct fb_tile {
     static constexpr int ld = HS + FB_PAD;
     alignas(16) __nv_bfloat16 e[FB_ROWS * ld];
 };
+
+/* The tile kernels' dynamic shared memory: two tiles (K and V, or Q and
+ * dout) for each of two buffers, the tiles being used and the next ones. */
+template <int HS>
+static constexpr int fb_shared_bytes() {
+    return 4 * (int)sizeof(fb_tile<HS>);
+}
 
 /* What the probabilities of one (sequence, head) pair depend on besides
  * the scores: scale2 = scale * log2(e) (P = 2^(scale2 s - lse log2(e))). */
@@ -76,15 +85,19 @@ static __device__ __forceinline__ void fb_store_pair(__nv_bfloat16 *dst, uint32_
 
 /* tile row r = src[(b * T + r0 + r) * width + off ...] over HS columns,
  * zero for rows at or past T (masked, but must not be NaN). The launcher
- * checks src is 16-byte aligned; width and off are multiples of 16. */
+ * checks src is 16-byte aligned; width and off are multiples of 16. The
+ * rows come by cp.async (async_copy.cuh): they land after the caller's
+ * async_commit and async_wait, and a __syncthreads shows them to the other
+ * threads; the zero rows are plain stores. */
 template <int HS>
-static __device__ void fb_stage(fb_tile<HS> &tile, const __nv_bfloat16 *src, int width, int off, int b, int r0, int T) {
+static __device__ void fb_stage_async(fb_tile<HS> &tile, const __nv_bfloat16 *src, int width, int off, int b, int r0, int T) {
     constexpr int chunks = HS / 8; /* 16-byte pieces per row */
+    const __nv_bfloat16 *rows = src + ((size_t)b * T + r0) * width + off;
     for (int e = threadIdx.x; e < FB_ROWS * chunks; e += FB_THREADS) {
-        const int r = e / chunks, c = 8 * (e % chunks), t = r0 + r;
+        const int r = e / chunks, c = 8 * (e % chunks);
         __nv_bfloat16 *d = tile.e + r * fb_tile<HS>::ld + c;
-        if (t < T)
-            fb_copy8(d, src + ((size_t)b * T + t) * width + off + c);
+        if (r0 + r < T)
+            async_copy16(d, rows + (size_t)r * width + c);
         else
             fb_zero8(d);
     }

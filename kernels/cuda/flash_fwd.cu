@@ -6,14 +6,17 @@
  * T x T buffer. Two kernels:
  * - bf16 activations with HS % 16 == 0, HS <= FM_HS_MAX: tensor cores
  *   (flash_mma.cuh, mma.cuh). 4 warps own 16 query rows each of a 64-row
- *   tile; Q stays in registers as A fragments; S = Q K^T and O += P V are
- *   bf16 mma.sync products with float32 accumulation, the softmax runs on
- *   the accumulators (each row spread over 4 lanes) in base 2 (the scale
- *   folds log2(e) in), and P, rounded to bf16, is fed to P V straight from
- *   the score accumulators. Rounding: the scores are exact products of the
- *   bf16 inputs summed in float32 (in the tensor cores' order); P (after
- *   dropout) and out are rounded to bf16, as FlashAttention does; the row
- *   sums and lse stay float32 and sum P before dropout, as the CPU does.
+ *   tile; Q stays in registers as A fragments; K and V tiles are double
+ *   buffered in dynamic shared memory, the next copied in by cp.async
+ *   (async_copy.cuh) while the tensor cores use the current one; S = Q K^T
+ *   and O += P V are bf16 mma.sync products with float32 accumulation, the
+ *   softmax runs on the accumulators (each row spread over 4 lanes) in
+ *   base 2 (the scale folds log2(e) in), and P, rounded to bf16, is fed to
+ *   P V straight from the score accumulators. Rounding: the scores are
+ *   exact products of the bf16 inputs summed in float32 (in the tensor
+ *   cores' order); P (after dropout) and out are rounded to bf16, as
+ *   FlashAttention does; the row sums and lse stay float32 and sum P before
+ *   dropout, as the CPU does.
  *   So the result differs from kernels/cpu/attention.c's float32 twin by
  *   bf16 rounding (the kernel tests' bf16 tolerance, 1e-2).
  * - otherwise (float32, or head sizes such as 24): CUDA cores, FL_TILE rows
@@ -192,28 +195,46 @@ static __device__ __forceinline__ void warp_pv(float (*o)[4], const float (*s)[4
     }
 }
 
+/* Dynamic shared memory of the forward: K and V of two key tiles (double
+ * buffering: the next tile lands while the current one is used). */
+template <int HS>
+static constexpr int fm_forward_shared_bytes() {
+    return 4 * FM_ROWS * fm_ld(HS) * (int)sizeof(__nv_bfloat16);
+}
+
 /* One block: query rows [q0, q0 + FM_ROWS) of pair p0 + blockIdx.y, warp w
  * rows q0 + 16w .. q0 + 16w + 15. Query tiles run in reverse (the longest
- * rows first). Q, then each K and V tile, then the output pass through the
- * shared tiles. vec: qkv and out allow 16-byte accesses. */
+ * rows first). Key tile kt's K and V sit in buffer kt % 2 (K, then V, in
+ * dynamic shared memory), and tile kt + 1 is copied into the other buffer
+ * by cp.async while tile kt is used; Q passes through buffer 1 first, the
+ * output rows through buffer 0 last. vec: qkv and out allow 16-byte
+ * accesses. */
 template <int HS>
 __global__ void __launch_bounds__(FM_THREADS)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                              tg_dropout drop, bool vec) {
-    constexpr int ld = fm_ld(HS), NB = HS / 8;
-    __shared__ __align__(16) __nv_bfloat16 ks[FM_ROWS * ld];
-    __shared__ __align__(16) __nv_bfloat16 vs[FM_ROWS * ld];
+    constexpr int ld = fm_ld(HS), NB = HS / 8, tile = FM_ROWS * ld;
+    extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS>() */
     const int qt = (int)(gridDim.x - 1 - blockIdx.x), q0 = qt * FM_ROWS;
     const int p = p0 + (int)blockIdx.y, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
     const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS;
 
-    fm_stage<HS>(ks, src, stride, q0, T, vec); /* Q passes through ks */
+    /* Q, then key tile 0, as two groups: Q's fragments load while tile 0 lands */
+    __nv_bfloat16 *qs = fm_tiles + 2 * tile;
+    fm_stage_async<HS>(qs, src, stride, q0, T, vec);
+    async_commit();
+    fm_stage_async<HS>(fm_tiles, src + C, stride, 0, T, vec);
+    fm_stage_async<HS>(fm_tiles + tile, src + 2 * C, stride, 0, T, vec);
+    async_commit();
+    async_wait<1>();
     __syncthreads();
     uint32_t qf[HS / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[kk], ks + 16 * warp * ld + 16 * kk, ld);
+    for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[kk], qs + 16 * warp * ld + 16 * kk, ld);
+    async_wait<0>();
+    __syncthreads(); /* tile 0 is in, and Q's readers are done: buffer 1 is free */
 
     float o[NB][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -223,28 +244,33 @@ __global__ void __launch_bounds__(FM_THREADS)
         const bool diag = kt == qt;
         const int n_blocks = diag ? 2 * warp + 2 : FM_KEY_BLOCKS; /* diagonal: keys up to the warp's last row */
         at.k0 = kt * FM_ROWS;
-        __syncthreads(); /* the previous tile's (or Q's) readers are done */
-        fm_stage<HS>(ks, src + C, stride, at.k0, T, vec);
-        fm_stage<HS>(vs, src + 2 * C, stride, at.k0, T, vec);
-        __syncthreads();
+        if (kt < qt) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
+            __nv_bfloat16 *next = fm_tiles + ((kt + 1) & 1) * 2 * tile;
+            fm_stage_async<HS>(next, src + C, stride, at.k0 + FM_ROWS, T, vec);
+            fm_stage_async<HS>(next + tile, src + 2 * C, stride, at.k0 + FM_ROWS, T, vec);
+            async_commit();
+        }
+        const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
         float s[FM_KEY_BLOCKS][4];
         warp_scores<HS>(s, qf, ks, n_blocks);
         softmax_row<NB>(s, o, m[0], l[0], 0, at, n_blocks, diag, scale_log2, b, h, T, drop);
         softmax_row<NB>(s, o, m[1], l[1], 1, at, n_blocks, diag, scale_log2, b, h, T, drop);
         warp_pv<HS>(o, s, vs, n_blocks);
+        async_wait<0>();
+        __syncthreads(); /* tile kt + 1 is in, and tile kt's readers are done */
     }
 
-    __syncthreads(); /* ks is free: it stages the output rows */
+    /* every buffer is free (the loop's last barrier): buffer 0 stages the output rows */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const float sum = fm_row_sum(l[i]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        __nv_bfloat16 *r = ks + (16 * warp + g + 8 * i) * ld + 2 * at.t;
+        __nv_bfloat16 *r = fm_tiles + (16 * warp + g + 8 * i) * ld + 2 * at.t;
 #pragma unroll
         for (int n = 0; n < NB; n++) fm_store_pair(r + 8 * n, mma_pack(o[n][2 * i] * inv, o[n][2 * i + 1] * inv));
         if (at.t == 0 && at.row[i] < T) lse[(size_t)p * T + at.row[i]] = m[i] * 0.69314718f + logf(sum);
     }
     __syncthreads();
-    fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, ks, q0, T, vec);
+    fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, fm_tiles, q0, T, vec);
 }
 
 template <int HS>
@@ -253,10 +279,13 @@ void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
     const unsigned q_tiles = (unsigned)((T + FM_ROWS - 1) / FM_ROWS);
+    constexpr int shared = fm_forward_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_forward_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const int np = fl_min(FL_MAX_PAIRS, B * NH - p0);
-        flash_forward_mma_kernel<HS><<<dim3(q_tiles, (unsigned)np), FM_THREADS, 0, ctx->stream>>>(out, lse, qkv, p0, T, NH,
-                                                                                                  scale_log2, drop, vec);
+        flash_forward_mma_kernel<HS><<<dim3(q_tiles, (unsigned)np), FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH,
+                                                                                                       scale_log2, drop, vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
 }

@@ -1,10 +1,10 @@
-/* Pieces of the tensor-core flash attention (bf16 activations, head sizes
- * that are multiples of 16 up to FM_HS_MAX), shared by its forward and
- * backward: the block shape (4 warps, 16 query rows each, against staged
- * tiles of FM_ROWS keys), row tiles moved between global memory and bf16
- * shared tiles 16 bytes at a time, and the reductions over the 4 lanes that
- * hold one row of an mma accumulator (kernels/cuda/mma.cuh's layout: row g
- * = lane / 4 is spread over lanes 4g .. 4g + 3). */
+/* Pieces of the tensor-core flash attention's forward (bf16 activations,
+ * head sizes that are multiples of 16 up to FM_HS_MAX): the block shape (4
+ * warps, 16 query rows each, against staged tiles of FM_ROWS keys), row
+ * tiles moved between global memory and bf16 shared tiles 16 bytes at a
+ * time (into shared memory by cp.async), and the reductions over the 4
+ * lanes that hold one row of an mma accumulator (kernels/cuda/mma.cuh's
+ * layout: row g = lane / 4 is spread over lanes 4g .. 4g + 3). */
 #ifndef KERNELS_CUDA_FLASH_MMA_CUH
 #define KERNELS_CUDA_FLASH_MMA_CUH
 
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mma.cuh"
 
 #define FM_WARPS 4                  /* warps per block, 16 query rows each */
@@ -60,16 +61,20 @@ static __device__ __forceinline__ void fm_store_pair(__nv_bfloat16 *p, uint32_t 
  * at the wanted column; stride elements from row to row) into the shared
  * tile (FM_ROWS x HS, fm_ld), zero at and past row T (padding rows and
  * keys must be finite: they are multiplied, then masked). vec: src and
- * stride allow 16-byte copies. All FM_THREADS threads take part. */
+ * stride allow 16-byte copies, issued as cp.async (async_copy.cuh): they
+ * land after the caller's async_commit and async_wait, and a __syncthreads
+ * shows them to the other threads; otherwise, and for the zero rows, plain
+ * stores. All FM_THREADS threads take part. */
 template <int HS>
-static __device__ void fm_stage(__nv_bfloat16 *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
+static __device__ void fm_stage_async(__nv_bfloat16 *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
     constexpr int chunks = HS / 8, ld = fm_ld(HS);
+    const __nv_bfloat16 *rows = src + (size_t)t0 * stride;
     for (int e = threadIdx.x; e < FM_ROWS * chunks; e += FM_THREADS) {
         const int r = e / chunks, c = 8 * (e % chunks), t = t0 + r;
         __nv_bfloat16 *d = tile + r * ld + c;
-        const __nv_bfloat16 *s = src + (size_t)t * stride + c;
+        const __nv_bfloat16 *s = rows + (size_t)r * stride + c;
         if (t < T && vec) {
-            fm_copy16(d, s);
+            async_copy16(d, s);
         } else {
             for (int i = 0; i < 8; i++) d[i] = t < T ? s[i] : __ushort_as_bfloat16(0);
         }

@@ -80,11 +80,12 @@ if [ "${1:-}" = train ]; then
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done
 fi
-# The emulated tensor-core product's unit test (tests/emu/test_mma.cu).
-# The same for its graphs (tests/emu/test_graph.cu).
-for t in test_mma test_graph; do
-    python3 tests/emu/prep.py "tests/emu/$t.cu" "$OUT/cu/$t.cpp"
-    $CXX $CUFLAGS "$OUT/cu/$t.cpp" -c -o "$OUT/obj/$t.o" &
+# The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
+# and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
+emu_tests=(mma async_copy graph)
+for t in "${emu_tests[@]}"; do
+    python3 tests/emu/prep.py "tests/emu/test_$t.cu" "$OUT/cu/test_$t.cpp"
+    $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
     pids+=($!)
 done
 fail=0
@@ -109,12 +110,15 @@ shared_into_section() { # object file
     for n in $names; do args+=(--rename-section "$n=emu_shared,alloc,load,data,contents"); done
     objcopy "${args[@]}" "$obj"
 }
-for o in "$OUT"/obj/cu_*.o "$OUT/obj/test_mma.o"; do
+for o in "$OUT"/obj/cu_*.o; do
     shared_into_section "$o" || exit 1
+done
+for t in "${emu_tests[@]}"; do
+    shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
-for t in mma graph; do
+for t in "${emu_tests[@]}"; do
     $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done

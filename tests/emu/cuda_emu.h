@@ -1,7 +1,10 @@
 /* CUDA device-code emulation for g++ (tests/emu): force-included (-include)
  * before each .cu file of kernels/cuda, after tests/emu/prep.py has rewritten
  * its kernel launches k<<<g, b, s, st>>>(args) into
- *   ::emu::launch("k", ::emu::cfg(g, b, s, st), [](auto... a) { k(a...); }, args)
+ *   ::emu::launch_at("k", ADDRESS, __FILE__, __LINE__, ::emu::cfg(g, b, s, st),
+ *                    [](auto... a) { k(a...); }, args)
+ * (ADDRESS: (const void *)&k when k has template arguments, else nullptr)
+ * and its dynamic shared memory declarations (see dynamic_shared).
  * Each launch runs synchronously: blocks one at a time in a fixed order,
  * each thread of a block as a cooperative fiber (emu_runtime.cpp), so that
  * __syncthreads and the warp shuffles are real barriers. */
@@ -53,8 +56,12 @@ struct config {
 };
 inline config cfg(dim3 g, dim3 b, size_t shmem = 0, cudaStream_t stream = 0) { return config{g, b, shmem, stream}; }
 
-/* Runs body(ctx) once per thread of the grid (emu_runtime.cpp). */
-void run_grid(const char *name, const char *file, int line, const config &c, void (*body)(void *), void *ctx);
+/* Runs body(ctx) once per thread of the grid (emu_runtime.cpp). kernel:
+ * the kernel's address where prep.py can name it (a launch with template
+ * arguments), else NULL; the opt-in to over 48 KiB of dynamic shared
+ * memory (cudaFuncSetAttribute) is checked against it. */
+void run_grid(const char *name, const void *kernel, const char *file, int line, const config &c, void (*body)(void *),
+              void *ctx);
 void syncthreads(const char *file, int line);
 void syncwarp(unsigned mask);
 /* Every lane of the warp publishes `bits`, then reads lane src's. */
@@ -65,6 +72,19 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane);
 #define EMU_GATHER_WORDS 8
 void warp_gather(const uint32_t *words, int n, uint32_t *all);
 int lane_id();
+
+/* The block's dynamic shared memory (the launch's shmem bytes, filled with
+ * 0xff before every block): prep.py turns `extern __shared__ T name[];`
+ * into `T *name = (T *)::emu::dynamic_shared();`. */
+void *dynamic_shared();
+/* cp.async (kernels/cuda/async_copy.cuh): each thread's copies wait in its
+ * own queue, the open group first; commit closes it; wait(n) performs the
+ * copies of all but the n newest committed groups. An issued copy's
+ * destination reads as NaN (0xff) until its group is waited for, and a
+ * thread that exits with copies queued is an error. */
+void cp_async16(void *dst_shared, const void *src_global);
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
 
 template <typename F, typename Tuple>
 struct kernel_call {
@@ -88,17 +108,16 @@ void capture_node(std::function<void()> node);
  * holding its own copy of the arguments (as a GPU's graph keeps the
  * parameters it was captured with). */
 template <typename F, typename... A>
-void launch_at(const char *name, const char *file, int line, const config &c, F f, A... args) {
+void launch_at(const char *name, const void *kernel, const char *file, int line, const config &c, F f, A... args) {
     using call = kernel_call<F, std::tuple<A...>>;
     if (capturing(c.stream)) {
         std::shared_ptr<call> k = std::make_shared<call>(call{f, std::tuple<A...>(args...)});
-        capture_node([name, file, line, c, k] { run_grid(name, file, line, c, &call::run, k.get()); });
+        capture_node([name, kernel, file, line, c, k] { run_grid(name, kernel, file, line, c, &call::run, k.get()); });
         return;
     }
     call k{f, std::tuple<A...>(args...)};
-    run_grid(name, file, line, c, &call::run, &k);
+    run_grid(name, kernel, file, line, c, &call::run, &k);
 }
-#define EMU_LAUNCH(name, ...) ::emu::launch_at(name, __FILE__, __LINE__, __VA_ARGS__)
 
 template <typename T>
 inline uint64_t to_bits(T v) {

@@ -445,9 +445,17 @@ const char *cudaGetErrorName(cudaError_t err) {
     }
 }
 const char *cudaGetErrorString(cudaError_t err) { return cudaGetErrorName(err); }
+/* Each kernel's opt-in to dynamic shared memory beyond the default 48 KiB
+ * (cudaFuncAttributeMaxDynamicSharedMemorySize), checked at its launches. */
+static std::map<const void *, int> g_shared_optin;
+static const int SHARED_DEFAULT = 48 << 10, SHARED_OPTIN_MAX = 227 << 10; /* the emulated device's (sm_90) */
+
 cudaError_t cudaFuncSetAttribute(const void *func, int attr, int value) {
-    (void)func, (void)attr, (void)value;
-    return cudaSuccess; /* dynamic shared memory beyond 48 KiB is not emulated */
+    if (!func) return fail(cudaErrorInvalidValue);
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess; /* carveout and the like: hints */
+    if (value < 0 || value > SHARED_OPTIN_MAX) return fail(cudaErrorInvalidValue);
+    g_shared_optin[func] = value;
+    return cudaSuccess;
 }
 
 } // extern "C"
@@ -492,6 +500,14 @@ const int MAX_THREADS = 1024;
 
 enum wait_kind { RUNNING, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 
+/* One 16-byte cp.async not yet performed: group is the number of groups
+ * its thread had committed when it was issued (== committed: still open). */
+struct async_copy {
+    void *dst;
+    const void *src;
+    unsigned group;
+};
+
 struct fiber {
     void *sp;
     char *stack_lo; /* usable stack [stack_lo, stack_lo + STACK_BYTES) */
@@ -499,6 +515,8 @@ struct fiber {
     uint3 idx;
     unsigned shfl_count; /* shuffles done: picks the slot buffer */
     wait_kind state;
+    std::vector<async_copy> copies; /* in issue order */
+    unsigned committed;             /* cp.async groups committed */
 };
 
 struct barrier {
@@ -522,11 +540,13 @@ struct block_state {
     void (*body)(void *);
     void *ctx;
     const char *kernel;
-    bool shfl_exit_reported, partial_warp_reported, mask_reported;
+    bool shfl_exit_reported, partial_warp_reported, mask_reported, copies_exit_reported;
 };
 
 fiber g_fibers[MAX_THREADS];
 char *g_stacks = NULL;
+unsigned char *g_dynamic_shared = NULL; /* the launch's dynamic shared memory */
+size_t g_dynamic_bytes = 0;
 void *g_sched_sp = NULL;
 fiber *g_cur = NULL;
 block_state g_block;
@@ -539,6 +559,12 @@ void fiber_main() {
     g_block.body(g_block.ctx);
     /* the thread returned: it leaves every barrier count */
     fiber *f = g_cur;
+    if (!f->copies.empty() && !g_block.copies_exit_reported) { /* they would land after nobody can wait for them */
+        emu_error("%s: block (%u,%u,%u) thread %d exited with %zu cp.async copies not waited for (cp.async.wait_group)",
+                  g_block.kernel, blockIdx.x, blockIdx.y, blockIdx.z, f->tid, f->copies.size());
+        g_block.copies_exit_reported = true;
+    }
+    f->copies.clear();
     f->state = DONE;
     g_progress++;
     block_state &b = g_block;
@@ -634,6 +660,8 @@ void run_block(const dim3 &b) {
         f.idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
         f.shfl_count = 0;
         f.state = RUNNING;
+        f.copies.clear();
+        f.committed = 0;
         prime(&f);
     }
     static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
@@ -655,6 +683,68 @@ void run_block(const dim3 &b) {
             abort();
         }
     }
+}
+
+/* Why a launch of `kernel` with `shmem` bytes of dynamic shared memory
+ * fails on the device, or NULL. */
+const char *shared_refusal(const void *kernel, size_t shmem) {
+    if (shmem <= (size_t)SHARED_DEFAULT) return NULL;
+    if (shmem > (size_t)SHARED_OPTIN_MAX) return "dynamic shared memory over the device's 227 KiB";
+    if (!kernel) return "dynamic shared memory over 48 KiB for a kernel launched without template arguments (the emulator "
+                        "cannot name it to check its cudaFuncSetAttribute opt-in)";
+    auto it = g_shared_optin.find(kernel);
+    if (it == g_shared_optin.end() || (size_t)it->second < shmem)
+        return "dynamic shared memory over 48 KiB beyond the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize";
+    return NULL;
+}
+
+/* The launch's dynamic shared memory, exactly shmem bytes (AddressSanitizer
+ * sees reads past it); refilled with 0xff before every block. */
+void dynamic_shared_begin(size_t shmem) {
+    g_dynamic_bytes = shmem;
+    g_dynamic_shared = shmem ? (unsigned char *)malloc(shmem) : NULL;
+    if (shmem && !g_dynamic_shared) {
+        fprintf(stderr, "emu: out of host memory for %zu bytes of dynamic shared memory\n", shmem);
+        abort();
+    }
+}
+void dynamic_shared_end() {
+    free(g_dynamic_shared);
+    g_dynamic_shared = NULL;
+    g_dynamic_bytes = 0;
+}
+
+/* The bytes of the static shared arrays (section emu_shared) as spans.
+ * Under AddressSanitizer the section also holds the redzones between the
+ * arrays: they stay poisoned, so the refill skips them. */
+struct span {
+    char *p;
+    size_t n;
+};
+std::vector<span> static_shared_spans() {
+    std::vector<span> spans;
+    char *p = __start_emu_shared, *end = __stop_emu_shared;
+    if (!p) return spans;
+#if defined(__SANITIZE_ADDRESS__)
+    while (p < end) {
+        char *bad = (char *)__asan_region_is_poisoned(p, (size_t)(end - p));
+        if (!bad) bad = end;
+        if (bad > p) spans.push_back(span{p, (size_t)(bad - p)});
+        p = bad;
+        while (p < end && __asan_address_is_poisoned(p)) p++;
+    }
+#else
+    spans.push_back(span{p, (size_t)(end - p)});
+#endif
+    return spans;
+}
+
+/* [p, p + bytes) lies in the block's shared memory, static or dynamic. */
+bool in_shared(const void *p, size_t bytes) {
+    const char *a = (const char *)p;
+    const bool in_static = __start_emu_shared && a >= __start_emu_shared && a + bytes <= __stop_emu_shared;
+    const char *dyn = (const char *)g_dynamic_shared;
+    return in_static || (dyn && a >= dyn && a + bytes <= dyn + g_dynamic_bytes);
 }
 
 } // namespace
@@ -722,7 +812,8 @@ void warp_gather(const uint32_t *words, int n, uint32_t *all) {
     for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
-void run_grid(const char *name, const char *file, int line, const config &c, void (*body)(void *), void *ctx) {
+void run_grid(const char *name, const void *kernel, const char *file, int line, const config &c, void (*body)(void *),
+              void *ctx) {
     const dim3 &g = c.grid, &b = c.block;
     const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
     const char *bad = NULL;
@@ -731,11 +822,11 @@ void run_grid(const char *name, const char *file, int line, const config &c, voi
     else if (threads > 1024) bad = "more than 1024 threads per block";
     else if (b.x > 1024 || b.y > 1024 || b.z > 64) bad = "block dimension over its limit (1024, 1024, 64)";
     else if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535) bad = "grid dimension over its limit (2^31-1, 65535, 65535)";
-    else if (c.shmem > (48u << 10)) bad = "dynamic shared memory over 48 KiB (no opt-in is emulated)";
+    else bad = shared_refusal(kernel, c.shmem);
     if (bad) {
         emu_error("%s:%d: launch of %s<<<(%u,%u,%u), (%u,%u,%u), %zu>>> rejected: %s", file, line, name, g.x, g.y, g.z, b.x,
                   b.y, b.z, c.shmem, bad);
-        g_last = bad[0] == 'd' ? cudaErrorLaunchOutOfResources : cudaErrorInvalidConfiguration;
+        g_last = strstr(bad, "shared memory") ? cudaErrorLaunchOutOfResources : cudaErrorInvalidConfiguration;
         return;
     }
     if (g_cur) {
@@ -749,18 +840,71 @@ void run_grid(const char *name, const char *file, int line, const config &c, voi
     g_block.body = body;
     g_block.ctx = ctx;
     g_block.kernel = name;
-    g_block.shfl_exit_reported = g_block.partial_warp_reported = g_block.mask_reported = false;
+    g_block.shfl_exit_reported = g_block.partial_warp_reported = g_block.mask_reported =
+        g_block.copies_exit_reported = false;
     gridDim = g;
     blockDim = b;
     static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
     const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
-    const size_t shared_bytes = __start_emu_shared ? (size_t)(__stop_emu_shared - __start_emu_shared) : 0;
+    static const std::vector<span> shared = static_shared_spans();
+    dynamic_shared_begin(c.shmem);
     for (unsigned long long i = 0; i < nblocks; i++) {
         unsigned long long k = reverse ? nblocks - 1 - i : i;
         blockIdx = uint3{(unsigned)(k % g.x), (unsigned)(k / g.x % g.y), (unsigned)(k / ((unsigned long long)g.x * g.y))};
-        if (shared_bytes) memset(__start_emu_shared, 0xff, shared_bytes);
+        for (const span &sp : shared) memset(sp.p, 0xff, sp.n);
+        if (c.shmem) memset(g_dynamic_shared, 0xff, c.shmem);
         run_block(b);
     }
+    dynamic_shared_end();
+}
+
+void *dynamic_shared() {
+    if (!g_cur) emu_error("dynamic shared memory used outside a kernel");
+    return g_dynamic_shared;
+}
+
+/* The calling thread, or NULL (an error naming `what`) outside a kernel. */
+static fiber *current(const char *what) {
+    if (!g_cur) emu_error("%s outside a kernel", what);
+    return g_cur;
+}
+
+void cp_async16(void *dst, const void *src) {
+    fiber *f = current("cp.async");
+    if (!f) return;
+    if (((uintptr_t)dst | (uintptr_t)src) & 15) {
+        emu_error("%s: cp.async of 16 bytes misaligned (%p <- %p)", g_block.kernel, dst, src);
+        abort(); /* a misaligned address faults on the device */
+    }
+    if (!in_shared(dst, 16)) {
+        emu_error("%s: cp.async destination %p is not in the block's shared memory", g_block.kernel, dst);
+        abort();
+    }
+    if (!emu_check_device_range(src, 16, "cp.async source")) abort();
+    memset(dst, 0xff, 16); /* undefined until waited for: NaN */
+    f->copies.push_back(async_copy{dst, src, f->committed});
+}
+
+void cp_async_commit() {
+    fiber *f = current("cp.async.commit_group");
+    if (f) f->committed++;
+}
+
+void cp_async_wait(int newest_pending) {
+    fiber *f = current("cp.async.wait_group");
+    if (!f) return;
+    if (newest_pending < 0) {
+        emu_error("%s: cp.async.wait_group %d", g_block.kernel, newest_pending);
+        return;
+    }
+    /* groups below `done` complete; the open group is never waited for */
+    const unsigned done = f->committed > (unsigned)newest_pending ? f->committed - (unsigned)newest_pending : 0;
+    size_t kept = 0;
+    for (const async_copy &c : f->copies) {
+        if (c.group < done) memcpy(c.dst, c.src, 16); /* the source as it is now: read late, as the device may */
+        else f->copies[kept++] = c;
+    }
+    f->copies.resize(kept);
 }
 
 } // namespace emu

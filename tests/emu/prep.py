@@ -6,13 +6,21 @@
 Each  NAME<<<CONFIG>>>(ARGS)  (NAME possibly qualified and with template
 arguments, CONFIG of 2 to 4 items, ARGS possibly over several lines) becomes
 
-    ::emu::launch_at("NAME", __FILE__, __LINE__, ::emu::cfg(CONFIG),
+    ::emu::launch_at("NAME", ADDRESS, __FILE__, __LINE__, ::emu::cfg(CONFIG),
                      [](auto... emu_a) { NAME(emu_a...); }, ARGS)
 
 on the same lines, so line numbers stay those of IN (a #line directive
 names IN). The arguments are evaluated once, on the host, as in CUDA; the
 generic lambda lets template kernels deduce their arguments as a real call
-would. Comments and strings are not parsed: launches are assumed to be code.
+would. ADDRESS is (const void *)&NAME when NAME carries template arguments
+(the emulator checks a dynamic shared memory opt-in against it), nullptr
+otherwise: a plain name may be a template whose arguments are deduced,
+which has no address before the call.
+
+Each dynamic shared memory declaration  extern __shared__ [__align__(N)] T
+name[];  becomes  T *name = (T *)::emu::dynamic_shared();  (the launch's
+shmem bytes; cuda_emu.h's __shared__ cannot be extern).
+Comments and strings are not parsed: launches are assumed to be code.
 """
 import re
 import sys
@@ -72,8 +80,9 @@ def rewrite(src):
         close = match_fwd(src, k, "(", ")")
         args = src[k + 1:close]
         plain = re.sub(r"\s+", " ", name)
-        call = '::emu::launch_at("%s", __FILE__, __LINE__, ::emu::cfg(%s), [](auto... emu_a) { %s(emu_a...); }' % (
-            plain, config.strip(), name)
+        address = "(const void *)&%s" % name if name.rstrip().endswith(">") else "nullptr"
+        call = '::emu::launch_at("%s", %s, __FILE__, __LINE__, ::emu::cfg(%s), [](auto... emu_a) { %s(emu_a...); }' % (
+            plain, address, config.strip(), name)
         call += (", " + args + ")") if args.strip() else ")"
         out.append(src[pos:name_start])
         out.append(call)
@@ -83,15 +92,27 @@ def rewrite(src):
     return "".join(out), count
 
 
+DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+((?:__align__\s*\(\s*\d+\s*\)\s*)?)([^;\[]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+
+
+def rewrite_dynamic_shared(src):
+    """extern __shared__ arrays -> pointers to the launch's dynamic shared memory."""
+    def pointer(m):
+        elem = m.group(2).strip()
+        return "%s *%s = (%s *)::emu::dynamic_shared();" % (elem, m.group(3), elem)
+    return DYNAMIC_SHARED.subn(pointer, src)
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit("usage: prep.py IN.cu OUT.cpp")
     src = open(sys.argv[1]).read()
     text, count = rewrite(src)
+    text, shared = rewrite_dynamic_shared(text)
     with open(sys.argv[2], "w") as f:
         f.write('#line 1 "%s"\n' % sys.argv[1])
         f.write(text)
-    sys.stderr.write("prep.py: %s: %d launches\n" % (sys.argv[1], count))
+    sys.stderr.write("prep.py: %s: %d launches, %d dynamic shared arrays\n" % (sys.argv[1], count, shared))
 
 
 if __name__ == "__main__":

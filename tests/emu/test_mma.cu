@@ -86,13 +86,13 @@ static __nv_bfloat16 *device_bf16(const float *x, int n) {
 
 /* D of loader_kernel in `mode` equals want exactly. */
 static int run_loader(int mode, const float *A, const float *B, const float *B2, const float *want) {
-    float At[M * K], Bt[K * N], got[M * N], *dD;
+    float At[M * K], Bt[K * K] = {0}, got[M * N], *dD; /* Bt 16 x 16: mode 3 reads it with ld K as a 16 x 16 tile */
     for (int r = 0; r < M; r++)
         for (int c = 0; c < K; c++) At[c * M + r] = A[r * K + c];
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) Bt[n * K + k] = B[k * N + n];
     __nv_bfloat16 *dA = device_bf16(A, M * K), *dAt = device_bf16(At, M * K), *dB = device_bf16(B, K * N),
-                  *dBt = device_bf16(Bt, K * N), *dB2 = device_bf16(B2, K * N);
+                  *dBt = device_bf16(Bt, K * K), *dB2 = device_bf16(B2, K * N);
     cudaMalloc((void **)&dD, sizeof(float) * M * N);
     loader_kernel<<<1, 32>>>(dD, dA, dAt, dB, dBt, dB2, mode);
     cudaMemcpy(got, dD, sizeof(float) * M * N, cudaMemcpyDeviceToHost);
