@@ -34,6 +34,7 @@ ifeq ($(GPU),1)
 BUILD = build/gpu
 include $(BUILD)/cuda.mk
 CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.cu kernels/cuda/residual.cu \
+           kernels/cuda/residual_ln.cu \
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
 LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
@@ -83,7 +84,7 @@ PROGRAMS = train_gpt test_kernels test_comm test_cuda_kernels test_nccl
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
-KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual xent optimizer timed
+KERNEL_FAMILIES = encoder layernorm matmul attention gelu residual residual_ln xent optimizer timed
 KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o \
                   $(if $(filter 1,$(GPU)),$(BUILD)/tests/kernels/twin.o)
 test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)

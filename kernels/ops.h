@@ -206,6 +206,16 @@ struct tg_ops {
      * reduction, its dropout, and the residual connection. */
     void (*bias_residual_add)(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                               tg_dropout drop);
+    /* bias_residual_add, then layernorm_forward of its output, in one op:
+     *   out[n, c] = dropout(x[n, c] + bias[c]) + res[n, c]
+     *   ln_out, mean, rstd = LayerNorm of out's rows (weights w, b)
+     * bitwise what the two ops give in sequence (with bf16 activations the
+     * LayerNorm reads the rounded out). out may alias x or res; ln_out
+     * aliases nothing. CUDA normalizes each row from the values it has just
+     * computed, so out is written once and never read back. */
+    void (*bias_residual_layernorm)(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x,
+                                    const void *bias, const void *res, const void *w, const void *b, int N, int C,
+                                    tg_dropout drop);
     /* out = dropout(in) over N rows of C (in place allowed): the embedding's
      * dropout forward, and every dropout's backward (the same mask). */
     void (*dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);

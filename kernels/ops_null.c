@@ -76,6 +76,12 @@ static void bias_residual_add(tg_o o, void *out, const void *x, const void *bias
                               tg_dropout d) {
     (void)o; (void)out; (void)x; (void)bias; (void)res; (void)N; (void)C; (void)d;
 }
+static void bias_residual_layernorm(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x,
+                                    const void *bias, const void *res, const void *w, const void *b, int N, int C,
+                                    tg_dropout d) {
+    (void)o; (void)out; (void)ln_out; (void)mean; (void)rstd; (void)x; (void)bias; (void)res; (void)w; (void)b; (void)N;
+    (void)C; (void)d;
+}
 static void dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout d) {
     (void)o; (void)out; (void)in; (void)N; (void)C; (void)d;
 }
@@ -130,10 +136,10 @@ tg_ops *ops_null_create(tg_dtype act) {
         .lmhead_forward = lmhead_forward, .lmhead_backward = lmhead_backward,
         .attention_forward = attention_forward, .attention_backward = attention_backward,
         .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,
-        .dropout = dropout, .bias_backward = bias_backward, .position_forward = position_forward,
-        .position_backward = position_backward, .xent_rowmax = xent_rowmax, .xent_stats = xent_stats,
-        .xent_finish = xent_finish, .xent_fused = xent_fused, .loss_accumulate = loss_accumulate, .loss_finish = loss_finish,
-        .grad_sumsq = grad_sumsq, .grad_clip_factor = grad_clip_factor, .adamw = adamw,
+        .bias_residual_layernorm = bias_residual_layernorm, .dropout = dropout, .bias_backward = bias_backward,
+        .position_forward = position_forward, .position_backward = position_backward, .xent_rowmax = xent_rowmax,
+        .xent_stats = xent_stats, .xent_finish = xent_finish, .xent_fused = xent_fused, .loss_accumulate = loss_accumulate,
+        .loss_finish = loss_finish, .grad_sumsq = grad_sumsq, .grad_clip_factor = grad_clip_factor, .adamw = adamw,
     };
     return o;
 }

@@ -56,6 +56,10 @@
     X(bias_residual_add,                                                                                                   \
       (tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C, tg_dropout drop),                \
       (out, x, bias, res, N, C, drop))                                                                                     \
+    X(bias_residual_layernorm,                                                                                             \
+      (tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x, const void *bias, const void *res,        \
+       const void *w, const void *b, int N, int C, tg_dropout drop),                                                       \
+      (out, ln_out, mean, rstd, x, bias, res, w, b, N, C, drop))                                                           \
     X(dropout, (tg_o o, void *out, const void *in, int N, int C, tg_dropout drop), (out, in, N, C, drop))                  \
     X(bias_backward, (tg_o o, float *dbias, const void *dout, int N, int C), (dbias, dout, N, C))                          \
     X(position_forward, (tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C),                          \

@@ -149,56 +149,97 @@ static int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
     return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, g->ops->act, e);
 }
 
-/* LayerNorm of the residual rows, delivered as all rows for the next
- * column-parallel matmul. */
-static int layernorm_to_full(gpt *g, void *out_full, float *mean, float *rstd, const void *in, param_kind w, int l, int N,
-                             tg_err *e) {
+/* One LayerNorm of the forward: its output on all rows (gathered under
+ * SP), its statistics on this rank's rows, its weights. */
+typedef struct ln_dest {
+    void *out_full;
+    float *mean, *rstd;
+    param_kind w; /* the weight; the bias is the next kind */
+    int layer;
+} ln_dest;
+
+/* The LayerNorm that reads residual slot l: block l's ln_1, or ln_f after
+ * the last block. */
+static ln_dest ln_reading_resid(const gpt *g, int l) {
     gpt_acts *a = g->acts;
-    void *out = g->d.sp ? a->ln_shard.base : out_full;
-    g->ops->layernorm_forward(g->ops, out, mean, rstd, in, gpt_param(g, w, l), gpt_param(g, (param_kind)(w + 1), l),
-                              (int)rows_local(g, N), g->d.C);
-    return gather_rows(g, out_full, out, N, e) ? 0 : -1;
+    if (l == g->d.L) return (ln_dest){a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, P_LNF_W, 0};
+    return (ln_dest){act_at(&a->ln1, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), P_LN1_W, l};
+}
+
+static ln_dest ln2_of(const gpt *g, int l) {
+    gpt_acts *a = g->acts;
+    return (ln_dest){act_at(&a->ln2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), P_LN2_W, l};
+}
+
+/* Where a LayerNorm writes this rank's rows: under SP a shard, gathered next. */
+static void *ln_rows(const gpt *g, const ln_dest *ln) { return g->d.sp ? g->acts->ln_shard.base : ln->out_full; }
+
+/* LayerNorm of the residual rows `in`, delivered as all rows for the next
+ * column-parallel matmul. */
+static int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
+    void *out = ln_rows(g, ln);
+    g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
+                              gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
+    return gather_rows(g, ln->out_full, out, N, e) ? 0 : -1;
 }
 
 /* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
- * residual connection; the bias is added once, after the reduction. */
-static int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, int N, int K, tg_err *e) {
+ * residual connection (the bias added once, after the reduction), and the
+ * LayerNorm ln that reads out, in the same op (out is not read back),
+ * delivered as layernorm_to_full does. */
+static int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N,
+                        int K, tg_err *e) {
     const tg_ops *o = g->ops;
     void *partial = g->acts->proj.base;
     o->matmul_forward(o, partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
     void *sum = g->d.sp ? out : partial;
     if (reduce_rows(g, sum, partial, N, e)) return -1;
-    const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
-    o->bias_residual_add(o, out, sum, gpt_param(g, (param_kind)(w + 1), l), res, (int)rows_local(g, N), g->d.C,
-                         row_site(g, l, site, row_start_of(g, N)));
-    return 0;
+    const void *bias = gpt_param(g, (param_kind)(w + 1), l);
+    const int rows = (int)rows_local(g, N), site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
+    const tg_dropout drop = row_site(g, l, site, row_start_of(g, N));
+    void *ln_out = ln_rows(g, ln);
+    o->bias_residual_layernorm(o, out, ln_out, ln->mean, ln->rstd, sum, bias, res, gpt_param(g, ln->w, ln->layer),
+                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), rows, g->d.C, drop);
+    return gather_rows(g, ln->out_full, ln_out, N, e) ? 0 : -1;
 }
 
 /* ---- forward ---- */
 
-static int block_forward(gpt *g, int l, int B, int T, tg_err *e) {
+/* Block l. In the forward pass (in_forward) its ln_1 is already done (by
+ * the block before, fused with that block's residual add, or after the
+ * embedding), and its last residual add computes the LayerNorm after it,
+ * the next block's ln_1 or ln_f. Recomputation (full) starts from the
+ * block's input alone, so it computes its ln_1 itself, and stops before the
+ * last residual add (see its end): the next block's ln_1 buffer may be this
+ * block's (one slot for all layers), still needed by this block's backward.
+ * Both ways give the same bits (the fused op is bitwise the two ops). */
+static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C, t = d->tp;
     const void *in = act_at(&a->resid, l);
-    void *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l);
-    void *res2 = act_at(&a->res2, l), *ln2 = act_at(&a->ln2, l), *fch = act_at(&a->fch, l);
+    void *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l), *res2 = act_at(&a->res2, l), *fch = act_at(&a->fch, l);
     void *fch_gelu = act_at(&a->fch_gelu, l);
+    const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l), next = ln_reading_resid(g, l + 1);
 
-    if (layernorm_to_full(g, ln1, act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), in, P_LN1_W, l, N, e)) return -1;
-    o->matmul_forward(o, qkv, ln1, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
+    if (!in_forward && layernorm_to_full(g, &ln1, in, N, e)) return -1;
+    o->matmul_forward(o, qkv, ln1.out_full, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
     o->attention_forward(o, atty, act_at(&a->lse, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
-    if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, N, C / t, e)) return -1;
+    if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, &ln2, N, C / t, e)) return -1;
 
-    if (layernorm_to_full(g, ln2, act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), res2, P_LN2_W, l, N, e)) return -1;
     /* The GELU stays our own kernel, not cuBLASLt's bias+GELU epilogue:
      * selective recompute rebuilds fch_gelu from fch with gelu_forward in
      * backward, and cuBLASLt's GELU differs from ours in the last bits, so a
      * fused forward would break the bitwise equality of the recompute modes. */
-    o->matmul_forward(o, fch, ln2, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
+    o->matmul_forward(o, fch, ln2.out_full, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
     o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
-    return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, N, 4 * C / t, e);
+    /* A full-recompute rebuild stops here: backward needs the MLP
+     * projection's input, not its output (resid[l + 1], kept, and already
+     * used by the block above): a third of the block's matmul work and a TP
+     * reduction per layer saved. */
+    if (!in_forward) return 0;
+    return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, &next, N, 4 * C / t, e);
 }
 
 /* The cross-entropy: at TP = 1 one fused op; else the vocab-parallel
@@ -263,11 +304,12 @@ int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, 
     if (g->drop.p > 0)
         o->dropout(o, act_at(&a->resid, 0), act_at(&a->resid, 0), (int)rows_local(g, N), C, row_site(g, -1, SITE_EMBEDDING, row_start));
 
+    /* The first block's ln_1; every later LayerNorm, ln_f included, comes
+     * with the residual add before it (block_forward). */
+    const ln_dest ln1_first = ln_reading_resid(g, 0);
+    if (layernorm_to_full(g, &ln1_first, act_at(&a->resid, 0), N, e)) return -1;
     for (int l = 0; l < d->L; l++)
-        if (block_forward(g, l, B, T, e)) return -1;
-
-    if (layernorm_to_full(g, a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, act_at(&a->resid, d->L), P_LNF_W, 0, N, e))
-        return -1;
+        if (block_forward(g, l, B, T, true, e)) return -1;
     o->lmhead_forward(o, a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
     if (!targets) return 0;
     return cross_entropy(g, N, dloss, e);
@@ -279,7 +321,7 @@ int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, 
 static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
     const gpt_dims *d = &g->d;
     gpt_acts *a = g->acts;
-    if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, e);
+    if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, false, e);
     if (d->recompute == RECOMPUTE_SELECTIVE) {
         /* Only the GELU output: attention keeps its lse (no T x T to
          * rebuild) and the MLP its pre-GELU input. */

@@ -38,11 +38,15 @@ for r in rows[1:]:
     assert all(x >= 0 for x in ops[r[0]]), r
 # per step: 2 micro-batches x 3 layers x 4 linear layers (c_proj's backward with the GELU's:
 # matmul_backward_dgelu); one AdamW over every tensor; two uploads (the rank's tokens of the step,
-# read in place by both micro-batches, and the step's learning rate and bias corrections)
+# read in place by both micro-batches, and the step's learning rate and bias corrections); every
+# residual add fused with the LayerNorm after it (2 per layer), so only the first block's ln_1 is
+# a LayerNorm alone
 want = {"matmul_forward": 24, "matmul_backward": 18, "matmul_backward_dgelu": 6, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
-        "loss_accumulate": 2, "loss_finish": 1, "grad_sumsq": 1, "upload": 2}
+        "loss_accumulate": 2, "loss_finish": 1, "grad_sumsq": 1, "upload": 2, "bias_residual_layernorm": 12,
+        "layernorm_forward": 2}
 for op, n in want.items():
     assert op in ops and ops[op][0] == n, (op, ops.get(op), n)
+assert "bias_residual_add" not in ops, ("unfused residual adds", ops["bias_residual_add"])
 assert abs(sum(v[3] for v in ops.values()) - 1) < 1e-3, "shares do not add up to 1"
 # steps 2-4 are counted: their ms (wall clock) bound the ops' total
 ms = [json.loads(l)["ms"] for l in open(sys.argv[2]) if '"ms"' in l and json.loads(l).get("step", 0) > 1]

@@ -64,7 +64,8 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
 static double compute_time(const tg_config *c, const layout *l, double full_params, double peak) {
     const double L = c->model.n_layer, T = c->model.seq_len, C = c->model.n_embd;
     double per_token = 6.0 * full_params + 12.0 * L * C * T;
-    if (l->rc == RECOMPUTE_FULL) per_token += 2.0 * full_params + 4.0 * L * C * T;
+    /* full: each block's forward again, less its MLP projection (model/gpt.c, block_forward) */
+    if (l->rc == RECOMPUTE_FULL) per_token += 2.0 * 8.0 * L * C * C + 4.0 * L * C * T;
     if (l->rc == RECOMPUTE_SELECTIVE) per_token += L * (4.0 * T * C + 8.0 * C * C);
     const double tokens = (double)c->train.global_batch * T / (l->tp * l->dp);
     return per_token * tokens / peak;

@@ -38,6 +38,9 @@ void CPU_KERNEL(gelu_forward)(tg_o o, void *out, const void *inp, size_t n);
 void CPU_KERNEL(gelu_backward)(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
 void CPU_KERNEL(bias_residual_add)(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                                    tg_dropout drop);
+void CPU_KERNEL(bias_residual_layernorm)(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x,
+                                         const void *bias, const void *res, const void *w, const void *b, int N, int C,
+                                         tg_dropout drop);
 void CPU_KERNEL(dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
 void CPU_KERNEL(bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C);
 void CPU_KERNEL(position_forward)(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);

@@ -1,4 +1,5 @@
-/* LayerNorm (eps 1e-5) forward and backward. */
+/* LayerNorm (eps 1e-5) forward and backward, and the forward after a
+ * residual add (bias_residual_layernorm). */
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
@@ -26,6 +27,15 @@ void CPU_KERNEL(layernorm_forward)(tg_o o, void *out, float *mean, float *rstd, 
         mean[n] = m;
         rstd[n] = s;
     }
+}
+
+/* The two kernels in sequence: the CPU is the reference, which the fused
+ * CUDA kernel matches bit for bit, so it stays the plain composition. */
+void CPU_KERNEL(bias_residual_layernorm)(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x,
+                                         const void *bias, const void *res, const void *w, const void *b, int N, int C,
+                                         tg_dropout drop) {
+    CPU_KERNEL(bias_residual_add)(o, out, x, bias, res, N, C, drop);
+    CPU_KERNEL(layernorm_forward)(o, ln_out, mean, rstd, out, w, b, N, C);
 }
 
 /* dw, db: column sums over rows, in blocks of columns, each block walking

@@ -82,6 +82,7 @@ static const tg_ops TABLE = {
     .gelu_forward = CPU_KERNEL(gelu_forward),
     .gelu_backward = CPU_KERNEL(gelu_backward),
     .bias_residual_add = CPU_KERNEL(bias_residual_add),
+    .bias_residual_layernorm = CPU_KERNEL(bias_residual_layernorm),
     .dropout = CPU_KERNEL(dropout),
     .bias_backward = CPU_KERNEL(bias_backward),
     .position_forward = CPU_KERNEL(position_forward),

@@ -5,7 +5,8 @@
  *   encoder.cu    encoder_forward/backward, position_forward/backward
  *   layernorm.cu  layernorm_forward/backward
  *   gelu.cu       gelu_forward/backward
- *   residual.cu   add, bias_residual_add, dropout, bias_backward
+ *   residual.cu   bias_residual_add, dropout, bias_backward
+ *   residual_ln.cu bias_residual_layernorm (residual.cuh and layernorm.cuh shared with the two above)
  *   step_stats.cu loss_accumulate, loss_finish, grad_sumsq, grad_clip_factor
  *   optimizer.cu  adamw (multi-tensor), cast_params, to_float
  *   matmul.cu     matmul_forward/backward, matmul_backward_dgelu, lmhead_forward/backward (cuBLASLt)
@@ -44,6 +45,8 @@ void cuda_gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, s
 
 void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, const void *res, int N, int C,
                             tg_dropout drop);
+void cuda_bias_residual_layernorm(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x, const void *bias,
+                                  const void *res, const void *w, const void *b, int N, int C, tg_dropout drop);
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
 void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C);
 

@@ -1,7 +1,8 @@
 /* LayerNorm over the last dim (eps 1e-5, biased variance), as
  * kernels/cpu/layernorm.c.
  * Forward: one warp per row; two-pass mean then variance of the centred
- * values, warp reductions by butterfly shuffles; mean and 1/std saved in
+ * values, warp reductions by butterfly shuffles (kernels/cuda/layernorm.cuh,
+ * shared with the fused residual + LayerNorm); mean and 1/std saved in
  * float32.
  * Backward, dinp (ACCUMULATES): one warp per row, the two row sums reduced
  * in the warp, then each lane adds its columns' gradient to dinp.
@@ -12,9 +13,9 @@
  * The grouping depends only on N, C and the scratch size. */
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/reduce.cuh"
 
-#define LN_EPS 1e-5f
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */
 #define COL_TILE 32     /* columns per block of the column sums */
 #define COL_ROWS 8      /* thread rows per block of the column sums */
@@ -31,17 +32,10 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
     int lane = threadIdx.x % 32;
     if (row >= N) return; /* the whole warp leaves together */
     const T *x = inp + (size_t)row * C;
-    float sum = 0.0f;
-    for (int c = lane; c < C; c += 32) sum += tg_load(x, c);
-    float m = warp_sum(sum) / C;
-    float var = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float d = tg_load(x, c) - m;
-        var += d * d;
-    }
-    float s = 1.0f / sqrtf(warp_sum(var) / C + LN_EPS);
+    float m, s;
+    ln_row_stats(x, lane, C, &m, &s);
     T *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) tg_store(o, c, (tg_load(x, c) - m) * s * tg_load(w, c) + tg_load(b, c));
+    for (int c = lane; c < C; c += 32) tg_store(o, c, ln_value(tg_load(x, c), m, s, tg_load(w, c), tg_load(b, c)));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = s;

@@ -250,6 +250,7 @@ static const tg_ops CUDA_TABLE = {
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .bias_residual_add = cuda_bias_residual_add,
+    .bias_residual_layernorm = cuda_bias_residual_layernorm,
     .dropout = cuda_dropout,
     .bias_backward = cuda_bias_backward,
     .position_forward = cuda_position_forward,

@@ -4,9 +4,7 @@
  * are aligned and rows hold whole packs (kernels/cuda/vec.cuh), then element
  * by element; each thread reads its elements' inputs before writing them,
  * so out may alias an input.
- * Dropout factors come from rng_dropout_scale with the CPU's counter
- * (row0 + n) * C + c, so masks are bit-identical; the scale is applied with
- * __fmul_rn so it is never fused with the residual add (as on the CPU).
+ * Dropout masks and the per-element arithmetic: kernels/cuda/residual.cuh.
  * Bias gradient: blocks of 32 columns x 8 thread rows each sum one fixed
  * group of rows into a per-group partial in ctx scratch (thread rows
  * combined in a fixed order); a second kernel adds the groups' partials
@@ -14,8 +12,8 @@
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/residual.cuh"
 #include "kernels/cuda/vec.cuh"
-#include "util/rng_core.h"
 
 #define COL_TILE 32           /* columns per block of the column sums */
 #define COL_ROWS 8            /* thread rows per block of the column sums */
@@ -23,21 +21,6 @@
 #define GROUPS_MAX 1024
 
 namespace {
-
-/* The dropout factor of element (n, c) of a site with C columns. */
-__device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n, size_t c, int C) {
-    return rng_dropout_scale(drop.p, drop.seed, drop.stream, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
-}
-
-/* v times element (n, c)'s dropout factor (v itself without dropout). */
-__device__ __forceinline__ float dropped(float v, const tg_dropout &drop, size_t n, size_t c, int C) {
-    return drop.p > 0.0f ? __fmul_rn(v, dropout_scale(drop, n, c, C)) : v;
-}
-
-/* out[i] = dropout(x[i] + bias[c]) + res[i] for element i = (n, c). */
-__device__ __forceinline__ float bias_residual(float x, float bias, float res, const tg_dropout &drop, size_t n, size_t c, int C) {
-    return dropped(x + bias, drop, n, c, C) + res;
-}
 
 /* Packs [0, packs) (a pack never straddles two rows: C is a multiple of
  * its size when packs > 0), then elements [packs * P, total). */

@@ -43,6 +43,7 @@ void kcheck_step_stats(tally *t);
 void kcheck_row_ops(tally *t);
 void kcheck_position(tally *t);
 void kcheck_dropout(tally *t);
+void kcheck_residual_layernorm(tally *t);
 void kcheck_adamw(tally *t);
 void kcheck_timed(tally *t);
 

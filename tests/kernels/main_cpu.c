@@ -19,6 +19,7 @@ int main(void) {
     kcheck_row_ops(&t);
     kcheck_position(&t);
     kcheck_dropout(&t);
+    kcheck_residual_layernorm(&t);
     kcheck_adamw(&t);
     kcheck_timed(&t);
     fprintf(stderr, "test_kernels: %d passed, %d failed\n", t.passed, t.failed);

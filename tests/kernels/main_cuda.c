@@ -51,6 +51,10 @@
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
  *                                     72 elements (vector packs) and 13 (element by element))
+ *   [x] bias_residual_layernorm       cuda_test_residual_layernorm (against the CPU and bitwise against
+ *                                     bias_residual_add then layernorm_forward on the GPU; p = 0 and 0.2;
+ *                                     out == x, out == res; C = 72, 768 (packs), 100, 36 (packs in fp32
+ *                                     only), 13; misaligned rows; rows too wide for shared memory)
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
  *   [x] bias_backward                 cuda_test_bias_backward
  *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
@@ -116,6 +120,15 @@ static void run_all(env *e) {
     cuda_test_dropout(e, 7, 13, rows);
     cuda_test_bias_backward(e, N, C);
     cuda_test_bias_backward(e, N, 4 * C);
+    cuda_test_residual_layernorm(e, N, C, none, 0);
+    cuda_test_residual_layernorm(e, N, C, rows, 0);
+    cuda_test_residual_layernorm(e, N, C, rows_far, 0);
+    cuda_test_residual_layernorm(e, 7, 100, rows, 0); /* packs in fp32, not in bf16 */
+    cuda_test_residual_layernorm(e, 7, 36, none, 0);  /* the same */
+    cuda_test_residual_layernorm(e, 5, 13, rows, 0);  /* no packs */
+    cuda_test_residual_layernorm(e, 13, 768, rows, 0); /* 8 rows per block: a partial last block */
+    cuda_test_residual_layernorm(e, 7, 72, rows, 1);  /* misaligned rows: element by element */
+    cuda_test_residual_layernorm(e, 3, 12290, rows, 0); /* rows over the shared memory: the unfused kernels */
     cuda_test_xent(e, N, 1000, 997, 2000);
     cuda_test_xent(e, N, 1000, 1000, 0);
     cuda_test_xent_fused(e, N, 1000, 997); /* rows of whole 16-byte packs */
@@ -152,6 +165,8 @@ static void run_large(env *e) {
     cuda_test_bias_residual(e, 1024, 768, (tg_dropout){0.2f, 1234, 81, 3000000, 0, 0});
     cuda_test_dropout(e, 1024, 3072, (tg_dropout){0.2f, 1234, 82, 2000000, 0, 0});
     cuda_test_bias_backward(e, 16384, 3072);
+    cuda_test_residual_layernorm(e, 1024, 768, (tg_dropout){0.2f, 1234, 84, 3000000, 0, 0}, 0);
+    cuda_test_residual_layernorm(e, 3, 6144, none, 0); /* the widest fused row in fp32: one per block */
     cuda_test_xent(e, 257, 50304, 50257, 0);
     cuda_test_xent_fused(e, 257, 50304, 50257);
     cuda_test_xent(e, 129, 6288, 6241, 44016); /* the last rank of TP = 8 over GPT-2's vocabulary */
