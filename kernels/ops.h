@@ -167,7 +167,9 @@ struct tg_ops {
 
     /* out[N,OC] = inp[N,C] @ w[C,OC] (+ bias if non-NULL). */
     void (*matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
-    /* dinp = dout @ w^T (skipped if NULL); dw += inp^T @ dout; dbias += column sums (if non-NULL). */
+    /* dinp = dout @ w^T (skipped if NULL); dw += inp^T @ dout (skipped if
+     * NULL); dbias += column sums (if non-NULL). The model makes dinp first
+     * and the rest in a second call, beside dinp's TP reduction. */
     void (*matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
                             int N, int C, int OC);
     /* The backward of a linear layer whose input is gelu(pre), with the

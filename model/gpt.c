@@ -334,13 +334,44 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
 /* Backward of a column-parallel matmul's input gradient (all rows) into the
  * residual rows' LayerNorm: reduce over TP, then LayerNorm backward, which
  * accumulates into dres. */
-static int layernorm_backward_rows(gpt *g, param_kind w, int l, const void *ln_in, const float *mean, const float *rstd,
-                                   int N, tg_err *e) {
+/* The backward of LayerNorm ln of this rank's residual rows ln_in, from
+ * dln (their gradient, summed over TP); dres accumulates. */
+static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, const void *dln, int N) {
+    g->ops->layernorm_backward(g->ops, g->acts->dres.base, gpt_grad(g, ln->w, ln->layer),
+                               gpt_grad(g, (param_kind)(ln->w + 1), ln->layer), dln, ln_in, gpt_param(g, ln->w, ln->layer),
+                               ln->mean, ln->rstd, (int)rows_local(g, N), g->d.C);
+}
+
+/* This rank's rows of dln_full (all rows' partial gradient), summed over TP. */
+static void *dln_rows(const gpt *g) { return g->d.sp ? g->acts->dln.base : g->acts->dln_full.base; }
+
+/* The residual rows' LayerNorm backward from the gradient of its output on
+ * all rows in dln_full, summed over TP first. */
+static int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e) {
+    if (reduce_rows(g, dln_rows(g), g->acts->dln_full.base, N, e)) return -1;
+    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
+    return 0;
+}
+
+/* Backward of a column-parallel layer (weight w, and its bias when
+ * has_bias) reading LayerNorm ln of residual rows ln_in: the input gradient
+ * on all rows first, then its TP reduction beside the layer's weight (and
+ * bias) gradients, which leave the reduction's buffers alone (on a GPU the
+ * communicator's stream runs it while the products run), then the
+ * LayerNorm's backward. */
+static int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
+                                    const void *ln_in, int N, tg_err *e) {
+    const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
-    void *dln = g->d.sp ? a->dln.base : a->dln_full.base;
-    if (reduce_rows(g, dln, a->dln_full.base, N, e)) return -1;
-    g->ops->layernorm_backward(g->ops, a->dres.base, gpt_grad(g, w, l), gpt_grad(g, (param_kind)(w + 1), l), dln, ln_in,
-                               gpt_param(g, w, l), mean, rstd, (int)rows_local(g, N), g->d.C);
+    const int C = g->d.C;
+    const void *weight = gpt_param(g, w, l);
+    o->matmul_backward(o, a->dln_full.base, NULL, NULL, dout, ln->out_full, weight, N, C, OC);
+    comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
+    if (!r) return -1;
+    float *dbias = has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
+    o->matmul_backward(o, NULL, gpt_grad(g, w, l), dbias, dout, ln->out_full, weight, N, C, OC);
+    if (comm_wait(r, e)) return -1;
+    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
     return 0;
 }
 
@@ -370,7 +401,8 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C, t = d->tp;
     if (recompute_layer(g, l, B, T, e)) return -1;
-    void *fch = act_at(&a->fch, l), *ln2 = act_at(&a->ln2, l), *ln1 = act_at(&a->ln1, l), *qkv = act_at(&a->qkv, l);
+    void *fch = act_at(&a->fch, l), *qkv = act_at(&a->qkv, l);
+    const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l);
 
     /* MLP: dres is the gradient of the block's output rows. c_proj's
      * backward, the GELU's and c_fc's bias gradient are one op; nothing (no
@@ -380,10 +412,7 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     if (!dmlp) return -1;
     o->matmul_backward_dgelu(o, a->dfc.base, gpt_grad(g, P_FC_B, l), gpt_grad(g, P_FCPROJ_W, l), dmlp,
                              act_at(&a->fch_gelu, l), gpt_param(g, P_FCPROJ_W, l), fch, N, 4 * C / t, C);
-    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_FC_W, l), NULL, a->dfc.base, ln2, gpt_param(g, P_FC_W, l), N, C,
-                       4 * C / t);
-    if (layernorm_backward_rows(g, P_LN2_W, l, act_at(&a->res2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), N, e))
-        return -1;
+    if (column_parallel_backward(g, P_FC_W, false, l, a->dfc.base, 4 * C / t, &ln2, act_at(&a->res2, l), N, e)) return -1;
 
     /* Attention */
     const void *datt = row_parallel_dout(g, P_ATTPROJ_W, l, N, e);
@@ -392,10 +421,7 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
                        gpt_param(g, P_ATTPROJ_W, l), N, C / t, C);
     o->attention_backward(o, a->dqkv.base, a->datty.base, act_at(&a->atty, l), qkv, act_at(&a->lse, l), B, T, d->NH_local,
                           d->HS, attention_site(g, l, T));
-    o->matmul_backward(o, a->dln_full.base, gpt_grad(g, P_QKV_W, l), gpt_grad(g, P_QKV_B, l), a->dqkv.base, ln1,
-                       gpt_param(g, P_QKV_W, l), N, C, 3 * C / t);
-    return layernorm_backward_rows(g, P_LN1_W, l, act_at(&a->resid, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l),
-                                   N, e);
+    return column_parallel_backward(g, P_QKV_W, true, l, a->dqkv.base, 3 * C / t, &ln1, act_at(&a->resid, l), N, e);
 }
 
 bool gpt_kind_per_layer(param_kind k) { return GPT_PARAM_SPECS[k].per_layer; }
@@ -419,7 +445,8 @@ int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
     o->lmhead_backward(o, a->dln_full.base, gpt_grad(g, P_WTE, 0), a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C,
                        d->V_local);
     o->zero(o, a->dres.base, (size_t)Ns * C * a->dres.elem);
-    if (layernorm_backward_rows(g, P_LNF_W, 0, act_at(&a->resid, d->L), a->lnf_mean.base, a->lnf_rstd.base, N, e)) return -1;
+    const ln_dest lnf = ln_reading_resid(g, d->L);
+    if (layernorm_backward_rows(g, &lnf, act_at(&a->resid, d->L), N, e)) return -1;
 
     /* a->dres is the gradient of the residual stream, updated in place
      * through each block from the top down. */

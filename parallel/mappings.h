@@ -22,5 +22,8 @@ void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dt
  * all-reduce in place in `full` (then rows == full) without sp, else
  * reduce-scatter of `full` into `rows`. */
 int map_reduce_rows(comm *tp, bool sp, void *rows, void *full, size_t n, tg_dtype t, tg_err *e);
+/* Its start (comm_wait completes it; NULL with e set on failure), so that
+ * work that leaves both buffers alone can run beside the reduction. */
+comm_req *map_reduce_rows_start(comm *tp, bool sp, void *rows, void *full, size_t n, tg_dtype t, tg_err *e);
 
 #endif

@@ -37,11 +37,12 @@ for r in rows[1:]:
     ops[r[0]] = [float(x) for x in r[1:]]
     assert all(x >= 0 for x in ops[r[0]]), r
 # per step: 2 micro-batches x 3 layers x 4 linear layers (c_proj's backward with the GELU's:
-# matmul_backward_dgelu); one AdamW over every tensor; two uploads (the rank's tokens of the step,
+# matmul_backward_dgelu; c_attn's and c_fc's in two calls each, the input gradient, then the
+# weight's beside the input gradient's TP reduction); one AdamW over every tensor; two uploads (the rank's tokens of the step,
 # read in place by both micro-batches, and the step's learning rate and bias corrections); every
 # residual add fused with the LayerNorm after it (2 per layer), so only the first block's ln_1 is
 # a LayerNorm alone
-want = {"matmul_forward": 24, "matmul_backward": 18, "matmul_backward_dgelu": 6, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
+want = {"matmul_forward": 24, "matmul_backward": 30, "matmul_backward_dgelu": 6, "attention_forward": 6, "lmhead_forward": 2, "adamw": 1,
         "loss_accumulate": 2, "loss_finish": 1, "grad_sumsq": 1, "upload": 2, "bias_residual_layernorm": 12,
         "layernorm_forward": 2}
 for op, n in want.items():

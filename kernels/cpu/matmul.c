@@ -41,7 +41,7 @@ void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, co
         cpu_gemm_typed(ACT_DTYPE, false, true, N, C, OC, dout, OC, w, OC, 0.0f, dx, C);
         act_view_end(dinp, dx, (size_t)N * C);
     }
-    cpu_gemm_typed(ACT_DTYPE, true, false, C, OC, N, inp, C, dout, OC, 1.0f, dw, OC);
+    if (dw) cpu_gemm_typed(ACT_DTYPE, true, false, C, OC, N, inp, C, dout, OC, 1.0f, dw, OC);
     if (dbias) CPU_KERNEL(bias_backward)(o, dbias, dout, N, OC);
 }
 

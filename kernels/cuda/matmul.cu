@@ -107,7 +107,7 @@ void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const voi
     cuda_ctx *ctx = cuda_ctx_of(o);
     const cudaDataType t = act_type(o);
     if (dinp) dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
-    dw_product(ctx, t, dw, dout, inp, N, C, OC);
+    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC);
     if (dbias) cuda_bias_backward(o, dbias, dout, N, OC);
 }
 

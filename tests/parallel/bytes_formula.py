@@ -10,8 +10,9 @@ reduce-scatters (embedding, 2 per layer forward, LM head dX, 2 per layer
 backward) and all-gathers (2 per layer forward, final LayerNorm, 2 per layer
 backward, embedding backward), and once a step the replicated gradients are
 summed (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per
-layer). Full recomputation reruns each layer's 2 forward collectives in the
-backward pass. Once a step: the grad norm (1 float). DP: the gradients
+layer). Full recomputation reruns each layer's forward collectives up to its
+MLP projection in the backward pass: without SP the attention's all-reduce,
+with SP its reduce-scatter and both LayerNorms' all-gathers. Once a step: the grad norm (1 float). DP: the gradients
 (all-reduce, or ZeRO's reduce-scatter + all-gather of the padded buffer), the
 loss (1 float).
 
@@ -41,13 +42,14 @@ def n_params(tp):
 
 def expected(tp, dp, sp, zero, mb=B, recompute="none"):
     N, A = mb * T, G // (mb * dp)
-    layer_colls = 4 * L + (2 * L if recompute == "full" else 0)
+    rebuilt = L if recompute == "full" else 0
+    reductions, gathers = 4 * L + rebuilt, 4 * L + 2 * rebuilt
     e = dict.fromkeys(KEYS, 0)
     if not sp:
-        e["tp_all_reduce"] = A * ((2 + layer_colls) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
+        e["tp_all_reduce"] = A * ((2 + reductions) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
     else:
-        e["tp_reduce_scatter"] = A * (2 + layer_colls) * rs(tp, N * C)
-        e["tp_all_gather"] = A * (2 + layer_colls) * rs(tp, N * C)
+        e["tp_reduce_scatter"] = A * (2 + reductions) * rs(tp, N * C)
+        e["tp_all_gather"] = A * (2 + gathers) * rs(tp, N * C)
         e["tp_all_reduce"] = A * (ar(tp, N) + ar(tp, 2 * N)) + ar(tp, T * C + 6 * C * L + 2 * C) + ar(tp, 1)
     n = n_params(tp)
     if zero and dp > 1:
