@@ -385,14 +385,19 @@ static void *through_dropout(gpt *g, tg_dropout drop, int N) {
 }
 
 /* Backward of row_parallel up to its matmul: the gradient through the
- * branch's dropout, its bias gradient from the residual rows, then the
- * gradient of the matmul's output on all rows (gathered under SP), which it
- * returns (NULL on a failed collective). */
+ * branch's dropout, then the gradient of the matmul's output on all rows
+ * (gathered under SP), which it returns (NULL on a failed collective), with
+ * the bias gradient from the residual rows computed beside the all-gather
+ * (both only read them). */
 static const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e) {
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
     void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
+    comm_req *gather;
+    void *dout = map_gather_rows_start(g->tp, g->d.sp, g->acts->dres_full.base, dbranch, rows_local(g, N) * g->d.C,
+                                       g->ops->act, &gather, e);
+    if (!dout) return NULL;
     g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
-    return gather_rows(g, g->acts->dres_full.base, dbranch, N, e);
+    return gather && comm_wait(gather, e) ? NULL : dout;
 }
 
 static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {

@@ -138,8 +138,9 @@ static inline void comm_use_memory(comm *c, const comm_memory *m) { c->mem = *m;
  * on the device (NCCL) only orders the compute stream after it and returns
  * at once, so later kernels see its result; the host learns that it ended,
  * or failed or hung, at comm_settle, which must come before the host reads
- * anything the collectives wrote (and before turning deferral off). The
- * other communicators finish their work in the start and are unaffected. */
+ * anything the collectives wrote (turning deferral off does not settle).
+ * Collectives on host buffers still complete in their start. The other
+ * communicators finish their work in the start and are unaffected. */
 static inline void comm_defer_waits(comm *c, int on) { c->defer_waits = on; }
 /* Waits on the host until every collective started on c has ended,
  * watching for failures and parallel.timeout_s (counted from this call, so it

@@ -282,9 +282,18 @@ static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, tg_err 
 }
 
 /* Completes a device request within the start (the host copy-back needs
- * the result now); the request then carries only its byte count. */
+ * the result now, deferred waits or not); the request then carries only its
+ * byte count. */
 static comm_req *finished(comm *c, comm_req *r, tg_err *e) {
-    if (r && nccl_wait(c, r, e)) return dropped(c, r);
+    if (!r) return NULL;
+    nccl_impl *s = c->impl;
+    nccl_req *q = r->impl;
+    if (s->broken) {
+        q->enqueued = 0;
+        tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, r->what);
+        return dropped(c, r);
+    }
+    if (q->enqueued && nccl_finish(c, r, 1, e)) return dropped(c, r);
     return r;
 }
 

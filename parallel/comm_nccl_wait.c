@@ -263,7 +263,9 @@ int nccl_settle_all(comm *c, tg_err *e) {
         if (err != cudaErrorNotReady) return nccl_fail_cuda(c, what, "cudaEventQuery(tail) while settling", err, e);
         if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
         if (async_error(c, what, e)) return -1;
-        if (comm_clock() >= s->deadline) return fail_timeout(c, what, "the collectives to complete", e);
+        if (comm_clock() >= s->deadline)
+            return fail_timeout(c, what, "the collectives to complete (the step's work they wait for may itself wait for "
+                                         "another group's collective: its members may be the ones to blame)", e);
         poll_pause(t0);
     }
 }

@@ -1,8 +1,17 @@
 #include "parallel/mappings.h"
 
-void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e) {
+void *map_gather_rows_start(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, comm_req **req, tg_err *e) {
+    *req = NULL;
     if (!sp) return rows;
-    return comm_all_gather_t(tp, full, rows, n, t, e) ? NULL : full;
+    *req = comm_all_gather_start(tp, full, rows, n, t, e);
+    return *req ? full : NULL;
+}
+
+void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e) {
+    comm_req *req;
+    void *out = map_gather_rows_start(tp, sp, full, rows, n, t, &req, e);
+    if (req && comm_wait(req, e)) return NULL;
+    return out;
 }
 
 comm_req *map_reduce_rows_start(comm *tp, bool sp, void *rows, void *full, size_t n, tg_dtype t, tg_err *e) {

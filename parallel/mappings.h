@@ -17,6 +17,11 @@
 /* All rows from this rank's rows (n elements of type t): returns `rows`
  * itself without sp, else `full` after the all-gather; NULL on failure. */
 void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e);
+/* Its start: *req is the all-gather in flight (NULL without sp: nothing to
+ * wait for), and the return value what map_gather_rows returns once
+ * comm_wait(*req) has succeeded; NULL with e set on failure. Work that only
+ * reads `rows` may run in between. */
+void *map_gather_rows_start(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, comm_req **req, tg_err *e);
 
 /* Sums partial results over all rows across TP into this rank's rows:
  * all-reduce in place in `full` (then rows == full) without sp, else

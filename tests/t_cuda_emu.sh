@@ -89,6 +89,16 @@ for prec in fp32 bf16; do
         else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "no capture at step 2: $(grep -m1 -i graph "$tmp/graph_on_$prec.out")"; fi
     else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "${out:-} $(tail -n 2 "$tmp/graph_on_$prec.out" | tr '\n' ' ')"; fi
 done
+# a device that refuses the capture (at its start, or at its end): a warning,
+# then every step op by op, the same bits
+for at in begin end; do
+    if EMU_CAPTURE_FAIL=$at train "graph_refused_$at" "$emu_bin" --set device=cuda --set train.precision=fp32 "${graph[@]}" &&
+        grep -q "warning: step 2: CUDA graph: cudaStream.*Capture failed.*steps run op by op from here" "$tmp/graph_refused_$at.out" &&
+        ! grep -q "captured as a CUDA graph" "$tmp/graph_refused_$at.out" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/graph_off_fp32" "$tmp/graph_refused_$at" 6 --bitwise 2>&1)
+    then ok "trainer_cuda_graph_refused_at_${at}_runs_op_by_op ($out)"
+    else not_ok "trainer_cuda_graph_refused_at_${at}_runs_op_by_op" "${out:-} $(grep -m2 -i "graph\|error" "$tmp/graph_refused_$at.out" | tr '\n' ' ')"; fi
+done
 # no graph where the step is not the same every time (dropout's masks), or
 # where the per-op timer must see each op
 for case in dropout op_times; do

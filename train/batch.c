@@ -73,8 +73,11 @@ static int step_work(const batch_io *io, int step, tg_err *e) {
 }
 
 /* The step's work recorded as the backend's graph. A capture the device
- * refuses leaves graphs off for the run, with a warning: nothing recorded
- * has run, so the step runs its ops instead. */
+ * refuses when it begins or ends (or an instantiation it refuses) leaves
+ * graphs off for the run, with a warning: nothing recorded has run, so the
+ * step runs its ops instead. An op the device refuses in the middle of a
+ * capture stops the run with CUDA's message, as any failing op does (none
+ * does in the configurations batch_graph_usable admits). */
 static int capture(const batch_io *io, int step, tg_err *e) {
     const tg_ops *ops = io->model->ops;
     tg_err why;

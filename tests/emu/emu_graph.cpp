@@ -12,8 +12,14 @@
  * querying an event, allocating or freeing, synchronous copies and sets,
  * copies with pageable host memory, and work on any other stream (the legacy
  * stream 0 included). The capture then ends with
- * cudaErrorStreamCaptureInvalidated. One capture at a time. */
+ * cudaErrorStreamCaptureInvalidated. One capture at a time.
+ *
+ * EMU_CAPTURE_FAIL=begin or =end (environment) makes every capture fail
+ * there, as a device that refuses it would, without an emulator error: the
+ * trainer's way back to launching ops one by one is tested with it. */
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <vector>
 
@@ -28,6 +34,12 @@ struct emu_graph_exec {
 };
 
 namespace {
+/* EMU_CAPTURE_FAIL: where a capture is made to fail ("begin", "end"), or "". */
+const char *capture_fail_at() {
+    const char *v = getenv("EMU_CAPTURE_FAIL");
+    return v ? v : "";
+}
+
 /* The capture under way: test infrastructure, one per process, as the
  * emulator runs one host thread. */
 struct capture_state {
@@ -72,6 +84,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
         emu_error("cudaStreamBeginCapture(%p): %s", (void *)s, s ? "a capture is already under way" : "the legacy stream cannot capture");
         return emu_fail(cudaErrorInvalidValue);
     }
+    if (strcmp(capture_fail_at(), "begin") == 0) return emu_fail(cudaErrorStreamCaptureUnsupported);
     emu_flush_pending_copies(); /* work enqueued before the capture is not part of it */
     g_capture.stream = s;
     g_capture.invalidated = false;
@@ -85,7 +98,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
         emu_error("cudaStreamEndCapture(%p): that stream is not capturing", (void *)s);
         return emu_fail(cudaErrorInvalidValue);
     }
-    const bool invalidated = g_capture.invalidated;
+    const bool invalidated = g_capture.invalidated || strcmp(capture_fail_at(), "end") == 0;
     std::vector<std::function<void()>> nodes = std::move(g_capture.nodes);
     g_capture = capture_state{};
     if (invalidated) return emu_fail(cudaErrorStreamCaptureInvalidated);
