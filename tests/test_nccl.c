@@ -310,7 +310,7 @@ static int exercise(tracked *t, buffers *b, size_t n, tg_dtype ty, uint32_t seed
         unsigned char *u = b->hA;
         for (size_t i = 0; i < bytes; i++) u[i] = (unsigned char)(me == root ? (i * 131 + 7 + (size_t)root) : 0xEE);
         put(g, dA, u, bytes);
-        CALL(c->vt->broadcast(c, dA, bytes, root, &e));
+        CALL(comm_broadcast(c, dA, bytes, root, &e));
         if (me == root && p > 1) t->expect[COLL_BROADCAST] += bytes;
         get(g, u, dA, bytes);
         for (size_t i = 0; i < bytes; i++)

@@ -71,14 +71,23 @@ for c in kernels/cpu/*.c; do
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.bf16.o/')" $CC $CFLAGS -DTG_CPU_BF16 "$c"
 done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
-# emulated CUDA backend (NCCL stubbed out by parallel/comm_nccl_none.c).
+# emulated CUDA backend, with the NCCL communicator over the emulated NCCL of
+# one-rank communicators (tests/emu/emu_nccl.cpp), and $OUT/test_nccl_emu
+# (tests/test_nccl.c on it, world 1).
 kernel_objs=("${objs[@]}")
 if [ "${1:-}" = train ]; then
-    # The rest of the CPU build's sources, from the Makefile's own list.
+    # The rest of the CPU build's sources, from the Makefile's own list,
+    # the NCCL communicator in place of its stub.
+    nccl_src=(parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c)
     for c in $(make -s --no-print-directory print-LIB_SRC) train_gpt.c; do
         [[ " ${kernel_src[*]} " == *" $c "* ]] && continue
+        [ "$c" = parallel/comm_nccl_none.c ] && continue
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "$c"
     done
+    for c in "${nccl_src[@]}" tests/test_nccl.c; do
+        compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS $EMU_INC "$c"
+    done
+    compile "$OUT/obj/emu_nccl.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_nccl.cpp
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
@@ -123,8 +132,15 @@ for t in "${emu_tests[@]}"; do
     echo "built $OUT/test_emu_$t"
 done
 if [ "${1:-}" = train ]; then
-    train_objs=()
-    for o in "${objs[@]}"; do [[ $o == *tests_kernels_* ]] || train_objs+=("$o"); done
-    $CXX -fopenmp $SAN "${train_objs[@]}" -o "$OUT/train_gpt_emu" -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+    train_objs=() nccl_test_objs=()
+    for o in "${objs[@]}"; do
+        [[ $o == *tests_kernels_* ]] && continue
+        [[ $o == */tests_test_nccl.o ]] || train_objs+=("$o")
+        [[ $o == */train_gpt.o ]] || nccl_test_objs+=("$o")
+    done
+    libs=(-lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread)
+    $CXX -fopenmp $SAN "${train_objs[@]}" -o "$OUT/train_gpt_emu" "${libs[@]}"
     echo "built $OUT/train_gpt_emu"
+    $CXX -fopenmp $SAN "${nccl_test_objs[@]}" -o "$OUT/test_nccl_emu" "${libs[@]}"
+    echo "built $OUT/test_nccl_emu"
 fi

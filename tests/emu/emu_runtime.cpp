@@ -438,6 +438,7 @@ const char *cudaGetErrorName(cudaError_t err) {
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";

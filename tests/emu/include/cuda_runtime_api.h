@@ -19,6 +19,7 @@ typedef enum cudaError {
     cudaErrorLaunchFailure = 719,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorNotReady = 600,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorStreamCaptureImplicit = 906,
