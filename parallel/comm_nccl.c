@@ -207,18 +207,27 @@ static comm_req *nccl_broadcast(comm *c, void *buf, size_t bytes, int root, tg_e
     return enqueued(c, r, "ncclBroadcast", ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->nc, s->stream), e);
 }
 
-/* The wait: fails on a broken communicator (an earlier wait or start gave
- * up: this collective was aborted with it), else waits for what the start
- * enqueued (nothing for an empty one or a host buffer's, done already). */
-static int nccl_wait(comm *c, comm_req *r, tg_err *e) {
+/* The wait on the host: fails on a broken communicator (an earlier wait or
+ * start gave up: this collective was aborted with it), else waits for what
+ * the start enqueued (nothing for an empty one or a host buffer's, done
+ * already). */
+static int wait_on_host(comm *c, comm_req *r, tg_err *e) {
     nccl_impl *s = c->impl;
     nccl_req *q = r->impl;
     if (s->broken) {
         q->enqueued = 0;
         return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, r->what);
     }
-    if (!q->enqueued) return 0;
-    return c->defer_waits ? nccl_order_compute_after(c, r, e) : nccl_finish(c, r, 1, e);
+    return q->enqueued ? nccl_finish(c, r, 1, e) : 0;
+}
+
+/* The wait: on the host, or under deferred waits only ordering the compute
+ * stream after the collective (a broken communicator still fails here). */
+static int nccl_wait(comm *c, comm_req *r, tg_err *e) {
+    const nccl_impl *s = c->impl;
+    const nccl_req *q = r->impl;
+    if (c->defer_waits && q->enqueued && !s->broken) return nccl_order_compute_after(c, r, e);
+    return wait_on_host(c, r, e);
 }
 
 /* A max all-reduce of one float that stays 0: returns when every member has
@@ -285,15 +294,7 @@ static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, tg_err 
  * the result now, deferred waits or not); the request then carries only its
  * byte count. */
 static comm_req *finished(comm *c, comm_req *r, tg_err *e) {
-    if (!r) return NULL;
-    nccl_impl *s = c->impl;
-    nccl_req *q = r->impl;
-    if (s->broken) {
-        q->enqueued = 0;
-        tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, r->what);
-        return dropped(c, r);
-    }
-    if (q->enqueued && nccl_finish(c, r, 1, e)) return dropped(c, r);
+    if (r && wait_on_host(c, r, e)) return dropped(c, r);
     return r;
 }
 

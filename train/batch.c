@@ -17,14 +17,16 @@ bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, c
            comm_is_null(tp) && tp->size == 1 && comm_is_null(dp) && dp->size == 1 && c->model.dropout == 0.0;
 }
 
+/* This rank's first sequence of the window (DP rank d takes [d*G/dp, (d+1)*G/dp)). */
+static int share_first(const batch_io *io) { return io->dp->rank * (io->cfg->train.global_batch / io->dp->size); }
+
 /* This rank's sequences of the window into io->share: micro-batch m's
  * inputs are share[m*N, (m+1)*N) and its targets the same shifted by one
  * (sequences are consecutive in the window, each followed by the next). */
 static void upload_share(const batch_io *io) {
     const tg_config *c = io->cfg;
-    const size_t first = (size_t)io->dp->rank * (size_t)(c->train.global_batch / io->dp->size);
     const tg_ops *ops = io->model->ops;
-    ops->upload(ops, io->share, io->window + first * (size_t)c->model.seq_len,
+    ops->upload(ops, io->share, io->window + (size_t)share_first(io) * (size_t)c->model.seq_len,
                 batch_share_len(c, io->dp->size) * sizeof(int32_t));
 }
 
@@ -33,7 +35,7 @@ static void upload_share(const batch_io *io) {
 static int micro_batches(const batch_io *io, int step, bool train, tg_err *e) {
     const tg_config *c = io->cfg;
     const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
-    const int first = io->dp->rank * (c->train.global_batch / io->dp->size);
+    const int first = share_first(io);
     const float dloss = 1.0f / ((float)c->train.global_batch * T);
     for (int m = 0; m < accum; m++) {
         /* Masks keyed by the step and the micro-batch's place in the global

@@ -94,10 +94,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) {
-    delete comm;
-    return ncclSuccess;
-}
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); /* nothing in flight to end */ }
 
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {

@@ -18,23 +18,30 @@ __global__ void axpb_kernel(float *y, const float *x, float a, float b, int n) {
     if (i < n) y[i] = a * x[i] + b;
 }
 
-/* The verdict (no zero-initialized static here: build.sh would take it for
- * shared memory). */
-static int failed = -1;
-static void check(int good, const char *name, const char *why) {
-    if (failed < 0) failed = 0;
+/* Prints the check's line; returns 1 when it failed. */
+static int check(int good, const char *name, const char *why) {
     if (good) printf("ok %s\n", name);
-    else {
-        printf("not ok %s - %s\n", name, why);
-        failed = 1;
-    }
+    else printf("not ok %s - %s\n", name, why);
+    return !good;
 }
 
 #define N 40
 
+/* Launches the graph, then checks that y_dev holds a * i + b. */
+static int launch_expecting(cudaGraphExec_t exec, cudaStream_t s, const float *y_dev, float a, float b, const char *name,
+                            const char *why) {
+    float y[N];
+    cudaGraphLaunch(exec, s);
+    cudaStreamSynchronize(s);
+    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= y[i] == a * i + b;
+    return check(same, name, why);
+}
+
 /* y = 2 * x + b from a pinned x through a captured copy, b a kernel
  * parameter fixed at capture. */
-static void check_capture_and_replay(void) {
+static int check_capture_and_replay(void) {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     float *x_pinned, *x_dev, *y_dev, y[N];
@@ -55,23 +62,14 @@ static void check_capture_and_replay(void) {
     cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
     int untouched = 1;
     for (int i = 0; i < N; i++) untouched &= y[i] == 0.0f;
-    check(end == cudaSuccess && untouched, "emu_graph_capture_runs_nothing", "the captured work ran during the capture");
+    int failed = check(end == cudaSuccess && untouched, "emu_graph_capture_runs_nothing", "the captured work ran during the capture");
 
     cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphLaunch(exec, s);
-    cudaStreamSynchronize(s);
-    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
-    int first = 1;
-    for (int i = 0; i < N; i++) first &= y[i] == 2.0f * i + 1.0f;
-    check(first, "emu_graph_launch_runs_with_captured_parameters", "y != 2 x + 1 after the first launch");
-
+    failed |= launch_expecting(exec, s, y_dev, 2.0f, 1.0f, "emu_graph_launch_runs_with_captured_parameters",
+                               "y != 2 x + 1 after the first launch");
     for (int i = 0; i < N; i++) x_pinned[i] = (float)(3 * i);
-    cudaGraphLaunch(exec, s);
-    cudaStreamSynchronize(s);
-    cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
-    int second = 1;
-    for (int i = 0; i < N; i++) second &= y[i] == 6.0f * i + 1.0f;
-    check(second, "emu_graph_launch_reads_pinned_input_at_launch", "the second launch did not copy the refilled buffer");
+    failed |= launch_expecting(exec, s, y_dev, 6.0f, 1.0f, "emu_graph_launch_reads_pinned_input_at_launch",
+                               "the second launch did not copy the refilled buffer");
 
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -79,11 +77,12 @@ static void check_capture_and_replay(void) {
     cudaFree(x_dev);
     cudaFree(y_dev);
     cudaStreamDestroy(s);
+    return failed;
 }
 
 /* Each refused call is reported (one emulator error, taken back here) and
  * the capture ends invalidated. */
-static void check_refused(int which, const char *name) {
+static int check_refused(int which, const char *name) {
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     float *d, host[4] = {0, 0, 0, 0};
@@ -106,20 +105,22 @@ static void check_refused(int which, const char *name) {
     emu_errors_forgive(errors_before);
     char why[160];
     snprintf(why, sizeof why, "call returned %d, end capture %d, %ld emulator errors", (int)call, (int)end, reported);
-    check(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1 && (which == 3 || call != cudaSuccess),
-          name, why);
+    const int failed = check(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1 &&
+                                 (which == 3 || call != cudaSuccess),
+                             name, why);
     cudaGetLastError();
     if (extra) cudaFree(extra);
     cudaFree(d);
     cudaStreamDestroy(s);
+    return failed;
 }
 
 int main(void) {
-    check_capture_and_replay();
-    check_refused(0, "emu_graph_refuses_stream_synchronize");
-    check_refused(1, "emu_graph_refuses_synchronous_copy");
-    check_refused(2, "emu_graph_refuses_cuda_malloc");
-    check_refused(3, "emu_graph_refuses_legacy_stream_launch");
-    check_refused(4, "emu_graph_refuses_pageable_async_copy");
-    return failed != 0;
+    int failed = check_capture_and_replay();
+    failed |= check_refused(0, "emu_graph_refuses_stream_synchronize");
+    failed |= check_refused(1, "emu_graph_refuses_synchronous_copy");
+    failed |= check_refused(2, "emu_graph_refuses_cuda_malloc");
+    failed |= check_refused(3, "emu_graph_refuses_legacy_stream_launch");
+    failed |= check_refused(4, "emu_graph_refuses_pageable_async_copy");
+    return failed;
 }
