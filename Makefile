@@ -22,7 +22,7 @@ CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmu
                  kernels/cpu/ops_cpu.c
 KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c
-TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/safetensors.c train/checkpoint.c train/llmc.c train/model_files.c train/plan.c \
+TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/llmc.c train/model_files.c train/plan.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
             train/batch.c train/modes.c
 LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)
@@ -80,7 +80,7 @@ $(BUILD)/commit.stamp: FORCE
 	@echo '$(TG_COMMIT)' | cmp -s - $@ || echo '$(TG_COMMIT)' > $@
 
 # Every program links its own object(s) with the library objects (one rule).
-PROGRAMS = train_gpt test_kernels test_comm test_cuda_kernels test_nccl
+PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels test_nccl
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
@@ -89,6 +89,7 @@ KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests
                   $(if $(filter 1,$(GPU)),$(BUILD)/tests/kernels/twin.o)
 test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)
 test_comm_OBJ = $(BUILD)/tests/test_comm.o
+test_zero_shards_OBJ = $(BUILD)/tests/test_zero_shards.o
 # Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own).
 test_cuda_kernels_OBJ = $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ)
 test_nccl_OBJ = $(BUILD)/tests/test_nccl.o
@@ -122,7 +123,7 @@ quickstart:
 
 test:
 	bash scripts/setup.sh
-	$(MAKE) all build/test_kernels build/test_comm
+	$(MAKE) all build/test_kernels build/test_comm build/test_zero_shards
 	bash tests/run.sh
 
 # The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says

@@ -16,6 +16,7 @@
 #ifndef KERNELS_OPS_H
 #define KERNELS_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,26 +63,53 @@ typedef struct tg_step_stats {
 
 /* Tensors of a flat float32 buffer for the multi-tensor ops: span i is
  * count tensors of numel elements, stride elements apart from begin (one
- * parameter kind over the layers). Only offsets in the window [lo, hi)
- * take part (ZeRO: this rank's shard). */
-#define TG_MAX_SPANS 24
+ * parameter kind over the layers). Only the offsets inside the span's window
+ * take part (ZeRO: this rank's chunk of every bucket the span's tensors lie
+ * in). The window repeats every `period` elements from `origin` (at most
+ * begin) and holds [lo, hi) of each period. The AdamW moments keep the
+ * window's elements packed: the moment of offset origin + j * period + q
+ * (lo <= q < hi) is at index moment + j * (hi - lo) + q - lo. */
+#define TG_MAX_SPANS 32
+typedef struct tg_window {
+    size_t origin, period, lo, hi, moment;
+} tg_window;
 typedef struct tg_span {
     size_t begin, stride, numel;
     int count;
     int decay; /* AdamW weight decay applies */
+    tg_window win;
 } tg_span;
 typedef struct tg_spans {
     int n;
-    size_t lo, hi;
     tg_span span[TG_MAX_SPANS];
 } tg_spans;
 
-/* The part of tensor c (0 <= c < sp->count) of span sp inside the window
- * of s: [*begin, *end), empty when *begin >= *end. */
-static inline void tg_span_part(const tg_spans *s, const tg_span *sp, int c, size_t *begin, size_t *end) {
-    const size_t b = sp->begin + (size_t)c * sp->stride, e = b + sp->numel;
-    *begin = b > s->lo ? b : s->lo;
-    *end = e < s->hi ? e : s->hi;
+/* The window of the whole buffer: every offset, its moment at its own index. */
+static inline tg_window tg_window_whole(void) {
+    const tg_window w = {0, SIZE_MAX, 0, SIZE_MAX, 0};
+    return w;
+}
+
+/* The next piece of tensor c (0 <= c < sp->count) of sp inside its window,
+ * at or after offset *at: [*begin, *end), the moment of *begin at index
+ * *moment; *at moves past it. false when the tensor has no more. */
+static inline bool tg_span_next(const tg_span *sp, int c, size_t *at, size_t *begin, size_t *end, size_t *moment) {
+    const tg_window *w = &sp->win;
+    const size_t first = sp->begin + (size_t)c * sp->stride, last = first + sp->numel;
+    for (size_t off = *at > first ? *at : first; off < last;) {
+        const size_t rel = off - w->origin, period_i = rel / w->period, q = rel - period_i * w->period;
+        const size_t run = last - off < w->period - q ? last - off : w->period - q; /* to the tensor's or period's end */
+        const size_t qb = q > w->lo ? q : w->lo, qe = q + run < w->hi ? q + run : w->hi;
+        off += run;
+        if (qb >= qe) continue;
+        *begin = off - run + (qb - q);
+        *end = off - run + (qe - q);
+        *moment = w->moment + period_i * (w->hi - w->lo) + (qb - w->lo);
+        *at = off;
+        return true;
+    }
+    *at = last;
+    return false;
 }
 
 /* AdamW's hyper-parameters that stay fixed over a run (the learning rate

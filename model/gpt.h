@@ -42,6 +42,8 @@ typedef struct gpt_dims {
     bool sp;               /* sequence parallel: the residual stream is split by rows over TP */
     recompute_mode recompute;
     float dropout;         /* model.dropout: sizes the backward's mask scratch */
+    int param_align;       /* every tensor's stride in the flat buffers is also a multiple of this (0: no demand;
+                            * ZeRO asks for its DP size, so that every bucket divides evenly among the ranks) */
 } gpt_dims;
 
 /* What the dropout masks of one forward are keyed by (kernels/ops.h). */
@@ -88,7 +90,7 @@ typedef struct gpt {
     int n_tensors;
     gpt_tensor *tensors;
     size_t n_params;       /* elements of this rank's parameter buffer: its tensors, each aligned (gpt_layout.c) */
-    size_t n_alloc;        /* elements of the flat buffers: n_params, padded as the optimizer asked (ZeRO) */
+    size_t n_alloc;        /* elements of the flat buffers: n_params, or what the caller asked if more */
     size_t kind_offset[P_KINDS], kind_size[P_KINDS]; /* per-layer stride for per-layer kinds (numel, aligned up) */
     /* Backend memory, n_alloc elements each: the working weights the
      * kernels read (activation type), the float32 master weights AdamW
@@ -123,7 +125,8 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dty
 
 /* Lays out and allocates this rank's shard for micro-batches up to B x T,
  * with parameter and gradient buffers of n_alloc >= gpt_param_count(d)
- * elements (the optimizer says how many: optim_buffer_len). */
+ * elements (the layout follows d, param_align included: the optimizer
+ * shapes it, optim_shape_dims). */
 gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, size_t n_alloc);
 void gpt_free(gpt *g);
 

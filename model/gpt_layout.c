@@ -72,7 +72,14 @@ static void shapes_of(const gpt_dims *d, param_kind k, int *fr, int *fc, int *lr
  * whatever the widths; the gaps hold zeros that no tensor owns. */
 #define TENSOR_ALIGN 8
 
-static size_t align_elems(size_t n) { return (n + TENSOR_ALIGN - 1) / TENSOR_ALIGN * TENSOR_ALIGN; }
+static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
+
+/* n rounded up to a multiple of TENSOR_ALIGN and of d->param_align. */
+static size_t align_elems(const gpt_dims *d, size_t n) {
+    const size_t extra = d->param_align > 1 ? (size_t)d->param_align : 1;
+    const size_t a = TENSOR_ALIGN / gcd(TENSOR_ALIGN, extra) * extra;
+    return (n + a - 1) / a * a;
+}
 
 /* Fills g->tensors and the per-kind offsets; returns the total element
  * count, gaps included. */
@@ -89,7 +96,7 @@ size_t gpt_layout_params(gpt *g) {
         int fr, fc, lr, lc;
         shapes_of(d, (param_kind)k, &fr, &fc, &lr, &lc);
         g->kind_offset[k] = off;
-        g->kind_size[k] = align_elems((size_t)lr * lc); /* the per-layer stride */
+        g->kind_size[k] = align_elems(d, (size_t)lr * lc); /* the per-layer stride */
         int layers = s->per_layer ? d->L : 1;
         for (int l = 0; l < layers; l++, i++) {
             gpt_tensor *t = &g->tensors[i];

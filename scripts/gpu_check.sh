@@ -21,7 +21,7 @@ Sections, in order (each ends within --limit seconds, default 540):
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl (first: scripts/device_deps.sh install)
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
   whole-model        run_gpu.sh cpu_match and bf16: CUDA fp32 against the CPU, bf16 against fp32
-  tp2-shm            run_gpu.sh tp2_shm: TP=2+SP through the shm communicator on one GPU
+  tp2-shm            run_gpu.sh tp2_shm: TP=2+SP, and DP=2 under ZeRO, through the shm communicator on one GPU
   nccl               run_gpu.sh nccl_unit and nccl
   recompute-bitwise  run_gpu.sh recompute
   budget             run_gpu.sh memory: the budget against the measured memory

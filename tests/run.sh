@@ -40,7 +40,7 @@ run_one() {
     fail=$((fail + f))
 }
 
-for t in build/test_kernels tests/t_*.sh tests/t_*.py; do
+for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
     [ -e "$t" ] || continue
     name="$(basename "$t")"
     name="${name%.*}"

@@ -4,8 +4,8 @@
 # time): every op of kernels/cuda against the CPU backend (fp32 within 1e-5,
 # bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
-# whole trainer on the emulated device: fp32 matches the CPU trainer, and the
-# recompute modes stay bitwise equal in bf16 with dropout. What emulation
+# whole trainer on the emulated device: fp32 matches the CPU trainer (also as
+# two processes under ZeRO), and the recompute modes stay bitwise equal in bf16 with dropout. What emulation
 # cannot show (races, real cuBLAS, speed) waits for make test-gpu on a GPU.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" cuda_emu
@@ -57,6 +57,16 @@ if train cpu "$bin" && train cuda_fp32 "$emu_bin" --set device=cuda --set train.
     else not_ok trainer_cuda_fp32_matches_cpu "$out"; fi
 else not_ok trainer_cuda_fp32_matches_cpu "a run failed: $(tail -n 3 "$tmp/cuda_fp32.out" | tr '\n' ' ')"; fi
 grep -q "backend: cuda" "$tmp/cuda_fp32.out" && ok trainer_ran_the_cuda_backend || not_ok trainer_ran_the_cuda_backend "$(grep -m1 backend "$tmp/cuda_fp32.out")"
+# ZeRO as two emulated processes through the shm communicator, in buckets of
+# one layer: the CUDA AdamW and norm walk a rank's chunk of every bucket
+# (windows that repeat, packed moments), against the one-process CPU run
+if timeout -k 5 300 scripts/launch.sh -n 2 --log-dir "$tmp/cuda_dp2_zero/launch" -- "$emu_bin" --config "$tmp/cfg.json" \
+    --set out.dir="$tmp/cuda_dp2_zero" --set device=cuda --set train.precision=fp32 --set parallel.zero=1 \
+    --set parallel.dp_bucket_mb=0.001 >"$tmp/cuda_dp2_zero.out" 2>&1 &&
+    grep -q "reduce-scattered (ZeRO) in buckets of 1 layer" "$tmp/cuda_dp2_zero.out" &&
+    out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_dp2_zero" 3 --rtol 1e-4 2>&1); then
+    ok "trainer_cuda_dp2_zero_buckets_matches_cpu ($out)"
+else not_ok trainer_cuda_dp2_zero_buckets_matches_cpu "${out:-} $(tail -n 3 "$tmp/cuda_dp2_zero.out" | tr '\n' ' ')"; fi
 
 drop=(--set device=cuda --set train.precision=bf16 --set model.dropout=0.1)
 if train bf16_none "$emu_bin" "${drop[@]}"; then

@@ -56,6 +56,10 @@ check_equiv dp2_zero 2 --set parallel.zero=1
 check_equiv tp2_dp2 4 --set parallel.tp=2
 check_equiv tp2_dp2_zero 4 --set parallel.tp=2 --set parallel.zero=1
 check_equiv tp2_dp2_sp_zero 4 --set parallel.tp=2 --set parallel.sp=true --set parallel.zero=1
+# ZeRO in buckets of one layer: shards of one chunk per layer and kind, each
+# reduce-scattered during the backward pass (under SP before the TP sum)
+check_equiv dp2_zero_buckets 2 --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001
+check_equiv tp2_dp2_sp_zero_buckets 4 --set parallel.tp=2 --set parallel.sp=true --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001
 
 # Dropout: masks keyed by global token, feature and head, so a layout sees
 # the masks of one rank (recomputation included).
@@ -260,4 +264,6 @@ resume_case() { # NAME RANKS_A "SETS_A" RANKS_B "SETS_B"
 resume_case tp2_to_tp4 2 "--set parallel.tp=2" 4 "--set parallel.tp=4"
 resume_case tp4_to_tp1_dp2 4 "--set parallel.tp=4" 2 ""
 resume_case zero_on_to_off 2 "--set parallel.zero=1" 2 "--set parallel.zero=0"
+# the moments of ZeRO's bucket shards gathered into a checkpoint, and taken back at other buckets
+resume_case zero_buckets_to_zero 2 "--set parallel.zero=1 --set parallel.dp_bucket_mb=0.001" 2 "--set parallel.zero=1"
 exit $failed

@@ -73,7 +73,7 @@ static const key_spec SCHEMA[] = {
     {"parallel.dp", K_INT, OFF(parallel.dp), "0", 0, 1 << 20, NULL, "data-parallel degree (0: world size / tp)"},
     {"parallel.sp", K_BOOL, OFF(parallel.sp), "false", 0, 0, NULL, "sequence parallelism over the TP group"},
     {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
-    {"parallel.dp_bucket_mb", K_FLOAT, OFF(parallel.dp_bucket_mb), "25", 0, 1e6, NULL, "the data-parallel gradient all-reduce starts during the last micro-batch's backward pass, in buckets of whole layers of about this many MiB, overlapping the layers still to run (0: one all-reduce after the backward pass; ZeRO always reduce-scatters after it)"},
+    {"parallel.dp_bucket_mb", K_FLOAT, OFF(parallel.dp_bucket_mb), "25", 0, 1e6, NULL, "the data-parallel gradient all-reduce starts during the last micro-batch's backward pass, in buckets of whole layers of about this many MiB, overlapping the layers still to run (0: one all-reduce after the backward pass); under ZeRO the same buckets are reduce-scattered, and each rank's shard is its 1/dp of every bucket"},
     {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
     {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
     {"parallel.comm", K_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|shm|nccl", "communicator between ranks: shm (one node, host memory; device buffers staged), nccl (cuda builds, one GPU per rank); auto: nccl on cuda when every rank of the node has its own GPU, else shm"},

@@ -14,11 +14,14 @@ static double layer_bytes(const gpt *g) {
     return bytes;
 }
 
-void dp_buckets_init(dp_buckets *b, comm *dp, const gpt *g, double bucket_mb) {
-    *b = (dp_buckets){dp, 0, 0, NULL, 0, 0, NULL, NULL, 0, 0, g->d.L};
+int dp_bucket_layers(const gpt *g, double bucket_mb) {
     const double per_layer = layer_bytes(g);
-    const double layers = per_layer > 0 ? bucket_mb * 1048576.0 / per_layer : 0;
-    b->layers_per_bucket = layers < 1 ? 1 : layers > g->d.L ? g->d.L : (int)layers;
+    const double layers = bucket_mb > 0 && per_layer > 0 ? bucket_mb * 1048576.0 / per_layer : g->d.L;
+    return layers < 1 ? 1 : layers > g->d.L ? g->d.L : (int)layers;
+}
+
+void dp_buckets_init(dp_buckets *b, comm *dp, const gpt *g, int layers_per_bucket, bool zero) {
+    *b = (dp_buckets){dp, zero, layers_per_bucket, 0, NULL, 0, 0, NULL, NULL, 0, 0, g->d.L};
 }
 
 void dp_buckets_free(dp_buckets *b) {
@@ -40,18 +43,25 @@ static void note_bucket(dp_buckets *b, double done, double seconds) {
     b->modeled_s[b->n_buckets++] = seconds;
 }
 
+/* Starts the reduction of the region of n floats at buf. */
 static int start(dp_buckets *b, float *buf, size_t n, tg_err *e) {
     if (b->n_reqs == b->cap_reqs) {
         b->cap_reqs = b->cap_reqs ? 2 * b->cap_reqs : 64;
         b->reqs = tg_realloc(b->reqs, (size_t)b->cap_reqs * sizeof *b->reqs, "gradient buckets");
     }
-    comm_req *r = comm_all_reduce_start(b->dp, buf, n, TG_F32, REDUCE_SUM, e);
+    comm_req *r;
+    if (b->zero) { /* in place: this rank's 1/dp of the sum lands where its own part was */
+        const size_t part = n / (size_t)b->dp->size;
+        r = comm_reduce_scatter_start(b->dp, buf + (size_t)b->dp->rank * part, buf, part, TG_F32, e);
+    } else {
+        r = comm_all_reduce_start(b->dp, buf, n, TG_F32, REDUCE_SUM, e);
+    }
     if (!r) return -1;
     b->reqs[b->n_reqs++] = r;
     return 0;
 }
 
-/* Starts, per kind, the all-reduce of layers [lo, hi) (per-layer kinds) or
+/* Starts, per kind, the reduction of layers [lo, hi) (per-layer kinds) or
  * of the whole tensor (the others, when `globals`). */
 static int start_kinds(dp_buckets *b, gpt *g, int lo, int hi, bool globals, tg_err *e) {
     for (int k = 0; k < P_KINDS; k++) {
@@ -63,10 +73,10 @@ static int start_kinds(dp_buckets *b, gpt *g, int lo, int hi, bool globals, tg_e
     return 0;
 }
 
-/* gpt_grad_hook: layer l's gradients are final (-1: the rest). */
-static int layer_ready(void *ctx, gpt *g, int layer, tg_err *e) {
-    dp_buckets *b = ctx;
-    if (layer >= 0 && b->pending_hi - layer < b->layers_per_bucket && layer > 0) return 0;
+/* Layer l's gradients are final (-1: the rest): starts the bucket that l
+ * completes, if any; `done` is the share of the backward pass behind it. */
+static int bucket_ready(dp_buckets *b, gpt *g, int layer, double done, tg_err *e) {
+    if (layer > 0 && (b->layers - layer) % b->layers_per_bucket != 0) return 0; /* l is not its bucket's lowest layer */
     const double modeled0 = b->dp->modeled_seconds;
     int rc;
     if (layer < 0) {
@@ -76,15 +86,32 @@ static int layer_ready(void *ctx, gpt *g, int layer, tg_err *e) {
         b->pending_hi = layer;
         rc = start_kinds(b, g, layer, hi, false, e);
     }
-    note_bucket(b, layer < 0 ? 1.0 : (double)(b->layers - layer) / b->layers, b->dp->modeled_seconds - modeled0);
+    note_bucket(b, done, b->dp->modeled_seconds - modeled0);
     return rc;
 }
 
-gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g) {
+/* gpt_grad_hook */
+static int layer_ready(void *ctx, gpt *g, int layer, tg_err *e) {
+    dp_buckets *b = ctx;
+    return bucket_ready(b, g, layer, layer < 0 ? 1.0 : (double)(b->layers - layer) / b->layers, e);
+}
+
+static void reset_step(dp_buckets *b, const gpt *g) {
     b->pending_hi = g->d.L;
     b->n_reqs = 0;
     b->n_buckets = 0;
+}
+
+gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g) {
+    reset_step(b, g);
     return (gpt_grad_hook){layer_ready, b};
+}
+
+int dp_buckets_start_all(dp_buckets *b, gpt *g, tg_err *e) {
+    reset_step(b, g);
+    for (int l = g->d.L - 1; l >= -1; l--) /* the backward pass is over: every bucket is ready at its end */
+        if (bucket_ready(b, g, l, 1.0, e)) return -1;
+    return 0;
 }
 
 bool dp_buckets_started(const dp_buckets *b) { return b->n_reqs > 0; }

@@ -3,75 +3,71 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* ZeRO shards the flat buffer into dp equal parts: the padding is its own. */
+/* ZeRO shards the flat buffer over dp ranks: with one rank it is plain DP. */
 static bool shards_state(int dp, bool zero) { return zero && dp > 1; }
 
-size_t optim_buffer_len(size_t n_params, int dp, bool zero) {
-    if (!shards_state(dp, zero)) return n_params;
-    return (n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
-}
+void optim_shape_dims(gpt_dims *d, int dp, bool zero) { d->param_align = shards_state(dp, zero) ? dp : 0; }
 
 gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace) {
-    const size_t n_params = gpt_param_count(d), n_alloc = optim_buffer_len(n_params, dp, zero);
-    gpt_budget b = gpt_budget_of(d, B, T, n_alloc, act, workspace);
-    const size_t shard = shards_state(dp, zero) ? n_alloc / (size_t)dp : n_params;
+    gpt_dims shaped = *d;
+    optim_shape_dims(&shaped, dp, zero);
+    const size_t n_alloc = gpt_param_count(&shaped);
+    gpt_budget b = gpt_budget_of(&shaped, B, T, n_alloc, act, workspace);
+    const size_t shard = shards_state(dp, zero) ? n_alloc / (size_t)dp : n_alloc;
     b.optim = 2 * shard * sizeof(float);
     b.total += b.optim;
     return b;
 }
 
-/* One span per parameter kind (its tensors over the layers, as stored),
- * within this rank's shard. For the norm (`counted`), a replicated tensor
- * is the same on every TP rank and counts on rank 0 only. */
+/* One span per parameter kind (its tensors over the layers, as stored), or
+ * under ZeRO those of this rank's chunks of the kind. For the norm
+ * (`counted`), a replicated tensor is the same on every TP rank and counts
+ * on rank 0 only. */
 static void build_spans(const optim *o, const gpt *g, bool counted, tg_spans *s) {
     s->n = 0;
-    s->lo = o->shard_begin;
-    s->hi = o->shard_begin + o->shard_len;
     for (int i = 0; i < g->n_tensors; i++) {
         const gpt_tensor *t = &g->tensors[i];
         if (t->layer > 0) continue; /* the kind's first tensor describes the span */
         if (counted && gpt_is_replicated(t) && g->d.tp_rank != 0) continue;
-        tg_span *sp = &s->span[s->n++];
-        sp->begin = t->offset;
-        sp->stride = g->kind_size[t->kind];
-        sp->numel = t->numel;
-        sp->count = t->layer < 0 ? 1 : g->d.L;
-        sp->decay = t->decay;
+        if (o->zero) {
+            s->n += zero_shards_kind_spans(&o->shards, g, t, &s->span[s->n]);
+        } else {
+            const int count = t->layer < 0 ? 1 : g->d.L;
+            s->span[s->n++] = (tg_span){t->offset, g->kind_size[t->kind], t->numel, count, t->decay, tg_window_whole()};
+        }
     }
 }
 
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double dp_bucket_mb) {
+    _Static_assert(P_KINDS * ZERO_SPANS_PER_KIND <= TG_MAX_SPANS, "the spans of ZeRO's chunks fit a tg_spans");
     optim *o = tg_calloc(1, sizeof *o, "optimizer");
     o->ops = ops;
     o->dp = dp;
     o->zero = shards_state(dp->size, zero);
-    if (o->zero) {
-        o->shard_len = g->n_alloc / (size_t)dp->size;
-        o->shard_begin = (size_t)dp->rank * o->shard_len;
-    } else {
-        o->shard_begin = 0;
-        o->shard_len = g->n_params;
-    }
-    o->overlap = dp->size > 1 && !o->zero && dp_bucket_mb > 0;
-    if (o->overlap) dp_buckets_init(&o->buckets, dp, g, dp_bucket_mb);
+    o->overlap = dp->size > 1 && dp_bucket_mb > 0;
+    const int layers = dp_bucket_layers(g, o->overlap ? dp_bucket_mb : 0);
+    dp_buckets_init(&o->buckets, dp, g, layers, o->zero);
+    if (o->zero) zero_shards_init(&o->shards, g, dp->size, dp->rank, layers);
+    o->moments_len = o->zero ? o->shards.shard_len : g->n_params;
     build_spans(o, g, false, &o->all);
     build_spans(o, g, true, &o->counted);
-    o->m = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW first moments");
-    o->v = ops->alloc(ops, o->shard_len * sizeof(float), "AdamW second moments");
-    ops->zero(ops, o->m, o->shard_len * sizeof(float));
-    ops->zero(ops, o->v, o->shard_len * sizeof(float));
+    o->m = ops->alloc(ops, o->moments_len * sizeof(float), "AdamW first moments");
+    o->v = ops->alloc(ops, o->moments_len * sizeof(float), "AdamW second moments");
+    ops->zero(ops, o->m, o->moments_len * sizeof(float));
+    ops->zero(ops, o->v, o->moments_len * sizeof(float));
     return o;
 }
 
 void optim_free(optim *o) {
     if (!o) return;
-    if (o->overlap) dp_buckets_free(&o->buckets);
+    dp_buckets_free(&o->buckets);
+    if (o->zero) zero_shards_free(&o->shards);
     o->ops->free(o->ops, o->m);
     o->ops->free(o->ops, o->v);
     free(o);
 }
 
-size_t optim_allocated_bytes(const optim *o) { return 2 * o->shard_len * sizeof(float); }
+size_t optim_allocated_bytes(const optim *o) { return 2 * o->moments_len * sizeof(float); }
 
 double optim_lr(const tg_config *c, int step) {
     const int i = step - 1, warmup = c->train.warmup, steps = c->train.steps;
@@ -89,14 +85,14 @@ const gpt_grad_hook *optim_backward_hook(optim *o, const gpt *g) {
 }
 
 /* Sums the gradients over DP: the buckets started during the backward pass,
- * else one all-reduce, or ZeRO's reduce-scatter. */
+ * else one all-reduce, or ZeRO's reduce-scatters now. */
 static int reduce_grads(optim *o, gpt *g, tg_err *e) {
     if (o->dp->size == 1) return 0;
-    if (o->overlap && dp_buckets_started(&o->buckets)) return dp_buckets_wait(&o->buckets, e);
-    if (!o->zero) return comm_all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
-    /* In place: this rank's shard of the summed gradients lands where its
-     * own gradients of the shard were. */
-    return comm_reduce_scatter(o->dp, g->grads + o->shard_begin, g->grads, o->shard_len, e);
+    if (!dp_buckets_started(&o->buckets)) {
+        if (!o->zero) return comm_all_reduce(o->dp, g->grads, g->n_params, REDUCE_SUM, e);
+        if (dp_buckets_start_all(&o->buckets, g, e)) return -1;
+    }
+    return dp_buckets_wait(&o->buckets, e);
 }
 
 /* The global gradient norm before clipping, every parameter counted once
@@ -121,7 +117,7 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     if (!o->zero) return 0;
     /* Every DP rank gets every shard's master weights (in place), and makes
      * its working copy from them. */
-    if (comm_all_gather(o->dp, g->master, g->master + o->shard_begin, o->shard_len, e)) return -1;
+    if (zero_shards_all_gather(&o->shards, o->dp, g->master, e)) return -1;
     gpt_sync_working_weights(g);
     return 0;
 }
@@ -134,9 +130,10 @@ void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {
 
 int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     /* DP first, so that the TP sum never touches gradients a bucket's
-     * all-reduce may still be using; ZeRO's shards need the TP sum first. */
-    const int reduced = o->zero ? gpt_sync_replicated_grads(g, e) || reduce_grads(o, g, e)
-                                : reduce_grads(o, g, e) || gpt_sync_replicated_grads(g, e);
+     * reduction may still be using. Under ZeRO the TP sum then adds up the
+     * ranks' reduced chunks (every TP rank of a DP rank holds the same
+     * chunks), and garbage elsewhere, which nothing reads. */
+    const int reduced = reduce_grads(o, g, e) || gpt_sync_replicated_grads(g, e);
     return reduced || grad_norm(o, g, c->train.grad_clip, e) || apply(o, g, c, e) ? -1 : 0;
 }
 
@@ -156,24 +153,34 @@ int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_
         o->ops->download(o->ops, v_host, o->v, g->n_params * sizeof(float));
         return 0;
     }
-    float *full = o->ops->alloc(o->ops, g->n_alloc * sizeof(float), "gathered moments");
+    /* Every rank's packed chunks back to back, then into the layout. */
+    const size_t all = o->moments_len * (size_t)o->dp->size;
+    float *gathered = o->ops->alloc(o->ops, all * sizeof(float), "gathered moments");
+    float *host = tg_malloc(all * sizeof(float), "gathered moments");
     float *both[2] = {m_host, v_host};
     const float *mine[2] = {o->m, o->v};
     int rc = 0;
     for (int i = 0; rc == 0 && i < 2; i++) {
-        rc = comm_all_gather(o->dp, full, mine[i], o->shard_len, e);
-        if (rc == 0) o->ops->download(o->ops, both[i], full, g->n_params * sizeof(float));
+        rc = comm_all_gather(o->dp, gathered, mine[i], o->moments_len, e);
+        if (rc) break;
+        o->ops->download(o->ops, host, gathered, all * sizeof(float));
+        zero_shards_unpack(&o->shards, host, both[i]);
     }
-    o->ops->free(o->ops, full);
+    free(host);
+    o->ops->free(o->ops, gathered);
     return rc;
 }
 
 void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_host) {
-    /* The last shard may run past n_params into the padding, which stays 0. */
-    size_t n = o->shard_begin < g->n_params ? g->n_params - o->shard_begin : 0;
-    n = n < o->shard_len ? n : o->shard_len;
-    o->ops->zero(o->ops, o->m, o->shard_len * sizeof(float));
-    o->ops->zero(o->ops, o->v, o->shard_len * sizeof(float));
-    o->ops->upload(o->ops, o->m, m_host + o->shard_begin, n * sizeof(float));
-    o->ops->upload(o->ops, o->v, v_host + o->shard_begin, n * sizeof(float));
+    if (!o->zero) {
+        o->ops->upload(o->ops, o->m, m_host, g->n_params * sizeof(float));
+        o->ops->upload(o->ops, o->v, v_host, g->n_params * sizeof(float));
+        return;
+    }
+    float *mine = tg_malloc(o->moments_len * sizeof(float), "moments of this rank");
+    zero_shards_pack(&o->shards, m_host, mine);
+    o->ops->upload(o->ops, o->m, mine, o->moments_len * sizeof(float));
+    zero_shards_pack(&o->shards, v_host, mine);
+    o->ops->upload(o->ops, o->v, mine, o->moments_len * sizeof(float));
+    free(mine);
 }

@@ -1,39 +1,43 @@
 /* AdamW with torch semantics, global-norm clipping, the LR schedule, and the
  * data-parallel gradient reduction: all-reduce, or ZeRO-1 (reduce-scatter,
- * AdamW on this rank's contiguous shard of the flat parameter buffer, then
- * all-gather of the parameters). */
+ * AdamW on this rank's shard of the flat parameter buffer, one chunk of
+ * every bucket region (train/zero_shards.h), then all-gather of the
+ * parameters). */
 #ifndef TRAIN_OPTIM_H
 #define TRAIN_OPTIM_H
 
 #include "train/config.h"
 #include "model/gpt.h"
 #include "train/dp_buckets.h"
+#include "train/zero_shards.h"
 
 typedef struct optim {
     const tg_ops *ops;
     comm *dp;              /* data-parallel group (size 1: no-op) */
     bool zero;
-    size_t shard_begin, shard_len; /* floats of the flat buffer this rank updates */
-    float *m, *v;          /* AdamW moments of the shard (backend memory) */
+    zero_shards shards;    /* under ZeRO: this rank's chunks */
+    size_t moments_len;    /* floats of each of m and v: the shard under ZeRO, else the whole buffer */
+    float *m, *v;          /* AdamW moments (backend memory): packed chunks under ZeRO */
     tg_spans all;          /* every parameter kind within the shard (AdamW) */
     tg_spans counted;      /* those this rank counts in the global norm */
-    bool overlap;          /* the DP all-reduce starts in buckets during the last backward pass */
-    dp_buckets buckets;
+    bool overlap;          /* the DP reduction starts in buckets during the last backward pass */
+    dp_buckets buckets;    /* the DP reduction's regions (not used for one all-reduce after the pass) */
     gpt_grad_hook hook;
 } optim;
 
-/* The length (in elements) of the flat parameter and gradient buffers the
- * model must allocate for this optimizer: n_params, padded under ZeRO to a
- * multiple of dp so that every rank's shard has the same length. */
-size_t optim_buffer_len(size_t n_params, int dp, bool zero);
+/* Sets d->param_align for this optimizer (ZeRO: the DP size, so that every
+ * bucket region divides evenly): before gpt_param_count and gpt_create. */
+void optim_shape_dims(gpt_dims *d, int dp, bool zero);
 
-/* The bytes one rank needs: the model's buffers (at optim_buffer_len) plus
- * the AdamW moments of the whole model, or of this rank's 1/dp under ZeRO. */
+/* The bytes one rank needs: the model's buffers (their layout as
+ * optim_shape_dims makes it) plus the AdamW moments of the whole model, or
+ * of this rank's 1/dp under ZeRO. */
 gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
 
-/* g must have been created with optim_buffer_len(..., dp->size, zero)
- * elements. dp_bucket_mb > 0 (and DP without ZeRO): the DP all-reduce runs
- * in buckets of about that many MiB during the last backward pass. */
+/* g's dims must have been through optim_shape_dims(..., dp->size, zero).
+ * dp_bucket_mb > 0 (and DP): the DP reduction runs in buckets of about that
+ * many MiB during the last backward pass (0: after it; under ZeRO still
+ * region by region, in one bucket of all layers). */
 optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double dp_bucket_mb);
 /* The hook for the backward pass of a step's last micro-batch (NULL when
  * the reduction waits for the whole pass). */
@@ -55,9 +59,10 @@ typedef struct optim_report {
 
 /* Everything after the backward passes of step `step` (1-based), in three
  * parts, in order:
- * the DP reduction (the wait for its buckets, or one all-reduce), then under
- * SP the TP sum of the replicated tensors' gradients (under ZeRO that TP sum
- * comes first, then the reduce-scatter); the global gradient
+ * the DP reduction (the wait for its buckets, or one all-reduce; under ZeRO
+ * the buckets' reduce-scatters), then under SP the TP sum of the replicated
+ * tensors' gradients (under ZeRO only this rank's chunks of that sum are
+ * right, and only they are read); the global gradient
  * norm; then, only when the loss (g->stats->loss, from batch_loss) and the
  * norm are finite, clipping to train.grad_clip (as
  * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under

@@ -38,7 +38,7 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     comm_use_memory(tp, &ops->mem);
     comm_use_memory(dp, &ops->mem);
     const int T = v->model.seq_len;
-    gpt *g = gpt_create(ops, tp, d, l->mb, T, optim_buffer_len(gpt_param_count(d), l->dp, l->zero));
+    gpt *g = gpt_create(ops, tp, d, l->mb, T, gpt_param_count(d));
     optim *o = optim_create(ops, g, dp, l->zero, v->parallel.dp_bucket_mb);
     int32_t *window = tg_calloc((size_t)v->train.global_batch * T + 1, sizeof(int32_t), "plan window");
     int32_t *share = ops->alloc(ops, batch_share_len(v, l->dp) * sizeof(int32_t), "plan tokens");
@@ -81,6 +81,7 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     snprintf(v.train.recompute, sizeof v.train.recompute, "%s", RC_NAMES[l->rc]);
     gpt_dims d;
     if (gpt_dims_from_config(&d, &v, l->tp, 0, e)) return -1;
+    optim_shape_dims(&d, l->dp, l->zero);
     const bool cuda = strcmp(c->device, "cuda") == 0;
     l->mem = optim_budget(&d, l->mb, c->model.seq_len, l->dp, l->zero, config_act_dtype(c),
                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);

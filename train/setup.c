@@ -258,9 +258,10 @@ static void setup_training(run *r) {
     tg_err e;
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1, c->parallel.dp_bucket_mb);
     if (r->opt->overlap)
-        say(r, "data-parallel gradients: all-reduced in buckets of %d layer(s) during the last backward pass of a step "
+        say(r, "data-parallel gradients: %s in buckets of %d layer(s) during the last backward pass of a step "
                "(parallel.dp_bucket_mb %g)\n",
-            r->opt->buckets.layers_per_bucket, c->parallel.dp_bucket_mb);
+            r->opt->zero ? "reduce-scattered (ZeRO)" : "all-reduced", r->opt->buckets.layers_per_bucket,
+            c->parallel.dp_bucket_mb);
     report_budget(&r->budget);
     init_state(r);
     if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
@@ -283,8 +284,8 @@ void run_setup(run *r) {
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, r->tp->size, r->tp->rank, &e)) tg_die(PROG, &e);
     const bool zero = c->parallel.zero == 1, training = r->purpose == RUN_TRAIN;
-    /* The modes have no optimizer, so no ZeRO padding of the flat buffers. */
-    const size_t n_alloc = training ? optim_buffer_len(gpt_param_count(&d), r->dp->size, zero) : gpt_param_count(&d);
+    if (training) optim_shape_dims(&d, r->dp->size, zero); /* the modes have no optimizer to shape the layout */
+    const size_t n_alloc = gpt_param_count(&d);
     r->budget = optim_budget(&d, c->train.micro_batch, c->model.seq_len, r->dp->size, zero, r->ops->act,
                              r->ops->workspace_bytes);
     batch_budget_share(&r->budget, c, r->dp->size);

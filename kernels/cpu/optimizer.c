@@ -41,9 +41,8 @@ void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_s
     double total = 0.0;
     for (int i = 0; i < spans->n; i++)
         for (int c = 0; c < spans->span[i].count; c++) {
-            size_t b, e;
-            tg_span_part(spans, &spans->span[i], c, &b, &e);
-            if (b < e) total += sum_squares(g + b, e - b);
+            size_t at = 0, b, e, moment;
+            while (tg_span_next(&spans->span[i], c, &at, &b, &e, &moment)) total += sum_squares(g + b, e - b);
         }
     s->sumsq = total;
     s->sumsq_f = (float)total;
@@ -57,20 +56,22 @@ void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double 
     s->clip = max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;
 }
 
-/* AdamW on elements [b, e) of the whole buffers (m and v at offset - lo). */
-static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, size_t lo, size_t b, size_t e,
+/* AdamW on elements [b, e) of the whole buffers, whose moments are m and
+ * v from index k. */
+static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, size_t k, size_t b, size_t e,
                         const tg_adamw_args *a, const tg_step_stats *s, float weight_decay) {
     /* The order of torch.optim.AdamW (single-tensor path): decay, moments,
      * then p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
     const float lr = s->in.lr, clip = s->clip, step_size = lr / s->in.bc1, bc2_sqrt = sqrtf(s->in.bc2);
 #pragma omp parallel for schedule(static)
     for (size_t i = b; i < e; i++) {
+        const size_t j = k + (i - b); /* element i's moment */
         const float gi = g[i] * clip; /* exact when clip is 1 */
         float pi = p[i] * (1.0f - lr * weight_decay);
-        float mi = a->beta1 * m[i - lo] + (1.0f - a->beta1) * gi;
-        float vi = a->beta2 * v[i - lo] + (1.0f - a->beta2) * gi * gi;
-        m[i - lo] = mi;
-        v[i - lo] = vi;
+        float mi = a->beta1 * m[j] + (1.0f - a->beta1) * gi;
+        float vi = a->beta2 * v[j] + (1.0f - a->beta2) * gi * gi;
+        m[j] = mi;
+        v[j] = vi;
         p[i] = pi - step_size * mi / (sqrtf(vi) / bc2_sqrt + a->eps);
         if (w) w[i] = act_store(p[i]);
     }
@@ -84,10 +85,9 @@ void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, f
     for (int i = 0; i < spans->n; i++) {
         const tg_span *sp = &spans->span[i];
         for (int c = 0; c < sp->count; c++) {
-            size_t b, e;
-            tg_span_part(spans, sp, c, &b, &e);
-            if (b < e)
-                adamw_range(p, w, g, m, v, spans->lo, b, e, a, s, sp->decay ? a->weight_decay : 0.0f);
+            size_t at = 0, b, e, k;
+            while (tg_span_next(sp, c, &at, &b, &e, &k))
+                adamw_range(p, w, g, m, v, k, b, e, a, s, sp->decay ? a->weight_decay : 0.0f);
         }
     }
 }

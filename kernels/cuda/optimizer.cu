@@ -41,8 +41,7 @@ __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float 
     const float weight_decay = sp.decay ? a.weight_decay : 0.0f;
     size_t first, last;
     span_slice(sp, &first, &last);
-    span_for_each(spans, sp, first, last, [&](size_t i) {
-        const size_t k = i - spans.lo; /* the moments hold the window */
+    span_for_each(sp, first, last, [&](size_t i, size_t k) {
         const float gi = __fmul_rn(g[i], clip);
         const float pi = __fmul_rn(p[i], __fsub_rn(1.0f, __fmul_rn(lr, weight_decay)));
         const float mi = __fadd_rn(__fmul_rn(a.beta1, m[k]), __fmul_rn(__fsub_rn(1.0f, a.beta1), gi));

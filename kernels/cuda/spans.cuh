@@ -29,18 +29,23 @@ static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *fir
     *last = a + per < n ? a + per : n;
 }
 
-/* f(offset) for every element of the flattened range [first, last) of sp
- * whose buffer offset lies in the window [s.lo, s.hi), threads of the block
- * striding over each run. Uniform control flow: every thread loops alike. */
+/* f(offset, moment index) for every element of the flattened range
+ * [first, last) of sp inside the span's window (kernels/ops.h), threads of
+ * the block striding over each run. Uniform control flow: every thread
+ * loops alike. */
 template <typename F>
-static __device__ void span_for_each(const tg_spans &s, const tg_span &sp, size_t first, size_t last, F f) {
+static __device__ void span_for_each(const tg_span &sp, size_t first, size_t last, F f) {
+    const tg_window &w = sp.win;
     for (size_t i = first; i < last;) {
         const size_t c = i / sp.numel, j = i - c * sp.numel;
-        const size_t run = last - i < sp.numel - j ? last - i : sp.numel - j;
-        size_t b = sp.begin + c * sp.stride + j, e = b + run;
-        b = b > s.lo ? b : s.lo;
-        e = e < s.hi ? e : s.hi;
-        for (size_t off = b + threadIdx.x; off < e; off += blockDim.x) f(off);
+        const size_t off = sp.begin + c * sp.stride + j;
+        const size_t rel = off - w.origin, period_i = rel / w.period, q = rel - period_i * w.period;
+        size_t run = last - i < sp.numel - j ? last - i : sp.numel - j;
+        run = run < w.period - q ? run : w.period - q; /* the run stays in one period */
+        const size_t qb = q > w.lo ? q : w.lo, qe = q + run < w.hi ? q + run : w.hi;
+        /* moment(o) = o + shift, computed modulo 2^64 */
+        const size_t shift = w.moment + period_i * (w.hi - w.lo) - w.lo + q - off;
+        for (size_t o = off - q + qb + threadIdx.x; o < off - q + qe; o += blockDim.x) f(o, o + shift);
         i += run;
     }
 }

@@ -192,15 +192,22 @@ if want bf16; then
     else check_match bf16_tracks_fp32_kjv kjv_fp32 kjv_bf16 2e-2 loss,val_loss; fi
 fi
 
-# (c) TP=2 with SP as two processes on the GPU(s) through the shm communicator matches TP=1 on the GPU within 1e-4
+# (c) TP=2 with SP, and DP=2 under ZeRO, as two processes on the GPU(s) through the shm communicator match TP=1 on
+#     the GPU within 1e-4
 if want tp2_shm; then
     if ! train_once cuda_fp32 1 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5; then run_failed tp2_sp_shm_matches_tp1 cuda_fp32
     elif ! train tp2_sp_shm 2 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5 --set parallel.tp=2 \
         --set parallel.sp=true --set parallel.comm=shm; then run_failed tp2_sp_shm_matches_tp1 tp2_sp_shm
     else check_match tp2_sp_shm_matches_tp1 cuda_fp32 tp2_sp_shm 1e-4 loss,grad_norm,val_loss; fi
+    # ZeRO over DP=2 in buckets of one layer: AdamW on a rank's chunk of every bucket
+    if ! train_once cuda_fp32 1 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5; then run_failed dp2_zero_shm_matches_tp1 cuda_fp32
+    elif ! train dp2_zero_shm 2 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5 --set parallel.zero=1 \
+        --set parallel.dp_bucket_mb=0.001 --set parallel.comm=shm; then run_failed dp2_zero_shm_matches_tp1 dp2_zero_shm
+    else check_match dp2_zero_shm_matches_tp1 cuda_fp32 dp2_zero_shm 1e-4 loss,grad_norm,val_loss; fi
 fi
 
-# (d) NCCL: at world size 1 it matches (a); with 2 GPUs, TP=2 (with and without SP) and DP=2 match TP=1, within 1e-4
+# (d) NCCL: at world size 1 it matches (a); with 2 GPUs, TP=2 (with and without SP), DP=2 and DP=2 under ZeRO in
+#     buckets match TP=1, within 1e-4
 if want nccl; then
     if ! train_once cuda_fp32 1 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5; then run_failed nccl_world1_matches_tp1 cuda_fp32
     else
@@ -208,7 +215,8 @@ if want nccl; then
             check_match nccl_world1_matches_tp1 cuda_fp32 nccl_w1 1e-4 loss,grad_norm,val_loss
         else run_failed nccl_world1_matches_tp1 nccl_w1; fi
         if [ "$n_gpus" -ge 2 ]; then
-            for lay in "nccl_tp2 --set parallel.tp=2" "nccl_tp2_sp --set parallel.tp=2 --set parallel.sp=true" "nccl_dp2"; do
+            for lay in "nccl_tp2 --set parallel.tp=2" "nccl_tp2_sp --set parallel.tp=2 --set parallel.sp=true" "nccl_dp2" \
+                       "nccl_dp2_zero --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001"; do
                 # shellcheck disable=SC2086
                 set -- $lay
                 name="$1"; shift

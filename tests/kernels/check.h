@@ -48,9 +48,11 @@ void kcheck_adamw(tally *t);
 void kcheck_timed(tally *t);
 
 /* The optimizer checks' spans (tests/kernels/optimizer.c), scaled by k;
- * *len: the buffer length they need. */
-tg_spans test_spans(size_t k, bool windowed, size_t *len);
-/* True where offset i belongs to a tensor of s inside its window. */
-bool in_spans(const tg_spans *s, size_t i);
+ * *len: the buffer length they need, *moments: the moments' length. */
+tg_spans test_spans(size_t k, bool windowed, size_t *len, size_t *moments);
+/* True where offset i belongs to a tensor of s inside its window; *moment
+ * (when not NULL) is then its moment's index, from the window's formula. */
+bool span_moment(const tg_spans *s, size_t i, size_t *moment);
+static inline bool in_spans(const tg_spans *s, size_t i) { return span_moment(s, i, NULL); }
 
 #endif

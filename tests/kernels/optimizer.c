@@ -16,27 +16,39 @@
 
 /* The spans the optimizer checks use, scaled by k: a per-layer kind (3
  * tensors, gaps between them), a tensor without weight decay, and a last
- * tensor; window [lo, hi) or everything. Offsets outside every tensor are
- * gaps that no op may read or write. */
-tg_spans test_spans(size_t k, bool windowed, size_t *len) {
-    tg_spans s = {3, 0, 0, {{0}}};
-    s.span[0] = (tg_span){5 * k, 40 * k, 33 * k, 3, 1};
-    s.span[1] = (tg_span){130 * k, 0, 1000 * k, 1, 0};
-    s.span[2] = (tg_span){1200 * k, 0, 150 * k, 1, 1};
-    *len = 1400 * k;
-    s.lo = windowed ? 60 * k : 0;
-    s.hi = windowed ? 1250 * k : *len;
+ * tensor. Offsets outside every tensor are gaps that no op may read or
+ * write. Windowed, as ZeRO's (kernels/ops.h): the first span's window
+ * repeats every 50k elements, so one tensor lies in one period, one in
+ * two, and one ends in the window's middle; the others are cut at both
+ * ends, and the moments are packed. Else every offset, moments unpacked. */
+tg_spans test_spans(size_t k, bool windowed, size_t *len, size_t *moments) {
+    tg_spans s = {3, {{0}}};
+    s.span[0] = (tg_span){5 * k, 40 * k, 33 * k, 3, 1, tg_window_whole()};
+    s.span[1] = (tg_span){130 * k, 0, 1000 * k, 1, 0, tg_window_whole()};
+    s.span[2] = (tg_span){1200 * k, 0, 150 * k, 1, 1, tg_window_whole()};
+    *len = *moments = 1400 * k;
+    if (windowed) {
+        s.span[0].win = (tg_window){0, 50 * k, 12 * k, 37 * k, 0};        /* 3 periods of 25k */
+        s.span[1].win = (tg_window){130 * k, 1000 * k, 100 * k, 900 * k, 75 * k};
+        s.span[2].win = (tg_window){1200 * k, 150 * k, 30 * k, 150 * k, 875 * k};
+        *moments = 995 * k;
+    }
     return s;
 }
 
-/* 1 where offset i is in a tensor of s and in its window. */
-bool in_spans(const tg_spans *s, size_t i) {
-    for (int k = 0; k < s->n; k++)
-        for (int c = 0; c < s->span[k].count; c++) {
-            size_t b, e;
-            tg_span_part(s, &s->span[k], c, &b, &e);
-            if (i >= b && i < e) return true;
+bool span_moment(const tg_spans *s, size_t i, size_t *moment) {
+    for (int k = 0; k < s->n; k++) {
+        const tg_span *sp = &s->span[k];
+        const tg_window *w = &sp->win;
+        for (int c = 0; c < sp->count; c++) {
+            const size_t b = sp->begin + (size_t)c * sp->stride;
+            if (i < b || i >= b + sp->numel) continue;
+            const size_t period = (i - w->origin) / w->period, q = (i - w->origin) % w->period;
+            if (q < w->lo || q >= w->hi) return false;
+            if (moment) *moment = w->moment + period * (w->hi - w->lo) + (q - w->lo);
+            return true;
         }
+    }
     return false;
 }
 
@@ -59,8 +71,8 @@ static void check_loss(tally *t) {
 
 static void check_sumsq(tally *t) {
     for (int windowed = 0; windowed < 2; windowed++) {
-        size_t n;
-        const tg_spans sp = test_spans(1, windowed, &n);
+        size_t n, w;
+        const tg_spans sp = test_spans(1, windowed, &n, &w);
         float *g = randf(n, 83 + windowed, 1);
         double want = 0;
         for (size_t i = 0; i < n; i++) {
@@ -113,26 +125,39 @@ static void adamw_reference(double *p, double *m, double *v, double g, double lr
     *p = pi - lr / bc1 * *m / (sqrt(*v) / sqrt(bc2) + eps);
 }
 
+/* Moment indices of the test spans that no element owns: marked in a
+ * bitmap from span_moment over the whole buffer. */
+static bool *moments_used(const tg_spans *sp, size_t n, size_t w) {
+    bool *used = calloc(w, sizeof *used);
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (span_moment(sp, i, &k)) used[k] = true;
+    }
+    return used;
+}
+
 /* AdamW over the windowed test spans with clip factor 0.5 against the
- * reference; gaps keep their bits; with finite = 0 nothing changes. */
+ * reference; gaps of the buffer and of the packed moments keep their bits;
+ * with finite = 0 nothing changes. */
 void kcheck_adamw(tally *t) {
-    size_t n;
-    const tg_spans sp = test_spans(1, true, &n);
-    const size_t w = sp.hi - sp.lo;
+    size_t n, w;
+    const tg_spans sp = test_spans(1, true, &n, &w);
+    bool *used = moments_used(&sp, n, w);
     float *p = randf(n, 90, 1), *g = randf(n, 91, 1), *m = randf(w, 92, 0.1f), *v = randf(w, 93, 0.1f);
     for (size_t i = 0; i < w; i++) v[i] = fabsf(v[i]);
     for (size_t i = 0; i < n; i++)
         if (!in_spans(&sp, i)) p[i] = g[i] = NAN;
     for (size_t i = 0; i < w; i++)
-        if (!in_spans(&sp, sp.lo + i)) m[i] = v[i] = NAN;
+        if (!used[i]) m[i] = v[i] = NAN;
     double *pw = to_d(p, n), *mw = to_d(m, w), *vw = to_d(v, w);
     const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     const int step = 3;
     const tg_adamw_args a = {(float)b1, (float)b2, (float)eps, (float)wd};
     for (size_t i = 0; i < n; i++) {
-        if (!in_spans(&sp, i)) continue;
+        size_t k;
+        if (!span_moment(&sp, i, &k)) continue;
         const bool decay = !(i >= sp.span[1].begin && i < sp.span[1].begin + sp.span[1].numel);
-        adamw_reference(&pw[i], &mw[i - sp.lo], &vw[i - sp.lo], (double)(g[i] * 0.5f), lr, b1, b2, eps, decay ? wd : 0, step);
+        adamw_reference(&pw[i], &mw[k], &vw[k], (double)(g[i] * 0.5f), lr, b1, b2, eps, decay ? wd : 0, step);
     }
     float *p0 = malloc(n * sizeof(float)), *m0 = malloc(w * sizeof(float));
     memcpy(p0, p, n * sizeof(float));
@@ -155,7 +180,7 @@ void kcheck_adamw(tally *t) {
             p[i] = 0.0f, pw[i] = 0.0;
         }
     for (size_t i = 0; i < w; i++)
-        if (!in_spans(&sp, sp.lo + i)) {
+        if (!used[i]) {
             bad_gaps += !isnan(m[i]) + !isnan(v[i]);
             m[i] = v[i] = 0.0f, mw[i] = vw[i] = 0.0;
         }
@@ -163,7 +188,7 @@ void kcheck_adamw(tally *t) {
     expect_close(t, "adamw_params", p, pw, n, 1e-5, 1e-6);
     expect_close(t, "adamw_exp_avg", m, mw, w, 1e-5, 1e-7);
     expect_close(t, "adamw_exp_avg_sq", v, vw, w, 1e-5, 1e-7);
-    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(p0); free(m0);
+    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(p0); free(m0); free(used);
 }
 
 #ifdef TG_CUDA
@@ -341,8 +366,9 @@ static float *span_values(env *e, const tg_spans *sp, size_t n, float lo, float 
 
 void cuda_test_grad_sumsq(env *e, size_t k, bool windowed) {
     NEED(e, grad_sumsq);
-    size_t n;
-    const tg_spans sp = test_spans(k, windowed, &n);
+    size_t n, moments;
+    const tg_spans sp = test_spans(k, windowed, &n, &moments);
+    (void)moments; /* the sum reads no moments */
     float *h = span_values(e, &sp, n, -1, 1, 1e3f); /* a counted gap would show */
     twin x = tw_vals(e, F32, h, n);
     const tg_step_stats zero = {0};
@@ -392,9 +418,8 @@ void cuda_test_clip_factor(env *e) {
  * separate activation-type buffer. */
 void cuda_test_adamw(env *e, size_t k, int work_is_p) {
     NEED(e, adamw);
-    size_t n;
-    const tg_spans sp = test_spans(k, true, &n);
-    const size_t w = sp.hi - sp.lo;
+    size_t n, w;
+    const tg_spans sp = test_spans(k, true, &n, &w);
     const tg_adamw_args a = {0.9f, 0.95f, 1e-8f, 0.1f};
     float *hp = span_values(e, &sp, n, -1, 1, 7.0f), *hg = span_values(e, &sp, n, -1, 1, 7.0f);
     float *hm = host_rand(e, w, -0.1f, 0.1f), *hv = host_rand(e, w, 0, 0.1f); /* second moments are non-negative */

@@ -1,0 +1,102 @@
+#include "train/zero_shards.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/dp_buckets.h"
+
+static void add_region(zero_shards *z, size_t begin, size_t len) {
+    z->regions[z->n_regions++] = (zero_region){begin, len};
+}
+
+void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers_per_bucket) {
+    const int L = g->d.L;
+    *z = (zero_shards){dp, rank, layers_per_bucket, dp_bucket_lowest(L, layers_per_bucket), NULL, 0, 0};
+    const int per_kind = 1 + (L - z->lowest + layers_per_bucket - 1) / layers_per_bucket;
+    z->regions = tg_calloc((size_t)P_KINDS * (size_t)per_kind, sizeof *z->regions, "ZeRO regions");
+    for (int k = 0; k < P_KINDS; k++) { /* kinds lie in this order in the buffer */
+        const size_t base = g->kind_offset[k], stride = g->kind_size[k];
+        if (!gpt_kind_per_layer((param_kind)k)) {
+            add_region(z, base, stride);
+            continue;
+        }
+        add_region(z, base, (size_t)z->lowest * stride);
+        for (int lo = z->lowest; lo < L; lo += layers_per_bucket)
+            add_region(z, base + (size_t)lo * stride, (size_t)layers_per_bucket * stride);
+    }
+    for (int i = 0; i < z->n_regions; i++) {
+        if (z->regions[i].len % (size_t)dp) { /* the caller skipped gpt_dims.param_align */
+            fprintf(stderr, "internal error: ZeRO region %d (%zu floats) does not divide among %d ranks\n", i,
+                    z->regions[i].len, dp);
+            abort();
+        }
+        z->shard_len += z->regions[i].len / (size_t)dp;
+    }
+}
+
+void zero_shards_free(zero_shards *z) {
+    free(z->regions);
+    z->regions = NULL;
+    z->n_regions = 0;
+}
+
+/* The moment index of this rank's chunk of the region that starts at
+ * `begin` (its chunks are packed in the regions' order). */
+static size_t moment_of(const zero_shards *z, size_t begin) {
+    size_t m = 0;
+    for (int i = 0; i < z->n_regions && z->regions[i].begin < begin; i++) m += z->regions[i].len / (size_t)z->dp;
+    return m;
+}
+
+/* Tensors [first, first + count) of t's kind as one span whose window is
+ * this rank's chunk of regions of `layers` tensors each. */
+static tg_span chunk_span(const zero_shards *z, const gpt *g, const gpt_tensor *t, int first, int count, int layers) {
+    const size_t stride = g->kind_size[t->kind], begin = t->offset + (size_t)first * stride;
+    const size_t chunk = (size_t)layers * stride / (size_t)z->dp;
+    const tg_window w = {begin, (size_t)layers * stride, (size_t)z->rank * chunk, (size_t)(z->rank + 1) * chunk,
+                         moment_of(z, begin)};
+    return (tg_span){begin, stride, t->numel, count, t->decay, w};
+}
+
+int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor *t, tg_span *out) {
+    if (t->layer < 0) {
+        out[0] = chunk_span(z, g, t, 0, 1, 1);
+        return 1;
+    }
+    const int L = g->d.L;
+    int n = 0;
+    out[n++] = chunk_span(z, g, t, 0, z->lowest, z->lowest);
+    if (L > z->lowest) out[n++] = chunk_span(z, g, t, z->lowest, L - z->lowest, z->layers_per_bucket);
+    return n;
+}
+
+int zero_shards_all_gather(const zero_shards *z, comm *dp, float *buf, tg_err *e) {
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < z->n_regions; i++) {
+        float *region = buf + z->regions[i].begin;
+        const size_t chunk = z->regions[i].len / (size_t)z->dp;
+        rc = comm_all_gather(dp, region, region + (size_t)z->rank * chunk, chunk, e);
+    }
+    return rc;
+}
+
+void zero_shards_unpack(const zero_shards *z, const float *gathered, float *full) {
+    size_t m = 0;
+    for (int i = 0; i < z->n_regions; i++) {
+        const size_t chunk = z->regions[i].len / (size_t)z->dp;
+        for (int r = 0; r < z->dp; r++)
+            memcpy(full + z->regions[i].begin + (size_t)r * chunk, gathered + (size_t)r * z->shard_len + m,
+                   chunk * sizeof(float));
+        m += chunk;
+    }
+}
+
+void zero_shards_pack(const zero_shards *z, const float *full, float *mine) {
+    size_t m = 0;
+    for (int i = 0; i < z->n_regions; i++) {
+        const size_t chunk = z->regions[i].len / (size_t)z->dp;
+        memcpy(mine + m, full + z->regions[i].begin + (size_t)z->rank * chunk, chunk * sizeof(float));
+        m += chunk;
+    }
+}

@@ -1,0 +1,50 @@
+/* ZeRO-1's partition of the flat parameter buffers over the DP ranks. The
+ * buffer is cut into regions, in flat order: a per-layer parameter kind's
+ * tensors over one bucket of layers (train/dp_buckets.h), or a whole-model
+ * tensor. Every region is cut into dp equal chunks, chunk r belonging to DP
+ * rank r, so that a bucket's reduce-scatter can start as soon as its layers'
+ * gradients are final: a rank's shard is one chunk of every region, not one
+ * contiguous stretch. The model's layout makes every stride a multiple of
+ * dp elements (gpt_dims.param_align), so the chunks are equal without
+ * padding. A rank keeps the AdamW moments of its chunks packed, in the
+ * regions' order. */
+#ifndef TRAIN_ZERO_SHARDS_H
+#define TRAIN_ZERO_SHARDS_H
+
+#include "model/gpt.h"
+
+typedef struct zero_region {
+    size_t begin, len; /* floats of the flat buffer; len is a multiple of dp */
+} zero_region;
+
+typedef struct zero_shards {
+    int dp, rank;
+    int layers_per_bucket, lowest; /* the buckets' sizes (dp_bucket_layers, dp_bucket_lowest) */
+    zero_region *regions;
+    int n_regions;
+    size_t shard_len;              /* floats of one rank's chunks: the buffer's length / dp */
+} zero_shards;
+
+/* The regions of g's buffers for buckets of layers_per_bucket layers.
+ * g's layout must have been made with param_align a multiple of dp. */
+void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers_per_bucket);
+void zero_shards_free(zero_shards *z);
+
+/* The spans (kernels/ops.h) of this rank's chunks of the kind of tensor t
+ * (its first: layer 0, or the whole-model tensor), into out: at most
+ * ZERO_SPANS_PER_KIND of them; returns how many. */
+#define ZERO_SPANS_PER_KIND 2
+int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor *t, tg_span *out);
+
+/* Every rank's chunk of every region of buf, in place (after AdamW: the
+ * updated master weights). A collective over dp. */
+int zero_shards_all_gather(const zero_shards *z, comm *dp, float *buf, tg_err *e);
+
+/* Moments between a rank's packed chunks and the buffer's layout (host
+ * memory): unpack takes every rank's packed chunks back to back (rank r's
+ * at r * shard_len, as an all-gather leaves them) into full; pack takes
+ * this rank's chunks out of full. */
+void zero_shards_unpack(const zero_shards *z, const float *gathered, float *full);
+void zero_shards_pack(const zero_shards *z, const float *full, float *mine);
+
+#endif
