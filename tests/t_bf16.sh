@@ -3,9 +3,11 @@
 # storage emulation (train.precision=bf16 on the CPU: float32 kernels on
 # bf16 activations and working weights, fp32 master weights): bf16 tracks
 # fp32; TP2+SP (bf16 collectives through the shm communicator) and
-# TP2 x DP2 with ZeRO (master weights gathered, then cast) match bf16 TP1;
-# recompute modes stay bitwise equal; resume is bitwise; checkpoints hold the
-# fp32 master weights; SP's activation collectives send half the bytes.
+# TP2 x DP2 with ZeRO (the bf16 working weights gathered) match bf16 TP1;
+# recompute modes stay bitwise equal; resume is bitwise, also under ZeRO in
+# buckets (the checkpoint gathers the fp32 master, which AdamW updates only
+# in a rank's chunks); checkpoints hold the fp32 master weights; SP's
+# activation collectives and ZeRO's gather send half the bytes.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bf16
 export OMP_NUM_THREADS=1
@@ -66,6 +68,19 @@ if run saved 1 --set out.save_every=3; then
     else not_ok resume_bitwise "${out:-} $(tail -n 2 "$tmp/resume2.out" | tr '\n' ' ')"; fi
 else not_ok resume_bitwise "the run with save_every 3 failed: $(tail -n 3 "$tmp/saved.out" | tr '\n' ' ')"; fi
 
+# the same under ZeRO in buckets of one layer, DP 2: the step-3 checkpoint
+# must hold every rank's chunks of the master weights
+if run zero_saved 2 --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001 --set out.save_every=3; then
+    mkdir -p "$tmp/zero_resume" && cp -a "$tmp/zero_saved/step_00000003" "$tmp/zero_resume/"
+    grep -E '"step":[0-3],' "$tmp/zero_saved/log.jsonl" >"$tmp/zero_resume/log.jsonl"
+    if timeout -k 5 180 scripts/launch.sh -n 2 --log-dir "$tmp/zero_resume/launch" -- "$bin" --config "$cfg" \
+        --set out.dir="$tmp/zero_resume" --set out.resume=true --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001 \
+        >"$tmp/zero_resume2.out" 2>&1 &&
+        out=$("$py" tests/parallel/compare.py "$tmp/zero_saved" "$tmp/zero_resume" $STEPS --bitwise 2>&1); then
+        ok "zero_buckets_resume_bitwise ($out)"
+    else not_ok zero_buckets_resume_bitwise "${out:-} $(tail -n 2 "$tmp/zero_resume2.out" | tr '\n' ' ')"; fi
+else not_ok zero_buckets_resume_bitwise "the run with save_every 3 failed: $(tail -n 3 "$tmp/zero_saved.out" | tr '\n' ' ')"; fi
+
 # the checkpoint holds the fp32 master weights, not the bf16 working copy:
 # most weights use the low 16 bits of their float32
 "$py" - "$tmp/bf16/step_0000000$STEPS/model.safetensors" >"$tmp/master.out" 2>&1 <<'PY'
@@ -84,6 +99,11 @@ if [ $? -eq 0 ]; then ok "checkpoint_has_fp32_master ($(cat "$tmp/master.out"))"
 # SP's reduce-scatters and all-gathers carry activations only: bf16 sends half of fp32's bytes
 run tp2_sp_fp32 2 --set parallel.tp=2 --set parallel.sp=true --set train.precision=fp32
 bytes() { "$py" -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "\"loss\"" in x][-1]; print(l[sys.argv[2]])' "$tmp/$1/log.jsonl" "$2"; }
+run dp2_zero_fp32 2 --set parallel.zero=1 --set train.precision=fp32
+zero_h=$(bytes zero_saved dp_all_gather_bytes 2>/dev/null) zero_f=$(bytes dp2_zero_fp32 dp_all_gather_bytes 2>/dev/null)
+if [ -n "$zero_h" ] && [ -n "$zero_f" ] && [ "$zero_h" -gt 0 ] && [ $((2 * zero_h)) -eq "$zero_f" ]; then
+    ok "zero_all_gather_bytes_halved ($zero_h vs $zero_f)"
+else not_ok zero_all_gather_bytes_halved "bf16 ${zero_h:-?} fp32 ${zero_f:-?}"; fi
 for k in tp_reduce_scatter_bytes tp_all_gather_bytes; do
     h=$(bytes tp2_sp "$k" 2>/dev/null) f=$(bytes tp2_sp_fp32 "$k" 2>/dev/null)
     if [ -n "$h" ] && [ -n "$f" ] && [ "$h" -gt 0 ] && [ $((2 * h)) -eq "$f" ]; then ok "${k}_halved ($h vs $f)"

@@ -23,7 +23,8 @@ typedef struct ckpt_state {
 } ckpt_state;
 
 /* A collective over the TP and DP groups; only the writer (global rank 0)
- * touches the file system. Returns 0 when written (or not the writer), 1
+ * touches the file system. g's master weights must be whole (under ZeRO:
+ * optim_gather_master first). Returns 0 when written (or not the writer), 1
  * when that step's directory already existed. */
 int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e);

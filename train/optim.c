@@ -115,11 +115,17 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     const tg_adamw_args a = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
     o->ops->adamw(o->ops, g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
     if (!o->zero) return 0;
-    /* Every DP rank gets every shard's master weights (in place), and makes
-     * its working copy from them. */
-    if (zero_shards_all_gather(&o->shards, o->dp, g->master, e)) return -1;
-    gpt_sync_working_weights(g);
-    return 0;
+    /* Every DP rank gets every rank's chunks of the working weights, in
+     * their own type (bf16 halves the bytes of float32, as Megatron's
+     * distributed optimizer gathers its bf16 parameters; in float32 they are
+     * the master weights). A separate float32 master is then whole only in
+     * this rank's chunks, until optim_gather_master. */
+    return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
+}
+
+int optim_gather_master(optim *o, gpt *g, tg_err *e) {
+    if (!o->zero || (void *)g->master == g->params) return 0;
+    return zero_shards_all_gather(&o->shards, o->dp, g->master, TG_F32, e);
 }
 
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {

@@ -66,7 +66,7 @@ typedef struct optim_report {
  * norm; then, only when the loss (g->stats->loss, from batch_loss) and the
  * norm are finite, clipping to train.grad_clip (as
  * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under
- * ZeRO the all-gather of the parameters. The decision and the clip factor
+ * ZeRO the all-gather of the working weights. The decision and the clip factor
  * stay on the device; the host waits once, at the end, to read the loss and
  * norm into r. A collective over the TP and DP groups.
  * optim_begin_step uploads the step's learning rate and bias
@@ -78,6 +78,11 @@ typedef struct optim_report {
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step);
 int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e);
 void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r);
+/* Under ZeRO with a separate float32 master (bf16 working weights), makes
+ * the master whole again (each rank's AdamW updates only its chunks of it):
+ * before reading it (checkpoints). A collective over DP; 0 at once
+ * otherwise. */
+int optim_gather_master(optim *o, gpt *g, tg_err *e);
 /* The full moments in the parameter layout (gathered over DP under ZeRO),
  * into host buffers of g->n_params floats, for checkpoints. */
 int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e);

@@ -71,12 +71,13 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
     return n;
 }
 
-int zero_shards_all_gather(const zero_shards *z, comm *dp, float *buf, tg_err *e) {
+int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
+    const size_t elem = tg_dtype_bytes(t);
     int rc = 0;
     for (int i = 0; rc == 0 && i < z->n_regions; i++) {
-        float *region = buf + z->regions[i].begin;
+        char *region = (char *)buf + z->regions[i].begin * elem;
         const size_t chunk = z->regions[i].len / (size_t)z->dp;
-        rc = comm_all_gather(dp, region, region + (size_t)z->rank * chunk, chunk, e);
+        rc = comm_all_gather_t(dp, region, region + (size_t)z->rank * chunk * elem, chunk, t, e);
     }
     return rc;
 }

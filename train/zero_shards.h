@@ -36,9 +36,9 @@ void zero_shards_free(zero_shards *z);
 #define ZERO_SPANS_PER_KIND 2
 int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor *t, tg_span *out);
 
-/* Every rank's chunk of every region of buf, in place (after AdamW: the
- * updated master weights). A collective over dp. */
-int zero_shards_all_gather(const zero_shards *z, comm *dp, float *buf, tg_err *e);
+/* Every rank's chunk of every region of buf (elements of type t), in place
+ * (after AdamW: the updated weights). A collective over dp. */
+int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
 
 /* Moments between a rank's packed chunks and the buffer's layout (host
  * memory): unpack takes every rank's packed chunks back to back (rank r's

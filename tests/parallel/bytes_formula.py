@@ -13,8 +13,8 @@ summed (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per
 layer). Full recomputation reruns each layer's forward collectives up to its
 MLP projection in the backward pass: without SP the attention's all-reduce,
 with SP its reduce-scatter and both LayerNorms' all-gathers. Once a step: the grad norm (1 float). DP: the gradients
-(all-reduce, or ZeRO's reduce-scatter + all-gather of the padded buffer), the
-loss (1 float).
+(all-reduce, or ZeRO's reduce-scatter + all-gather of the buffer, the gather in
+the working weights' type: float32 here), the loss (1 float).
 
 usage: bytes_formula.py runs|plan TMP L C V T B G
 """
