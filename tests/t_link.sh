@@ -7,7 +7,8 @@
 # the shipped H100 table gives other times than the flat model, and a bad
 # interconnect.table stops the plan and a projected run with a message naming
 # the key, the file and the line; a projected DP run models the bucketed
-# all-reduce's overlap with the backward pass, labelled as modeled. Prints
+# all-reduce's (and ZeRO's reduce-scatters') overlap with the backward pass,
+# labelled as modeled. Prints
 # "ok NAME" / "not ok NAME - reason".
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" link
@@ -81,13 +82,14 @@ else not_ok missing_table_plan "status $rc: $out"; fi
 # backward pass (labelled "modeled"): step_ms = ms + comm_ms - hidden, with
 # 0 < hidden < comm; with one reduction after the pass nothing is hidden.
 random_shards "$tmp/data" 300 17 4000 800 # its own data: the KJV shards need not exist yet
-proj() { # NAME BUCKET_MB
+proj() { # NAME BUCKET_MB [--set ...]
+    local name="$1" mb="$2"; shift 2
     "$bin" --config configs/tiny.json --set model.vocab_size=300 --set "data.train=$tmp/data/train_*.bin" \
         --set data.val= --set parallel.project=true --set parallel.dp=4 --set train.micro_batch=2 \
         --set train.steps=2 --set out.eval_every=0 --set out.sample_tokens=0 --set out.save_final=false \
-        --set out.resume=false --set parallel.dp_bucket_mb="$2" --set out.dir="$tmp/$1" >"$tmp/$1.out" 2>&1
+        --set out.resume=false --set parallel.dp_bucket_mb="$mb" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
 }
-if proj buckets 1 && proj one 0 && out=$("$py" - "$tmp/buckets/log.jsonl" "$tmp/one/log.jsonl" <<'PY'
+overlap_py=$(cat <<'PY'
 import json, sys
 last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
 b, o = last
@@ -97,8 +99,14 @@ assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - h)) < 2e-3, b
 assert "dp_hidden_ms_modeled" not in o and abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
 print(f"{h:.3f} of {b['comm_ms']:.3f} comm ms hidden")
 PY
-); then
+)
+if proj buckets 1 && proj one 0 && out=$("$py" -c "$overlap_py" "$tmp/buckets/log.jsonl" "$tmp/one/log.jsonl"); then
     grep -q "hidden behind the backward pass: modeled" "$tmp/buckets.out" && ok "projection_models_dp_overlap ($out)" ||
         not_ok projection_models_dp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/buckets.out")"
 else not_ok projection_models_dp_overlap "${out:-} $(tail -n 2 "$tmp/buckets.out" | tr '\n' ' ')"; fi
+# the same for ZeRO's reduce-scatters in buckets
+if proj zero_buckets 1 --set parallel.zero=1 && proj zero_one 0 --set parallel.zero=1 &&
+    out=$("$py" -c "$overlap_py" "$tmp/zero_buckets/log.jsonl" "$tmp/zero_one/log.jsonl"); then
+    ok "projection_models_zero_overlap ($out)"
+else not_ok projection_models_zero_overlap "${out:-} $(tail -n 2 "$tmp/zero_buckets.out" | tr '\n' ' ')"; fi
 exit "$failed"
