@@ -283,11 +283,22 @@ static void *stage_of(comm *c, size_t bytes, tg_err *e) {
     return s->stage;
 }
 
-static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, tg_err *e) {
-    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+/* A copy between a caller's buffer and the stage, on the compute stream:
+ * after the kernels that wrote a device source, before the collective
+ * (whose `ready` that stream records next) or after its wait (`done`). Not
+ * cudaMemcpy: it runs on the legacy stream, which our non-blocking streams
+ * do not wait for, and from pageable memory it returns before its DMA has
+ * run, so the collective could read the stage before the bytes land. The
+ * copy back waits (the caller reads it next); the compute stream then
+ * holds nothing else, as the collective's wait has seen `ready` and `done`. */
+static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, int wait, tg_err *e) {
+    cudaStream_t compute = (cudaStream_t)c->mem.stream;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute);
+    if (err == cudaSuccess && wait) err = cudaStreamSynchronize(compute);
     if (err == cudaSuccess) return 0;
     (void)cudaGetLastError();
-    return tg_fail(e, "group %s: staging a host buffer: cudaMemcpy: %s", c->name, cudaGetErrorString(err));
+    return tg_fail(e, "group %s: staging a host buffer: %s: %s", c->name, wait ? "copying the result back" : "copying it in",
+                   cudaGetErrorString(err));
 }
 
 /* Completes a device request within the start (the host copy-back needs
@@ -302,19 +313,19 @@ static comm_req *any_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce
     const size_t bytes = n * tg_dtype_bytes(t);
     if (n == 0 || !is_host(buf)) return nccl_all_reduce(c, buf, n, t, op, e);
     void *d = stage_of(c, bytes, e);
-    if (!d || stage_copy(c, d, buf, bytes, e)) return NULL;
+    if (!d || stage_copy(c, d, buf, bytes, 0, e)) return NULL;
     comm_req *r = finished(c, nccl_all_reduce(c, d, n, t, op, e), e);
-    return r && stage_copy(c, buf, d, bytes, e) ? dropped(c, r) : r;
+    return r && stage_copy(c, buf, d, bytes, 1, e) ? dropped(c, r) : r;
 }
 
 static comm_req *any_reduce_scatter(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
     const size_t block = n * tg_dtype_bytes(t), all = block * (size_t)c->size;
     if (n == 0 || (!is_host(out) && !is_host(in))) return nccl_reduce_scatter(c, out, in, n, t, e);
     char *d = stage_of(c, all, e);
-    if (!d || stage_copy(c, d, in, all, e)) return NULL;
+    if (!d || stage_copy(c, d, in, all, 0, e)) return NULL;
     char *mine = d + (size_t)c->rank * block;
     comm_req *r = finished(c, nccl_reduce_scatter(c, mine, d, n, t, e), e);
-    return r && stage_copy(c, out, mine, block, e) ? dropped(c, r) : r;
+    return r && stage_copy(c, out, mine, block, 1, e) ? dropped(c, r) : r;
 }
 
 static comm_req *any_all_gather(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
@@ -323,17 +334,17 @@ static comm_req *any_all_gather(comm *c, void *out, const void *in, size_t n, tg
     char *d = stage_of(c, all, e);
     if (!d) return NULL;
     char *mine = d + (size_t)c->rank * block;
-    if (stage_copy(c, mine, in, block, e)) return NULL;
+    if (stage_copy(c, mine, in, block, 0, e)) return NULL;
     comm_req *r = finished(c, nccl_all_gather(c, d, mine, n, t, e), e);
-    return r && stage_copy(c, out, d, all, e) ? dropped(c, r) : r;
+    return r && stage_copy(c, out, d, all, 1, e) ? dropped(c, r) : r;
 }
 
 static comm_req *any_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     if (bytes == 0 || !is_host(buf)) return nccl_broadcast(c, buf, bytes, root, e);
     void *d = stage_of(c, bytes, e);
-    if (!d || stage_copy(c, d, buf, bytes, e)) return NULL;
+    if (!d || stage_copy(c, d, buf, bytes, 0, e)) return NULL;
     comm_req *r = finished(c, nccl_broadcast(c, d, bytes, root, e), e);
-    return r && stage_copy(c, buf, d, bytes, e) ? dropped(c, r) : r;
+    return r && stage_copy(c, buf, d, bytes, 1, e) ? dropped(c, r) : r;
 }
 
 /* Frees what the impl holds; the NCCL communicator is finalized (bounded by
