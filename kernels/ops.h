@@ -23,22 +23,45 @@
 #include "parallel/comm.h"
 #include "util/dtype.h"
 #include "util/err.h"
+#include "util/rng_core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* One dropout site of one forward: element i of the site is kept when
- * rng_uniform(seed, stream, row0 * width + i) >= p and then scaled by
- * 1/(1-p), i counting within this rank's rows (for attention: over
- * [heads, T, T] per sequence, with the rank's first head at head0 of
- * heads_total). p = 0: no dropout (and no draws). */
+ * rng_uniform(seed, tg_dropout_stream(&site), row0 * width + i) >= p and
+ * then scaled by 1/(1-p), i counting within this rank's rows (for
+ * attention: over [heads, T, T] per sequence, with the rank's first head at
+ * head0 of heads_total). p = 0: no dropout (and no draws, step unread). */
 typedef struct tg_dropout {
     float p;
-    uint64_t seed, stream;
+    uint64_t seed, stream;   /* stream: the site's own, before the step's part */
     uint64_t row0;           /* global index of this rank's first row (token, or sequence for attention) */
     int head0, heads_total;  /* attention only */
+    /* The step whose masks these are, in backend memory (the model's
+     * tg_step_stats.in.step), read when the kernel runs rather than passed
+     * by value, so that a step replayed as a CUDA graph draws its own
+     * masks. NULL: step 0 (sites that are not a training step's). */
+    const uint64_t *step;
 } tg_dropout;
+
+/* The stream a site's masks are drawn from: its own, moved by the step
+ * (each step's sites take 2^24 streams). Dereferences site->step, so it
+ * runs where that memory is (the CPU, or a CUDA kernel). */
+static inline TG_HD uint64_t tg_dropout_stream(const tg_dropout *site) {
+    return site->stream + ((site->step ? *site->step : 0) << 24);
+}
+
+/* The same site with its step read now and folded into its stream (step
+ * NULL: the same masks). Kernels start with it, so that the step is one
+ * load per thread rather than one per element (the compiler may not move
+ * that load past the kernel's stores). */
+static inline TG_HD tg_dropout tg_dropout_read_step(tg_dropout site) {
+    if (site.p > 0.0f) site.stream = tg_dropout_stream(&site);
+    site.step = NULL;
+    return site;
+}
 
 /* What a step's work reads that changes from step to step: uploaded into
  * tg_step_stats.in before the work is enqueued, so that the work itself is
@@ -46,6 +69,7 @@ typedef struct tg_dropout {
 typedef struct tg_step_inputs {
     float lr;       /* AdamW's learning rate */
     float bc1, bc2; /* its bias corrections: 1 - beta1^t, 1 - beta2^t */
+    uint64_t step;  /* t, 1-based: keys the dropout masks (tg_dropout.step) */
 } tg_step_inputs;
 
 /* The scalars of one step, in backend memory (device memory on a GPU), so

@@ -109,28 +109,30 @@ void gpt_sync_working_weights(gpt *g) { g->ops->cast_params(g->ops, g->params, g
 
 void gpt_zero_grads(gpt *g) { g->ops->zero(g->ops, g->grads, g->n_alloc * sizeof(float)); }
 
-void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t token0) {
-    g->drop = (gpt_dropout){p, seed, step, token0};
+void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0) {
+    g->drop = (gpt_dropout){p, seed, token0};
 }
 
 /* ---- dropout sites: masks keyed by (seed, step, layer, site, global token
  * or sequence, global feature or head), so they are the same at every
- * TP/SP/DP layout and in recomputation ---- */
+ * TP/SP/DP layout and in recomputation; the kernels add the step, from
+ * backend memory (tg_dropout_stream) ---- */
 
 enum { SITE_EMBEDDING, SITE_ATTENTION, SITE_ATTN_RESIDUAL, SITE_MLP_RESIDUAL };
 
-static uint64_t site_stream(const gpt *g, int layer, int site) {
-    return rng_stream_of("dropout") + (g->drop.step << 24) + (uint64_t)(layer + 1) * 4 + (uint64_t)site;
+static uint64_t site_stream(int layer, int site) {
+    return rng_stream_of("dropout") + (uint64_t)(layer + 1) * 4 + (uint64_t)site;
 }
 
 /* A residual-stream site over this rank's rows (row_start: SP's offset). */
 static tg_dropout row_site(const gpt *g, int layer, int site, int row_start) {
-    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(g, layer, site), g->drop.token0 + (uint64_t)row_start, 0, 0};
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, site), g->drop.token0 + (uint64_t)row_start, 0, 0,
+                        &g->stats->in.step};
 }
 
 static tg_dropout attention_site(const gpt *g, int layer, int T) {
-    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(g, layer, SITE_ATTENTION), g->drop.token0 / (uint64_t)T,
-                        g->d.tp_rank * g->d.NH_local, g->d.NH};
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, SITE_ATTENTION), g->drop.token0 / (uint64_t)T,
+                        g->d.tp_rank * g->d.NH_local, g->d.NH, &g->stats->in.step};
 }
 
 /* ---- the mappings: every TP collective of a layer is in one of these ---- */

@@ -46,10 +46,11 @@ typedef struct gpt_dims {
                             * ZeRO asks for its DP size, so that every bucket divides evenly among the ranks) */
 } gpt_dims;
 
-/* What the dropout masks of one forward are keyed by (kernels/ops.h). */
+/* What the dropout masks of one forward are keyed by (kernels/ops.h),
+ * besides the step, which the kernels read from stats->in.step. */
 typedef struct gpt_dropout {
     float p;               /* 0: off (evaluation, sampling) */
-    uint64_t seed, step;
+    uint64_t seed;
     uint64_t token0;       /* global index of the micro-batch's first token within the global batch */
 } gpt_dropout;
 
@@ -176,8 +177,11 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e);
 /* True for tensors every TP rank holds whole (counted once in norms). */
 bool gpt_is_replicated(const gpt_tensor *t);
 void gpt_zero_grads(gpt *g);
-/* Keys the dropout masks of the next forward (and its backward). */
-void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t step, uint64_t token0);
+/* Keys the dropout masks of the next forward (and its backward). Their step
+ * is g->stats->in.step, read by the kernels when they run: uploaded before
+ * the step's work is enqueued (optim_begin_step), so the same work (a CUDA
+ * graph's replay) draws each step's own masks. */
+void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0);
 
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);

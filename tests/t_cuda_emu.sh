@@ -84,21 +84,29 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
     else not_ok trainer_cuda_op_timer_changes_nothing "${out:-} $(tail -n 2 "$tmp/bf16_timed.out" | tr '\n' ' ')"; fi
 else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')"; fi
 
-# The step as a CUDA graph (train.cuda_graph, on by default without dropout):
-# captured at step 2, replayed from step 3, through an evaluation between
-# steps and two micro-batches per step, with a learning rate that changes
-# every step (warm-up, then cosine); a graph that froze anything the host
-# gives a step (the rate, the tokens) would drift from the op-by-op run.
+# The step as a CUDA graph (train.cuda_graph, on by default): captured at
+# step 2, replayed from step 3, through an evaluation between steps and two
+# micro-batches per step, with a learning rate that changes every step
+# (warm-up, then cosine) and, with dropout, masks keyed by the step; a graph
+# that froze anything the host gives a step (the rate, the step the dropout
+# kernels read, the tokens) would drift from the op-by-op run.
 graph=(--set train.steps=6 --set train.warmup=2 --set out.eval_every=2)
-for prec in fp32 bf16; do
-    if train "graph_off_$prec" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" --set train.cuda_graph=false &&
-        train "graph_on_$prec" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" &&
-        out=$("$py" tests/parallel/compare.py "$tmp/graph_off_$prec" "$tmp/graph_on_$prec" 6 --bitwise 2>&1); then
-        if grep -q "^step 2: captured as a CUDA graph" "$tmp/graph_on_$prec.out" && ! grep -q "captured" "$tmp/graph_off_$prec.out"
-        then ok "trainer_cuda_graph_replay_bitwise_$prec ($out)"
-        else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "no capture at step 2: $(grep -m1 -i graph "$tmp/graph_on_$prec.out")"; fi
-    else not_ok "trainer_cuda_graph_replay_bitwise_$prec" "${out:-} $(tail -n 2 "$tmp/graph_on_$prec.out" | tr '\n' ' ')"; fi
+for v in fp32 bf16 fp32_dropout bf16_dropout; do
+    prec=${v%_dropout} set_=()
+    [ "$v" != "$prec" ] && set_=(--set model.dropout=0.1)
+    if train "graph_off_$v" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" "${set_[@]}" --set train.cuda_graph=false &&
+        train "graph_on_$v" "$emu_bin" --set device=cuda --set train.precision=$prec "${graph[@]}" "${set_[@]}" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/graph_off_$v" "$tmp/graph_on_$v" 6 --bitwise 2>&1); then
+        if grep -q "^step 2: captured as a CUDA graph" "$tmp/graph_on_$v.out" && ! grep -q "captured" "$tmp/graph_off_$v.out"
+        then ok "trainer_cuda_graph_replay_bitwise_$v ($out)"
+        else not_ok "trainer_cuda_graph_replay_bitwise_$v" "no capture at step 2: $(grep -m1 -i graph "$tmp/graph_on_$v.out")"; fi
+    else not_ok "trainer_cuda_graph_replay_bitwise_$v" "${out:-} $(tail -n 2 "$tmp/graph_on_$v.out" | tr '\n' ' ')"; fi
 done
+# the replayed graph's dropout masks are the CPU's: each step's own, not one frozen step's
+if train cpu_dropout "$bin" "${graph[@]}" --set model.dropout=0.1 &&
+    out=$("$py" tests/parallel/compare.py "$tmp/cpu_dropout" "$tmp/graph_on_fp32_dropout" 6 --rtol 1e-4 2>&1)
+then ok "trainer_cuda_graph_dropout_fp32_matches_cpu ($out)"
+else not_ok trainer_cuda_graph_dropout_fp32_matches_cpu "${out:-} $(tail -n 2 "$tmp/cpu_dropout.out" | tr '\n' ' ')"; fi
 # a device that refuses the capture (at its start, or at its end): a warning,
 # then every step op by op, the same bits
 for at in begin end; do
@@ -121,12 +129,8 @@ if train nccl_fp32 "$emu_bin" --set device=cuda --set train.precision=fp32 "${gr
     out=$("$py" tests/parallel/compare.py "$tmp/graph_off_fp32" "$tmp/nccl_fp32" 6 --bitwise 2>&1)
 then ok "trainer_cuda_nccl_one_rank_bitwise ($out)"
 else not_ok trainer_cuda_nccl_one_rank_bitwise "${out:-} $(grep -m2 -i "nccl\|error" "$tmp/nccl_fp32.out" | tr '\n' ' ')"; fi
-# no graph where the step is not the same every time (dropout's masks), or
-# where the per-op timer must see each op
-for case in dropout op_times; do
-    set_=(--set model.dropout=0.1); [ $case = op_times ] && set_=(--set out.op_times=true)
-    if train "graph_$case" "$emu_bin" --set device=cuda "${set_[@]}" && ! grep -q "captured as a CUDA graph" "$tmp/graph_$case.out"
-    then ok "trainer_cuda_graph_not_used_with_$case"
-    else not_ok "trainer_cuda_graph_not_used_with_$case" "$(grep -m1 -i "graph\|error" "$tmp/graph_$case.out")"; fi
-done
+# no graph where the per-op timer must see each op
+if train graph_op_times "$emu_bin" --set device=cuda --set out.op_times=true && ! grep -q "captured as a CUDA graph" "$tmp/graph_op_times.out"
+then ok trainer_cuda_graph_not_used_with_op_times
+else not_ok trainer_cuda_graph_not_used_with_op_times "$(grep -m1 -i "graph\|error" "$tmp/graph_op_times.out")"; fi
 exit $failed

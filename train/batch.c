@@ -14,7 +14,7 @@ void batch_budget_share(gpt_budget *b, const tg_config *c, int dp_size) {
 
 bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, const comm *dp) {
     return c->train.cuda_graph && ops->graph_capture_begin && ops->graph_capture_end && ops->graph_launch &&
-           comm_is_null(tp) && tp->size == 1 && comm_is_null(dp) && dp->size == 1 && c->model.dropout == 0.0;
+           comm_is_null(tp) && tp->size == 1 && comm_is_null(dp) && dp->size == 1;
 }
 
 /* This rank's first sequence of the window (DP rank d takes [d*G/dp, (d+1)*G/dp)). */
@@ -32,15 +32,15 @@ static void upload_share(const batch_io *io) {
 
 /* The micro-batches' forward (and backward) passes over the uploaded share,
  * and the step's mean loss on the device. */
-static int micro_batches(const batch_io *io, int step, bool train, tg_err *e) {
+static int micro_batches(const batch_io *io, bool train, tg_err *e) {
     const tg_config *c = io->cfg;
     const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
     const int first = share_first(io);
     const float dloss = 1.0f / ((float)c->train.global_batch * T);
     for (int m = 0; m < accum; m++) {
-        /* Masks keyed by the step and the micro-batch's place in the global
-         * batch; no dropout when evaluating. */
-        gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed, (uint64_t)step,
+        /* Masks keyed by the micro-batch's place in the global batch and by
+         * the step the kernels read from the device; none when evaluating. */
+        gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed,
                         (uint64_t)(first + m * B) * (uint64_t)T);
         const int32_t *inputs = io->share + (size_t)m * B * T;
         if (gpt_forward_resident(io->model, inputs, inputs + 1, B, T, dloss, e)) return -1;
@@ -54,13 +54,13 @@ static int micro_batches(const batch_io *io, int step, bool train, tg_err *e) {
     return comm_all_reduce(io->dp, &io->model->stats->loss, 1, REDUCE_SUM, e);
 }
 
-int batch_loss(const batch_io *io, int step, bool train, tg_err *e) {
+int batch_loss(const batch_io *io, bool train, tg_err *e) {
     upload_share(io);
-    return micro_batches(io, step, train, e);
+    return micro_batches(io, train, e);
 }
 
-int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e) {
-    if (batch_loss(io, step, false, e)) return -1;
+int batch_eval_loss(const batch_io *io, float *mean, tg_err *e) {
+    if (batch_loss(io, false, e)) return -1;
     tg_step_stats st;
     io->model->ops->download(io->model->ops, &st, io->model->stats, sizeof st);
     *mean = st.loss;
@@ -68,9 +68,9 @@ int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e) {
 }
 
 /* A training step's work after its uploads: the same ops every step. */
-static int step_work(const batch_io *io, int step, tg_err *e) {
+static int step_work(const batch_io *io, tg_err *e) {
     gpt_zero_grads(io->model);
-    if (micro_batches(io, step, true, e)) return -1;
+    if (micro_batches(io, true, e)) return -1;
     return optim_enqueue(io->opt, io->model, io->cfg, e);
 }
 
@@ -84,7 +84,7 @@ static int capture(const batch_io *io, int step, tg_err *e) {
     const tg_ops *ops = io->model->ops;
     tg_err why;
     if (ops->graph_capture_begin(ops, &why) == 0) {
-        const int rc = step_work(io, step, e);
+        const int rc = step_work(io, e);
         if (ops->graph_capture_end(ops, &why) == 0) {
             if (rc) return -1;
             io->graph->captured = true;
@@ -95,7 +95,7 @@ static int capture(const batch_io *io, int step, tg_err *e) {
     }
     tg_warn("train_gpt", "step %d: %s; steps run op by op from here (train.cuda_graph)", step, why.msg);
     io->graph->usable = false;
-    return step_work(io, step, e);
+    return step_work(io, e);
 }
 
 /* The step's work: its ops one by one, or its graph. */
@@ -103,7 +103,7 @@ static int enqueue_step(const batch_io *io, int step, tg_err *e) {
     step_graph *gr = io->graph;
     if (!gr || !gr->usable || !gr->warm) {
         if (gr) gr->warm = true;
-        return step_work(io, step, e);
+        return step_work(io, e);
     }
     if (!gr->captured && capture(io, step, e)) return -1;
     if (!gr->captured) return 0; /* refused: the ops ran */

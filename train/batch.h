@@ -40,20 +40,20 @@ size_t batch_share_len(const tg_config *c, int dp_size);
 void batch_budget_share(gpt_budget *b, const tg_config *c, int dp_size);
 
 /* Whether training steps can be one CUDA graph: train.cuda_graph, a backend
- * with graphs (CUDA, without the per-op timer), one process (TP and DP
+ * with graphs (CUDA, without the per-op timer), and one process (TP and DP
  * communicators that are comm_nulls of size 1: no collective waits on the
- * host), and no dropout (its masks are keyed by the step, a kernel argument
- * the graph would freeze). */
+ * host). Dropout is no obstacle: its kernels read the step from the device
+ * (tg_dropout.step), as AdamW reads its learning rate. */
 bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, const comm *dp);
 
-/* Mean loss of the window for step `step` (1-based; it keys the dropout
- * masks, none unless `train`), left on the device in model->stats->loss;
- * accumulates gradients when `train` is set. Nothing waits on the device.
- * DP rank d takes sequences [d*G/dp, (d+1)*G/dp). */
-int batch_loss(const batch_io *io, int step, bool train, tg_err *e);
+/* Mean loss of the window, left on the device in model->stats->loss;
+ * accumulates gradients when `train` is set (with dropout, masks keyed by
+ * the step in model->stats->in: optim_begin_step first). Nothing waits on
+ * the device. DP rank d takes sequences [d*G/dp, (d+1)*G/dp). */
+int batch_loss(const batch_io *io, bool train, tg_err *e);
 
 /* batch_loss without training, and its mean read back (one wait). */
-int batch_eval_loss(const batch_io *io, int step, float *mean, tg_err *e);
+int batch_eval_loss(const batch_io *io, float *mean, tg_err *e);
 
 /* A training step on the window: zeroed gradients, batch_loss, then the
  * optimizer (which applies nothing for a non-finite loss or norm, and

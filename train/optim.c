@@ -130,7 +130,8 @@ int optim_gather_master(optim *o, gpt *g, tg_err *e) {
 
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {
     const double b1 = c->train.beta1, b2 = c->train.beta2;
-    const tg_step_inputs in = {(float)optim_lr(c, step), (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step))};
+    const tg_step_inputs in = {(float)optim_lr(c, step), (float)(1.0 - pow(b1, step)), (float)(1.0 - pow(b2, step)),
+                               (uint64_t)step};
     o->ops->upload(o->ops, &g->stats->in, &in, sizeof in);
 }
 

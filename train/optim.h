@@ -69,9 +69,9 @@ typedef struct optim_report {
  * ZeRO the all-gather of the working weights. The decision and the clip factor
  * stay on the device; the host waits once, at the end, to read the loss and
  * norm into r. A collective over the TP and DP groups.
- * optim_begin_step uploads the step's learning rate and bias
- * corrections into g->stats->in (before any of the step's work, so that the
- * work is the same every step); optim_enqueue enqueues the reductions, the
+ * optim_begin_step uploads the step's learning rate, bias corrections and
+ * number (the dropout masks' key) into g->stats->in (before any of the
+ * step's work, so that the work is the same every step); optim_enqueue enqueues the reductions, the
  * norm and AdamW (and the ZeRO gather), without waiting on the device except
  * inside the collectives of multi-process groups; optim_read waits for the
  * step's end and reports. */

@@ -90,7 +90,7 @@ void sample_continue(run *r, int32_t *toks, int len, int n, const sample_opts *o
     float *local = tg_malloc((size_t)d->V_local * sizeof(float), "sample logits");
     float *logits = tg_malloc((size_t)d->Vp * sizeof(float), "sample logits");
     float *scratch = tg_malloc((size_t)d->Vp * sizeof(float), "sample top-k");
-    gpt_set_dropout(r->model, 0.0f, 0, 0, 0); /* sampling runs the model without dropout */
+    gpt_set_dropout(r->model, 0.0f, 0, 0); /* sampling runs the model without dropout */
     for (int p = len; p < len + n; p++) {
         const int ctx = p < c->model.seq_len ? p : c->model.seq_len; /* a window sliding over the last seq_len */
         next_logits(r, toks + p - ctx, ctx, fwd, local, logits);

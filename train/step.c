@@ -27,7 +27,7 @@ static float eval_window(run *r) {
     const batch_io io = io_of(r);
     float mean;
     tg_err e;
-    if (batch_eval_loss(&io, r->state.step + 1, &mean, &e)) tg_die(PROG, &e);
+    if (batch_eval_loss(&io, &mean, &e)) tg_die(PROG, &e);
     return mean;
 }
 

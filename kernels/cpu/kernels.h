@@ -64,7 +64,7 @@ const tg_ops *CPU_KERNEL(ops_table)(void);
 
 /* The kept-and-scaled factor of element i of a dropout site: 0 or 1/(1-p). */
 static inline float cpu_dropout_scale(const tg_dropout *drop, uint64_t index) {
-    return rng_dropout_scale(drop->p, drop->seed, drop->stream, index);
+    return rng_dropout_scale(drop->p, drop->seed, tg_dropout_stream(drop), index);
 }
 
 #endif

@@ -31,7 +31,7 @@ static __host__ __device__ __forceinline__ int fl_min(int a, int b) { return a <
 static __device__ __forceinline__ float fl_drop(const tg_dropout &d, int b, int h, int t, int t2, int T) {
     if (d.p <= 0.0f) return 1.0f;
     uint64_t seq = d.row0 + (uint64_t)b, head = (uint64_t)(d.head0 + h);
-    return rng_dropout_scale(d.p, d.seed, d.stream,
+    return rng_dropout_scale(d.p, d.seed, tg_dropout_stream(&d),
                              ((seq * (uint64_t)d.heads_total + head) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)t2);
 }
 

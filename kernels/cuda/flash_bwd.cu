@@ -91,6 +91,7 @@ template <typename E>
 __global__ void __launch_bounds__(FL_THREADS)
     flash_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int T, int NH, int HS,
                     float scale, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     __shared__ fl_tile q, g, k, v;
     __shared__ fl_square s, dp;
     __shared__ float lse_t[FL_TILE], D_t[FL_TILE];
@@ -118,6 +119,7 @@ template <typename E>
 __global__ void __launch_bounds__(FL_THREADS)
     flash_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int T, int NH, int HS,
                      float scale, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     __shared__ fl_tile q, g, k, v;
     __shared__ fl_square s, dp;
     __shared__ float lse_t[FL_TILE], D_t[FL_TILE];
@@ -160,6 +162,7 @@ template <int HS>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
@@ -211,6 +214,7 @@ template <int HS>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                          const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];

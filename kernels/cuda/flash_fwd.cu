@@ -56,6 +56,7 @@ static __device__ void online_softmax(fl_square s, float *row_max, float *row_su
 template <typename E>
 __global__ void __launch_bounds__(FL_THREADS)
     flash_forward_kernel(E *out, float *lse, const E *qkv, int p0, int T, int NH, int HS, float scale, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     __shared__ fl_tile q, k, v;
     __shared__ fl_square s;
     __shared__ float row_max[FL_TILE], row_sum[FL_TILE], row_corr[FL_TILE];
@@ -213,6 +214,7 @@ template <int HS>
 __global__ void __launch_bounds__(FM_THREADS)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                              tg_dropout drop, bool vec) {
+    drop = tg_dropout_read_step(drop);
     constexpr int ld = fm_ld(HS), NB = HS / 8, tile = FM_ROWS * ld;
     extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS>() */
     const int qt = (int)(gridDim.x - 1 - blockIdx.x), q0 = qt * FM_ROWS;

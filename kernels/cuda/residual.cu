@@ -27,6 +27,7 @@ namespace {
 template <typename T, typename I>
 __global__ void bias_residual_add_kernel(T *out, const T *x, const T *bias, const T *res, int C, I total, I packs,
                                          tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     constexpr int P = vec_pack<T>::N;
     const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
     for (I k = first; k < packs; k += stride) {
@@ -46,6 +47,7 @@ __global__ void bias_residual_add_kernel(T *out, const T *x, const T *bias, cons
 
 template <typename T, typename I>
 __global__ void dropout_kernel(T *out, const T *in, int C, I total, I packs, tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     constexpr int P = vec_pack<T>::N;
     const I first = (I)blockIdx.x * blockDim.x + threadIdx.x, stride = (I)gridDim.x * blockDim.x;
     for (I k = first; k < packs; k += stride) {

@@ -12,7 +12,7 @@
 
 /* The dropout factor of element (n, c) of a site with C columns. */
 static __device__ __forceinline__ float dropout_scale(const tg_dropout &drop, size_t n, size_t c, int C) {
-    return rng_dropout_scale(drop.p, drop.seed, drop.stream, (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
+    return rng_dropout_scale(drop.p, drop.seed, tg_dropout_stream(&drop), (drop.row0 + (uint64_t)n) * (uint64_t)C + (uint64_t)c);
 }
 
 /* v times element (n, c)'s dropout factor (v itself without dropout). */

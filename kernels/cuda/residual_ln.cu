@@ -89,6 +89,7 @@ template <typename T>
 __global__ void bias_residual_layernorm_kernel(T *out, T *ln_out, float *mean, float *rstd, const T *x, const T *bias,
                                                const T *res, const T *w, const T *b, int N, int C, int stride, bool packs,
                                                tg_dropout drop) {
+    drop = tg_dropout_read_step(drop);
     __shared__ __align__(16) T rows[ROW_SMEM_BYTES / sizeof(T)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n = blockIdx.x * (blockDim.x / 32) + warp;

@@ -230,13 +230,14 @@ if want nccl; then
     fi
 fi
 
-# (e) recompute full and selective bitwise equal to none on CUDA (3 steps), with and without dropout; a run
-#     repeated is bitwise equal to itself (no floating-point atomics); the step replayed as a CUDA graph
-#     (steps 2 and 3) bitwise equal to the same run op by op
+# (e) recompute full and selective bitwise equal to none on CUDA (4 steps), with and without dropout; a run
+#     repeated is bitwise equal to itself (no floating-point atomics); the step captured as a CUDA graph at
+#     step 2 and replayed at steps 3 and 4 (with dropout, each step's own masks) bitwise equal to the same run
+#     op by op
 strip() { grep '"loss"' "$tmp/$1/log.jsonl" | sed -E 's/.*("step":[0-9]+,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*).*/\1/'; }
 # check_bitwise NAME REF RUN: the deterministic part of every train line, the val loss and the final checkpoint
 check_bitwise() {
-    local name="$1" a="$2" b="$3" ck="step_00000003"
+    local name="$1" a="$2" b="$3" ck="step_00000004"
     if [ -z "$(strip "$a")" ] || [ "$(strip "$a")" != "$(strip "$b")" ]; then
         bad "$name" "train lines differ: $(diff <(strip "$a") <(strip "$b") | head -n 2 | tr '\n' ' ')"
     elif [ "$(grep val_loss "$tmp/$a/log.jsonl")" != "$(grep val_loss "$tmp/$b/log.jsonl")" ]; then
@@ -248,28 +249,29 @@ check_bitwise() {
 }
 if want recompute; then
     for variant in "fp32 --set train.precision=fp32" "bf16 --set train.precision=bf16" \
-                   "fp32_dropout --set train.precision=fp32 --set model.dropout=0.1"; do
+                   "fp32_dropout --set train.precision=fp32 --set model.dropout=0.1" \
+                   "bf16_dropout --set train.precision=bf16 --set model.dropout=0.1"; do
         # shellcheck disable=SC2086
         set -- $variant
         v="$1"; shift
-        args=("${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.steps=3 "$@")
+        args=("${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.steps=4 "$@")
         if ! train "rc_${v}_none" 1 "${args[@]}" --set train.recompute=none; then run_failed "recompute_${v}" "rc_${v}_none"; continue; fi
         for mode in selective full; do
             if train "rc_${v}_$mode" 1 "${args[@]}" --set train.recompute=$mode; then
                 check_bitwise "recompute_${v}_${mode}_bitwise_equals_none" "rc_${v}_none" "rc_${v}_$mode"
             else run_failed "recompute_${v}_${mode}_bitwise_equals_none" "rc_${v}_$mode"; fi
         done
-        if [ "$v" != fp32_dropout ]; then
+        if [[ "$v" != *_dropout ]]; then
             if train "rc_${v}_again" 1 "${args[@]}" --set train.recompute=none; then
                 check_bitwise "repeat_run_${v}_bitwise" "rc_${v}_none" "rc_${v}_again"
             else run_failed "repeat_run_${v}_bitwise" "rc_${v}_again"; fi
-            # without dropout the step is a CUDA graph from step 2 (train.cuda_graph): the same bits op by op
-            if ! grep -q "^step 2: captured as a CUDA graph" "$tmp/rc_${v}_none.out"; then
-                bad "cuda_graph_${v}_captured" "no capture line: $(grep -m1 -i "graph\|warning" "$tmp/rc_${v}_none.out")"
-            elif train "rc_${v}_nograph" 1 "${args[@]}" --set train.recompute=none --set train.cuda_graph=false; then
-                check_bitwise "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph" "rc_${v}_none"
-            else run_failed "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph"; fi
         fi
+        # the step is a CUDA graph from step 2 (train.cuda_graph), dropout or not: the same bits op by op
+        if ! grep -q "^step 2: captured as a CUDA graph" "$tmp/rc_${v}_none.out"; then
+            bad "cuda_graph_${v}_captured" "no capture line: $(grep -m1 -i "graph\|warning" "$tmp/rc_${v}_none.out")"
+        elif train "rc_${v}_nograph" 1 "${args[@]}" --set train.recompute=none --set train.cuda_graph=false; then
+            check_bitwise "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph" "rc_${v}_none"
+        else run_failed "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph"; fi
     done
 fi
 

@@ -86,7 +86,7 @@ static void test_attention_with(tally *t, tg_dropout drop, const char *fwd_name,
 void kcheck_attention(tally *t) {
     test_attention_with(t, (tg_dropout){0}, "attention_forward", "attention_backward_fd");
     /* heads 2..4 of 7 of sequences 5.. : a TP rank's slice of the masks */
-    tg_dropout drop = {0.3f, 99, 12345, 5, 2, 7};
+    tg_dropout drop = {0.3f, 99, 12345, 5, 2, 7, NULL};
     test_attention_with(t, drop, "attention_forward_dropout", "attention_backward_dropout_fd");
 }
 
@@ -136,7 +136,7 @@ void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop) 
  * of each with a partial last one, T = 128 none; every head-size instance
  * (16 .. 128) runs somewhere; peaked rows and a misaligned qkv. */
 void cuda_test_attention_shapes(env *e) {
-    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4}, none = {0};
+    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4, NULL}, none = {0};
     cuda_test_attention(e, 1, 5, 1, 64, none);
     cuda_test_attention(e, 2, 77, 2, 64, drop);
     cuda_test_attention(e, 1, 70, 3, 128, none);
@@ -161,7 +161,7 @@ void cuda_test_attention_shapes(env *e) {
  * scratch under EMU_SCRATCH_BYTES=12000 (15 pairs), so that run splits
  * them in two rounds. In fp32 the same shapes check the CUDA-core path. */
 void cuda_test_attention_backward_tiles(env *e) {
-    const tg_dropout drop = {0.2f, 4321, 84, 7, 1, 6};
+    const tg_dropout drop = {0.2f, 4321, 84, 7, 1, 6, NULL};
     cuda_test_attention(e, 1, 150, 2, 64, drop);
     cuda_test_attention(e, 4, 200, 4, 16, drop);
     cuda_test_attention(e, 1, 129, 3, 128, (tg_dropout){0});

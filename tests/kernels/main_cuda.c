@@ -55,7 +55,8 @@
  *                                     bias_residual_add then layernorm_forward on the GPU; p = 0 and 0.2;
  *                                     out == x, out == res; C = 72, 768 (packs), 100, 36 (packs in fp32
  *                                     only), 13; misaligned rows; rows too wide for shared memory)
- *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place)
+ *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place), cuda_test_dropout_step
+ *                                     (the step read from device memory when the op runs)
  *   [x] bias_backward                 cuda_test_bias_backward
  *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
  *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not)
@@ -83,10 +84,10 @@ static void run_all(env *e) {
     /* sizes that are multiples of no tile: B*T = 39 rows, C = 72, 3 heads of 24 */
     const int B = 3, T = 13, N = B * T, C = 72, NH = 3, HS = C / NH;
     const tg_dropout none = {0};
-    const tg_dropout rows = {0.2f, 1234, 77, 11, 0, 0};
-    const tg_dropout rows_far = {0.2f, 1234, 79, 100000000, 0, 0}; /* element counters past 2^32 */
-    const tg_dropout heads = {0.2f, 1234, 78, 5, 1, 5};              /* heads 1..3 of 5 */
-    const tg_dropout heads_far = {0.2f, 1234, 83, 20000000, 1, 5};   /* counters past 2^32 */
+    const tg_dropout rows = {0.2f, 1234, 77, 11, 0, 0, NULL};
+    const tg_dropout rows_far = {0.2f, 1234, 79, 100000000, 0, 0, NULL}; /* element counters past 2^32 */
+    const tg_dropout heads = {0.2f, 1234, 78, 5, 1, 5, NULL};              /* heads 1..3 of 5 */
+    const tg_dropout heads_far = {0.2f, 1234, 83, 20000000, 1, 5, NULL};   /* counters past 2^32 */
     const size_t odd = 1001, mid = 100003;
 
     cuda_test_memory(e);
@@ -142,6 +143,7 @@ static void run_all(env *e) {
     if (e->act == TG_F32) cuda_test_adamw(e, 37, 1);
     cuda_test_adamw(e, 1, 0);
     cuda_test_adamw(e, 37, 0);
+    cuda_test_dropout_step(e, N, C); /* after the others: their random inputs stay as they were */
     if (!e->quick) run_large(e);
     cuda_test_lt_plans(e); /* last: it fills the backend's plan table */
 }
@@ -160,12 +162,12 @@ static void run_large(env *e) {
     cuda_test_matmul_dgelu(e, 1024, 4 * 768, 768);
     cuda_test_lmhead(e, 1024, 768, 5000);
     cuda_test_attention(e, 2, 1000, 12, 64, none);
-    cuda_test_attention(e, 2, 1000, 12, 64, (tg_dropout){0.2f, 1234, 80, 1000000, 12, 48});
+    cuda_test_attention(e, 2, 1000, 12, 64, (tg_dropout){0.2f, 1234, 80, 1000000, 12, 48, NULL});
     cuda_test_gelu(e, big);
-    cuda_test_bias_residual(e, 1024, 768, (tg_dropout){0.2f, 1234, 81, 3000000, 0, 0});
-    cuda_test_dropout(e, 1024, 3072, (tg_dropout){0.2f, 1234, 82, 2000000, 0, 0});
+    cuda_test_bias_residual(e, 1024, 768, (tg_dropout){0.2f, 1234, 81, 3000000, 0, 0, NULL});
+    cuda_test_dropout(e, 1024, 3072, (tg_dropout){0.2f, 1234, 82, 2000000, 0, 0, NULL});
     cuda_test_bias_backward(e, 16384, 3072);
-    cuda_test_residual_layernorm(e, 1024, 768, (tg_dropout){0.2f, 1234, 84, 3000000, 0, 0}, 0);
+    cuda_test_residual_layernorm(e, 1024, 768, (tg_dropout){0.2f, 1234, 84, 3000000, 0, 0, NULL}, 0);
     cuda_test_residual_layernorm(e, 3, 6144, none, 0); /* the widest fused row in fp32: one per block */
     cuda_test_xent(e, 257, 50304, 50257, 0);
     cuda_test_xent_fused(e, 257, 50304, 50257);

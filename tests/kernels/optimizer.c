@@ -165,7 +165,7 @@ void kcheck_adamw(tally *t) {
     tg_step_stats s = {0};
     s.clip = 0.5f;
     s.finite = 0;
-    s.in = (tg_step_inputs){(float)lr, (float)(1 - pow(b1, step)), (float)(1 - pow(b2, step))};
+    s.in = (tg_step_inputs){(float)lr, (float)(1 - pow(b1, step)), (float)(1 - pow(b2, step)), (uint64_t)step};
     cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
     report(t, memcmp(p, p0, n * sizeof(float)) == 0 && memcmp(m, m0, w * sizeof(float)) == 0, "adamw_not_finite_changes_nothing",
            "the parameters or moments changed");
@@ -427,7 +427,7 @@ void cuda_test_adamw(env *e, size_t k, int work_is_p) {
     twin work = work_is_p ? p : tw_vals(e, ACT, hp, n);
     tg_step_stats init = {0};
     init.clip = 0.5f;
-    init.in = (tg_step_inputs){1e-2f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3)};
+    init.in = (tg_step_inputs){1e-2f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3), 3};
     const char *tag = work_is_p ? "work_is_p" : "work_separate";
     for (int finite = 0; finite < 2; finite++) {
         init.finite = finite;

@@ -11,10 +11,32 @@
 
 #include "tests/kernels/check.h"
 
+/* A site's step read from memory when the kernel runs: the masks of its
+ * stream moved by that step (tg_dropout_stream), a new mask for a new
+ * value in the same memory (a replayed CUDA graph's case). */
+static void check_dropout_step(tally *t, const tg_dropout *site, const float *x, int N, int C) {
+    float *got = poisoned((size_t)N * C), *want = poisoned((size_t)N * C), *before = poisoned((size_t)N * C);
+    uint64_t step = 5;
+    tg_dropout at_step = *site, moved = *site;
+    at_step.step = &step;
+    moved.stream += step << 24;
+    cpu_dropout(NULL, before, x, N, C, at_step);
+    cpu_dropout(NULL, want, x, N, C, moved);
+    const int same = memcmp(before, want, sizeof(float) * N * C) == 0;
+    step = 6;
+    moved.stream = site->stream + (step << 24);
+    cpu_dropout(NULL, got, x, N, C, at_step);
+    cpu_dropout(NULL, want, x, N, C, moved);
+    const int next = memcmp(got, want, sizeof(float) * N * C) == 0, changed = memcmp(got, before, sizeof(float) * N * C) != 0;
+    report(t, same && next && changed, "dropout_step_read_from_memory", "step 5 as the moved stream: %d, step 6: %d, changed: %d",
+           same, next, changed);
+    free(got); free(want); free(before);
+}
+
 /* Dropout masks: the kept fraction is 1-p, kept values scaled by 1/(1-p),
  * the same mask in the residual site, the plain kernel and its backward. */
 void kcheck_dropout(tally *t) {
-    const tg_dropout d = {0.1f, 7, 42, 1000, 0, 0};
+    const tg_dropout d = {0.1f, 7, 42, 1000, 0, 0, NULL};
     const int N = 40, C = 2500; /* 100000 draws */
     float *ones = malloc(sizeof(float) * N * C), *out = poisoned((size_t)N * C);
     for (int i = 0; i < N * C; i++) ones[i] = 1.0f;
@@ -40,6 +62,7 @@ void kcheck_dropout(tally *t) {
     /* the kernel with p = 0 draws nothing and is the identity */
     cpu_dropout(NULL, out, x, N, C, (tg_dropout){0});
     report(t, memcmp(out, x, sizeof(float) * N * C) == 0, "dropout_p0_identity", "p = 0 changed values");
+    check_dropout_step(t, &d, x, N, C);
     free(ones); free(out); free(x); free(bias); free(res); free(want);
 }
 
@@ -105,6 +128,32 @@ void cuda_test_dropout(env *e, int N, int C, tg_dropout drop) {
     tw_free(e, in);
     tw_free(e, out);
     tw_free(e, buf);
+}
+
+/* The step read from backend memory when the op runs (a CUDA graph replays
+ * the same launch every step): the GPU's site points at its own copy of the
+ * step, set to 3 and then 4 between two runs of the same site, and must
+ * draw what the CPU draws with the stream moved by that step, each time. */
+void cuda_test_dropout_step(env *e, int N, int C) {
+    NEED(e, dropout);
+    const size_t NC = (size_t)N * C;
+    const tg_dropout site = {0.2f, 1234, 85, 11, 0, 0, NULL};
+    uint64_t *step_g = e->gpu->alloc(e->gpu, sizeof(uint64_t), "test step");
+    tg_dropout at_step = site;
+    at_step.step = step_g;
+    twin in = tw_rand(e, ACT, NC, -1, 1);
+    for (uint64_t step = 3; step <= 4; step++) {
+        e->gpu->upload(e->gpu, step_g, &step, sizeof step);
+        tg_dropout moved = site;
+        moved.stream += step << 24;
+        twin out = tw_out(e, ACT, NC);
+        e->cpu->dropout(e->cpu, out.c, in.c, N, C, moved);
+        e->gpu->dropout(e->gpu, out.g, in.g, N, C, at_step);
+        check(e, out, e->tol, "dropout_step_in_memory N=%d C=%d step=%llu", N, C, (unsigned long long)step);
+        tw_free(e, out);
+    }
+    tw_free(e, in);
+    e->gpu->free(e->gpu, step_g);
 }
 
 void cuda_test_bias_backward(env *e, int N, int C) {

@@ -115,7 +115,7 @@ static int fused_is_sequence(tg_o o, int N, int C, tg_dropout d, int alias, char
 }
 
 void kcheck_residual_layernorm(tally *t) {
-    const tg_dropout none = {0}, drop = {0.1f, 7, 43, 5, 0, 0};
+    const tg_dropout none = {0}, drop = {0.1f, 7, 43, 5, 0, 0, NULL};
     check_reference(t, 7, 67, none);
     check_reference(t, 7, 67, drop);
     tg_err err;

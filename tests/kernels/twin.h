@@ -104,6 +104,7 @@ void cuda_test_gelu(env *e, size_t n);
 void cuda_test_gelu_unaligned(env *e, size_t n);
 void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop);
 void cuda_test_dropout(env *e, int N, int C, tg_dropout drop);
+void cuda_test_dropout_step(env *e, int N, int C);
 void cuda_test_bias_backward(env *e, int N, int C);
 void cuda_test_residual_layernorm(env *e, int N, int C, tg_dropout drop, int misaligned);
 void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start);
