@@ -275,7 +275,8 @@ if want recompute; then
     done
 fi
 
-# (f) compute-sanitizer memcheck: the kernel tests (small cases) and 2 training steps (bf16, dropout) report no error
+# (f) compute-sanitizer memcheck: the kernel tests (small cases) and 2 training steps (bf16, dropout) report no error;
+#     racecheck and synccheck over one training step report none either
 if want sanitizer; then
     san=$(command -v compute-sanitizer 2>/dev/null || true)
     for d in "${CUDA_HOME:-/usr/local/cuda}/bin" /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer \
@@ -285,15 +286,19 @@ if want sanitizer; then
     if [ -z "$san" ]; then
         skip sanitizer "compute-sanitizer not found on PATH or under /usr/local/cuda/bin (not counted as passed)"
     else
-        # sanitized NAME COMMAND...: runs under memcheck; passes on exit 0 with "0 errors"
+        # sanitized NAME [--tool TOOL] COMMAND...: runs under memcheck (or TOOL); passes on exit 0 with "0 errors"
         sanitized() {
             local name="$1"; shift
-            timeout -k 10 900 "$san" --tool memcheck --error-exitcode 1 "$@" >"$tmp/$name.out" 2>&1
+            local tool=memcheck
+            if [ "$1" = --tool ]; then tool="$2"; shift 2; fi
+            timeout -k 10 900 "$san" --tool "$tool" --error-exitcode 1 "$@" >"$tmp/$name.out" 2>&1
             local rc=$?
-            if [ "$rc" -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$tmp/$name.out"; then
-                good "$name ($(grep -m1 'ERROR SUMMARY' "$tmp/$name.out" | sed 's/^=* *//'))"
+            # racecheck ends in its own summary line ("RACECHECK SUMMARY: N hazards displayed (N errors, ...")
+            local summary='ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors'
+            if [ "$rc" -eq 0 ] && grep -qE "$summary" "$tmp/$name.out"; then
+                good "$name ($(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/$name.out" | sed 's/^=* *//'))"
             else
-                bad "$name" "exit $rc: $(grep -m3 -E '^========= (Invalid|Program hit|Error|ERROR SUMMARY)' "$tmp/$name.out" | tr '\n' ' ')$(grep -m2 '^not ok' "$tmp/$name.out" | tr '\n' ' ') $(last_lines "$tmp/$name.out" 2)"
+                bad "$name" "exit $rc: $(grep -m3 -E '^========= (Invalid|Program hit|Error|ERROR SUMMARY|RACECHECK SUMMARY|Barrier|Race)' "$tmp/$name.out" | tr '\n' ' ')$(grep -m2 '^not ok' "$tmp/$name.out" | tr '\n' ' ') $(last_lines "$tmp/$name.out" 2)"
             fi
         }
         if [ -n "$kbin" ]; then sanitized sanitizer_kernels "$kbin" --quick
@@ -301,6 +306,16 @@ if want sanitizer; then
         rm -rf "$tmp/san_train"
         sanitized sanitizer_train "$bin" "${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.precision=bf16 \
             --set model.dropout=0.1 --set train.steps=2 --set out.save_final=false --set out.dir="$tmp/san_train"
+        # What the emulation cannot see (its threads are fibers that never interleave between two
+        # instructions): shared-memory races (racecheck) and barriers not reached by the whole block
+        # (synccheck), over one step that runs every training kernel once (graph capture off: the
+        # tools replay nothing)
+        for tool in racecheck synccheck; do
+            rm -rf "$tmp/san_$tool"
+            sanitized "sanitizer_train_$tool" --tool "$tool" "$bin" "${tiny[@]}" "${synthetic[@]}" --set device=cuda \
+                --set train.precision=bf16 --set model.dropout=0.1 --set train.steps=1 --set train.cuda_graph=false \
+                --set out.save_final=false --set out.dir="$tmp/san_$tool"
+        done
     fi
 fi
 
