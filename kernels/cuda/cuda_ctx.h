@@ -4,7 +4,6 @@
 #define KERNELS_CUDA_CUDA_CTX_H
 
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 
@@ -20,7 +19,6 @@ typedef struct cuda_ctx {
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;
     struct cuda_lt_plans *lt_plans; /* cuBLASLt plans by shape, built once each (lt_plan.cu) */
-    cublasHandle_t blas;          /* batched products (attention), on `stream` */
     void *lt_workspace;           /* cuBLASLt's scratch (counted in mem_peak) */
     size_t lt_workspace_bytes;
     /* Device scratch any launcher may use within one call (calls run in

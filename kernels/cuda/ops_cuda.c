@@ -1,9 +1,8 @@
-/* The CUDA backend's instance: device selection, its stream and cuBLAS
- * handles, device memory, transfers (with a pinned staging buffer for the
+/* The CUDA backend's instance: device selection, its stream and cuBLASLt
+ * handle, device memory, transfers (with a pinned staging buffer for the
  * communicators), measured peak memory, and the table of launchers
  * (kernels/cuda/kernels.h). Host C. */
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,7 +208,6 @@ static void cuda_destroy(tg_ops *o) {
             if (x->upload_done[i]) cudaEventDestroy(x->upload_done[i]);
         cuda_lt_plans_destroy(x->lt_plans);
         if (x->lt) cublasLtDestroy(x->lt);
-        if (x->blas) cublasDestroy(x->blas);
         if (x->timer_start) cudaEventDestroy(x->timer_start);
         if (x->timer_stop) cudaEventDestroy(x->timer_stop);
         if (x->stream) cudaStreamDestroy(x->stream);
@@ -287,13 +285,6 @@ static int open_context(cuda_ctx *x, tg_err *e) {
     x->peak_used = x->baseline_used;
     if (cublasLtCreate(&x->lt) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLASLt: cannot create a handle");
     if (!(x->lt_plans = cuda_lt_plans_create())) return tg_fail(e, "out of host memory for the cuBLASLt plan table");
-    if (cublasCreate(&x->blas) != CUBLAS_STATUS_SUCCESS) return tg_fail(e, "cuBLAS: cannot create a handle");
-    /* Attention's batched products: on our stream, plain fp32 (no TF32),
-     * no atomics (deterministic), scalars from the host. */
-    CUBLAS_CHECK(cublasSetStream(x->blas, x->stream));
-    CUBLAS_CHECK(cublasSetMathMode(x->blas, CUBLAS_DEFAULT_MATH));
-    CUBLAS_CHECK(cublasSetAtomicsMode(x->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
-    CUBLAS_CHECK(cublasSetPointerMode(x->blas, CUBLAS_POINTER_MODE_HOST));
     x->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
     x->scratch_bytes = CUDA_SCRATCH_BYTES;
     x->staging_bytes = STAGING_BYTES;
@@ -306,9 +297,6 @@ static int open_context(cuda_ctx *x, tg_err *e) {
     for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
         if (setup_check(cudaEventCreateWithFlags(&x->upload_done[i], cudaEventDisableTiming), "creating an event", e))
             return -1;
-    /* cuBLAS would otherwise allocate a workspace of its own, outside the
-     * budget; it shares cuBLASLt's, as both run in order on one stream. */
-    CUBLAS_CHECK(cublasSetWorkspace(x->blas, x->lt_workspace, x->lt_workspace_bytes));
     note_usage(x);
     return 0;
 }

@@ -14,7 +14,6 @@
  * as "emu: ERROR ..." on stderr and counted; the count is printed at exit
  * and makes the exit status 3 when the program would otherwise exit 0. */
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1001,116 +1000,6 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
 bool type_ok(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
 
 } // namespace
-
-/* ------------------------------------------------------------ cuBLAS */
-
-struct emu_cublas {
-    cudaStream_t stream;
-    cublasPointerMode_t pointer_mode;
-};
-
-extern "C" {
-
-cublasStatus_t cublasCreate(cublasHandle_t *h) {
-    *h = new emu_cublas{0, CUBLAS_POINTER_MODE_HOST};
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasDestroy(cublasHandle_t h) {
-    delete h;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
-    h->stream = s;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
-    (void)h, (void)mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode) {
-    (void)h, (void)mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t mode) {
-    h->pointer_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes) {
-    (void)h;
-    if (bytes && !emu_check_device_range(workspace, bytes, "cublasSetWorkspace")) return CUBLAS_STATUS_INVALID_VALUE;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                                          int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
-                                          long long strideA, const void *B, cudaDataType Btype, int ldb, long long strideB,
-                                          const void *beta, void *C, cudaDataType Ctype, int ldc, long long strideC,
-                                          int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-    if (emu::capturing(h->stream) && h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
-        /* the host scalars are read now; the product runs with each launch */
-        const float al = *(const float *)alpha, be = *(const float *)beta;
-        emu_cublas replay = *h;
-        replay.stream = nullptr;
-        emu::capture_node([=]() mutable {
-            cublasGemmStridedBatchedEx(&replay, transa, transb, m, n, k, &al, A, Atype, lda, strideA, B, Btype, ldb, strideB,
-                                       &be, C, Ctype, ldc, strideC, batchCount, computeType, algo);
-        });
-        return CUBLAS_STATUS_SUCCESS;
-    }
-    (void)algo;
-    if (h->pointer_mode != CUBLAS_POINTER_MODE_HOST) {
-        emu_error("cublasGemmStridedBatchedEx: device pointer mode is not emulated");
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
-    const long long a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-    if (m < 0 || n < 0 || k < 0 || batchCount < 0 || lda < std::max(1LL, a_rows) || ldb < std::max(1LL, b_rows) ||
-        ldc < std::max(1, m)) {
-        emu_error("cublasGemmStridedBatchedEx: invalid value: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldc=%d batch=%d",
-                  m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N', lda, ldb, ldc, batchCount);
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    if (computeType != CUBLAS_COMPUTE_32F || Atype != Btype || !type_ok(Atype) || !type_ok(Ctype) ||
-        (Atype == CUDA_R_32F && Ctype != CUDA_R_32F)) {
-        emu_error("cublasGemmStridedBatchedEx: unsupported types A %d B %d C %d compute %d", Atype, Btype, Ctype,
-                  computeType);
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS;
-    const float al = *(const float *)alpha, be = *(const float *)beta;
-    const size_t ea = elem_bytes(Atype), eb = elem_bytes(Btype), ec = elem_bytes(Ctype);
-    const size_t a_span = span(a_rows, a_cols, lda), b_span = span(b_rows, b_cols, ldb), c_span = span(m, n, ldc);
-    if (batchCount > 1 && (long long)c_span > strideC)
-        emu_error("cublasGemmStridedBatchedEx: output batch entries overlap (stride %lld < %zu elements spanned)", strideC,
-                  c_span);
-    const size_t a_all = (size_t)((batchCount - 1) * strideA) + a_span, b_all = (size_t)((batchCount - 1) * strideB) + b_span,
-                 c_all = (size_t)((batchCount - 1) * strideC) + c_span;
-    bool ok = true;
-    if (k > 0 && al != 0.0f) {
-        ok &= emu_check_device_range(A, a_all * ea, "cublasGemmStridedBatchedEx A") != 0;
-        ok &= emu_check_device_range(B, b_all * eb, "cublasGemmStridedBatchedEx B") != 0;
-    }
-    ok &= emu_check_device_range(C, c_all * ec, "cublasGemmStridedBatchedEx C") != 0;
-    if (!ok) return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (overlaps(C, c_all * ec, A, k ? a_all * ea : 0) || overlaps(C, c_all * ec, B, k ? b_all * eb : 0))
-        emu_error("cublasGemmStridedBatchedEx: C overlaps A or B");
-    for (int i = 0; i < batchCount; i++) {
-        const char *Ai = (const char *)A + (size_t)(i * strideA) * ea, *Bi = (const char *)B + (size_t)(i * strideB) * eb;
-        char *Ci = (char *)C + (size_t)(i * strideC) * ec;
-        gemm_one(ta, tb, m, n, k, al, Ai, Atype, lda, Bi, Btype, ldb, be, Ci, Ctype, ldc, Ci, Ctype, ldc, gemm_epilogue{});
-    }
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B, cudaDataType Btype,
-                            int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
-                            cublasGemmAlgo_t algo) {
-    return cublasGemmStridedBatchedEx(h, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
-                                      ldc, 0, 1, computeType, algo);
-}
-
-} // extern "C"
 
 /* ------------------------------------------------------------ cuBLASLt */
 

@@ -1,1 +1,0 @@
-#include <cublas_api.h>
