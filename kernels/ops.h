@@ -114,21 +114,35 @@ static inline tg_window tg_window_whole(void) {
     return w;
 }
 
+/* The window against the n offsets from `off` (all in one tensor): returns
+ * how many of them lie in off's period (the run stops at the period's end);
+ * [*begin, *end) is their part inside the window (empty when *begin >=
+ * *end), and an offset o there has its moment at index o + *shift (modulo
+ * 2^64). The one piece of window arithmetic, for the CPU's walk
+ * (tg_span_next) and the CUDA kernels' (kernels/cuda/spans.cuh). */
+static inline TG_HD size_t tg_window_cut(const tg_window *w, size_t off, size_t n, size_t *begin, size_t *end,
+                                          size_t *shift) {
+    const size_t rel = off - w->origin, period_i = rel / w->period, q = rel - period_i * w->period;
+    const size_t run = n < w->period - q ? n : w->period - q;
+    const size_t qb = q > w->lo ? q : w->lo, qe = q + run < w->hi ? q + run : w->hi;
+    *begin = off - q + qb;
+    *end = off - q + qe;
+    *shift = w->moment + period_i * (w->hi - w->lo) - w->lo + q - off;
+    return run;
+}
+
 /* The next piece of tensor c (0 <= c < sp->count) of sp inside its window,
  * at or after offset *at: [*begin, *end), the moment of *begin at index
  * *moment; *at moves past it. false when the tensor has no more. */
 static inline bool tg_span_next(const tg_span *sp, int c, size_t *at, size_t *begin, size_t *end, size_t *moment) {
-    const tg_window *w = &sp->win;
     const size_t first = sp->begin + (size_t)c * sp->stride, last = first + sp->numel;
     for (size_t off = *at > first ? *at : first; off < last;) {
-        const size_t rel = off - w->origin, period_i = rel / w->period, q = rel - period_i * w->period;
-        const size_t run = last - off < w->period - q ? last - off : w->period - q; /* to the tensor's or period's end */
-        const size_t qb = q > w->lo ? q : w->lo, qe = q + run < w->hi ? q + run : w->hi;
-        off += run;
-        if (qb >= qe) continue;
-        *begin = off - run + (qb - q);
-        *end = off - run + (qe - q);
-        *moment = w->moment + period_i * (w->hi - w->lo) + (qb - w->lo);
+        size_t b, e, shift;
+        off += tg_window_cut(&sp->win, off, last - off, &b, &e, &shift);
+        if (b >= e) continue;
+        *begin = b;
+        *end = e;
+        *moment = b + shift;
         *at = off;
         return true;
     }

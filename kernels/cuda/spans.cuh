@@ -35,18 +35,12 @@ static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *fir
  * loops alike. */
 template <typename F>
 static __device__ void span_for_each(const tg_span &sp, size_t first, size_t last, F f) {
-    const tg_window &w = sp.win;
     for (size_t i = first; i < last;) {
         const size_t c = i / sp.numel, j = i - c * sp.numel;
-        const size_t off = sp.begin + c * sp.stride + j;
-        const size_t rel = off - w.origin, period_i = rel / w.period, q = rel - period_i * w.period;
-        size_t run = last - i < sp.numel - j ? last - i : sp.numel - j;
-        run = run < w.period - q ? run : w.period - q; /* the run stays in one period */
-        const size_t qb = q > w.lo ? q : w.lo, qe = q + run < w.hi ? q + run : w.hi;
-        /* moment(o) = o + shift, computed modulo 2^64 */
-        const size_t shift = w.moment + period_i * (w.hi - w.lo) - w.lo + q - off;
-        for (size_t o = off - q + qb + threadIdx.x; o < off - q + qe; o += blockDim.x) f(o, o + shift);
-        i += run;
+        const size_t in_tensor = last - i < sp.numel - j ? last - i : sp.numel - j;
+        size_t b, e, shift;
+        i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, &b, &e, &shift); /* one period's run */
+        for (size_t o = b + threadIdx.x; o < e; o += blockDim.x) f(o, o + shift);
     }
 }
 
