@@ -32,6 +32,7 @@
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
+#include "tests/tap.h"
 
 /* ---- topology from the environment ------------------------------------- */
 
@@ -55,15 +56,6 @@ static void set_env(const char *assign) {
     }
 }
 
-static void topo_report(const char *name, int pass, const char *why) {
-    if (pass)
-        printf("ok %s\n", name);
-    else {
-        printf("not ok %s - %s\n", name, why);
-        topo_failed = 1;
-    }
-}
-
 /* Expects an error whose message contains `needle`. */
 static void topo_bad(const char *name, const char *env, int tp, const char *needle) {
     set_env(env);
@@ -73,11 +65,11 @@ static void topo_bad(const char *name, const char *env, int tp, const char *need
     if (topology_from_env(&t, tp, &e) == 0) {
         snprintf(why, sizeof why, "accepted %s (tp %d)", env, tp);
         topology_free(&t);
-        topo_report(name, 0, why);
+        tap_check(&topo_failed, name, 0, why);
         return;
     }
     snprintf(why, sizeof why, "message \"%s\" does not name %s", e.msg, needle);
-    topo_report(name, strstr(e.msg, needle) != NULL, why);
+    tap_check(&topo_failed, name, strstr(e.msg, needle) != NULL, why);
 }
 
 static int same_ints(const int *a, const int *b, int n) { return memcmp(a, b, (size_t)n * sizeof(int)) == 0; }
@@ -90,13 +82,13 @@ static int run_topo(void) {
     set_env("");
     int rc = topology_from_env(&t, 1, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
-    topo_report("topo_single", !rc && t.world == 1 && t.rank == 0 && t.tp == 1 && t.dp == 1 && !strcmp(t.source, "single"), why);
+    tap_check(&topo_failed, "topo_single", !rc && t.world == 1 && t.rank == 0 && t.tp == 1 && t.dp == 1 && !strcmp(t.source, "single"), why);
     if (!rc) topology_free(&t);
 
     set_env("RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=23456");
     rc = topology_from_env(&t, 2, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong coordinates or groups");
-    topo_report("topo_env_tp2", !rc && t.tp_rank == 1 && t.dp_rank == 0 && t.dp == 2 && same_ints(t.tp_ranks, (int[]){0, 1}, 2) &&
+    tap_check(&topo_failed, "topo_env_tp2", !rc && t.tp_rank == 1 && t.dp_rank == 0 && t.dp == 2 && same_ints(t.tp_ranks, (int[]){0, 1}, 2) &&
                                     same_ints(t.dp_ranks, (int[]){1, 3}, 2) && t.master_port == 23456 &&
                                     !strcmp(t.master_addr, "127.0.0.1"), why);
     if (!rc) topology_free(&t);
@@ -104,7 +96,7 @@ static int run_topo(void) {
     set_env("RANK=6 WORLD_SIZE=8 LOCAL_RANK=2 LOCAL_WORLD_SIZE=4 MASTER_ADDR=node0");
     rc = topology_from_env(&t, 4, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong coordinates or groups");
-    topo_report("topo_env_tp4_2nodes", !rc && t.tp_rank == 2 && t.dp_rank == 1 && same_ints(t.tp_ranks, (int[]){4, 5, 6, 7}, 4) &&
+    tap_check(&topo_failed, "topo_env_tp4_2nodes", !rc && t.tp_rank == 2 && t.dp_rank == 1 && same_ints(t.tp_ranks, (int[]){4, 5, 6, 7}, 4) &&
                                            same_ints(t.dp_ranks, (int[]){2, 6}, 2) && t.master_port == 29500 &&
                                            !strcmp(t.master_addr, "node0"), why);
     if (!rc) topology_free(&t);
@@ -113,7 +105,7 @@ static int run_topo(void) {
             "SLURM_JOB_ID=123456");
     rc = topology_from_env(&t, 2, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
-    topo_report("topo_slurm", !rc && t.rank == 3 && t.world == 4 && t.local_rank == 1 && t.local_world == 2 &&
+    tap_check(&topo_failed, "topo_slurm", !rc && t.rank == 3 && t.world == 4 && t.local_rank == 1 && t.local_world == 2 &&
                                   !strcmp(t.master_addr, "10.1.2.3") && t.master_port == 20000 + 123456 % 40000 &&
                                   !strcmp(t.source, "slurm"), why);
     if (!rc) topology_free(&t);
@@ -121,14 +113,14 @@ static int run_topo(void) {
     set_env("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_JOB_ID=7 MASTER_ADDR=h MASTER_PORT=4000");
     rc = topology_from_env(&t, 1, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
-    topo_report("topo_slurm_master_env", !rc && t.rank == 1 && !strcmp(t.master_addr, "h") && t.master_port == 4000, why);
+    tap_check(&topo_failed, "topo_slurm_master_env", !rc && t.rank == 1 && !strcmp(t.master_addr, "h") && t.master_port == 4000, why);
     if (!rc) topology_free(&t);
 
     set_env("OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_LOCAL_RANK=2 OMPI_COMM_WORLD_LOCAL_SIZE=3 "
             "MASTER_ADDR=localhost MASTER_PORT=1234");
     rc = topology_from_env(&t, 3, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
-    topo_report("topo_openmpi", !rc && t.rank == 2 && t.world == 3 && t.tp_rank == 2 && t.dp == 1 && t.master_port == 1234 &&
+    tap_check(&topo_failed, "topo_openmpi", !rc && t.rank == 2 && t.world == 3 && t.tp_rank == 2 && t.dp == 1 && t.master_port == 1234 &&
                                     !strcmp(t.source, "openmpi"), why);
     if (!rc) topology_free(&t);
 

@@ -10,16 +10,9 @@
 #include <string.h>
 
 #include "parallel/comm.h"
+#include "tests/tap.h"
 
 static int failed = 0;
-
-static void check(const char *name, int pass, const char *why) {
-    if (pass) printf("ok %s\n", name);
-    else {
-        printf("not ok %s - %s\n", name, why);
-        failed = 1;
-    }
-}
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-18; }
 
@@ -27,7 +20,7 @@ static void check_time(const char *name, const comm_link *l, coll_kind k, double
     const double got = comm_link_seconds(l, k, msg, ring);
     char why[160];
     snprintf(why, sizeof why, "%s of %g bytes (ring %g): %.9g s, want %.9g s", comm_kind_name(k), msg, ring, got, want);
-    check(name, near(got, want), why);
+    tap_check(&failed, name, near(got, want), why);
 }
 
 static const char *write_table(const char *dir, const char *name, const char *text) {
@@ -46,8 +39,8 @@ static void table_times(const char *dir) {
     tg_err e;
     const char *p = write_table(dir, "t.txt", "# comment\n\nall_reduce 100000 30  # trailing comment\nall_reduce 1000 10\n"
                                               "reduce_scatter 1000 5\n");
-    check("table_loads", comm_link_load(&l, p, &e) == 0, e.msg);
-    check("table_sorted", l.n_rows[COLL_ALL_REDUCE] == 2 && l.rows[COLL_ALL_REDUCE][0].bytes == 1000, "rows not sorted by size");
+    tap_check(&failed, "table_loads", comm_link_load(&l, p, &e) == 0, e.msg);
+    tap_check(&failed, "table_sorted", l.n_rows[COLL_ALL_REDUCE] == 2 && l.rows[COLL_ALL_REDUCE][0].bytes == 1000, "rows not sorted by size");
     /* at a row: ring / busbw of the row */
     check_time("at_first_row", &l, COLL_ALL_REDUCE, 1000, 1750, 1750 / 10e9);
     check_time("at_last_row", &l, COLL_ALL_REDUCE, 100000, 175000, 175000 / 30e9);
@@ -82,13 +75,13 @@ static void table_errors(const char *dir) {
         const int rc = comm_link_load(&l, write_table(dir, "t_bad.txt", bad[i].text), &e);
         char why[2200];
         snprintf(why, sizeof why, "status %d, message '%s', want '%s'", rc, e.msg, bad[i].needle);
-        check(bad[i].name, rc != 0 && strstr(e.msg, bad[i].needle) != NULL, why);
+        tap_check(&failed, bad[i].name, rc != 0 && strstr(e.msg, bad[i].needle) != NULL, why);
     }
     comm_link l = comm_link_flat(0, 0);
     tg_err e = {0};
     char missing[1024];
     snprintf(missing, sizeof missing, "%s/no_such_table.txt", dir);
-    check("missing_file", comm_link_load(&l, missing, &e) != 0 && strstr(e.msg, "no_such_table.txt: cannot open") != NULL, e.msg);
+    tap_check(&failed, "missing_file", comm_link_load(&l, missing, &e) != 0 && strstr(e.msg, "no_such_table.txt: cannot open") != NULL, e.msg);
 }
 
 /* comm_null over the table: one all_reduce of 8192 floats at size 8 adds
@@ -97,7 +90,7 @@ static void null_comm(const char *dir) {
     comm_link l = comm_link_flat(0, 0);
     tg_err e;
     if (comm_link_load(&l, write_table(dir, "t2.txt", "all_reduce 1024 10\nall_reduce 1048576 40\n"), &e)) {
-        check("null_comm_modeled", 0, e.msg);
+        tap_check(&failed, "null_comm_modeled", 0, e.msg);
         return;
     }
     comm *c = comm_null_create_modeled("tp", 0, 8, l);
@@ -106,7 +99,7 @@ static void null_comm(const char *dir) {
     const double ring = 2.0 * 7 * 1024 * 4, bw = (10 + (40 - 10) * (5.0 / 10.0)) * 1e9; /* 2^15 is halfway 2^10..2^20 */
     char why[160];
     snprintf(why, sizeof why, "rc %d, modeled %.9g s, want %.9g s", rc, c ? c->modeled_seconds : -1, ring / bw);
-    check("null_comm_modeled", rc == 0 && c && near(c->modeled_seconds, ring / bw), why);
+    tap_check(&failed, "null_comm_modeled", rc == 0 && c && near(c->modeled_seconds, ring / bw), why);
     free(buf);
     comm_destroy(c);
 }
@@ -120,14 +113,14 @@ static void overlap_model(void) {
     double got = comm_overlap_hidden_s(ready, secs, 3, 1.0);
     char why[96];
     snprintf(why, sizeof why, "hidden %.9g s, want 0.5", got);
-    check("overlap_hidden_queued", near(got, 0.5), why);
+    tap_check(&failed, "overlap_hidden_queued", near(got, 0.5), why);
     /* a backlog: [0.1, 0.3), [0.3, 0.5), [0.5, 0.55) against a pass ending at 0.3: 0.25 of 0.45 s after it */
     const double ready2[3] = {0.1, 0.2, 0.3}, secs2[3] = {0.2, 0.2, 0.05};
     got = comm_overlap_hidden_s(ready2, secs2, 3, 0.3);
     snprintf(why, sizeof why, "hidden %.9g s, want 0.2", got);
-    check("overlap_hidden_backlog", near(got, 0.2), why);
+    tap_check(&failed, "overlap_hidden_backlog", near(got, 0.2), why);
     got = comm_overlap_hidden_s(ready, secs, 0, 1.0);
-    check("overlap_hidden_none", got == 0.0, "no collective hides something");
+    tap_check(&failed, "overlap_hidden_none", got == 0.0, "no collective hides something");
 }
 
 int main(int argc, char **argv) {

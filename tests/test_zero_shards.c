@@ -12,19 +12,10 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "tests/tap.h"
 #include "train/dp_buckets.h"
 #include "train/optim.h"
 #include "train/zero_shards.h"
-
-static int failed = 0;
-
-static void check(const char *name, int pass, const char *why) {
-    if (pass) printf("ok %s\n", name);
-    else {
-        printf("not ok %s - %s\n", name, why);
-        failed = 1;
-    }
-}
 
 typedef struct layout_case {
     int L, dp, layers_per_bucket, tp, tp_rank;
@@ -68,7 +59,7 @@ static void owner_of(const zero_shards *z, size_t i, int *rank, size_t *moment) 
 
 /* Regions in order, back to back from 0 to n_params, a kind's tensors of
  * one bucket each (the lowest bucket first, as the buffer holds them). */
-static void check_regions(const char *tag, const gpt *g, const zero_shards *z) {
+static void check_regions(const char *tag, const gpt *g, const zero_shards *z, int *failed) {
     char name[160], why[200] = "";
     size_t at = 0;
     int bad = 0;
@@ -88,7 +79,7 @@ static void check_regions(const char *tag, const gpt *g, const zero_shards *z) {
     if (!bad && z->shard_len * (size_t)z->dp != g->n_params)
         snprintf(why, sizeof why, "shard %zu x %d != %zu", z->shard_len, z->dp, g->n_params), bad = 1;
     snprintf(name, sizeof name, "zero_regions_tile_the_buffer_%s", tag);
-    check(name, !bad, why);
+    tap_check(failed, name, !bad, why);
 }
 
 /* Walks rank r's spans (the CPU kernels' walk, tg_span_next) and compares
@@ -120,7 +111,7 @@ static int walk_rank(const gpt *g, const zero_shards *z, int r, unsigned char *v
 }
 
 /* Every tensor element visited exactly once over the ranks, gaps never. */
-static void check_spans(const char *tag, const gpt *g, const zero_shards *z) {
+static void check_spans(const char *tag, const gpt *g, const zero_shards *z, int *failed) {
     unsigned char *visits = calloc(g->n_params, 1);
     char name[160], why[240] = "";
     int bad = 0;
@@ -129,7 +120,7 @@ static void check_spans(const char *tag, const gpt *g, const zero_shards *z) {
         if (visits[i] != (tensor_at(g, i) ? 1 : 0))
             snprintf(why, sizeof why, "offset %zu visited %d times", i, visits[i]), bad = 1;
     snprintf(name, sizeof name, "zero_spans_cover_each_element_once_%s", tag);
-    check(name, !bad, why);
+    tap_check(failed, name, !bad, why);
     free(visits);
 }
 
@@ -150,7 +141,7 @@ static double region_bytes_at(const gpt *g, const zero_shards *z, int layer) {
 /* The backward pass's hook (layers L-1 down to 0, then -1) reduce-scatters
  * at each layer exactly the regions that start there, and in all one per
  * region. */
-static void check_buckets(const char *tag, gpt *g, const zero_shards *z) {
+static void check_buckets(const char *tag, gpt *g, const zero_shards *z, int *failed) {
     comm *dp = comm_null_create("dp", 0, z->dp);
     comm_use_memory(dp, &g->ops->mem); /* the null backend holds no memory */
     dp_buckets b;
@@ -170,13 +161,13 @@ static void check_buckets(const char *tag, gpt *g, const zero_shards *z) {
     if (!bad && b.n_reqs != z->n_regions) snprintf(why, sizeof why, "%d collectives for %d regions", b.n_reqs, z->n_regions), bad = 1;
     bad |= dp_buckets_wait(&b, &e) != 0;
     snprintf(name, sizeof name, "zero_buckets_reduce_the_regions_%s", tag);
-    check(name, !bad, why);
+    tap_check(failed, name, !bad, why);
     dp_buckets_free(&b);
     comm_destroy(dp);
 }
 
 /* unpack(every rank's pack(full)) == full on the regions. */
-static void check_pack(const char *tag, const gpt *g, const zero_shards *z) {
+static void check_pack(const char *tag, const gpt *g, const zero_shards *z, int *failed) {
     float *full = malloc(g->n_params * sizeof(float)), *back = calloc(g->n_params, sizeof(float));
     float *gathered = malloc(g->n_params * sizeof(float));
     for (size_t i = 0; i < g->n_params; i++) full[i] = (float)i * 0.5f + 1.0f;
@@ -184,13 +175,13 @@ static void check_pack(const char *tag, const gpt *g, const zero_shards *z) {
     zero_shards_unpack(&z[0], gathered, back);
     char name[160];
     snprintf(name, sizeof name, "zero_pack_unpack_round_trip_%s", tag);
-    check(name, memcmp(full, back, g->n_params * sizeof(float)) == 0, "the unpacked moments differ");
+    tap_check(failed, name, memcmp(full, back, g->n_params * sizeof(float)) == 0, "the unpacked moments differ");
     free(full);
     free(back);
     free(gathered);
 }
 
-static void run_case(const layout_case *lc) {
+static void run_case(const layout_case *lc, int *failed) {
     char tag[96];
     snprintf(tag, sizeof tag, "L%d_dp%d_bucket%d_tp%d_rank%d", lc->L, lc->dp, lc->layers_per_bucket, lc->tp, lc->tp_rank);
     tg_ops *ops = ops_null_create(TG_F32);
@@ -199,10 +190,10 @@ static void run_case(const layout_case *lc) {
     gpt *g = model_of(lc, ops, tp);
     zero_shards *z = calloc((size_t)lc->dp, sizeof *z);
     for (int r = 0; r < lc->dp; r++) zero_shards_init(&z[r], g, lc->dp, r, lc->layers_per_bucket);
-    check_regions(tag, g, z);
-    check_spans(tag, g, z);
-    check_buckets(tag, g, z);
-    check_pack(tag, g, z);
+    check_regions(tag, g, z, failed);
+    check_spans(tag, g, z, failed);
+    check_buckets(tag, g, z, failed);
+    check_pack(tag, g, z, failed);
     for (int r = 0; r < lc->dp; r++) zero_shards_free(&z[r]);
     free(z);
     gpt_free(g);
@@ -219,6 +210,7 @@ int main(void) {
         {1, 5, 1, 1, 0}, /* dp 5, one layer */
         {6, 6, 4, 2, 0}, /* dp 6, lowest 2 then 4 */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    int failed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], &failed);
     return failed;
 }
