@@ -335,11 +335,13 @@ struct tg_ops {
     void (*grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm);
     /* torch.optim.AdamW over the spans' tensors with the gradients times
      * s->clip, at the learning rate and bias corrections of s->in; nothing
-     * at all unless s->finite. p (float32 master), work and
-     * g are whole buffers (span offsets); m and v hold the spans' window
-     * [lo, hi) (offset - lo). Span decay 0: no weight decay. When work !=
-     * (void *)p the updated weights are also written to work in the
-     * activation type. */
+     * at all unless s->finite. work and g are whole buffers (span
+     * offsets); m and v hold the spans' windows packed (tg_window's moment
+     * index). p, the float32 master weights, is indexed as m and v when
+     * work != (void *)p (then the updated weights are also written to work
+     * in the activation type; ZeRO keeps only a rank's chunks of the
+     * master), and is work itself otherwise (float32 working weights).
+     * Span decay 0: no weight decay. */
     void (*adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
                   const tg_adamw_args *a, const tg_step_stats *s);
 };

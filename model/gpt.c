@@ -21,11 +21,9 @@ void *gpt_param(const gpt *g, param_kind k, int layer) {
     return (char *)g->params + param_offset(g, k, layer) * tg_dtype_bytes(g->ops->act);
 }
 
-float *gpt_master(const gpt *g, param_kind k, int layer) { return g->master + param_offset(g, k, layer); }
-
 float *gpt_grad(const gpt *g, param_kind k, int layer) { return g->grads + param_offset(g, k, layer); }
 
-static bool has_separate_master(const gpt *g) { return (void *)g->master != g->params; }
+static bool has_separate_master(const gpt *g) { return g->master && (void *)g->master != g->params; }
 
 size_t gpt_allocated_bytes(const gpt *g) {
     size_t weights = g->n_alloc * (tg_dtype_bytes(g->ops->act) + (has_separate_master(g) ? sizeof(float) : 0));
@@ -60,10 +58,11 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, si
     g->T = T;
     g->n_params = gpt_layout_params(g);
     g->n_alloc = n_alloc > g->n_params ? n_alloc : g->n_params;
-    g->master = ops->alloc(ops, g->n_alloc * sizeof(float), "parameters (float32 master)");
-    g->params = ops->act == TG_F32 ? (void *)g->master : ops->alloc(ops, g->n_alloc * tg_dtype_bytes(ops->act), "parameters (working copy)");
+    g->params = ops->alloc(ops, g->n_alloc * tg_dtype_bytes(ops->act), "parameters (working copy)");
+    if (ops->act == TG_F32) g->master = g->params; /* the working weights are the master */
+    else if (!d->master_in_optim) g->master = ops->alloc(ops, g->n_alloc * sizeof(float), "parameters (float32 master)");
     g->grads = ops->alloc(ops, g->n_alloc * sizeof(float), "gradients");
-    ops->zero(ops, g->master, g->n_alloc * sizeof(float));
+    if (has_separate_master(g)) ops->zero(ops, g->master, g->n_alloc * sizeof(float));
     ops->zero(ops, g->params, g->n_alloc * tg_dtype_bytes(ops->act));
     ops->zero(ops, g->grads, g->n_alloc * sizeof(float));
     g->acts = acts_create(ops, d, B, T);
@@ -76,8 +75,8 @@ void gpt_free(gpt *g) {
     if (!g) return;
     g->ops->free(g->ops, g->acts->arena);
     free(g->acts);
-    if (has_separate_master(g)) g->ops->free(g->ops, g->params);
-    g->ops->free(g->ops, g->master);
+    if (has_separate_master(g)) g->ops->free(g->ops, g->master);
+    g->ops->free(g->ops, g->params);
     g->ops->free(g->ops, g->grads);
     g->ops->free(g->ops, g->stats);
     free(g->tensors);
@@ -100,12 +99,17 @@ void gpt_init_weights(gpt *g, uint64_t seed) {
             else dst[j] = (init == INIT_RESIDUAL ? resid_std : std) * rng_normal(seed, stream, (uint64_t)full);
         }
     }
-    g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
+    gpt_set_weights(g, host);
     free(host);
-    gpt_sync_working_weights(g);
 }
 
-void gpt_sync_working_weights(gpt *g) { g->ops->cast_params(g->ops, g->params, g->master, g->n_alloc); }
+void gpt_set_weights(gpt *g, const float *host) {
+    /* Without a master, the gradient buffer (float32, the same layout, not
+     * in use between steps) stages them for the cast. */
+    float *full = g->master ? g->master : g->grads;
+    g->ops->upload(g->ops, full, host, g->n_params * sizeof(float));
+    g->ops->cast_params(g->ops, g->params, full, g->n_params);
+}
 
 void gpt_zero_grads(gpt *g) { g->ops->zero(g->ops, g->grads, g->n_alloc * sizeof(float)); }
 

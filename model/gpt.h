@@ -44,6 +44,8 @@ typedef struct gpt_dims {
     float dropout;         /* model.dropout: sizes the backward's mask scratch */
     int param_align;       /* every tensor's stride in the flat buffers is also a multiple of this (0: no demand;
                             * ZeRO asks for its DP size, so that every bucket divides evenly among the ranks) */
+    bool master_in_optim;  /* the optimizer keeps the float32 master weights (ZeRO: only this rank's chunks of
+                            * them), so the model allocates none beside working weights of another type */
 } gpt_dims;
 
 /* What the dropout masks of one forward are keyed by (kernels/ops.h),
@@ -96,7 +98,8 @@ typedef struct gpt {
     /* Backend memory, n_alloc elements each: the working weights the
      * kernels read (activation type), the float32 master weights AdamW
      * updates and checkpoints hold (the same buffer when the activation type
-     * is float32), and the float32 gradients. */
+     * is float32; NULL when the optimizer keeps them, d.master_in_optim),
+     * and the float32 gradients. */
     void *params;
     float *master, *grads;
     gpt_acts *acts;
@@ -137,11 +140,15 @@ long long gpt_full_index(const gpt *g, const gpt_tensor *t, size_t local);
 /* The same for the tensor as TP rank tp_rank holds it. */
 long long gpt_full_index_at(const gpt *g, const gpt_tensor *t, size_t local, int tp_rank);
 
-/* GPT-2 initialisation, keyed by full-tensor element index (TP-invariant). */
+/* GPT-2 initialisation, keyed by full-tensor element index (TP-invariant),
+ * through gpt_set_weights. */
 void gpt_init_weights(gpt *g, uint64_t seed);
-/* Refreshes the working weights from the master weights (after loading or
- * gathering them). */
-void gpt_sync_working_weights(gpt *g);
+/* Sets the weights from host memory (n_params float32 in this rank's
+ * layout): the master weights and their working copy. Without a master
+ * (d.master_in_optim) the float32 weights stay in g->grads, until the next
+ * gpt_zero_grads, for the optimizer to take its master from
+ * (optim_take_weights). */
+void gpt_set_weights(gpt *g, const float *host);
 
 /* Forward pass over tokens [B, T] (host memory; the host may reuse it at
  * once). With targets it also computes the per-token losses, adds their
@@ -190,9 +197,8 @@ void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
  * and the backend's workspace). */
 size_t gpt_allocated_bytes(const gpt *g);
 
-/* Layer `layer`'s tensor of kind k: working weights, master weights, gradient. */
+/* Layer `layer`'s tensor of kind k: working weights, gradient. */
 void *gpt_param(const gpt *g, param_kind k, int layer);
-float *gpt_master(const gpt *g, param_kind k, int layer);
 float *gpt_grad(const gpt *g, param_kind k, int layer);
 
 #endif

@@ -212,8 +212,9 @@ gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dty
     for (int i = 0; i < n; i++) by_kind[table[i].kind] += gpt_act_bytes(table[i].buf);
     const size_t F = sizeof(float);
     gpt_budget b;
-    /* The working weights, plus float32 master weights when they differ. */
-    b.params = n_alloc * tg_dtype_bytes(act) + (act == TG_F32 ? 0 : n_alloc * F);
+    /* The working weights, plus float32 master weights when they differ
+     * and the model keeps them (else the optimizer counts them). */
+    b.params = n_alloc * tg_dtype_bytes(act) + (act == TG_F32 || d->master_in_optim ? 0 : n_alloc * F);
     b.workspace = workspace;
     b.grads = n_alloc * F;
     b.optim = 0;

@@ -5,8 +5,9 @@
 # fp32; TP2+SP (bf16 collectives through the shm communicator) and
 # TP2 x DP2 with ZeRO (the bf16 working weights gathered) match bf16 TP1;
 # recompute modes stay bitwise equal; resume is bitwise, also under ZeRO in
-# buckets (the checkpoint gathers the fp32 master, which AdamW updates only
-# in a rank's chunks); checkpoints hold the fp32 master weights; SP's
+# buckets (the checkpoint gathers the fp32 master, of which a rank keeps
+# only its chunks); checkpoints hold the fp32 master weights; memory per
+# parameter is 2 + 4 + 12 bytes, the 12 divided by DP under ZeRO; SP's
 # activation collectives and ZeRO's gather send half the bytes.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bf16
@@ -82,8 +83,10 @@ if run zero_saved 2 --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001 --se
 else not_ok zero_buckets_resume_bitwise "the run with save_every 3 failed: $(tail -n 3 "$tmp/zero_saved.out" | tr '\n' ' ')"; fi
 
 # the checkpoint holds the fp32 master weights, not the bf16 working copy:
-# most weights use the low 16 bits of their float32
-"$py" - "$tmp/bf16/step_0000000$STEPS/model.safetensors" >"$tmp/master.out" 2>&1 <<'PY'
+# most weights use the low 16 bits of their float32 (under ZeRO, every
+# rank's chunks of the sharded master, gathered)
+for run_name in bf16 zero_saved; do
+    "$py" - "$(ls -d "$tmp/$run_name"/step_* | tail -n 1)/model.safetensors" >"$tmp/master.out" 2>&1 <<'PY'
 import json, struct, sys
 import numpy as np
 with open(sys.argv[1], "rb") as f:
@@ -94,7 +97,31 @@ frac = float(np.mean((w & 0xFFFF) != 0))
 print(f"{frac:.3f} of h.0.mlp.c_fc.weight use the low bits")
 sys.exit(0 if frac > 0.9 else 1)
 PY
-if [ $? -eq 0 ]; then ok "checkpoint_has_fp32_master ($(cat "$tmp/master.out"))"; else not_ok checkpoint_has_fp32_master "$(cat "$tmp/master.out")"; fi
+    if [ $? -eq 0 ]; then ok "checkpoint_has_fp32_master_$run_name ($(cat "$tmp/master.out"))"
+    else not_ok "checkpoint_has_fp32_master_$run_name" "$(cat "$tmp/master.out")"; fi
+done
+
+# Memory per rank, from the bytes per parameter: bf16 working weights (2),
+# float32 gradients (4), and a float32 master with two moments (12). ZeRO at
+# DP 2 keeps 1/2 of those 12 (Megatron's distributed optimizer): its model
+# holds no master. The run's budget must say so, and equal what it allocated.
+for spec in "bf16 1 0" "zero_saved 2 1"; do
+    # shellcheck disable=SC2086
+    set -- $spec
+    out=$("$py" - "$tmp/$1/log.jsonl" "$2" "$3" 2>&1 <<'PY'
+import json, sys
+dp, zero = int(sys.argv[2]), sys.argv[3] == "1"
+line = next(json.loads(l) for l in open(sys.argv[1]) if "budget_bytes_per_rank" in l)
+b, n = line["budget_bytes_per_rank"], line["budget_bytes_per_rank"]["grads"] // 4  # elements of the flat buffers
+want_params, want_optim = (2 * n, 12 * n // dp) if zero else (6 * n, 8 * n)
+bad = [f"{k} {b[k]} want {w}" for k, w in (("params", want_params), ("optim", want_optim)) if b[k] != w]
+if b["total"] != line["allocated_bytes"]: bad.append(f"budget {b['total']} allocated {line['allocated_bytes']}")
+print("; ".join(bad) if bad else f"params {b['params']} optim {b['optim']} of {n} elements, allocated {b['total']}")
+sys.exit(1 if bad else 0)
+PY
+)
+    if [ $? -eq 0 ]; then ok "memory_per_parameter_$1 ($out)"; else not_ok "memory_per_parameter_$1" "$out"; fi
+done
 
 # SP's reduce-scatters and all-gathers carry activations only: bf16 sends half of fp32's bytes
 run tp2_sp_fp32 2 --set parallel.tp=2 --set parallel.sp=true --set train.precision=fp32

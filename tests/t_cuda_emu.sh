@@ -52,6 +52,11 @@ train() { # NAME BIN [--set ...]
     local name="$1" b="$2"; shift 2
     timeout -k 5 300 "$b" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
 }
+train_2() { # NAME [--set ...]: two emulated processes
+    local name="$1"; shift
+    timeout -k 5 300 scripts/launch.sh -n 2 --log-dir "$tmp/$name/launch" -- "$emu_bin" --config "$tmp/cfg.json" \
+        --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
+}
 if train cpu "$bin" && train cuda_fp32 "$emu_bin" --set device=cuda --set train.precision=fp32; then
     if out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_fp32" 3 --rtol 1e-4 2>&1); then ok "trainer_cuda_fp32_matches_cpu ($out)"
     else not_ok trainer_cuda_fp32_matches_cpu "$out"; fi
@@ -82,6 +87,22 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
         grep -qP '^attention_forward\t4\.00\t' "$tmp/bf16_timed/op_times.tsv"; then
         ok "trainer_cuda_op_timer_changes_nothing ($out)"
     else not_ok trainer_cuda_op_timer_changes_nothing "${out:-} $(tail -n 2 "$tmp/bf16_timed.out" | tr '\n' ' ')"; fi
+    # ZeRO in bf16 as two emulated processes, in buckets of one layer: a
+    # rank keeps only its chunks of the float32 master (taken from the
+    # initial weights through the gradient buffer, updated by the CUDA AdamW
+    # at packed indices): close to the one-process run; and its step-2
+    # checkpoint (the master gathered) resumes to the same bits
+    zero_bf16=("${drop[@]}" --set parallel.zero=1 --set parallel.dp_bucket_mb=0.001)
+    if train_2 bf16_zero "${zero_bf16[@]}" --set out.save_every=2 &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_zero" 3 --rtol 2e-3 --weight-rtol 1e-1 2>&1); then
+        ok "trainer_cuda_bf16_dp2_zero_matches_bf16 ($out)"
+    else not_ok trainer_cuda_bf16_dp2_zero_matches_bf16 "${out:-} $(tail -n 3 "$tmp/bf16_zero.out" | tr '\n' ' ')"; fi
+    mkdir -p "$tmp/bf16_zero_resume" && cp -a "$tmp/bf16_zero/step_00000002" "$tmp/bf16_zero_resume/" 2>/dev/null
+    grep -E '"step":[0-2],' "$tmp/bf16_zero/log.jsonl" >"$tmp/bf16_zero_resume/log.jsonl" 2>/dev/null
+    if train_2 bf16_zero_resume "${zero_bf16[@]}" --set out.resume=true &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_zero" "$tmp/bf16_zero_resume" 3 --bitwise 2>&1); then
+        ok "trainer_cuda_bf16_zero_resume_bitwise ($out)"
+    else not_ok trainer_cuda_bf16_zero_resume_bitwise "${out:-} $(tail -n 3 "$tmp/bf16_zero_resume.out" | tr '\n' ' ')"; fi
 else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')"; fi
 
 # The step as a CUDA graph (train.cuda_graph, on by default): captured at

@@ -171,7 +171,7 @@ static void check_pack(const char *tag, const gpt *g, const zero_shards *z, int 
     float *full = malloc(g->n_params * sizeof(float)), *back = calloc(g->n_params, sizeof(float));
     float *gathered = malloc(g->n_params * sizeof(float));
     for (size_t i = 0; i < g->n_params; i++) full[i] = (float)i * 0.5f + 1.0f;
-    for (int r = 0; r < z->dp; r++) zero_shards_pack(&z[r], full, gathered + (size_t)r * z->shard_len);
+    for (int r = 0; r < z->dp; r++) zero_shards_pack(&z[r], &COMM_HOST_MEMORY, full, gathered + (size_t)r * z->shard_len);
     zero_shards_unpack(&z[0], gathered, back);
     char name[160];
     snprintf(name, sizeof name, "zero_pack_unpack_round_trip_%s", tag);

@@ -239,7 +239,7 @@ static int begin_save(const char *out_dir, const char *final, const char *tmp, t
     return 0;
 }
 
-int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
+int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e) {
     /* The writer is global rank 0: DP rank 0, TP rank 0. */
     char final[1024], tmp[1100], p[1200];
@@ -248,9 +248,9 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     int state = writer ? begin_save(out_dir, final, tmp, e) : 0;
     if (state < 0) return -1;
     const bool write = writer && state == 0;
-    /* The moments in the parameter layout: on the backend, or gathered over
-     * DP into host copies under ZeRO. */
-    float *m_host = NULL, *v_host = NULL;
+    /* The master weights and moments in the parameter layout: on the
+     * backend, or gathered over DP into host copies under ZeRO. */
+    float *m_host = NULL, *v_host = NULL, *w_host = NULL;
     ckpt_source model_src[1] = {{g->master, true}}, optim_src[2] = {{o->m, true}, {o->v, true}};
     int rc = 0;
     if (o->zero) {
@@ -260,9 +260,15 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
         optim_src[0] = (ckpt_source){m_host, false};
         optim_src[1] = (ckpt_source){v_host, false};
     }
+    if (rc == 0 && o->master) {
+        w_host = tg_malloc(g->n_params * sizeof(float), "checkpoint master weights");
+        rc = optim_export_master(o, g, w_host, e);
+        model_src[0] = (ckpt_source){w_host, false};
+    }
     if (rc == 0 && o->dp->rank != 0) { /* DP replicas hold the same tensors: DP rank 0's TP group writes */
         free(m_host);
         free(v_host);
+        free(w_host);
         return 0;
     }
     const char *model_prefix[1] = {""}, *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
@@ -272,6 +278,7 @@ int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config
     if (rc == 0) rc = save_file(p, g, optim_src, optim_prefixes, 2, write, e);
     free(m_host);
     free(v_host);
+    free(w_host);
     if (write && rc == 0) {
         char *hf = hf_config_json(&g->d, c), *state_text = state_json(c, st);
         snprintf(p, sizeof p, "%s/config.json", tmp);
@@ -450,8 +457,7 @@ int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
     float *host = tg_calloc(g->n_params, sizeof(float), "checkpoint staging"); /* the alignment gaps stay 0 */
     int rc = read_buffer(s, g, "", host, e);
     if (rc == 0) {
-        g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
-        gpt_sync_working_weights(g);
+        gpt_set_weights(g, host);
     }
     free(host);
     safetensors_close(s);

@@ -23,10 +23,11 @@ typedef struct ckpt_state {
 } ckpt_state;
 
 /* A collective over the TP and DP groups; only the writer (global rank 0)
- * touches the file system. g's master weights must be whole (under ZeRO:
- * optim_gather_master first). Returns 0 when written (or not the writer), 1
- * when that step's directory already existed. */
-int ckpt_save(const char *out_dir, const gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
+ * touches the file system. Between steps: under ZeRO the gathered optimizer
+ * state passes through g's gradient buffer (optim_export). Returns 0 when
+ * written (or not the writer), 1 when that step's directory already
+ * existed. */
+int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e);
 
 /* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */

@@ -182,8 +182,7 @@ int llmc_load_model(const char *path, gpt *g, tg_err *e) {
     if (rc == 0) rc = load_tensors(f, path, &h, g, host, e);
     fclose(f);
     if (rc == 0) {
-        g->ops->upload(g->ops, g->master, host, g->n_params * sizeof(float));
-        gpt_sync_working_weights(g);
+        gpt_set_weights(g, host);
     }
     free(host);
     return rc;

@@ -34,7 +34,8 @@ int llmc_read_header(const char *path, llmc_header *h, tg_err *e);
  * context (wpe's first rows are used), as with a Hugging Face wpe. */
 int llmc_load_model(const char *path, gpt *g, tg_err *e);
 
-/* Writes the whole model (a TP size 1 shard) as a version 3 (float32) file,
+/* Writes the whole model (a TP size 1 shard, holding its master weights:
+ * no optimizer shapes it) as a version 3 (float32) file,
  * the vocabulary padded with zero rows to a multiple of vocab_multiple:
  * path.tmp, fsync, renamed into place. Refuses to replace an existing file. */
 int llmc_write_model(const char *path, const gpt *g, int vocab_multiple, tg_err *e);

@@ -11,7 +11,6 @@
 static void save(run *r) {
     tg_err e;
     double t0 = now_ms();
-    if (optim_gather_master(r->opt, r->model, &e)) tg_die(PROG, &e); /* ZeRO: the checkpoint holds the whole master */
     int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, r->rank == 0, &e);
     if (rc < 0) tg_die(PROG, &e);
     if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);

@@ -1,12 +1,16 @@
 #include "train/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* ZeRO shards the flat buffer over dp ranks: with one rank it is plain DP. */
 static bool shards_state(int dp, bool zero) { return zero && dp > 1; }
 
-void optim_shape_dims(gpt_dims *d, int dp, bool zero) { d->param_align = shards_state(dp, zero) ? dp : 0; }
+void optim_shape_dims(gpt_dims *d, int dp, bool zero) {
+    d->param_align = shards_state(dp, zero) ? dp : 0;
+    d->master_in_optim = shards_state(dp, zero);
+}
 
 gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace) {
     gpt_dims shaped = *d;
@@ -14,7 +18,8 @@ gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_d
     const size_t n_alloc = gpt_param_count(&shaped);
     gpt_budget b = gpt_budget_of(&shaped, B, T, n_alloc, act, workspace);
     const size_t shard = shards_state(dp, zero) ? n_alloc / (size_t)dp : n_alloc;
-    b.optim = 2 * shard * sizeof(float);
+    const bool keeps_master = shaped.master_in_optim && act != TG_F32; /* float32: the working weights are the master */
+    b.optim = (keeps_master ? 3 : 2) * shard * sizeof(float);
     b.total += b.optim;
     return b;
 }
@@ -55,6 +60,16 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double
     o->v = ops->alloc(ops, o->moments_len * sizeof(float), "AdamW second moments");
     ops->zero(ops, o->m, o->moments_len * sizeof(float));
     ops->zero(ops, o->v, o->moments_len * sizeof(float));
+    /* optim_export gathers every rank's chunks into the gradient buffer. */
+    const bool fits = !o->zero || o->moments_len * (size_t)dp->size <= g->n_alloc;
+    if (!fits || (!g->master && !o->zero)) { /* optim_shape_dims was skipped */
+        fprintf(stderr, "internal error: the model's buffers are not shaped for this optimizer (optim_shape_dims)\n");
+        abort();
+    }
+    if (!g->master) {
+        o->master = ops->alloc(ops, o->moments_len * sizeof(float), "parameters (float32 master, this rank's chunks)");
+        ops->zero(ops, o->master, o->moments_len * sizeof(float));
+    }
     return o;
 }
 
@@ -64,10 +79,11 @@ void optim_free(optim *o) {
     if (o->zero) zero_shards_free(&o->shards);
     o->ops->free(o->ops, o->m);
     o->ops->free(o->ops, o->v);
+    if (o->master) o->ops->free(o->ops, o->master);
     free(o);
 }
 
-size_t optim_allocated_bytes(const optim *o) { return 2 * o->moments_len * sizeof(float); }
+size_t optim_allocated_bytes(const optim *o) { return (o->master ? 3 : 2) * o->moments_len * sizeof(float); }
 
 double optim_lr(const tg_config *c, int step) {
     const int i = step - 1, warmup = c->train.warmup, steps = c->train.steps;
@@ -113,19 +129,17 @@ static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
  * ZeRO, the gather of the updated parameters. */
 static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     const tg_adamw_args a = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
-    o->ops->adamw(o->ops, g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
+    o->ops->adamw(o->ops, o->master ? o->master : g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
     if (!o->zero) return 0;
     /* Every DP rank gets every rank's chunks of the working weights, in
      * their own type (bf16 halves the bytes of float32, as Megatron's
      * distributed optimizer gathers its bf16 parameters; in float32 they are
-     * the master weights). A separate float32 master is then whole only in
-     * this rank's chunks, until optim_gather_master. */
+     * the master weights). */
     return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
 }
 
-int optim_gather_master(optim *o, gpt *g, tg_err *e) {
-    if (!o->zero || (void *)g->master == g->params) return 0;
-    return zero_shards_all_gather(&o->shards, o->dp, g->master, TG_F32, e);
+void optim_take_weights(optim *o, const gpt *g) {
+    if (o->master) zero_shards_pack(&o->shards, &o->ops->mem, g->grads, o->master);
 }
 
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {
@@ -154,29 +168,28 @@ void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r)
     r->applied = st.finite != 0;
 }
 
-int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e) {
+/* A packed state (m, v or the master) of every rank, gathered over DP into
+ * g->grads (free between steps), then into host in the parameter layout. */
+static int export_packed(const optim *o, gpt *g, const float *mine, float *host, tg_err *e) {
+    const size_t all = o->moments_len * (size_t)o->dp->size;
+    if (comm_all_gather(o->dp, g->grads, mine, o->moments_len, e)) return -1;
+    float *gathered = tg_malloc(all * sizeof(float), "gathered optimizer state");
+    o->ops->download(o->ops, gathered, g->grads, all * sizeof(float));
+    zero_shards_unpack(&o->shards, gathered, host);
+    free(gathered);
+    return 0;
+}
+
+int optim_export(const optim *o, gpt *g, float *m_host, float *v_host, tg_err *e) {
     if (!o->zero) {
         o->ops->download(o->ops, m_host, o->m, g->n_params * sizeof(float));
         o->ops->download(o->ops, v_host, o->v, g->n_params * sizeof(float));
         return 0;
     }
-    /* Every rank's packed chunks back to back, then into the layout. */
-    const size_t all = o->moments_len * (size_t)o->dp->size;
-    float *gathered = o->ops->alloc(o->ops, all * sizeof(float), "gathered moments");
-    float *host = tg_malloc(all * sizeof(float), "gathered moments");
-    float *both[2] = {m_host, v_host};
-    const float *mine[2] = {o->m, o->v};
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < 2; i++) {
-        rc = comm_all_gather(o->dp, gathered, mine[i], o->moments_len, e);
-        if (rc) break;
-        o->ops->download(o->ops, host, gathered, all * sizeof(float));
-        zero_shards_unpack(&o->shards, host, both[i]);
-    }
-    free(host);
-    o->ops->free(o->ops, gathered);
-    return rc;
+    return export_packed(o, g, o->m, m_host, e) || export_packed(o, g, o->v, v_host, e) ? -1 : 0;
 }
+
+int optim_export_master(const optim *o, gpt *g, float *host, tg_err *e) { return export_packed(o, g, o->master, host, e); }
 
 void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_host) {
     if (!o->zero) {
@@ -185,9 +198,9 @@ void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_ho
         return;
     }
     float *mine = tg_malloc(o->moments_len * sizeof(float), "moments of this rank");
-    zero_shards_pack(&o->shards, m_host, mine);
+    zero_shards_pack(&o->shards, &COMM_HOST_MEMORY, m_host, mine);
     o->ops->upload(o->ops, o->m, mine, o->moments_len * sizeof(float));
-    zero_shards_pack(&o->shards, v_host, mine);
+    zero_shards_pack(&o->shards, &COMM_HOST_MEMORY, v_host, mine);
     o->ops->upload(o->ops, o->v, mine, o->moments_len * sizeof(float));
     free(mine);
 }

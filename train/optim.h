@@ -18,6 +18,9 @@ typedef struct optim {
     zero_shards shards;    /* under ZeRO: this rank's chunks */
     size_t moments_len;    /* floats of each of m and v: the shard under ZeRO, else the whole buffer */
     float *m, *v;          /* AdamW moments (backend memory): packed chunks under ZeRO */
+    float *master;         /* the float32 master weights when the optimizer keeps them (ZeRO with working
+                            * weights of another type: this rank's chunks, packed as the moments); else NULL,
+                            * and AdamW updates the model's g->master */
     tg_spans all;          /* every parameter kind within the shard (AdamW) */
     tg_spans counted;      /* those this rank counts in the global norm */
     bool overlap;          /* the DP reduction starts in buckets during the last backward pass */
@@ -25,13 +28,17 @@ typedef struct optim {
     gpt_grad_hook hook;
 } optim;
 
-/* Sets d->param_align for this optimizer (ZeRO: the DP size, so that every
- * bucket region divides evenly): before gpt_param_count and gpt_create. */
+/* Shapes the model for this optimizer, before gpt_param_count and
+ * gpt_create: under ZeRO d->param_align is the DP size (so that every bucket
+ * region divides evenly) and d->master_in_optim is set (the float32 master
+ * weights are sharded with the moments, as Megatron's distributed optimizer
+ * shards them). */
 void optim_shape_dims(gpt_dims *d, int dp, bool zero);
 
 /* The bytes one rank needs: the model's buffers (their layout as
  * optim_shape_dims makes it) plus the AdamW moments of the whole model, or
- * of this rank's 1/dp under ZeRO. */
+ * under ZeRO this rank's 1/dp of the moments and of a separate float32
+ * master. */
 gpt_budget optim_budget(const gpt_dims *d, int B, int T, int dp, bool zero, tg_dtype act, size_t workspace);
 
 /* g's dims must have been through optim_shape_dims(..., dp->size, zero).
@@ -78,15 +85,22 @@ typedef struct optim_report {
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step);
 int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e);
 void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r);
-/* Under ZeRO with a separate float32 master (bf16 working weights), makes
- * the master whole again (each rank's AdamW updates only its chunks of it):
- * before reading it (checkpoints). A collective over DP; 0 at once
- * otherwise. */
-int optim_gather_master(optim *o, gpt *g, tg_err *e);
+/* After the model's weights were set (gpt_set_weights: initialised or
+ * loaded), takes the optimizer's master weights from them: this rank's
+ * chunks of the float32 weights the model left in g->grads, when the
+ * optimizer keeps the master (o->master); nothing otherwise. Before the
+ * first step. */
+void optim_take_weights(optim *o, const gpt *g);
 /* The full moments in the parameter layout (gathered over DP under ZeRO),
- * into host buffers of g->n_params floats, for checkpoints. */
-int optim_export(const optim *o, const gpt *g, float *m_host, float *v_host, tg_err *e);
-/* The reverse: takes this rank's shard of full-layout host moments. */
+ * into host buffers of g->n_params floats, for checkpoints. Under ZeRO g's
+ * gradient buffer holds the gathered chunks (it is free between steps, and
+ * then no extra buffer of the model's size is needed). */
+int optim_export(const optim *o, gpt *g, float *m_host, float *v_host, tg_err *e);
+/* The same for the float32 master weights the optimizer keeps (o->master
+ * not NULL), gathered over DP. */
+int optim_export_master(const optim *o, gpt *g, float *host, tg_err *e);
+/* The reverse of optim_export: takes this rank's shard of full-layout host
+ * moments. */
 void optim_import(optim *o, const gpt *g, const float *m_host, const float *v_host);
 
 #endif

@@ -156,6 +156,7 @@ static void init_state(run *r) {
     } else {
         gpt_init_weights(r->model, (uint64_t)c->train.seed);
     }
+    optim_take_weights(r->opt, r->model); /* ZeRO: this rank's chunks of the float32 master */
 }
 
 /* Rank 0 speaks for the job on stdout; every other rank writes its own

@@ -93,11 +93,11 @@ void zero_shards_unpack(const zero_shards *z, const float *gathered, float *full
     }
 }
 
-void zero_shards_pack(const zero_shards *z, const float *full, float *mine) {
+void zero_shards_pack(const zero_shards *z, const comm_memory *mem, const float *full, float *mine) {
     size_t m = 0;
     for (int i = 0; i < z->n_regions; i++) {
         const size_t chunk = z->regions[i].len / (size_t)z->dp;
-        memcpy(mine + m, full + z->regions[i].begin + (size_t)z->rank * chunk, chunk * sizeof(float));
+        mem->copy(mem->ctx, mine + m, full + z->regions[i].begin + (size_t)z->rank * chunk, chunk * sizeof(float));
         m += chunk;
     }
 }

@@ -40,11 +40,12 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
  * (after AdamW: the updated weights). A collective over dp. */
 int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
 
-/* Moments between a rank's packed chunks and the buffer's layout (host
- * memory): unpack takes every rank's packed chunks back to back (rank r's
- * at r * shard_len, as an all-gather leaves them) into full; pack takes
- * this rank's chunks out of full. */
+/* Optimizer state between a rank's packed chunks and the buffer's layout:
+ * unpack takes every rank's packed chunks back to back (rank r's at
+ * r * shard_len, as an all-gather leaves them) into full (host memory);
+ * pack takes this rank's chunks out of full into mine, both in the memory
+ * mem copies (COMM_HOST_MEMORY, or a backend's ops->mem). */
 void zero_shards_unpack(const zero_shards *z, const float *gathered, float *full);
-void zero_shards_pack(const zero_shards *z, const float *full, float *mine);
+void zero_shards_pack(const zero_shards *z, const comm_memory *mem, const float *full, float *mine);
 
 #endif

@@ -57,7 +57,8 @@ void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double 
 }
 
 /* AdamW on elements [b, e) of the whole buffers, whose moments are m and
- * v from index k. */
+ * v from index k, as are their master weights p when there is a working
+ * copy w (else p is the working weights, at the elements' own index). */
 static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, size_t k, size_t b, size_t e,
                         const tg_adamw_args *a, const tg_step_stats *s, float weight_decay) {
     /* The order of torch.optim.AdamW (single-tensor path): decay, moments,
@@ -66,14 +67,15 @@ static void adamw_range(float *p, act_t *w, const float *g, float *m, float *v, 
 #pragma omp parallel for schedule(static)
     for (size_t i = b; i < e; i++) {
         const size_t j = k + (i - b); /* element i's moment */
+        const size_t pj = w ? j : i;  /* its master weight */
         const float gi = g[i] * clip; /* exact when clip is 1 */
-        float pi = p[i] * (1.0f - lr * weight_decay);
+        float pi = p[pj] * (1.0f - lr * weight_decay);
         float mi = a->beta1 * m[j] + (1.0f - a->beta1) * gi;
         float vi = a->beta2 * v[j] + (1.0f - a->beta2) * gi * gi;
         m[j] = mi;
         v[j] = vi;
-        p[i] = pi - step_size * mi / (sqrtf(vi) / bc2_sqrt + a->eps);
-        if (w) w[i] = act_store(p[i]);
+        p[pj] = pi - step_size * mi / (sqrtf(vi) / bc2_sqrt + a->eps);
+        if (w) w[i] = act_store(p[pj]);
     }
 }
 

@@ -29,8 +29,8 @@ unsigned grid_for(size_t n) {
  * the clip factor; nothing unless the step's loss and norm were finite.
  * The step's learning rate and bias corrections come from stats (so the
  * launch is the same every step); step_size and bc2_sqrt are correctly
- * rounded, as the CPU's. work: the new p in the activation type, or NULL
- * when work is p itself. */
+ * rounded, as the CPU's. work: the new p in the activation type (p then
+ * indexed as the moments), or NULL when work is p itself. */
 template <typename T>
 __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float *v, tg_spans spans, tg_adamw_args a,
                              const tg_step_stats *stats) {
@@ -42,15 +42,16 @@ __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float 
     size_t first, last;
     span_slice(sp, &first, &last);
     span_for_each(sp, first, last, [&](size_t i, size_t k) {
+        const size_t pk = work ? k : i; /* the master is packed as the moments beside a working copy */
         const float gi = __fmul_rn(g[i], clip);
-        const float pi = __fmul_rn(p[i], __fsub_rn(1.0f, __fmul_rn(lr, weight_decay)));
+        const float pi = __fmul_rn(p[pk], __fsub_rn(1.0f, __fmul_rn(lr, weight_decay)));
         const float mi = __fadd_rn(__fmul_rn(a.beta1, m[k]), __fmul_rn(__fsub_rn(1.0f, a.beta1), gi));
         const float vi = __fadd_rn(__fmul_rn(a.beta2, v[k]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, a.beta2), gi), gi));
         m[k] = mi;
         v[k] = vi;
         const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), a.eps);
         const float pn = __fsub_rn(pi, __fdiv_rn(__fmul_rn(step_size, mi), denom));
-        p[i] = pn;
+        p[pk] = pn;
         if (work) tg_store(work, i, pn);
     });
 }

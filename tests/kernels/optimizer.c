@@ -136,10 +136,43 @@ static bool *moments_used(const tg_spans *sp, size_t n, size_t w) {
     return used;
 }
 
+/* The master weights as AdamW indexes them beside a working copy: packed
+ * as the moments (p's element i at its moment); NaN at unused moments. */
+static float *pack_master(const tg_spans *sp, const float *p, size_t n, size_t w) {
+    float *packed = malloc(w * sizeof(float));
+    for (size_t k = 0; k < w; k++) packed[k] = NAN;
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        if (span_moment(sp, i, &k)) packed[k] = p[i];
+    }
+    return packed;
+}
+
+/* Elements written outside the spans (p, or work: the buffer's gaps) or at
+ * unused moments (m, v, and a packed master): each must still be NaN. Zeroes
+ * them on both sides, so that expect_close compares the rest. */
+static size_t clear_gaps(const tg_spans *sp, const bool *used, size_t n, size_t w, float *layout, double *layout_want,
+                         float *m, double *mw, float *v, double *vw) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!in_spans(sp, i)) {
+            bad += !isnan(layout[i]);
+            layout[i] = 0.0f, layout_want[i] = 0.0;
+        }
+    for (size_t i = 0; i < w; i++)
+        if (!used[i]) {
+            bad += !isnan(m[i]) + !isnan(v[i]);
+            m[i] = v[i] = 0.0f, mw[i] = vw[i] = 0.0;
+        }
+    return bad;
+}
+
 /* AdamW over the windowed test spans with clip factor 0.5 against the
  * reference; gaps of the buffer and of the packed moments keep their bits;
- * with finite = 0 nothing changes. */
-void kcheck_adamw(tally *t) {
+ * with finite = 0 nothing changes. packed: the float32 master is packed as
+ * the moments (ZeRO) beside a separate working copy, else the working
+ * weights are the master. */
+static void adamw_case(tally *t, bool packed) {
     size_t n, w;
     const tg_spans sp = test_spans(1, true, &n, &w);
     bool *used = moments_used(&sp, n, w);
@@ -159,36 +192,58 @@ void kcheck_adamw(tally *t) {
         const bool decay = !(i >= sp.span[1].begin && i < sp.span[1].begin + sp.span[1].numel);
         adamw_reference(&pw[i], &mw[k], &vw[k], (double)(g[i] * 0.5f), lr, b1, b2, eps, decay ? wd : 0, step);
     }
-    float *p0 = malloc(n * sizeof(float)), *m0 = malloc(w * sizeof(float));
-    memcpy(p0, p, n * sizeof(float));
+    /* master: what AdamW gets as p; work: the layout it writes (p itself unless packed). */
+    float *master = packed ? pack_master(&sp, p, n, w) : p, *work = p;
+    const size_t master_n = packed ? w : n;
+    float *master0 = malloc(master_n * sizeof(float)), *m0 = malloc(w * sizeof(float));
+    memcpy(master0, master, master_n * sizeof(float));
     memcpy(m0, m, w * sizeof(float));
     tg_step_stats s = {0};
     s.clip = 0.5f;
     s.finite = 0;
     s.in = (tg_step_inputs){(float)lr, (float)(1 - pow(b1, step)), (float)(1 - pow(b2, step)), (uint64_t)step};
-    cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
-    report(t, memcmp(p, p0, n * sizeof(float)) == 0 && memcmp(m, m0, w * sizeof(float)) == 0, "adamw_not_finite_changes_nothing",
+    const char *tag = packed ? "adamw_packed_master" : "adamw";
+    char name[64];
+    cpu_adamw(NULL, master, work, g, m, v, &sp, &a, &s);
+    snprintf(name, sizeof name, "%s_not_finite_changes_nothing", tag);
+    report(t, memcmp(master, master0, master_n * sizeof(float)) == 0 && memcmp(m, m0, w * sizeof(float)) == 0, name,
            "the parameters or moments changed");
     s.finite = 1;
-    cpu_adamw(NULL, p, p, g, m, v, &sp, &a, &s);
+    cpu_adamw(NULL, master, work, g, m, v, &sp, &a, &s);
+    if (packed) { /* the packed master against the reference, moment by moment */
+        double *master_want = malloc(w * sizeof(double));
+        for (size_t k = 0; k < w; k++) master_want[k] = used[k] ? NAN : 0.0;
+        for (size_t i = 0; i < n; i++) {
+            size_t k;
+            if (span_moment(&sp, i, &k)) master_want[k] = pw[i];
+        }
+        size_t bad = 0;
+        for (size_t k = 0; k < w; k++)
+            if (!used[k]) bad += !isnan(master[k]), master[k] = 0.0f;
+        snprintf(name, sizeof name, "%s_leaves_unused", tag);
+        report(t, bad == 0, name, "%zu unused master elements written", bad);
+        snprintf(name, sizeof name, "%s_master", tag);
+        expect_close(t, name, master, master_want, w, 1e-5, 1e-6);
+        free(master_want);
+    }
     /* NaN where the reference is NaN (the gaps) passes only if both are NaN:
      * expect_close fails on NaN, so compare the tensors' elements alone. */
-    size_t bad_gaps = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!in_spans(&sp, i)) {
-            bad_gaps += !isnan(p[i]);
-            p[i] = 0.0f, pw[i] = 0.0;
-        }
-    for (size_t i = 0; i < w; i++)
-        if (!used[i]) {
-            bad_gaps += !isnan(m[i]) + !isnan(v[i]);
-            m[i] = v[i] = 0.0f, mw[i] = vw[i] = 0.0;
-        }
-    report(t, bad_gaps == 0, "adamw_leaves_gaps", "%zu gap elements written", bad_gaps);
-    expect_close(t, "adamw_params", p, pw, n, 1e-5, 1e-6);
-    expect_close(t, "adamw_exp_avg", m, mw, w, 1e-5, 1e-7);
-    expect_close(t, "adamw_exp_avg_sq", v, vw, w, 1e-5, 1e-7);
-    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(p0); free(m0); free(used);
+    const size_t bad_gaps = clear_gaps(&sp, used, n, w, work, pw, m, mw, v, vw);
+    snprintf(name, sizeof name, "%s_leaves_gaps", tag);
+    report(t, bad_gaps == 0, name, "%zu gap elements written", bad_gaps);
+    snprintf(name, sizeof name, "%s_params", tag);
+    expect_close(t, name, work, pw, n, 1e-5, 1e-6);
+    snprintf(name, sizeof name, "%s_exp_avg", tag);
+    expect_close(t, name, m, mw, w, 1e-5, 1e-7);
+    snprintf(name, sizeof name, "%s_exp_avg_sq", tag);
+    expect_close(t, name, v, vw, w, 1e-5, 1e-7);
+    if (packed) free(master);
+    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(master0); free(m0); free(used);
+}
+
+void kcheck_adamw(tally *t) {
+    adamw_case(t, false);
+    adamw_case(t, true);
 }
 
 #ifdef TG_CUDA
@@ -414,8 +469,9 @@ void cuda_test_clip_factor(env *e) {
 
 /* One AdamW step (t = 3) over the windowed test spans scaled by k, with
  * clip factor 0.5: first with finite = 0 (nothing may change), then 1.
- * Gaps hold 7 on both sides and must keep it; work is p itself or a
- * separate activation-type buffer. */
+ * Gaps hold 7 on both sides and must keep it. work is p itself, or a
+ * separate activation-type buffer beside a float32 master packed as the
+ * moments (ZeRO's). */
 void cuda_test_adamw(env *e, size_t k, int work_is_p) {
     NEED(e, adamw);
     size_t n, w;
@@ -423,8 +479,10 @@ void cuda_test_adamw(env *e, size_t k, int work_is_p) {
     const tg_adamw_args a = {0.9f, 0.95f, 1e-8f, 0.1f};
     float *hp = span_values(e, &sp, n, -1, 1, 7.0f), *hg = span_values(e, &sp, n, -1, 1, 7.0f);
     float *hm = host_rand(e, w, -0.1f, 0.1f), *hv = host_rand(e, w, 0, 0.1f); /* second moments are non-negative */
-    twin p = tw_vals(e, F32, hp, n), g = tw_vals(e, F32, hg, n), m = tw_vals(e, F32, hm, w), v = tw_vals(e, F32, hv, w);
-    twin work = work_is_p ? p : tw_vals(e, ACT, hp, n);
+    float *hmaster = work_is_p ? NULL : host_rand(e, w, -1, 1);
+    twin g = tw_vals(e, F32, hg, n), m = tw_vals(e, F32, hm, w), v = tw_vals(e, F32, hv, w);
+    twin work = tw_vals(e, work_is_p ? F32 : ACT, hp, n);
+    twin p = work_is_p ? work : tw_vals(e, F32, hmaster, w);
     tg_step_stats init = {0};
     init.clip = 0.5f;
     init.in = (tg_step_inputs){1e-2f, 1.0f - powf(0.9f, 3), 1.0f - powf(0.95f, 3), 3};
@@ -441,21 +499,21 @@ void cuda_test_adamw(env *e, size_t k, int work_is_p) {
         if (!work_is_p) check(e, work, e->tol, "adamw_%s%s work k=%zu", tag, when, k);
         stats_free(e, s);
     }
-    float *gp = tg_malloc(n * sizeof(float), "adamw p");
-    get_floats(e->gpu, TG_F32, gp, p.g, n);
+    float *gw = tg_malloc(n * sizeof(float), "adamw work");
+    get_floats(e->gpu, work_is_p ? TG_F32 : e->act, gw, work.g, n);
     size_t changed = 0, gaps_changed = 0;
     for (size_t i = 0; i < n; i++) {
-        changed += gp[i] != hp[i];
-        gaps_changed += !in_spans(&sp, i) && gp[i] != 7.0f;
+        changed += gw[i] != hp[i];
+        gaps_changed += !in_spans(&sp, i) && gw[i] != 7.0f;
     }
     char detail[96];
     snprintf(detail, sizeof detail, "(%zu of %zu changed, %zu of them gaps)", changed, n, gaps_changed);
-    check_true(e, changed > 0 && gaps_changed == 0, "adamw_updates_tensors_not_gaps", detail);
-    if (!work_is_p) tw_free(e, work);
-    tw_free(e, p);
+    check_true(e, changed > 0 && gaps_changed == 0, work_is_p ? "adamw_updates_tensors_not_gaps" : "adamw_work_updates_tensors_not_gaps", detail);
+    if (!work_is_p) tw_free(e, p);
+    tw_free(e, work);
     tw_free(e, g);
     tw_free(e, m);
     tw_free(e, v);
-    free(hp); free(hg); free(hm); free(hv); free(gp);
+    free(hp); free(hg); free(hm); free(hv); free(hmaster); free(gw);
 }
 #endif
