@@ -138,6 +138,12 @@ for at in begin end; do
     then ok "trainer_cuda_graph_refused_at_${at}_runs_op_by_op ($out)"
     else not_ok "trainer_cuda_graph_refused_at_${at}_runs_op_by_op" "${out:-} $(grep -m2 -i "graph\|error" "$tmp/graph_refused_$at.out" | tr '\n' ' ')"; fi
 done
+# an op the device refuses in the middle of a capture: the run stops, and
+# the message names the way out (train.cuda_graph=false)
+if ! EMU_CAPTURE_FAIL=launch train graph_refused_launch "$emu_bin" --set device=cuda --set train.precision=fp32 "${graph[@]}" &&
+    grep -q "cudaErrorStreamCaptureUnsupported.*train.cuda_graph=false runs the steps op by op" "$tmp/graph_refused_launch.out"
+then ok trainer_cuda_graph_refused_op_names_the_way_out
+else not_ok trainer_cuda_graph_refused_op_names_the_way_out "$(grep -m2 -i "error" "$tmp/graph_refused_launch.out" | tr '\n' ' ')"; fi
 # The NCCL communicator's whole path on the emulation's NCCL of one-rank
 # communicators (tests/emu/emu_nccl.cpp): tests/test_nccl.c at world 1 (its
 # "solo" group is NCCL), and the trainer with parallel.comm=nccl (waits

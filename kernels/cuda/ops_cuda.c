@@ -14,10 +14,19 @@
 
 #define STAGING_BYTES ((size_t)8 << 20)
 
+/* Whether err is CUDA refusing a call inside a stream capture. */
+static bool capture_refusal(cudaError_t err) {
+    return err == cudaErrorStreamCaptureUnsupported || err == cudaErrorStreamCaptureInvalidated ||
+           err == cudaErrorStreamCaptureImplicit;
+}
+
 void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
-    fprintf(stderr, "train_gpt: error: %s:%d: %s failed: %s (%s); kernels run asynchronously, so the failing one may be an "
-                    "earlier launch (CUDA_LAUNCH_BLOCKING=1 pins it down)\n",
-            file, line, what, cudaGetErrorString(err), cudaGetErrorName(err));
+    fprintf(stderr, "train_gpt: error: %s:%d: %s failed: %s (%s); %s\n", file, line, what, cudaGetErrorString(err),
+            cudaGetErrorName(err),
+            capture_refusal(err) ? "the op cannot be part of the step's CUDA graph: train.cuda_graph=false runs the steps "
+                                   "op by op"
+                                 : "kernels run asynchronously, so the failing one may be an earlier launch "
+                                   "(CUDA_LAUNCH_BLOCKING=1 pins it down)");
     exit(1);
 }
 

@@ -103,6 +103,10 @@ struct kernel_call {
  * there); and the recording of one node, run by each launch of the graph. */
 bool capturing(cudaStream_t s);
 void capture_node(std::function<void()> node);
+/* EMU_CAPTURE_FAIL=launch: a kernel launch during a capture is refused as a
+ * GPU refuses an illegal call there (the launch error, the capture
+ * invalidated), without an emulator error. */
+bool capture_refuses_launch(cudaStream_t s);
 
 /* A kernel launch runs at once, or during a capture becomes a graph node
  * holding its own copy of the arguments (as a GPU's graph keeps the
@@ -110,6 +114,7 @@ void capture_node(std::function<void()> node);
 template <typename F, typename... A>
 void launch_at(const char *name, const void *kernel, const char *file, int line, const config &c, F f, A... args) {
     using call = kernel_call<F, std::tuple<A...>>;
+    if (capture_refuses_launch(c.stream)) return;
     if (capturing(c.stream)) {
         std::shared_ptr<call> k = std::make_shared<call>(call{f, std::tuple<A...>(args...)});
         capture_node([name, kernel, file, line, c, k] { run_grid(name, kernel, file, line, c, &call::run, k.get()); });

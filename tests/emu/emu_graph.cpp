@@ -16,7 +16,10 @@
  *
  * EMU_CAPTURE_FAIL=begin or =end (environment) makes every capture fail
  * there, as a device that refuses it would, without an emulator error: the
- * trainer's way back to launching ops one by one is tested with it. */
+ * trainer's way back to launching ops one by one is tested with it.
+ * EMU_CAPTURE_FAIL=launch refuses the first kernel launched during a
+ * capture instead, as a GPU refuses an op it cannot capture: the trainer
+ * then stops, and its message says how to run without the graph. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,13 @@ bool capturing(cudaStream_t s) {
 }
 
 void capture_node(std::function<void()> node) { g_capture.nodes.push_back(std::move(node)); }
+
+bool capture_refuses_launch(cudaStream_t s) {
+    if (!g_capture.stream || s != g_capture.stream || strcmp(capture_fail_at(), "launch") != 0) return false;
+    g_capture.invalidated = true;
+    emu_fail(cudaErrorStreamCaptureUnsupported);
+    return true;
+}
 
 } // namespace emu
 
