@@ -95,14 +95,16 @@ oracle check-cases "$rnd" "$rnd/docs" random_docs_equal_tiktoken | record
 # document, against the same letters as eight 40K documents. Same bytes, so
 # linear work takes equal time; quadratic merging would take 8x (the old
 # round-by-round merge loop took 2.7x, 9 s against 3.4 s). CPU time, best of
-# 3 runs each, loading the vocabulary included in both, to ride out a loaded
-# machine.
+# 5 runs each, loading the vocabulary included in both, to ride out a loaded
+# machine. The bound is 2.2x: n log n gives about 1.2x, and with another job
+# on both cores the best of 3 measured 1.81x (0.203 s against 0.112 s);
+# the old loop's 2.7x still fails it.
 bpe="$tmp/bpe" && mkdir -p "$bpe"
 tr -cd 'A-Za-z' <assets/kjv.txt | head -c 320000 >"$bpe/one_320k.txt"
 split -b 40000 -d "$bpe/one_320k.txt" "$bpe/part_"
-cpu_best() { # PREPARE-ARGS...: least CPU time (user + system) of 3 runs, in seconds
+cpu_best() { # PREPARE-ARGS...: least CPU time (user + system) of 5 runs, in seconds
     local best=999 t i TIMEFORMAT='%3U %3S'
-    for i in 1 2 3; do
+    for i in 1 2 3 4 5; do
         rm -f "$bpe"/out_*
         t=$( { time "$prepare" "$@" --out "$bpe/out" >/dev/null 2>&1; } 2>&1 | awk '{ print $1 + $2 }')
         ls "$bpe"/out_val_000000.bin >/dev/null 2>&1 || t=999
@@ -117,8 +119,8 @@ t_eight=$(cpu_best "${parts[@]}")
 echo "# BPE: one 320K-letter document ${t_one}s, eight 40K ones ${t_eight}s (CPU time, with loading)"
 why="one 320K-letter document took ${t_one}s (bound 2.5s)" \
     check bpe_320k_letters_fast awk -v t="$t_one" 'BEGIN { exit !(t < 2.5) }'
-why="one 320K document took ${t_one}s, eight 40K ones ${t_eight}s: more than 1.8x" \
-    check bpe_long_piece_near_linear awk -v a="$t_one" -v b="$t_eight" 'BEGIN { exit !(a < 1.8 * b) }'
+why="one 320K document took ${t_one}s, eight 40K ones ${t_eight}s: more than 2.2x" \
+    check bpe_long_piece_near_linear awk -v a="$t_one" -v b="$t_eight" 'BEGIN { exit !(a < 2.2 * b) }'
 
 # ---- (d) invalid UTF-8 is refused with the offset of the bad byte --------
 bad_utf8() { # NAME OFFSET PRINTF-FORMAT
