@@ -37,7 +37,8 @@ CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.c
            kernels/cuda/residual_ln.cu \
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
-LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_create.c
+LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
+           parallel/comm_nccl_create.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90

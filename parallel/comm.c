@@ -82,9 +82,34 @@ comm_req *comm_broadcast_start(comm *c, void *buf, size_t bytes, int root, tg_er
     return timed(c, t0, c->vt->broadcast(c, buf, bytes, root, e));
 }
 
+/* The refusal of a call that waits, inside a group (comm.h, "Groups"). */
+static int refused_in_group(const comm *c, const char *call, const char *what, tg_err *e) {
+    return tg_fail(e, "group %s: %s%s%s inside a group (comm_group_begin): the group's collectives are launched only at "
+                   "comm_group_end, so it would wait for nothing or forever; wait after the end", c->name, call,
+                   what ? " of " : "", what ? what : "");
+}
+
+int comm_group_begin(comm *c, tg_err *e) {
+    if (c->in_group) return tg_fail(e, "group %s: comm_group_begin inside a group: groups do not nest", c->name);
+    if (c->vt->group_begin && c->vt->group_begin(c, e)) return -1;
+    c->in_group = 1;
+    return 0;
+}
+
+int comm_group_end(comm *c, tg_err *e) {
+    if (!c->in_group) return tg_fail(e, "group %s: comm_group_end without comm_group_begin", c->name);
+    c->in_group = 0;
+    c->groups++;
+    const double t0 = comm_clock();
+    const int rc = c->vt->group_end ? c->vt->group_end(c, e) : 0;
+    c->seconds += comm_clock() - t0;
+    return rc;
+}
+
 int comm_wait(comm_req *r, tg_err *e) {
     if (!r) return -1; /* the start failed and said why */
     comm *c = r->c;
+    if (c->in_group) return refused_in_group(c, "comm_wait", r->what, e); /* r stays in flight */
     double t0 = comm_clock();
     int rc = c->vt->wait(c, r, e);
     c->seconds += comm_clock() - t0;
@@ -93,7 +118,15 @@ int comm_wait(comm_req *r, tg_err *e) {
     return rc;
 }
 
-int comm_settle(comm *c, tg_err *e) { return c->vt->settle ? c->vt->settle(c, e) : 0; }
+int comm_settle(comm *c, tg_err *e) {
+    if (c->in_group) return refused_in_group(c, "comm_settle", NULL, e);
+    return c->vt->settle ? c->vt->settle(c, e) : 0;
+}
+
+int comm_barrier(comm *c, tg_err *e) {
+    if (c->in_group) return refused_in_group(c, "comm_barrier", NULL, e);
+    return c->vt->barrier(c, e);
+}
 
 /* ---- byte counts ---------------------------------------------------------- */
 

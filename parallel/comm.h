@@ -75,6 +75,10 @@ typedef struct comm_vtable {
      * (comm_settle); NULL where waits never defer (all work done in the
      * start). */
     int (*settle)(comm *c, tg_err *e);
+    /* comm_group_begin / comm_group_end past comm.c's checks; NULL where
+     * a group changes nothing (every collective done in its start). */
+    int (*group_begin)(comm *c, tg_err *e);
+    int (*group_end)(comm *c, tg_err *e);
 } comm_vtable;
 
 /* A modeled interconnect, for projected runs. Without table rows a
@@ -125,6 +129,8 @@ struct comm {
     comm_link link;
     comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
     int defer_waits;        /* comm_defer_waits */
+    int in_group;           /* between comm_group_begin and comm_group_end */
+    uint64_t groups;        /* groups ended (comm_group_end), for tests */
     comm_req *free_reqs;    /* finished requests, for reuse */
     comm_req *all_reqs;     /* every request made (chained by ->all), freed by destroy */
     void *impl;
@@ -188,6 +194,46 @@ comm_req *comm_all_gather_start(comm *c, void *out, const void *in, size_t n, tg
 comm_req *comm_broadcast_start(comm *c, void *buf, size_t bytes, int root, tg_err *e);
 int comm_wait(comm_req *r, tg_err *e);
 
+/* Groups: several collectives in one launch.
+ *
+ * The collectives started on c between comm_group_begin(c) and
+ * comm_group_end(c) may go out together: comm_nccl makes them one NCCL
+ * group call (ncclGroupStart ... ncclGroupEnd), one fused kernel launch
+ * instead of one per collective (comm_nccl_group.c); comm_null and comm_shm
+ * do all the work in the start, so there a group changes nothing. A group
+ * changes how the collectives are launched, not what they compute or
+ * count: each still returns its request, is waited for after the end as
+ * usual, and adds its bytes to bytes_sent at its wait. (NCCL may tune its
+ * algorithm for the launch as a whole, so with more than two members a
+ * sum's bits may differ from the ungrouped launch, as they may between
+ * NCCL versions; with two a sum is one addition.)
+ *
+ * Rules, checked here on every communicator (so that the CPU tests catch
+ * what would hang or go wrong under NCCL):
+ *   - no comm_wait, comm_settle or comm_barrier on c inside a group: under
+ *     NCCL nothing of the group has been enqueued before the end, so the
+ *     wait would wait for nothing or forever. They fail at once, naming the
+ *     group (-1, e set); a refused wait leaves its request in flight, to
+ *     be waited for after comm_group_end. The blocking forms (comm_*_t)
+ *     wait, so inside a group they start their collective and then fail,
+ *     its request lost to the caller: do not use them there.
+ *   - groups do not nest: comm_group_begin inside a group fails, and so
+ *     does comm_group_end outside one.
+ *   - only c's collectives in between: NCCL's group belongs to the calling
+ *     thread, so another NCCL communicator's collective would join it.
+ *   - comm_nccl refuses, breaking the communicator, what cannot wait for
+ *     the end: host buffers (staged and completed within the start) and a
+ *     reduce_scatter with out == in at rank > 0 (its copy follows the
+ *     collective); use device buffers and out == in + rank*n.
+ * Call comm_group_end after a failed start too (it then fails, the
+ * communicator being broken, and the group is closed). A failure of the
+ * launch at the end breaks the communicator, naming the group and its first
+ * and last collectives; the waits of its requests then fail as after any
+ * failure. c->seconds counts the time inside comm_group_end (the launch);
+ * c->groups counts the groups ended. */
+int comm_group_begin(comm *c, tg_err *e);
+int comm_group_end(comm *c, tg_err *e);
+
 /* Blocking: start and wait. */
 static inline int comm_all_reduce_t(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
     return comm_wait(comm_all_reduce_start(c, buf, n, t, op, e), e);
@@ -201,8 +247,9 @@ static inline int comm_all_gather_t(comm *c, void *out, const void *in, size_t n
 static inline int comm_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     return comm_wait(comm_broadcast_start(c, buf, bytes, root, e), e);
 }
-/* Returns when every member has reached it. Not timed, not counted. */
-static inline int comm_barrier(comm *c, tg_err *e) { return c->vt->barrier(c, e); }
+/* Returns when every member has reached it. Not timed, not counted;
+ * refused inside a group. */
+int comm_barrier(comm *c, tg_err *e);
 /* The float32 forms most callers use. */
 static inline int comm_all_reduce(comm *c, float *buf, size_t n, reduce_op op, tg_err *e) {
     return comm_all_reduce_t(c, buf, n, TG_F32, op, e);

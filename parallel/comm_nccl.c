@@ -23,7 +23,8 @@
  * the start then returns. Collectives started one after another run in that
  * order on the comm stream; kernels queued on the compute stream between a
  * start and its wait may run alongside the collective (they must leave its
- * buffers alone).
+ * buffers alone). Inside a group (comm_group_begin) the NCCL calls join one
+ * NCCL group call and `done` is recorded at its end (comm_nccl_group.c).
  *
  * Waiting. comm_wait makes the compute stream wait for `done`, so later
  * kernels see the result, then waits on the host: first for `ready` (the
@@ -136,6 +137,10 @@ static comm_req *nccl_reduce_scatter(comm *c, void *out, const void *in, size_t 
     char *mine = (char *)in + (size_t)c->rank * block; /* block `rank` of in: where the in-place form leaves the result */
     int in_place = (char *)out == mine, disjoint = !ranges_overlap(out, block, in, p * block);
     int via_block = !in_place && out == in; /* rank > 0 here */
+    if (n > 0 && via_block &&
+        nccl_refuse_in_group(c, what, "out == in needs a copy after the collective, which would run before the group's "
+                                      "launch; use out == in + rank*n", e))
+        return NULL;
     if (n > 0 && !in_place && !disjoint && !via_block) {
         tg_fail(e, "group %s: %s: out (%p) overlaps in (%p) but is neither in nor in + rank*n; the communicator is aborted",
                 c->name, what, out, in);
@@ -301,6 +306,13 @@ static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, int wai
                    cudaGetErrorString(err));
 }
 
+/* A host buffer inside a group: refused (aborting), as its start must
+ * complete the collective to copy the result back. */
+static int host_in_group(comm *c, const char *call, tg_err *e) {
+    return nccl_refuse_in_group(c, call, "a host buffer is staged through the device and needs the result within the start, "
+                                         "before the group is launched; start it outside the group", e);
+}
+
 /* Completes a device request within the start (the host copy-back needs
  * the result now, deferred waits or not); the request then carries only its
  * byte count. */
@@ -312,6 +324,7 @@ static comm_req *finished(comm *c, comm_req *r, tg_err *e) {
 static comm_req *any_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {
     const size_t bytes = n * tg_dtype_bytes(t);
     if (n == 0 || !is_host(buf)) return nccl_all_reduce(c, buf, n, t, op, e);
+    if (host_in_group(c, "all_reduce of a host buffer", e)) return NULL;
     void *d = stage_of(c, bytes, e);
     if (!d || stage_copy(c, d, buf, bytes, 0, e)) return NULL;
     comm_req *r = finished(c, nccl_all_reduce(c, d, n, t, op, e), e);
@@ -321,6 +334,7 @@ static comm_req *any_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce
 static comm_req *any_reduce_scatter(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
     const size_t block = n * tg_dtype_bytes(t), all = block * (size_t)c->size;
     if (n == 0 || (!is_host(out) && !is_host(in))) return nccl_reduce_scatter(c, out, in, n, t, e);
+    if (host_in_group(c, "reduce_scatter of a host buffer", e)) return NULL;
     char *d = stage_of(c, all, e);
     if (!d || stage_copy(c, d, in, all, 0, e)) return NULL;
     char *mine = d + (size_t)c->rank * block;
@@ -331,6 +345,7 @@ static comm_req *any_reduce_scatter(comm *c, void *out, const void *in, size_t n
 static comm_req *any_all_gather(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e) {
     const size_t block = n * tg_dtype_bytes(t), all = block * (size_t)c->size;
     if (n == 0 || (!is_host(out) && !is_host(in))) return nccl_all_gather(c, out, in, n, t, e);
+    if (host_in_group(c, "all_gather of a host buffer", e)) return NULL;
     char *d = stage_of(c, all, e);
     if (!d) return NULL;
     char *mine = d + (size_t)c->rank * block;
@@ -341,6 +356,7 @@ static comm_req *any_all_gather(comm *c, void *out, const void *in, size_t n, tg
 
 static comm_req *any_broadcast(comm *c, void *buf, size_t bytes, int root, tg_err *e) {
     if (bytes == 0 || !is_host(buf)) return nccl_broadcast(c, buf, bytes, root, e);
+    if (host_in_group(c, "broadcast of a host buffer", e)) return NULL;
     void *d = stage_of(c, bytes, e);
     if (!d || stage_copy(c, d, buf, bytes, 0, e)) return NULL;
     comm_req *r = finished(c, nccl_broadcast(c, d, bytes, root, e), e);
@@ -382,4 +398,4 @@ static void nccl_destroy(comm *c) {
 }
 
 const comm_vtable NCCL_VT = {any_all_reduce, any_reduce_scatter, any_all_gather, any_broadcast, nccl_wait, nccl_barrier,
-                             nccl_destroy, nccl_settle_all};
+                             nccl_destroy, nccl_settle_all, nccl_group_begin, nccl_group_end};

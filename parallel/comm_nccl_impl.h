@@ -1,6 +1,6 @@
 /* Private to the NCCL communicator (comm_nccl.c: the collectives;
- * comm_nccl_wait.c: enqueueing, waiting and failure; comm_nccl_create.c:
- * creation). */
+ * comm_nccl_wait.c: enqueueing, waiting and failure; comm_nccl_group.c:
+ * groups; comm_nccl_create.c: creation). */
 #ifndef PARALLEL_COMM_NCCL_IMPL_H
 #define PARALLEL_COMM_NCCL_IMPL_H
 
@@ -24,12 +24,17 @@ typedef struct {
     int unsettled;           /* a deferred wait has returned since the last settle */
     void *stage;             /* device copy of host buffers (see "Host buffers"), grown on demand */
     size_t stage_bytes;
+    /* The NCCL group under way (comm_nccl_group.c) */
+    int group_open;          /* ncclGroupStart called, its ncclGroupEnd not yet */
+    int group_ops;           /* collectives in it */
+    comm_req *group_first, *group_last; /* their requests in start order (nccl_req.group_next) */
 } nccl_impl;
 
 /* A request's part: its two events, made with the request and reused. */
 typedef struct {
     cudaEvent_t ready, done; /* compute -> comm, comm -> compute */
-    int enqueued;            /* 1 from the start of a device collective to its wait */
+    int enqueued;            /* 1 from the start of a device collective to its wait (in a group: from its end) */
+    comm_req *group_next;    /* the next request of its NCCL group */
 } nccl_req;
 
 /* ---- comm_nccl_wait.c ---- */
@@ -38,6 +43,8 @@ void nccl_why(char *out, size_t cap, ncclComm_t nc, ncclResult_t r);
 /* Aborts the NCCL communicator and marks c broken; -1 (e already set). */
 int nccl_give_up(comm *c);
 int nccl_fail_cuda(comm *c, const char *what, const char *call, cudaError_t err, tg_err *e);
+int nccl_fail_nccl(comm *c, const char *what, const char *call, ncclResult_t r, tg_err *e);
+int nccl_fail_timeout(comm *c, const char *what, const char *waiting_for, tg_err *e);
 /* Refuses on a broken communicator; sets the deadline of NCCL's enqueueing. */
 int nccl_op_begin(comm *c, const char *what, tg_err *e);
 /* Fails on an element type NCCL is not given (aborting, as below). */
@@ -49,7 +56,8 @@ comm_req *nccl_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what
 int nccl_order_after_compute(comm *c, comm_req *r, tg_err *e);
 /* After the NCCL call returned `res`: waits until NCCL has enqueued it. */
 int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_err *e);
-/* The start's last step: records r->done on the comm stream. */
+/* The start's last step: records r->done on the comm stream (in a group:
+ * hands r to the group, which records it at its end). */
 int nccl_mark_done(comm *c, comm_req *r, tg_err *e);
 /* The wait of an enqueued request (see comm_nccl.c, "Waiting"). */
 int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e);
@@ -59,6 +67,19 @@ int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e);
 int nccl_settle_all(comm *c, tg_err *e);
 /* Destroys r's events (communicator teardown). */
 void nccl_req_release(comm *c, comm_req *r);
+
+/* ---- comm_nccl_group.c ---- */
+/* The vtable's group_begin and group_end (comm.h, "Groups"). */
+int nccl_group_begin(comm *c, tg_err *e);
+int nccl_group_end(comm *c, tg_err *e);
+/* Joins r, whose NCCL call went into the open group, to it. */
+int nccl_group_add(comm *c, comm_req *r, tg_err *e);
+/* Closes the open NCCL group, if any, without waiting for it and forgets
+ * its requests (the communicator is being aborted). */
+void nccl_group_drop(nccl_impl *s);
+/* Fails (aborting) when a collective that must complete within its start
+ * is started inside a group; `why` says what it is. */
+int nccl_refuse_in_group(comm *c, const char *what, const char *why, tg_err *e);
 
 /* ---- comm_nccl_create.c / comm_nccl.c ---- */
 extern const comm_vtable NCCL_VT;

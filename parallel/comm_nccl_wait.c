@@ -51,6 +51,7 @@ ncclResult_t nccl_settle(ncclComm_t nc, double deadline) {
  * Returns -1; e already holds the message. */
 int nccl_give_up(comm *c) {
     nccl_impl *s = c->impl;
+    nccl_group_drop(s); /* an abort inside an open group would wait for its end */
     if (s->nc) ncclCommAbort(s->nc);
     s->nc = NULL;
     s->broken = 1;
@@ -63,7 +64,7 @@ int nccl_fail_cuda(comm *c, const char *what, const char *call, cudaError_t err,
     return nccl_give_up(c);
 }
 
-static int fail_nccl(comm *c, const char *what, const char *call, ncclResult_t r, tg_err *e) {
+int nccl_fail_nccl(comm *c, const char *what, const char *call, ncclResult_t r, tg_err *e) {
     nccl_impl *s = c->impl;
     char why[512];
     nccl_why(why, sizeof why, s->nc, r);
@@ -71,7 +72,7 @@ static int fail_nccl(comm *c, const char *what, const char *call, ncclResult_t r
     return nccl_give_up(c);
 }
 
-static int fail_timeout(comm *c, const char *what, const char *waiting_for, tg_err *e) {
+int nccl_fail_timeout(comm *c, const char *what, const char *waiting_for, tg_err *e) {
     nccl_impl *s = c->impl;
     char members[128];
     size_t len = 0;
@@ -165,6 +166,7 @@ int nccl_order_after_compute(comm *c, comm_req *r, tg_err *e) {
 
 /* Ends what the start enqueued: records `done` on the comm stream. */
 int nccl_mark_done(comm *c, comm_req *r, tg_err *e) {
+    if (c->in_group) return nccl_group_add(c, r, e); /* NCCL enqueues it only at the group's end */
     nccl_impl *s = c->impl;
     nccl_req *q = r->impl;
     cudaError_t err = cudaEventRecord(q->done, s->stream);
@@ -181,8 +183,8 @@ int nccl_mark_done(comm *c, comm_req *r, tg_err *e) {
 int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_err *e) {
     nccl_impl *s = c->impl;
     if (res == ncclInProgress) res = nccl_settle(s->nc, s->deadline);
-    if (res == ncclInProgress) return fail_timeout(c, r->what, "NCCL to enqueue the collective (connection set-up)", e);
-    if (res != ncclSuccess) return fail_nccl(c, r->what, call, res, e);
+    if (res == ncclInProgress) return nccl_fail_timeout(c, r->what, "NCCL to enqueue the collective (connection set-up)", e);
+    if (res != ncclSuccess) return nccl_fail_nccl(c, r->what, call, res, e);
     return 0;
 }
 
@@ -191,7 +193,7 @@ static int async_error(comm *c, const char *what, tg_err *e) {
     nccl_impl *s = c->impl;
     ncclResult_t state = ncclSuccess;
     ncclResult_t q = ncclCommGetAsyncError(s->nc, &state);
-    if (q != ncclSuccess) return fail_nccl(c, what, "ncclCommGetAsyncError", q, e);
+    if (q != ncclSuccess) return nccl_fail_nccl(c, what, "ncclCommGetAsyncError", q, e);
     if (state == ncclSuccess || state == ncclInProgress) return 0;
     char why[512];
     nccl_why(why, sizeof why, s->nc, state);
@@ -228,7 +230,7 @@ int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e) {
          * last error, where the next kernel launch check would find it */
         if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
         if (async_error(c, what, e)) return -1;
-        if (comm_clock() >= s->deadline) return fail_timeout(c, what, "the collective to complete", e);
+        if (comm_clock() >= s->deadline) return nccl_fail_timeout(c, what, "the collective to complete", e);
         poll_pause(t_ready);
     }
 }
@@ -264,8 +266,8 @@ int nccl_settle_all(comm *c, tg_err *e) {
         if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
         if (async_error(c, what, e)) return -1;
         if (comm_clock() >= s->deadline)
-            return fail_timeout(c, what, "the collectives to complete (the step's work they wait for may itself wait for "
-                                         "another group's collective: its members may be the ones to blame)", e);
+            return nccl_fail_timeout(c, what, "the collectives to complete (the step's work they wait for may itself wait for "
+                                              "another group's collective: its members may be the ones to blame)", e);
         poll_pause(t0);
     }
 }

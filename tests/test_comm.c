@@ -321,16 +321,19 @@ out:
 }
 
 /* Several collectives started before any wait (waited for in reverse
- * order), against the same collectives through the blocking calls: bitwise
- * equal results and equal bytes counted, per kind. */
+ * order), also inside a group (comm_group_begin, waited for after its end),
+ * against the same collectives through the blocking calls: bitwise equal
+ * results and equal bytes counted, per kind. */
 #define NB_OPS 5
+#define NB_MODES 3 /* blocking, non-blocking, grouped */
 static int nonblocking(comm *c, size_t n, uint32_t seed, char *why, size_t cap) {
+    static const char *const mode_names[NB_MODES] = {"blocking", "non-blocking", "grouped"};
     int p = c->size, me = c->rank, bad = 0;
     size_t big = n * (size_t)p, bytes = n * sizeof(float) + 3;
     tg_err e;
-    float *in[2] = {NULL, NULL}, *out[2][NB_OPS] = {{NULL}};
-    uint64_t sent[2][COLL_KINDS];
-    for (int m = 0; m < 2; m++) { /* m = 0 blocking, 1 non-blocking */
+    float *in[NB_MODES] = {NULL}, *out[NB_MODES][NB_OPS] = {{NULL}};
+    uint64_t sent[NB_MODES][COLL_KINDS];
+    for (int m = 0; m < NB_MODES; m++) {
         in[m] = tg_malloc(big * sizeof(float), "nb input");
         for (int k = 0; k < NB_OPS; k++) out[m][k] = tg_calloc(big + 1, sizeof(float), "nb buffer");
         for (size_t i = 0; i < n; i++) out[m][0][i] = val(seed, me, i), out[m][1][i] = val(seed + 1, me, i);
@@ -348,39 +351,81 @@ static int nonblocking(comm *c, size_t n, uint32_t seed, char *why, size_t cap) 
                   comm_all_gather_t(c, g, g + big, n, TG_BF16, &e) || comm_broadcast(c, u, bytes, p - 1, &e);
         }
         comm_req *r[NB_OPS] = {0};
-        if (m == 1) {
+        if (m >= 1) {
+            const int grouped = m == 2 && comm_group_begin(c, &e) == 0;
             int k = 0;
-            if ((r[k] = comm_all_reduce_start(c, out[m][0], n, TG_F32, REDUCE_SUM, &e))) k++;
+            if ((m == 1 || grouped) && (r[k] = comm_all_reduce_start(c, out[m][0], n, TG_F32, REDUCE_SUM, &e))) k++;
             if (k == 1 && (r[k] = comm_all_reduce_start(c, out[m][1], n, TG_F32, REDUCE_MAX, &e))) k++;
             if (k == 2 && (r[k] = comm_reduce_scatter_start(c, out[m][2], in[m], n, TG_F32, &e))) k++;
             if (k == 3 && (r[k] = comm_all_gather_start(c, g, g + big, n, TG_BF16, &e))) k++;
             if (k == 4 && (r[k] = comm_broadcast_start(c, u, bytes, p - 1, &e))) k++;
             bad = k < NB_OPS;
+            tg_err later;
+            if (grouped && comm_group_end(c, bad ? &later : &e)) bad = 1;
         }
-        for (int k = NB_OPS - 1; k >= 0 && m == 1 && !bad; k--) bad = comm_wait(r[k], &e) != 0;
+        for (int k = NB_OPS - 1; k >= 0 && m >= 1 && !bad; k--) bad = comm_wait(r[k], &e) != 0;
         if (bad) {
-            snprintf(why, cap, "%s n=%zu: %.250s", m ? "non-blocking" : "blocking", n, e.msg);
+            snprintf(why, cap, "%s n=%zu: %.250s", mode_names[m], n, e.msg);
             break;
         }
         for (int k = 0; k < COLL_KINDS; k++) sent[m][k] = c->bytes_sent[k] - before[k];
     }
     const size_t out_bytes[NB_OPS] = {n * 4, n * 4, n * 4, big * 2, bytes};
-    for (int k = 0; k < NB_OPS && !bad; k++)
-        if (memcmp(out[0][k], out[1][k], out_bytes[k])) {
-            snprintf(why, cap, "n=%zu: collective %d of %d started before any wait differs from the blocking call", n, k, NB_OPS);
-            bad = 1;
-        }
-    for (int k = 0; k < COLL_KINDS && !bad; k++)
-        if (sent[0][k] != sent[1][k]) {
-            snprintf(why, cap, "n=%zu: %s: %llu bytes counted non-blocking, %llu blocking", n, comm_kind_name((coll_kind)k),
-                     (unsigned long long)sent[1][k], (unsigned long long)sent[0][k]);
-            bad = 1;
-        }
-    for (int m = 0; m < 2; m++) {
+    for (int m = 1; m < NB_MODES && !bad; m++)
+        for (int k = 0; k < NB_OPS && !bad; k++)
+            if (memcmp(out[0][k], out[m][k], out_bytes[k])) {
+                snprintf(why, cap, "n=%zu: collective %d of %d (%s) differs from the blocking call", n, k, NB_OPS, mode_names[m]);
+                bad = 1;
+            }
+    for (int m = 1; m < NB_MODES && !bad; m++)
+        for (int k = 0; k < COLL_KINDS && !bad; k++)
+            if (sent[0][k] != sent[m][k]) {
+                snprintf(why, cap, "n=%zu: %s: %llu bytes counted %s, %llu blocking", n, comm_kind_name((coll_kind)k),
+                         (unsigned long long)sent[m][k], mode_names[m], (unsigned long long)sent[0][k]);
+                bad = 1;
+            }
+    for (int m = 0; m < NB_MODES; m++) {
         free(in[m]);
         for (int k = 0; k < NB_OPS; k++) free(out[m][k]);
     }
     return bad;
+}
+
+/* The rules of groups (comm.h): a wait, a settle or a barrier inside one
+ * is refused, naming the group, and the request stays in flight (waited for
+ * after the end, with the right result and its bytes counted once); groups
+ * do not nest; an end needs a begin; an empty group is fine. */
+static int group_rules(comm *c, char *why, size_t cap) {
+    enum { N = 8 };
+    float a[N];
+    for (size_t i = 0; i < N; i++) a[i] = val(91, c->rank, i);
+    const uint64_t sent0 = c->bytes_sent[COLL_ALL_REDUCE], groups0 = c->groups;
+    tg_err e = {{0}}, w = {{0}}, b = {{0}}, s = {{0}}, n = {{0}}, x = {{0}};
+    comm_req *r = NULL;
+    if (comm_group_begin(c, &e) || !(r = comm_all_reduce_start(c, a, N, TG_F32, REDUCE_SUM, &e))) {
+        snprintf(why, cap, "begin or start failed: %.200s", e.msg);
+        return 1;
+    }
+    const int refused = comm_wait(r, &w) != 0 && comm_barrier(c, &b) != 0 && comm_settle(c, &s) != 0 && comm_group_begin(c, &n) != 0;
+    const int ended = comm_group_end(c, &e) == 0 && comm_wait(r, &e) == 0;
+    const int unpaired = comm_group_end(c, &x) != 0 && strstr(x.msg, "without comm_group_begin");
+    const int empty = comm_group_begin(c, &e) == 0 && comm_group_end(c, &e) == 0;
+    int right = 1;
+    for (size_t i = 0; i < N; i++) right &= memcmp(&a[i], &(float){expect_reduce(91, c->size, i, REDUCE_SUM)}, sizeof(float)) == 0;
+    const uint64_t want = c->size > 1 ? 2 * (uint64_t)(c->size - 1) * (N / (size_t)c->size) * sizeof(float) : 0;
+    if (!refused || !strstr(w.msg, "comm_wait") || !strstr(w.msg, "inside a group") || !strstr(w.msg, c->name) ||
+        !strstr(b.msg, "inside a group") || !strstr(s.msg, "inside a group") || !strstr(n.msg, "do not nest"))
+        snprintf(why, cap, "refusals: %d; wait: \"%.60s\"; barrier: \"%.40s\"; settle: \"%.40s\"; nested: \"%.40s\"", refused,
+                 w.msg, b.msg, s.msg, n.msg);
+    else if (!ended || !unpaired || !empty)
+        snprintf(why, cap, "end %d, unpaired end refused %d, empty group %d: %.150s", ended, unpaired, empty, ended ? x.msg : e.msg);
+    else if (!right || c->bytes_sent[COLL_ALL_REDUCE] - sent0 != want || c->groups - groups0 != 2)
+        snprintf(why, cap, "result %s, %llu bytes counted (want %llu), %llu groups (want 2)", right ? "right" : "wrong",
+                 (unsigned long long)(c->bytes_sent[COLL_ALL_REDUCE] - sent0), (unsigned long long)want,
+                 (unsigned long long)(c->groups - groups0));
+    else
+        return 0;
+    return 1;
 }
 
 /* Member 0 breaks c (a broadcast from a root outside the group) while two
@@ -587,6 +632,12 @@ int main(int argc, char **argv) {
         char name[64];
         snprintf(name, sizeof name, "%s_nonblocking", names[g]);
         report(&j, name, !bad, why);
+    }
+    /* groups: what is refused inside one, nesting, pairing */
+    for (int g = 0; g < 2; g++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_group_rules", names[g]);
+        report(&j, name, !group_rules(t[g].c, why, sizeof why), why);
     }
     for (int g = 0; g < 4; g++) comm_destroy(t[g].c);
     memset(j.comms, 0, sizeof j.comms); /* destroyed: die_survivor must not again */

@@ -25,8 +25,15 @@
  *       are poisoned (NaN) first, so a collective that does not order itself
  *       after the compute stream reads or leaves NaNs.
  *       Collectives started several at a time before any wait (comm_*_start,
- *       comm_wait), and with deferred waits (comm_defer_waits, then
- *       comm_settle), against the blocking calls: bitwise equal, equal bytes.
+ *       comm_wait), with deferred waits (comm_defer_waits, then
+ *       comm_settle), and inside a group (comm_group_begin: one NCCL launch),
+ *       also with deferred waits, against the blocking calls: bitwise equal
+ *       (grouped sums over more than two members: within a bound), equal
+ *       bytes. On a fresh communicator "grp" (each rank alone, NCCL): 4101
+ *       all_gathers in one group (several NCCL groups: comm_nccl_group.c
+ *       caps them at 2048), each into its own slot; a wait inside a group
+ *       refused, naming the group, and the request completed after the end;
+ *       a host buffer inside a group refused, breaking the communicator.
  *       Rank 0 prints "ok NAME" or "not ok NAME - rank R: reason" per check
  *       (every rank's verdict, collected through the bootstrap); every rank
  *       exits 1 if any check failed. A node with fewer GPUs than ranks
@@ -367,14 +374,27 @@ static int host_buffers_work(comm *c, char *why, size_t cap) {
 
 /* ---- several collectives in flight --------------------------------------------- */
 
+/* Whether grouped result `got` may stand for the blocking call's `want`:
+ * the same bits, except for sums over more than two members, which NCCL
+ * may add in another order in a group (it may tune a group's launch as a
+ * whole): there within p units of float32's precision of their size. */
+static int grouped_same(const float *got, const float *want, size_t count, int p, int is_sum) {
+    if (!is_sum || p <= 2) return memcmp(got, want, count * sizeof(float)) == 0;
+    for (size_t i = 0; i < count; i++)
+        if (!(fabsf(got[i] - want[i]) <= (float)p * 0x1p-23f * 128.0f * (float)p)) return 0; /* |inputs| <= 2^7 */
+    return 1;
+}
+
 /* all_reduce, reduce_scatter and all_gather of n floats per block on device
- * buffers, started before any wait (waited for in reverse order), and again
- * with deferred waits (comm_defer_waits: the waits return at once, then
- * comm_settle), against the blocking calls: bitwise equal results, equal
+ * buffers, started before any wait (waited for in reverse order), with
+ * deferred waits (comm_defer_waits: the waits return at once, then
+ * comm_settle), inside a group (comm_group_begin: one NCCL launch, waited
+ * for after its end) and inside a group with deferred waits, against the
+ * blocking calls: equal results (bitwise but for grouped_same's sums), equal
  * bytes per kind. */
-#define NB_MODES 3 /* blocking, started before any wait, deferred waits */
+#define NB_MODES 5 /* blocking, started before any wait, deferred waits, grouped, grouped and deferred */
 static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
-    static const char *const mode_names[NB_MODES] = {"blocking", "non-blocking", "deferred"};
+    static const char *const mode_names[NB_MODES] = {"blocking", "non-blocking", "deferred", "grouped", "grouped deferred"};
     int p = c->size, me = c->rank, bad = 0;
     size_t big = n * (size_t)p;
     const size_t count[5] = {n, big, n, n, big}; /* all_reduce buf, reduce_scatter in/out, all_gather in/out */
@@ -393,12 +413,16 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
             bad |= comm_all_reduce_t(c, d[m][0], n, TG_F32, REDUCE_SUM, &e) || comm_reduce_scatter_t(c, d[m][2], d[m][1], n, TG_F32, &e) ||
                    comm_all_gather_t(c, d[m][4], d[m][3], n, TG_F32, &e);
         } else {
-            comm_req *r[3];
-            comm_defer_waits(c, m == 2);
-            r[0] = comm_all_reduce_start(c, d[m][0], n, TG_F32, REDUCE_SUM, &e);
+            comm_req *r[3] = {NULL, NULL, NULL};
+            const int grouped = m >= 3;
+            comm_defer_waits(c, m == 2 || m == 4);
+            bad = grouped && comm_group_begin(c, &e) != 0;
+            r[0] = bad ? NULL : comm_all_reduce_start(c, d[m][0], n, TG_F32, REDUCE_SUM, &e);
             r[1] = r[0] ? comm_reduce_scatter_start(c, d[m][2], d[m][1], n, TG_F32, &e) : NULL;
             r[2] = r[1] ? comm_all_gather_start(c, d[m][4], d[m][3], n, TG_F32, &e) : NULL;
             if (!r[2]) bad = 1; /* the communicator is broken: the others' waits would fail */
+            tg_err later;
+            if (grouped && c->in_group && comm_group_end(c, bad ? &later : &e)) bad = 1;
             for (int k = 2; k >= 0 && !bad; k--) bad |= comm_wait(r[k], &e) != 0;
             comm_defer_waits(c, 0);
             if (!bad) bad = comm_settle(c, &e) != 0;
@@ -418,7 +442,8 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     const size_t out_count[3] = {n, n, big};
     for (int m = 1; m < NB_MODES && !bad; m++)
         for (int k = 0; k < 3 && !bad; k++)
-            if (memcmp(res[0][k], res[m][k], out_count[k] * sizeof(float))) {
+            if (m >= 3 ? !grouped_same(res[m][k], res[0][k], out_count[k], p, k < 2)
+                       : memcmp(res[0][k], res[m][k], out_count[k] * sizeof(float)) != 0) {
                 snprintf(why, cap, "n=%zu: collective %d of 3 (%s) differs from the blocking call", n, k, mode_names[m]);
                 bad = 1;
             }
@@ -434,6 +459,75 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
             for (int k = 0; k < 3; k++) free(res[m][k]);
     free(h);
     return bad;
+}
+
+/* ---- groups ------------------------------------------------------------------- */
+
+/* GROUP_MANY all_gathers of one float per member from a buffer of inputs
+ * into their own slots of an output, all in one group: more than twice the
+ * ops comm_nccl puts in one NCCL group (2048, comm_nccl_group.c), so it
+ * launches three. c is fresh: every request's events are new, so a `done`
+ * never recorded is an emulator error. Each slot must hold its input. */
+#define GROUP_MANY (2 * 2048 + 5)
+static int group_many(gpu *g, comm *c, char *why, size_t cap) {
+    const size_t p = (size_t)c->size, me = (size_t)c->rank;
+    float *in, *out, *h = tg_malloc(GROUP_MANY * p * sizeof(float), "host buffer");
+    CK(cudaMalloc((void **)&in, GROUP_MANY * sizeof(float)));
+    CK(cudaMalloc((void **)&out, GROUP_MANY * p * sizeof(float)));
+    for (size_t i = 0; i < GROUP_MANY; i++) h[i] = val(60, (int)me, i);
+    put(g, in, h, GROUP_MANY * sizeof(float));
+    poison(g, out, GROUP_MANY * p * sizeof(float));
+    comm_req **r = tg_calloc(GROUP_MANY, sizeof *r, "requests");
+    tg_err e = {{0}};
+    int n = 0, bad = comm_group_begin(c, &e) != 0;
+    for (; !bad && n < GROUP_MANY; n++)
+        bad = !(r[n] = comm_all_gather_start(c, out + (size_t)n * p, in + n, 1, TG_F32, &e));
+    tg_err later;
+    if (c->in_group && comm_group_end(c, bad ? &later : &e)) bad = 1;
+    for (int k = 0; k < n; k++)
+        if (r[k] && comm_wait(r[k], bad ? &later : &e)) bad = 1;
+    if (bad) snprintf(why, cap, "%.280s", e.msg);
+    get(g, h, out, GROUP_MANY * p * sizeof(float));
+    for (size_t k = 0; k < GROUP_MANY * p && !bad; k++) {
+        const float want = val(60, (int)(k % p), k / p);
+        if (!same_bits(h[k], want))
+            snprintf(why, cap, "all_gather %zu of %d in one group: block %zu is %.9g, expected %.9g", k / p, GROUP_MANY, k % p,
+                     h[k], want), bad = 1;
+    }
+    CK(cudaFree(in));
+    CK(cudaFree(out));
+    free(h);
+    free(r);
+    return bad;
+}
+
+/* Inside a group a wait is refused with a message naming the group (the
+ * request stays in flight and completes after the end, with its bytes
+ * counted once); then a host buffer, which a start must complete, is
+ * refused and breaks the communicator (c is not used again). */
+static int group_refusals(gpu *g, comm *c, char *why, size_t cap) {
+    enum { N = 64 };
+    float *d, h[N];
+    CK(cudaMalloc((void **)&d, N * sizeof(float)));
+    for (int i = 0; i < N; i++) h[i] = val(61, c->rank, (size_t)i);
+    put(g, d, h, sizeof h);
+    const uint64_t sent0 = c->bytes_sent[COLL_ALL_REDUCE];
+    tg_err e = {{0}}, w = {{0}}, x = {{0}};
+    comm_req *r = comm_group_begin(c, &e) ? NULL : comm_all_reduce_start(c, d, N, TG_F32, REDUCE_SUM, &e);
+    const int refused = r && comm_wait(r, &w) != 0 && strstr(w.msg, "inside a group") && strstr(w.msg, c->name);
+    const int done = r && comm_group_end(c, &e) == 0 && comm_wait(r, &e) == 0;
+    const uint64_t want = c->size > 1 ? 2 * (uint64_t)(c->size - 1) * (N / (size_t)c->size) * sizeof(float) : 0;
+    const int counted = c->bytes_sent[COLL_ALL_REDUCE] - sent0 == want;
+    float host = 1.0f;
+    const int host_refused = comm_group_begin(c, &x) == 0 && !comm_all_reduce_start(c, &host, 1, TG_F32, REDUCE_SUM, &x) &&
+                             strstr(x.msg, "host buffer") && strstr(x.msg, "inside a group");
+    tg_err y = {{0}};
+    const int end_fails = comm_group_end(c, &y) != 0 && strstr(y.msg, "broken");
+    CK(cudaFree(d));
+    if (refused && done && counted && host_refused && end_fails) return 0;
+    snprintf(why, cap, "wait refused %d (\"%.60s\"), done %d (%.60s), bytes counted %d, host buffer refused %d (\"%.60s\"), "
+             "end fails %d", refused, w.msg, done, e.msg, counted, host_refused, x.msg, end_fails);
+    return 1;
 }
 
 /* ---- the hang test ------------------------------------------------------------ */
@@ -619,6 +713,15 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "%s_host_buffers", t[gi].name);
         int bad = host_buffers_work(t[gi].c, why, sizeof why);
         report(&j, name, !bad, why);
+    }
+
+    /* groups, on a fresh NCCL communicator of each rank alone */
+    {
+        comm *grp = comm_nccl_create_at_size_1(j.bs, "grp", &topo.rank, 1, 0, &g.mem, timeout, &e);
+        if (!grp) tg_die(PROG, &e);
+        report(&j, "group_many", !group_many(&g, grp, why, sizeof why), why);
+        report(&j, "group_refusals", !group_refusals(&g, grp, why, sizeof why), why);
+        comm_destroy(grp);
     }
 
     comm_destroy(tpc);

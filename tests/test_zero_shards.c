@@ -5,7 +5,9 @@
  * one whose chunk of its region holds it, and no gap element to any; a
  * rank's moment of an element is its place among the rank's chunks, packed
  * in the regions' order; the buckets' reduce-scatters cover the same
- * regions; pack and unpack are each other's inverse. Prints "ok NAME" /
+ * regions, a group of collectives per bucket, and the all-gather of the
+ * updated weights every region in one group; pack and unpack are each
+ * other's inverse. Prints "ok NAME" /
  * "not ok NAME - why". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,8 +141,9 @@ static double region_bytes_at(const gpt *g, const zero_shards *z, int layer) {
 }
 
 /* The backward pass's hook (layers L-1 down to 0, then -1) reduce-scatters
- * at each layer exactly the regions that start there, and in all one per
- * region. */
+ * at each layer exactly the regions that start there, as one group of
+ * collectives (comm_group_begin) per layer that starts any, and in all one
+ * per region; dp_buckets_start_all starts them all as one group. */
 static void check_buckets(const char *tag, gpt *g, const zero_shards *z, int *failed) {
     comm *dp = comm_null_create("dp", 0, z->dp);
     comm_use_memory(dp, &g->ops->mem); /* the null backend holds no memory */
@@ -152,17 +155,44 @@ static void check_buckets(const char *tag, gpt *g, const zero_shards *z, int *fa
     int bad = 0;
     for (int l = g->d.L - 1; l >= -1 && !bad; l--) {
         const int before = b.n_reqs;
+        const uint64_t groups = dp->groups;
         bad = hook.ready(hook.ctx, g, l, &e) != 0;
         double got = 0; /* the ring bytes of the collectives this layer started */
         for (int i = before; i < b.n_reqs; i++) got += b.reqs[i]->kind == COLL_REDUCE_SCATTER ? (double)b.reqs[i]->bytes : -1e18;
         const double want = region_bytes_at(g, z, l);
+        const uint64_t want_groups = b.n_reqs > before ? 1 : 0;
         if (bad || got != want) snprintf(why, sizeof why, "after layer %d: %.0f bytes, want %.0f", l, got, want), bad = 1;
+        else if (dp->groups - groups != want_groups || dp->in_group)
+            snprintf(why, sizeof why, "after layer %d: %llu groups (%s), want %llu", l, (unsigned long long)(dp->groups - groups),
+                     dp->in_group ? "one left open" : "closed", (unsigned long long)want_groups), bad = 1;
     }
     if (!bad && b.n_reqs != z->n_regions) snprintf(why, sizeof why, "%d collectives for %d regions", b.n_reqs, z->n_regions), bad = 1;
+    bad |= dp_buckets_wait(&b, &e) != 0;
+    const uint64_t groups = dp->groups;
+    if (!bad && (dp_buckets_start_all(&b, g, &e) || b.n_reqs != z->n_regions || dp->groups != groups + 1))
+        snprintf(why, sizeof why, "start_all: %d collectives in %llu groups for %d regions", b.n_reqs,
+                 (unsigned long long)(dp->groups - groups), z->n_regions), bad = 1;
     bad |= dp_buckets_wait(&b, &e) != 0;
     snprintf(name, sizeof name, "zero_buckets_reduce_the_regions_%s", tag);
     tap_check(failed, name, !bad, why);
     dp_buckets_free(&b);
+    comm_destroy(dp);
+}
+
+/* zero_shards_all_gather gathers every region, one all-gather each, all in
+ * one group: the ring bytes of every region's, and one group ended. */
+static void check_gather(const char *tag, gpt *g, const zero_shards *z, int *failed) {
+    comm *dp = comm_null_create("dp", 0, z->dp);
+    comm_use_memory(dp, &g->ops->mem); /* the null backend holds no memory */
+    tg_err e = {{0}};
+    uint64_t want = 0;
+    for (int r = 0; r < z->n_regions; r++) want += (uint64_t)(z->dp - 1) * (z->regions[r].len / (size_t)z->dp) * sizeof(float);
+    const int rc = zero_shards_all_gather(z, dp, g->params, TG_F32, &e);
+    char name[160], why[200];
+    snprintf(why, sizeof why, "rc %d (%.80s), %llu bytes (want %llu), %llu groups (want 1)", rc, e.msg,
+             (unsigned long long)dp->bytes_sent[COLL_ALL_GATHER], (unsigned long long)want, (unsigned long long)dp->groups);
+    snprintf(name, sizeof name, "zero_gather_is_one_group_%s", tag);
+    tap_check(failed, name, rc == 0 && dp->bytes_sent[COLL_ALL_GATHER] == want && dp->groups == 1 && !dp->in_group, why);
     comm_destroy(dp);
 }
 
@@ -193,6 +223,7 @@ static void run_case(const layout_case *lc, int *failed) {
     check_regions(tag, g, z, failed);
     check_spans(tag, g, z, failed);
     check_buckets(tag, g, z, failed);
+    check_gather(tag, g, z, failed);
     check_pack(tag, g, z, failed);
     for (int r = 0; r < lc->dp; r++) zero_shards_free(&z[r]);
     free(z);

@@ -73,10 +73,15 @@ static int start_kinds(dp_buckets *b, gpt *g, int lo, int hi, bool globals, tg_e
     return 0;
 }
 
-/* Layer l's gradients are final (-1: the rest): starts the bucket that l
- * completes, if any; `done` is the share of the backward pass behind it. */
+/* Whether layer l's gradients (-1: the rest) complete a bucket: l is its
+ * bucket's lowest layer. */
+static bool completes_bucket(const dp_buckets *b, int layer) {
+    return layer <= 0 || (b->layers - layer) % b->layers_per_bucket == 0;
+}
+
+/* Starts the bucket that layer l (-1: the rest) completes; `done` is the
+ * share of the backward pass behind it. */
 static int bucket_ready(dp_buckets *b, gpt *g, int layer, double done, tg_err *e) {
-    if (layer > 0 && (b->layers - layer) % b->layers_per_bucket != 0) return 0; /* l is not its bucket's lowest layer */
     const double modeled0 = b->dp->modeled_seconds;
     int rc;
     if (layer < 0) {
@@ -90,10 +95,24 @@ static int bucket_ready(dp_buckets *b, gpt *g, int layer, double done, tg_err *e
     return rc;
 }
 
+/* Starts the buckets that layers hi down to lo complete, as one group of
+ * collectives (comm_group_begin: under NCCL one launch rather than one per
+ * region); `done` as for bucket_ready. */
+static int start_grouped(dp_buckets *b, gpt *g, int hi, int lo, double done, tg_err *e) {
+    if (comm_group_begin(b->dp, e)) return -1;
+    int rc = 0;
+    for (int l = hi; l >= lo && rc == 0; l--)
+        if (completes_bucket(b, l)) rc = bucket_ready(b, g, l, done, e);
+    tg_err later; /* the group is closed after a failure too; the first failure is told */
+    if (comm_group_end(b->dp, rc ? &later : e)) rc = -1;
+    return rc;
+}
+
 /* gpt_grad_hook */
 static int layer_ready(void *ctx, gpt *g, int layer, tg_err *e) {
     dp_buckets *b = ctx;
-    return bucket_ready(b, g, layer, layer < 0 ? 1.0 : (double)(b->layers - layer) / b->layers, e);
+    if (!completes_bucket(b, layer)) return 0;
+    return start_grouped(b, g, layer, layer, layer < 0 ? 1.0 : (double)(b->layers - layer) / b->layers, e);
 }
 
 static void reset_step(dp_buckets *b, const gpt *g) {
@@ -109,9 +128,7 @@ gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g) {
 
 int dp_buckets_start_all(dp_buckets *b, gpt *g, tg_err *e) {
     reset_step(b, g);
-    for (int l = g->d.L - 1; l >= -1; l--) /* the backward pass is over: every bucket is ready at its end */
-        if (bucket_ready(b, g, l, 1.0, e)) return -1;
-    return 0;
+    return start_grouped(b, g, g->d.L - 1, -1, 1.0, e); /* the backward pass is over: every bucket is ready at its end */
 }
 
 bool dp_buckets_started(const dp_buckets *b) { return b->n_reqs > 0; }

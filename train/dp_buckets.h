@@ -8,8 +8,10 @@
  * the bucket's layers, contiguous: gpt_kind_range); the embeddings and the
  * final LayerNorm go last, a region each. Without ZeRO a region is
  * all-reduced; under ZeRO it is reduce-scattered, each rank keeping its
- * 1/dp of it (train/zero_shards.h: the regions are ZeRO's shards). Sums are
- * elementwise, so the result is the single all-reduce's. */
+ * 1/dp of it (train/zero_shards.h: the regions are ZeRO's shards). A
+ * bucket's collectives go out as one group (comm_group_begin: one NCCL
+ * launch), and dp_buckets_start_all's, every bucket at once, as one. Sums
+ * are elementwise, so the result is the single all-reduce's. */
 #ifndef TRAIN_DP_BUCKETS_H
 #define TRAIN_DP_BUCKETS_H
 
@@ -46,7 +48,8 @@ void dp_buckets_free(dp_buckets *b);
 /* The hook for the backward pass that ends the step's micro-batches (it
  * starts the buckets); resets the step's state. */
 gpt_grad_hook dp_buckets_hook(dp_buckets *b, const gpt *g);
-/* Starts every bucket now, in the hook's order (after the backward pass). */
+/* Starts every bucket now, in the hook's order, as one group (after the
+ * backward pass). */
 int dp_buckets_start_all(dp_buckets *b, gpt *g, tg_err *e);
 /* Whether this step started its reduction. */
 bool dp_buckets_started(const dp_buckets *b);

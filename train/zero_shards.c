@@ -71,14 +71,25 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
     return n;
 }
 
+/* The regions' all-gathers go out as one group (under NCCL one launch, not
+ * one per region), then are waited for in order. */
 int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
     const size_t elem = tg_dtype_bytes(t);
-    int rc = 0;
+    comm_req **reqs = tg_malloc((size_t)z->n_regions * sizeof *reqs, "ZeRO all-gather requests");
+    const bool grouped = comm_group_begin(dp, e) == 0;
+    int n = 0, rc = grouped ? 0 : -1;
     for (int i = 0; rc == 0 && i < z->n_regions; i++) {
         char *region = (char *)buf + z->regions[i].begin * elem;
         const size_t chunk = z->regions[i].len / (size_t)z->dp;
-        rc = comm_all_gather_t(dp, region, region + (size_t)z->rank * chunk * elem, chunk, t, e);
+        comm_req *r = comm_all_gather_start(dp, region, region + (size_t)z->rank * chunk * elem, chunk, t, e);
+        if (r) reqs[n++] = r;
+        else rc = -1;
     }
+    tg_err later; /* after a failure the group is still closed and every request waited for; the first failure is told */
+    if (grouped && comm_group_end(dp, rc ? &later : e)) rc = -1;
+    for (int i = 0; i < n; i++)
+        if (comm_wait(reqs[i], rc ? &later : e)) rc = -1;
+    free(reqs);
     return rc;
 }
 

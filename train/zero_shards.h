@@ -37,7 +37,8 @@ void zero_shards_free(zero_shards *z);
 int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor *t, tg_span *out);
 
 /* Every rank's chunk of every region of buf (elements of type t), in place
- * (after AdamW: the updated weights). A collective over dp. */
+ * (after AdamW: the updated weights). A collective over dp: one all-gather
+ * per region, all in one group (comm_group_begin), then waited for. */
 int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
 
 /* Optimizer state between a rank's packed chunks and the buffer's layout:

@@ -21,4 +21,11 @@ bool emu_is_pinned(const void *p);
  * and returns true; false when no capture is active. */
 bool emu_capture_refuses(const char *call);
 
+/* Whether an event recorded on stream s now would complete before NCCL
+ * work it should follow (emu_nccl.cpp: a group's collectives on s not yet
+ * launched by ncclGroupEnd, or a nonblocking group end still in progress);
+ * why says which. Without the emulated NCCL linked in, never (a weak
+ * default in emu_runtime.cpp). */
+bool emu_nccl_event_too_early(cudaStream_t s, const char **why);
+
 #endif

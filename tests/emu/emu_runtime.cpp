@@ -347,7 +347,8 @@ struct emu_stream {
 };
 struct emu_event {
     int recorded;
-    double t_ms; /* host clock at the record: the emulator runs synchronously */
+    double t_ms;       /* host clock at the record: the emulator runs synchronously */
+    int record_called; /* cudaEventRecord was called on it (also when captured, before the graph ran) */
 };
 static double now_ms() {
     struct timespec ts;
@@ -372,12 +373,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     flush_pending_copies();
     return cudaSuccess;
 }
+/* A wait for an event never recorded waits for nothing: legal CUDA, but in
+ * this code always a record that went missing (say a collective's `done`),
+ * which the synchronous emulator could not otherwise show. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    (void)s, (void)e, (void)flags;
+    (void)s, (void)flags;
+    if (!e->record_called) emu_error("cudaStreamWaitEvent on an event never recorded: the stream would wait for nothing");
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new emu_event{0, 0.0};
+    *e = new emu_event{0, 0.0, 0};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
@@ -393,7 +398,17 @@ static void emu_event_mark(cudaEvent_t e) {
     e->recorded = 1;
     e->t_ms = now_ms();
 }
+/* Without the emulated NCCL (emu_nccl.cpp defines the real one) nothing
+ * of NCCL's is pending. */
+extern "C++" __attribute__((weak)) bool emu_nccl_event_too_early(cudaStream_t s, const char **why) {
+    (void)s, (void)why;
+    return false;
+}
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    const char *why = "";
+    if (emu_nccl_event_too_early(s, &why))
+        emu_error("cudaEventRecord on stream %p %s: the event would complete before the collectives ran", (void *)s, why);
+    e->record_called = 1;
     if (emu::capturing(s))
         emu::capture_node([e] { emu_event_mark(e); });
     else

@@ -1,9 +1,10 @@
 /* Emulated NCCL (tests/emu/emu_nccl.cpp): communicators of one rank only,
  * whose collectives are copies on the given stream (in stream order, and
- * recorded during a stream capture). Enough for the NCCL communicator
- * (parallel/comm_nccl*.c) to run its whole path on one emulated device:
- * nonblocking creation, streams and events, waits, deferred waits, host
- * buffers. A communicator of more ranks is refused (ncclInvalidUsage). */
+ * recorded during a stream capture; inside a group call, run at its end).
+ * Enough for the NCCL communicator (parallel/comm_nccl*.c) to run its whole
+ * path on one emulated device: nonblocking creation, streams and events,
+ * waits, deferred waits, host buffers, groups. A communicator of more ranks
+ * is refused (ncclInvalidUsage). */
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
 #include <cuda_runtime_api.h>
@@ -49,6 +50,8 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
                            cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
 #ifdef __cplusplus
 }
 #endif
