@@ -33,6 +33,7 @@
 #include "parallel/comm.h"
 #include "parallel/topology.h"
 #include "tests/tap.h"
+#include "tests/comm_modes.h"
 
 /* ---- topology from the environment ------------------------------------- */
 
@@ -377,13 +378,7 @@ static int nonblocking(comm *c, size_t n, uint32_t seed, char *why, size_t cap) 
                 snprintf(why, cap, "n=%zu: collective %d of %d (%s) differs from the blocking call", n, k, NB_OPS, mode_names[m]);
                 bad = 1;
             }
-    for (int m = 1; m < NB_MODES && !bad; m++)
-        for (int k = 0; k < COLL_KINDS && !bad; k++)
-            if (sent[0][k] != sent[m][k]) {
-                snprintf(why, cap, "n=%zu: %s: %llu bytes counted %s, %llu blocking", n, comm_kind_name((coll_kind)k),
-                         (unsigned long long)sent[m][k], mode_names[m], (unsigned long long)sent[0][k]);
-                bad = 1;
-            }
+    if (!bad) bad = comm_modes_sent_differ(NB_MODES, sent, mode_names, n, why, cap);
     for (int m = 0; m < NB_MODES; m++) {
         free(in[m]);
         for (int k = 0; k < NB_OPS; k++) free(out[m][k]);

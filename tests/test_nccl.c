@@ -65,6 +65,7 @@
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
+#include "tests/comm_modes.h"
 
 #define PROG "test_nccl"
 
@@ -447,13 +448,7 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
                 snprintf(why, cap, "n=%zu: collective %d of 3 (%s) differs from the blocking call", n, k, mode_names[m]);
                 bad = 1;
             }
-    for (int m = 1; m < NB_MODES && !bad; m++)
-        for (int k = 0; k < COLL_KINDS && !bad; k++)
-            if (sent[0][k] != sent[m][k]) {
-                snprintf(why, cap, "n=%zu: %s: %llu bytes counted %s, %llu blocking", n, comm_kind_name((coll_kind)k),
-                         (unsigned long long)sent[m][k], mode_names[m], (unsigned long long)sent[0][k]);
-                bad = 1;
-            }
+    if (!bad) bad = comm_modes_sent_differ(NB_MODES, sent, mode_names, n, why, cap);
     if (!bad)
         for (int m = 0; m < NB_MODES; m++)
             for (int k = 0; k < 3; k++) free(res[m][k]);

@@ -181,7 +181,7 @@ static void check_buckets(const char *tag, gpt *g, const zero_shards *z, int *fa
 
 /* zero_shards_all_gather gathers every region, one all-gather each, all in
  * one group: the ring bytes of every region's, and one group ended. */
-static void check_gather(const char *tag, gpt *g, const zero_shards *z, int *failed) {
+static void check_gather(const char *tag, gpt *g, zero_shards *z, int *failed) {
     comm *dp = comm_null_create("dp", 0, z->dp);
     comm_use_memory(dp, &g->ops->mem); /* the null backend holds no memory */
     tg_err e = {{0}};

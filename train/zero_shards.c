@@ -12,7 +12,7 @@ static void add_region(zero_shards *z, size_t begin, size_t len) {
 
 void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers_per_bucket) {
     const int L = g->d.L;
-    *z = (zero_shards){dp, rank, layers_per_bucket, dp_bucket_lowest(L, layers_per_bucket), NULL, 0, 0};
+    *z = (zero_shards){dp, rank, layers_per_bucket, dp_bucket_lowest(L, layers_per_bucket), NULL, 0, 0, NULL};
     const int per_kind = 1 + (L - z->lowest + layers_per_bucket - 1) / layers_per_bucket;
     z->regions = tg_calloc((size_t)P_KINDS * (size_t)per_kind, sizeof *z->regions, "ZeRO regions");
     for (int k = 0; k < P_KINDS; k++) { /* kinds lie in this order in the buffer */
@@ -33,11 +33,14 @@ void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers
         }
         z->shard_len += z->regions[i].len / (size_t)dp;
     }
+    z->gather_reqs = tg_calloc((size_t)z->n_regions, sizeof *z->gather_reqs, "ZeRO all-gather requests");
 }
 
 void zero_shards_free(zero_shards *z) {
     free(z->regions);
+    free(z->gather_reqs);
     z->regions = NULL;
+    z->gather_reqs = NULL;
     z->n_regions = 0;
 }
 
@@ -73,9 +76,9 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
 
 /* The regions' all-gathers go out as one group (under NCCL one launch, not
  * one per region), then are waited for in order. */
-int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
+int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
     const size_t elem = tg_dtype_bytes(t);
-    comm_req **reqs = tg_malloc((size_t)z->n_regions * sizeof *reqs, "ZeRO all-gather requests");
+    comm_req **reqs = z->gather_reqs;
     const bool grouped = comm_group_begin(dp, e) == 0;
     int n = 0, rc = grouped ? 0 : -1;
     for (int i = 0; rc == 0 && i < z->n_regions; i++) {
@@ -89,7 +92,6 @@ int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t
     if (grouped && comm_group_end(dp, rc ? &later : e)) rc = -1;
     for (int i = 0; i < n; i++)
         if (comm_wait(reqs[i], rc ? &later : e)) rc = -1;
-    free(reqs);
     return rc;
 }
 

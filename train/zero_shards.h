@@ -23,6 +23,7 @@ typedef struct zero_shards {
     zero_region *regions;
     int n_regions;
     size_t shard_len;              /* floats of one rank's chunks: the buffer's length / dp */
+    comm_req **gather_reqs;        /* n_regions: the all-gather's requests in flight (kept, not made every step) */
 } zero_shards;
 
 /* The regions of g's buffers for buckets of layers_per_bucket layers.
@@ -39,7 +40,7 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
 /* Every rank's chunk of every region of buf (elements of type t), in place
  * (after AdamW: the updated weights). A collective over dp: one all-gather
  * per region, all in one group (comm_group_begin), then waited for. */
-int zero_shards_all_gather(const zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
+int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
 
 /* Optimizer state between a rank's packed chunks and the buffer's layout:
  * unpack takes every rank's packed chunks back to back (rank r's at
