@@ -5,8 +5,9 @@
 # bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
 # whole trainer on the emulated device: fp32 matches the CPU trainer (also as
-# two processes under ZeRO), and the recompute modes stay bitwise equal in bf16 with dropout. What emulation
-# cannot show (races, real cuBLAS, speed) waits for make test-gpu on a GPU.
+# two processes under ZeRO), and the recompute modes stay bitwise equal in bf16 with dropout. The kernels
+# also run under the emulation's data-race check. What emulation cannot show (real cuBLAS, speed, races
+# the checks' sizes do not reach) waits for make test-gpu on a GPU.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" cuda_emu
 export OMP_NUM_THREADS=1
@@ -160,4 +161,41 @@ else not_ok trainer_cuda_nccl_one_rank_bitwise "${out:-} $(grep -m2 -i "nccl\|er
 if train graph_op_times "$emu_bin" --set device=cuda --set out.op_times=true && ! grep -q "captured as a CUDA graph" "$tmp/graph_op_times.out"
 then ok trainer_cuda_graph_not_used_with_op_times
 else not_ok trainer_cuda_graph_not_used_with_op_times "$(grep -m1 -i "graph\|error" "$tmp/graph_op_times.out")"; fi
+# The data-race check (tests/emu/emu_race.cpp, EMU_RACE=1): its own test
+# (racy kernels reported, their synchronized twins not), then every kernel
+# check (the quick sizes: the check costs about 6x), also on the chunked
+# paths, and training steps (bf16 with dropout at head size 64 and T = 80,
+# the tensor-core attention; fp32 with the step replayed as a CUDA graph),
+# with no race found.
+if EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1; then
+    ok race_build
+    build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
+    grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
+    for mode in plain chunked; do # one line each: the checks themselves ran above
+        envs=()
+        [ $mode = chunked ] && envs=(EMU_SCRATCH_BYTES=12000)
+        env "${envs[@]}" build/emu-race/test_cuda_kernels_emu --quick >"$tmp/race_$mode.out" 2>&1
+        rc=$?
+        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$tmp/race_$mode.out")
+        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "data race" "$tmp/race_$mode.out"
+        then ok "race_${mode}_kernels_race_free ($summary)"
+        else not_ok "race_${mode}_kernels_race_free" "exit $rc: $(grep -m3 "data race\|^not ok" "$tmp/race_$mode.out" | tr '\n' ' ')"; fi
+    done
+    # race_train NAME [--set ...]: a run of the race build, which must find no race
+    race_train() {
+        local name="race_train_$1"; shift
+        train "$name" build/emu-race/train_gpt_emu --set device=cuda --set out.eval_every=2 "$@" && ! grep -q "data race" "$tmp/$name.out"
+    }
+    if race_train bf16_hs64 --set train.precision=bf16 --set model.dropout=0.1 --set model.n_embd=128 --set model.n_head=2 \
+        --set model.seq_len=80 --set train.recompute=selective
+    then ok race_train_bf16_hs64_race_free
+    else not_ok race_train_bf16_hs64_race_free "$(grep -m3 "data race\|rror" "$tmp/race_train_bf16_hs64.out" | tr '\n' ' ')"; fi
+    if race_train fp32_graph --set train.precision=fp32 "${graph[@]}" && grep -q "captured as a CUDA graph" "$tmp/race_train_fp32_graph.out"
+    then ok race_train_fp32_graph_race_free
+    else not_ok race_train_fp32_graph_race_free "$(grep -m3 "data race\|rror\|graph" "$tmp/race_train_fp32_graph.out" | tr '\n' ' ')"; fi
+else
+    not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
+fi
+
 exit $failed

@@ -7,6 +7,9 @@
 #   EMU_FMA=1    compile the .cu files with -mfma -ffp-contract=fast, as nvcc
 #                contracts a*b+c into FMAs by default (__f*_rn stay unfused)
 #   EMU_ASAN=1   AddressSanitizer on everything (out-of-bounds kernel accesses)
+#   EMU_RACE=1   the data-race check (tests/emu/emu_race.cpp): the kernels are
+#                compiled with gcc's -fsanitize=thread instrumentation, served by
+#                our own runtime, which knows the emulated threads and barriers
 #   OUT=dir      output directory (default build/emu, or build/emu-fma, build/emu-asan)
 # Run time (environment of the binary): EMU_REVERSE=1 runs blocks and threads
 # in reverse order; EMU_GEMM_DOUBLE=1 accumulates emulated GEMMs in double;
@@ -17,6 +20,7 @@ cd "$(dirname "$0")/../.."
 suffix=""
 [ "${EMU_FMA:-0}" = 1 ] && suffix="$suffix-fma"
 [ "${EMU_ASAN:-0}" = 1 ] && suffix="$suffix-asan"
+[ "${EMU_RACE:-0}" = 1 ] && suffix="$suffix-race"
 OUT=${OUT:-build/emu$suffix}
 mkdir -p "$OUT/cu" "$OUT/obj"
 
@@ -30,6 +34,13 @@ CFLAGS="-O3 -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I. -DTG_CUDA $SAN"
 EMU_INC="-Itests/emu/include"
 CUFLAGS="$OPT -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I. $EMU_INC -include tests/emu/cuda_emu.h -D__CUDACC__ -DTG_CUDA $SAN"
 if [ "${EMU_FMA:-0}" = 1 ]; then CUFLAGS="$CUFLAGS -mfma -ffp-contract=fast"; else CUFLAGS="$CUFLAGS -ffp-contract=off"; fi
+# The race check instruments the device code only (compile, not link: the
+# __tsan_* calls land in tests/emu/emu_race.cpp, not in libtsan).
+RACE_OBJ=()
+if [ "${EMU_RACE:-0}" = 1 ]; then
+    CUFLAGS="$CUFLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0"
+    RACE_OBJ=("$OUT/obj/emu_race.o")
+fi
 
 objs=()
 pids=()
@@ -47,6 +58,7 @@ for cu in kernels/cuda/*.cu; do
     compile "$OUT/obj/cu_$base.o" $CXX $CUFLAGS "$OUT/cu/$base.cpp"
 done
 compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
@@ -92,6 +104,8 @@ fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
 emu_tests=(mma async_copy graph)
+# and, in the race check's build, the check itself (test_race.cu)
+[ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 for t in "${emu_tests[@]}"; do
     python3 tests/emu/prep.py "tests/emu/test_$t.cu" "$OUT/cu/test_$t.cpp"
     $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
@@ -128,7 +142,7 @@ done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 for t in "${emu_tests[@]}"; do
-    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" -o "$OUT/test_emu_$t" -lm
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
 if [ "${1:-}" = train ]; then

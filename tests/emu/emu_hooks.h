@@ -15,6 +15,10 @@ long emu_lt_matmul_calls(unsigned epilogue);
  * so that the exit status stays its own. */
 long emu_errors(void);
 void emu_errors_forgive(long to);
+/* Data races found so far, each reported one or not (reports are made once
+ * per pair of source lines). Only in the race check's build (EMU_RACE=1,
+ * tests/emu/emu_race.cpp). */
+long emu_races(void);
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
 #define EMU_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Prints "emu: ERROR ..." and counts it (exit status 3 at the end). */
 void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -27,5 +29,38 @@ bool emu_capture_refuses(const char *call);
  * why says which. Without the emulated NCCL linked in, never (a weak
  * default in emu_runtime.cpp). */
 bool emu_nccl_event_too_early(cudaStream_t s, const char **why);
+
+/* ---- the data-race check (emu_race.cpp; linked only into EMU_RACE=1
+ * builds, whose kernel objects gcc instruments with -fsanitize=thread) ---- */
+
+/* Where the running emulated thread stands in the happens-before order the
+ * device gives: blocks are unordered within a launch (serials from
+ * launch_first up) and ordered after earlier launches; within a block,
+ * accesses are ordered by __syncthreads (bar: how many the thread has
+ * passed) and, within a warp, by its warp-level syncs (shuffles,
+ * __syncwarp, the tensor-core stand-in's exchange: warp_epoch). */
+struct emu_race_pos {
+    uint32_t block;        /* serial of the running block, from 1, over the whole run */
+    uint32_t launch_first; /* serial of its launch's first block */
+    uint32_t bar, warp_epoch;
+    int tid, warp;
+    const char *kernel;
+};
+/* False outside a kernel. */
+bool emu_race_position(emu_race_pos *pos);
+/* The block index (x, y, z) of block `serial` of the running launch. */
+void emu_race_block_of(uint32_t serial, unsigned idx[3]);
+
+enum emu_space { EMU_SPACE_OTHER, EMU_SPACE_SHARED, EMU_SPACE_DEVICE };
+/* Which memory p is in (thread stacks and host globals: OTHER); *base: the
+ * start of its shared region or device allocation. */
+emu_space emu_race_space(const void *p, const char **base);
+
+/* An access the instrumentation cannot see (cp.async: its source read and
+ * destination write, emulated in emu_runtime.cpp), by the code at pc (the
+ * kernel's call into the emulator). No-op unless emu_race.cpp is linked in. */
+void emu_race_access(const void *p, size_t bytes, bool write, const void *pc);
+/* A device allocation freed (cudaFree): the check drops what it kept of it. */
+void emu_race_free(const void *base, size_t bytes);
 
 #endif

@@ -79,6 +79,7 @@ struct exit_hook {
 
 static std::map<uintptr_t, size_t> g_device, g_pinned; /* base -> bytes */
 static size_t g_device_bytes = 0;
+static unsigned long g_device_generation = 0; /* changes with every cudaMalloc and cudaFree (emu_race_space's cache) */
 static const size_t TOTAL_MEM = (size_t)80 << 30;
 static const size_t CONTEXT_BYTES = (size_t)512 << 20; /* "in use" before any cudaMalloc */
 
@@ -208,6 +209,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     memset(m, fill, alloc);
     g_device[(uintptr_t)m] = bytes;
     g_device_bytes += bytes;
+    g_device_generation++;
     *p = m;
     return cudaSuccess;
 }
@@ -220,8 +222,10 @@ cudaError_t cudaFree(void *p) {
         emu_error("cudaFree(%p): not the start of a device allocation", p);
         return fail(cudaErrorInvalidValue);
     }
+    emu_race_free(p, it->second);
     g_device_bytes -= it->second;
     g_device.erase(it);
+    g_device_generation++;
     free(p);
     return cudaSuccess;
 }
@@ -532,6 +536,7 @@ struct fiber {
     wait_kind state;
     std::vector<async_copy> copies; /* in issue order */
     unsigned committed;             /* cp.async groups committed */
+    uint32_t bars, warp_syncs;      /* __syncthreads and warp-level syncs passed (emu_race_position) */
 };
 
 struct barrier {
@@ -566,6 +571,8 @@ void *g_sched_sp = NULL;
 fiber *g_cur = NULL;
 block_state g_block;
 unsigned long long g_progress = 0;
+uint32_t g_block_serial = 0, g_launch_first = 0; /* emu_race_position */
+bool g_reverse_blocks = false;                    /* EMU_REVERSE, as run_grid read it */
 
 extern "C" char __start_emu_shared[] __attribute__((weak));
 extern "C" char __stop_emu_shared[] __attribute__((weak));
@@ -657,6 +664,7 @@ void wait_barrier(barrier &bar, int expected, const char *file, int line, const 
 
 void run_block(const dim3 &b) {
     block_state &B = g_block;
+    g_block_serial++;
     B.nthreads = (int)(b.x * b.y * b.z);
     B.live = B.nthreads;
     B.bar = barrier{0, 0, NULL, 0};
@@ -677,6 +685,7 @@ void run_block(const dim3 &b) {
         f.state = RUNNING;
         f.copies.clear();
         f.committed = 0;
+        f.bars = f.warp_syncs = 0;
         prime(&f);
     }
     static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
@@ -774,6 +783,7 @@ void syncthreads(const char *file, int line) {
         return;
     }
     wait_barrier(g_block.bar, g_block.live, file, line, "__syncthreads");
+    g_cur->bars++;
 }
 
 static warp_state &warp_checked(unsigned mask, const char *what) {
@@ -799,6 +809,7 @@ static warp_state &warp_checked(unsigned mask, const char *what) {
 void syncwarp(unsigned mask) {
     warp_state &w = warp_checked(mask, "__syncwarp");
     wait_barrier(w.bar, w.live, NULL, 0, "__syncwarp");
+    g_cur->warp_syncs++;
 }
 
 uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
@@ -807,6 +818,7 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
     const int buf = f->shfl_count++ & 1;
     w.slots[buf][f->lane] = bits;
     wait_barrier(w.bar, w.live, NULL, 0, "shuffle");
+    f->warp_syncs++;
     if (src_lane < 0 || src_lane >= w.lanes) {
         emu_error("%s: shuffle from lane %d of a %d-lane warp", g_block.kernel, src_lane, w.lanes);
         return bits;
@@ -824,6 +836,7 @@ void warp_gather(const uint32_t *words, int n, uint32_t *all) {
     const int buf = f->shfl_count++ & 1;
     memcpy(w.words[buf][f->lane], words, sizeof(uint32_t) * (size_t)n);
     wait_barrier(w.bar, w.live, NULL, 0, "warp_gather");
+    f->warp_syncs++;
     for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
@@ -860,6 +873,8 @@ void run_grid(const char *name, const void *kernel, const char *file, int line, 
     gridDim = g;
     blockDim = b;
     static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
+    g_reverse_blocks = reverse;
+    g_launch_first = g_block_serial + 1;
     const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
     static const std::vector<span> shared = static_shared_spans();
     dynamic_shared_begin(c.shmem);
@@ -896,7 +911,9 @@ void cp_async16(void *dst, const void *src) {
         abort();
     }
     if (!emu_check_device_range(src, 16, "cp.async source")) abort();
-    memset(dst, 0xff, 16); /* undefined until waited for: NaN */
+    emu_race_access(src, 16, false, __builtin_return_address(0));
+    emu_race_access(dst, 16, true, __builtin_return_address(0)); /* the copy may land any time from here to its wait */
+    memset(dst, 0xff, 16);          /* undefined until waited for: NaN */
     f->copies.push_back(async_copy{dst, src, f->committed});
 }
 
@@ -916,13 +933,71 @@ void cp_async_wait(int newest_pending) {
     const unsigned done = f->committed > (unsigned)newest_pending ? f->committed - (unsigned)newest_pending : 0;
     size_t kept = 0;
     for (const async_copy &c : f->copies) {
-        if (c.group < done) memcpy(c.dst, c.src, 16); /* the source as it is now: read late, as the device may */
-        else f->copies[kept++] = c;
+        if (c.group < done) {
+            memcpy(c.dst, c.src, 16); /* the source as it is now: read late, as the device may */
+            emu_race_access(c.dst, 16, true, __builtin_return_address(0));
+        } else f->copies[kept++] = c;
     }
     f->copies.resize(kept);
 }
 
 } // namespace emu
+
+/* ------------------------------------------------------------ race check support */
+
+bool emu_race_position(emu_race_pos *pos) {
+    if (!g_cur) return false;
+    *pos = emu_race_pos{g_block_serial, g_launch_first, g_cur->bars, g_cur->warp_syncs, g_cur->tid, g_cur->warp, g_block.kernel};
+    return true;
+}
+
+void emu_race_block_of(uint32_t serial, unsigned idx[3]) {
+    const unsigned long long n = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+    unsigned long long k = serial - g_launch_first;
+    if (g_reverse_blocks) k = n - 1 - k;
+    idx[0] = (unsigned)(k % gridDim.x);
+    idx[1] = (unsigned)(k / gridDim.x % gridDim.y);
+    idx[2] = (unsigned)(k / ((unsigned long long)gridDim.x * gridDim.y));
+}
+
+/* Called for every memory access of an instrumented kernel: the common
+ * answers (a thread's stack, the program's globals) come first and cheap. */
+emu_space emu_race_space(const void *p, const char **base) {
+    const char *a = (const char *)p;
+    if (__start_emu_shared && a >= __start_emu_shared && a < __stop_emu_shared) {
+        *base = __start_emu_shared;
+        return EMU_SPACE_SHARED;
+    }
+    const char *dyn = (const char *)g_dynamic_shared;
+    if (dyn && a >= dyn && a < dyn + g_dynamic_bytes) {
+        *base = dyn;
+        return EMU_SPACE_SHARED;
+    }
+    const size_t stacks = (STACK_BYTES + GUARD_BYTES) * MAX_THREADS;
+    if (g_stacks && a >= g_stacks && a < g_stacks + stacks) return EMU_SPACE_OTHER;
+    static unsigned long gen = ~0ul;
+    static uintptr_t lo = 0, hi = 0, hit_base = 0, hit_end = 0; /* device memory's bounds; the last allocation hit */
+    if (gen != g_device_generation) {
+        gen = g_device_generation;
+        hit_base = hit_end = 0;
+        lo = g_device.empty() ? 0 : g_device.begin()->first;
+        hi = g_device.empty() ? 0 : g_device.rbegin()->first + g_device.rbegin()->second;
+    }
+    const uintptr_t u = (uintptr_t)p;
+    if (u < lo || u >= hi) return EMU_SPACE_OTHER;
+    if (u < hit_base || u >= hit_end) {
+        auto it = find_alloc(g_device, p);
+        if (it == g_device.end()) return EMU_SPACE_OTHER;
+        hit_base = it->first;
+        hit_end = it->first + std::max<size_t>(it->second, 1);
+    }
+    *base = (const char *)hit_base;
+    return EMU_SPACE_DEVICE;
+}
+
+/* Without emu_race.cpp (every build but EMU_RACE=1), nothing to record. */
+__attribute__((weak)) void emu_race_access(const void *, size_t, bool, const void *) {}
+__attribute__((weak)) void emu_race_free(const void *, size_t) {}
 
 /* ------------------------------------------------------------ GEMM */
 

@@ -313,10 +313,10 @@ if want sanitizer; then
         rm -rf "$tmp/san_train"
         sanitized sanitizer_train "$bin" "${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.precision=bf16 \
             --set model.dropout=0.1 --set train.steps=2 --set out.save_final=false --set out.dir="$tmp/san_train"
-        # What the emulation cannot see (its threads are fibers that never interleave between two
-        # instructions): shared-memory races (racecheck) and barriers not reached by the whole block
-        # (synccheck), over one step that runs every training kernel once (graph capture off: the
-        # tools replay nothing)
+        # The device's own view of what the emulation only models (its race check, EMU_RACE=1, reasons
+        # from barriers over fibers that never interleave between two instructions): shared-memory
+        # races (racecheck) and barriers not reached by the whole block (synccheck), over one step that
+        # runs every training kernel once (graph capture off: the tools replay nothing)
         for tool in racecheck synccheck; do
             rm -rf "$tmp/san_$tool"
             sanitized "sanitizer_train_$tool" --tool "$tool" "$bin" "${tiny[@]}" "${synthetic[@]}" --set device=cuda \
