@@ -198,4 +198,22 @@ else
     not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
 fi
 
+# AddressSanitizer (EMU_ASAN=1): no kernel reads or writes outside its
+# allocation or its shared arrays (on a GPU, an illegal address or silent
+# corruption), at the quick sizes, plain and chunked.
+if EMU_ASAN=1 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1; then
+    for mode in plain chunked; do
+        envs=(ASAN_OPTIONS=detect_leaks=0)
+        [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
+        env "${envs[@]}" build/emu-asan/test_cuda_kernels_emu --quick >"$tmp/asan_$mode.out" 2>&1
+        rc=$?
+        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$tmp/asan_$mode.out")
+        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "AddressSanitizer" "$tmp/asan_$mode.out"
+        then ok "asan_${mode}_kernels_in_bounds ($summary)"
+        else not_ok "asan_${mode}_kernels_in_bounds" "exit $rc: $(grep -m3 "AddressSanitizer\|SUMMARY\|^not ok" "$tmp/asan_$mode.out" | tr '\n' ' ')"; fi
+    done
+else
+    not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"
+fi
+
 exit $failed
