@@ -161,6 +161,25 @@ else not_ok trainer_cuda_nccl_one_rank_bitwise "${out:-} $(grep -m2 -i "nccl\|er
 if train graph_op_times "$emu_bin" --set device=cuda --set out.op_times=true && ! grep -q "captured as a CUDA graph" "$tmp/graph_op_times.out"
 then ok trainer_cuda_graph_not_used_with_op_times
 else not_ok trainer_cuda_graph_not_used_with_op_times "$(grep -m1 -i "graph\|error" "$tmp/graph_op_times.out")"; fi
+# sanitized_kernels FLAVOUR CHECK FINDING [ENV=...]: the quick kernel checks in
+# build/emu-FLAVOUR (a sanitizer's build), plain and chunked, one line each
+# (the checks themselves ran above): all pass, and no FINDING is printed.
+sanitized_kernels() {
+    local flavour=$1 check=$2 finding=$3 mode out rc summary
+    shift 3
+    for mode in plain chunked; do
+        local envs=("$@")
+        [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
+        out="$tmp/${flavour}_$mode.out"
+        env "${envs[@]}" "build/emu-$flavour/test_cuda_kernels_emu" --quick >"$out" 2>&1
+        rc=$?
+        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$out")
+        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "$finding" "$out"
+        then ok "${flavour}_${mode}_$check ($summary)"
+        else not_ok "${flavour}_${mode}_$check" "exit $rc: $(grep -m3 "$finding\|SUMMARY\|^not ok" "$out" | tr '\n' ' ')"; fi
+    done
+}
+
 # The data-race check (tests/emu/emu_race.cpp, EMU_RACE=1): its own test
 # (racy kernels reported, their synchronized twins not), then every kernel
 # check (the quick sizes: the check costs about 6x), also on the chunked
@@ -172,16 +191,7 @@ if EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1; then
     build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
     grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
-    for mode in plain chunked; do # one line each: the checks themselves ran above
-        envs=()
-        [ $mode = chunked ] && envs=(EMU_SCRATCH_BYTES=12000)
-        env "${envs[@]}" build/emu-race/test_cuda_kernels_emu --quick >"$tmp/race_$mode.out" 2>&1
-        rc=$?
-        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$tmp/race_$mode.out")
-        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "data race" "$tmp/race_$mode.out"
-        then ok "race_${mode}_kernels_race_free ($summary)"
-        else not_ok "race_${mode}_kernels_race_free" "exit $rc: $(grep -m3 "data race\|^not ok" "$tmp/race_$mode.out" | tr '\n' ' ')"; fi
-    done
+    sanitized_kernels race kernels_race_free "data race"
     # race_train NAME [--set ...]: a run of the race build, which must find no race
     race_train() {
         local name="race_train_$1"; shift
@@ -202,16 +212,7 @@ fi
 # allocation or its shared arrays (on a GPU, an illegal address or silent
 # corruption), at the quick sizes, plain and chunked.
 if EMU_ASAN=1 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1; then
-    for mode in plain chunked; do
-        envs=(ASAN_OPTIONS=detect_leaks=0)
-        [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
-        env "${envs[@]}" build/emu-asan/test_cuda_kernels_emu --quick >"$tmp/asan_$mode.out" 2>&1
-        rc=$?
-        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$tmp/asan_$mode.out")
-        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "AddressSanitizer" "$tmp/asan_$mode.out"
-        then ok "asan_${mode}_kernels_in_bounds ($summary)"
-        else not_ok "asan_${mode}_kernels_in_bounds" "exit $rc: $(grep -m3 "AddressSanitizer\|SUMMARY\|^not ok" "$tmp/asan_$mode.out" | tr '\n' ' ')"; fi
-    done
+    sanitized_kernels asan kernels_in_bounds AddressSanitizer ASAN_OPTIONS=detect_leaks=0
 else
     not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"
 fi

@@ -5,13 +5,16 @@
 
 #include <stdio.h>
 
+/* The line alone; returns 1 when the check failed (for tests that OR the
+ * results of their checks together). */
+static inline int tap_result(int pass, const char *name, const char *why) {
+    if (pass) printf("ok %s\n", name);
+    else printf("not ok %s - %s\n", name, why);
+    return !pass;
+}
+
 static inline void tap_check(int *failed, const char *name, int pass, const char *why) {
-    if (pass) {
-        printf("ok %s\n", name);
-    } else {
-        printf("not ok %s - %s\n", name, why);
-        *failed = 1;
-    }
+    if (tap_result(pass, name, why)) *failed = 1;
 }
 
 #endif

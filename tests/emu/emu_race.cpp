@@ -175,9 +175,10 @@ void report(shadow &s, const emu_race_pos &me, bool write, uint32_t pc, bool oth
               how(write), here.c_str(), other, other_wrote ? "wrote" : "read", there.c_str());
 }
 
-/* Whether an earlier access (block blk, thread tid, barrier interval bar,
- * warp epoch we) may run at the same time as `me`'s: same block, same
- * barrier interval, another thread, not ordered by a warp-level sync. */
+/* Whether an earlier access of `me`'s block (thread tid, warp, barrier
+ * interval bar, warp epoch we; tid and warp MANY for the reads of several)
+ * may run at the same time as `me`'s: same barrier interval, another
+ * thread, not ordered by a warp-level sync. */
 bool concurrent_in_block(const emu_race_pos &me, uint16_t tid, uint16_t warp, uint32_t bar, uint32_t we) {
     if (bar != me.bar) return false;
     if (tid == me.tid) return false;
@@ -196,8 +197,7 @@ void check_granule(shadow &s, granule &g, const emu_race_pos &me, bool write, ui
     if (write && g.rhi >= first_valid) {
         if (g.rlo != me.block || g.rhi != me.block)
             report(s, me, write, pc, false, g.rhi != me.block ? g.rhi : g.rlo, g.rtid, g.rpc, space, base, a);
-        else if (g.rtid == MANY ? (g.rbar == me.bar && !(g.rwarp == warp && g.rwe < me.warp_epoch))
-                                : concurrent_in_block(me, g.rtid, g.rwarp, g.rbar, g.rwe))
+        else if (concurrent_in_block(me, g.rtid, g.rwarp, g.rbar, g.rwe))
             report(s, me, write, pc, false, g.rhi, g.rtid, g.rpc, space, base, a);
     }
     if (write) {

@@ -572,7 +572,12 @@ fiber *g_cur = NULL;
 block_state g_block;
 unsigned long long g_progress = 0;
 uint32_t g_block_serial = 0, g_launch_first = 0; /* emu_race_position */
-bool g_reverse_blocks = false;                    /* EMU_REVERSE, as run_grid read it */
+
+/* EMU_REVERSE=1: blocks and threads run in reverse order. */
+bool reverse_order() {
+    static const bool reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
+    return reverse;
+}
 
 extern "C" char __start_emu_shared[] __attribute__((weak));
 extern "C" char __stop_emu_shared[] __attribute__((weak));
@@ -688,7 +693,7 @@ void run_block(const dim3 &b) {
         f.bars = f.warp_syncs = 0;
         prime(&f);
     }
-    static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
+    const bool reverse = reverse_order();
     while (B.live > 0) {
         unsigned long long before = g_progress;
         for (int i = 0; i < B.nthreads; i++) {
@@ -763,12 +768,13 @@ std::vector<span> static_shared_spans() {
     return spans;
 }
 
-/* [p, p + bytes) lies in the block's shared memory, static or dynamic. */
-bool in_shared(const void *p, size_t bytes) {
-    const char *a = (const char *)p;
-    const bool in_static = __start_emu_shared && a >= __start_emu_shared && a + bytes <= __stop_emu_shared;
-    const char *dyn = (const char *)g_dynamic_shared;
-    return in_static || (dyn && a >= dyn && a + bytes <= dyn + g_dynamic_bytes);
+/* The start of the block's shared memory region (the static arrays, or the
+ * launch's dynamic bytes) that [p, p + bytes) lies in, or NULL. */
+const char *shared_region(const void *p, size_t bytes) {
+    const char *a = (const char *)p, *dyn = (const char *)g_dynamic_shared;
+    if (__start_emu_shared && a >= __start_emu_shared && a + bytes <= __stop_emu_shared) return __start_emu_shared;
+    if (dyn && a >= dyn && a + bytes <= dyn + g_dynamic_bytes) return dyn;
+    return NULL;
 }
 
 } // namespace
@@ -872,8 +878,7 @@ void run_grid(const char *name, const void *kernel, const char *file, int line, 
         g_block.copies_exit_reported = false;
     gridDim = g;
     blockDim = b;
-    static int reverse = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) > 0;
-    g_reverse_blocks = reverse;
+    const bool reverse = reverse_order();
     g_launch_first = g_block_serial + 1;
     const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
     static const std::vector<span> shared = static_shared_spans();
@@ -906,7 +911,7 @@ void cp_async16(void *dst, const void *src) {
         emu_error("%s: cp.async of 16 bytes misaligned (%p <- %p)", g_block.kernel, dst, src);
         abort(); /* a misaligned address faults on the device */
     }
-    if (!in_shared(dst, 16)) {
+    if (!shared_region(dst, 16)) {
         emu_error("%s: cp.async destination %p is not in the block's shared memory", g_block.kernel, dst);
         abort();
     }
@@ -954,7 +959,7 @@ bool emu_race_position(emu_race_pos *pos) {
 void emu_race_block_of(uint32_t serial, unsigned idx[3]) {
     const unsigned long long n = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
     unsigned long long k = serial - g_launch_first;
-    if (g_reverse_blocks) k = n - 1 - k;
+    if (reverse_order()) k = n - 1 - k;
     idx[0] = (unsigned)(k % gridDim.x);
     idx[1] = (unsigned)(k / gridDim.x % gridDim.y);
     idx[2] = (unsigned)(k / ((unsigned long long)gridDim.x * gridDim.y));
@@ -964,15 +969,7 @@ void emu_race_block_of(uint32_t serial, unsigned idx[3]) {
  * answers (a thread's stack, the program's globals) come first and cheap. */
 emu_space emu_race_space(const void *p, const char **base) {
     const char *a = (const char *)p;
-    if (__start_emu_shared && a >= __start_emu_shared && a < __stop_emu_shared) {
-        *base = __start_emu_shared;
-        return EMU_SPACE_SHARED;
-    }
-    const char *dyn = (const char *)g_dynamic_shared;
-    if (dyn && a >= dyn && a < dyn + g_dynamic_bytes) {
-        *base = dyn;
-        return EMU_SPACE_SHARED;
-    }
+    if ((*base = shared_region(p, 1))) return EMU_SPACE_SHARED;
     const size_t stacks = (STACK_BYTES + GUARD_BYTES) * MAX_THREADS;
     if (g_stacks && a >= g_stacks && a < g_stacks + stacks) return EMU_SPACE_OTHER;
     static unsigned long gen = ~0ul;

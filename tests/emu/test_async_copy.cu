@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "tests/tap.h"
 
 #define THREADS 64
 #define CHUNK 4 /* floats per 16-byte copy */
@@ -62,12 +63,6 @@ static bool all_nan(const float *x) {
     return true;
 }
 
-static int report(bool ok, const char *name, const char *why) {
-    if (ok) printf("ok %s\n", name);
-    else printf("not ok %s - %s\n", name, why);
-    return ok ? 0 : 1;
-}
-
 static int check_groups(void) {
     float src[3 * THREADS * CHUNK], seen[THREADS * SEEN_COUNT * CHUNK], *d_src, *d_seen;
     for (int i = 0; i < 3 * THREADS * CHUNK; i++) src[i] = (float)i;
@@ -88,12 +83,12 @@ static int check_groups(void) {
         neighbour &= memcmp(mine + SEEN_NEIGHBOUR * CHUNK, src + (t + 1) % THREADS * CHUNK, 16) == 0;
         refilling &= all_nan(mine + SEEN_A_REFILLING * CHUNK);
     }
-    int failed = report(before, "emu_cp_async_unwaited_copy_reads_nan", "a copy was visible before its wait");
-    failed |= report(a_in, "emu_cp_async_wait_group_1_lands_older_group", "the older group did not land");
-    failed |= report(b_out, "emu_cp_async_wait_group_1_leaves_newest_group", "the newest group landed");
-    failed |= report(open_out, "emu_cp_async_uncommitted_copy_not_waited", "wait<0> performed an uncommitted copy");
-    failed |= report(neighbour, "emu_cp_async_visible_to_block_after_wait_and_barrier", "a neighbour's copy is missing");
-    failed |= report(refilling, "emu_cp_async_refilled_buffer_reads_nan_until_waited", "the old bytes were still readable");
+    int failed = tap_result(before, "emu_cp_async_unwaited_copy_reads_nan", "a copy was visible before its wait");
+    failed |= tap_result(a_in, "emu_cp_async_wait_group_1_lands_older_group", "the older group did not land");
+    failed |= tap_result(b_out, "emu_cp_async_wait_group_1_leaves_newest_group", "the newest group landed");
+    failed |= tap_result(open_out, "emu_cp_async_uncommitted_copy_not_waited", "wait<0> performed an uncommitted copy");
+    failed |= tap_result(neighbour, "emu_cp_async_visible_to_block_after_wait_and_barrier", "a neighbour's copy is missing");
+    failed |= tap_result(refilling, "emu_cp_async_refilled_buffer_reads_nan_until_waited", "the old bytes were still readable");
     return failed;
 }
 
@@ -124,9 +119,9 @@ static int check_dynamic_shared(void) {
     cudaMemcpy(got, d_out, sizeof got, cudaMemcpyDeviceToHost);
     cudaFree(d_src);
     cudaFree(d_out);
-    int failed = report(set == cudaSuccess && launched == cudaSuccess && memcmp(got, src, 16) == 0,
+    int failed = tap_result(set == cudaSuccess && launched == cudaSuccess && memcmp(got, src, 16) == 0,
                         "emu_dynamic_shared_memory_past_48k_after_opt_in", "the copy through dynamic shared memory failed");
-    failed |= report(all_nan(got + CHUNK), "emu_dynamic_shared_memory_poisoned_per_block", "block 1 saw block 0's bytes");
+    failed |= tap_result(all_nan(got + CHUNK), "emu_dynamic_shared_memory_poisoned_per_block", "block 1 saw block 0's bytes");
     return failed;
 }
 
@@ -181,7 +176,7 @@ static int expect_error(const char *name, void (*body)(float *, float *), const 
     const bool failed_run = (WIFEXITED(status) && WEXITSTATUS(status) == 3) || (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     char why[256];
     snprintf(why, sizeof why, "child status %#x, stderr without \"%s\"", status, needle);
-    return report(failed_run && strstr(text, needle) != NULL, name, why);
+    return tap_result(failed_run && strstr(text, needle) != NULL, name, why);
 }
 
 int main(void) {

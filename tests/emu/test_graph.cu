@@ -12,17 +12,11 @@
 #include <string.h>
 
 #include "tests/emu/emu_hooks.h"
+#include "tests/tap.h"
 
 __global__ void axpb_kernel(float *y, const float *x, float a, float b, int n) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) y[i] = a * x[i] + b;
-}
-
-/* Prints the check's line; returns 1 when it failed. */
-static int check(int good, const char *name, const char *why) {
-    if (good) printf("ok %s\n", name);
-    else printf("not ok %s - %s\n", name, why);
-    return !good;
 }
 
 #define N 40
@@ -36,7 +30,7 @@ static int launch_expecting(cudaGraphExec_t exec, cudaStream_t s, const float *y
     cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
     int same = 1;
     for (int i = 0; i < N; i++) same &= y[i] == a * i + b;
-    return check(same, name, why);
+    return tap_result(same, name, why);
 }
 
 /* y = 2 * x + b from a pinned x through a captured copy, b a kernel
@@ -62,7 +56,7 @@ static int check_capture_and_replay(void) {
     cudaMemcpy(y, y_dev, sizeof y, cudaMemcpyDeviceToHost);
     int untouched = 1;
     for (int i = 0; i < N; i++) untouched &= y[i] == 0.0f;
-    int failed = check(end == cudaSuccess && untouched, "emu_graph_capture_runs_nothing", "the captured work ran during the capture");
+    int failed = tap_result(end == cudaSuccess && untouched, "emu_graph_capture_runs_nothing", "the captured work ran during the capture");
 
     cudaGraphInstantiate(&exec, graph, 0);
     failed |= launch_expecting(exec, s, y_dev, 2.0f, 1.0f, "emu_graph_launch_runs_with_captured_parameters",
@@ -105,7 +99,7 @@ static int check_refused(int which, const char *name) {
     emu_errors_forgive(errors_before);
     char why[160];
     snprintf(why, sizeof why, "call returned %d, end capture %d, %ld emulator errors", (int)call, (int)end, reported);
-    const int failed = check(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1 &&
+    const int failed = tap_result(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1 &&
                                  (which == 3 || call != cudaSuccess),
                              name, why);
     cudaGetLastError();

@@ -20,8 +20,12 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "tests/emu/emu_hooks.h"
+#include "tests/tap.h"
 
 #define THREADS 64
+
+/* The lines of its write and its read, which the report must name. */
+enum { NEIGHBOUR_WRITE_LINE = __LINE__ + 5, NEIGHBOUR_READ_LINE = __LINE__ + 7 };
 
 __global__ void neighbour_kernel(float *out, bool sync) {
     __shared__ float s[THREADS];
@@ -95,15 +99,6 @@ __global__ void async_tile_kernel(float *out, const float *src, bool sync) {
     out[t] = tile[((t + 1) % THREADS) * CHUNK];
 }
 
-/* Prints the check's line; returns 1 when it failed. (No file-scope
- * counter: build.sh takes a test's zero-initialized statics for shared
- * memory.) */
-static int check(bool good, const char *name, const char *why) {
-    if (good) printf("ok %s\n", name);
-    else printf("not ok %s - %s\n", name, why);
-    return !good;
-}
-
 /* Races found while `launch` runs (their errors forgiven after). */
 template <typename F>
 static long races_in(F launch) {
@@ -120,9 +115,9 @@ template <typename F>
 static int pair(const char *name, F launch) {
     char n[128];
     snprintf(n, sizeof n, "%s_racy_reported", name);
-    int failed = check(races_in([&] { launch(false); }) > 0, n, "no race reported");
+    int failed = tap_result(races_in([&] { launch(false); }) > 0, n, "no race reported");
     snprintf(n, sizeof n, "%s_fixed_quiet", name);
-    return failed + check(races_in([&] { launch(true); }) == 0, n, "a race reported in the synchronized kernel");
+    return failed + tap_result(races_in([&] { launch(true); }) == 0, n, "a race reported in the synchronized kernel");
 }
 
 /* The report of the neighbour race, captured from stderr, names this file
@@ -142,9 +137,12 @@ static int check_report_names_lines(float *d) {
     close(fd);
     unlink(path);
     (void)got;
-    const bool names = strstr(text, "data race on shared memory") && strstr(text, "test_race.cu:31") &&
-                       strstr(text, "test_race.cu:29") && strstr(text, "neighbour_kernel");
-    return check(names, "report_names_both_lines", text[0] ? text : "nothing on stderr");
+    char write_at[64], read_at[64];
+    snprintf(write_at, sizeof write_at, "test_race.cu:%d", (int)NEIGHBOUR_WRITE_LINE);
+    snprintf(read_at, sizeof read_at, "test_race.cu:%d", (int)NEIGHBOUR_READ_LINE);
+    const bool names = strstr(text, "data race on shared memory") && strstr(text, write_at) && strstr(text, read_at) &&
+                       strstr(text, "neighbour_kernel");
+    return tap_result(names, "report_names_both_lines", text[0] ? text : "nothing on stderr");
 }
 
 int main(void) {
@@ -159,7 +157,7 @@ int main(void) {
     failures += pair("shared_write_after_read", [&](bool sync) { overwrite_kernel<<<1, THREADS>>>(x, sync); });
     failures += pair("shared_broadcast_rewritten", [&](bool sync) { broadcast_kernel<<<1, THREADS>>>(x, sync); });
     failures += pair("warp_lanes_swap", [&](bool sync) { warp_swap_kernel<<<1, THREADS>>>(x, 1, sync); });
-    failures += check(races_in([&] { warp_swap_kernel<<<1, THREADS>>>(x, 32, true); }) > 0, "syncwarp_does_not_order_warps",
+    failures += tap_result(races_in([&] { warp_swap_kernel<<<1, THREADS>>>(x, 32, true); }) > 0, "syncwarp_does_not_order_warps",
           "lanes of two warps exchanged after only __syncwarp, not reported");
     failures += pair("blocks_write_one_slot", [&](bool own) { blocks_write_kernel<<<4, 1>>>(x, !own); });
     failures += pair("blocks_shift_in_place", [&](bool copy) {
@@ -171,7 +169,7 @@ int main(void) {
             shift_kernel<<<4, THREADS>>>(x, x, 4 * THREADS);
         }
     });
-    failures += check(races_in([&] {
+    failures += tap_result(races_in([&] {
               fill_kernel<<<4, THREADS>>>(x, 4 * THREADS);
               shift_kernel<<<4, THREADS>>>(y, x, 4 * THREADS);
               fill_kernel<<<4, THREADS>>>(x, 4 * THREADS);
