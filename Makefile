@@ -51,9 +51,22 @@ $(BUILD)/cuda.mk: scripts/find_cuda.sh
 	@mkdir -p $(dir $@)
 	bash scripts/find_cuda.sh > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.o: %.cu $(BUILD)/cuda.mk
+# ptxas's report of each kernel (registers, spills, shared memory) is kept
+# beside its object as X.o.ptxas for scripts/kernel_resources.py; whatever
+# else nvcc prints (warnings, errors) still reaches the terminal.
+PTXAS_INFO = ^(ptxas info|    [0-9]+ bytes stack frame)
+# (A pattern rule with two targets makes both in one run: an object without
+# its report is rebuilt.)
+$(BUILD)/%.o $(BUILD)/%.o.ptxas: %.cu $(BUILD)/cuda.mk
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	@echo "$(NVCC) $(NVCCFLAGS) --resource-usage -c $< -o $(BUILD)/$*.o"
+	@o=$(BUILD)/$*.o; $(NVCC) $(NVCCFLAGS) --resource-usage -c $< -o $$o 2>$$o.nvcc; rc=$$?; \
+	 grep -E '$(PTXAS_INFO)' $$o.nvcc >$$o.ptxas; grep -v -E '$(PTXAS_INFO)' $$o.nvcc >&2; rm -f $$o.nvcc; exit $$rc
+
+# The CUDA objects and their reports (tests/t_kernel_resources.sh reads them).
+cuda-objects: $(LIB_OBJ_EXTRA) $(LIB_OBJ_EXTRA:%=%.ptxas)
+
+.PHONY: cuda-objects
 else
 BUILD = build
 LIB_SRC += parallel/comm_nccl_none.c

@@ -40,6 +40,10 @@ for t in mma async_copy graph; do
 done
 kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
+# cuBLASLt with no algorithm for an epilogue (BIAS, DGELU), as a GPU's may
+# have for some shapes: the unfused fallbacks (bias rows, then the product
+# onto them; the GELU backward kernel)
+kernels no_epilogue EMU_LT_NO_EPILOGUE=1 -- --quick
 
 # The whole trainer: random tokens, tiny model (as tests/t_parallel.sh)
 random_shards "$tmp/data" 300 13 3000 600
@@ -62,6 +66,10 @@ if train cpu "$bin" && train cuda_fp32 "$emu_bin" --set device=cuda --set train.
     if out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_fp32" 3 --rtol 1e-4 2>&1); then ok "trainer_cuda_fp32_matches_cpu ($out)"
     else not_ok trainer_cuda_fp32_matches_cpu "$out"; fi
 else not_ok trainer_cuda_fp32_matches_cpu "a run failed: $(tail -n 3 "$tmp/cuda_fp32.out" | tr '\n' ' ')"; fi
+if EMU_LT_NO_EPILOGUE=1 train cuda_fp32_no_epilogue "$emu_bin" --set device=cuda --set train.precision=fp32 &&
+    out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_fp32_no_epilogue" 3 --rtol 1e-4 2>&1)
+then ok "trainer_cuda_fp32_without_epilogues_matches_cpu ($out)"
+else not_ok trainer_cuda_fp32_without_epilogues_matches_cpu "${out:-} $(tail -n 3 "$tmp/cuda_fp32_no_epilogue.out" | tr '\n' ' ')"; fi
 grep -q "backend: cuda" "$tmp/cuda_fp32.out" && ok trainer_ran_the_cuda_backend || not_ok trainer_ran_the_cuda_backend "$(grep -m1 backend "$tmp/cuda_fp32.out")"
 # ZeRO as two emulated processes through the shm communicator, in buckets of
 # one layer: the CUDA AdamW and norm walk a rank's chunk of every bucket

@@ -13,7 +13,8 @@
 #   OUT=dir      output directory (default build/emu, or build/emu-fma, build/emu-asan)
 # Run time (environment of the binary): EMU_REVERSE=1 runs blocks and threads
 # in reverse order; EMU_GEMM_DOUBLE=1 accumulates emulated GEMMs in double;
-# EMU_VERBOSE=1 logs every launch; EMU_SCRATCH_BYTES=N shrinks the scratch; EMU_MALLOC_FILL=N fills cudaMalloc'd memory
+# EMU_VERBOSE=1 logs every launch; EMU_LAUNCH_LOG=FILE appends each distinct one to FILE;
+# EMU_LT_NO_EPILOGUE=1 makes cuBLASLt refuse every epilogue; EMU_SCRATCH_BYTES=N shrinks the scratch; EMU_MALLOC_FILL=N fills cudaMalloc'd memory
 # with byte N (default 255: NaN).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "cuda_emu.h"
@@ -846,6 +848,24 @@ void warp_gather(const uint32_t *words, int n, uint32_t *all) {
     for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
+/* EMU_LAUNCH_LOG=FILE: each distinct (source file, line, kernel as the launch
+ * names it, threads per block, dynamic shared bytes) that this process
+ * launches is appended to FILE as a tab-separated line. scripts/kernel_resources.py sets these beside
+ * ptxas's registers and shared memory, which the emulation cannot see. */
+static void log_launch(const char *file, int at, const char *name, unsigned long long threads, size_t shmem) {
+    static const char *path = getenv("EMU_LAUNCH_LOG");
+    static std::set<std::string> seen;
+    if (!path || !*path) return;
+    char line[512];
+    snprintf(line, sizeof line, "%s\t%d\t%s\t%llu\t%zu\n", file, at, name, threads, shmem);
+    if (!seen.insert(line).second) return;
+    FILE *f = fopen(path, "a");
+    if (!f || fputs(line, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "emu: cannot append to EMU_LAUNCH_LOG %s\n", path);
+        exit(2);
+    }
+}
+
 void run_grid(const char *name, const void *kernel, const char *file, int line, const config &c, void (*body)(void *),
               void *ctx) {
     const dim3 &g = c.grid, &b = c.block;
@@ -868,6 +888,7 @@ void run_grid(const char *name, const void *kernel, const char *file, int line, 
         abort();
     }
     flush_pending_copies();
+    log_launch(file, line, name, threads, c.shmem);
     if (verbose())
         fprintf(stderr, "emu: %s:%d %s<<<(%u,%u,%u), (%u,%u,%u)>>>\n", file, line, name, g.x, g.y, g.z, b.x, b.y, b.z);
     init_stacks();
@@ -1311,6 +1332,15 @@ long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]
 /* One algorithm for every valid problem; it remembers the alignments the
  * preference promised (A B C D) and those of the epilogue's pointers (bias,
  * aux), and cublasLtMatmul checks the pointers keep them. */
+/* EMU_LT_NO_EPILOGUE=1: the heuristic finds no algorithm for any epilogue, as
+ * a GPU's cuBLASLt may for some shapes, types or alignments, so that the
+ * unfused paths the kernels fall back to run here too. */
+static bool refuse_epilogues() {
+    static const bool refuse = getenv("EMU_LT_NO_EPILOGUE") && atoi(getenv("EMU_LT_NO_EPILOGUE")) > 0;
+    return refuse;
+}
+extern "C" int emu_lt_epilogues_refused(void) { return refuse_epilogues(); }
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
                                               cublasLtMatmulPreference_t pref, int requested,
@@ -1321,6 +1351,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     int m, n, k;
     if (requested < 1 || !lt_validate(op, a, b, c, d, "cublasLtMatmulAlgoGetHeuristic", &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues())
+        return CUBLAS_STATUS_NOT_SUPPORTED; /* as cuBLASLt answers a shape it has no algorithm for */
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = 0xe3e3e3e3ull;
     for (int i = 0; i < 4; i++) results[0].algo.data[1 + i] = pref->align[i];

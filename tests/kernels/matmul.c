@@ -172,6 +172,17 @@ void kcheck_lmhead(tally *t) {
 #include "tests/kernels/twin.h"
 #include "util/err.h"
 
+#ifdef TG_CUDA_EMU
+#include "tests/emu/emu_hooks.h"
+#define LT_EPILOGUE_BIAS 4u          /* CUBLASLT_EPILOGUE_BIAS */
+#define LT_EPILOGUE_DGELU 192u       /* CUBLASLT_EPILOGUE_DGELU */
+#define LT_EPILOGUE_DGELU_BGRAD 208u /* CUBLASLT_EPILOGUE_DGELU_BGRAD */
+#endif
+
+/* matmul_forward and matmul_backward against the CPU. With a bias the
+ * forward takes cuBLASLt's BIAS epilogue, or, where the heuristic has no
+ * algorithm for it, writes the bias into every row and adds the product;
+ * under the emulation the test also checks which ran. */
 void cuda_test_matmul(env *e, int N, int C, int OC) {
     NEED(e, matmul_forward);
     NEED(e, matmul_backward);
@@ -180,8 +191,20 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
     for (int with_bias = 1; with_bias >= 0; with_bias--) {
         twin out = tw_out(e, ACT, (size_t)N * OC);
         e->cpu->matmul_forward(e->cpu, out.c, inp.c, w.c, with_bias ? bias.c : NULL, N, C, OC);
+#ifdef TG_CUDA_EMU
+        const long bias0 = emu_lt_matmul_calls(LT_EPILOGUE_BIAS);
+#endif
         e->gpu->matmul_forward(e->gpu, out.g, inp.g, w.g, with_bias ? bias.g : NULL, N, C, OC);
         check(e, out, e->tol, "matmul_forward%s N=%d C=%d OC=%d", with_bias ? "_bias" : "_no_bias", N, C, OC);
+#ifdef TG_CUDA_EMU
+        if (with_bias) {
+            const long fused = emu_lt_matmul_calls(LT_EPILOGUE_BIAS) - bias0, want = !emu_lt_epilogues_refused();
+            char detail[96], name[96];
+            snprintf(detail, sizeof detail, "(cuBLASLt ran BIAS %ld times; expected %ld)", fused, want);
+            snprintf(name, sizeof name, "matmul_forward_bias_epilogue N=%d C=%d OC=%d", N, C, OC);
+            check_true(e, fused == want, name, detail);
+        }
+#endif
         tw_free(e, out);
     }
     twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1);
@@ -205,16 +228,11 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
     tw_free(e, bias);
 }
 
-#ifdef TG_CUDA_EMU
-#include "tests/emu/emu_hooks.h"
-#define LT_EPILOGUE_DGELU 192u       /* CUBLASLT_EPILOGUE_DGELU */
-#define LT_EPILOGUE_DGELU_BGRAD 208u /* CUBLASLT_EPILOGUE_DGELU_BGRAD */
-#endif
-
 /* matmul_backward_dgelu against the CPU's composition (matmul_backward,
  * gelu_backward, bias_backward). C divisible by 8 takes cuBLASLt's DGELU
  * epilogue (DGELU_BGRAD in fp32, with the bias gradient), other C the
- * unfused fallback; under the emulation the test also checks which ran. */
+ * unfused fallback; under the emulation the test also checks which ran
+ * (always the fallback when the emulated heuristic refuses epilogues). */
 void cuda_test_matmul_dgelu(env *e, int N, int C, int OC) {
     NEED(e, matmul_backward_dgelu);
     twin inp = tw_rand(e, ACT, (size_t)N * C, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
@@ -232,7 +250,7 @@ void cuda_test_matmul_dgelu(env *e, int N, int C, int OC) {
         check(e, dw, e->tol, "matmul_backward_dgelu%s dw N=%d C=%d OC=%d", tag, N, C, OC);
         if (with_bias) check(e, dbias, e->tol, "matmul_backward_dgelu dbias N=%d C=%d OC=%d", N, C, OC);
 #ifdef TG_CUDA_EMU
-        const int fused = C % 8 == 0, bgrad = fused && with_bias && e->act == TG_F32;
+        const int fused = C % 8 == 0 && !emu_lt_epilogues_refused(), bgrad = fused && with_bias && e->act == TG_F32;
         const long dgelu = emu_lt_matmul_calls(LT_EPILOGUE_DGELU) - dgelu0;
         const long bgrads = emu_lt_matmul_calls(LT_EPILOGUE_DGELU_BGRAD) - bgrad0;
         char detail[128], name[96];

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# What each CUDA kernel asks of the GPU (scripts/kernel_resources.py): ptxas's
+# registers, spills and shared memory from make GPU=1, beside the block sizes
+# and dynamic shared memory the emulation launches them with. First the
+# checker itself, on made-up ptxas reports and launch logs (a block over the
+# register file, over the shared memory of an sm_80, a spill on sm_90, a
+# kernel never launched, a launch of a kernel never compiled); then, where
+# nvcc is found, the project's kernels: every one launched under the
+# emulation, none over a limit, none spilling on sm_90.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" kernel_resources
+export OMP_NUM_THREADS=1
+checker=scripts/kernel_resources.py
+
+# ptxas_entry MANGLED ARCH REGS SMEM STACK SPILL: one entry as nvcc --resource-usage reports it
+ptxas_entry() {
+    echo "ptxas info    : Compiling entry function '$1' for '$2'"
+    echo "ptxas info    : Function properties for $1"
+    echo "    $5 bytes stack frame, $6 bytes spill stores, $6 bytes spill loads"
+    local smem=""
+    [ "$4" -gt 0 ] && smem=", $4 bytes smem"
+    echo "ptxas info    : Used $3 registers, used 1 barriers$smem, 380 bytes cmem[0]"
+}
+GOOD=_ZN12_GLOBAL__N_111good_kernelEPf      # (anonymous namespace)::good_kernel(float*)
+T64=_ZN12_GLOBAL__N_17tkernelILi64EEEvPf    # void (anonymous namespace)::tkernel<64>(float*)
+T128=_ZN12_GLOBAL__N_17tkernelILi128EEEvPf  # ... tkernel<128>
+LIB=_ZN3cub6detail9LibKernelILi1EEEvi       # void cub::detail::LibKernel<1>(int): a library's, never checked
+SPILL=_Z12spill_kernelPfi                   # spill_kernel(float*, int)
+
+# fixture NAME: a build directory with kernels/cuda/k.o.ptxas (both architectures) and a launch log
+fixture() {
+    local d="$tmp/$1"
+    mkdir -p "$d/build/kernels/cuda"
+    {
+        echo "ptxas info    : 0 bytes gmem"
+        for arch in sm_80 sm_90a; do
+            ptxas_entry $GOOD $arch 32 1024 0 0
+            ptxas_entry $T64 $arch 100 0 0 0
+            ptxas_entry $T128 $arch "${T128_REGS:-200}" 1024 0 0
+            ptxas_entry $LIB $arch 40 0 0 0
+            if [ $arch = sm_80 ]; then ptxas_entry $SPILL $arch 255 0 "${SPILL_80:-0}" "${SPILL_80:-0}"
+            else ptxas_entry $SPILL $arch 255 0 "${SPILL_90:-0}" "${SPILL_90:-0}"; fi
+        done
+    } >"$d/build/kernels/cuda/k.o.ptxas"
+    printf 'kernels/cuda/k.cu\t10\tgood_kernel\t256\t0\n' >"$d/launches"
+    printf 'kernels/cuda/k.cu\t20\ttkernel<HS>\t%s\t%s\n' "${T_THREADS:-128}" "${T_DYN:-65536}" >>"$d/launches"
+    printf 'kernels/cuda/k.cu\t21\ttkernel<HS>\t64\t0\n' >>"$d/launches"
+    [ -n "${NO_SPILL_LAUNCH:-}" ] || printf 'kernels/cuda/k.cu\t30\tspill_kernel\t64\t0\n' >>"$d/launches"
+    [ -z "${EXTRA_LAUNCH:-}" ] || printf '%s\n' "$EXTRA_LAUNCH" >>"$d/launches"
+}
+# expect NAME RC PATTERN [NOT_PATTERN]: the checker on fixture NAME exits RC,
+# prints a line matching PATTERN and none matching NOT_PATTERN
+expect() {
+    local name=$1 want_rc=$2 pattern=$3 not=${4:-} rc
+    "$py" "$checker" --build "$tmp/$name/build" --launches "$tmp/$name/launches" --check >"$tmp/$name.out" 2>&1
+    rc=$?
+    if [ $rc = "$want_rc" ] && grep -qE "$pattern" "$tmp/$name.out" && { [ -z "$not" ] || ! grep -qE "$not" "$tmp/$name.out"; }
+    then ok "checker_$name"
+    else not_ok "checker_$name" "exit $rc (want $want_rc): $(grep -v '^ok' "$tmp/$name.out" | head -n 3 | tr '\n' ' ')"; fi
+}
+
+# Everything fits: 200 registers x 128 threads, 1 KiB static + 64 KiB dynamic;
+# the library's kernel was never launched, and that is not ours to check.
+fixture fits
+expect fits 0 "^ok sm_90 k.cu tkernel registers" "^not ok"
+n=$(grep -c '^ok ' "$tmp/fits.out")
+[ "$n" = 15 ] && ok "checker_fits_counts_every_check" ||
+    not_ok checker_fits_counts_every_check "$n ok lines, want 15 (registers and shared memory of 3 kernels x 2 arches, spills of 3 on sm_90, none for the library's)"
+# 200 registers x 512 threads: over 65,536 (the launch's line is named)
+T_THREADS=512 fixture regs
+expect regs 1 "^not ok sm_90 k.cu tkernel registers - 200 registers x 512 threads \(kernels/cuda/k.cu:20\) = 102400"
+# 129 registers x 500 threads is 64,500, but a block takes whole warps (16)
+# of 136 registers a thread: 69,632
+T128_REGS=129 T_THREADS=500 fixture rounding
+expect rounding 1 "^not ok sm_80 k.cu tkernel registers - 129 registers x 500 threads .* = 69632"
+# 1 KiB static + 163 KiB dynamic: over an sm_80 block's 163 KiB, not an sm_90's 227 KiB
+T_DYN=$((163 * 1024)) fixture smem
+expect smem 1 "^not ok sm_80 k.cu tkernel shared memory - 1024 static \+ 166912 dynamic" "^not ok sm_90"
+# a spill fails on sm_90 and is only counted on sm_80
+SPILL_90=8 fixture spill90
+expect spill90 1 "^not ok sm_90 k.cu spill_kernel no spills - 8 bytes stack frame, 8 bytes spill stores"
+SPILL_80=8 fixture spill80
+expect spill80 0 "^ok sm_90 k.cu spill_kernel no spills" "^not ok"
+# a kernel the emulation never launched, and a launch of a kernel ptxas never compiled
+NO_SPILL_LAUNCH=1 fixture unlaunched
+expect unlaunched 1 "^not ok sm_90 k.cu spill_kernel launched - never launched"
+EXTRA_LAUNCH=$(printf 'kernels/cuda/k.cu\t40\trenamed_kernel<T>\t256\t0') fixture uncompiled
+expect uncompiled 1 "^not ok k.cu renamed_kernel compiled - launched at kernels/cuda/k.cu:40 but ptxas compiled no kernel"
+# a malformed launch log, and a build directory without reports: a message, exit 1
+EXTRA_LAUNCH="kernels/cuda/k.cu 40 torn" fixture torn
+expect torn 1 "launches:5: not a launch line"
+mkdir -p "$tmp/empty/build" && : >"$tmp/empty/launches"
+expect empty 1 "no ptxas report \(\*.o.ptxas\) under .*make GPU=1"
+
+# The project's kernels. The CUDA objects keep ptxas's report (make GPU=1);
+# the launches are those of the quick kernel checks, plain, on the chunked
+# paths, and with cuBLASLt's epilogues refused (the unfused fallbacks).
+if ! bash scripts/find_cuda.sh >"$tmp/find_cuda.out" 2>&1; then
+    echo "# SKIP the project's kernels: no CUDA toolkit here ($(tail -n 1 "$tmp/find_cuda.out"))"
+    exit $failed
+fi
+if ! make -s GPU=1 -j2 cuda-objects >"$tmp/make.out" 2>&1; then
+    not_ok cuda_objects "$(tail -n 5 "$tmp/make.out" | tr '\n' ' ')"
+    exit 1
+fi
+if ! bash tests/emu/build.sh >"$tmp/emu_build.out" 2>&1; then
+    not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
+    exit 1
+fi
+log="$tmp/launches.tsv"
+for envs in "" "EMU_SCRATCH_BYTES=12000" "EMU_LT_NO_EPILOGUE=1"; do
+    # shellcheck disable=SC2086
+    if ! env EMU_LAUNCH_LOG="$log" $envs build/emu/test_cuda_kernels_emu --quick >"$tmp/kernels.out" 2>&1; then
+        not_ok "emu_kernels ${envs:-plain}" "$(grep -m3 '^not ok\|ERROR' "$tmp/kernels.out" | tr '\n' ' ')"
+    fi
+done
+"$py" "$checker" --build build/gpu --launches "$log" --check || failed=1
+"$py" "$checker" --build build/gpu --launches "$log" >"$tmp/table.txt" 2>&1 && sed 's/^/# /' "$tmp/table.txt"
+exit $failed
