@@ -18,7 +18,8 @@ Usage: scripts/gpu_check.sh [--out DIR] [--from SECTION] [--limit SECONDS] [SECT
 
 Sections, in order (each ends within --limit seconds, default 540):
   environment        nvidia-smi, driver, nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
-  build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl (first: scripts/device_deps.sh install)
+  build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl (first: scripts/device_deps.sh install),
+                     then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
   whole-model        run_gpu.sh cpu_match and bf16: CUDA fp32 against the CPU, bf16 against fp32
   tp2-shm            run_gpu.sh tp2_shm: TP=2+SP, and DP=2 under ZeRO, through the shm communicator on one GPU
@@ -81,7 +82,8 @@ section_cmd() {
             command -v compute-sanitizer || echo "compute-sanitizer: not found";
             python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
             python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable"' ;;
-        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl' ;;
+        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl &&
+            python3 scripts/kernel_resources.py --build build/gpu --launches /dev/null' ;; # this nvcc's registers, spills, shared memory
         kernels) echo 'bash tests/gpu/run_gpu.sh kernels' ;;
         whole-model) echo 'bash tests/gpu/run_gpu.sh cpu_match && bash tests/gpu/run_gpu.sh bf16' ;;
         tp2-shm) echo 'bash tests/gpu/run_gpu.sh tp2_shm' ;;
