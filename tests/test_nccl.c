@@ -392,14 +392,17 @@ static int grouped_same(const float *got, const float *want, size_t count, int p
  * comm_settle), inside a group (comm_group_begin: one NCCL launch, waited
  * for after its end) and inside a group with deferred waits, against the
  * blocking calls: equal results (bitwise but for grouped_same's sums), equal
- * bytes per kind. */
+ * bytes per kind. The outputs of the non-blocking modes are read as the
+ * compute stream sees them right after the waits, before comm_settle, so a
+ * deferred wait that does not order the compute stream after the collective
+ * reads poison (NaN) or its inputs. */
 #define NB_MODES 5 /* blocking, started before any wait, deferred waits, grouped, grouped and deferred */
 static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     static const char *const mode_names[NB_MODES] = {"blocking", "non-blocking", "deferred", "grouped", "grouped deferred"};
     int p = c->size, me = c->rank, bad = 0;
     size_t big = n * (size_t)p;
     const size_t count[5] = {n, big, n, n, big}; /* all_reduce buf, reduce_scatter in/out, all_gather in/out */
-    float *h = tg_malloc((big + 1) * sizeof(float), "host buffer"), *res[NB_MODES][3], *d[NB_MODES][5];
+    float *h = tg_malloc((big + 1) * sizeof(float), "host buffer"), *res[NB_MODES][3], *d[NB_MODES][5], *seen[3] = {NULL};
     uint64_t sent[NB_MODES][COLL_KINDS];
     tg_err e = {{0}};
     for (int m = 0; m < NB_MODES; m++) {
@@ -425,6 +428,13 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
             tg_err later;
             if (grouped && c->in_group && comm_group_end(c, bad ? &later : &e)) bad = 1;
             for (int k = 2; k >= 0 && !bad; k--) bad |= comm_wait(r[k], &e) != 0;
+            /* what the compute stream sees of the outputs after the waits and
+             * before any settling, as the trainer's next kernels read them */
+            for (int k = 0; k < 3 && !bad; k++) {
+                const size_t bytes = count[2 * k] * sizeof(float);
+                CK(cudaMalloc((void **)&seen[k], bytes + 4));
+                if (bytes) CK(cudaMemcpyAsync(seen[k], d[m][2 * k], bytes, cudaMemcpyDeviceToDevice, g->stream));
+            }
             comm_defer_waits(c, 0);
             if (!bad) bad = comm_settle(c, &e) != 0;
         }
@@ -433,10 +443,11 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
             break;
         }
         for (int k = 0; k < COLL_KINDS; k++) sent[m][k] = c->bytes_sent[k] - before[k];
-        const int outs[3] = {0, 2, 4};
-        for (int k = 0; k < 3; k++) {
-            res[m][k] = tg_malloc(count[outs[k]] * sizeof(float) + 4, "result");
-            get(g, res[m][k], d[m][outs[k]], count[outs[k]] * sizeof(float));
+        for (int k = 0; k < 3; k++) { /* outputs: buffers 0, 2, 4 */
+            res[m][k] = tg_malloc(count[2 * k] * sizeof(float) + 4, "result");
+            get(g, res[m][k], m == 0 ? d[m][2 * k] : seen[k], count[2 * k] * sizeof(float));
+            if (m != 0) CK(cudaFree(seen[k]));
+            seen[k] = NULL;
         }
         for (int k = 0; k < 5; k++) CK(cudaFree(d[m][k]));
     }

@@ -14,7 +14,8 @@
 # Run time (environment of the binary): EMU_REVERSE=1 runs blocks and threads
 # in reverse order; EMU_GEMM_DOUBLE=1 accumulates emulated GEMMs in double;
 # EMU_VERBOSE=1 logs every launch; EMU_LAUNCH_LOG=FILE appends each distinct one to FILE;
-# EMU_LT_NO_EPILOGUE=1 makes cuBLASLt refuse every epilogue; EMU_SCRATCH_BYTES=N shrinks the scratch; EMU_MALLOC_FILL=N fills cudaMalloc'd memory
+# EMU_LT_NO_EPILOGUE=1 makes cuBLASLt refuse every epilogue; EMU_LAZY=1|2 runs stream work
+# only when the host waits for it (2: other streams run ahead, tests/emu/emu_lazy.cpp); EMU_SCRATCH_BYTES=N shrinks the scratch; EMU_MALLOC_FILL=N fills cudaMalloc'd memory
 # with byte N (default 255: NaN).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -61,6 +62,7 @@ done
 compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
+compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -104,7 +106,7 @@ if [ "${1:-}" = train ]; then
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
-emu_tests=(mma async_copy graph)
+emu_tests=(mma async_copy graph lazy)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 for t in "${emu_tests[@]}"; do
@@ -143,7 +145,7 @@ done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 for t in "${emu_tests[@]}"; do
-    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
 if [ "${1:-}" = train ]; then

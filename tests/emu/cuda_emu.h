@@ -107,17 +107,25 @@ void capture_node(std::function<void()> node);
  * GPU refuses an illegal call there (the launch error, the capture
  * invalidated), without an emulator error. */
 bool capture_refuses_launch(cudaStream_t s);
+/* EMU_LAZY=1 (emu_lazy.cpp): work enqueued on stream s waits in its queue
+ * until the host synchronizes with it (true: taken); false: run it now. */
+bool lazy_take(cudaStream_t s, std::function<void()> work);
+bool lazy_active();
 
 /* A kernel launch runs at once, or during a capture becomes a graph node
  * holding its own copy of the arguments (as a GPU's graph keeps the
- * parameters it was captured with). */
+ * parameters it was captured with), or under EMU_LAZY=1 waits in its
+ * stream's queue with such a copy. */
 template <typename F, typename... A>
 void launch_at(const char *name, const void *kernel, const char *file, int line, const config &c, F f, A... args) {
     using call = kernel_call<F, std::tuple<A...>>;
     if (capture_refuses_launch(c.stream)) return;
-    if (capturing(c.stream)) {
+    const bool captured = capturing(c.stream);
+    if (captured || lazy_active()) {
         std::shared_ptr<call> k = std::make_shared<call>(call{f, std::tuple<A...>(args...)});
-        capture_node([name, kernel, file, line, c, k] { run_grid(name, kernel, file, line, c, &call::run, k.get()); });
+        std::function<void()> node = [name, kernel, file, line, c, k] { run_grid(name, kernel, file, line, c, &call::run, k.get()); };
+        if (captured) capture_node(std::move(node));
+        else lazy_take(c.stream, std::move(node));
         return;
     }
     call k{f, std::tuple<A...>(args...)};

@@ -130,8 +130,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
         emu_error("cudaGraphLaunch on stream %p during a capture: not emulated", (void *)s);
         return emu_fail(cudaErrorStreamCaptureUnsupported);
     }
+    std::vector<std::function<void()>> nodes = exec->nodes; /* the launch keeps them: exec may be destroyed before it runs */
+    auto run = [nodes] {
+        for (const std::function<void()> &node : nodes) node();
+    };
+    if (emu::lazy_take(s, run)) return cudaSuccess;
     emu_flush_pending_copies(); /* the stream's earlier work runs first */
-    for (const std::function<void()> &node : exec->nodes) node();
+    run();
     return cudaSuccess;
 }
 

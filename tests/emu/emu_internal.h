@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
+
 /* Prints "emu: ERROR ..." and counts it (exit status 3 at the end). */
 void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Sets the thread's last error to e and returns it. */
@@ -29,6 +31,27 @@ bool emu_capture_refuses(const char *call);
  * why says which. Without the emulated NCCL linked in, never (a weak
  * default in emu_runtime.cpp). */
 bool emu_nccl_event_too_early(cudaStream_t s, const char **why);
+
+/* ---- EMU_LAZY=1 (emu_lazy.cpp): stream work waits until the host needs it ---- */
+
+/* EMU_LAZY is set and no queued work is running (work running from a queue
+ * runs its own calls at once). */
+bool emu_lazy_active();
+void emu_lazy_stream_created(cudaStream_t s, bool nonblocking);
+void emu_lazy_stream_destroyed(cudaStream_t s);
+/* cudaEventRecord: `mark` runs when the stream reaches it. */
+void emu_lazy_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark);
+/* cudaStreamWaitEvent: s's later work waits for e's latest record. */
+void emu_lazy_wait(cudaStream_t s, cudaEvent_t e);
+/* Whether e's latest record had not run: it has now (its stream ran up to it). */
+bool emu_lazy_event_pending(cudaEvent_t e);
+/* Whether e's latest record is still queued (nothing runs). */
+bool emu_lazy_event_queued(cudaEvent_t e);
+void emu_lazy_event_destroyed(cudaEvent_t e);
+void emu_lazy_sync_stream(cudaStream_t s);
+void emu_lazy_sync_device();
+/* A synchronous copy or set: the legacy stream and the blocking streams. */
+void emu_lazy_sync_legacy();
 
 /* ---- the data-race check (emu_race.cpp; linked only into EMU_RACE=1
  * builds, whose kernel objects gcc instruments with -fsanitize=thread) ---- */

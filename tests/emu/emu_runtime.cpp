@@ -194,6 +194,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
 }
 cudaError_t cudaDeviceSynchronize(void) {
     REFUSED_IN_CAPTURE("cudaDeviceSynchronize");
+    emu_lazy_sync_device();
     flush_pending_copies();
     return cudaSuccess;
 }
@@ -217,6 +218,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 cudaError_t cudaFree(void *p) {
     REFUSED_IN_CAPTURE("cudaFree");
+    emu_lazy_sync_device(); /* cudaFree waits for the device */
     flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_device.find((uintptr_t)p);
@@ -245,6 +247,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
 }
 cudaError_t cudaFreeHost(void *p) {
     REFUSED_IN_CAPTURE("cudaFreeHost");
+    emu_lazy_sync_device();
     flush_pending_copies();
     if (!p) return cudaSuccess;
     auto it = g_pinned.find((uintptr_t)p);
@@ -293,6 +296,7 @@ static cudaError_t copy_checked(void *dst, const void *src, size_t bytes, cudaMe
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     REFUSED_IN_CAPTURE("cudaMemcpy (synchronous)");
+    emu_lazy_sync_legacy();
     return copy_checked(dst, src, bytes, kind, true);
 }
 /* A captured copy: checked now, run by each launch of the graph. Pageable
@@ -306,8 +310,26 @@ static cudaError_t capture_copy(void *dst, const void *src, size_t bytes, cudaMe
     if (err == cudaSuccess) emu::capture_node([dst, src, bytes] { memmove(dst, src, bytes); });
     return err;
 }
+/* Under EMU_LAZY=1: checked now, run in stream order. A copy to pageable
+ * host memory returns when it is done (its stream ran first); one from
+ * pageable memory reads it now, as CUDA stages it before returning. */
+static cudaError_t lazy_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    const cudaError_t err = copy_checked(dst, src, bytes, kind, false);
+    if (err != cudaSuccess || bytes == 0) return err;
+    if (!is_device(dst) && !emu_is_pinned(dst)) {
+        emu_lazy_sync_stream(stream);
+        memmove(dst, src, bytes);
+    } else if (!is_device(src) && !emu_is_pinned(src)) {
+        auto staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+        emu::lazy_take(stream, [dst, staged] { memcpy(dst, staged->data(), staged->size()); });
+    } else {
+        emu::lazy_take(stream, [dst, src, bytes] { memmove(dst, src, bytes); });
+    }
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
     if (emu::capturing(stream)) return capture_copy(dst, src, bytes, kind);
+    if (emu_lazy_active()) return lazy_copy(dst, src, bytes, kind, stream);
     const bool deferred = bytes > 0 && is_device(dst) && find_alloc(g_pinned, src) != g_pinned.end() &&
                           (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault);
     if (!deferred) return copy_checked(dst, src, bytes, kind, true);
@@ -318,6 +340,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 }
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
     REFUSED_IN_CAPTURE("cudaMemset (synchronous)");
+    emu_lazy_sync_legacy();
     if (bytes == 0) return cudaSuccess;
     if (!emu_check_device_range(p, bytes, "cudaMemset")) return fail(cudaErrorInvalidValue);
     memset(p, value, bytes);
@@ -326,11 +349,9 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes) {
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return cudaSuccess;
     if (!emu_check_device_range(p, bytes, "cudaMemsetAsync")) return fail(cudaErrorInvalidValue);
-    if (emu::capturing(stream)) {
-        emu::capture_node([p, value, bytes] { memset(p, value, bytes); });
-        return cudaSuccess;
-    }
-    memset(p, value, bytes);
+    std::function<void()> set = [p, value, bytes] { memset(p, value, bytes); };
+    if (emu::capturing(stream)) emu::capture_node(std::move(set));
+    else if (!emu::lazy_take(stream, set)) set();
     return cudaSuccess;
 }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *p) {
@@ -361,21 +382,21 @@ static double now_ms() {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     *s = new emu_stream{0};
+    emu_lazy_stream_created(*s, (flags & cudaStreamNonBlocking) != 0);
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    (void)flags;
-    return cudaStreamCreate(s);
-}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    emu_lazy_stream_destroyed(s);
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
     REFUSED_IN_CAPTURE("cudaStreamSynchronize");
+    emu_lazy_sync_stream(s);
     flush_pending_copies();
     return cudaSuccess;
 }
@@ -383,8 +404,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
  * this code always a record that went missing (say a collective's `done`),
  * which the synchronous emulator could not otherwise show. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    (void)s, (void)flags;
+    (void)flags;
     if (!e->record_called) emu_error("cudaStreamWaitEvent on an event never recorded: the stream would wait for nothing");
+    if (emu_lazy_active()) emu_lazy_wait(s, e);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
@@ -396,6 +418,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     return cudaEventCreate(e);
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    emu_lazy_event_destroyed(e);
     delete e;
     return cudaSuccess;
 }
@@ -417,24 +440,27 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     e->record_called = 1;
     if (emu::capturing(s))
         emu::capture_node([e] { emu_event_mark(e); });
+    else if (emu_lazy_active())
+        emu_lazy_record(e, s, [e] { emu_event_mark(e); });
     else
         emu_event_mark(e);
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    (void)e;
     REFUSED_IN_CAPTURE("cudaEventSynchronize");
+    emu_lazy_event_pending(e);
     flush_pending_copies(); /* one stream: everything before any event is done */
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-    (void)e;
     REFUSED_IN_CAPTURE("cudaEventQuery");
+    if (emu_lazy_event_pending(e)) return cudaErrorNotReady; /* it ran now; the next query sees it done */
     flush_pending_copies();
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
     REFUSED_IN_CAPTURE("cudaEventElapsedTime");
+    if (emu_lazy_event_queued(start) || emu_lazy_event_queued(stop)) return fail(cudaErrorNotReady);
     if (!start->recorded || !stop->recorded) {
         emu_error("cudaEventElapsedTime on an event never recorded");
         return fail(cudaErrorInvalidValue);
@@ -1369,7 +1395,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
                               const void *C, cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
-    if (emu::capturing(stream) && op->pointer_mode == 0) {
+    const bool captured = emu::capturing(stream);
+    if ((captured || emu_lazy_active()) && op->pointer_mode == 0) {
         /* cuBLASLt reads the descriptors and host scalars when it is called:
          * the node keeps copies, and the caller may change or free its own */
         auto desc = std::make_shared<emu_lt_desc>(*op);
@@ -1377,11 +1404,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         const float al = *(const float *)alpha, be = *(const float *)beta;
         const bool has_algo = algo != nullptr;
         cublasLtMatmulAlgo_t algo_copy = has_algo ? *algo : cublasLtMatmulAlgo_t{};
-        emu::capture_node([=]() mutable {
+        std::function<void()> node = [=]() mutable {
             emu_lt_layout *l = lay->data();
             cublasLtMatmul(h, desc.get(), &al, A, &l[0], B, &l[1], &be, C, &l[2], D, &l[3], has_algo ? &algo_copy : nullptr,
                            workspace, workspaceBytes, nullptr);
-        });
+        };
+        if (captured) emu::capture_node(std::move(node));
+        else emu::lazy_take(stream, std::move(node));
         return CUBLAS_STATUS_SUCCESS;
     }
     (void)h, (void)stream;

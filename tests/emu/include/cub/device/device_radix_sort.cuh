@@ -35,6 +35,8 @@ struct DeviceRadixSort {
             ::emu::capture_node([=] { sort(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, begin_bit, end_bit); });
             return cudaSuccess;
         }
+        if (::emu::lazy_take(stream, [=] { sort(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, begin_bit, end_bit); }))
+            return cudaSuccess; /* EMU_LAZY=1: in its stream's queue */
         emu_flush_pending_copies(); /* the stream's earlier copies come first */
         sort(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, begin_bit, end_bit);
         return cudaSuccess;
