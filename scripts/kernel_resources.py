@@ -137,9 +137,12 @@ def resident_blocks(lim, regs, threads, smem):
 
 
 def merge(kernels):
-    """Instantiations of one (source, name, arch) -> the most of each resource."""
+    """Our kernels (not the libraries'), instantiations of one (source, name,
+    arch) merged -> the most of each resource."""
     merged = {}
     for k in kernels:
+        if k.qualified.startswith(LIBRARY_PREFIXES):
+            continue
         key = (k.source, k.name, k.arch)
         m = merged.get(key)
         merged[key] = k if m is None else m._replace(regs=max(m.regs, k.regs), smem=max(m.smem, k.smem),
@@ -151,7 +154,7 @@ def merge(kernels):
 def check(kernels, launches):
     """[(ok, name, why)] over every kernel and launch."""
     results = []
-    merged = merge(k for k in kernels if not k.qualified.startswith(LIBRARY_PREFIXES))
+    merged = merge(kernels)
     compiled = {(s, n) for (s, n, _) in merged}
     for (source, name, arch), k in sorted(merged.items()):
         tag = "%s %s %s" % (arch, os.path.basename(source), name)
@@ -188,8 +191,7 @@ def check(kernels, launches):
 def table(kernels, launches):
     """The resource table, a line per kernel of ours and architecture."""
     lines = ["%-7s %-34s %4s %5s %7s %7s %6s %s" % ("arch", "kernel", "regs", "thr", "smem", "dyn", "blk/SM", "spill")]
-    ours = (k for k in kernels if not k.qualified.startswith(LIBRARY_PREFIXES))
-    for (source, name, arch), k in sorted(merge(ours).items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+    for (source, name, arch), k in sorted(merge(kernels).items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         runs = launches.get((source, name), [])
         threads = max((t for t, _, _ in runs), default=0)
         dyn = max((b for _, b, _ in runs), default=0)

@@ -394,7 +394,6 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    (void)s;
     REFUSED_IN_CAPTURE("cudaStreamSynchronize");
     emu_lazy_sync_stream(s);
     flush_pending_copies();

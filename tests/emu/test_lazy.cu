@@ -32,6 +32,12 @@ static int all_equal(const float *p, float v) {
     return 1;
 }
 
+static cudaStream_t stream_with(unsigned flags) {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, flags);
+    return s;
+}
+
 static float *device_zeros(void) {
     float *p;
     cudaMalloc((void **)&p, N * sizeof(float));
@@ -41,8 +47,7 @@ static float *device_zeros(void) {
 
 /* A launch and a copy into pinned memory wait for cudaStreamSynchronize. */
 static int check_stream_work_waits(void) {
-    cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStream_t s = stream_with(cudaStreamNonBlocking);
     float *y = device_zeros(), *pinned;
     cudaMallocHost((void **)&pinned, N * sizeof(float));
     memset(pinned, 0, N * sizeof(float));
@@ -63,9 +68,7 @@ static int check_stream_work_waits(void) {
  * event recorded after the kernel, the old bytes without it. Under
  * EMU_LAZY=2 the host waits for a first, and b runs ahead where it can. */
 static int check_cross_stream(int wait, int level, const char *name, const char *why) {
-    cudaStream_t a, b;
-    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
-    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaStream_t a = stream_with(cudaStreamNonBlocking), b = stream_with(cudaStreamNonBlocking);
     cudaEvent_t done;
     cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
     float *x = device_zeros(), *y = device_zeros();
@@ -87,8 +90,7 @@ static int check_cross_stream(int wait, int level, const char *name, const char 
 
 /* The first query of a queued record answers not ready (and runs it). */
 static int check_event_query(void) {
-    cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStream_t s = stream_with(cudaStreamNonBlocking);
     cudaEvent_t e;
     cudaEventCreate(&e);
     float *y = device_zeros();
@@ -106,8 +108,7 @@ static int check_event_query(void) {
 /* A synchronous copy reads the kernel's output when its stream is a
  * blocking one, and the old bytes when it is cudaStreamNonBlocking. */
 static int check_legacy_sync(unsigned flags, float want, const char *name, const char *why) {
-    cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, flags);
+    cudaStream_t s = stream_with(flags);
     float *y = device_zeros(), host[N];
     fill_kernel<<<1, 32, 0, s>>>(y, 7.0f, N);
     cudaMemcpy(host, y, sizeof host, cudaMemcpyDeviceToHost);
@@ -121,8 +122,7 @@ static int check_legacy_sync(unsigned flags, float want, const char *name, const
 /* From pageable memory the bytes of the call are copied; from pinned
  * memory those the buffer holds when the copy runs. */
 static int check_pageable_source(void) {
-    cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStream_t s = stream_with(cudaStreamNonBlocking);
     float *a = device_zeros(), *b = device_zeros(), pageable[N], *pinned;
     cudaMallocHost((void **)&pinned, N * sizeof(float));
     for (int i = 0; i < N; i++) pageable[i] = pinned[i] = 1.0f;
@@ -141,8 +141,7 @@ static int check_pageable_source(void) {
 
 /* A graph launch waits in its stream too. */
 static int check_graph_launch(void) {
-    cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStream_t s = stream_with(cudaStreamNonBlocking);
     float *y = device_zeros();
     cudaGraph_t graph;
     cudaGraphExec_t exec;
