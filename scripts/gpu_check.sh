@@ -2,9 +2,11 @@
 # The GPU bring-up in sections, for a lent GPU machine with 10-minute commands:
 #   scripts/gpu_check.sh [--out DIR] [--from SECTION] [SECTION...]
 # Runs the named sections (default: all, in order), each under its own time
-# limit, goes on past a failing one, and leaves in DIR a handful of files: a
-# summary (summary.md, one line a section), one archive of every log
-# (logs.tar.gz, the benchmark's tables and runs included). --help says it all.
+# limit (and within --budget for the whole run), goes on past a failing one,
+# and leaves in DIR two files, rewritten after every section so that a
+# command killed from outside still brings them back: a summary (summary.md,
+# one line a section) and one archive of every log (logs.tar.gz, the
+# benchmark's tables and runs included). --help says it all.
 set -uo pipefail
 prog=gpu_check
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,7 +16,7 @@ SECTIONS=(environment build kernels whole-model tp2-shm nccl recompute-bitwise b
 
 usage() {
     cat <<EOF
-Usage: scripts/gpu_check.sh [--out DIR] [--from SECTION] [--limit SECONDS] [SECTION...]
+Usage: scripts/gpu_check.sh [--out DIR] [--from SECTION] [--limit SECONDS] [--budget SECONDS] [SECTION...]
 
 Sections, in order (each ends within --limit seconds, default 540):
   environment        nvidia-smi, driver, nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
@@ -34,9 +36,14 @@ Sections, in order (each ends within --limit seconds, default 540):
   scaling            SCALE=paper weak and strong sweeps, projected on this GPU
   hf                 tests/gpu/hf_interop.sh: checkpoints load in transformers with the binary's val loss
 --from SECTION starts there and runs the rest; named SECTIONs run just those.
+--budget SECONDS bounds the whole run (a lent machine's command limit): a
+section gets at most what is left less ${reserve}s (for the archive), and one
+with less than ${min_start}s left is not started ("not run: out of time").
 DIR (default runs/gpu_check_<time>) gets two files, summary.md and logs.tar.gz
 (every section's log, the benchmark's tables, bench.json and raw runs): few
-enough to bring back from a lent machine. The exit status is 0 when every
+enough to bring back from a lent machine. Both are rewritten after every
+section (the logs grow in a temporary folder, not in DIR), so a run killed
+from outside still leaves the sections it finished. The exit status is 0 when every
 section run passed. BENCH_COMMIT=SHA gives bench.json its commit where the
 tree is not a git checkout.
 Without a GPU, every section after 'environment' reports "skip" and the exit status is 1.
@@ -44,19 +51,22 @@ EOF
 }
 
 die() { echo "$prog: error: $*" >&2; exit 2; }
-out="" from="" limit=540 chosen=()
+out="" from="" limit=540 budget="" chosen=()
+reserve=15 min_start=10 # seconds kept for a timed-out section's kill (timeout -k 10) and the archive; the least a section may start with
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
-        --out|--from|--limit)
+        --out|--from|--limit|--budget)
             [ $# -ge 2 ] || die "$1 needs a value"
-            case "$1" in --out) out="$2" ;; --from) from="$2" ;; --limit) limit="$2" ;; esac
+            case "$1" in --out) out="$2" ;; --from) from="$2" ;; --limit) limit="$2" ;; --budget) budget="$2" ;; esac
             shift 2 ;;
         -*) die "unknown option '$1' (see --help)" ;;
         *) chosen+=("$1"); shift ;;
     esac
 done
 [[ "$limit" =~ ^[0-9]+$ ]] && [ "$limit" -ge 10 ] || die "--limit must be a whole number of seconds (at least 10), got '$limit'"
+[ -z "$budget" ] || { [[ "$budget" =~ ^[0-9]+$ ]] && [ "$budget" -ge $((reserve + min_start)) ]; } ||
+    die "--budget must be a whole number of seconds (at least $((reserve + min_start))), got '$budget'"
 known() { local s; for s in "${SECTIONS[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for s in "${chosen[@]}" ${from:+"$from"}; do known "$s" || die "unknown section '$s' (sections: ${SECTIONS[*]})"; done
 [ ${#chosen[@]} -gt 0 ] && [ -n "$from" ] && die "give --from or section names, not both"
@@ -68,7 +78,11 @@ if [ ${#chosen[@]} -eq 0 ]; then
     done
 fi
 out="${out:-runs/gpu_check_$(date +%Y%m%d-%H%M%S)}"
-mkdir -p "$out/logs" || die "cannot create $out"
+mkdir -p "$out" || die "cannot create $out"
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX") || die "cannot create a temporary folder"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/logs"
+started_at=$SECONDS
 
 have_gpu() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row (git-ignored, never committed)
@@ -92,9 +106,9 @@ section_cmd() {
         budget) echo 'bash tests/gpu/run_gpu.sh memory' ;;
         sanitizer) echo 'bash tests/gpu/run_gpu.sh sanitizer' ;;
         bench-124m)
-            if [ -d "$llmc_src" ]; then echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
-            else echo "LLMC_SRC= OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m"; fi ;;
-        bench-1.2b) echo "OUT=$out/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
+            if [ -d "$llmc_src" ]; then echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
+            else echo "LLMC_SRC= OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m"; fi ;;
+        bench-1.2b) echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
         scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh && SCALE=paper DEVICES=1 scripts/strong_scaling.sh' ;;
         hf) echo 'bash tests/gpu/hf_interop.sh' ;;
     esac
@@ -109,8 +123,8 @@ section_note() {
 
 # A section's verdict from its log and status: a log that says "not ok"
 # fails even when the command exited 0.
-verdict() { # RC LOG
-    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo "timed out after ${limit}s"
+verdict() { # RC LOG LIMIT
+    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo "timed out after ${3}s"
     elif [ "$1" -ne 0 ] || grep -q '^not ok ' "$2"; then echo "FAILED (exit $1, $(grep -c '^not ok ' "$2") not ok)"
     else echo "passed ($(grep -c '^ok ' "$2") ok)"; fi
 }
@@ -124,9 +138,22 @@ summary="$out/summary.md"
     echo "| section | result | seconds | command |"
     echo "|---|---|---|---|"
 } >"$summary"
+# The archive as it stands, replaced whole (never left half written).
+archive() { tar -czf "$out/logs.tar.gz.part" -C "$work" logs && mv -f "$out/logs.tar.gz.part" "$out/logs.tar.gz"; }
+# seconds_left: what --budget leaves for sections (the reserve kept back); the limit without one.
+seconds_left() { if [ -n "$budget" ]; then echo $((budget - reserve - (SECONDS - started_at))); else echo "$limit"; fi; }
+archive
 status=0
 for s in "${chosen[@]}"; do
-    log="$out/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
+    log="$work/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
+    left=$(seconds_left) section_limit=$limit
+    [ "$left" -lt "$section_limit" ] && section_limit=$left
+    if [ "$left" -lt "$min_start" ]; then
+        echo "skip $s - out of time: ${left}s of --budget $budget left" | tee "$log"
+        echo "| $s | not run: out of time (--budget $budget) | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
+        status=1
+        continue
+    fi
     if [ "$s" != environment ] && ! have_gpu; then
         echo "skip $s - no GPU on this machine" | tee "$log"
         echo "| $s | skipped: no GPU$(section_note "$s") | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
@@ -134,14 +161,15 @@ for s in "${chosen[@]}"; do
         continue
     fi
     echo "== $s: $cmd"
-    timeout -k 10 "$limit" bash -c "$cmd" >"$log" 2>&1
+    timeout -k 10 "$section_limit" bash -c "$cmd" >"$log" 2>&1
     rc=$?
-    v=$(verdict "$rc" "$log")
+    v=$(verdict "$rc" "$log" "$section_limit")
     [[ "$v" == passed* ]] || status=1
     echo "== $s: $v in $((SECONDS - t0))s"
     tail -n 3 "$log" | sed 's/^/   | /'
     echo "| $s | $v$(section_note "$s") | $((SECONDS - t0)) | \`$(echo "$cmd" | tr -s '\n ' ' ' | cut -c1-200)\` |" >>"$summary"
+    archive
 done
-tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "${out:?}/logs"
+archive
 echo "$prog: summary in $summary, logs in $out/logs.tar.gz"
 exit "$status"
