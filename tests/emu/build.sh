@@ -87,8 +87,8 @@ for c in kernels/cpu/*.c; do
 done
 # `build.sh train` also builds $OUT/train_gpt_emu: the whole trainer on the
 # emulated CUDA backend, with the NCCL communicator over the emulated NCCL of
-# one-rank communicators (tests/emu/emu_nccl.cpp), and $OUT/test_nccl_emu
-# (tests/test_nccl.c on it, world 1).
+# communicators whose ranks are processes (tests/emu/emu_nccl.cpp), and
+# $OUT/test_nccl_emu (tests/test_nccl.c on it).
 kernel_objs=("${objs[@]}")
 if [ "${1:-}" = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
@@ -102,7 +102,9 @@ if [ "${1:-}" = train ]; then
     for c in "${nccl_src[@]}" tests/test_nccl.c; do
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS $EMU_INC "$c"
     done
-    compile "$OUT/obj/emu_nccl.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_nccl.cpp
+    for x in emu_nccl emu_nccl_ranks emu_rendezvous; do
+        compile "$OUT/obj/$x.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu "tests/emu/$x.cpp"
+    done
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).

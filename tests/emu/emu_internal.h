@@ -18,6 +18,8 @@ cudaError_t emu_fail(cudaError_t e);
 void emu_flush_pending_copies();
 bool emu_is_device(const void *p);
 bool emu_is_pinned(const void *p);
+/* p..p+bytes lies in one device allocation (else an error naming `what`). */
+extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what);
 
 /* During a capture, calls a GPU refuses while a capture is under way
  * (cudaStreamCaptureModeGlobal: synchronizing, querying events,
@@ -47,6 +49,12 @@ void emu_lazy_wait(cudaStream_t s, cudaEvent_t e);
 bool emu_lazy_event_pending(cudaEvent_t e);
 /* Whether e's latest record is still queued (nothing runs). */
 bool emu_lazy_event_queued(cudaEvent_t e);
+/* cudaEventSynchronize: runs e's stream up to its record, waiting while it stalls. */
+void emu_lazy_event_wait(cudaEvent_t e, const char *call);
+/* Work that may stall: `attempt` runs when its stream reaches it and again
+ * at every later try until it returns true; the stream goes no further
+ * meanwhile. False (nothing queued) when the device is not lazy. */
+bool emu_lazy_take_until(cudaStream_t s, std::function<bool()> attempt);
 void emu_lazy_event_destroyed(cudaEvent_t e);
 void emu_lazy_sync_stream(cudaStream_t s);
 void emu_lazy_sync_device();

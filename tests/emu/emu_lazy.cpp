@@ -20,6 +20,12 @@
  * a stream's work early, so a host that reads a pinned buffer before the
  * copy into it ran, or a stream that reads what another writes after the
  * host's wait, sees the old bytes here too.
+ * Work may also stall (emu_lazy_take_until: a collective of several ranks
+ * whose peers have not come): it stays at the front of its queue, and its
+ * stream goes no further, until an attempt finds it can run. A query then
+ * answers cudaErrorNotReady; a synchronizing call waits, as the host would
+ * for a GPU, but ends the program with an error after EMU_STALL_S seconds
+ * (default 300) rather than hang.
  * EMU_LAZY=2 also runs, before the host waits for one stream, every other
  * stream as far as its waits allow: a stream that reads what the awaited
  * one writes without waiting for it then reads it too early. (Under 1 such
@@ -28,6 +34,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <deque>
 #include <functional>
@@ -39,10 +46,11 @@
 
 namespace {
 
-/* One piece of stream work; `after` a record on another stream it waits for. */
+/* One piece of stream work (true: it ran; false: it stalled and is tried
+ * again later); `after` a record on another stream it waits for. */
 struct queued {
     uint64_t seq;
-    std::function<void()> work;
+    std::function<bool()> work;
     cudaStream_t after_stream;
     uint64_t after_seq; /* 0: waits for nothing */
 };
@@ -76,28 +84,56 @@ std::deque<queued> &queue_of(cudaStream_t s) {
     return g_lazy.queues[s];
 }
 
-uint64_t push(cudaStream_t s, std::function<void()> work, record_at after) {
+uint64_t push(cudaStream_t s, std::function<bool()> work, record_at after) {
     const uint64_t seq = g_lazy.next_seq++;
     queue_of(s).push_back(queued{seq, std::move(work), after.stream, after.seq});
     return seq;
 }
 
-/* Runs s's queue up to and including the work numbered `last`. */
-void run_until(cudaStream_t s, uint64_t last) {
+/* Runs s's queue up to and including the work numbered `last`; false when
+ * it stalled before (the stalled work, or a record it waits for, stays). */
+bool run_until(cudaStream_t s, uint64_t last) {
     std::deque<queued> &q = queue_of(s);
     while (!q.empty() && q.front().seq <= last) {
         queued w = std::move(q.front());
         q.pop_front();
-        if (w.after_seq) run_until(w.after_stream, w.after_seq);
-        if (w.work) {
+        bool ran = !w.after_seq || run_until(w.after_stream, w.after_seq);
+        if (ran && w.work) {
             g_lazy.draining++;
-            w.work();
+            ran = w.work();
             g_lazy.draining--;
         }
+        if (!ran) {
+            queue_of(s).push_front(std::move(w));
+            return false;
+        }
     }
+    return true;
 }
 
-void run_all(cudaStream_t s) { run_until(s, UINT64_MAX); }
+bool run_all(cudaStream_t s) { return run_until(s, UINT64_MAX); }
+
+double now_s() {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A synchronizing call: tries `reached` until it is true, as the host waits
+ * for a GPU; stalled work that never runs ends the program (EMU_STALL_S). */
+void wait_until(const char *call, const std::function<bool()> &reached) {
+    static const double limit = getenv("EMU_STALL_S") && atof(getenv("EMU_STALL_S")) > 0 ? atof(getenv("EMU_STALL_S")) : 300.0;
+    const double t0 = now_s();
+    while (!reached()) {
+        if (now_s() - t0 > limit) {
+            emu_error("%s: the stream work it waits for stalled for %.0f s (EMU_STALL_S): a collective whose peers never "
+                      "came; a GPU would hang here", call, limit);
+            exit(3);
+        }
+        struct timespec nap = {0, 200000L};
+        nanosleep(&nap, nullptr);
+    }
+}
 
 /* Whether nothing holds w back: the record it waits for has run. */
 bool unblocked(const queued &w) {
@@ -116,10 +152,7 @@ void run_others_ahead(cudaStream_t target) {
         for (auto &kv : g_lazy.queues) {
             if (kv.first == target) continue;
             std::deque<queued> &q = kv.second;
-            while (!q.empty() && unblocked(q.front())) {
-                run_until(kv.first, q.front().seq);
-                moved = true;
-            }
+            while (!q.empty() && unblocked(q.front()) && run_until(kv.first, q.front().seq)) moved = true;
         }
     }
 }
@@ -132,11 +165,17 @@ bool lazy_active() { return emu_lazy_active(); }
 
 bool lazy_take(cudaStream_t s, std::function<void()> work) {
     if (!emu_lazy_active()) return false;
-    push(s, std::move(work), record_at{nullptr, 0});
+    push(s, [work] { work(); return true; }, record_at{nullptr, 0});
     return true;
 }
 
 } // namespace emu
+
+bool emu_lazy_take_until(cudaStream_t s, std::function<bool()> attempt) {
+    if (!emu_lazy_active()) return false;
+    push(s, std::move(attempt), record_at{nullptr, 0});
+    return true;
+}
 
 bool emu_lazy_active() { return lazy_level() > 0 && g_lazy.draining == 0; }
 
@@ -146,7 +185,7 @@ void emu_lazy_stream_created(cudaStream_t s, bool nonblocking) {
 }
 
 void emu_lazy_stream_destroyed(cudaStream_t s) {
-    run_all(s); /* its work still runs on the device */
+    wait_until("cudaStreamDestroy", [s] { return run_all(s); }); /* its work still runs on the device */
     g_lazy.queues.erase(s);
     g_lazy.nonblocking.erase(s);
     for (size_t i = 0; i < g_lazy.streams.size(); i++)
@@ -160,6 +199,7 @@ void emu_lazy_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark) 
              mark();
              auto it = g_lazy.records.find(e);
              if (it != g_lazy.records.end() && it->second.seq == seq) g_lazy.records.erase(it);
+             return true;
          },
          record_at{nullptr, 0});
     g_lazy.records[e] = record_at{s, seq};
@@ -182,25 +222,41 @@ bool emu_lazy_event_pending(cudaEvent_t e) {
 
 bool emu_lazy_event_queued(cudaEvent_t e) { return g_lazy.records.count(e) != 0; }
 
+void emu_lazy_event_wait(cudaEvent_t e, const char *call) {
+    wait_until(call, [e] {
+        emu_lazy_event_pending(e);
+        return !emu_lazy_event_queued(e);
+    });
+}
+
 void emu_lazy_event_destroyed(cudaEvent_t e) {
-    emu_lazy_event_pending(e); /* the record runs before its event is gone */
+    emu_lazy_event_wait(e, "cudaEventDestroy"); /* the record runs before its event is gone */
 }
 
 void emu_lazy_sync_stream(cudaStream_t s) {
-    run_others_ahead(s);
-    run_all(s);
+    wait_until("cudaStreamSynchronize", [s] {
+        run_others_ahead(s);
+        return run_all(s);
+    });
 }
 
 /* The newest streams first: work a stream forgot to wait for runs late. */
 void emu_lazy_sync_device() {
-    std::vector<cudaStream_t> order(g_lazy.streams.rbegin(), g_lazy.streams.rend());
-    for (cudaStream_t s : order) run_all(s);
-    for (auto &q : g_lazy.queues) run_all(q.first);
+    wait_until("a device-wide synchronization", [] {
+        bool all = true;
+        std::vector<cudaStream_t> order(g_lazy.streams.rbegin(), g_lazy.streams.rend());
+        for (cudaStream_t s : order) all = run_all(s) && all;
+        for (auto &q : g_lazy.queues) all = run_all(q.first) && all;
+        return all;
+    });
 }
 
 void emu_lazy_sync_legacy() {
-    run_others_ahead(nullptr);
-    run_all(nullptr);
-    for (auto &kv : g_lazy.nonblocking)
-        if (!kv.second) run_all(kv.first);
+    wait_until("a synchronous copy or set", [] {
+        run_others_ahead(nullptr);
+        bool all = run_all(nullptr);
+        for (auto &kv : g_lazy.nonblocking)
+            if (!kv.second) all = run_all(kv.first) && all;
+        return all;
+    });
 }

@@ -1,10 +1,21 @@
-/* Emulated NCCL for communicators of one rank (tests/emu/include/nccl.h).
- * A collective of one rank leaves its data or copies it from send to
- * receive buffer: a cudaMemcpyAsync on the stream, so it runs in stream
- * order (and is recorded during a capture) and the emulator checks its
- * ranges. Each call checks its communicator, types and device pointers as
- * NCCL would refuse them. Creation in nonblocking mode reports
- * ncclInProgress once, so the caller's polling of the state runs.
+/* Emulated NCCL (tests/emu/include/nccl.h). A communicator of one rank
+ * leaves its data or copies it from send to receive buffer: a
+ * cudaMemcpyAsync on the stream, so it runs in stream order (and is
+ * recorded during a capture) and the emulator checks its ranges. The ranks
+ * of a larger communicator are processes (each its own emulated device,
+ * EMU_DEVICES of them to choose from) that meet in a folder named by the
+ * unique id (emu_rendezvous.h): a collective is stream work (run at once,
+ * or when the lazy device reaches it) that posts this rank's input, waits
+ * for every rank's, and writes its result, reductions in rank order with
+ * float32 sums rounded once (as the shm communicator), MAX as fmaxf (a NaN
+ * loses, as NCCL's). So a collective waits for its peers where a GPU's
+ * would: on the eager device inside the call (a rank that never comes is
+ * an asynchronous ncclRemoteError after EMU_NCCL_TIMEOUT_S), on the lazy
+ * one by stalling its stream until they come. Two ranks on one device are
+ * refused at creation, as NCCL refuses them. Each call checks its
+ * communicator, types and device pointers as NCCL would refuse them.
+ * Creation in nonblocking mode reports ncclInProgress once, so the
+ * caller's polling of the state runs.
  *
  * Groups (ncclGroupStart ... ncclGroupEnd, nested as NCCL allows): a
  * collective inside one is checked and kept; the outermost end runs the
@@ -16,94 +27,90 @@
  * communicator the end reports ncclInProgress, and until ncclCommGetAsyncError
  * has reported the state settled, an event recorded on the group's streams
  * is an error too (NCCL's rule: nothing on its streams before). */
+#include <math.h>
 #include <nccl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "emu_internal.h"
-
-struct emu_nccl_comm {
-    int in_progress; /* nonblocking creation or group end: reported once by ncclCommGetAsyncError */
-    int aborted;
-    int blocking;
-    char last[256];
-};
+#include "emu_nccl_internal.h"
+#include "emu_rendezvous.h"
 
 namespace {
 
-/* A collective kept by the open group: its copy on its stream. */
-struct kept_collective {
-    ncclComm_t comm;
-    cudaStream_t stream;
-    void *dst;
-    const void *src;
-    size_t bytes;
-};
-
 /* The group under way and the streams of nonblocking group ends not yet
  * seen settled: test infrastructure, one per process, as the emulator runs
- * one host thread. */
+ * one host thread. `last` is the message of a creation that made no
+ * communicator (ncclGetLastError(NULL)). */
 struct group_state {
     int depth = 0;
-    std::vector<kept_collective> kept;
+    std::vector<collective> kept;
     std::vector<std::pair<ncclComm_t, cudaStream_t>> launching;
+    char last[512] = {0};
 };
 group_state g_group;
 
 const size_t GROUP_MAX_OPS = 2048;
 
-size_t type_bytes(ncclDataType_t t) {
-    switch (t) {
-    case ncclInt8:
-    case ncclUint8: return 1;
-    case ncclBfloat16: return 2;
-    case ncclInt32:
-    case ncclFloat: return 4;
-    }
-    return 0;
-}
-
-/* Checks common to every collective; ncclSuccess or why not. */
-ncclResult_t check(ncclComm_t comm, ncclDataType_t t, const void *send, void *recv, size_t send_bytes, size_t recv_bytes,
-                   const char *call) {
+/* Checks every collective needs; ncclSuccess or why not. */
+ncclResult_t check(const collective &c) {
+    ncclComm_t comm = c.comm;
     if (!comm || comm->aborted) {
-        emu_error("%s on %s communicator", call, comm ? "an aborted" : "a NULL");
+        emu_error("%s on %s communicator", c.call, comm ? "an aborted" : "a NULL");
         return ncclInvalidArgument;
     }
     if (comm->in_progress) {
         emu_error("%s while the nonblocking communicator's last operation (creation or group end) is in progress: NCCL's rule "
-                  "is to poll ncclCommGetAsyncError until it is not", call);
+                  "is to poll ncclCommGetAsyncError until it is not", c.call);
         return ncclInvalidUsage;
     }
-    if (!type_bytes(t)) {
-        snprintf(comm->last, sizeof comm->last, "%s: unknown data type %d", call, (int)t);
+    if (!emu_nccl_type_bytes(c.type)) {
+        snprintf(comm->last, sizeof comm->last, "%s: unknown data type %d", c.call, (int)c.type);
         return ncclInvalidArgument;
     }
-    if ((send_bytes && !emu_is_device(send)) || (recv_bytes && !emu_is_device(recv))) {
-        emu_error("%s: a buffer is not device memory (NCCL needs device buffers)", call);
+    const size_t sb = emu_nccl_send_bytes(c), rb = emu_nccl_recv_bytes(c);
+    if ((sb && !emu_is_device(c.src)) || (rb && !emu_is_device(c.dst))) {
+        emu_error("%s: a buffer is not device memory (NCCL needs device buffers)", c.call);
         return ncclInvalidArgument;
     }
+    if (comm->nranks > 1 && ((sb && !emu_check_device_range(c.src, sb, c.call)) || (rb && !emu_check_device_range(c.dst, rb, c.call))))
+        return ncclInvalidArgument;
+    const bool reduces = c.kind == ALL_REDUCE || c.kind == REDUCE_SCATTER;
+    if (reduces && c.op != ncclSum && !(c.kind == ALL_REDUCE && c.op == ncclMax)) return ncclInvalidArgument;
+    if (reduces && c.type != ncclFloat && c.type != ncclBfloat16) return ncclInvalidArgument;
+    if (c.kind == BROADCAST && (c.root < 0 || c.root >= comm->nranks)) return ncclInvalidArgument;
     return ncclSuccess;
 }
 
-ncclResult_t copy_on(cudaStream_t s, void *dst, const void *src, size_t bytes) {
-    if (!bytes || dst == src) return ncclSuccess;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess ? ncclSuccess
-                                                                                           : ncclUnhandledCudaError;
+/* A checked collective's work on its stream. */
+ncclResult_t run(const collective &c) {
+    if (c.comm->nranks == 1) {
+        const size_t bytes = c.count * emu_nccl_type_bytes(c.type);
+        if (!bytes || c.dst == c.src) return ncclSuccess;
+        return cudaMemcpyAsync(c.dst, c.src, bytes, cudaMemcpyDeviceToDevice, c.stream) == cudaSuccess ? ncclSuccess
+                                                                                                       : ncclUnhandledCudaError;
+    }
+    if (emu_capture_refuses("an NCCL collective of several ranks (the emulation records only one-rank ones)"))
+        return ncclInvalidUsage;
+    emu_nccl_among_ranks(c);
+    return ncclSuccess;
 }
 
-/* A checked collective's work: now, or kept by the open group. */
-ncclResult_t run_or_keep(ncclComm_t comm, cudaStream_t s, void *dst, const void *src, size_t bytes, const char *call) {
-    if (g_group.depth == 0) return copy_on(s, dst, src, bytes);
+/* A collective's work now, or kept by the open group. */
+ncclResult_t run_or_keep(const collective &c) {
+    const ncclResult_t r = check(c);
+    if (r != ncclSuccess) return r;
+    if (g_group.depth == 0) return run(c);
     if (g_group.kept.size() >= GROUP_MAX_OPS) {
-        emu_error("%s: more than %zu collectives in one NCCL group (the limit NCCL 2.9 to 2.11 documented)", call, GROUP_MAX_OPS);
+        emu_error("%s: more than %zu collectives in one NCCL group (the limit NCCL 2.9 to 2.11 documented)", c.call, GROUP_MAX_OPS);
         return ncclInvalidUsage;
     }
-    g_group.kept.push_back(kept_collective{comm, s, dst, src, bytes});
+    g_group.kept.push_back(c);
     return ncclSuccess;
 }
 
@@ -116,7 +123,7 @@ void forget_launching(ncclComm_t comm) {
 } // namespace
 
 bool emu_nccl_event_too_early(cudaStream_t s, const char **why) {
-    for (const kept_collective &k : g_group.kept)
+    for (const collective &k : g_group.kept)
         if (k.stream == s) {
             *why = "between ncclGroupStart and ncclGroupEnd, after a collective of the group on it (NCCL enqueues the group's "
                    "kernel at ncclGroupEnd)";
@@ -135,24 +142,44 @@ extern "C" {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     memset(id, 0, sizeof *id);
-    memcpy(id->internal, "emu-nccl", 8);
+    std::string why;
+    const std::string dir = emu_rendezvous_name(&why);
+    if (dir.empty() || dir.size() + 9 >= sizeof id->internal) {
+        emu_error("ncclGetUniqueId: %s", dir.empty() ? why.c_str() : "TMPDIR is too long for a unique id");
+        return ncclSystemError;
+    }
+    snprintf(id->internal, sizeof id->internal, "emu-nccl:%s", dir.c_str());
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
-    (void)id;
     *comm = nullptr;
-    if (nranks != 1 || rank != 0) {
-        emu_error("ncclCommInitRankConfig: %d ranks (rank %d): the emulation has communicators of one rank only", nranks, rank);
-        return ncclInvalidUsage;
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        snprintf(g_group.last, sizeof g_group.last, "rank %d of %d ranks", rank, nranks);
+        return ncclInvalidArgument;
     }
-    const int blocking = !config || config->blocking;
-    *comm = new emu_nccl_comm{!blocking, 0, blocking, {0}};
-    return (*comm)->in_progress ? ncclInProgress : ncclSuccess;
+    emu_nccl_comm *c = new emu_nccl_comm;
+    c->blocking = !config || config->blocking;
+    c->nranks = nranks;
+    c->rank = rank;
+    if (nranks > 1) {
+        const ncclResult_t r = emu_nccl_meet(c, id, g_group.last, sizeof g_group.last);
+        if (r != ncclSuccess) {
+            delete c;
+            return r;
+        }
+    }
+    c->in_progress = !c->blocking;
+    *comm = c;
+    return c->in_progress ? ncclInProgress : ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
     if (!comm) return ncclInvalidArgument;
+    if (comm->async_error != ncclSuccess) {
+        *state = comm->async_error;
+        return ncclSuccess;
+    }
     *state = comm->in_progress ? ncclInProgress : ncclSuccess;
     if (!comm->in_progress) forget_launching(comm); /* seen settled: its streams may be used */
     comm->in_progress = 0;                          /* done by the next look */
@@ -161,13 +188,31 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm ? ncclSuccess : ncclInvalidArgument; }
 
+/* A communicator of several ranks stays allocated: the lazy device may
+ * still hold its work, which then finds it aborted and does nothing. */
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (!comm) return ncclInvalidArgument;
     forget_launching(comm);
-    delete comm;
+    if (comm->nranks == 1) {
+        delete comm;
+        return ncclSuccess;
+    }
+    if (!comm->aborted) {
+        cudaDeviceSynchronize(); /* its collectives still queued run first, as NCCL's destroy waits for them */
+        emu_rendezvous_leave(&comm->meet, comm->async_error == ncclSuccess);
+    }
+    comm->aborted = 1;
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); /* nothing in flight to end */ }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclInvalidArgument;
+    if (comm->nranks == 1) return ncclCommDestroy(comm); /* nothing in flight to end */
+    forget_launching(comm);
+    emu_rendezvous_leave(&comm->meet, false);
+    comm->aborted = 1;
+    return ncclSuccess;
+}
 
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {
@@ -176,40 +221,30 @@ const char *ncclGetErrorString(ncclResult_t r) {
     case ncclInvalidUsage: return "invalid usage";
     case ncclInProgress: return "NCCL operation in progress";
     case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclRemoteError: return "remote process exited or there was a network error";
     default: return "internal error";
     }
 }
 
-const char *ncclGetLastError(ncclComm_t comm) { return comm ? comm->last : ""; }
+const char *ncclGetLastError(ncclComm_t comm) { return comm ? comm->last : g_group.last; }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t s) {
-    const size_t bytes = count * type_bytes(t);
-    ncclResult_t r = check(comm, t, send, recv, bytes, bytes, "ncclAllReduce");
-    if (r == ncclSuccess && op != ncclSum && op != ncclMax) r = ncclInvalidArgument;
-    return r == ncclSuccess ? run_or_keep(comm, s, recv, send, bytes, "ncclAllReduce") : r;
+    return run_or_keep(collective{comm, s, ALL_REDUCE, "ncclAllReduce", recv, send, count, t, op, 0});
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t s) {
-    const size_t bytes = recvcount * type_bytes(t);
-    ncclResult_t r = check(comm, t, send, recv, bytes, bytes, "ncclReduceScatter");
-    if (r == ncclSuccess && op != ncclSum) r = ncclInvalidArgument;
-    return r == ncclSuccess ? run_or_keep(comm, s, recv, send, bytes, "ncclReduceScatter") : r;
+    return run_or_keep(collective{comm, s, REDUCE_SCATTER, "ncclReduceScatter", recv, send, recvcount, t, op, 0});
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t, ncclComm_t comm, cudaStream_t s) {
-    const size_t bytes = sendcount * type_bytes(t);
-    const ncclResult_t r = check(comm, t, send, recv, bytes, bytes, "ncclAllGather");
-    return r == ncclSuccess ? run_or_keep(comm, s, recv, send, bytes, "ncclAllGather") : r;
+    return run_or_keep(collective{comm, s, ALL_GATHER, "ncclAllGather", recv, send, sendcount, t, ncclSum, 0});
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
                            cudaStream_t s) {
-    const size_t bytes = count * type_bytes(t);
-    ncclResult_t r = check(comm, t, send, recv, bytes, bytes, "ncclBroadcast");
-    if (r == ncclSuccess && root != 0) r = ncclInvalidArgument;
-    return r == ncclSuccess ? run_or_keep(comm, s, recv, send, bytes, "ncclBroadcast") : r;
+    return run_or_keep(collective{comm, s, BROADCAST, "ncclBroadcast", recv, send, count, t, ncclSum, root});
 }
 
 ncclResult_t ncclGroupStart(void) {
@@ -226,17 +261,17 @@ ncclResult_t ncclGroupEnd(void) {
         return ncclInvalidUsage;
     }
     if (--g_group.depth > 0) return ncclSuccess;
-    std::vector<kept_collective> kept;
+    std::vector<collective> kept;
     kept.swap(g_group.kept);
-    ncclResult_t res = ncclSuccess, copied = ncclSuccess;
-    for (const kept_collective &k : kept) {
-        if (copied == ncclSuccess) copied = copy_on(k.stream, k.dst, k.src, k.bytes);
+    ncclResult_t res = ncclSuccess, ran = ncclSuccess;
+    for (const collective &k : kept) {
+        if (ran == ncclSuccess) ran = run(k);
         if (k.comm->blocking) continue;
         k.comm->in_progress = 1;
         g_group.launching.emplace_back(k.comm, k.stream);
         res = ncclInProgress;
     }
-    return copied != ncclSuccess ? copied : res;
+    return ran != ncclSuccess ? ran : res;
 }
 
 } // extern "C"

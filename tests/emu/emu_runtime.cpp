@@ -168,17 +168,35 @@ cudaError_t emu_fail(cudaError_t e) { return fail(e); }
 
 extern "C" {
 
+/* EMU_DEVICES=N (default 1, at most 64): the devices this process may
+ * choose from. They are one emulated device under N numbers: a process uses
+ * one, as the trainer does; the number tells ranks apart (two ranks of an
+ * emulated NCCL communicator on one number are refused, as on a GPU). */
+static int device_count() {
+    static const int n = [] {
+        const char *v = getenv("EMU_DEVICES");
+        const int k = v ? atoi(v) : 1;
+        return k >= 1 && k <= 64 ? k : 1;
+    }();
+    return n;
+}
+static int g_current_device = 0; /* cudaSetDevice's: test infrastructure, one host thread */
+
 cudaError_t cudaGetDeviceCount(int *count) {
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    g_current_device = device;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int *device) {
-    *device = 0;
+    *device = g_current_device;
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "EMULATED (tests/emu, CPU)");
     prop->totalGlobalMem = TOTAL_MEM;
@@ -358,9 +376,11 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
     memset(attr, 0, sizeof *attr);
     if (is_device(p)) {
         attr->type = cudaMemoryTypeDevice;
+        attr->device = g_current_device; /* a process uses one device number (EMU_DEVICES) */
         attr->devicePointer = (void *)p;
     } else if (find_alloc(g_pinned, p) != g_pinned.end()) {
         attr->type = cudaMemoryTypeHost;
+        attr->device = g_current_device;
         attr->devicePointer = attr->hostPointer = (void *)p;
     } else {
         attr->type = cudaMemoryTypeUnregistered;
@@ -447,7 +467,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     REFUSED_IN_CAPTURE("cudaEventSynchronize");
-    emu_lazy_event_pending(e);
+    emu_lazy_event_wait(e, "cudaEventSynchronize");
     flush_pending_copies(); /* one stream: everything before any event is done */
     return cudaSuccess;
 }

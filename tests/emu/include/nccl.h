@@ -1,10 +1,11 @@
-/* Emulated NCCL (tests/emu/emu_nccl.cpp): communicators of one rank only,
- * whose collectives are copies on the given stream (in stream order, and
- * recorded during a stream capture; inside a group call, run at its end).
- * Enough for the NCCL communicator (parallel/comm_nccl*.c) to run its whole
- * path on one emulated device: nonblocking creation, streams and events,
- * waits, deferred waits, host buffers, groups. A communicator of more ranks
- * is refused (ncclInvalidUsage). */
+/* Emulated NCCL (tests/emu/emu_nccl.cpp): a communicator of one rank
+ * copies on the given stream (in stream order, and recorded during a
+ * stream capture; inside a group call, run at its end); the ranks of a
+ * larger one are processes, each with its own emulated device, that meet
+ * in a folder the unique id names (tests/emu/README.md). Enough for the
+ * NCCL communicator (parallel/comm_nccl*.c) to run its whole path:
+ * nonblocking creation, streams and events, waits, deferred waits, host
+ * buffers, groups, and peers that never come. */
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
 #include <cuda_runtime_api.h>

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The NCCL communicator with ranks that are processes, on the emulation's NCCL
+# (tests/emu/emu_nccl.cpp: each rank has its own emulated device, one of
+# EMU_DEVICES, and the ranks meet in a folder under TMPDIR). A lent machine has
+# one GPU and NCCL refuses two ranks on one, so this is where the multi-rank
+# NCCL paths run before a cluster:
+#  - tests/test_nccl.c as 2 ranks (the TP group, then the DP group) and as 4
+#    (TP 2 x DP 2), on the eager device and on the lazy one (EMU_LAZY=2);
+#  - a rank that stays away: the others time out within parallel.timeout_s,
+#    naming the group, also with deferred waits (lazy device: the collective
+#    stalls its stream, as on a GPU, so the communicator's own deadline acts);
+#  - the trainer at TP 2, TP 2 + SP, DP 2, DP 2 under ZeRO in buckets of one
+#    layer, and TP 2 x DP 2 with SP and ZeRO (4 processes), fp32 and bf16 with
+#    dropout: over NCCL bitwise equal to the same layout over shm (both sum in
+#    rank order), on the eager device and at both lazy levels (seen failing
+#    without the collective's wait for the compute stream, comm_nccl_wait.c's
+#    order_after_compute, under 1 and 2, and without the compute stream's wait
+#    for a deferred collective, order_compute_after, under 2);
+#  - two ranks on one device: refused at creation with NCCL's message;
+#  - no rendezvous folder left behind by runs that ended well.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" nccl_emu
+export OMP_NUM_THREADS=1 EMU_NCCL_TIMEOUT_S=60 EMU_STALL_S=60
+
+if ! bash tests/emu/build.sh train >"$tmp/build.out" 2>&1; then
+    not_ok emu_build "$(tail -n 5 "$tmp/build.out" | tr '\n' ' ')"
+    exit 1
+fi
+emu_bin=build/emu/train_gpt_emu nccl_bin=build/emu/test_nccl_emu
+mkdir -p "$tmp/rdv" "$tmp/rdv_failing"
+export TMPDIR="$tmp/rdv"
+
+# launch NAME N -- ARGS...: N emulated processes, each with a device of its own
+launch() {
+    local name=$1 n=$2
+    shift 3
+    EMU_DEVICES=$n timeout -k 5 300 scripts/launch.sh -n "$n" --log-dir "$tmp/$name.logs" -- "$@" >"$tmp/$name.out" 2>&1
+}
+
+# test_nccl's own ok / not ok lines, prefixed with the layout and device
+for lazy in 0 2; do
+    for lay in "2 2" "2 1" "4 2"; do
+        set -- $lay
+        name="test_nccl_w$1_tp$2_lazy$lazy"
+        EMU_LAZY=$lazy launch "$name" "$1" -- "$nccl_bin" "$2"
+        rc=$?
+        sed -nE "s|^(not )?ok (.*)|\1ok $name: \2|p" "$tmp/$name.out"
+        grep -q '^not ok' "$tmp/$name.out" && failed=1
+        if [ $rc -ne 0 ] || ! grep -q '^ok tp_nonblocking' "$tmp/$name.out"; then
+            not_ok "$name" "exit $rc: $(grep -m3 'error\|ERROR' "$tmp/$name.out" "$tmp/$name.logs"/rank_*.log | tr '\n' ' ')"
+        fi
+    done
+done
+
+# a rank that stays away (test_nccl --hang: the survivors print their verdict)
+for defer in "" --defer; do
+    name="hang${defer//-/_}"
+    TMPDIR="$tmp/rdv_failing" EMU_LAZY=1 launch "$name" 2 -- "$nccl_bin" 2 --hang 1 --timeout 3 $defer
+    rc=$?
+    if [ $rc = 0 ] && grep -q '^ok hang_detected' "$tmp/$name.out"; then ok "nccl_$name ($(grep -m1 -o 'after [0-9.]* s' "$tmp/$name.out" | head -n 1))"
+    else not_ok "nccl_$name" "exit $rc: $(grep -m2 'hang_detected\|error' "$tmp/$name.out" | tr '\n' ' ')"; fi
+done
+
+# The trainer: random tokens, the tiny model of tests/t_cuda_emu.sh
+random_shards "$tmp/data" 300 13 3000 600
+cat >"$tmp/cfg.json" <<JSON
+{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 300, "seq_len": 16, "dropout": 0.1},
+ "train": {"micro_batch": 2, "global_batch": 4, "steps": 3, "lr": 3e-3, "min_lr": 3e-4, "warmup": 1, "grad_clip": 0.5, "eps": 1e-5},
+ "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
+ "device": "cuda",
+ "out": {"eval_every": 0, "eval_batches": 2, "sample_tokens": 0, "resume": false, "log_every": 1}}
+JSON
+# train NAME N [--set ...]: the trainer as N emulated processes
+train() {
+    local name=$1 n=$2
+    shift 2
+    launch "$name" "$n" -- "$emu_bin" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@"
+}
+layouts=("tp2 2 parallel.tp=2"
+         "tp2_sp 2 parallel.tp=2 parallel.sp=true"
+         "dp2 2 parallel.tp=1"
+         "dp2_zero 2 parallel.zero=1 parallel.dp_bucket_mb=0.001"
+         "tp2_dp2_sp_zero 4 parallel.tp=2 parallel.sp=true parallel.zero=1 parallel.dp_bucket_mb=0.001")
+for prec in fp32 bf16; do
+    for lay in "${layouts[@]}"; do
+        set -- $lay
+        lname=$1 n=$2
+        shift 2
+        sets=(--set train.precision=$prec)
+        for kv in "$@"; do sets+=(--set "$kv"); done
+        shm="shm_${lname}_$prec"
+        if ! train "$shm" "$n" "${sets[@]}" --set parallel.comm=shm; then
+            not_ok "trainer_nccl_${lname}_${prec}" "the shm run failed: $(tail -n 2 "$tmp/$shm.out" | tr '\n' ' ')"
+            continue
+        fi
+        for lazy in 0 1 2; do
+            name="nccl_${lname}_${prec}_lazy$lazy"
+            if EMU_LAZY=$lazy train "$name" "$n" "${sets[@]}" --set parallel.comm=nccl &&
+                grep -q "communicator nccl" "$tmp/$name.out" &&
+                out=$("$py" tests/parallel/compare.py "$tmp/$shm" "$tmp/$name" 3 --bitwise 2>&1)
+            then ok "trainer_${name}_bitwise_equals_shm ($out)"
+            else not_ok "trainer_${name}_bitwise_equals_shm" "${out:-} $(grep -m2 -i 'error' "$tmp/$name.out" | tr '\n' ' ')"; fi
+            out=""
+        done
+    done
+done
+left=$(ls "$tmp/rdv" | grep -c emu_nccl)
+if [ "$left" = 0 ]; then ok nccl_rendezvous_folders_removed
+else not_ok nccl_rendezvous_folders_removed "$left left in $tmp/rdv: $(ls "$tmp/rdv" | head -n 3 | tr '\n' ' ')"; fi
+
+# two ranks on one device (EMU_DEVICES=1): NCCL's refusal, named, and a non-zero exit
+TMPDIR="$tmp/rdv_failing" EMU_DEVICES=1 timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/dup.logs" -- "$emu_bin" \
+    --config "$tmp/cfg.json" --set out.dir="$tmp/dup" --set parallel.tp=2 --set parallel.comm=nccl >"$tmp/dup.out" 2>&1
+rc=$?
+if [ $rc != 0 ] && grep -q "group tp: ncclCommInitRankConfig.*Duplicate GPU detected: rank . and rank . both on CUDA device 0" "$tmp/dup.out"
+then ok nccl_two_ranks_on_one_device_refused
+else not_ok nccl_two_ranks_on_one_device_refused "exit $rc: $(grep -m1 -i error "$tmp/dup.out")"; fi
+exit "$failed"
