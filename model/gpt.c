@@ -286,10 +286,15 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
     const size_t bytes = (size_t)B * T * sizeof(int32_t);
     o->upload(o, a->tokens.base, tokens, bytes);
     if (targets) o->upload(o, a->targets.base, targets, bytes);
-    return gpt_forward_resident(g, a->tokens.base, targets ? a->targets.base : NULL, B, T, dloss, e);
+    return gpt_forward_resident(g, NULL, a->tokens.base, targets ? a->targets.base : NULL, B, T, dloss, e);
 }
 
-int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e) {
+static int weights_needed(const gpt_weight_hook *hook, int layer, tg_err *e) {
+    return hook ? hook->needed(hook->ctx, layer, e) : 0;
+}
+
+int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, const int32_t *targets, int B, int T,
+                         float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
@@ -302,6 +307,7 @@ int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, 
 
     /* Embedding: vocab-parallel lookup summed over TP, then the replicated
      * position embedding on this rank's rows. */
+    if (weights_needed(hook, -1, e)) return -1;
     void *emb = d->sp ? a->proj.base : act_at(&a->resid, 0);
     o->encoder_forward(o, emb, tokens, gpt_param(g, P_WTE, 0), NULL, B, T, C, d->vocab_start, d->V_local);
     if (reduce_rows(g, act_at(&a->resid, 0), emb, N, e)) return -1;
@@ -313,9 +319,9 @@ int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, 
     /* The first block's ln_1; every later LayerNorm, ln_f included, comes
      * with the residual add before it (block_forward). */
     const ln_dest ln1_first = ln_reading_resid(g, 0);
-    if (layernorm_to_full(g, &ln1_first, act_at(&a->resid, 0), N, e)) return -1;
-    for (int l = 0; l < d->L; l++)
-        if (block_forward(g, l, B, T, true, e)) return -1;
+    if (weights_needed(hook, 0, e) || layernorm_to_full(g, &ln1_first, act_at(&a->resid, 0), N, e)) return -1;
+    for (int l = 0; l < d->L; l++) /* block l ends with the next layer's ln_1 (or ln_f, whole-model) */
+        if ((l + 1 < d->L && weights_needed(hook, l + 1, e)) || block_forward(g, l, B, T, true, e)) return -1;
     o->lmhead_forward(o, a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
     if (!targets) return 0;
     return cross_entropy(g, N, dloss, e);

@@ -150,6 +150,16 @@ void gpt_init_weights(gpt *g, uint64_t seed);
  * (optim_take_weights). */
 void gpt_set_weights(gpt *g, const float *host);
 
+/* Told during gpt_forward_resident before a layer's weights are first
+ * read, so that their gather (ZeRO's, of the last step's update) may still
+ * be under way when the pass starts: needed(ctx, l, e) before layer l's
+ * weights are read (l = -1: the whole-model tensors, before the
+ * embeddings). Non-zero stops the pass. */
+typedef struct gpt_weight_hook {
+    int (*needed)(void *ctx, int layer, tg_err *e);
+    void *ctx;
+} gpt_weight_hook;
+
 /* Forward pass over tokens [B, T] (host memory; the host may reuse it at
  * once). With targets it also computes the per-token losses, adds their
  * mean to g->stats->loss_acc on the device (nothing waits for it), and
@@ -160,7 +170,8 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
  * each, targets may be NULL), read in place until gpt_backward is done: a
  * step's micro-batches straight from its uploaded window, with no upload
  * among the step's ops (a captured step cannot hold one). */
-int gpt_forward_resident(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, float dloss, tg_err *e);
+int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, const int32_t *targets, int B, int T,
+                         float dloss, tg_err *e);
 /* Told during gpt_backward as gradients become final, so that their
  * reduction can start while the pass goes on: ready(ctx, g, l, e) after
  * block l's backward (l from L-1 down to 0), then ready(ctx, g, -1, e) when

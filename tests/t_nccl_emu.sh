@@ -16,6 +16,13 @@
 #    without the collective's wait for the compute stream, comm_nccl_wait.c's
 #    order_after_compute, under 1 and 2, and without the compute stream's wait
 #    for a deferred collective, order_compute_after, under 2);
+#  - ZeRO's gather of the updated weights, which with buckets overlaps the next
+#    step's forward pass stage by stage: bitwise equal to the gather at the step's
+#    end (parallel.dp_bucket_mb=0), checkpoints at steps 2 and 3 and the
+#    validation losses (an evaluation and a checkpoint at step 2 must complete
+#    the gather first), over shm and over NCCL on the lazy devices (seen failing
+#    without the forward's waits, under lazy 1 and 2; without the evaluation's
+#    or the checkpoint's, over shm too);
 #  - two ranks on one device: refused at creation with NCCL's message;
 #  - no rendezvous folder left behind by runs that ended well.
 # shellcheck source=tests/lib.sh
@@ -68,13 +75,20 @@ cat >"$tmp/cfg.json" <<JSON
  "train": {"micro_batch": 2, "global_batch": 4, "steps": 3, "lr": 3e-3, "min_lr": 3e-4, "warmup": 1, "grad_clip": 0.5, "eps": 1e-5},
  "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
  "device": "cuda",
- "out": {"eval_every": 0, "eval_batches": 2, "sample_tokens": 0, "resume": false, "log_every": 1}}
+ "out": {"eval_every": 2, "save_every": 2, "eval_batches": 2, "sample_tokens": 0, "resume": false, "log_every": 1}}
 JSON
 # train NAME N [--set ...]: the trainer as N emulated processes
 train() {
     local name=$1 n=$2
     shift 2
     launch "$name" "$n" -- "$emu_bin" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@"
+}
+# same_run REF RUN: checkpoints at steps 2 and 3 bitwise, train and validation losses equal
+same_run() {
+    "$py" tests/parallel/compare.py "$tmp/$1" "$tmp/$2" 2 --bitwise >/dev/null 2>&1 &&
+        "$py" tests/parallel/compare.py "$tmp/$1" "$tmp/$2" 3 --bitwise 2>&1 &&
+        diff <(grep -o '"val_loss":[^,}]*' "$tmp/$1/log.jsonl") <(grep -o '"val_loss":[^,}]*' "$tmp/$2/log.jsonl") >/dev/null &&
+        [ "$(grep -c '"val_loss"' "$tmp/$1/log.jsonl")" = 2 ]
 }
 layouts=("tp2 2 parallel.tp=2"
          "tp2_sp 2 parallel.tp=2 parallel.sp=true"
@@ -96,12 +110,24 @@ for prec in fp32 bf16; do
         for lazy in 0 1 2; do
             name="nccl_${lname}_${prec}_lazy$lazy"
             if EMU_LAZY=$lazy train "$name" "$n" "${sets[@]}" --set parallel.comm=nccl &&
-                grep -q "communicator nccl" "$tmp/$name.out" &&
-                out=$("$py" tests/parallel/compare.py "$tmp/$shm" "$tmp/$name" 3 --bitwise 2>&1)
+                grep -q "communicator nccl" "$tmp/$name.out" && out=$(same_run "$shm" "$name")
             then ok "trainer_${name}_bitwise_equals_shm ($out)"
             else not_ok "trainer_${name}_bitwise_equals_shm" "${out:-} $(grep -m2 -i 'error' "$tmp/$name.out" | tr '\n' ' ')"; fi
             out=""
         done
+    done
+done
+# ZeRO's gather at the step's end (no buckets) against the staged one of the runs above
+for prec in fp32 bf16; do
+    ref="shm_dp2_zero_unbucketed_$prec"
+    if ! train "$ref" 2 --set train.precision=$prec --set parallel.zero=1 --set parallel.dp_bucket_mb=0 --set parallel.comm=shm; then
+        not_ok "trainer_zero_gather_${prec}_overlapped_equals_unbucketed" "$(tail -n 2 "$tmp/$ref.out" | tr '\n' ' ')"
+        continue
+    fi
+    for run in "shm_dp2_zero_$prec" "nccl_dp2_zero_${prec}_lazy1" "nccl_dp2_zero_${prec}_lazy2"; do
+        if out=$(same_run "$ref" "$run"); then ok "trainer_zero_gather_${run}_equals_unbucketed ($out)"
+        else not_ok "trainer_zero_gather_${run}_equals_unbucketed" "${out:-a run is missing}"; fi
+        out=""
     done
 done
 left=$(ls "$tmp/rdv" | grep -c emu_nccl)

@@ -37,13 +37,19 @@ static int micro_batches(const batch_io *io, bool train, tg_err *e) {
     const int B = c->train.micro_batch, T = c->model.seq_len, accum = config_grad_accum(c);
     const int first = share_first(io);
     const float dloss = 1.0f / ((float)c->train.global_batch * T);
+    /* Under ZeRO with buckets the last step's weights may still be gathered:
+     * a training step's first forward pass waits for each stage where it
+     * needs it; an evaluation waits for all first. */
+    if (io->opt && (train ? optim_weights_begin(io->opt, io->model, e) : optim_weights_current(io->opt, io->model, e)))
+        return -1;
     for (int m = 0; m < accum; m++) {
         /* Masks keyed by the micro-batch's place in the global batch and by
          * the step the kernels read from the device; none when evaluating. */
         gpt_set_dropout(io->model, train ? (float)c->model.dropout : 0.0f, (uint64_t)c->train.seed,
                         (uint64_t)(first + m * B) * (uint64_t)T);
         const int32_t *inputs = io->share + (size_t)m * B * T;
-        if (gpt_forward_resident(io->model, inputs, inputs + 1, B, T, dloss, e)) return -1;
+        const gpt_weight_hook *weights = io->opt && m == 0 ? optim_forward_hook(io->opt) : NULL;
+        if (gpt_forward_resident(io->model, weights, inputs, inputs + 1, B, T, dloss, e)) return -1;
         /* The last micro-batch's backward starts the DP reduction as it goes. */
         const gpt_grad_hook *hook = train && m == accum - 1 ? optim_backward_hook(io->opt, io->model) : NULL;
         if (train && gpt_backward(io->model, hook, e)) return -1;

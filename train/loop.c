@@ -10,6 +10,7 @@
 
 static void save(run *r) {
     tg_err e;
+    if (optim_weights_current(r->opt, r->model, &e)) tg_die(PROG, &e); /* ZeRO: the last update's gather */
     double t0 = now_ms();
     int rc = ckpt_save(r->cfg.out.dir, r->model, r->opt, &r->cfg, &r->state, r->rank == 0, &e);
     if (rc < 0) tg_die(PROG, &e);

@@ -53,6 +53,7 @@ optim *optim_create(const tg_ops *ops, const gpt *g, comm *dp, bool zero, double
     const int layers = dp_bucket_layers(g, o->overlap ? dp_bucket_mb : 0);
     dp_buckets_init(&o->buckets, dp, g, layers, o->zero);
     if (o->zero) zero_shards_init(&o->shards, g, dp->size, dp->rank, layers);
+    o->defer_gather = o->zero && o->overlap && !comm_is_null(dp);
     o->moments_len = o->zero ? o->shards.shard_len : g->n_params;
     build_spans(o, g, false, &o->all);
     build_spans(o, g, true, &o->counted);
@@ -129,8 +130,14 @@ static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
  * ZeRO, the gather of the updated parameters. */
 static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     const tg_adamw_args a = {(float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps, (float)c->train.weight_decay};
+    /* AdamW writes this rank's chunks, which a gather under way still reads */
+    if (zero_shards_gathering(&o->shards) && optim_weights_current(o, g, e)) return -1;
     o->ops->adamw(o->ops, o->master ? o->master : g->master, g->params, g->grads, o->m, o->v, &o->all, &a, g->stats);
     if (!o->zero) return 0;
+    if (o->defer_gather) {
+        o->gather_due = true;
+        return 0;
+    }
     /* Every DP rank gets every rank's chunks of the working weights, in
      * their own type (bf16 halves the bytes of float32, as Megatron's
      * distributed optimizer gathers its bf16 parameters; in float32 they are
@@ -139,7 +146,30 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
 }
 
 void optim_take_weights(optim *o, const gpt *g) {
+    o->gather_due = false; /* the weights were set whole */
     if (o->master) zero_shards_pack(&o->shards, &o->ops->mem, g->grads, o->master);
+}
+
+/* The forward hook: the gather's stages up to the one holding `layer`. */
+static int weights_needed(void *ctx, int layer, tg_err *e) {
+    optim *o = ctx;
+    return zero_shards_gather_wait_stage(&o->shards, zero_shards_stage_of(&o->shards, layer), e);
+}
+
+int optim_weights_begin(optim *o, gpt *g, tg_err *e) {
+    if (!o->gather_due) return 0;
+    o->gather_due = false;
+    o->weight_hook = (gpt_weight_hook){weights_needed, o};
+    return zero_shards_gather_begin(&o->shards, o->dp, g->params, g->ops->act, e);
+}
+
+const gpt_weight_hook *optim_forward_hook(optim *o) {
+    return o->zero && zero_shards_gathering(&o->shards) ? &o->weight_hook : NULL;
+}
+
+int optim_weights_current(optim *o, gpt *g, tg_err *e) {
+    if (optim_weights_begin(o, g, e)) return -1;
+    return o->zero ? zero_shards_gather_wait_stage(&o->shards, o->shards.n_stages - 1, e) : 0;
 }
 
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step) {

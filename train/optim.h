@@ -26,6 +26,13 @@ typedef struct optim {
     bool overlap;          /* the DP reduction starts in buckets during the last backward pass */
     dp_buckets buckets;    /* the DP reduction's regions (not used for one all-reduce after the pass) */
     gpt_grad_hook hook;
+    /* ZeRO with buckets over a real communicator: the gather of the
+     * updated weights waits for the next step, whose forward pass it
+     * overlaps (optim_weights_begin), or for whatever reads the weights
+     * first (optim_weights_current). A comm_null standing in for a group
+     * (--plan, projections) keeps it in the step, which they measure. */
+    bool defer_gather, gather_due;
+    gpt_weight_hook weight_hook;
 } optim;
 
 /* Shapes the model for this optimizer, before gpt_param_count and
@@ -73,7 +80,8 @@ typedef struct optim_report {
  * norm; then, only when the loss (g->stats->loss, from batch_loss) and the
  * norm are finite, clipping to train.grad_clip (as
  * torch.nn.utils.clip_grad_norm_) and AdamW on the fp32 master weights; under
- * ZeRO the all-gather of the working weights. The decision and the clip factor
+ * ZeRO the all-gather of the working weights (with buckets: left due, see
+ * optim_weights_begin). The decision and the clip factor
  * stay on the device; the host waits once, at the end, to read the loss and
  * norm into r. A collective over the TP and DP groups.
  * optim_begin_step uploads the step's learning rate, bias corrections and
@@ -85,6 +93,18 @@ typedef struct optim_report {
 void optim_begin_step(optim *o, gpt *g, const tg_config *c, int step);
 int optim_enqueue(optim *o, gpt *g, const tg_config *c, tg_err *e);
 void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r);
+/* Under ZeRO with buckets (o->defer_gather) the step's AdamW leaves the gather
+ * of the updated weights due instead of running it. optim_weights_begin
+ * starts it in stages (train/zero_shards.h), at the start of the next
+ * step, and optim_forward_hook (NULL when none is under way) waits for each
+ * stage where that step's first forward pass needs it, so the gather of
+ * later layers runs beside the forward of the earlier ones, as Megatron's
+ * overlap_param_gather. optim_weights_current completes it now: before
+ * anything else reads the weights (evaluation, samples, checkpoints). Both
+ * are collectives over DP, and do nothing when no gather is due. */
+int optim_weights_begin(optim *o, gpt *g, tg_err *e);
+const gpt_weight_hook *optim_forward_hook(optim *o);
+int optim_weights_current(optim *o, gpt *g, tg_err *e);
 /* After the model's weights were set (gpt_set_weights: initialised or
  * loaded), takes the optimizer's master weights from them: this rank's
  * chunks of the float32 weights the model left in g->grads, when the

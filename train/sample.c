@@ -86,6 +86,8 @@ void sample_continue(run *r, int32_t *toks, int len, int n, const sample_opts *o
                      uint64_t counter_base) {
     const tg_config *c = &r->cfg;
     const gpt_dims *d = &r->model->d;
+    tg_err e;
+    if (r->opt && optim_weights_current(r->opt, r->model, &e)) tg_die(PROG, &e); /* ZeRO: the last update's gather */
     int32_t *fwd = tg_malloc((size_t)d->tp * c->model.seq_len * sizeof(int32_t), "sample");
     float *local = tg_malloc((size_t)d->V_local * sizeof(float), "sample logits");
     float *logits = tg_malloc((size_t)d->Vp * sizeof(float), "sample logits");

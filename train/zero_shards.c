@@ -6,24 +6,33 @@
 
 #include "train/dp_buckets.h"
 
-static void add_region(zero_shards *z, size_t begin, size_t len) {
+static void add_region(zero_shards *z, size_t begin, size_t len, int stage) {
+    z->region_stage[z->n_regions] = stage;
     z->regions[z->n_regions++] = (zero_region){begin, len};
+}
+
+int zero_shards_stage_of(const zero_shards *z, int layer) {
+    if (layer < 0) return 0;
+    return layer < z->lowest ? 1 : 2 + (layer - z->lowest) / z->layers_per_bucket;
 }
 
 void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers_per_bucket) {
     const int L = g->d.L;
-    *z = (zero_shards){dp, rank, layers_per_bucket, dp_bucket_lowest(L, layers_per_bucket), NULL, 0, 0, NULL};
+    *z = (zero_shards){.dp = dp, .rank = rank, .layers_per_bucket = layers_per_bucket,
+                       .lowest = dp_bucket_lowest(L, layers_per_bucket)};
     const int per_kind = 1 + (L - z->lowest + layers_per_bucket - 1) / layers_per_bucket;
+    z->n_stages = 1 + per_kind;
     z->regions = tg_calloc((size_t)P_KINDS * (size_t)per_kind, sizeof *z->regions, "ZeRO regions");
+    z->region_stage = tg_calloc((size_t)P_KINDS * (size_t)per_kind, sizeof *z->region_stage, "ZeRO regions");
     for (int k = 0; k < P_KINDS; k++) { /* kinds lie in this order in the buffer */
         const size_t base = g->kind_offset[k], stride = g->kind_size[k];
         if (!gpt_kind_per_layer((param_kind)k)) {
-            add_region(z, base, stride);
+            add_region(z, base, stride, 0);
             continue;
         }
-        add_region(z, base, (size_t)z->lowest * stride);
+        add_region(z, base, (size_t)z->lowest * stride, 1);
         for (int lo = z->lowest; lo < L; lo += layers_per_bucket)
-            add_region(z, base + (size_t)lo * stride, (size_t)layers_per_bucket * stride);
+            add_region(z, base + (size_t)lo * stride, (size_t)layers_per_bucket * stride, zero_shards_stage_of(z, lo));
     }
     for (int i = 0; i < z->n_regions; i++) {
         if (z->regions[i].len % (size_t)dp) { /* the caller skipped gpt_dims.param_align */
@@ -39,8 +48,10 @@ void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers
 void zero_shards_free(zero_shards *z) {
     free(z->regions);
     free(z->gather_reqs);
+    free(z->region_stage);
     z->regions = NULL;
     z->gather_reqs = NULL;
+    z->region_stage = NULL;
     z->n_regions = 0;
 }
 
@@ -74,24 +85,60 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
     return n;
 }
 
-/* The regions' all-gathers go out as one group (under NCCL one launch, not
- * one per region), then are waited for in order. */
-int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
+/* Starts, as one group, the all-gathers of the regions of `stage` (every
+ * region when stage < 0); a region's request goes to gather_reqs[i], NULL
+ * where none was made. After a failure the group is still closed. */
+static int start_regions(zero_shards *z, comm *dp, void *buf, tg_dtype t, int stage, tg_err *e) {
     const size_t elem = tg_dtype_bytes(t);
-    comm_req **reqs = z->gather_reqs;
     const bool grouped = comm_group_begin(dp, e) == 0;
-    int n = 0, rc = grouped ? 0 : -1;
-    for (int i = 0; rc == 0 && i < z->n_regions; i++) {
+    int rc = grouped ? 0 : -1;
+    for (int i = 0; i < z->n_regions; i++) {
+        if (stage >= 0 && z->region_stage[i] != stage) continue;
+        z->gather_reqs[i] = NULL;
+        if (rc) continue;
         char *region = (char *)buf + z->regions[i].begin * elem;
         const size_t chunk = z->regions[i].len / (size_t)z->dp;
-        comm_req *r = comm_all_gather_start(dp, region, region + (size_t)z->rank * chunk * elem, chunk, t, e);
-        if (r) reqs[n++] = r;
-        else rc = -1;
+        z->gather_reqs[i] = comm_all_gather_start(dp, region, region + (size_t)z->rank * chunk * elem, chunk, t, e);
+        if (!z->gather_reqs[i]) rc = -1;
     }
-    tg_err later; /* after a failure the group is still closed and every request waited for; the first failure is told */
+    tg_err later; /* the first failure is told */
     if (grouped && comm_group_end(dp, rc ? &later : e)) rc = -1;
-    for (int i = 0; i < n; i++)
-        if (comm_wait(reqs[i], rc ? &later : e)) rc = -1;
+    return rc;
+}
+
+/* Waits for the requests start_regions made for `stage` (every one when
+ * stage < 0), all of them even after a failure; the first failure is told. */
+static int wait_regions(zero_shards *z, int stage, int rc, tg_err *e) {
+    tg_err later;
+    for (int i = 0; i < z->n_regions; i++) {
+        if ((stage >= 0 && z->region_stage[i] != stage) || !z->gather_reqs[i]) continue;
+        if (comm_wait(z->gather_reqs[i], rc ? &later : e)) rc = -1;
+        z->gather_reqs[i] = NULL;
+    }
+    return rc;
+}
+
+int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
+    return wait_regions(z, -1, start_regions(z, dp, buf, t, -1, e), e);
+}
+
+int zero_shards_gather_begin(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e) {
+    z->stages_started = z->stages_done = 0;
+    int rc = 0;
+    for (int s = 0; s < z->n_stages; s++) { /* every stage's requests are made, so that every wait finds its own */
+        tg_err later;
+        if (start_regions(z, dp, buf, t, s, rc ? &later : e)) rc = -1;
+    }
+    z->stages_started = z->n_stages;
+    return rc;
+}
+
+int zero_shards_gather_wait_stage(zero_shards *z, int stage, tg_err *e) {
+    int rc = 0;
+    for (; z->stages_done <= stage && z->stages_done < z->stages_started; z->stages_done++) {
+        tg_err later;
+        if (wait_regions(z, z->stages_done, 0, rc ? &later : e)) rc = -1;
+    }
     return rc;
 }
 

@@ -24,6 +24,9 @@ typedef struct zero_shards {
     int n_regions;
     size_t shard_len;              /* floats of one rank's chunks: the buffer's length / dp */
     comm_req **gather_reqs;        /* n_regions: the all-gather's requests in flight (kept, not made every step) */
+    int *region_stage;             /* n_regions: when the forward pass needs it (zero_shards_stage_of) */
+    int n_stages;                  /* 1 (the whole-model tensors) + the buckets */
+    int stages_started, stages_done; /* the staged gather's progress (zero_shards_gather_begin) */
 } zero_shards;
 
 /* The regions of g's buffers for buckets of layers_per_bucket layers.
@@ -41,6 +44,19 @@ int zero_shards_kind_spans(const zero_shards *z, const gpt *g, const gpt_tensor 
  * (after AdamW: the updated weights). A collective over dp: one all-gather
  * per region, all in one group (comm_group_begin), then waited for. */
 int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
+
+/* The gather in stages, in the order the forward pass reads the weights,
+ * so that it can overlap that pass (as Megatron's overlap_param_gather):
+ * stage 0 the whole-model tensors (embeddings, final LayerNorm), then one
+ * stage per bucket, lowest layers first. begin starts every stage, each as
+ * its own group, without waiting; wait_stage(s) waits for the stages up to
+ * s (under deferred waits: orders the compute stream after them);
+ * wait_stage(n_stages - 1) completes the gather. A collective over dp. */
+int zero_shards_stage_of(const zero_shards *z, int layer); /* layer -1: the whole-model tensors */
+int zero_shards_gather_begin(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
+int zero_shards_gather_wait_stage(zero_shards *z, int stage, tg_err *e);
+/* Whether a staged gather was begun and not yet completed. */
+static inline bool zero_shards_gathering(const zero_shards *z) { return z->stages_done < z->stages_started; }
 
 /* Optimizer state between a rank's packed chunks and the buffer's layout:
  * unpack takes every rank's packed chunks back to back (rank r's at
