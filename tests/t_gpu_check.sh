@@ -15,7 +15,7 @@ check gpu_check_unknown_section "rc $rc: $(cat "$tmp/bad")" eval '[ $rc = 2 ] &&
 "$gc" --out "$tmp/x" --limit 5 kernels >"$tmp/bad2" 2>&1; rc=$?
 check gpu_check_bad_limit "rc $rc: $(cat "$tmp/bad2")" eval '[ $rc = 2 ] && grep -q -- "--limit" "$tmp/bad2"'
 "$gc" --out "$tmp/x" --budget 20 kernels >"$tmp/bad3" 2>&1; rc=$?
-check gpu_check_bad_budget "rc $rc: $(cat "$tmp/bad3")" eval '[ $rc = 2 ] && grep -q -- "--budget must be .* at least 25" "$tmp/bad3"'
+check gpu_check_bad_budget "rc $rc: $(cat "$tmp/bad3")" eval '[ $rc = 2 ] && grep -q -- "--budget must be .*at least 25" "$tmp/bad3"'
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     echo "skip gpu_check_no_gpu_runs - this machine has a GPU: run scripts/gpu_check.sh itself"; # --budget: a stand-in nvidia-smi that hangs when run bare (the environment section's first
 # command) and lists no GPU. The environment section gets the budget less the 15 s reserve, not
