@@ -63,7 +63,7 @@ static __device__ void tile_gradients(fl_square s, fl_square dp, const fl_tile q
                                       int HS, float scale, const tg_dropout &drop) {
     fl_products(s, q, k, HS, scale);
     fl_products(dp, g, v, HS, 1.0f);
-    __syncthreads();
+    /* no barrier: each thread reads back only the elements it wrote (the same e) */
     for (int e = threadIdx.x; e < FL_TILE * FL_TILE; e += blockDim.x) {
         const int r = e / FL_TILE, c = e % FL_TILE;
         float kept = 0.0f, ds = 0.0f;
