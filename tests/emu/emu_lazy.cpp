@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -63,8 +64,11 @@ struct record_at {
  * emulator runs one host thread. */
 struct lazy_state {
     std::map<cudaStream_t, std::deque<queued>> queues;
-    std::vector<cudaStream_t> streams;           /* in creation order; the legacy stream first */
-    std::map<cudaStream_t, bool> nonblocking;    /* cudaStreamNonBlocking */
+    struct known_stream {
+        cudaStream_t s;
+        bool nonblocking; /* cudaStreamNonBlocking */
+    };
+    std::vector<known_stream> streams;           /* in creation order; the legacy stream first */
     std::map<cudaEvent_t, record_at> records;    /* each event's latest record not yet run */
     uint64_t next_seq = 1;
     int draining = 0; /* work running from a queue enqueues nothing: it runs */
@@ -80,7 +84,7 @@ int lazy_level() {
 std::deque<queued> &queue_of(cudaStream_t s) {
     auto it = g_lazy.queues.find(s);
     if (it != g_lazy.queues.end()) return it->second;
-    if (!s) g_lazy.streams.insert(g_lazy.streams.begin(), s);
+    if (!s) g_lazy.streams.insert(g_lazy.streams.begin(), {s, false});
     return g_lazy.queues[s];
 }
 
@@ -180,16 +184,14 @@ bool emu_lazy_take_until(cudaStream_t s, std::function<bool()> attempt) {
 bool emu_lazy_active() { return lazy_level() > 0 && g_lazy.draining == 0; }
 
 void emu_lazy_stream_created(cudaStream_t s, bool nonblocking) {
-    g_lazy.streams.push_back(s);
-    g_lazy.nonblocking[s] = nonblocking;
+    g_lazy.streams.push_back({s, nonblocking});
 }
 
 void emu_lazy_stream_destroyed(cudaStream_t s) {
     wait_until("cudaStreamDestroy", [s] { return run_all(s); }); /* its work still runs on the device */
     g_lazy.queues.erase(s);
-    g_lazy.nonblocking.erase(s);
-    for (size_t i = 0; i < g_lazy.streams.size(); i++)
-        if (g_lazy.streams[i] == s) g_lazy.streams.erase(g_lazy.streams.begin() + (long)i);
+    auto &v = g_lazy.streams;
+    v.erase(std::remove_if(v.begin(), v.end(), [s](const lazy_state::known_stream &k) { return k.s == s; }), v.end());
 }
 
 void emu_lazy_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark) {
@@ -244,8 +246,8 @@ void emu_lazy_sync_stream(cudaStream_t s) {
 void emu_lazy_sync_device() {
     wait_until("a device-wide synchronization", [] {
         bool all = true;
-        std::vector<cudaStream_t> order(g_lazy.streams.rbegin(), g_lazy.streams.rend());
-        for (cudaStream_t s : order) all = run_all(s) && all;
+        const std::vector<lazy_state::known_stream> order(g_lazy.streams.rbegin(), g_lazy.streams.rend());
+        for (const auto &k : order) all = run_all(k.s) && all;
         for (auto &q : g_lazy.queues) all = run_all(q.first) && all;
         return all;
     });
@@ -255,8 +257,9 @@ void emu_lazy_sync_legacy() {
     wait_until("a synchronous copy or set", [] {
         run_others_ahead(nullptr);
         bool all = run_all(nullptr);
-        for (auto &kv : g_lazy.nonblocking)
-            if (!kv.second) all = run_all(kv.first) && all;
+        const std::vector<lazy_state::known_stream> known = g_lazy.streams; /* running may add the legacy stream */
+        for (const auto &k : known)
+            if (!k.nonblocking) all = run_all(k.s) && all;
         return all;
     });
 }
