@@ -4,6 +4,7 @@
  * collective sits in one of four mapping helpers below; at tp = 1 they are
  * no-ops (comm_null of size 1). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,13 +181,67 @@ static ln_dest ln2_of(const gpt *g, int l) {
 /* Where a LayerNorm writes this rank's rows: under SP a shard, gathered next. */
 static void *ln_rows(const gpt *g, const ln_dest *ln) { return g->d.sp ? g->acts->ln_shard.base : ln->out_full; }
 
+/* Delivers a LayerNorm's rows as all rows: under SP starts their
+ * all-gather and leaves it in flight (acts->ln_gather) for the
+ * column-parallel product that reads them (column_product), which is the
+ * next thing to read ln->out_full. */
+static int deliver_rows(gpt *g, const ln_dest *ln, void *rows, int N, tg_err *e) {
+    if (g->acts->ln_gather) { /* a product skipped its gather: the model's own bug */
+        fprintf(stderr, "internal error: a LayerNorm's all-gather was started before the last one was used\n");
+        abort();
+    }
+    comm_req *req = NULL;
+    if (!map_gather_rows_start(g->tp, g->d.sp, ln->out_full, rows, rows_local(g, N) * g->d.C, g->ops->act, &req, e)) return -1;
+    g->acts->ln_gather = req;
+    return 0;
+}
+
+/* A column-parallel product over the N rows a LayerNorm delivered: a
+ * linear layer (out = x w + bias) or the vocab-parallel LM head (bias
+ * NULL, w the embedding). */
+typedef struct col_product {
+    const void *w, *bias;
+    int OC;
+    bool lmhead;
+    size_t out_elem; /* bytes of an element of out */
+} col_product;
+
+static void product_rows(gpt *g, const col_product *p, void *out, const void *x, int rows) {
+    if (p->lmhead) g->ops->lmhead_forward(g->ops, out, x, p->w, rows, g->d.C, p->OC);
+    else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
+}
+
+/* p over ln's rows. While their all-gather is in flight (SP) this rank's
+ * rows go first, from the LayerNorm's own output, which the gather only
+ * reads; the other ranks' rows follow once it is done. So the gather runs
+ * beside a 1/tp share of the product, the overlap the dependency allows
+ * without splitting the gather itself. Rows are independent, so the split
+ * changes no result. */
+static int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
+    comm_req *req = g->acts->ln_gather;
+    g->acts->ln_gather = NULL;
+    if (!req) {
+        product_rows(g, p, out, ln->out_full, N);
+        return 0;
+    }
+    const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
+    const size_t out_row = (size_t)p->OC * p->out_elem, x_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
+    product_rows(g, p, (char *)out + (size_t)r * n * out_row, ln_rows(g, ln), n);
+    if (comm_wait(req, e)) return -1;
+    if (r > 0) product_rows(g, p, out, ln->out_full, r * n);
+    if (rest > 0)
+        product_rows(g, p, (char *)out + (size_t)(r + 1) * n * out_row, (const char *)ln->out_full + (size_t)(r + 1) * n * x_row,
+                     rest * n);
+    return 0;
+}
+
 /* LayerNorm of the residual rows `in`, delivered as all rows for the next
- * column-parallel matmul. */
+ * column-parallel product. */
 static int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
     void *out = ln_rows(g, ln);
     g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
-    return gather_rows(g, ln->out_full, out, N, e) ? 0 : -1;
+    return deliver_rows(g, ln, out, N, e);
 }
 
 /* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
@@ -206,7 +261,7 @@ static int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l,
     void *ln_out = ln_rows(g, ln);
     o->bias_residual_layernorm(o, out, ln_out, ln->mean, ln->rstd, sum, bias, res, gpt_param(g, ln->w, ln->layer),
                                gpt_param(g, (param_kind)(ln->w + 1), ln->layer), rows, g->d.C, drop);
-    return gather_rows(g, ln->out_full, ln_out, N, e) ? 0 : -1;
+    return deliver_rows(g, ln, ln_out, N, e);
 }
 
 /* ---- forward ---- */
@@ -230,7 +285,8 @@ static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e
     const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l), next = ln_reading_resid(g, l + 1);
 
     if (!in_forward && layernorm_to_full(g, &ln1, in, N, e)) return -1;
-    o->matmul_forward(o, qkv, ln1.out_full, gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), N, C, 3 * C / t);
+    const col_product c_attn = {gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), 3 * C / t, false, a->qkv.elem};
+    if (column_product(g, &c_attn, qkv, &ln1, N, e)) return -1;
     o->attention_forward(o, atty, act_at(&a->lse, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, &ln2, N, C / t, e)) return -1;
 
@@ -238,7 +294,8 @@ static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e
      * selective recompute rebuilds fch_gelu from fch with gelu_forward in
      * backward, and cuBLASLt's GELU differs from ours in the last bits, so a
      * fused forward would break the bitwise equality of the recompute modes. */
-    o->matmul_forward(o, fch, ln2.out_full, gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), N, C, 4 * C / t);
+    const col_product c_fc = {gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), 4 * C / t, false, a->fch.elem};
+    if (column_product(g, &c_fc, fch, &ln2, N, e)) return -1;
     o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
     /* A full-recompute rebuild stops here: backward needs the MLP
      * projection's input, not its output (resid[l + 1], kept, and already
@@ -322,7 +379,9 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
     if (weights_needed(hook, 0, e) || layernorm_to_full(g, &ln1_first, act_at(&a->resid, 0), N, e)) return -1;
     for (int l = 0; l < d->L; l++) /* block l ends with the next layer's ln_1 (or ln_f, whole-model) */
         if ((l + 1 < d->L && weights_needed(hook, l + 1, e)) || block_forward(g, l, B, T, true, e)) return -1;
-    o->lmhead_forward(o, a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C, d->V_local);
+    const ln_dest lnf = ln_reading_resid(g, d->L);
+    const col_product lm_head = {gpt_param(g, P_WTE, 0), NULL, d->V_local, true, a->logits.elem};
+    if (column_product(g, &lm_head, a->logits.base, &lnf, N, e)) return -1;
     if (!targets) return 0;
     return cross_entropy(g, N, dloss, e);
 }
