@@ -14,6 +14,8 @@
 void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Sets the thread's last error to e and returns it. */
 cudaError_t emu_fail(cudaError_t e);
+/* The host's monotonic clock, in seconds (emu_runtime.cpp). */
+double emu_now_s();
 /* Runs the deferred copies from pinned memory (emu_runtime.cpp). */
 void emu_flush_pending_copies();
 bool emu_is_device(const void *p);

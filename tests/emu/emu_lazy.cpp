@@ -34,7 +34,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
+#include <time.h> /* nanosleep */
 
 #include <algorithm>
 #include <deque>
@@ -117,19 +117,13 @@ bool run_until(cudaStream_t s, uint64_t last) {
 
 bool run_all(cudaStream_t s) { return run_until(s, UINT64_MAX); }
 
-double now_s() {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* A synchronizing call: tries `reached` until it is true, as the host waits
  * for a GPU; stalled work that never runs ends the program (EMU_STALL_S). */
 void wait_until(const char *call, const std::function<bool()> &reached) {
     static const double limit = getenv("EMU_STALL_S") && atof(getenv("EMU_STALL_S")) > 0 ? atof(getenv("EMU_STALL_S")) : 300.0;
-    const double t0 = now_s();
+    const double t0 = emu_now_s();
     while (!reached()) {
-        if (now_s() - t0 > limit) {
+        if (emu_now_s() - t0 > limit) {
             emu_error("%s: the stream work it waits for stalled for %.0f s (EMU_STALL_S): a collective whose peers never "
                       "came; a GPU would hang here", call, limit);
             exit(3);
@@ -168,9 +162,10 @@ namespace emu {
 bool lazy_active() { return emu_lazy_active(); }
 
 bool lazy_take(cudaStream_t s, std::function<void()> work) {
-    if (!emu_lazy_active()) return false;
-    push(s, [work] { work(); return true; }, record_at{nullptr, 0});
-    return true;
+    return emu_lazy_take_until(s, [work] {
+        work();
+        return true;
+    });
 }
 
 } // namespace emu

@@ -111,10 +111,9 @@ void fail_among_ranks(const collective &c, const std::string &why) {
  * here for its peers (up to EMU_NCCL_TIMEOUT_S). */
 void run_among_ranks(const collective &c) {
     if (c.comm->aborted || c.comm->async_error != ncclSuccess) return;
-    const std::vector<char> mine((const char *)c.src, (const char *)c.src + emu_nccl_send_bytes(c));
-    std::vector<std::vector<char>> all;
+    std::vector<std::vector<char>> all; /* the input is in its file before the result is written */
     std::string why;
-    if (emu_rendezvous_exchange(&c.comm->meet, mine.data(), mine.size(), &all, &why)) write_result(c, all);
+    if (emu_rendezvous_exchange(&c.comm->meet, c.src, emu_nccl_send_bytes(c), &all, &why)) write_result(c, all);
     else fail_among_ranks(c, why);
 }
 

@@ -10,6 +10,8 @@
  * sees half of one. */
 #include "emu_rendezvous.h"
 
+#include <functional>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-namespace {
+#include "emu_internal.h"
 
-double now_s() {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+namespace {
 
 double timeout_s() {
     const char *v = getenv("EMU_NCCL_TIMEOUT_S");
@@ -66,25 +64,31 @@ bool read_whole(const std::string &path, std::vector<char> *out, std::string *wh
 /* Waits until path exists; false once `deadline` has passed. Polls every
  * 100 us at first, then every 2 ms. */
 bool await(const std::string &path, double deadline) {
-    const double t0 = now_s();
+    const double t0 = emu_now_s();
     for (;;) {
         if (access(path.c_str(), F_OK) == 0) return true;
-        const double t = now_s();
+        const double t = emu_now_s();
         if (t >= deadline) return false;
         struct timespec nap = {0, t - t0 < 0.01 ? 100000L : 2000000L};
         nanosleep(&nap, nullptr);
     }
 }
 
-/* Waits for `kind`.R of every rank; why names the first missing. */
-bool await_all(const emu_rendezvous *r, const char *kind, const char *waiting_for, double deadline, std::string *why) {
+/* Waits for every rank's file (path_of(rank)); why names the first missing. */
+bool await_all(const emu_rendezvous *r, const std::function<std::string(int)> &path_of, const std::string &waiting_for,
+               double deadline, std::string *why) {
     for (int k = 0; k < r->nranks; k++)
-        if (!await(file_of(r, kind, k), deadline)) {
+        if (!await(path_of(k), deadline)) {
             *why = "rank " + std::to_string(k) + " of " + std::to_string(r->nranks) + " did not come " + waiting_for +
                    " within " + std::to_string((int)timeout_s()) + " s (EMU_NCCL_TIMEOUT_S) in " + r->dir;
             return false;
         }
     return true;
+}
+
+/* The same for `kind`.R. */
+bool await_all(const emu_rendezvous *r, const char *kind, const char *waiting_for, double deadline, std::string *why) {
+    return await_all(r, [r, kind](int k) { return file_of(r, kind, k); }, waiting_for, deadline, why);
 }
 
 } // namespace
@@ -95,7 +99,7 @@ std::string emu_rendezvous_name(std::string *why) {
     char token[64];
     unsigned seed = 0;
     FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = (unsigned)getpid() ^ (unsigned)(emu_now_s() * 1e6);
     if (f) fclose(f);
     snprintf(token, sizeof token, "/emu_nccl.%d.%08x", (int)getpid(), seed);
     std::string name = base + token;
@@ -117,7 +121,7 @@ bool emu_rendezvous_join(emu_rendezvous *r, const std::string &dir, int nranks, 
     }
     const std::string mine = std::to_string(device);
     if (!write_whole(file_of(r, "join", rank), mine.data(), mine.size(), why)) return false;
-    if (!await_all(r, "join", "to the communicator's creation", now_s() + timeout_s(), why)) return false;
+    if (!await_all(r, "join", "to the communicator's creation", emu_now_s() + timeout_s(), why)) return false;
     std::vector<char> seen;
     for (int k = 0; k < nranks; k++) {
         if (k == rank) continue;
@@ -151,20 +155,15 @@ bool emu_rendezvous_exchange(emu_rendezvous *r, const void *mine, size_t bytes, 
                              std::string *why) {
     const uint64_t n = emu_rendezvous_post(r, mine, bytes, why);
     if (n == UINT64_MAX) return false;
-    const double deadline = now_s() + timeout_s();
-    for (int k = 0; k < r->nranks; k++)
-        if (!await(contribution_of(r, n, k), deadline)) {
-            *why = "rank " + std::to_string(k) + " of " + std::to_string(r->nranks) + " did not join collective #" +
-                   std::to_string(n) + " within " + std::to_string((int)timeout_s()) + " s (EMU_NCCL_TIMEOUT_S) in " + r->dir;
-            return false;
-        }
+    const auto path_of = [r, n](int k) { return contribution_of(r, n, k); };
+    if (!await_all(r, path_of, "to collective #" + std::to_string(n), emu_now_s() + timeout_s(), why)) return false;
     return emu_rendezvous_collect(r, n, all, why) == 1;
 }
 
 void emu_rendezvous_leave(emu_rendezvous *r, bool orderly) {
     if (!orderly || r->dir.empty()) return;
     std::string why;
-    const double deadline = now_s() + (timeout_s() < 30 ? timeout_s() : 30);
+    const double deadline = emu_now_s() + (timeout_s() < 30 ? timeout_s() : 30);
     if (!write_whole(file_of(r, "bye", r->rank), "", 0, &why) || !await_all(r, "bye", "to leave", deadline, &why)) {
         fprintf(stderr, "emu: NCCL rendezvous: %s; leaving its files\n", why.c_str());
         return;

@@ -159,6 +159,12 @@ static cudaError_t fail(cudaError_t e) {
 }
 cudaError_t emu_fail(cudaError_t e) { return fail(e); }
 
+double emu_now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* A call a GPU refuses during a stream capture fails with this (the error
  * is reported by emu_capture_refuses). */
 #define REFUSED_IN_CAPTURE(call)                                                    \
@@ -397,11 +403,7 @@ struct emu_event {
     double t_ms;       /* host clock at the record: the emulator runs synchronously */
     int record_called; /* cudaEventRecord was called on it (also when captured, before the graph ran) */
 };
-static double now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms() { return emu_now_s() * 1e3; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     *s = new emu_stream{0};
     emu_lazy_stream_created(*s, (flags & cudaStreamNonBlocking) != 0);
