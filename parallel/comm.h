@@ -115,6 +115,13 @@ int comm_link_load(comm_link *l, const char *path, tg_err *e);
  * hidden behind it: the total less the time the link is still busy after
  * end_s (which is what the step waits). */
 double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n, double end_s);
+/* The modeled overlap of a prefetch with the compute that consumes it:
+ * collectives all start at 0 and take seconds[i] on the link, one at a
+ * time in order; the compute reaches the point that needs collective i's
+ * result at need_s[i] (non-decreasing, on its own clock) and stalls there
+ * until it is done, which delays everything after. Returns the seconds
+ * hidden: the total less the stalls. */
+double comm_prefetch_hidden_s(const double *need_s, const double *seconds, int n);
 /* Modeled seconds of one collective of kind k over a message of msg_bytes of
  * which this rank sends ring_bytes. */
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes);

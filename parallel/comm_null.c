@@ -41,6 +41,16 @@ double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n
     return total - (link_free > end_s ? link_free - end_s : 0);
 }
 
+double comm_prefetch_hidden_s(const double *need_s, const double *seconds, int n) {
+    double link_free = 0, stalled = 0;
+    for (int i = 0; i < n; i++) {
+        link_free += seconds[i];
+        const double reached = need_s[i] + stalled;
+        if (link_free > reached) stalled += link_free - reached;
+    }
+    return link_free - stalled;
+}
+
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes) {
     const int kind = l->n_rows[k] > 0 ? (int)k : COLL_ALL_REDUCE;
     if (l->n_rows[kind] == 0) /* the flat model (its latency even for a rank that sends nothing) */

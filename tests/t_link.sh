@@ -104,9 +104,24 @@ if proj buckets 1 && proj one 0 && out=$("$py" -c "$overlap_py" "$tmp/buckets/lo
     grep -q "hidden behind the backward pass: modeled" "$tmp/buckets.out" && ok "projection_models_dp_overlap ($out)" ||
         not_ok projection_models_dp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/buckets.out")"
 else not_ok projection_models_dp_overlap "${out:-} $(tail -n 2 "$tmp/buckets.out" | tr '\n' ' ')"; fi
-# the same for ZeRO's reduce-scatters in buckets
+# the same for ZeRO's reduce-scatters in buckets, and its staged gather of the weights beside the
+# next forward pass: part of it hidden, never the first two stages (the pass needs them at its start)
+zero_py=$(cat <<'PY'
+import json, sys
+last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
+b, o = last
+h, g = b["dp_hidden_ms_modeled"], b["zero_gather_hidden_ms_modeled"]
+assert 0 < h and 0 < g and h + g < b["comm_ms"], (h, g, b["comm_ms"])
+assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - h - g)) < 2e-3, b
+for k in "dp_hidden_ms_modeled", "zero_gather_hidden_ms_modeled": assert k not in o, o
+assert abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
+print(f"{h:.3f} + {g:.3f} of {b['comm_ms']:.3f} comm ms hidden")
+PY
+)
 if proj zero_buckets 1 --set parallel.zero=1 && proj zero_one 0 --set parallel.zero=1 &&
-    out=$("$py" -c "$overlap_py" "$tmp/zero_buckets/log.jsonl" "$tmp/zero_one/log.jsonl"); then
-    ok "projection_models_zero_overlap ($out)"
+    out=$("$py" -c "$zero_py" "$tmp/zero_buckets/log.jsonl" "$tmp/zero_one/log.jsonl"); then
+    grep -q "hidden behind the backward pass and [0-9.]* behind the forward pass: modeled" "$tmp/zero_buckets.out" &&
+        ok "projection_models_zero_overlap ($out)" ||
+        not_ok projection_models_zero_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/zero_buckets.out")"
 else not_ok projection_models_zero_overlap "${out:-} $(tail -n 2 "$tmp/zero_buckets.out" | tr '\n' ' ')"; fi
 exit "$failed"

@@ -123,6 +123,32 @@ static void overlap_model(void) {
     tap_check(&failed, "overlap_hidden_none", got == 0.0, "no collective hides something");
 }
 
+/* The prefetch model (ZeRO's gather beside the forward pass): the link runs
+ * the collectives back to back from 0; the compute stalls at each need until
+ * its collective is done, and every stall delays the later needs. Figures
+ * worked by hand. */
+static void prefetch_model(void) {
+    char why[96];
+    /* link done at 0.1, 0.3, 0.35, 0.75; needs at 0, 0.2, 0.5, 0.6: stall 0.1 at the first (compute
+     * clock +0.1), the second reached at 0.3 = done, the third at 0.6 > 0.35, the fourth at 0.7 < 0.75:
+     * 0.05 more. 0.15 of 0.75 s stalls, 0.6 hidden */
+    const double need[4] = {0, 0.2, 0.5, 0.6}, secs[4] = {0.1, 0.2, 0.05, 0.4};
+    double got = comm_prefetch_hidden_s(need, secs, 4);
+    snprintf(why, sizeof why, "hidden %.9g s, want 0.6", got);
+    tap_check(&failed, "prefetch_hidden_stalls_carry", near(got, 0.6), why);
+    /* every need at 0: nothing hides */
+    const double at_once[3] = {0, 0, 0};
+    got = comm_prefetch_hidden_s(at_once, secs, 3);
+    snprintf(why, sizeof why, "hidden %.9g s, want 0", got);
+    tap_check(&failed, "prefetch_hidden_needed_at_once", near(got, 0), why);
+    /* needs late enough: all of it hides */
+    const double late[2] = {1, 2};
+    got = comm_prefetch_hidden_s(late, secs, 2);
+    snprintf(why, sizeof why, "hidden %.9g s, want 0.3", got);
+    tap_check(&failed, "prefetch_hidden_all", near(got, 0.3), why);
+    tap_check(&failed, "prefetch_hidden_none", comm_prefetch_hidden_s(need, secs, 0) == 0.0, "no collective hides something");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_link SCRATCH_DIR\n");
@@ -132,5 +158,6 @@ int main(int argc, char **argv) {
     table_errors(argv[1]);
     null_comm(argv[1]);
     overlap_model();
+    prefetch_model();
     return failed;
 }

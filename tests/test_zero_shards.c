@@ -6,8 +6,8 @@
  * rank's moment of an element is its place among the rank's chunks, packed
  * in the regions' order; the buckets' reduce-scatters cover the same
  * regions, a group of collectives per bucket, and the all-gather of the
- * updated weights every region in one group; pack and unpack are each
- * other's inverse. Prints "ok NAME" /
+ * updated weights every region in one group, and staged, each stage's
+ * modeled seconds; pack and unpack are each other's inverse. Prints "ok NAME" /
  * "not ok NAME - why". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +196,37 @@ static void check_gather(const char *tag, gpt *g, zero_shards *z, int *failed) {
     comm_destroy(dp);
 }
 
+/* The staged gather over a modeled link (1 byte per second, no latency):
+ * each stage's modeled seconds are its regions' ring bytes; the model of
+ * the overlap hides nothing behind a forward pass of no length, and behind
+ * a very long one all but stages 0 and 1 (the whole-model tensors and the
+ * lowest bucket), which the pass needs at its start. */
+static void check_staged_gather(const char *tag, gpt *g, zero_shards *z, int *failed) {
+    comm *dp = comm_null_create_modeled("dp", 0, z->dp, comm_link_flat(1.0, 0.0));
+    comm_use_memory(dp, &g->ops->mem);
+    tg_err e = {{0}};
+    double want[z->n_stages];
+    memset(want, 0, sizeof want);
+    for (int r = 0; r < z->n_regions; r++) /* whole numbers of bytes: the sums below are exact */
+        want[z->region_stage[r]] += (double)(z->dp - 1) * (double)(z->regions[r].len / (size_t)z->dp) * sizeof(float);
+    int rc = zero_shards_gather_begin(z, dp, g->params, TG_F32, &e);
+    if (rc == 0) rc = zero_shards_gather_wait_stage(z, z->n_stages - 1, &e);
+    int bad = -1;
+    double total = 0;
+    for (int s = 0; s < z->n_stages; s++) {
+        if (z->stage_modeled_s[s] != want[s] && bad < 0) bad = s;
+        total += want[s];
+    }
+    const double none = zero_shards_gather_hidden_s(z, 0.0), most = zero_shards_gather_hidden_s(z, 1e15);
+    const double want_most = total - want[0] - want[1];
+    char name[160], why[240];
+    snprintf(why, sizeof why, "rc %d (%.60s), first stage off %d (%.9g s, want %.9g), hidden %.9g at no pass, %.9g (want %.9g) at a long one",
+             rc, e.msg, bad, bad >= 0 ? z->stage_modeled_s[bad] : 0, bad >= 0 ? want[bad] : 0, none, most, want_most);
+    snprintf(name, sizeof name, "zero_staged_gather_model_%s", tag);
+    tap_check(failed, name, rc == 0 && bad < 0 && none == 0 && most == want_most && z->stages_done == z->n_stages, why);
+    comm_destroy(dp);
+}
+
 /* unpack(every rank's pack(full)) == full on the regions. */
 static void check_pack(const char *tag, const gpt *g, const zero_shards *z, int *failed) {
     float *full = malloc(g->n_params * sizeof(float)), *back = calloc(g->n_params, sizeof(float));
@@ -224,6 +255,7 @@ static void run_case(const layout_case *lc, int *failed) {
     check_spans(tag, g, z, failed);
     check_buckets(tag, g, z, failed);
     check_gather(tag, g, z, failed);
+    check_staged_gather(tag, g, z, failed);
     check_pack(tag, g, z, failed);
     for (int r = 0; r < lc->dp; r++) zero_shards_free(&z[r]);
     free(z);

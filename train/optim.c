@@ -142,7 +142,16 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
      * their own type (bf16 halves the bytes of float32, as Megatron's
      * distributed optimizer gathers its bf16 parameters; in float32 they are
      * the master weights). */
-    return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
+    if (!o->overlap) return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
+    /* A comm_null standing in for DP (a projection): the stages that a real
+     * group runs beside the next forward pass, now, so that their modeled
+     * seconds are known per stage (optim_gather_hidden_s). */
+    if (zero_shards_gather_begin(&o->shards, o->dp, g->params, g->ops->act, e)) return -1;
+    return zero_shards_gather_wait_stage(&o->shards, o->shards.n_stages - 1, e);
+}
+
+double optim_gather_hidden_s(const optim *o, double forward_s) {
+    return o->zero && o->overlap ? zero_shards_gather_hidden_s(&o->shards, forward_s) : 0;
 }
 
 void optim_take_weights(optim *o, const gpt *g) {

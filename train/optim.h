@@ -105,6 +105,11 @@ void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r)
 int optim_weights_begin(optim *o, gpt *g, tg_err *e);
 const gpt_weight_hook *optim_forward_hook(optim *o);
 int optim_weights_current(optim *o, gpt *g, tg_err *e);
+/* Projected runs (a comm_null with a link standing in for DP): the modeled
+ * seconds of the last step's ZeRO gather that a real group would hide behind
+ * the next step's first forward pass, of forward_s seconds
+ * (zero_shards_gather_hidden_s); 0 without ZeRO or buckets. */
+double optim_gather_hidden_s(const optim *o, double forward_s);
 /* After the model's weights were set (gpt_set_weights: initialised or
  * loaded), takes the optimizer's master weights from them: this rank's
  * chunks of the float32 weights the model left in g->grads, when the

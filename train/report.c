@@ -82,26 +82,32 @@ static size_t mem_peak_bytes(const run *r) {
     return (size_t)ru.ru_maxrss * 1024; /* ru_maxrss is in KiB */
 }
 
-/* Projected runs: the modeled DP communication that the bucketed all-reduce
- * hides behind the last micro-batch's backward pass (dp_buckets.h's model),
- * in ms; 0 for real runs and without buckets. The pass's length is itself
- * modeled from the step's compute: a backward pass does twice a forward's
- * matrix work, 2/3 of a micro-batch (3/4 when full recompute reruns the
- * forward in it). */
-static double projected_dp_hidden_ms(const run *r, double compute_ms) {
+/* Projected runs: the modeled DP communication that a real group hides
+ * behind compute, in ms (zeros for real runs and without buckets): the
+ * bucketed reduction behind the last micro-batch's backward pass
+ * (dp_buckets.h's model) and ZeRO's staged gather of the weights behind the
+ * next step's first forward pass (zero_shards.h's). The passes' lengths are
+ * themselves modeled from the step's compute: a backward pass does twice a
+ * forward's matrix work, so a micro-batch is 1/3 forward and 2/3 backward
+ * (1/4 and 3/4 when full recompute reruns the forward in the backward). */
+typedef struct hidden_ms {
+    double dp, gather;
+} hidden_ms;
+
+static hidden_ms projected_hidden_ms(const run *r, double compute_ms) {
     const tg_config *c = &r->cfg;
-    if (!c->parallel.project || !r->opt || !r->opt->overlap) return 0;
-    const double share = strcmp(c->train.recompute, "full") == 0 ? 0.75 : 2.0 / 3.0;
-    const double backward_s = compute_ms / 1e3 / config_grad_accum(c) * share;
-    return dp_buckets_hidden_s(&r->opt->buckets, backward_s) * 1e3;
+    if (!c->parallel.project || !r->opt || !r->opt->overlap) return (hidden_ms){0, 0};
+    const double backward_share = strcmp(c->train.recompute, "full") == 0 ? 0.75 : 2.0 / 3.0;
+    const double micro_batch_s = compute_ms / 1e3 / config_grad_accum(c);
+    return (hidden_ms){dp_buckets_hidden_s(&r->opt->buckets, micro_batch_s * backward_share) * 1e3,
+                       optim_gather_hidden_s(r->opt, micro_batch_s * (1 - backward_share)) * 1e3};
 }
 
 /* The train line of log.jsonl; `skipped` marks a step whose update was
  * dropped for a non-finite loss or gradient norm. */
-static void write_train_line(run *r, float loss, double lr, double norm, double ms, double comm_ms, double hidden_ms,
-                             double tps, double mfu, bool skipped) {
+static void write_train_line(run *r, float loss, double lr, double norm, double ms, double comm_ms, hidden_ms hidden,
+                             double step_ms, double tps, double mfu, bool skipped) {
     const tg_config *c = &r->cfg;
-    const double step_ms = c->parallel.project ? ms + comm_ms - hidden_ms : ms;
     const double tokens = (double)c->train.global_batch * c->model.seq_len * r->state.step;
     jsonl_line l = jsonl_open(r->log);
     jsonl_int(&l, "step", r->state.step);
@@ -112,7 +118,8 @@ static void write_train_line(run *r, float loss, double lr, double norm, double 
     jsonl_num(&l, "ms", "%.3f", ms);
     jsonl_num(&l, "comm_ms", "%.3f", comm_ms);
     jsonl_num(&l, "step_ms", "%.3f", step_ms);
-    if (hidden_ms > 0) jsonl_num(&l, "dp_hidden_ms_modeled", "%.3f", hidden_ms);
+    if (hidden.dp > 0) jsonl_num(&l, "dp_hidden_ms_modeled", "%.3f", hidden.dp);
+    if (hidden.gather > 0) jsonl_num(&l, "zero_gather_hidden_ms_modeled", "%.3f", hidden.gather);
     jsonl_bool(&l, "projected", c->parallel.project);
     jsonl_num(&l, "tok_per_s", "%.1f", tps);
     jsonl_num(&l, "tokens", "%.0f", tokens);
@@ -129,18 +136,23 @@ void report_train(run *r, float loss, double lr, double norm, double ms, bool sk
     const int s = r->state.step;
     const bool projected = c->parallel.project;
     const double comm_ms = (report_comm_seconds(r) - r->comm_s_at_step_start) * 1e3;
-    const double hidden_ms = projected_dp_hidden_ms(r, ms), step_ms = projected ? ms + comm_ms - hidden_ms : ms;
+    const hidden_ms hidden = projected_hidden_ms(r, ms);
+    const double step_ms = projected ? ms + comm_ms - hidden.dp - hidden.gather : ms;
     /* A step too short for the clock has no rate (JSON has no inf). */
     const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = step_ms > 0 ? tokens / (step_ms / 1e3) : 0;
     const int devices = r->tp->size * r->dp->size;
     const double mfu = r->peak_tflops > 0 && tps > 0 ? r->flops_per_token * tps / (devices * r->peak_tflops * 1e12) : -1;
-    if (r->log) write_train_line(r, loss, lr, norm, ms, comm_ms, hidden_ms, tps, mfu, skipped);
+    if (r->log) write_train_line(r, loss, lr, norm, ms, comm_ms, hidden, step_ms, tps, mfu, skipped);
     if (s % c->out.log_every != 0 && s != c->train.steps && !skipped) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
     char extra[192] = ""; /* communication when there is any, MFU when the peak is known */
-    if (hidden_ms > 0) /* the model of dp_buckets.h: labelled, it is no measurement */
+    if (hidden.gather > 0) /* the models of dp_buckets.h and zero_shards.h: labelled, they are no measurement */
+        snprintf(extra, sizeof extra,
+                 " (comm %.1f, of which %.1f hidden behind the backward pass and %.1f behind the forward pass: modeled)",
+                 comm_ms, hidden.dp, hidden.gather);
+    else if (hidden.dp > 0)
         snprintf(extra, sizeof extra, " (comm %.1f, of which %.1f hidden behind the backward pass: modeled)", comm_ms,
-                 hidden_ms);
+                 hidden.dp);
     else if (devices > 1)
         snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
     if (mfu >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | MFU %.1f%%", 100 * mfu);

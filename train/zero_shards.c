@@ -18,7 +18,7 @@ int zero_shards_stage_of(const zero_shards *z, int layer) {
 
 void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers_per_bucket) {
     const int L = g->d.L;
-    *z = (zero_shards){.dp = dp, .rank = rank, .layers_per_bucket = layers_per_bucket,
+    *z = (zero_shards){.dp = dp, .rank = rank, .layers = L, .layers_per_bucket = layers_per_bucket,
                        .lowest = dp_bucket_lowest(L, layers_per_bucket)};
     const int per_kind = 1 + (L - z->lowest + layers_per_bucket - 1) / layers_per_bucket;
     z->n_stages = 1 + per_kind;
@@ -43,15 +43,18 @@ void zero_shards_init(zero_shards *z, const gpt *g, int dp, int rank, int layers
         z->shard_len += z->regions[i].len / (size_t)dp;
     }
     z->gather_reqs = tg_calloc((size_t)z->n_regions, sizeof *z->gather_reqs, "ZeRO all-gather requests");
+    z->stage_modeled_s = tg_calloc((size_t)z->n_stages, sizeof *z->stage_modeled_s, "ZeRO gather stages");
 }
 
 void zero_shards_free(zero_shards *z) {
     free(z->regions);
     free(z->gather_reqs);
     free(z->region_stage);
+    free(z->stage_modeled_s);
     z->regions = NULL;
     z->gather_reqs = NULL;
     z->region_stage = NULL;
+    z->stage_modeled_s = NULL;
     z->n_regions = 0;
 }
 
@@ -127,7 +130,9 @@ int zero_shards_gather_begin(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg
     int rc = 0;
     for (int s = 0; s < z->n_stages; s++) { /* every stage's requests are made, so that every wait finds its own */
         tg_err later;
+        const double modeled_before = dp->modeled_seconds;
         if (start_regions(z, dp, buf, t, s, rc ? &later : e)) rc = -1;
+        z->stage_modeled_s[s] = dp->modeled_seconds - modeled_before;
     }
     z->stages_started = z->n_stages;
     return rc;
@@ -140,6 +145,13 @@ int zero_shards_gather_wait_stage(zero_shards *z, int stage, tg_err *e) {
         if (wait_regions(z, z->stages_done, 0, rc ? &later : e)) rc = -1;
     }
     return rc;
+}
+
+double zero_shards_gather_hidden_s(const zero_shards *z, double forward_s) {
+    double need_s[z->n_stages];
+    for (int s = 0; s < z->n_stages; s++) /* stage s > 1 starts at layer lowest + (s - 2) * layers_per_bucket */
+        need_s[s] = s < 2 ? 0 : forward_s * (z->lowest + (s - 2) * z->layers_per_bucket) / z->layers;
+    return comm_prefetch_hidden_s(need_s, z->stage_modeled_s, z->n_stages);
 }
 
 void zero_shards_unpack(const zero_shards *z, const float *gathered, float *full) {

@@ -19,6 +19,7 @@ typedef struct zero_region {
 
 typedef struct zero_shards {
     int dp, rank;
+    int layers;                    /* of the model */
     int layers_per_bucket, lowest; /* the buckets' sizes (dp_bucket_layers, dp_bucket_lowest) */
     zero_region *regions;
     int n_regions;
@@ -27,6 +28,7 @@ typedef struct zero_shards {
     int *region_stage;             /* n_regions: when the forward pass needs it (zero_shards_stage_of) */
     int n_stages;                  /* 1 (the whole-model tensors) + the buckets */
     int stages_started, stages_done; /* the staged gather's progress (zero_shards_gather_begin) */
+    double *stage_modeled_s;       /* n_stages: the last begin's modeled seconds per stage (comm_null with a link) */
 } zero_shards;
 
 /* The regions of g's buffers for buckets of layers_per_bucket layers.
@@ -55,6 +57,12 @@ int zero_shards_all_gather(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_e
 int zero_shards_stage_of(const zero_shards *z, int layer); /* layer -1: the whole-model tensors */
 int zero_shards_gather_begin(zero_shards *z, comm *dp, void *buf, tg_dtype t, tg_err *e);
 int zero_shards_gather_wait_stage(zero_shards *z, int stage, tg_err *e);
+/* The model of the overlap for projected runs: the seconds of the last
+ * begun gather (its stages' modeled seconds) hidden behind a forward pass of
+ * forward_s seconds, which needs stages 0 and 1 at its start and stage s > 1
+ * when it reaches that bucket's lowest layer (a pass taken as even over the
+ * layers): comm_prefetch_hidden_s. */
+double zero_shards_gather_hidden_s(const zero_shards *z, double forward_s);
 /* Whether a staged gather was begun and not yet completed. */
 static inline bool zero_shards_gathering(const zero_shards *z) { return z->stages_done < z->stages_started; }
 
