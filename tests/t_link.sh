@@ -124,4 +124,33 @@ if proj zero_buckets 1 --set parallel.zero=1 && proj zero_one 0 --set parallel.z
         ok "projection_models_zero_overlap ($out)" ||
         not_ok projection_models_zero_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/zero_buckets.out")"
 else not_ok projection_models_zero_overlap "${out:-} $(tail -n 2 "$tmp/zero_buckets.out" | tr '\n' ' ')"; fi
+# --plan models the same overlap from its dry step: with buckets a layout's step is its compute
+# (the same as without) plus comm less what is hidden, something is hidden wherever dp > 1 (the
+# gather too under ZeRO), nothing where dp = 1; without buckets nothing is hidden.
+for mb in 25 0; do
+    "$bin" --plan --config configs/megatron_weak_1.2b.json --devices 4 --set train.global_batch=16 \
+        --set parallel.dp_bucket_mb=$mb --plan-json "$tmp/plan_mb$mb.json" >"$tmp/plan_mb$mb.txt" 2>&1 || failed=1
+done
+"$py" - "$tmp" <<'PY' || failed=1
+import json, sys
+d = sys.argv[1]
+rows = lambda n: [json.loads(l) for l in open(f"{d}/plan_mb{n}.json") if l.strip()]
+key = lambda r: (r["tp"], r["dp"], r["sp"], r["recompute"], r["micro_batch"], r["zero"])
+try:
+    b, o = {key(r): r for r in rows(25)}, {key(r): r for r in rows(0)}
+except (OSError, ValueError) as e:
+    b, o = {}, {e: None}
+bad = []
+for k, r in b.items():
+    hd, hg, z = r["dp_hidden_ms_modeled"], r["zero_gather_hidden_ms_modeled"], o.get(k)
+    compute = z and z["step_ms"] - z["comm_ms"]
+    if (not z or z["dp_hidden_ms_modeled"] or z["zero_gather_hidden_ms_modeled"]
+            or abs(r["step_ms"] - (compute + r["comm_ms"] - hd - hg)) > 2e-3
+            or (k[1] > 1) != (hd > 0) or (k[1] > 1 and k[5] == 1) != (hg > 0) or hd + hg >= r["comm_ms"] + 1e-9):
+        bad.append((k, r["step_ms"], r["comm_ms"], hd, hg, z and z["step_ms"]))
+ok = b and len(b) == len(o) and not bad
+print("ok plan_models_overlap" if ok else f"not ok plan_models_overlap - {len(b)} vs {len(o)} rows; {bad[:3]}")
+PY
+grep -q "modeled, in 'hidden ms'" "$tmp/plan_mb25.txt" && grep -q "no overlap (parallel.dp_bucket_mb 0)" "$tmp/plan_mb0.txt" &&
+    ok plan_says_overlap_modeled || not_ok plan_says_overlap_modeled "$(sed -n 2,3p "$tmp/plan_mb25.txt" "$tmp/plan_mb0.txt" | tr '\n' ' ')"
 exit "$failed"

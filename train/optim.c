@@ -150,8 +150,11 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     return zero_shards_gather_wait_stage(&o->shards, o->shards.n_stages - 1, e);
 }
 
-double optim_gather_hidden_s(const optim *o, double forward_s) {
-    return o->zero && o->overlap ? zero_shards_gather_hidden_s(&o->shards, forward_s) : 0;
+optim_hidden optim_hidden_modeled(const optim *o, double micro_batch_s, bool full_recompute) {
+    if (!o->overlap) return (optim_hidden){0, 0};
+    const double backward_s = micro_batch_s * (full_recompute ? 0.75 : 2.0 / 3.0);
+    return (optim_hidden){dp_buckets_hidden_s(&o->buckets, backward_s),
+                          o->zero ? zero_shards_gather_hidden_s(&o->shards, micro_batch_s - backward_s) : 0};
 }
 
 void optim_take_weights(optim *o, const gpt *g) {

@@ -105,11 +105,19 @@ void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r)
 int optim_weights_begin(optim *o, gpt *g, tg_err *e);
 const gpt_weight_hook *optim_forward_hook(optim *o);
 int optim_weights_current(optim *o, gpt *g, tg_err *e);
-/* Projected runs (a comm_null with a link standing in for DP): the modeled
- * seconds of the last step's ZeRO gather that a real group would hide behind
- * the next step's first forward pass, of forward_s seconds
- * (zero_shards_gather_hidden_s); 0 without ZeRO or buckets. */
-double optim_gather_hidden_s(const optim *o, double forward_s);
+/* Projected runs and --plan (a comm_null with a link standing in for DP):
+ * the modeled DP seconds of the last step that a real group hides behind
+ * compute, given a micro-batch's compute of micro_batch_s seconds: the
+ * buckets' reduction behind the last backward pass (dp_buckets_hidden_s)
+ * and ZeRO's staged gather behind the next step's first forward pass
+ * (zero_shards_gather_hidden_s). The passes' lengths are themselves
+ * modeled: a backward pass does twice a forward's matrix work, so a
+ * micro-batch is 1/3 forward and 2/3 backward (1/4 and 3/4 when full
+ * recompute reruns the forward in the backward). Zeros without buckets. */
+typedef struct optim_hidden {
+    double dp_s, gather_s;
+} optim_hidden;
+optim_hidden optim_hidden_modeled(const optim *o, double micro_batch_s, bool full_recompute);
 /* After the model's weights were set (gpt_set_weights: initialised or
  * loaded), takes the optimizer's master weights from them: this rank's
  * chunks of the float32 weights the model left in g->grads, when the

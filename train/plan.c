@@ -15,6 +15,7 @@ typedef struct layout {
     recompute_mode rc;
     gpt_budget mem;
     double compute_s, comm_s;
+    optim_hidden hidden; /* of comm_s: the modeled overlap with compute (optim_hidden_modeled) */
     uint64_t bytes[2][COLL_KINDS]; /* sent by rank 0 per step: tp, dp groups */
     bool fits;
 } layout;
@@ -24,8 +25,9 @@ static const char *RC_NAMES[] = {"none", "selective", "full"};
 /* The communication of one step of layout l, from the trainer's own code: a
  * dry step (train/batch.c) over the null backend, whose kernels do nothing
  * and whose memory does not exist, with counting communicators that model
- * each collective over the configured link (comm_null). Fills l->comm_s and
- * the bytes this rank sends per group and collective kind. */
+ * each collective over the configured link (comm_null). Fills l->comm_s, of
+ * it what the DP buckets hide behind l->compute_s (as a projected run
+ * models it), and the bytes this rank sends per group and collective kind. */
 static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e) {
     comm_link *link = tg_malloc(sizeof *link, "plan link model");
     if (config_link(v, link, e)) {
@@ -46,6 +48,8 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     optim_report rep;
     const int rc = batch_train_step(&io, 1, &rep, e);
     l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
+    const int grad_accum = v->train.global_batch / (l->dp * l->mb);
+    l->hidden = optim_hidden_modeled(o, l->compute_s / grad_accum, l->rc == RECOMPUTE_FULL);
     memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
     memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
     free(window);
@@ -89,14 +93,17 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
     l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
-    return dry_step(&v, &d, l, e);
+    return dry_step(&v, &d, l, e); /* after compute_s: it models the overlap with it */
 }
+
+/* A layout's predicted step: compute and communication, less the overlap. */
+static double predicted_s(const layout *l) { return l->compute_s + l->comm_s - l->hidden.dp_s - l->hidden.gather_s; }
 
 /* Fastest first; among equal predictions, larger micro-batches (kernels run
  * better on them) and then less memory. */
 static int by_time(const void *a, const void *b) {
     const layout *x = a, *y = b;
-    double tx = x->compute_s + x->comm_s, ty = y->compute_s + y->comm_s;
+    double tx = predicted_s(x), ty = predicted_s(y);
     if (fabs(tx - ty) > 1e-9 * (tx + ty)) return (tx > ty) - (tx < ty);
     if (x->mb != y->mb) return y->mb - x->mb;
     return (x->mem.total > y->mem.total) - (x->mem.total < y->mem.total);
@@ -125,7 +132,7 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
                             }
                             ls = grown;
                         }
-                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {{0}}, false};
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, {{0}}, false};
                     }
                 }
     }
@@ -137,9 +144,11 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
  * group and collective, as a train line of log.jsonl names them. */
 static void write_json_line(FILE *json, const layout *l, bool fastest) {
     fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
-                  "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"fastest\":%s",
+                  "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"dp_hidden_ms_modeled\":%.3f,"
+                  "\"zero_gather_hidden_ms_modeled\":%.3f,\"fastest\":%s",
             l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total, l->fits ? "true" : "false",
-            1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s, fastest ? "true" : "false");
+            1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * l->hidden.dp_s, 1e3 * l->hidden.gather_s,
+            fastest ? "true" : "false");
     static const char *const group[2] = {"tp", "dp"};
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < COLL_KINDS; k++)
@@ -164,19 +173,24 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
     fprintf(out, "predicted time: model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) + communication ",
             100 * o->compute_efficiency, peak / 1e12, c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16");
     if (c->interconnect.table[0])
-        fprintf(out, "from the nccl-tests table %s (interconnect.table), no overlap\n", c->interconnect.table);
+        fprintf(out, "from the nccl-tests table %s (interconnect.table)", c->interconnect.table);
     else
-        fprintf(out, "at %g GB/s and %g us per collective (interconnect.*), no overlap\n", c->interconnect.bus_gbps,
-                c->interconnect.latency_us);
-    fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
-            "GiB/device", "bytes", "fits", "step ms", "comm ms");
+        fprintf(out, "at %g GB/s and %g us per collective (interconnect.*)", c->interconnect.bus_gbps, c->interconnect.latency_us);
+    if (c->parallel.dp_bucket_mb > 0)
+        fprintf(out, ",\nless what DP buckets hide behind the backward pass (and ZeRO's gather behind the next forward):"
+                     " modeled, in 'hidden ms'\n");
+    else
+        fprintf(out, ", no overlap (parallel.dp_bucket_mb 0)\n");
+    fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
+            "GiB/device", "bytes", "fits", "step ms", "comm ms", "hidden ms");
     int best = -1;
     for (int i = 0; i < n; i++) {
         const layout *l = &ls[i];
         if (best < 0 && l->fits) best = i;
-        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f%s\n", l->tp, l->dp, l->sp ? "on" : "off",
-                RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total, l->fits ? "yes" : "no",
-                1e3 * (l->compute_s + l->comm_s), 1e3 * l->comm_s, best == i ? "  <- fastest that fits" : "");
+        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f %10.1f%s\n", l->tp, l->dp,
+                l->sp ? "on" : "off", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total,
+                l->fits ? "yes" : "no", 1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * (l->hidden.dp_s + l->hidden.gather_s),
+                best == i ? "  <- fastest that fits" : "");
         if (json) write_json_line(json, l, best == i);
     }
     if (n == 0) fprintf(out, "no layout: %d devices allow no tp dividing n_head (%d) with dp dividing global_batch (%d)\n",

@@ -83,24 +83,17 @@ static size_t mem_peak_bytes(const run *r) {
 }
 
 /* Projected runs: the modeled DP communication that a real group hides
- * behind compute, in ms (zeros for real runs and without buckets): the
- * bucketed reduction behind the last micro-batch's backward pass
- * (dp_buckets.h's model) and ZeRO's staged gather of the weights behind the
- * next step's first forward pass (zero_shards.h's). The passes' lengths are
- * themselves modeled from the step's compute: a backward pass does twice a
- * forward's matrix work, so a micro-batch is 1/3 forward and 2/3 backward
- * (1/4 and 3/4 when full recompute reruns the forward in the backward). */
+ * behind compute, in ms (optim_hidden_modeled); zeros for real runs. */
 typedef struct hidden_ms {
     double dp, gather;
 } hidden_ms;
 
 static hidden_ms projected_hidden_ms(const run *r, double compute_ms) {
     const tg_config *c = &r->cfg;
-    if (!c->parallel.project || !r->opt || !r->opt->overlap) return (hidden_ms){0, 0};
-    const double backward_share = strcmp(c->train.recompute, "full") == 0 ? 0.75 : 2.0 / 3.0;
-    const double micro_batch_s = compute_ms / 1e3 / config_grad_accum(c);
-    return (hidden_ms){dp_buckets_hidden_s(&r->opt->buckets, micro_batch_s * backward_share) * 1e3,
-                       optim_gather_hidden_s(r->opt, micro_batch_s * (1 - backward_share)) * 1e3};
+    if (!c->parallel.project || !r->opt) return (hidden_ms){0, 0};
+    const optim_hidden h = optim_hidden_modeled(r->opt, compute_ms / 1e3 / config_grad_accum(c),
+                                                strcmp(c->train.recompute, "full") == 0);
+    return (hidden_ms){h.dp_s * 1e3, h.gather_s * 1e3};
 }
 
 /* The train line of log.jsonl; `skipped` marks a step whose update was
