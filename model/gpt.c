@@ -1,17 +1,13 @@
 /* Forward and backward passes of one rank's shard, one kernel per line, in
  * Megatron's tensor- and sequence-parallel mapping. Rows: N = B*T tokens;
  * the residual stream holds Ns rows (N/tp under SP, else N). Every TP
- * collective sits in one of four mapping helpers below; at tp = 1 they are
- * no-ops (comm_null of size 1). */
+ * collective of a block sits in one of the mappings of
+ * model/gpt_mappings.h; at tp = 1 they are no-ops (comm_null of size 1). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "model/gpt.h"
-#include "model/gpt_internal.h"
-#include "util/rng.h"
-#include "parallel/mappings.h"
+#include "model/gpt_mappings.h"
 
 /* Element offset of layer `layer`'s tensor of kind k in the flat buffers. */
 static size_t param_offset(const gpt *g, param_kind k, int layer) {
@@ -116,152 +112,6 @@ void gpt_zero_grads(gpt *g) { g->ops->zero(g->ops, g->grads, g->n_alloc * sizeof
 
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0) {
     g->drop = (gpt_dropout){p, seed, token0};
-}
-
-/* ---- dropout sites: masks keyed by (seed, step, layer, site, global token
- * or sequence, global feature or head), so they are the same at every
- * TP/SP/DP layout and in recomputation; the kernels add the step, from
- * backend memory (tg_dropout_stream) ---- */
-
-enum { SITE_EMBEDDING, SITE_ATTENTION, SITE_ATTN_RESIDUAL, SITE_MLP_RESIDUAL };
-
-static uint64_t site_stream(int layer, int site) {
-    return rng_stream_of("dropout") + (uint64_t)(layer + 1) * 4 + (uint64_t)site;
-}
-
-/* A residual-stream site over this rank's rows (row_start: SP's offset). */
-static tg_dropout row_site(const gpt *g, int layer, int site, int row_start) {
-    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, site), g->drop.token0 + (uint64_t)row_start, 0, 0,
-                        &g->stats->in.step};
-}
-
-static tg_dropout attention_site(const gpt *g, int layer, int T) {
-    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, SITE_ATTENTION), g->drop.token0 / (uint64_t)T,
-                        g->d.tp_rank * g->d.NH_local, g->d.NH, &g->stats->in.step};
-}
-
-/* ---- the mappings: every TP collective of a layer is in one of these ---- */
-
-static size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->d.tp : (size_t)N; }
-
-/* This rank's first row of the residual stream in the micro-batch. */
-static int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_rank * (int)rows_local(g, N) : 0; }
-
-/* The two mappings of parallel/mappings.h on this rank's shapes. */
-static void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e) {
-    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, g->ops->act, e);
-}
-
-static int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
-    return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, g->ops->act, e);
-}
-
-/* One LayerNorm of the forward: its output on all rows (gathered under
- * SP), its statistics on this rank's rows, its weights. */
-typedef struct ln_dest {
-    void *out_full;
-    float *mean, *rstd;
-    param_kind w; /* the weight; the bias is the next kind */
-    int layer;
-} ln_dest;
-
-/* The LayerNorm that reads residual slot l: block l's ln_1, or ln_f after
- * the last block. */
-static ln_dest ln_reading_resid(const gpt *g, int l) {
-    gpt_acts *a = g->acts;
-    if (l == g->d.L) return (ln_dest){a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, P_LNF_W, 0};
-    return (ln_dest){act_at(&a->ln1, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), P_LN1_W, l};
-}
-
-static ln_dest ln2_of(const gpt *g, int l) {
-    gpt_acts *a = g->acts;
-    return (ln_dest){act_at(&a->ln2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), P_LN2_W, l};
-}
-
-/* Where a LayerNorm writes this rank's rows: under SP a shard, gathered next. */
-static void *ln_rows(const gpt *g, const ln_dest *ln) { return g->d.sp ? g->acts->ln_shard.base : ln->out_full; }
-
-/* Delivers a LayerNorm's rows as all rows: under SP starts their
- * all-gather and leaves it in flight (acts->ln_gather) for the
- * column-parallel product that reads them (column_product), which is the
- * next thing to read ln->out_full. */
-static int deliver_rows(gpt *g, const ln_dest *ln, void *rows, int N, tg_err *e) {
-    if (g->acts->ln_gather) { /* a product skipped its gather: the model's own bug */
-        fprintf(stderr, "internal error: a LayerNorm's all-gather was started before the last one was used\n");
-        abort();
-    }
-    comm_req *req = NULL;
-    if (!map_gather_rows_start(g->tp, g->d.sp, ln->out_full, rows, rows_local(g, N) * g->d.C, g->ops->act, &req, e)) return -1;
-    g->acts->ln_gather = req;
-    return 0;
-}
-
-/* A column-parallel product over the N rows a LayerNorm delivered: a
- * linear layer (out = x w + bias) or the vocab-parallel LM head (bias
- * NULL, w the embedding). */
-typedef struct col_product {
-    const void *w, *bias;
-    int OC;
-    bool lmhead;
-    size_t out_elem; /* bytes of an element of out */
-} col_product;
-
-static void product_rows(gpt *g, const col_product *p, void *out, const void *x, int rows) {
-    if (p->lmhead) g->ops->lmhead_forward(g->ops, out, x, p->w, rows, g->d.C, p->OC);
-    else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
-}
-
-/* p over ln's rows. While their all-gather is in flight (SP) this rank's
- * rows go first, from the LayerNorm's own output, which the gather only
- * reads; the other ranks' rows follow once it is done. So the gather runs
- * beside a 1/tp share of the product, the overlap the dependency allows
- * without splitting the gather itself. Rows are independent, so the split
- * changes no result. */
-static int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
-    comm_req *req = g->acts->ln_gather;
-    g->acts->ln_gather = NULL;
-    if (!req) {
-        product_rows(g, p, out, ln->out_full, N);
-        return 0;
-    }
-    const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
-    const size_t out_row = (size_t)p->OC * p->out_elem, x_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
-    product_rows(g, p, (char *)out + (size_t)r * n * out_row, ln_rows(g, ln), n);
-    if (comm_wait(req, e)) return -1;
-    if (r > 0) product_rows(g, p, out, ln->out_full, r * n);
-    if (rest > 0)
-        product_rows(g, p, (char *)out + (size_t)(r + 1) * n * out_row, (const char *)ln->out_full + (size_t)(r + 1) * n * x_row,
-                     rest * n);
-    return 0;
-}
-
-/* LayerNorm of the residual rows `in`, delivered as all rows for the next
- * column-parallel product. */
-static int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
-    void *out = ln_rows(g, ln);
-    g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
-                              gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
-    return deliver_rows(g, ln, out, N, e);
-}
-
-/* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
- * residual connection (the bias added once, after the reduction), and the
- * LayerNorm ln that reads out, in the same op (out is not read back),
- * delivered as layernorm_to_full does. */
-static int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N,
-                        int K, tg_err *e) {
-    const tg_ops *o = g->ops;
-    void *partial = g->acts->proj.base;
-    o->matmul_forward(o, partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
-    void *sum = g->d.sp ? out : partial;
-    if (reduce_rows(g, sum, partial, N, e)) return -1;
-    const void *bias = gpt_param(g, (param_kind)(w + 1), l);
-    const int rows = (int)rows_local(g, N), site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
-    const tg_dropout drop = row_site(g, l, site, row_start_of(g, N));
-    void *ln_out = ln_rows(g, ln);
-    o->bias_residual_layernorm(o, out, ln_out, ln->mean, ln->rstd, sum, bias, res, gpt_param(g, ln->w, ln->layer),
-                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), rows, g->d.C, drop);
-    return deliver_rows(g, ln, ln_out, N, e);
 }
 
 /* ---- forward ---- */
@@ -400,75 +250,6 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
         g->ops->gelu_forward(g->ops, act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
     }
     return 0;
-}
-
-/* Backward of a column-parallel matmul's input gradient (all rows) into the
- * residual rows' LayerNorm: reduce over TP, then LayerNorm backward, which
- * accumulates into dres. */
-/* The backward of LayerNorm ln of this rank's residual rows ln_in, from
- * dln (their gradient, summed over TP); dres accumulates. */
-static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, const void *dln, int N) {
-    g->ops->layernorm_backward(g->ops, g->acts->dres.base, gpt_grad(g, ln->w, ln->layer),
-                               gpt_grad(g, (param_kind)(ln->w + 1), ln->layer), dln, ln_in, gpt_param(g, ln->w, ln->layer),
-                               ln->mean, ln->rstd, (int)rows_local(g, N), g->d.C);
-}
-
-/* This rank's rows of dln_full (all rows' partial gradient), summed over TP. */
-static void *dln_rows(const gpt *g) { return g->d.sp ? g->acts->dln.base : g->acts->dln_full.base; }
-
-/* The residual rows' LayerNorm backward from the gradient of its output on
- * all rows in dln_full, summed over TP first. */
-static int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e) {
-    if (reduce_rows(g, dln_rows(g), g->acts->dln_full.base, N, e)) return -1;
-    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
-    return 0;
-}
-
-/* Backward of a column-parallel layer (weight w, and its bias when
- * has_bias) reading LayerNorm ln of residual rows ln_in: the input gradient
- * on all rows first, then its TP reduction beside the layer's weight (and
- * bias) gradients, which leave the reduction's buffers alone (on a GPU the
- * communicator's stream runs it while the products run), then the
- * LayerNorm's backward. */
-static int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
-                                    const void *ln_in, int N, tg_err *e) {
-    const tg_ops *o = g->ops;
-    gpt_acts *a = g->acts;
-    const int C = g->d.C;
-    const void *weight = gpt_param(g, w, l);
-    o->matmul_backward(o, a->dln_full.base, NULL, NULL, dout, ln->out_full, weight, N, C, OC);
-    comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
-    if (!r) return -1;
-    float *dbias = has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
-    o->matmul_backward(o, NULL, gpt_grad(g, w, l), dbias, dout, ln->out_full, weight, N, C, OC);
-    if (comm_wait(r, e)) return -1;
-    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
-    return 0;
-}
-
-/* The gradient of the residual rows through a dropout site's mask (the
- * rows themselves without dropout). */
-static void *through_dropout(gpt *g, tg_dropout drop, int N) {
-    gpt_acts *a = g->acts;
-    if (drop.p <= 0) return a->dres.base;
-    g->ops->dropout(g->ops, a->ddrop.base, a->dres.base, (int)rows_local(g, N), g->d.C, drop);
-    return a->ddrop.base;
-}
-
-/* Backward of row_parallel up to its matmul: the gradient through the
- * branch's dropout, then the gradient of the matmul's output on all rows
- * (gathered under SP), which it returns (NULL on a failed collective), with
- * the bias gradient from the residual rows computed beside the all-gather
- * (both only read them). */
-static const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e) {
-    const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
-    void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
-    comm_req *gather;
-    void *dout = map_gather_rows_start(g->tp, g->d.sp, g->acts->dres_full.base, dbranch, rows_local(g, N) * g->d.C,
-                                       g->ops->act, &gather, e);
-    if (!dout) return NULL;
-    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
-    return gather && comm_wait(gather, e) ? NULL : dout;
 }
 
 static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {

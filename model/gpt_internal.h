@@ -3,6 +3,7 @@
 #define MODEL_GPT_INTERNAL_H
 
 #include "model/gpt.h"
+#include "util/rng.h"
 
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ZERO, INIT_ONE } init_kind;
 
@@ -68,5 +69,27 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, ac
 size_t gpt_layout_params(gpt *g);
 /* Bytes of one buffer, rounded up to 64 as the arena lays it out. */
 size_t gpt_act_bytes(const act_buf *b);
+
+/* Dropout sites: masks keyed by (seed, step, layer, site, global token
+ * or sequence, global feature or head), so they are the same at every
+ * TP/SP/DP layout and in recomputation; the kernels add the step, from
+ * backend memory (tg_dropout_stream). */
+
+enum { SITE_EMBEDDING, SITE_ATTENTION, SITE_ATTN_RESIDUAL, SITE_MLP_RESIDUAL };
+
+static inline uint64_t site_stream(int layer, int site) {
+    return rng_stream_of("dropout") + (uint64_t)(layer + 1) * 4 + (uint64_t)site;
+}
+
+/* A residual-stream site over this rank's rows (row_start: SP's offset). */
+static inline tg_dropout row_site(const gpt *g, int layer, int site, int row_start) {
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, site), g->drop.token0 + (uint64_t)row_start, 0, 0,
+                        &g->stats->in.step};
+}
+
+static inline tg_dropout attention_site(const gpt *g, int layer, int T) {
+    return (tg_dropout){g->drop.p, g->drop.seed, site_stream(layer, SITE_ATTENTION), g->drop.token0 / (uint64_t)T,
+                        g->d.tp_rank * g->d.NH_local, g->d.NH, &g->stats->in.step};
+}
 
 #endif

@@ -1,0 +1,142 @@
+/* The TP/SP mappings of model/gpt_mappings.h: where a layer's collectives
+ * start, what runs beside them, and where they are waited for. */
+#include "model/gpt_mappings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "parallel/mappings.h"
+
+void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e) {
+    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, g->ops->act, e);
+}
+
+int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
+    return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, g->ops->act, e);
+}
+
+ln_dest ln_reading_resid(const gpt *g, int l) {
+    gpt_acts *a = g->acts;
+    if (l == g->d.L) return (ln_dest){a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, P_LNF_W, 0};
+    return (ln_dest){act_at(&a->ln1, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), P_LN1_W, l};
+}
+
+ln_dest ln2_of(const gpt *g, int l) {
+    gpt_acts *a = g->acts;
+    return (ln_dest){act_at(&a->ln2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), P_LN2_W, l};
+}
+
+/* Where a LayerNorm writes this rank's rows: under SP a shard, gathered next. */
+static void *ln_rows(const gpt *g, const ln_dest *ln) { return g->d.sp ? g->acts->ln_shard.base : ln->out_full; }
+
+/* Delivers a LayerNorm's rows as all rows: under SP starts their
+ * all-gather and leaves it in flight (acts->ln_gather) for the
+ * column-parallel product that reads them (column_product), which is the
+ * next thing to read ln->out_full. */
+static int deliver_rows(gpt *g, const ln_dest *ln, void *rows, int N, tg_err *e) {
+    if (g->acts->ln_gather) { /* a product skipped its gather: the model's own bug */
+        fprintf(stderr, "internal error: a LayerNorm's all-gather was started before the last one was used\n");
+        abort();
+    }
+    comm_req *req = NULL;
+    if (!map_gather_rows_start(g->tp, g->d.sp, ln->out_full, rows, rows_local(g, N) * g->d.C, g->ops->act, &req, e)) return -1;
+    g->acts->ln_gather = req;
+    return 0;
+}
+
+static void product_rows(gpt *g, const col_product *p, void *out, const void *x, int rows) {
+    if (p->lmhead) g->ops->lmhead_forward(g->ops, out, x, p->w, rows, g->d.C, p->OC);
+    else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
+}
+
+int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
+    comm_req *req = g->acts->ln_gather;
+    g->acts->ln_gather = NULL;
+    if (!req) {
+        product_rows(g, p, out, ln->out_full, N);
+        return 0;
+    }
+    const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
+    const size_t out_row = (size_t)p->OC * p->out_elem, x_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
+    product_rows(g, p, (char *)out + (size_t)r * n * out_row, ln_rows(g, ln), n);
+    if (comm_wait(req, e)) return -1;
+    if (r > 0) product_rows(g, p, out, ln->out_full, r * n);
+    if (rest > 0)
+        product_rows(g, p, (char *)out + (size_t)(r + 1) * n * out_row, (const char *)ln->out_full + (size_t)(r + 1) * n * x_row,
+                     rest * n);
+    return 0;
+}
+
+int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
+    void *out = ln_rows(g, ln);
+    g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
+                              gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
+    return deliver_rows(g, ln, out, N, e);
+}
+
+int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N, int K,
+                 tg_err *e) {
+    const tg_ops *o = g->ops;
+    void *partial = g->acts->proj.base;
+    o->matmul_forward(o, partial, inp, gpt_param(g, w, l), NULL, N, K, g->d.C);
+    void *sum = g->d.sp ? out : partial;
+    if (reduce_rows(g, sum, partial, N, e)) return -1;
+    const void *bias = gpt_param(g, (param_kind)(w + 1), l);
+    const int rows = (int)rows_local(g, N), site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
+    const tg_dropout drop = row_site(g, l, site, row_start_of(g, N));
+    void *ln_out = ln_rows(g, ln);
+    o->bias_residual_layernorm(o, out, ln_out, ln->mean, ln->rstd, sum, bias, res, gpt_param(g, ln->w, ln->layer),
+                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), rows, g->d.C, drop);
+    return deliver_rows(g, ln, ln_out, N, e);
+}
+
+/* The backward of LayerNorm ln of this rank's residual rows ln_in, from
+ * dln (their gradient, summed over TP); dres accumulates. */
+static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, const void *dln, int N) {
+    g->ops->layernorm_backward(g->ops, g->acts->dres.base, gpt_grad(g, ln->w, ln->layer),
+                               gpt_grad(g, (param_kind)(ln->w + 1), ln->layer), dln, ln_in, gpt_param(g, ln->w, ln->layer),
+                               ln->mean, ln->rstd, (int)rows_local(g, N), g->d.C);
+}
+
+/* This rank's rows of dln_full (all rows' partial gradient), summed over TP. */
+static void *dln_rows(const gpt *g) { return g->d.sp ? g->acts->dln.base : g->acts->dln_full.base; }
+
+int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e) {
+    if (reduce_rows(g, dln_rows(g), g->acts->dln_full.base, N, e)) return -1;
+    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
+    return 0;
+}
+
+int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
+                             const void *ln_in, int N, tg_err *e) {
+    const tg_ops *o = g->ops;
+    gpt_acts *a = g->acts;
+    const int C = g->d.C;
+    const void *weight = gpt_param(g, w, l);
+    o->matmul_backward(o, a->dln_full.base, NULL, NULL, dout, ln->out_full, weight, N, C, OC);
+    comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
+    if (!r) return -1;
+    float *dbias = has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
+    o->matmul_backward(o, NULL, gpt_grad(g, w, l), dbias, dout, ln->out_full, weight, N, C, OC);
+    if (comm_wait(r, e)) return -1;
+    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
+    return 0;
+}
+
+void *through_dropout(gpt *g, tg_dropout drop, int N) {
+    gpt_acts *a = g->acts;
+    if (drop.p <= 0) return a->dres.base;
+    g->ops->dropout(g->ops, a->ddrop.base, a->dres.base, (int)rows_local(g, N), g->d.C, drop);
+    return a->ddrop.base;
+}
+
+const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e) {
+    const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
+    void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
+    comm_req *gather;
+    void *dout = map_gather_rows_start(g->tp, g->d.sp, g->acts->dres_full.base, dbranch, rows_local(g, N) * g->d.C,
+                                       g->ops->act, &gather, e);
+    if (!dout) return NULL;
+    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
+    return gather && comm_wait(gather, e) ? NULL : dout;
+}

@@ -1,0 +1,90 @@
+/* The tensor- and sequence-parallel mappings of a block's products and
+ * LayerNorms, in Megatron's layout (model/gpt_mappings.c): every TP
+ * collective of a layer, forward and backward, is in one of these; at
+ * tp = 1 they are no-ops (comm_null of size 1). Rows: N = B*T tokens; the
+ * residual stream holds N/tp rows under SP, else N. Shared between the
+ * files of model/gpt*: not for other modules. */
+#ifndef MODEL_GPT_MAPPINGS_H
+#define MODEL_GPT_MAPPINGS_H
+
+#include "model/gpt_internal.h"
+
+/* This rank's rows of the residual stream: N / tp under SP, else N. */
+static inline size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)N / g->d.tp : (size_t)N; }
+
+/* This rank's first row of the residual stream in the micro-batch. */
+static inline int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_rank * (int)rows_local(g, N) : 0; }
+
+/* The two mappings of parallel/mappings.h on this rank's shapes. */
+void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e);
+int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e);
+
+/* One LayerNorm of the forward: its output on all rows (gathered under
+ * SP), its statistics on this rank's rows, its weights. */
+typedef struct ln_dest {
+    void *out_full;
+    float *mean, *rstd;
+    param_kind w; /* the weight; the bias is the next kind */
+    int layer;
+} ln_dest;
+
+/* The LayerNorm that reads residual slot l: block l's ln_1, or ln_f after
+ * the last block. */
+ln_dest ln_reading_resid(const gpt *g, int l);
+/* Block l's ln_2. */
+ln_dest ln2_of(const gpt *g, int l);
+
+/* A column-parallel product over the N rows a LayerNorm delivered: a
+ * linear layer (out = x w + bias) or the vocab-parallel LM head (bias
+ * NULL, w the embedding). */
+typedef struct col_product {
+    const void *w, *bias;
+    int OC;
+    bool lmhead;
+    size_t out_elem; /* bytes of an element of out */
+} col_product;
+
+/* p over ln's rows. While their all-gather is in flight (SP) this rank's
+ * rows go first, from the LayerNorm's own output, which the gather only
+ * reads; the other ranks' rows follow once it is done. So the gather runs
+ * beside a 1/tp share of the product, the overlap the dependency allows
+ * without splitting the gather itself. Rows are independent, so the split
+ * changes no result. */
+int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e);
+
+/* LayerNorm of the residual rows `in`, delivered as all rows for the next
+ * column-parallel product. */
+int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e);
+
+/* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
+ * residual connection (the bias added once, after the reduction), and the
+ * LayerNorm ln that reads out, in the same op (out is not read back),
+ * delivered as layernorm_to_full does. */
+int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N, int K,
+                 tg_err *e);
+
+/* The residual rows' LayerNorm backward from the gradient of its output on
+ * all rows in dln_full, summed over TP first. */
+int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e);
+
+/* Backward of a column-parallel layer (weight w, and its bias when
+ * has_bias) reading LayerNorm ln of residual rows ln_in: the input gradient
+ * on all rows first, then its TP reduction beside the layer's weight (and
+ * bias) gradients, which leave the reduction's buffers alone (on a GPU the
+ * communicator's stream runs it while the products run), then the
+ * LayerNorm's backward. */
+int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
+                             const void *ln_in, int N, tg_err *e);
+
+/* The gradient of the residual rows through a dropout site's mask (the
+ * rows themselves without dropout). */
+void *through_dropout(gpt *g, tg_dropout drop, int N);
+
+/* Backward of row_parallel up to its matmul: the gradient through the
+ * branch's dropout, then the gradient of the matmul's output on all rows
+ * (gathered under SP), which it returns (NULL on a failed collective), with
+ * the bias gradient from the residual rows computed beside the all-gather
+ * (both only read them). */
+const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e);
+
+#endif
