@@ -294,25 +294,32 @@ struct tg_ops {
     void (*position_forward)(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
     void (*position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
 
-    /* Vocab-parallel cross-entropy in three passes, so that a TP group can
-     * combine the per-row statistics between them. Columns >= n_real of this
+    /* Vocab-parallel cross-entropy in two passes over the logits, so that a
+     * TP group can combine the per-row statistics between them (Megatron's
+     * two all-reduces: the max, then the sums). Columns >= n_real of this
      * rank's V columns are padding and never get probability. Statistics
      * are float32, computed in float32 from the logits.
-     * 1) rowmax[N] = max over this rank's real logits. */
-    void (*xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real);
-    /* 2) stats[2N] = (sum exp(logit - rowmax), target logit or 0 when the
-     *    target is not among this rank's columns [vocab_start, +V)). */
-    void (*xent_stats)(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
-                       int n_real, int vocab_start);
-    /* 3) losses[N] = log(sumexp) + rowmax - target logit; the logits are
-     *    overwritten by their gradient (softmax - onehot) * dloss. */
+     * 1) One read of this rank's logits: rowmax[N] and local_max[N] both =
+     *    the max over its real logits (-inf for none; rowmax is the copy the
+     *    group reduces to the global max); stats[2N] = (sum exp(logit -
+     *    local_max), target logit or 0 when the target is not among this
+     *    rank's columns [vocab_start, +V)). */
+    void (*xent_partial)(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
+                         int N, int V, int n_real, int vocab_start);
+    /* 2) After the max's reduction, no read of the logits: each row's sum
+     *    rescaled from its local max to rowmax (stats[2n] *= exp(local_max -
+     *    rowmax)), ready for the group's sum. */
+    void (*xent_rescale)(tg_o o, float *stats, const float *local_max, const float *rowmax, int N);
+    /* 3) The second read: losses[N] = log(sumexp) + rowmax - target logit;
+     *    the logits are overwritten by their gradient (softmax - onehot) *
+     *    dloss. */
     void (*xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                         int N, int V, int n_real, int vocab_start, float dloss);
 
-    /* All three passes at once where one rank holds the whole vocabulary
-     * (TP = 1, vocab_start 0): the losses and the logits' gradient as
-     * xent_rowmax, xent_stats and xent_finish give them, from one read of
-     * the logits for the statistics (a running max and sum) and one for the
+    /* All three at once where one rank holds the whole vocabulary (TP = 1,
+     * vocab_start 0): the losses and the logits' gradient as xent_partial,
+     * xent_rescale (by 1) and xent_finish give them, from one read of the
+     * logits for the statistics (a running max and sum) and one for the
      * gradient. */
     void (*xent_fused)(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
 

@@ -92,12 +92,13 @@ static void position_forward(tg_o o, void *out, const void *wpe, int row_start, 
 static void position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
     (void)o; (void)dwpe; (void)dout; (void)row_start; (void)N; (void)T; (void)C;
 }
-static void xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
-    (void)o; (void)rowmax; (void)logits; (void)N; (void)V; (void)n_real;
+static void xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
+                         int N, int V, int n_real, int vocab_start) {
+    (void)o; (void)rowmax; (void)local_max; (void)stats; (void)logits; (void)targets; (void)N; (void)V; (void)n_real;
+    (void)vocab_start;
 }
-static void xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
-                       int n_real, int vocab_start) {
-    (void)o; (void)stats; (void)logits; (void)rowmax; (void)targets; (void)N; (void)V; (void)n_real; (void)vocab_start;
+static void xent_rescale(tg_o o, float *stats, const float *local_max, const float *rowmax, int N) {
+    (void)o; (void)stats; (void)local_max; (void)rowmax; (void)N;
 }
 static void xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                         int N, int V, int n_real, int vocab_start, float dloss) {
@@ -137,8 +138,8 @@ tg_ops *ops_null_create(tg_dtype act) {
         .attention_forward = attention_forward, .attention_backward = attention_backward,
         .gelu_forward = gelu_forward, .gelu_backward = gelu_backward, .bias_residual_add = bias_residual_add,
         .bias_residual_layernorm = bias_residual_layernorm, .dropout = dropout, .bias_backward = bias_backward,
-        .position_forward = position_forward, .position_backward = position_backward, .xent_rowmax = xent_rowmax,
-        .xent_stats = xent_stats, .xent_finish = xent_finish, .xent_fused = xent_fused, .loss_accumulate = loss_accumulate,
+        .position_forward = position_forward, .position_backward = position_backward, .xent_partial = xent_partial,
+        .xent_rescale = xent_rescale, .xent_finish = xent_finish, .xent_fused = xent_fused, .loss_accumulate = loss_accumulate,
         .loss_finish = loss_finish, .grad_sumsq = grad_sumsq, .grad_clip_factor = grad_clip_factor, .adamw = adamw,
     };
     return o;

@@ -66,11 +66,12 @@
       (out, wpe, row_start, N, T, C))                                                                                      \
     X(position_backward, (tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C),                      \
       (dwpe, dout, row_start, N, T, C))                                                                                    \
-    X(xent_rowmax, (tg_o o, float *rowmax, const void *logits, int N, int V, int n_real), (rowmax, logits, N, V, n_real))  \
-    X(xent_stats,                                                                                                          \
-      (tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V, int n_real,    \
-       int vocab_start),                                                                                                   \
-      (stats, logits, rowmax, targets, N, V, n_real, vocab_start))                                                         \
+    X(xent_partial,                                                                                                        \
+      (tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets, int N, int V,    \
+       int n_real, int vocab_start),                                                                                       \
+      (rowmax, local_max, stats, logits, targets, N, V, n_real, vocab_start))                                              \
+    X(xent_rescale, (tg_o o, float *stats, const float *local_max, const float *rowmax, int N),                            \
+      (stats, local_max, rowmax, N))                                                                                       \
     X(xent_finish,                                                                                                         \
       (tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets, int N, int V, \
        int n_real, int vocab_start, float dloss),                                                                          \

@@ -157,7 +157,9 @@ static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e
 
 /* The cross-entropy: at TP = 1 one fused op; else the vocab-parallel
  * passes with the TP reductions of Megatron between them (max, then
- * sum-exp and target logit together). */
+ * sum-exp and target logit together): two reads of the logits, the first
+ * for every statistic (each sum relative to the rank's own max, rescaled
+ * to the group's between the reductions), the second for the gradient. */
 static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
@@ -168,9 +170,12 @@ static int cross_entropy(gpt *g, int N, float dloss, tg_err *e) {
     if (g->tp->size == 1) {
         o->xent_fused(o, a->losses.base, a->logits.base, targets, N, d->V_local, n_real, dloss);
     } else {
-        o->xent_rowmax(o, a->rowmax.base, a->logits.base, N, d->V_local, n_real);
+        /* The losses are free until xent_finish: they hold each row's local max meanwhile. */
+        float *local_max = a->losses.base;
+        o->xent_partial(o, a->rowmax.base, local_max, a->xstats.base, a->logits.base, targets, N, d->V_local, n_real,
+                        d->vocab_start);
         if (comm_all_reduce(g->tp, a->rowmax.base, (size_t)N, REDUCE_MAX, e)) return -1;
-        o->xent_stats(o, a->xstats.base, a->logits.base, a->rowmax.base, targets, N, d->V_local, n_real, d->vocab_start);
+        o->xent_rescale(o, a->xstats.base, local_max, a->rowmax.base, N);
         if (comm_all_reduce(g->tp, a->xstats.base, 2 * (size_t)N, REDUCE_SUM, e)) return -1;
         o->xent_finish(o, a->losses.base, a->logits.base, a->rowmax.base, a->xstats.base, targets, N, d->V_local, n_real,
                        d->vocab_start, dloss);

@@ -45,9 +45,9 @@ void CPU_KERNEL(dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dro
 void CPU_KERNEL(bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C);
 void CPU_KERNEL(position_forward)(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
 void CPU_KERNEL(position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
-void CPU_KERNEL(xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real);
-void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N,
-                            int V, int n_real, int vocab_start);
+void CPU_KERNEL(xent_partial)(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits,
+                              const int32_t *targets, int N, int V, int n_real, int vocab_start);
+void CPU_KERNEL(xent_rescale)(tg_o o, float *stats, const float *local_max, const float *rowmax, int N);
 void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,
                              const int32_t *targets, int N, int V, int n_real, int vocab_start, float dloss);
 void CPU_KERNEL(xent_fused)(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real,

@@ -1,6 +1,8 @@
-/* Vocab-parallel softmax cross-entropy in three passes, and the three at
- * once for one rank (see kernels/ops.h). Each pass is a function of one
- * row, so the fused op is the same arithmetic, row by row. */
+/* Vocab-parallel softmax cross-entropy in passes (the statistics, their
+ * rescaling to the group's max, the losses and gradient), and all at once
+ * for one rank (see kernels/ops.h). Each pass is a function of one row, so
+ * the fused op is the same arithmetic, row by row (its rescaling is by
+ * exp(0) = 1). */
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
@@ -30,18 +32,21 @@ static float row_finish(act_t *l, float m, const float stats[2], int V, int n_re
     return logf(sum) + m - stats[1];
 }
 
-void CPU_KERNEL(xent_rowmax)(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
+void CPU_KERNEL(xent_partial)(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits,
+                              const int32_t *targets, int N, int V, int n_real, int vocab_start) {
     (void)o;
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) rowmax[n] = row_max((const act_t *)logits + (size_t)n * V, n_real);
+    for (int n = 0; n < N; n++) {
+        const act_t *l = (const act_t *)logits + (size_t)n * V;
+        rowmax[n] = local_max[n] = row_max(l, n_real);
+        row_stats(stats + 2 * n, l, local_max[n], n_real, targets[n] - vocab_start);
+    }
 }
 
-void CPU_KERNEL(xent_stats)(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N,
-                            int V, int n_real, int vocab_start) {
+void CPU_KERNEL(xent_rescale)(tg_o o, float *stats, const float *local_max, const float *rowmax, int N) {
     (void)o;
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        row_stats(stats + 2 * n, (const act_t *)logits + (size_t)n * V, rowmax[n], n_real, targets[n] - vocab_start);
+    for (int n = 0; n < N; n++) /* a rank without real columns has the sum 0 (and a max of -inf) */
+        if (stats[2 * n] > 0.0f) stats[2 * n] *= expf(local_max[n] - rowmax[n]);
 }
 
 void CPU_KERNEL(xent_finish)(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats,

@@ -13,7 +13,7 @@
  *   lt_plan.cu    the cuBLASLt products under matmul.cu, their plans kept per shape (lt_plan.h)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
- *   xent.cu       xent_rowmax, xent_stats, xent_finish, xent_fused
+ *   xent.cu       xent_partial, xent_rescale, xent_finish, xent_fused
  *   graph.cu      graph_capture_begin/end, graph_launch (host code: the step as a CUDA graph) */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
@@ -74,9 +74,9 @@ void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int 
 void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                              int T, int NH, int HS, tg_dropout drop);
 
-void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real);
-void cuda_xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
-                     int n_real, int vocab_start);
+void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
+                       int N, int V, int n_real, int vocab_start);
+void cuda_xent_rescale(tg_o o, float *stats, const float *local_max, const float *rowmax, int N);
 void cuda_xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                       int N, int V, int n_real, int vocab_start, float dloss);
 

@@ -1,9 +1,11 @@
-/* Vocab-parallel softmax cross-entropy in three passes, as kernels/cpu/xent.c
- * (see kernels/ops.h): rowmax, then (sum of exponentials, target logit), then
- * the losses and the logits' gradient written over the logits; and at TP = 1
- * the fused form: each thread keeps a running max and a sum rescaled to it
- * over its columns (16-byte packs where the row allows), the block combines
- * them, and a second read writes the gradient.
+/* Vocab-parallel softmax cross-entropy, as kernels/cpu/xent.c (see
+ * kernels/ops.h): under TP one read of the logits for the row statistics
+ * (each thread keeps a running max and a sum rescaled to it over its
+ * columns, 16-byte packs where the row allows, and the block combines
+ * them), a small kernel that rescales the sums to the group's max between
+ * the two all-reduces, and a second read that writes the losses and the
+ * logits' gradient over the logits; at TP = 1 the fused form, the same
+ * statistics and gradient in one launch.
  * One block per row; each thread walks the row's columns with stride
  * blockDim.x, then the block combines the threads' partials in a fixed
  * order (warp butterflies, then over the warps), so results are
@@ -25,55 +27,6 @@ using tg_reduce::max_op;
 using tg_reduce::sum_op;
 
 
-/* rowmax[n] = max over the real logits of row n (-inf when n_real is 0). */
-template <typename E>
-__global__ void rowmax_kernel(float *rowmax, const E *logits, int V, int n_real) {
-    const E *l = logits + (size_t)blockIdx.x * V;
-    float m = -INFINITY;
-    for (int v = threadIdx.x; v < n_real; v += blockDim.x) m = fmaxf(m, tg_load(l, v));
-    m = block_reduce(m, max_op(), -INFINITY);
-    if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
-}
-
-/* stats[2n] = sum over real logits of exp(logit - rowmax[n]);
- * stats[2n + 1] = the target's logit, or 0 when it is not a real column here. */
-template <typename E>
-__global__ void stats_kernel(float *stats, const E *logits, const float *rowmax, const int32_t *targets, int V, int n_real,
-                             int vocab_start) {
-    const int n = blockIdx.x;
-    const E *l = logits + (size_t)n * V;
-    const float m = rowmax[n];
-    float sum = 0.0f;
-    for (int v = threadIdx.x; v < n_real; v += blockDim.x) sum += expf(tg_load(l, v) - m);
-    sum = block_reduce(sum, sum_op(), 0.0f);
-    if (threadIdx.x == 0) {
-        const int local = targets[n] - vocab_start;
-        stats[2 * (size_t)n] = sum;
-        stats[2 * (size_t)n + 1] = (local >= 0 && local < n_real) ? tg_load(l, local) : 0.0f;
-    }
-}
-
-/* losses[n] = log(sum) + rowmax - target logit; the row's logits become
- * (softmax - onehot) * dloss, padding columns 0. Each thread reads and then
- * overwrites only its own columns. */
-template <typename E>
-__global__ void finish_kernel(float *losses, E *logits, const float *rowmax, const float *stats, const int32_t *targets, int V,
-                              int n_real, int vocab_start, float dloss) {
-    const int n = blockIdx.x;
-    E *l = logits + (size_t)n * V;
-    const float m = rowmax[n], sum = stats[2 * (size_t)n], inv = 1.0f / sum;
-    const int local = targets[n] - vocab_start;
-    if (threadIdx.x == 0) losses[n] = logf(sum) + m - stats[2 * (size_t)n + 1];
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float grad = 0.0f;
-        if (v < n_real) {
-            const float p = expf(tg_load(l, v) - m) * inv;
-            grad = (p - (v == local ? 1.0f : 0.0f)) * dloss;
-        }
-        tg_store(l, v, grad);
-    }
-}
-
 /* Adds logit x to a running (max m, sum s of exp(. - m)). */
 __device__ __forceinline__ void online_add(float &m, float &s, float x) {
     if (x > m) {
@@ -84,14 +37,13 @@ __device__ __forceinline__ void online_add(float &m, float &s, float x) {
     }
 }
 
-/* The fused cross-entropy of row blockIdx.x (TP = 1). Rows are packed when
+/* Row l's (max, sum of exp(logit - max)) over its real columns, combined
+ * over the block (-inf and 0 without real columns). Rows are packed when
  * `packed` (V a multiple of the pack, logits 16-byte aligned), in which
  * case padding columns are handled element by element inside the packs. */
 template <typename E>
-__global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, int V, int n_real, float dloss, bool packed) {
+__device__ void row_statistics(const E *l, int n_real, bool packed, float &row_max, float &sum) {
     constexpr int P = vec_pack<E>::N;
-    const int n = blockIdx.x;
-    E *l = logits + (size_t)n * V;
     float m = -INFINITY, s = 0.0f;
     if (packed) {
         for (int k = threadIdx.x; k * P < n_real; k += blockDim.x) {
@@ -103,12 +55,41 @@ __global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, i
     } else {
         for (int v = threadIdx.x; v < n_real; v += blockDim.x) online_add(m, s, tg_load(l, v));
     }
-    const float row_max = block_reduce(m, max_op(), -INFINITY);
-    const float sum = block_reduce(m == -INFINITY ? 0.0f : s * expf(m - row_max), sum_op(), 0.0f);
-    const int target = targets[n];
-    const float target_logit = target >= 0 && target < n_real ? tg_load(l, target) : 0.0f;
-    __syncthreads(); /* every thread has read the target's logit before any overwrites it */
-    if (threadIdx.x == 0) losses[n] = logf(sum) + row_max - target_logit;
+    row_max = block_reduce(m, max_op(), -INFINITY);
+    sum = block_reduce(m == -INFINITY ? 0.0f : s * expf(m - row_max), sum_op(), 0.0f);
+}
+
+/* The first pass under TP, row blockIdx.x: its statistics over this rank's
+ * columns, and the target's logit where this rank holds it. */
+template <typename E>
+__global__ void partial_kernel(float *rowmax, float *local_max, float *stats, const E *logits, const int32_t *targets, int V,
+                               int n_real, int vocab_start, bool packed) {
+    const int n = blockIdx.x;
+    const E *l = logits + (size_t)n * V;
+    float m, sum;
+    row_statistics(l, n_real, packed, m, sum);
+    if (threadIdx.x == 0) {
+        const int local = targets[n] - vocab_start;
+        rowmax[n] = local_max[n] = m;
+        stats[2 * (size_t)n] = sum;
+        stats[2 * (size_t)n + 1] = (local >= 0 && local < n_real) ? tg_load(l, local) : 0.0f;
+    }
+}
+
+/* Each row's sum from its local max to the group's (a rank without real
+ * columns keeps its 0). */
+__global__ void rescale_kernel(float *stats, const float *local_max, const float *rowmax, int N) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < N && stats[2 * (size_t)n] > 0.0f) stats[2 * (size_t)n] *= expf(local_max[n] - rowmax[n]);
+}
+
+/* Row l's logits overwritten by their gradient (softmax - onehot at
+ * column `target`, which may lie outside this rank's columns) * dloss,
+ * padding columns 0; packed as row_statistics reads. Each thread reads and
+ * then overwrites only its own columns. */
+template <typename E>
+__device__ void write_gradient(E *l, int V, int n_real, int target, float row_max, float sum, float dloss, bool packed) {
+    constexpr int P = vec_pack<E>::N;
     const float inv = 1.0f / sum;
     if (packed) {
         for (int k = threadIdx.x; k * P < V; k += blockDim.x) {
@@ -131,6 +112,31 @@ __global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, i
     }
 }
 
+/* The last pass under TP, row blockIdx.x: the loss from the group's max
+ * and sums, and the gradient over the logits. */
+template <typename E>
+__global__ void finish_kernel(float *losses, E *logits, const float *rowmax, const float *stats, const int32_t *targets, int V,
+                              int n_real, int vocab_start, float dloss, bool packed) {
+    const int n = blockIdx.x;
+    const float m = rowmax[n], sum = stats[2 * (size_t)n];
+    if (threadIdx.x == 0) losses[n] = logf(sum) + m - stats[2 * (size_t)n + 1];
+    write_gradient(logits + (size_t)n * V, V, n_real, targets[n] - vocab_start, m, sum, dloss, packed);
+}
+
+/* The fused cross-entropy of row blockIdx.x (TP = 1). */
+template <typename E>
+__global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, int V, int n_real, float dloss, bool packed) {
+    const int n = blockIdx.x;
+    E *l = logits + (size_t)n * V;
+    float row_max, sum;
+    row_statistics<E>(l, n_real, packed, row_max, sum);
+    const int target = targets[n];
+    const float target_logit = target >= 0 && target < n_real ? tg_load(l, target) : 0.0f;
+    __syncthreads(); /* every thread has read the target's logit before any overwrites it */
+    if (threadIdx.x == 0) losses[n] = logf(sum) + row_max - target_logit;
+    write_gradient(l, V, n_real, target, row_max, sum, dloss, packed);
+}
+
 } // namespace
 
 void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss) {
@@ -147,38 +153,41 @@ void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets
     CUDA_LAUNCHED("xent fused_kernel");
 }
 
-void cuda_xent_rowmax(tg_o o, float *rowmax, const void *logits, int N, int V, int n_real) {
+void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
+                       int N, int V, int n_real, int vocab_start) {
     if (N <= 0) return;
     cudaStream_t stream = cuda_ctx_of(o)->stream;
-    if (o->act == TG_BF16)
-        rowmax_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, (const __nv_bfloat16 *)logits, V, n_real);
-    else
-        rowmax_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, (const float *)logits, V, n_real);
-    CUDA_LAUNCHED("xent rowmax_kernel");
+    if (o->act == TG_BF16) {
+        const bool packed = V % vec_pack<__nv_bfloat16>::N == 0 && vec_aligned(logits);
+        partial_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, local_max, stats, (const __nv_bfloat16 *)logits,
+                                                                targets, V, n_real, vocab_start, packed);
+    } else {
+        const bool packed = V % vec_pack<float>::N == 0 && vec_aligned(logits);
+        partial_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(rowmax, local_max, stats, (const float *)logits, targets, V,
+                                                                n_real, vocab_start, packed);
+    }
+    CUDA_LAUNCHED("xent partial_kernel");
 }
 
-void cuda_xent_stats(tg_o o, float *stats, const void *logits, const float *rowmax, const int32_t *targets, int N, int V,
-                     int n_real, int vocab_start) {
+void cuda_xent_rescale(tg_o o, float *stats, const float *local_max, const float *rowmax, int N) {
     if (N <= 0) return;
-    cudaStream_t stream = cuda_ctx_of(o)->stream;
-    if (o->act == TG_BF16)
-        stats_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(stats, (const __nv_bfloat16 *)logits, rowmax, targets, V, n_real,
-                                                              vocab_start);
-    else
-        stats_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(stats, (const float *)logits, rowmax, targets, V, n_real,
-                                                              vocab_start);
-    CUDA_LAUNCHED("xent stats_kernel");
+    const unsigned threads = 256;
+    rescale_kernel<<<((unsigned)N + threads - 1) / threads, threads, 0, cuda_ctx_of(o)->stream>>>(stats, local_max, rowmax, N);
+    CUDA_LAUNCHED("xent rescale_kernel");
 }
 
 void cuda_xent_finish(tg_o o, float *losses, void *logits, const float *rowmax, const float *stats, const int32_t *targets,
                       int N, int V, int n_real, int vocab_start, float dloss) {
     if (N <= 0) return;
     cudaStream_t stream = cuda_ctx_of(o)->stream;
-    if (o->act == TG_BF16)
+    if (o->act == TG_BF16) {
+        const bool packed = V % vec_pack<__nv_bfloat16>::N == 0 && vec_aligned(logits);
         finish_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (__nv_bfloat16 *)logits, rowmax, stats, targets, V,
-                                                               n_real, vocab_start, dloss);
-    else
+                                                               n_real, vocab_start, dloss, packed);
+    } else {
+        const bool packed = V % vec_pack<float>::N == 0 && vec_aligned(logits);
         finish_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (float *)logits, rowmax, stats, targets, V, n_real,
-                                                               vocab_start, dloss);
+                                                               vocab_start, dloss, packed);
+    }
     CUDA_LAUNCHED("xent finish_kernel");
 }

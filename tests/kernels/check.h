@@ -39,6 +39,7 @@ void kcheck_attention(tally *t);
 void kcheck_gelu(tally *t);
 void kcheck_encoder(tally *t);
 void kcheck_xent(tally *t);
+void kcheck_xent_split(tally *t);
 void kcheck_step_stats(tally *t);
 void kcheck_row_ops(tally *t);
 void kcheck_position(tally *t);

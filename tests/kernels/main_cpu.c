@@ -15,6 +15,7 @@ int main(void) {
     kcheck_gelu(&t);
     kcheck_encoder(&t);
     kcheck_xent(&t);
+    kcheck_xent_split(&t);
     kcheck_step_stats(&t);
     kcheck_row_ops(&t);
     kcheck_position(&t);

@@ -58,7 +58,7 @@
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place), cuda_test_dropout_step
  *                                     (the step read from device memory when the op runs)
  *   [x] bias_backward                 cuda_test_bias_backward
- *   [x] xent_rowmax/stats/finish      cuda_test_xent (padding, vocab_start != 0, targets in and out)
+ *   [x] xent_partial/rescale/finish   cuda_test_xent (padding, vocab_start != 0, targets in and out)
  *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not)
  *   [x] loss_accumulate, loss_finish  cuda_test_loss (two micro-batches, then the mean over them and DP)
  *   [x] grad_sumsq                    cuda_test_grad_sumsq (spans with gaps, a window cutting tensors)
@@ -130,8 +130,9 @@ static void run_all(env *e) {
     cuda_test_residual_layernorm(e, 13, 768, rows, 0); /* 8 rows per block: a partial last block */
     cuda_test_residual_layernorm(e, 7, 72, rows, 1);  /* misaligned rows: element by element */
     cuda_test_residual_layernorm(e, 3, 12290, rows, 0); /* rows over the shared memory: the unfused kernels */
-    cuda_test_xent(e, N, 1000, 997, 2000);
+    cuda_test_xent(e, N, 1000, 997, 2000); /* rows of whole 16-byte packs */
     cuda_test_xent(e, N, 1000, 1000, 0);
+    cuda_test_xent(e, 5, 1001, 998, 1001); /* element by element */
     cuda_test_xent_fused(e, N, 1000, 997); /* rows of whole 16-byte packs */
     cuda_test_xent_fused(e, 5, 1001, 1001); /* element by element */
     cuda_test_loss(e, N);
