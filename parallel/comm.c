@@ -120,7 +120,30 @@ int comm_wait(comm_req *r, tg_err *e) {
 
 int comm_settle(comm *c, tg_err *e) {
     if (c->in_group) return refused_in_group(c, "comm_settle", NULL, e);
+    if (c->capturing) /* the captured collectives have not run: there is nothing to wait for yet */
+        return tg_fail(e, "group %s: comm_settle inside a CUDA graph capture (settle after launching the graph)", c->name);
     return c->vt->settle ? c->vt->settle(c, e) : 0;
+}
+
+int comm_capturable(const comm *c) { return c->vt->replayed != NULL || (comm_is_null(c) && c->size == 1); }
+
+void comm_capture_begin(comm *c) {
+    memcpy(c->bytes_at_capture, c->bytes_sent, sizeof c->bytes_sent);
+    c->capturing = 1;
+}
+
+void comm_capture_end(comm *c) {
+    for (int k = 0; k < COLL_KINDS; k++) {
+        c->replay_bytes[k] = c->bytes_sent[k] - c->bytes_at_capture[k];
+        c->bytes_sent[k] = c->bytes_at_capture[k];
+    }
+    c->capturing = 0;
+    if (c->vt->capture_end) c->vt->capture_end(c);
+}
+
+void comm_replayed(comm *c) {
+    for (int k = 0; k < COLL_KINDS; k++) c->bytes_sent[k] += c->replay_bytes[k];
+    if (c->vt->replayed) c->vt->replayed(c);
 }
 
 int comm_barrier(comm *c, tg_err *e) {

@@ -79,6 +79,12 @@ typedef struct comm_vtable {
      * a group changes nothing (every collective done in its start). */
     int (*group_begin)(comm *c, tg_err *e);
     int (*group_end)(comm *c, tg_err *e);
+    /* CUDA graphs (comm_capture_begin below); NULL where the collectives
+     * cannot be recorded into a graph (they run on the host). capture_end:
+     * nothing captured has run, so nothing is left to settle; replayed:
+     * after a launch of the graph, the next settle waits for it. */
+    void (*capture_end)(comm *c);
+    void (*replayed)(comm *c);
 } comm_vtable;
 
 /* A modeled interconnect, for projected runs. Without table rows a
@@ -136,6 +142,9 @@ struct comm {
     comm_link link;
     comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
     int defer_waits;        /* comm_defer_waits */
+    int capturing;          /* between comm_capture_begin and comm_capture_end */
+    uint64_t bytes_at_capture[COLL_KINDS]; /* bytes_sent when the capture began */
+    uint64_t replay_bytes[COLL_KINDS];     /* what one launch of the captured graph sends */
     int in_group;           /* between comm_group_begin and comm_group_end */
     uint64_t groups;        /* groups ended (comm_group_end), for tests */
     comm_req *free_reqs;    /* finished requests, for reuse */
@@ -161,6 +170,26 @@ static inline void comm_defer_waits(comm *c, int on) { c->defer_waits = on; }
  * with e set (the communicator is then broken). Not counted in c->seconds:
  * it mostly waits for compute. */
 int comm_settle(comm *c, tg_err *e);
+
+/* CUDA graphs (train.cuda_graph): a training step captured once, under
+ * deferred waits, and launched again every step.
+ * comm_capturable: whether c's collectives can be recorded into the graph:
+ * comm_nccl's run on the device (on its own stream, which forks off the
+ * captured compute stream and joins it back at each wait), a comm_null of
+ * size 1 does nothing; comm_shm's run on the host and cannot.
+ * comm_capture_begin and comm_capture_end bracket the capture: the
+ * collectives started in between are recorded, not run, so the bytes their
+ * waits counted are taken back and kept as one launch's (replay_bytes).
+ * comm_replayed, after each launch of the graph (every rank launches the
+ * graph holding the same collectives, NCCL's rule): bytes_sent gains one
+ * launch's bytes, and the next comm_settle waits for the launch, watching
+ * for failures and parallel.timeout_s as for collectives run op by op.
+ * c->seconds gains nothing for a launch (the host waits inside no
+ * collective). */
+int comm_capturable(const comm *c);
+void comm_capture_begin(comm *c);
+void comm_capture_end(comm *c);
+void comm_replayed(comm *c);
 
 static inline double comm_clock(void) {
     struct timespec t;

@@ -398,4 +398,4 @@ static void nccl_destroy(comm *c) {
 }
 
 const comm_vtable NCCL_VT = {any_all_reduce, any_reduce_scatter, any_all_gather, any_broadcast, nccl_wait, nccl_barrier,
-                             nccl_destroy, nccl_settle_all, nccl_group_begin, nccl_group_end};
+                             nccl_destroy, nccl_settle_all, nccl_group_begin, nccl_group_end, nccl_capture_end, nccl_replayed};

@@ -22,6 +22,7 @@ typedef struct {
     int broken;
     cudaEvent_t tail;        /* recorded on the comm stream after each collective: its end is every one's */
     int unsettled;           /* a deferred wait has returned since the last settle */
+    int replay_pending;      /* a launch of a captured graph holds the collectives to settle */
     void *stage;             /* device copy of host buffers (see "Host buffers"), grown on demand */
     size_t stage_bytes;
     /* The NCCL group under way (comm_nccl_group.c) */
@@ -65,6 +66,9 @@ int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e);
 int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e);
 /* comm_settle: polls `tail` until every collective enqueued so far ended. */
 int nccl_settle_all(comm *c, tg_err *e);
+/* The vtable's capture_end and replayed (comm.h, comm_capture_begin). */
+void nccl_capture_end(comm *c);
+void nccl_replayed(comm *c);
 /* Destroys r's events (communicator teardown). */
 void nccl_req_release(comm *c, comm_req *r);
 

@@ -246,14 +246,33 @@ int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e) {
     return 0;
 }
 
+/* The waits recorded during a capture ordered work that has not run (their
+ * `tail` marks nothing a launch does). */
+void nccl_capture_end(comm *c) { ((nccl_impl *)c->impl)->unsettled = 0; }
+
+void nccl_replayed(comm *c) {
+    nccl_impl *s = c->impl;
+    s->replay_pending = 1;
+    s->unsettled = 1;
+}
+
 /* The comm stream runs its collectives in order, so the end of the last
- * one enqueued (`tail`) is the end of all. Polled, never waited on blocking:
- * a collective a peer never joins would hold the wait forever. */
+ * one enqueued (`tail`) is the end of all. After a launch of a captured
+ * graph, whose collectives ran on the graph's fork of the comm stream, the
+ * end of the launch on the compute stream is theirs: `tail` is recorded
+ * there first. Polled, never waited on blocking: a collective a peer never
+ * joins would hold the wait forever. */
 int nccl_settle_all(comm *c, tg_err *e) {
     nccl_impl *s = c->impl;
     if (!s->unsettled) return 0;
-    const char *what = "the step's collectives (deferred waits)";
+    const char *what = s->replay_pending ? "the step's collectives (a launch of the captured step)"
+                                         : "the step's collectives (deferred waits)";
     if (s->broken) return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, what);
+    if (s->replay_pending) {
+        s->replay_pending = 0;
+        const cudaError_t err = cudaEventRecord(s->tail, (cudaStream_t)c->mem.stream);
+        if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaEventRecord(tail, compute stream) after the launch", err, e);
+    }
     const double t0 = comm_clock();
     s->deadline = t0 + s->timeout_s;
     for (;;) {

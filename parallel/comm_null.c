@@ -165,7 +165,8 @@ static void null_destroy(comm *c) {
 
 static const comm_vtable NULL_VT = {null_all_reduce, null_reduce_scatter, null_all_gather, null_broadcast, null_wait,
                                     null_barrier, null_destroy, NULL /* settle: all done in the start */,
-                                    NULL, NULL /* groups: nothing to fuse */};
+                                    NULL, NULL /* groups: nothing to fuse */,
+                                    NULL, NULL /* graphs: only at size 1, where nothing happens (comm_capturable) */};
 
 int comm_is_null(const comm *c) { return c->vt == &NULL_VT; }
 

@@ -185,7 +185,8 @@ static void shm_destroy(comm *c) {
 }
 
 static const comm_vtable SHM_VT = {shm_all_reduce, shm_reduce_scatter, shm_all_gather, shm_broadcast, shm_wait, shm_barrier,
-                                   shm_destroy, NULL /* settle: all done in the start */, NULL, NULL /* groups: nothing to fuse */};
+                                   shm_destroy, NULL /* settle: all done in the start */, NULL, NULL /* groups: nothing to fuse */,
+                                   NULL, NULL /* graphs: the collectives run on the host */};
 
 /* ---- creation ------------------------------------------------------------ */
 

@@ -29,7 +29,9 @@
  *       comm_settle), and inside a group (comm_group_begin: one NCCL launch),
  *       also with deferred waits, against the blocking calls: bitwise equal
  *       (grouped sums over more than two members: within a bound), equal
- *       bytes. On a fresh communicator "grp" (each rank alone, NCCL): 4101
+ *       bytes. An all_reduce and an all_gather captured in a CUDA graph
+ *       (comm_capture_begin) and launched twice on fresh inputs: bitwise
+ *       the blocking calls', with their bytes. On a fresh communicator "grp" (each rank alone, NCCL): 4101
  *       all_gathers in one group (several NCCL groups: comm_nccl_group.c
  *       caps them at 2048), each into its own slot; a wait inside a group
  *       refused, naming the group, and the request completed after the end;
@@ -467,6 +469,95 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     return bad;
 }
 
+/* ---- CUDA graphs ---------------------------------------------------------------- */
+
+/* An all_reduce and an all_gather of n floats per member captured into a
+ * CUDA graph under deferred waits (comm_capture_begin: the comm stream forks
+ * off the captured compute stream and joins back at the waits; comm_settle
+ * is refused inside the capture), then launched twice on fresh inputs: after
+ * each launch (comm_replayed, comm_settle) the outputs are bitwise the
+ * blocking calls' on the same inputs, and the launch counts their bytes. */
+static int graph_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
+    const int p = c->size, me = c->rank;
+    const size_t one = n * sizeof(float), all = one * (size_t)p;
+    float *h = tg_malloc(all + 4, "host buffer"), *got = tg_malloc(all + 4, "host buffer"), *want = tg_malloc(all + 4, "host buffer");
+    float *ar, *ag_in, *ag_out, *ref_ar, *ref_ag;
+    CK(cudaMalloc((void **)&ar, one + 4));
+    CK(cudaMalloc((void **)&ag_in, one + 4));
+    CK(cudaMalloc((void **)&ag_out, all + 4));
+    CK(cudaMalloc((void **)&ref_ar, one + 4));
+    CK(cudaMalloc((void **)&ref_ag, all + 4));
+    tg_err e = {{0}}, in_capture = {{0}};
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeGlobal));
+    comm_capture_begin(c);
+    comm_defer_waits(c, 1);
+    comm_req *r0 = comm_all_reduce_start(c, ar, n, TG_F32, REDUCE_SUM, &e);
+    comm_req *r1 = r0 ? comm_all_gather_start(c, ag_out, ag_in, n, TG_F32, &e) : NULL;
+    int bad = !r1;
+    tg_err later;
+    if (r1 && comm_wait(r1, &e)) bad = 1;
+    if (r0 && comm_wait(r0, bad ? &later : &e)) bad = 1;
+    const int settle_refused = comm_settle(c, &in_capture) != 0 && strstr(in_capture.msg, "inside a CUDA graph capture");
+    comm_defer_waits(c, 0);
+    const cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
+    comm_capture_end(c);
+    if (bad || end != cudaSuccess || !settle_refused) {
+        snprintf(why, cap, "n=%zu: capture: %.150s; end %s; settle inside it %s", n, bad ? e.msg : "ok", cudaGetErrorString(end),
+                 settle_refused ? "refused" : "not refused");
+        bad = 1;
+    }
+    if (!bad) CK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int launch = 0; launch < 2 && !bad; launch++) {
+        const uint32_t seed = 60 + 2 * (uint32_t)launch;
+        for (size_t i = 0; i < n; i++) h[i] = val(seed, me, i);
+        put(g, ar, h, one);
+        put(g, ref_ar, h, one);
+        for (size_t i = 0; i < n; i++) h[i] = val(seed + 1, me, i);
+        put(g, ag_in, h, one);
+        poison(g, ag_out, all);
+        uint64_t before[COLL_KINDS], graph_sent[COLL_KINDS];
+        memcpy(before, c->bytes_sent, sizeof before);
+        CK(cudaGraphLaunch(exec, g->stream));
+        comm_replayed(c);
+        bad = comm_settle(c, &e) != 0;
+        for (int k = 0; k < COLL_KINDS; k++) graph_sent[k] = c->bytes_sent[k] - before[k];
+        memcpy(before, c->bytes_sent, sizeof before);
+        if (!bad) bad = comm_all_reduce_t(c, ref_ar, n, TG_F32, REDUCE_SUM, &e) || comm_all_gather_t(c, ref_ag, ag_in, n, TG_F32, &e);
+        if (bad) {
+            snprintf(why, cap, "n=%zu launch %d: %.250s", n, launch + 1, e.msg);
+            break;
+        }
+        for (int k = 0; k < COLL_KINDS && !bad; k++)
+            if (graph_sent[k] != c->bytes_sent[k] - before[k]) {
+                snprintf(why, cap, "n=%zu launch %d: %s: the launch counted %llu bytes, the blocking call %llu", n, launch + 1,
+                         comm_kind_name((coll_kind)k), (unsigned long long)graph_sent[k],
+                         (unsigned long long)(c->bytes_sent[k] - before[k]));
+                bad = 1;
+            }
+        const float *outs[2][2] = {{ar, ref_ar}, {ag_out, ref_ag}};
+        const size_t sizes[2] = {one, all};
+        for (int k = 0; k < 2 && !bad; k++) {
+            get(g, got, outs[k][0], sizes[k]);
+            get(g, want, outs[k][1], sizes[k]);
+            if (memcmp(got, want, sizes[k]) != 0) {
+                snprintf(why, cap, "n=%zu launch %d: the %s differs from the blocking call's", n, launch + 1,
+                         k ? "all_gather" : "all_reduce");
+                bad = 1;
+            }
+        }
+    }
+    if (exec) CK(cudaGraphExecDestroy(exec));
+    if (graph) CK(cudaGraphDestroy(graph));
+    float *bufs[] = {ar, ag_in, ag_out, ref_ar, ref_ag};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) CK(cudaFree(bufs[i]));
+    free(h);
+    free(got);
+    free(want);
+    return bad;
+}
+
 /* ---- groups ------------------------------------------------------------------- */
 
 /* GROUP_MANY all_gathers of one float per member from a buffer of inputs
@@ -710,6 +801,16 @@ int main(int argc, char **argv) {
             bad = nonblocking_work(&g, t[gi].c, nb_sizes[s], why, sizeof why);
         char name[64];
         snprintf(name, sizeof name, "%s_nonblocking", t[gi].name);
+        report(&j, name, !bad, why);
+    }
+    /* the collectives inside a CUDA graph */
+    for (int gi = 0; gi < NCOMM; gi++) {
+        if (!t[gi].nccl) continue;
+        const size_t g_sizes[] = {1, 4099};
+        int bad = 0;
+        for (size_t s = 0; s < sizeof g_sizes / sizeof *g_sizes && !bad; s++) bad = graph_work(&g, t[gi].c, g_sizes[s], why, sizeof why);
+        char name[64];
+        snprintf(name, sizeof name, "%s_graph", t[gi].name);
         report(&j, name, !bad, why);
     }
     /* host buffers are staged through the device */

@@ -1,6 +1,7 @@
 #include "train/batch.h"
 
 #include <stdio.h>
+#include <string.h>
 
 
 size_t batch_share_len(const tg_config *c, int dp_size) {
@@ -14,7 +15,7 @@ void batch_budget_share(gpt_budget *b, const tg_config *c, int dp_size) {
 
 bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, const comm *dp) {
     return c->train.cuda_graph && ops->graph_capture_begin && ops->graph_capture_end && ops->graph_launch &&
-           comm_is_null(tp) && tp->size == 1 && comm_is_null(dp) && dp->size == 1;
+           comm_capturable(tp) && comm_capturable(dp);
 }
 
 /* This rank's first sequence of the window (DP rank d takes [d*G/dp, (d+1)*G/dp)). */
@@ -80,26 +81,53 @@ static int step_work(const batch_io *io, tg_err *e) {
     return optim_enqueue(io->opt, io->model, io->cfg, e);
 }
 
-/* The step's work recorded as the backend's graph. A capture the device
- * refuses when it begins or ends (or an instantiation it refuses) leaves
- * graphs off for the run, with a warning: nothing recorded has run, so the
- * step runs its ops instead. An op the device refuses in the middle of a
- * capture stops the run with CUDA's message, as any failing op does (none
- * does in the configurations batch_graph_usable admits). */
+/* Whether every rank of the TP and DP groups captured its step: an
+ * all-reduce of the refusals, outside the capture (NCCL's rule: all ranks
+ * launch graphs that hold the same collectives, or none does). Its few
+ * bytes are not the step's. */
+static int every_rank_captured(const batch_io *io, bool *all, tg_err *e) {
+    comm *groups[2] = {io->model->tp, io->dp};
+    float refused = *all ? 0.0f : 1.0f;
+    for (int g = 0; g < 2; g++) {
+        uint64_t bytes[COLL_KINDS];
+        memcpy(bytes, groups[g]->bytes_sent, sizeof bytes);
+        if (comm_all_reduce(groups[g], &refused, 1, REDUCE_MAX, e)) return -1;
+        memcpy(groups[g]->bytes_sent, bytes, sizeof bytes);
+    }
+    *all = refused == 0.0f;
+    return 0;
+}
+
+/* The step's work recorded as the backend's graph, the communicators'
+ * collectives with it. A capture the device refuses when it begins or ends
+ * (or an instantiation it refuses), on this rank or any other, leaves graphs
+ * off for the run, with a warning: nothing recorded has run anywhere, so
+ * every rank runs the step's ops instead. An op the device refuses in the
+ * middle of a capture stops the run with CUDA's message, as any failing op
+ * does (none does in the configurations batch_graph_usable admits). */
 static int capture(const batch_io *io, int step, tg_err *e) {
     const tg_ops *ops = io->model->ops;
-    tg_err why;
-    if (ops->graph_capture_begin(ops, &why) == 0) {
+    comm *tp = io->model->tp, *dp = io->dp;
+    tg_err why = {{0}};
+    bool captured = ops->graph_capture_begin(ops, &why) == 0;
+    if (captured) {
+        comm_capture_begin(tp);
+        comm_capture_begin(dp);
         const int rc = step_work(io, e);
-        if (ops->graph_capture_end(ops, &why) == 0) {
-            if (rc) return -1;
-            io->graph->captured = true;
-            printf("step %d: captured as a CUDA graph; every later step replays it (train.cuda_graph)\n", step);
-            return 0;
-        }
+        captured = ops->graph_capture_end(ops, &why) == 0;
+        comm_capture_end(tp);
+        comm_capture_end(dp);
         if (rc) return -1;
     }
-    tg_warn("train_gpt", "step %d: %s; steps run op by op from here (train.cuda_graph)", step, why.msg);
+    const bool mine = captured;
+    if (every_rank_captured(io, &captured, e)) return -1;
+    if (captured) {
+        io->graph->captured = true;
+        printf("step %d: captured as a CUDA graph; every later step replays it (train.cuda_graph)\n", step);
+        return 0;
+    }
+    tg_warn("train_gpt", "step %d: %s; steps run op by op from here (train.cuda_graph)", step,
+            mine ? "another rank's device refused the CUDA graph" : why.msg);
     io->graph->usable = false;
     return step_work(io, e);
 }
@@ -114,7 +142,11 @@ static int enqueue_step(const batch_io *io, int step, tg_err *e) {
     if (!gr->captured && capture(io, step, e)) return -1;
     if (!gr->captured) return 0; /* refused: the ops ran */
     const tg_ops *ops = io->model->ops;
-    return ops->graph_launch(ops, e);
+    if (ops->graph_launch(ops, e)) return -1;
+    comm_replayed(io->model->tp);
+    comm_replayed(io->dp);
+    optim_replayed(io->opt);
+    return 0;
 }
 
 /* The host does not wait for a collective inside the step: their waits

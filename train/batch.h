@@ -40,10 +40,11 @@ size_t batch_share_len(const tg_config *c, int dp_size);
 void batch_budget_share(gpt_budget *b, const tg_config *c, int dp_size);
 
 /* Whether training steps can be one CUDA graph: train.cuda_graph, a backend
- * with graphs (CUDA, without the per-op timer), and one process (TP and DP
- * communicators that are comm_nulls of size 1: no collective waits on the
- * host). Dropout is no obstacle: its kernels read the step from the device
- * (tg_dropout.step), as AdamW reads its learning rate. */
+ * with graphs (CUDA, without the per-op timer), and TP and DP communicators
+ * whose collectives a graph can hold (comm_capturable: NCCL, or one
+ * process; not shm, whose collectives run on the host). Dropout is no
+ * obstacle: its kernels read the step from the device (tg_dropout.step), as
+ * AdamW reads its learning rate. */
 bool batch_graph_usable(const tg_config *c, const tg_ops *ops, const comm *tp, const comm *dp);
 
 /* Mean loss of the window, left on the device in model->stats->loss;

@@ -54,7 +54,7 @@ static const key_spec SCHEMA[] = {
     {"train.precision", K_ENUM, OFF(train.precision), "auto", 0, 0, "auto|fp32|bf16", "activations and working weights: bf16 (fp32 master weights, AdamW state and loss) or fp32; auto: bf16 on cuda, fp32 on the CPU (where bf16 is an emulation for tests: float32 kernels on bf16 storage, slow)"},
     {"train.on_nonfinite", K_ENUM, OFF(train.on_nonfinite), "stop", 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite: stop (exit non-zero, save nothing of that state) or skip (drop its update, log it, go on)"},
     {"train.max_skipped", K_INT, OFF(train.max_skipped), "5", 1, 1 << 20, NULL, "on_nonfinite = skip: stop once this many steps in a row were skipped"},
-    {"train.cuda_graph", K_BOOL, OFF(train.cuda_graph), "true", 0, 0, NULL, "on a GPU, capture the training step as one CUDA graph at the second step and replay it from the third (one process, out.op_times off; otherwise each op is launched on its own)"},
+    {"train.cuda_graph", K_BOOL, OFF(train.cuda_graph), "true", 0, 0, NULL, "on a GPU, capture the training step as one CUDA graph at the second step and replay it from the third (one process, or any layout over parallel.comm=nccl, whose collectives the graph holds; out.op_times off; otherwise each op is launched on its own)"},
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
     {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},

@@ -1,7 +1,9 @@
 /* The step as one CUDA graph (tg_ops.graph_capture_begin/end, graph_launch):
- * stream capture of everything the ops enqueue on the context's stream,
- * instantiated once, then launched as a single unit each step, which saves
- * the host the per-kernel launch cost of a few hundred launches. Host code. */
+ * stream capture of everything the ops enqueue on the context's stream (and
+ * on the NCCL communicators' streams, which fork off it and join back:
+ * parallel/comm.h, comm_capture_begin), instantiated once, then launched as
+ * a single unit each step, which saves the host the per-kernel launch cost
+ * of a few hundred launches. Host code. */
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 

@@ -99,8 +99,9 @@ struct kernel_call {
 
 /* Stream capture (emu_graph.cpp): whether work enqueued on s is to be
  * recorded into the graph being captured rather than run (false when no
- * capture is active; work on another stream during a capture is an error
- * there); and the recording of one node, run by each launch of the graph. */
+ * capture is active; work on a stream that neither captures nor joined the
+ * capture is an error there); and the recording of one node, run by each
+ * launch of the graph. */
 bool capturing(cudaStream_t s);
 void capture_node(std::function<void()> node);
 /* EMU_CAPTURE_FAIL=launch: a kernel launch during a capture is refused as a

@@ -7,12 +7,26 @@
  * buffer refilled before a launch is copied with its new bytes), and keeps
  * the kernel parameters and host scalars it was captured with.
  *
+ * Other streams join the capture as on a GPU: a stream that waits for an
+ * event recorded during the capture (cudaStreamWaitEvent) is capturing from
+ * then on, so a communicator's stream forks off the captured stream and its
+ * work (an NCCL collective too: emu_nccl.cpp) becomes nodes. Nodes keep the
+ * order the host enqueued them in, which respects every dependency the
+ * streams had, and a launch runs them in it. Every joined stream's last work
+ * must be joined back: the capturing stream must wait for an event
+ * recorded on the joined stream after it, or cudaStreamEndCapture fails
+ * (cudaErrorStreamCaptureUnjoined on a GPU). An event last recorded during
+ * a capture tells nothing of a launch's progress: querying or
+ * synchronizing it afterwards is an error, as is a stream outside the
+ * capture waiting for it (cudaErrorStreamCaptureIsolation).
+ *
  * What a GPU refuses during a global-mode capture is an error here
  * (emu_capture_refuses): synchronizing a stream, an event or the device,
  * querying an event, allocating or freeing, synchronous copies and sets,
- * copies with pageable host memory, and work on any other stream (the legacy
- * stream 0 included). The capture then ends with
- * cudaErrorStreamCaptureInvalidated. One capture at a time.
+ * copies with pageable host memory, and work on any stream that is not
+ * capturing (the legacy stream 0 included). The capture then ends with
+ * cudaErrorStreamCaptureInvalidated. One capture at a time; thread-local
+ * mode is the same (the emulator runs one host thread).
  *
  * EMU_CAPTURE_FAIL=begin or =end (environment) makes every capture fail
  * there, as a device that refuses it would, without an emulator error: the
@@ -24,16 +38,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <map>
+#include <memory>
+#include <set>
 #include <vector>
 
 #include "cuda_emu.h"
 #include "emu_internal.h"
 
+/* A node runs its work and returns true; one that waits for other ranks
+ * (a collective) may return false when `may_stall` (the lazy device) and is
+ * tried again later, or else blocks until it is done. */
+using emu_node = std::function<bool(bool may_stall)>;
 struct emu_graph {
-    std::vector<std::function<void()>> nodes;
+    std::vector<emu_node> nodes;
 };
 struct emu_graph_exec {
-    std::vector<std::function<void()>> nodes;
+    std::vector<emu_node> nodes;
 };
 
 namespace {
@@ -46,12 +67,46 @@ const char *capture_fail_at() {
 /* The capture under way: test infrastructure, one per process, as the
  * emulator runs one host thread. */
 struct capture_state {
-    cudaStream_t stream = nullptr; /* nullptr: no capture */
+    cudaStream_t stream = nullptr; /* the capturing stream; nullptr: no capture */
     bool invalidated = false;
-    std::vector<std::function<void()>> nodes;
+    std::vector<emu_node> nodes;
+    cudaStream_t last = nullptr; /* the stream capturing() last said yes for: the next node's */
+    /* Streams joined to the capture: nodes captured on each, and how many
+     * of them the capturing stream has waited for. */
+    std::map<cudaStream_t, std::pair<uint64_t, uint64_t>> joined;
+    /* Events recorded during the capture: their stream and its node count then. */
+    std::map<cudaEvent_t, std::pair<cudaStream_t, uint64_t>> records;
 };
 capture_state g_capture;
+/* Events whose last record was captured (they mark nothing a launch does). */
+std::set<cudaEvent_t> g_captured_events;
 } // namespace
+
+void emu_capture_event_recorded(cudaEvent_t e) { g_captured_events.erase(e); }
+
+bool emu_capture_event_unusable(cudaEvent_t e, const char *call) {
+    if (!g_captured_events.count(e)) return false;
+    emu_error("%s on an event last recorded during a stream capture: it marks nothing a launch of the graph does (record "
+              "it again after the launch)", call);
+    return true;
+}
+
+bool emu_capture_has(cudaStream_t s) { return g_capture.stream && (s == g_capture.stream || g_capture.joined.count(s)); }
+
+void emu_capture_wait(cudaStream_t s, cudaEvent_t e) {
+    auto rec = g_capture.records.find(e);
+    if (rec == g_capture.records.end()) {
+        if (g_captured_events.count(e))
+            emu_error("cudaStreamWaitEvent on an event recorded during an ended capture: it marks nothing a launch does");
+        return;
+    }
+    if (s == g_capture.stream) { /* a join back: the capturing stream now follows that stream's work so far */
+        auto j = g_capture.joined.find(rec->second.first);
+        if (j != g_capture.joined.end() && rec->second.second > j->second.second) j->second.second = rec->second.second;
+        return;
+    }
+    g_capture.joined.emplace(s, std::make_pair(0, 0)); /* a fork: s captures from now on */
+}
 
 bool emu_capture_refuses(const char *call) {
     if (!g_capture.stream) return false;
@@ -65,14 +120,45 @@ namespace emu {
 
 bool capturing(cudaStream_t s) {
     if (!g_capture.stream) return false;
-    if (s == g_capture.stream) return true;
+    if (s == g_capture.stream || (s && g_capture.joined.count(s))) {
+        g_capture.last = s;
+        return true;
+    }
     emu_error("work enqueued on stream %p while stream %p is capturing: %s", (void *)s, (void *)g_capture.stream,
-              s ? "it would not be part of the graph" : "the legacy stream invalidates the capture (cudaErrorStreamCaptureImplicit)");
+              s ? "it has not joined the capture (no wait for an event recorded in it), so it would not be part of the graph"
+                : "the legacy stream invalidates the capture (cudaErrorStreamCaptureImplicit)");
     g_capture.invalidated = true;
     return false;
 }
 
-void capture_node(std::function<void()> node) { g_capture.nodes.push_back(std::move(node)); }
+/* Counts a node of the stream capturing() last accepted. */
+static void count_work() {
+    auto j = g_capture.joined.find(g_capture.last);
+    if (j != g_capture.joined.end()) j->second.first++;
+}
+
+void capture_node(std::function<void()> node) {
+    count_work();
+    g_capture.nodes.push_back([node](bool) {
+        node();
+        return true;
+    });
+}
+
+void capture_attempt_node(std::function<bool(bool)> node) {
+    count_work();
+    g_capture.nodes.push_back(std::move(node));
+}
+
+void capture_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark) {
+    auto j = g_capture.joined.find(s);
+    g_capture.records[e] = {s, j == g_capture.joined.end() ? 0 : j->second.first};
+    g_captured_events.insert(e);
+    g_capture.nodes.push_back([mark](bool) {
+        mark();
+        return true;
+    });
+}
 
 bool capture_refuses_launch(cudaStream_t s) {
     if (!g_capture.stream || s != g_capture.stream || strcmp(capture_fail_at(), "launch") != 0) return false;
@@ -86,8 +172,8 @@ bool capture_refuses_launch(cudaStream_t s) {
 extern "C" {
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
-    if (mode != cudaStreamCaptureModeGlobal) {
-        emu_error("cudaStreamBeginCapture: only cudaStreamCaptureModeGlobal is emulated (mode %d)", (int)mode);
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal) {
+        emu_error("cudaStreamBeginCapture: only the global and thread-local modes are emulated (mode %d)", (int)mode);
         return emu_fail(cudaErrorInvalidValue);
     }
     if (!s || g_capture.stream) {
@@ -96,9 +182,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mo
     }
     if (strcmp(capture_fail_at(), "begin") == 0) return emu_fail(cudaErrorStreamCaptureUnsupported);
     emu_flush_pending_copies(); /* work enqueued before the capture is not part of it */
+    g_capture = capture_state{};
     g_capture.stream = s;
-    g_capture.invalidated = false;
-    g_capture.nodes.clear();
     return cudaSuccess;
 }
 
@@ -108,8 +193,15 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
         emu_error("cudaStreamEndCapture(%p): that stream is not capturing", (void *)s);
         return emu_fail(cudaErrorInvalidValue);
     }
-    const bool invalidated = g_capture.invalidated || strcmp(capture_fail_at(), "end") == 0;
-    std::vector<std::function<void()>> nodes = std::move(g_capture.nodes);
+    bool invalidated = g_capture.invalidated || strcmp(capture_fail_at(), "end") == 0;
+    for (const auto &j : g_capture.joined)
+        if (j.second.first > j.second.second) {
+            emu_error("cudaStreamEndCapture: stream %p joined the capture and its last %llu node(s) were not joined back (the "
+                      "capturing stream never waited for an event recorded after them): cudaErrorStreamCaptureUnjoined",
+                      (void *)j.first, (unsigned long long)(j.second.first - j.second.second));
+            invalidated = true;
+        }
+    std::vector<emu_node> nodes = std::move(g_capture.nodes);
     g_capture = capture_state{};
     if (invalidated) return emu_fail(cudaErrorStreamCaptureInvalidated);
     *graph = new emu_graph{std::move(nodes)};
@@ -130,13 +222,19 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
         emu_error("cudaGraphLaunch on stream %p during a capture: not emulated", (void *)s);
         return emu_fail(cudaErrorStreamCaptureUnsupported);
     }
-    std::vector<std::function<void()>> nodes = exec->nodes; /* the launch keeps them: exec may be destroyed before it runs */
-    auto run = [nodes] {
-        for (const std::function<void()> &node : nodes) node();
-    };
-    if (emu::lazy_take(s, run)) return cudaSuccess;
+    /* The launch keeps the nodes (exec may be destroyed before it runs); on
+     * the lazy device it runs as far as a stalling node, and on from there
+     * at the next try. */
+    auto nodes = std::make_shared<std::vector<emu_node>>(exec->nodes);
+    auto next = std::make_shared<size_t>(0);
+    if (emu_lazy_take_until(s, [nodes, next] {
+            for (; *next < nodes->size(); ++*next)
+                if (!(*nodes)[*next](true)) return false;
+            return true;
+        }))
+        return cudaSuccess;
     emu_flush_pending_copies(); /* the stream's earlier work runs first */
-    run();
+    for (const emu_node &node : *nodes) node(false);
     return cudaSuccess;
 }
 

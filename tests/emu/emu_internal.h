@@ -28,6 +28,25 @@ extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *w
  * allocating, synchronous copies): reports `call`, invalidates the capture
  * and returns true; false when no capture is active. */
 bool emu_capture_refuses(const char *call);
+/* Events and stream capture (emu_graph.cpp): e recorded outside a capture
+ * (or destroyed); whether e was last recorded during a capture (then
+ * reporting `call` on it as an error); a stream's wait for e, which forks
+ * s into the capture that recorded e, or joins the capturing stream back
+ * to e's stream. */
+void emu_capture_event_recorded(cudaEvent_t e);
+bool emu_capture_event_unusable(cudaEvent_t e, const char *call);
+void emu_capture_wait(cudaStream_t s, cudaEvent_t e);
+/* Whether s is capturing (the capturing stream, or joined to it). */
+bool emu_capture_has(cudaStream_t s);
+namespace emu {
+/* As in cuda_emu.h: whether work on s is captured (s capturing or joined). */
+bool capturing(cudaStream_t s);
+/* A node that may stall (see emu_graph.cpp's emu_node), on the stream
+ * capturing() last accepted. */
+void capture_attempt_node(std::function<bool(bool may_stall)> node);
+/* cudaEventRecord during a capture on capturing stream s: `mark` as a node. */
+void capture_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark);
+} // namespace emu
 
 /* Whether an event recorded on stream s now would complete before NCCL
  * work it should follow (emu_nccl.cpp: a group's collectives on s not yet

@@ -17,6 +17,11 @@
  * Creation in nonblocking mode reports ncclInProgress once, so the
  * caller's polling of the state runs.
  *
+ * During a stream capture a collective is a node of the graph (on a
+ * stream that joined the capture), which each launch runs anew, meeting
+ * the peers' launches of their graphs (NCCL's rule: every rank captures the
+ * same collectives and launches the graph that holds them).
+ *
  * Groups (ncclGroupStart ... ncclGroupEnd, nested as NCCL allows): a
  * collective inside one is checked and kept; the outermost end runs the
  * kept ones in order, as NCCL enqueues a group's kernel only there. What a
@@ -95,9 +100,8 @@ ncclResult_t run(const collective &c) {
         return cudaMemcpyAsync(c.dst, c.src, bytes, cudaMemcpyDeviceToDevice, c.stream) == cudaSuccess ? ncclSuccess
                                                                                                        : ncclUnhandledCudaError;
     }
-    if (emu_capture_refuses("an NCCL collective of several ranks (the emulation records only one-rank ones)"))
-        return ncclInvalidUsage;
-    emu_nccl_among_ranks(c);
+    if (emu::capturing(c.stream)) emu_nccl_capture_among_ranks(c);
+    else emu_nccl_among_ranks(c);
     return ncclSuccess;
 }
 

@@ -44,6 +44,9 @@ size_t emu_nccl_recv_bytes(const collective &c);
  * it stalls its stream until every peer's input is there; on the eager one
  * it runs now, waiting for them (EMU_NCCL_TIMEOUT_S). */
 void emu_nccl_among_ranks(const collective &c);
+/* The same as a node of the graph being captured on c.stream: each launch
+ * runs the collective anew (a new exchange with the peers' launches). */
+void emu_nccl_capture_among_ranks(const collective &c);
 /* Joins the other ranks of a new communicator (nranks > 1); on failure the
  * message goes to last. */
 ncclResult_t emu_nccl_meet(ncclComm_t comm, const ncclUniqueId &id, char *last, size_t cap);

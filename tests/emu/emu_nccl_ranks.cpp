@@ -146,6 +146,19 @@ bool attempt_among_ranks(const collective &c, attempt_state *st) {
 
 } // namespace
 
+void emu_nccl_capture_among_ranks(const collective &c) {
+    auto st = std::make_shared<attempt_state>();
+    emu::capture_attempt_node([c, st](bool may_stall) {
+        if (!may_stall) {
+            run_among_ranks(c);
+            return true;
+        }
+        if (!attempt_among_ranks(c, st.get())) return false;
+        *st = attempt_state{}; /* the next launch posts anew */
+        return true;
+    });
+}
+
 void emu_nccl_among_ranks(const collective &c) {
     auto st = std::make_shared<attempt_state>();
     if (!emu_lazy_take_until(c.stream, [c, st] { return attempt_among_ranks(c, st.get()); })) run_among_ranks(c);

@@ -427,7 +427,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     if (!e->record_called) emu_error("cudaStreamWaitEvent on an event never recorded: the stream would wait for nothing");
-    if (emu_lazy_active()) emu_lazy_wait(s, e);
+    emu_capture_wait(s, e);
+    if (emu_lazy_active() && !emu_capture_has(s)) emu_lazy_wait(s, e); /* a capturing stream's work is the graph's */
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
@@ -440,6 +441,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     emu_lazy_event_destroyed(e);
+    emu_capture_event_recorded(e);
     delete e;
     return cudaSuccess;
 }
@@ -459,9 +461,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (emu_nccl_event_too_early(s, &why))
         emu_error("cudaEventRecord on stream %p %s: the event would complete before the collectives ran", (void *)s, why);
     e->record_called = 1;
-    if (emu::capturing(s))
-        emu::capture_node([e] { emu_event_mark(e); });
-    else if (emu_lazy_active())
+    if (emu::capturing(s)) {
+        emu::capture_record(e, s, [e] { emu_event_mark(e); });
+        return cudaSuccess;
+    }
+    emu_capture_event_recorded(e);
+    if (emu_lazy_active())
         emu_lazy_record(e, s, [e] { emu_event_mark(e); });
     else
         emu_event_mark(e);
@@ -469,12 +474,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     REFUSED_IN_CAPTURE("cudaEventSynchronize");
+    if (emu_capture_event_unusable(e, "cudaEventSynchronize")) return fail(cudaErrorInvalidValue);
     emu_lazy_event_wait(e, "cudaEventSynchronize");
     flush_pending_copies(); /* one stream: everything before any event is done */
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     REFUSED_IN_CAPTURE("cudaEventQuery");
+    if (emu_capture_event_unusable(e, "cudaEventQuery")) return fail(cudaErrorInvalidValue);
     if (emu_lazy_event_pending(e)) return cudaErrorNotReady; /* it ran now; the next query sees it done */
     flush_pending_copies();
     return cudaSuccess;

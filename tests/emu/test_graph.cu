@@ -6,7 +6,12 @@
  *   pinned buffer refilled between launches is copied with its new bytes);
  * - what a GPU refuses during a capture (synchronizing, a synchronous copy,
  *   allocating, work on the legacy stream) is reported and invalidates the
- *   capture (cudaStreamEndCapture fails).
+ *   capture (cudaStreamEndCapture fails);
+ * - a second stream forked off the capture by waiting for an event recorded
+ *   in it is captured too, and joined back by the capturing stream's wait:
+ *   the launch runs both streams' work in order; a fork never joined back
+ *   fails the capture, and an event recorded during the capture cannot be
+ *   queried afterwards.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
 #include <stdio.h>
 #include <string.h>
@@ -109,8 +114,86 @@ static int check_refused(int which, const char *name) {
     return failed;
 }
 
+__global__ void add_kernel(float *y, const float *x, int n) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) y[i] += x[i];
+}
+
+/* Captured on s: y = 2x + 1; forked to t: z = y + y (z = 2y);
+ * joined back to s: y += z, so y = 3 (2x + 1). `join` 0 leaves t's work
+ * unjoined, which must fail the capture. */
+static int check_fork_join(int join, const char *name) {
+    cudaStream_t s, t;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking);
+    cudaEvent_t forked, done;
+    cudaEventCreateWithFlags(&forked, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    float *x, *y, *z, host[N];
+    cudaMalloc((void **)&x, N * sizeof(float));
+    cudaMalloc((void **)&y, N * sizeof(float));
+    cudaMalloc((void **)&z, N * sizeof(float));
+    for (int i = 0; i < N; i++) host[i] = (float)i;
+    cudaMemcpy(x, host, sizeof host, cudaMemcpyHostToDevice);
+    const long errors_before = emu_errors();
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    axpb_kernel<<<2, 32, 0, s>>>(y, x, 2.0f, 1.0f, N);
+    cudaEventRecord(forked, s);
+    cudaStreamWaitEvent(t, forked, 0);
+    cudaMemsetAsync(z, 0, N * sizeof(float), t);
+    add_kernel<<<2, 32, 0, t>>>(z, y, N);
+    add_kernel<<<2, 32, 0, t>>>(z, y, N);
+    cudaEventRecord(done, t);
+    if (join) cudaStreamWaitEvent(s, done, 0);
+    add_kernel<<<2, 32, 0, s>>>(y, z, N);
+    cudaGraph_t graph = NULL;
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    const long reported = emu_errors() - errors_before;
+    emu_errors_forgive(errors_before);
+    int failed;
+    char why[160];
+    snprintf(why, sizeof why, "end capture %d, %ld emulator errors", (int)end, reported);
+    if (!join) {
+        failed = tap_result(end == cudaErrorStreamCaptureInvalidated && graph == NULL && reported == 1, name, why);
+    } else {
+        failed = tap_result(end == cudaSuccess && reported == 0, name, why);
+        cudaGraphExec_t exec;
+        cudaGraphInstantiate(&exec, graph, 0);
+        for (int launch = 0; launch < 2; launch++) { /* y is rebuilt from x each time */
+            cudaGraphLaunch(exec, s);
+            cudaStreamSynchronize(s);
+        }
+        float got[N];
+        cudaMemcpy(got, y, sizeof got, cudaMemcpyDeviceToHost);
+        int same = 1;
+        for (int i = 0; i < N; i++) same &= got[i] == 3.0f * (2.0f * (float)i + 1.0f);
+        failed |= tap_result(same, "emu_graph_fork_join_launch_runs_both_streams", "y != 3 (2x + 1) after two launches");
+        /* the event marks nothing a launch does: querying it is reported */
+        const long before_query = emu_errors();
+        const cudaError_t q = cudaEventQuery(done);
+        const long query_errors = emu_errors() - before_query;
+        emu_errors_forgive(before_query);
+        cudaGetLastError();
+        snprintf(why, sizeof why, "query returned %d with %ld emulator errors", (int)q, query_errors);
+        failed |= tap_result(q != cudaSuccess && query_errors == 1, "emu_graph_captured_event_not_queried", why);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(z);
+    cudaEventDestroy(forked);
+    cudaEventDestroy(done);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    return failed;
+}
+
 int main(void) {
     int failed = check_capture_and_replay();
+    failed |= check_fork_join(1, "emu_graph_fork_join_captures");
+    failed |= check_fork_join(0, "emu_graph_unjoined_fork_fails");
     failed |= check_refused(0, "emu_graph_refuses_stream_synchronize");
     failed |= check_refused(1, "emu_graph_refuses_synchronous_copy");
     failed |= check_refused(2, "emu_graph_refuses_cuda_malloc");

@@ -213,13 +213,16 @@ if want tp2_shm; then
     else check_match dp2_zero_bf16_shm_matches_tp1 cuda_bf16 dp2_zero_bf16_shm 2e-3 loss,val_loss; fi
 fi
 
-# (d) NCCL: at world size 1 it matches (a); with 2 GPUs, TP=2 (with and without SP), DP=2 and DP=2 under ZeRO in
+# (d) NCCL: at world size 1 it matches (a), its step a CUDA graph holding the collectives; with 2 GPUs, TP=2 (with and without SP), DP=2 and DP=2 under ZeRO in
 #     buckets match TP=1, within 1e-4
 if want nccl; then
     if ! train_once cuda_fp32 1 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5; then run_failed nccl_world1_matches_tp1 cuda_fp32
     else
         if train nccl_w1 1 "${tiny[@]}" "${synthetic[@]}" "${cuda32[@]}" --set train.steps=5 --set parallel.comm=nccl; then
             check_match nccl_world1_matches_tp1 cuda_fp32 nccl_w1 1e-4 loss,grad_norm,val_loss
+            # the step, its NCCL collectives included, as a CUDA graph (a refused capture would only warn)
+            if grep -q "^step 2: captured as a CUDA graph" "$tmp/nccl_w1.out"; then good nccl_world1_step_captured_with_collectives
+            else bad nccl_world1_step_captured_with_collectives "$(grep -m2 -i 'graph\|warning' "$tmp/nccl_w1.out" | tr '\n' ' ')"; fi
         else run_failed nccl_world1_matches_tp1 nccl_w1; fi
         if [ "$n_gpus" -ge 2 ]; then
             for lay in "nccl_tp2 --set parallel.tp=2" "nccl_tp2_sp --set parallel.tp=2 --set parallel.sp=true" "nccl_dp2" \
