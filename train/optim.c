@@ -145,7 +145,7 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
     if (!o->overlap) return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
     /* A comm_null standing in for DP (a projection): the stages that a real
      * group runs beside the next forward pass, now, so that their modeled
-     * seconds are known per stage (optim_gather_hidden_s). */
+     * seconds are known per stage (optim_hidden_modeled). */
     if (zero_shards_gather_begin(&o->shards, o->dp, g->params, g->ops->act, e)) return -1;
     return zero_shards_gather_wait_stage(&o->shards, o->shards.n_stages - 1, e);
 }
