@@ -215,6 +215,11 @@ struct tg_ops {
     int (*graph_capture_begin)(tg_o o, tg_err *e);
     int (*graph_capture_end)(tg_o o, tg_err *e);
     int (*graph_launch)(tg_o o, tg_err *e);
+    /* Destroys the step graph, if any, once its launches are done. Before
+     * the communicators whose collectives it holds are destroyed: NCCL
+     * (2.26 and later) waits in ncclCommDestroy and ncclCommAbort until no
+     * graph holds the communicator, so the other order never returns. */
+    void (*graph_release)(tg_o o);
 
     /* x = wte[token - vocab_start] (zero row for tokens outside this rank's
      * [vocab_start, vocab_start + vocab_local)) + wpe[t] (if wpe != NULL). */

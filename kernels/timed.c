@@ -220,6 +220,7 @@ tg_ops *ops_timed_create(const tg_ops *inner, tg_err *e) {
     o->graph_capture_begin = NULL; /* a graph would hide the ops from the timer */
     o->graph_capture_end = NULL;
     o->graph_launch = NULL;
+    o->graph_release = NULL;
 #define OP_SLOT(name, params, args) o->name = inner->name ? timed_##name : NULL;
     TIMED_OPS(OP_SLOT)
 #undef OP_SLOT

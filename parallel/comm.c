@@ -148,6 +148,8 @@ void comm_replayed(comm *c) {
 
 int comm_barrier(comm *c, tg_err *e) {
     if (c->in_group) return refused_in_group(c, "comm_barrier", NULL, e);
+    if (c->capturing) /* it waits on the host, which a capture refuses */
+        return tg_fail(e, "group %s: comm_barrier inside a CUDA graph capture", c->name);
     return c->vt->barrier(c, e);
 }
 

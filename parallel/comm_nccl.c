@@ -43,8 +43,10 @@
  * each kind, and finalisation then never block inside NCCL's own socket
  * exchanges (which have no deadline); the calls return ncclInProgress and we
  * poll the communicator's state with our deadline. Before that state is
- * ncclSuccess nothing else is enqueued on the comm stream (NCCL's rule). The
- * price is a helper thread NCCL starts per collective call (tens of us).
+ * ncclSuccess nothing else is enqueued on the comm stream (NCCL's rule). NCCL
+ * runs a call on a helper thread only when it must set up connections first;
+ * a CUDA graph is captured in thread-local mode, which leaves that thread
+ * alone (kernels/cuda/graph.cu).
  *
  * Failure. A failing CUDA or NCCL call, an asynchronous NCCL error, a wait
  * beyond timeout_s or a bad argument inside a collective aborts the NCCL
@@ -306,9 +308,15 @@ static int stage_copy(comm *c, void *dst, const void *src, size_t bytes, int wai
                    cudaGetErrorString(err));
 }
 
-/* A host buffer inside a group: refused (aborting), as its start must
- * complete the collective to copy the result back. */
+/* A host buffer inside a group or a CUDA graph capture: refused
+ * (aborting), as its start must complete the collective to copy the result
+ * back (and stages it with synchronous calls a capture refuses). */
 static int host_in_group(comm *c, const char *call, tg_err *e) {
+    if (c->capturing) {
+        tg_fail(e, "group %s: %s inside a CUDA graph capture: a host buffer is staged through the device and needs the result "
+                "within the start, which a graph cannot give; the communicator is aborted", c->name, call);
+        return nccl_give_up(c);
+    }
     return nccl_refuse_in_group(c, call, "a host buffer is staged through the device and needs the result within the start, "
                                          "before the group is launched; start it outside the group", e);
 }

@@ -27,7 +27,7 @@
 #    above captures step 2, collectives included (the comm stream forks off the
 #    captured stream and joins back at each wait), and launches the graph from
 #    then on, with an evaluation and a checkpoint between launches; the bytes
-#    each step sends equal shm's (seen failing without optim_replayed: the
+#    each step sends equal shm's (seen failing without optim_graph_state after a launch: the
 #    evaluation after a launch reads weights whose gather it skipped); with
 #    graphs off too; and a capture refused on one rank only leaves every rank
 #    op by op, warned, with the same bits;
@@ -161,6 +161,23 @@ if EMU_LAZY=1 launch "$name" 4 -- bash -c 'if [ "$RANK" = 1 ]; then export EMU_C
     out=$(same_run shm_tp2_dp2_sp_zero_bf16 "$name") && same_bytes shm_tp2_dp2_sp_zero_bf16 "$name" 3
 then ok "trainer_${name}_runs_op_by_op_everywhere ($out)"
 else not_ok "trainer_${name}_runs_op_by_op_everywhere" "${out:-} $(grep -m3 -i 'error\|refused\|captured' "$tmp/$name.out" | tr '\n' ' ')"; fi
+# A step captured right after an evaluation: a run resumed at step 1 runs step 2 op by op, which ends on
+# the evaluation interval, and captures step 3. The graph must hold ZeRO's gather all the same (the
+# evaluation left none due), or every launch trains on the other ranks' stale chunks: step 4 and its
+# validation loss then differ from the run that never stopped (seen without optim_graph_state before
+# the capture).
+zb=(--set parallel.zero=1 --set parallel.dp_bucket_mb=0.001 --set train.steps=4)
+ref=shm_dp2_zero_steps4 name=nccl_dp2_zero_resumed_at_1
+if train "$ref" 2 "${zb[@]}" --set out.save_every=1 --set parallel.comm=shm; then
+    mkdir -p "$tmp/$name" && cp -r "$tmp/$ref/step_00000001" "$tmp/$name/" &&
+        grep '"step":1,' "$tmp/$ref/log.jsonl" | grep '"loss"' >"$tmp/$name/log.jsonl"
+    if EMU_LAZY=1 train "$name" 2 "${zb[@]}" --set out.save_every=0 --set out.resume=true --set parallel.comm=nccl &&
+        grep -q "step 3: captured as a CUDA graph" "$tmp/$name.out" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/$ref" "$tmp/$name" 4 --bitwise 2>&1) &&
+        diff <(grep -o '"val_loss":[^,}]*' "$tmp/$ref/log.jsonl") <(grep -o '"val_loss":[^,}]*' "$tmp/$name/log.jsonl") >/dev/null
+    then ok "trainer_${name}_graph_holds_the_gather ($out)"
+    else not_ok "trainer_${name}_graph_holds_the_gather" "${out:-} $(grep -m3 -i 'error\|captured\|val' "$tmp/$name.out" | tr '\n' ' ')"; fi
+else not_ok "trainer_nccl_dp2_zero_resumed_at_1_graph_holds_the_gather" "the shm run failed: $(tail -n 2 "$tmp/$ref.out" | tr '\n' ' ')"; fi
 left=$(ls "$tmp/rdv" | grep -c emu_nccl)
 if [ "$left" = 0 ]; then ok nccl_rendezvous_folders_removed
 else not_ok nccl_rendezvous_folders_removed "$left left in $tmp/rdv: $(ls "$tmp/rdv" | head -n 3 | tr '\n' ' ')"; fi

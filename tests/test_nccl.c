@@ -474,9 +474,10 @@ static int nonblocking_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
 /* An all_reduce and an all_gather of n floats per member captured into a
  * CUDA graph under deferred waits (comm_capture_begin: the comm stream forks
  * off the captured compute stream and joins back at the waits; comm_settle
- * is refused inside the capture), then launched twice on fresh inputs: after
- * each launch (comm_replayed, comm_settle) the outputs are bitwise the
- * blocking calls' on the same inputs, and the launch counts their bytes. */
+ * and comm_barrier are refused inside the capture), then launched twice on
+ * fresh inputs: after each launch (comm_replayed, comm_settle) the outputs
+ * are bitwise the blocking calls' on the same inputs, and the launch counts
+ * their bytes. */
 static int graph_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     const int p = c->size, me = c->rank;
     const size_t one = n * sizeof(float), all = one * (size_t)p;
@@ -499,13 +500,14 @@ static int graph_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     tg_err later;
     if (r1 && comm_wait(r1, &e)) bad = 1;
     if (r0 && comm_wait(r0, bad ? &later : &e)) bad = 1;
-    const int settle_refused = comm_settle(c, &in_capture) != 0 && strstr(in_capture.msg, "inside a CUDA graph capture");
+    const int settle_refused = comm_settle(c, &in_capture) != 0 && strstr(in_capture.msg, "inside a CUDA graph capture") &&
+                               comm_barrier(c, &in_capture) != 0 && strstr(in_capture.msg, "inside a CUDA graph capture");
     comm_defer_waits(c, 0);
     const cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
     comm_capture_end(c);
     if (bad || end != cudaSuccess || !settle_refused) {
-        snprintf(why, cap, "n=%zu: capture: %.150s; end %s; settle inside it %s", n, bad ? e.msg : "ok", cudaGetErrorString(end),
-                 settle_refused ? "refused" : "not refused");
+        snprintf(why, cap, "n=%zu: capture: %.150s; end %s; settle and barrier inside it %s", n, bad ? e.msg : "ok",
+                 cudaGetErrorString(end), settle_refused ? "refused" : "not both refused");
         bad = 1;
     }
     if (!bad) CK(cudaGraphInstantiate(&exec, graph, 0));

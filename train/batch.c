@@ -111,6 +111,7 @@ static int capture(const batch_io *io, int step, tg_err *e) {
     tg_err why = {{0}};
     bool captured = ops->graph_capture_begin(ops, &why) == 0;
     if (captured) {
+        optim_graph_state(io->opt);
         comm_capture_begin(tp);
         comm_capture_begin(dp);
         const int rc = step_work(io, e);
@@ -128,6 +129,7 @@ static int capture(const batch_io *io, int step, tg_err *e) {
     }
     tg_warn("train_gpt", "step %d: %s; steps run op by op from here (train.cuda_graph)", step,
             mine ? "another rank's device refused the CUDA graph" : why.msg);
+    if (ops->graph_release) ops->graph_release(ops); /* this rank's, never to be launched */
     io->graph->usable = false;
     return step_work(io, e);
 }
@@ -145,7 +147,7 @@ static int enqueue_step(const batch_io *io, int step, tg_err *e) {
     if (ops->graph_launch(ops, e)) return -1;
     comm_replayed(io->model->tp);
     comm_replayed(io->dp);
-    optim_replayed(io->opt);
+    optim_graph_state(io->opt);
     return 0;
 }
 

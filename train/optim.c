@@ -175,7 +175,7 @@ int optim_weights_begin(optim *o, gpt *g, tg_err *e) {
     return zero_shards_gather_begin(&o->shards, o->dp, g->params, g->ops->act, e);
 }
 
-void optim_replayed(optim *o) { o->gather_due = o->defer_gather; }
+void optim_graph_state(optim *o) { o->gather_due = o->defer_gather; }
 
 const gpt_weight_hook *optim_forward_hook(optim *o) {
     return o->zero && zero_shards_gathering(&o->shards) ? &o->weight_hook : NULL;

@@ -105,11 +105,13 @@ void optim_read(optim *o, gpt *g, const tg_config *c, int step, optim_report *r)
 int optim_weights_begin(optim *o, gpt *g, tg_err *e);
 const gpt_weight_hook *optim_forward_hook(optim *o);
 int optim_weights_current(optim *o, gpt *g, tg_err *e);
-/* After a launch of the captured step (train/batch.c), which ran the step's
- * work but none of its host code: the host state that work leaves (under
- * defer_gather the next gather is due, whatever an evaluation or checkpoint
- * since the capture made of it). */
-void optim_replayed(optim *o);
+/* The host state a step captured as a CUDA graph (train/batch.c) starts
+ * from, set before the capture and again after each launch (which runs the
+ * step's work but none of its host code): under defer_gather the gather of
+ * the weights is due, so that the graph holds it whatever an evaluation,
+ * sample or checkpoint gathered since the last step (then gathering again
+ * what is already there), and each launch leaves it due. */
+void optim_graph_state(optim *o);
 /* Projected runs and --plan (a comm_null with a link standing in for DP):
  * the modeled DP seconds of the last step that a real group hides behind
  * compute, given a micro-batch's compute of micro_batch_s seconds: the

@@ -309,6 +309,7 @@ void run_teardown(run *r) {
     shards_close(r->val);
     optim_free(r->opt);
     gpt_free(r->model);
+    if (r->ops->graph_release) r->ops->graph_release(r->ops); /* before the communicators it holds */
     comm_destroy(r->tp);
     comm_destroy(r->dp);
     bootstrap_destroy(r->bs);

@@ -15,10 +15,13 @@ static int graph_fail(cudaError_t err, const char *what, tg_err *e) {
 }
 
 int cuda_graph_capture_begin(tg_o o, tg_err *e) {
-    /* Global mode: any call in the process that could not be captured
+    /* Thread-local mode: a call of this thread that could not be captured
      * (a synchronization, an allocation) fails instead of silently breaking
-     * the recording. */
-    const cudaError_t err = cudaStreamBeginCapture(cuda_ctx_of(o)->stream, cudaStreamCaptureModeGlobal);
+     * the recording; threads of NCCL's own (a nonblocking communicator's
+     * connection set-up, a network plugin) are left alone, as NCCL advises
+     * for processes with threads of their own. The trainer's CUDA calls are
+     * all on this thread. */
+    const cudaError_t err = cudaStreamBeginCapture(cuda_ctx_of(o)->stream, cudaStreamCaptureModeThreadLocal);
     return err == cudaSuccess ? 0 : graph_fail(err, "cudaStreamBeginCapture", e);
 }
 
@@ -34,6 +37,14 @@ int cuda_graph_capture_end(tg_o o, tg_err *e) {
     if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
     x->step_graph = exec;
     return 0;
+}
+
+void cuda_graph_release(tg_o o) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    if (!x->step_graph) return;
+    cudaStreamSynchronize(x->stream); /* its launches end first */
+    cudaGraphExecDestroy(x->step_graph);
+    x->step_graph = NULL;
 }
 
 int cuda_graph_launch(tg_o o, tg_err *e) {

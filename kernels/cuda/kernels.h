@@ -14,7 +14,7 @@
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
  *   flash_bwd.cu  attention_backward
  *   xent.cu       xent_partial, xent_rescale, xent_finish, xent_fused
- *   graph.cu      graph_capture_begin/end, graph_launch (host code: the step as a CUDA graph) */
+ *   graph.cu      graph_capture_begin/end, graph_launch, graph_release (host code: the step as a CUDA graph) */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
 
@@ -27,6 +27,7 @@ extern "C" {
 int cuda_graph_capture_begin(tg_o o, tg_err *e);
 int cuda_graph_capture_end(tg_o o, tg_err *e);
 int cuda_graph_launch(tg_o o, tg_err *e);
+void cuda_graph_release(tg_o o);
 
 void cuda_encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
                           int vocab_start, int vocab_local);

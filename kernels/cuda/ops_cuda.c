@@ -274,6 +274,7 @@ static const tg_ops CUDA_TABLE = {
     .graph_capture_begin = cuda_graph_capture_begin,
     .graph_capture_end = cuda_graph_capture_end,
     .graph_launch = cuda_graph_launch,
+    .graph_release = cuda_graph_release,
 };
 
 /* Fails with CUDA's message, for the set-up steps that may fail in the

@@ -50,11 +50,14 @@
  * (a collective) may return false when `may_stall` (the lazy device) and is
  * tried again later, or else blocks until it is done. */
 using emu_node = std::function<bool(bool may_stall)>;
+/* `holds`: what the graph's nodes belong to (emulated NCCL communicators). */
 struct emu_graph {
     std::vector<emu_node> nodes;
+    std::set<const void *> holds;
 };
 struct emu_graph_exec {
     std::vector<emu_node> nodes;
+    std::set<const void *> holds;
 };
 
 namespace {
@@ -76,8 +79,15 @@ struct capture_state {
     std::map<cudaStream_t, std::pair<uint64_t, uint64_t>> joined;
     /* Events recorded during the capture: their stream and its node count then. */
     std::map<cudaEvent_t, std::pair<cudaStream_t, uint64_t>> records;
+    std::set<const void *> holds; /* emu::capture_hold */
 };
 capture_state g_capture;
+/* How many graphs and executable graphs hold each owner (emu_graph_holds). */
+std::map<const void *, int> g_held;
+void hold_all(const std::set<const void *> &owners, int by) {
+    for (const void *o : owners)
+        if ((g_held[o] += by) == 0) g_held.erase(o);
+}
 /* Events whose last record was captured (they mark nothing a launch does). */
 std::set<cudaEvent_t> g_captured_events;
 } // namespace
@@ -89,6 +99,11 @@ bool emu_capture_event_unusable(cudaEvent_t e, const char *call) {
     emu_error("%s on an event last recorded during a stream capture: it marks nothing a launch of the graph does (record "
               "it again after the launch)", call);
     return true;
+}
+
+int emu_graph_holds(const void *owner) {
+    auto h = g_held.find(owner);
+    return h == g_held.end() ? 0 : h->second;
 }
 
 bool emu_capture_has(cudaStream_t s) { return g_capture.stream && (s == g_capture.stream || g_capture.joined.count(s)); }
@@ -144,6 +159,8 @@ void capture_node(std::function<void()> node) {
         return true;
     });
 }
+
+void capture_hold(const void *owner) { g_capture.holds.insert(owner); }
 
 void capture_attempt_node(std::function<bool(bool)> node) {
     count_work();
@@ -202,9 +219,11 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
             invalidated = true;
         }
     std::vector<emu_node> nodes = std::move(g_capture.nodes);
+    std::set<const void *> holds = std::move(g_capture.holds);
     g_capture = capture_state{};
     if (invalidated) return emu_fail(cudaErrorStreamCaptureInvalidated);
-    *graph = new emu_graph{std::move(nodes)};
+    *graph = new emu_graph{std::move(nodes), holds};
+    hold_all(holds, 1);
     return cudaSuccess;
 }
 
@@ -212,7 +231,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
     (void)flags;
     *exec = nullptr;
     if (!graph) return emu_fail(cudaErrorInvalidValue);
-    *exec = new emu_graph_exec{graph->nodes};
+    *exec = new emu_graph_exec{graph->nodes, graph->holds};
+    hold_all(graph->holds, 1);
     return cudaSuccess;
 }
 
@@ -239,11 +259,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    if (graph) hold_all(graph->holds, -1);
     delete graph;
     return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (exec) hold_all(exec->holds, -1);
     delete exec;
     return cudaSuccess;
 }

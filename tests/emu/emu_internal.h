@@ -38,12 +38,18 @@ bool emu_capture_event_unusable(cudaEvent_t e, const char *call);
 void emu_capture_wait(cudaStream_t s, cudaEvent_t e);
 /* Whether s is capturing (the capturing stream, or joined to it). */
 bool emu_capture_has(cudaStream_t s);
+/* Graphs and executable graphs alive whose nodes belong to `owner` (an
+ * emulated NCCL communicator whose collectives were captured: NCCL 2.26 and
+ * later wait in ncclCommDestroy and ncclCommAbort until there are none). */
+int emu_graph_holds(const void *owner);
 namespace emu {
 /* As in cuda_emu.h: whether work on s is captured (s capturing or joined). */
 bool capturing(cudaStream_t s);
 /* A node that may stall (see emu_graph.cpp's emu_node), on the stream
  * capturing() last accepted. */
 void capture_attempt_node(std::function<bool(bool may_stall)> node);
+/* The graph being captured holds `owner` (see emu_graph_holds). */
+void capture_hold(const void *owner);
 /* cudaEventRecord during a capture on capturing stream s: `mark` as a node. */
 void capture_record(cudaEvent_t e, cudaStream_t s, std::function<void()> mark);
 } // namespace emu

@@ -94,6 +94,7 @@ ncclResult_t check(const collective &c) {
 
 /* A checked collective's work on its stream. */
 ncclResult_t run(const collective &c) {
+    if (emu_capture_has(c.stream)) emu::capture_hold(c.comm);
     if (c.comm->nranks == 1) {
         const size_t bytes = c.count * emu_nccl_type_bytes(c.type);
         if (!bytes || c.dst == c.src) return ncclSuccess;
@@ -192,10 +193,22 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm ? ncclSuccess : ncclInvalidArgument; }
 
+/* NCCL 2.26 and later wait in ncclCommDestroy and ncclCommAbort until no
+ * CUDA graph holds the communicator's captured collectives: with one alive,
+ * they never return. An error here. */
+static bool held_by_a_graph(ncclComm_t comm, const char *call) {
+    const int n = emu_graph_holds(comm);
+    if (n > 0)
+        emu_error("%s while %d CUDA graph(s) hold its captured collectives: NCCL 2.26 and later wait for them to be destroyed, "
+                  "so this call would never return (destroy the graphs first)", call, n);
+    return n > 0;
+}
+
 /* A communicator of several ranks stays allocated: the lazy device may
  * still hold its work, which then finds it aborted and does nothing. */
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
+    if (held_by_a_graph(comm, "ncclCommDestroy")) return ncclInvalidUsage;
     forget_launching(comm);
     if (comm->nranks == 1) {
         delete comm;
@@ -211,6 +224,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
+    if (held_by_a_graph(comm, "ncclCommAbort")) return ncclInvalidUsage;
     if (comm->nranks == 1) return ncclCommDestroy(comm); /* nothing in flight to end */
     forget_launching(comm);
     emu_rendezvous_leave(&comm->meet, false);
