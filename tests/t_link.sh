@@ -89,37 +89,32 @@ proj() { # NAME BUCKET_MB [--set ...]
         --set train.steps=2 --set out.eval_every=0 --set out.sample_tokens=0 --set out.save_final=false \
         --set out.resume=false --set parallel.dp_bucket_mb="$mb" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
 }
+# overlap_py KEYS BUCKETS_LOG ONE_LOG: with buckets the hidden ms of each of KEYS (comma-separated) is
+# positive, the others absent, their sum below comm_ms and step_ms = ms + comm_ms - the sum; without
+# buckets no hidden key and step_ms = ms + comm_ms.
 overlap_py=$(cat <<'PY'
 import json, sys
-last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
-b, o = last
-h = b["dp_hidden_ms_modeled"]
-assert 0 < h < b["comm_ms"], (h, b["comm_ms"])
-assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - h)) < 2e-3, b
-assert "dp_hidden_ms_modeled" not in o and abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
-print(f"{h:.3f} of {b['comm_ms']:.3f} comm ms hidden")
+keys = sys.argv[1].split(",")
+every = ["dp_hidden_ms_modeled", "zero_gather_hidden_ms_modeled"]
+b, o = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[2:]]
+hidden = [b.get(k, 0) for k in keys]
+assert all(h > 0 for h in hidden) and sum(hidden) < b["comm_ms"], (hidden, b["comm_ms"])
+assert not [k for k in every if k not in keys and k in b], b
+assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - sum(hidden))) < 2e-3, b
+assert not [k for k in every if k in o] and abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
+print(" + ".join(f"{h:.3f}" for h in hidden) + f" of {b['comm_ms']:.3f} comm ms hidden")
 PY
 )
-if proj buckets 1 && proj one 0 && out=$("$py" -c "$overlap_py" "$tmp/buckets/log.jsonl" "$tmp/one/log.jsonl"); then
+if proj buckets 1 && proj one 0 &&
+    out=$("$py" -c "$overlap_py" dp_hidden_ms_modeled "$tmp/buckets/log.jsonl" "$tmp/one/log.jsonl"); then
     grep -q "hidden behind the backward pass: modeled" "$tmp/buckets.out" && ok "projection_models_dp_overlap ($out)" ||
         not_ok projection_models_dp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/buckets.out")"
 else not_ok projection_models_dp_overlap "${out:-} $(tail -n 2 "$tmp/buckets.out" | tr '\n' ' ')"; fi
 # the same for ZeRO's reduce-scatters in buckets, and its staged gather of the weights beside the
 # next forward pass: part of it hidden, never the first two stages (the pass needs them at its start)
-zero_py=$(cat <<'PY'
-import json, sys
-last = [[json.loads(l) for l in open(p) if '"loss"' in l][-1] for p in sys.argv[1:]]
-b, o = last
-h, g = b["dp_hidden_ms_modeled"], b["zero_gather_hidden_ms_modeled"]
-assert 0 < h and 0 < g and h + g < b["comm_ms"], (h, g, b["comm_ms"])
-assert abs(b["step_ms"] - (b["ms"] + b["comm_ms"] - h - g)) < 2e-3, b
-for k in "dp_hidden_ms_modeled", "zero_gather_hidden_ms_modeled": assert k not in o, o
-assert abs(o["step_ms"] - (o["ms"] + o["comm_ms"])) < 2e-3, o
-print(f"{h:.3f} + {g:.3f} of {b['comm_ms']:.3f} comm ms hidden")
-PY
-)
 if proj zero_buckets 1 --set parallel.zero=1 && proj zero_one 0 --set parallel.zero=1 &&
-    out=$("$py" -c "$zero_py" "$tmp/zero_buckets/log.jsonl" "$tmp/zero_one/log.jsonl"); then
+    out=$("$py" -c "$overlap_py" dp_hidden_ms_modeled,zero_gather_hidden_ms_modeled "$tmp/zero_buckets/log.jsonl" \
+        "$tmp/zero_one/log.jsonl"); then
     grep -q "hidden behind the backward pass and [0-9.]* behind the forward pass: modeled" "$tmp/zero_buckets.out" &&
         ok "projection_models_zero_overlap ($out)" ||
         not_ok projection_models_zero_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/zero_buckets.out")"

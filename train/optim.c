@@ -143,11 +143,11 @@ static int apply(optim *o, gpt *g, const tg_config *c, tg_err *e) {
      * distributed optimizer gathers its bf16 parameters; in float32 they are
      * the master weights). */
     if (!o->overlap) return zero_shards_all_gather(&o->shards, o->dp, g->params, g->ops->act, e);
-    /* A comm_null standing in for DP (a projection): the stages that a real
-     * group runs beside the next forward pass, now, so that their modeled
-     * seconds are known per stage (optim_hidden_modeled). */
-    if (zero_shards_gather_begin(&o->shards, o->dp, g->params, g->ops->act, e)) return -1;
-    return zero_shards_gather_wait_stage(&o->shards, o->shards.n_stages - 1, e);
+    /* A comm_null standing in for DP (a projection): the staged gather a
+     * real group runs beside the next forward pass, now, so that the stages'
+     * modeled seconds are known (optim_hidden_modeled). */
+    o->gather_due = true;
+    return optim_weights_current(o, g, e);
 }
 
 optim_hidden optim_hidden_modeled(const optim *o, double micro_batch_s, bool full_recompute) {

@@ -48,8 +48,7 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     optim_report rep;
     const int rc = batch_train_step(&io, 1, &rep, e);
     l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
-    const int grad_accum = v->train.global_batch / (l->dp * l->mb);
-    l->hidden = optim_hidden_modeled(o, l->compute_s / grad_accum, l->rc == RECOMPUTE_FULL);
+    l->hidden = optim_hidden_modeled(o, l->compute_s / config_grad_accum(v), l->rc == RECOMPUTE_FULL);
     memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
     memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
     free(window);

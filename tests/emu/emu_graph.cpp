@@ -106,7 +106,9 @@ int emu_graph_holds(const void *owner) {
     return h == g_held.end() ? 0 : h->second;
 }
 
-bool emu_capture_has(cudaStream_t s) { return g_capture.stream && (s == g_capture.stream || g_capture.joined.count(s)); }
+bool emu_capture_has(cudaStream_t s) {
+    return g_capture.stream && (s == g_capture.stream || (s && g_capture.joined.count(s)));
+}
 
 void emu_capture_wait(cudaStream_t s, cudaEvent_t e) {
     auto rec = g_capture.records.find(e);
@@ -135,7 +137,7 @@ namespace emu {
 
 bool capturing(cudaStream_t s) {
     if (!g_capture.stream) return false;
-    if (s == g_capture.stream || (s && g_capture.joined.count(s))) {
+    if (emu_capture_has(s)) {
         g_capture.last = s;
         return true;
     }
