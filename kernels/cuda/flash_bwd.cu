@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
-    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>(false) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, qw = q0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
@@ -215,15 +215,17 @@ __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                          const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
-    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>() */
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>(true) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
+    constexpr bool v_held = fb_v_held<HS>();
+    constexpr int v_tile = v_held ? 3 : 4; /* v passes through buffer 1, or stays in the fifth tile */
     const int k0 = blockIdx.x * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int kw = k0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     /* k and v rows, then the diagonal query tile, as two groups: the fragments load while the tile lands */
     fb_stage_async<HS>(tiles[2], qkv, 3 * C, C + h * HS, b, k0, T);
-    fb_stage_async<HS>(tiles[3], qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+    fb_stage_async<HS>(tiles[v_tile], qkv, 3 * C, 2 * C + h * HS, b, k0, T);
     async_commit();
     fb_stage_async<HS>(tiles[0], qkv, 3 * C, h * HS, b, k0, T);
     fb_stage_async<HS>(tiles[1], dout, C, h * HS, b, k0, T);
@@ -231,9 +233,10 @@ __global__ void __launch_bounds__(FB_THREADS)
     if (threadIdx.x < FB_ROWS) fb_row_stats(lse2_t[0][threadIdx.x], D_t[0][threadIdx.x], lse, D, p, j, k0 + threadIdx.x, T);
     async_wait<1>();
     __syncthreads();
-    uint32_t kf[HS / 16][4], vf[HS / 16][4];
+    uint32_t kf[HS / 16][4], vf[v_held ? HS / 16 : 1][4];
+    const __nv_bfloat16 *vrows = tiles[v_tile].e + (kw - k0) * ld;
     fb_rows_as_a<HS>(kf, tiles[2].e + (kw - k0) * ld);
-    fb_rows_as_a<HS>(vf, tiles[3].e + (kw - k0) * ld);
+    if constexpr (v_held) fb_rows_as_a<HS>(vf, vrows);
     float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
     async_wait<0>();
     __syncthreads(); /* the diagonal tile is in, and the k and v readers are done: buffer 1 is free */
@@ -250,8 +253,14 @@ __global__ void __launch_bounds__(FB_THREADS)
         const __nv_bfloat16 *qs = tiles[cur].e, *gs = tiles[cur + 1].e;
         for (int qt = q0; qt < q0 + FB_ROWS && qt < T; qt += 16) {
             if (qt < kw) continue; /* warp-uniform: above the warp's diagonal */
-            fb_dkv_block<HS>(dk, dv, kf, vf, qs + (qt - q0) * ld, gs + (qt - q0) * ld, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0),
-                             kw, qt, qt == kw || qt + 16 > T, c);
+            const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
+            const bool edge = qt == kw || qt + 16 > T;
+            if constexpr (v_held)
+                fb_dkv_block<HS>(dk, dv, kf, fb_held<HS>{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
+                                 edge, c);
+            else
+                fb_dkv_block<HS>(dk, dv, kf, fb_staged<HS>{vrows}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw,
+                                 qt, edge, c);
         }
         if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
             lse2_t[n ^ 1][threadIdx.x] = lse2_next;
@@ -282,12 +291,14 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
         return;
     }
     const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
-    constexpr int shared = fb_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    /* over the default 48 KiB from HS = 96: opt in */
+    constexpr int dq_shared = fb_shared_bytes<HS>(false), dkv_shared = fb_shared_bytes<HS>(true);
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
+    CUDA_CHECK(
+        cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
+    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 

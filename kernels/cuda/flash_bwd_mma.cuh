@@ -31,11 +31,23 @@ struct fb_tile {
     alignas(16) __nv_bfloat16 e[FB_ROWS * ld];
 };
 
-/* The tile kernels' dynamic shared memory: two tiles (K and V, or Q and
- * dout) for each of two buffers, the tiles being used and the next ones. */
+/* Whether the dk, dv kernel holds the warp's v fragments in registers
+ * (HS / 2 of them, beside k's and the HS accumulators of dk and dv). From
+ * HS 128 they no longer fit in 255 registers (ptxas spilled 44 bytes):
+ * the block's v rows then stay staged in a fifth tile of shared memory and
+ * each fragment is loaded where it is used. */
 template <int HS>
-static constexpr int fb_shared_bytes() {
-    return 4 * (int)sizeof(fb_tile<HS>);
+static __host__ __device__ constexpr bool fb_v_held() {
+    return HS <= 112;
+}
+
+/* The tile kernels' dynamic shared memory: two tiles (K and V, or Q and
+ * dout) for each of two buffers, the tiles being used and the next ones;
+ * and for the dk, dv kernel the block's v rows where it does not hold
+ * them (fb_v_held). */
+template <int HS>
+static constexpr int fb_shared_bytes(bool dkv) {
+    return (dkv && !fb_v_held<HS>() ? 5 : 4) * (int)sizeof(fb_tile<HS>);
 }
 
 /* What the probabilities of one (sequence, head) pair depend on besides
@@ -112,19 +124,36 @@ static __device__ __forceinline__ void fb_rows_as_a(uint32_t a[HS / 16][4], cons
     for (int kk = 0; kk < HS / 16; kk++) mma_load_a(a[kk], rows + 16 * kk, fb_tile<HS>::ld);
 }
 
-/* acc (two n8 accumulators: a 16 x 16 block) = the warp's 16 rows (A
- * fragments over HS) dotted with the 16 staged rows starting at `rows`. */
+/* The warp's 16 rows as the A operand of fb_dots, step kk (columns 16 kk
+ * .. 16 kk + 15 of the head) into a: fragments held in registers
+ * (fb_rows_as_a's), or rows staged in shared memory, loaded at each use. */
 template <int HS>
-static __device__ __forceinline__ void fb_dots(float acc[2][4], const uint32_t a[HS / 16][4], const __nv_bfloat16 *rows) {
+struct fb_held {
+    const uint32_t (*f)[4];
+    __device__ __forceinline__ void operator()(int kk, uint32_t a[4]) const {
+        a[0] = f[kk][0], a[1] = f[kk][1], a[2] = f[kk][2], a[3] = f[kk][3];
+    }
+};
+template <int HS>
+struct fb_staged {
+    const __nv_bfloat16 *rows;
+    __device__ __forceinline__ void operator()(int kk, uint32_t a[4]) const { mma_load_a(a, rows + 16 * kk, fb_tile<HS>::ld); }
+};
+
+/* acc (two n8 accumulators: a 16 x 16 block) = the warp's 16 rows (A
+ * operand a_of: fb_held or fb_staged) dotted with the 16 staged rows
+ * starting at `rows`. */
+template <int HS, typename A>
+static __device__ __forceinline__ void fb_dots(float acc[2][4], const A &a_of, const __nv_bfloat16 *rows) {
 #pragma unroll
-    for (int n = 0; n < 2; n++) {
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    for (int n = 0; n < 2; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < HS / 16; kk++) {
-            uint32_t bf[2];
-            mma_load_b_rows(bf, rows + 8 * n * fb_tile<HS>::ld + 16 * kk, fb_tile<HS>::ld);
-            mma_bf16_16816(acc[n], a[kk], bf);
-        }
+    for (int kk = 0; kk < HS / 16; kk++) {
+        uint32_t a[4], bf[2][2];
+        a_of(kk, a);
+        mma_load_b_rows_x2(bf, rows + 16 * kk, fb_tile<HS>::ld);
+        mma_bf16_16816(acc[0], a, bf[0]);
+        mma_bf16_16816(acc[1], a, bf[1]);
     }
 }
 
@@ -132,10 +161,11 @@ static __device__ __forceinline__ void fb_dots(float acc[2][4], const uint32_t a
 template <int HS>
 static __device__ __forceinline__ void fb_accumulate(float acc[HS / 8][4], const uint32_t a[4], const __nv_bfloat16 *rows) {
 #pragma unroll
-    for (int n8 = 0; n8 < HS / 8; n8++) {
-        uint32_t bf[2];
-        mma_load_b_cols(bf, rows + 8 * n8, fb_tile<HS>::ld);
-        mma_bf16_16816(acc[n8], a, bf);
+    for (int n8 = 0; n8 < HS / 8; n8 += 2) {
+        uint32_t bf[2][2];
+        mma_load_b_cols_x2(bf, rows + 8 * n8, fb_tile<HS>::ld);
+        mma_bf16_16816(acc[n8], a, bf[0]);
+        mma_bf16_16816(acc[n8 + 1], a, bf[1]);
     }
 }
 
@@ -163,8 +193,8 @@ static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 1
                                    const float D[2], int qw, int kt, bool edge, const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[2][4], dp[2][4], kept;
-    fb_dots<HS>(s, qf, krows);
-    fb_dots<HS>(dp, gf, vrows);
+    fb_dots<HS>(s, fb_held<HS>{qf}, krows);
+    fb_dots<HS>(dp, fb_held<HS>{gf}, vrows);
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -178,18 +208,19 @@ static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 1
 }
 
 /* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
- * staged at qrows, grows (q, dout); kf, vf: the keys' k and v fragments;
- * lse2, D: the query rows' statistics (16 from qt). The scores come out
- * transposed (keys as rows), so dS^T and (P keep)^T are accumulators that
- * become A fragments directly. */
-template <int HS>
-static __device__ void fb_dkv_block(float dk[HS / 8][4], float dv[HS / 8][4], const uint32_t kf[HS / 16][4],
-                                    const uint32_t vf[HS / 16][4], const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows,
-                                    const float *lse2, const float *D, int kw, int qt, bool edge, const fb_pair &c) {
+ * staged at qrows, grows (q, dout); kf: the keys' k fragments, v_of their
+ * v rows as an A operand (fb_held or fb_staged: fb_v_held); lse2, D: the
+ * query rows' statistics (16 from qt). The scores come out transposed
+ * (keys as rows), so dS^T and (P keep)^T are accumulators that become A
+ * fragments directly. */
+template <int HS, typename V>
+static __device__ void fb_dkv_block(float dk[HS / 8][4], float dv[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
+                                    const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
+                                    int kw, int qt, bool edge, const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[2][4], dp[2][4], kept[2][4];
-    fb_dots<HS>(s, kf, qrows);
-    fb_dots<HS>(dp, vf, grows);
+    fb_dots<HS>(s, fb_held<HS>{kf}, qrows);
+    fb_dots<HS>(dp, v_of, grows);
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll

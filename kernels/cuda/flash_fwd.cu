@@ -108,20 +108,23 @@ void flash_forward(cuda_ctx *ctx, E *out, float *lse, const E *qkv, int B, int T
 
 /* Scores of the warp's 16 query rows (A fragments q, HS / 16 of them)
  * against keys 8j .. 8j + 7 of the staged tile ks into s[j], unscaled, for
- * j < n_blocks; the other s[j] are 0. */
+ * j < n_blocks (even: whole 16-key pairs, one ldmatrix for both); the
+ * other s[j] are 0. */
 template <int HS>
 static __device__ __forceinline__ void warp_scores(float (*s)[4], const uint32_t (*q)[4], const __nv_bfloat16 *ks,
                                                    int n_blocks) {
     constexpr int ld = fm_ld(HS);
 #pragma unroll
-    for (int j = 0; j < FM_KEY_BLOCKS; j++) {
+    for (int j = 0; j < FM_KEY_BLOCKS; j += 2) {
         s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        s[j + 1][0] = s[j + 1][1] = s[j + 1][2] = s[j + 1][3] = 0.0f;
         if (j >= n_blocks) continue;
 #pragma unroll
         for (int kk = 0; kk < HS / 16; kk++) {
-            uint32_t kf[2];
-            mma_load_b_rows(kf, ks + 8 * j * ld + 16 * kk, ld);
-            mma_bf16_16816(s[j], q[kk], kf);
+            uint32_t kf[2][2];
+            mma_load_b_rows_x2(kf, ks + 8 * j * ld + 16 * kk, ld);
+            mma_bf16_16816(s[j], q[kk], kf[0]);
+            mma_bf16_16816(s[j + 1], q[kk], kf[1]);
         }
     }
 }
@@ -188,10 +191,11 @@ static __device__ __forceinline__ void warp_pv(float (*o)[4], const float (*s)[4
         uint32_t pf[4];
         mma_a_from_accumulators(pf, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-        for (int n = 0; n < HS / 8; n++) {
-            uint32_t vf[2];
-            mma_load_b_cols(vf, vs + 16 * kk * ld + 8 * n, ld);
-            mma_bf16_16816(o[n], pf, vf);
+        for (int n = 0; n < HS / 8; n += 2) {
+            uint32_t vf[2][2];
+            mma_load_b_cols_x2(vf, vs + 16 * kk * ld + 8 * n, ld);
+            mma_bf16_16816(o[n], pf, vf[0]);
+            mma_bf16_16816(o[n + 1], pf, vf[1]);
         }
     }
 }

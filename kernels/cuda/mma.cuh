@@ -12,9 +12,12 @@
  * and 8..15) are, packed to bf16 pairs, exactly the A fragment of a 16x16
  * matrix: mma_a_from_accumulators (flash attention's P @ V without a trip
  * through shared memory).
- * Under the emulation (tests/emu) the instruction is a stand-in that
- * exchanges the fragments across the warp in exactly this layout; the
- * loaders are plain code and run as they are (tests/emu/test_mma.cu). */
+ * The loaders take whole 8x8 quarters by ldmatrix (four per instruction:
+ * one shared-memory request per 8x8 matrix, and the transposed loads of B
+ * stored as it is used cost no more than the others).
+ * Under the emulation (tests/emu) both instructions are stand-ins that
+ * exchange addresses or fragments across the warp in exactly the PTX
+ * ISA's layouts (tests/emu/test_mma.cu). */
 #ifndef KERNELS_CUDA_MMA_CUH
 #define KERNELS_CUDA_MMA_CUH
 
@@ -44,53 +47,65 @@ static __device__ __forceinline__ uint32_t mma_pack(float lo, float hi) {
     return mma_pair(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
 }
 
-/* p[0], p[1] as one register: one 32-bit shared-memory load on the device
- * (p is 4-byte aligned: an even element of a row with an even stride). */
-static __device__ __forceinline__ uint32_t mma_adjacent(const __nv_bfloat16 *p) {
+/* ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: four 8x8 bf16
+ * matrices from shared memory in one warp-wide load. Lane 8m + i gives the
+ * address of row i of matrix m (16 bytes, 16-byte aligned); lane 4i + j
+ * gets in r[m] elements 2j, 2j + 1 of row i of matrix m, or with trans of
+ * column i (rows 2j, 2j + 1): exactly the A, B and accumulator layouts
+ * above, one 8x8 quarter per register. Every lane of the warp must run it
+ * (warp-uniform control flow). Under the emulation: emu::ldmatrix. */
+template <bool trans>
+static __device__ __forceinline__ void mma_ldmatrix_x4(uint32_t r[4], const __nv_bfloat16 *row) {
 #if defined(__CUDA_ARCH__)
-    return *reinterpret_cast<const uint32_t *>(p);
+    const unsigned at = (unsigned)__cvta_generic_to_shared(row);
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(at));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(at));
+#elif defined(EMU_CUDA_EMU_H)
+    ::emu::ldmatrix(r, 4, trans, row);
 #else
-    return mma_pair(p[0], p[1]);
+    (void)r; (void)row; /* nvcc's host pass: never called on the host */
 #endif
 }
 
-/* A[r][c] = tile[r * ld + c], r, c < 16 (row-major; ld even). */
+/* The 16 x 16 block of a tile at rows 8 (m & 1) + i and columns 8 (m >> 1):
+ * the row lane 8m + i addresses for quarters in A's register order (rows
+ * 0-7 then 8-15 of columns 0-7, then of columns 8-15). */
+static __device__ __forceinline__ const __nv_bfloat16 *mma_quarter_row(const __nv_bfloat16 *tile, int ld) {
+    const int lane = threadIdx.x & 31, m = lane >> 3, i = lane & 7;
+    return tile + (8 * (m & 1) + i) * ld + 8 * (m >> 1);
+}
+
+/* A[r][c] = tile[r * ld + c], r, c < 16 (row-major; ld a multiple of 8,
+ * tile 16-byte aligned, in shared memory). */
 static __device__ __forceinline__ void mma_load_a(uint32_t a[4], const __nv_bfloat16 *tile, int ld) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const __nv_bfloat16 *r0 = tile + g * ld + 2 * t, *r8 = r0 + 8 * ld;
-    a[0] = mma_adjacent(r0);
-    a[1] = mma_adjacent(r8);
-    a[2] = mma_adjacent(r0 + 8);
-    a[3] = mma_adjacent(r8 + 8);
+    mma_ldmatrix_x4<false>(a, mma_quarter_row(tile, ld));
 }
 
-/* A[r][c] = tile[c * ld + r], r, c < 16: the transpose of a row-major tile
- * (dS^T, P^T in attention's backward). */
-static __device__ __forceinline__ void mma_load_a_transposed(uint32_t a[4], const __nv_bfloat16 *tile, int ld) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const __nv_bfloat16 *c0 = tile + 2 * t * ld + g; /* rows 2t, 2t+1 of the stored tile, column g */
-    a[0] = mma_pair(c0[0], c0[ld]);
-    a[1] = mma_pair(c0[8], c0[ld + 8]);
-    a[2] = mma_pair(c0[8 * ld], c0[9 * ld]);
-    a[3] = mma_pair(c0[8 * ld + 8], c0[9 * ld + 8]);
+/* B fragments of two 8-column blocks, b[h][.] for columns n = 8h .. 8h + 7,
+ * with B[k][n] = tile[n * ld + k], k < 16: each output column n is a stored
+ * row (K in Q K^T, V in dO V^T). Quarters: rows n 0-7 at k 0-7 and 8-15,
+ * then rows 8-15, so the quarter rows are the transpose of A's order. */
+static __device__ __forceinline__ void mma_load_b_rows_x2(uint32_t b[2][2], const __nv_bfloat16 *tile, int ld) {
+    const int lane = threadIdx.x & 31, m = lane >> 3, i = lane & 7;
+    uint32_t r[4];
+    mma_ldmatrix_x4<false>(r, tile + (8 * (m >> 1) + i) * ld + 8 * (m & 1));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
 }
 
-/* B[k][n] = tile[n * ld + k], k < 16, n < 8: each output column n is a
- * stored row (K in Q K^T, V in dO V^T). ld even. */
-static __device__ __forceinline__ void mma_load_b_rows(uint32_t b[2], const __nv_bfloat16 *tile, int ld) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const __nv_bfloat16 *p = tile + g * ld + 2 * t;
-    b[0] = mma_adjacent(p);
-    b[1] = mma_adjacent(p + 8);
-}
-
-/* B[k][n] = tile[k * ld + n], k < 16, n < 8: B stored as it is used (V in
- * P V, K in dS K, Q in dS^T Q). */
-static __device__ __forceinline__ void mma_load_b_cols(uint32_t b[2], const __nv_bfloat16 *tile, int ld) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const __nv_bfloat16 *p = tile + 2 * t * ld + g;
-    b[0] = mma_pair(p[0], p[ld]);
-    b[1] = mma_pair(p[8 * ld], p[9 * ld]);
+/* B fragments of two 8-column blocks as above, with B[k][n] = tile[k * ld
+ * + n]: B stored as it is used (V in P V, K in dS K, Q in dS^T Q), read
+ * transposed by ldmatrix: quarters at k 0-7, 8-15 of columns 0-7, then of
+ * columns 8-15 (A's order). */
+static __device__ __forceinline__ void mma_load_b_cols_x2(uint32_t b[2][2], const __nv_bfloat16 *tile, int ld) {
+    uint32_t r[4];
+    mma_ldmatrix_x4<true>(r, mma_quarter_row(tile, ld));
+    b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
 }
 
 /* The A fragment of the 16x16 matrix whose columns 0..7 are the

@@ -72,6 +72,15 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane);
 #define EMU_GATHER_WORDS 8
 void warp_gather(const uint32_t *words, int n, uint32_t *all);
 int lane_id();
+/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16
+ * (kernels/cuda/mma.cuh): lane 8 m + i gives the address of row i of
+ * matrix m < count (16 bytes, 16-byte aligned, in the block's shared
+ * memory; the other lanes' addresses are ignored, as from sm_80 on: sm_75
+ * and older want valid ones there too), and lane 4 i + j gets in
+ * r[m] the elements 2j and 2j + 1 of row i of matrix m, or with trans those
+ * of column i (rows 2j and 2j + 1), the lower index in the low half. One
+ * warp barrier, like the hardware's .sync. */
+void ldmatrix(uint32_t *r, int count, bool trans, const void *row);
 
 /* The block's dynamic shared memory (the launch's shmem bytes, filled with
  * 0xff before every block): prep.py turns `extern __shared__ T name[];`

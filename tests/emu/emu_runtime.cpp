@@ -902,6 +902,42 @@ void warp_gather(const uint32_t *words, int n, uint32_t *all) {
     for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
+void ldmatrix(uint32_t *r, int count, bool trans, const void *row) {
+    fiber *f = g_cur;
+    if (!f) {
+        emu_error("ldmatrix outside a kernel");
+        return;
+    }
+    if (count != 1 && count != 2 && count != 4) {
+        emu_error("%s: ldmatrix of %d matrices (x1, x2 or x4)", g_block.kernel, count);
+        abort();
+    }
+    const bool gives = f->lane < 8 * count; /* this lane's address is used */
+    if (gives && ((uintptr_t)row & 15)) {
+        emu_error("%s: ldmatrix row address %p (lane %d) is not 16-byte aligned", g_block.kernel, row, f->lane);
+        abort(); /* a misaligned address faults on the device */
+    }
+    if (gives && !shared_region(row, 16)) {
+        emu_error("%s: ldmatrix row address %p (lane %d) is not in the block's shared memory", g_block.kernel, row, f->lane);
+        abort();
+    }
+    if (gives) emu_race_access(row, 16, false, __builtin_return_address(0));
+    const uintptr_t at = (uintptr_t)row;
+    const uint32_t mine[2] = {(uint32_t)at, (uint32_t)((uint64_t)at >> 32)};
+    uint32_t all[32][2];
+    warp_gather(mine, 2, &all[0][0]);
+    const int i = f->lane >> 2, j = f->lane & 3;
+    for (int m = 0; m < count; m++) {
+        uint16_t half[2];
+        for (int h = 0; h < 2; h++) {
+            const int src = 8 * m + (trans ? 2 * j + h : i), col = trans ? i : 2 * j + h; /* row src of matrix m, element col */
+            const uintptr_t p = (uintptr_t)all[src][0] | ((uintptr_t)all[src][1] << 32);
+            memcpy(&half[h], (const char *)p + 2 * col, 2);
+        }
+        r[m] = (uint32_t)half[0] | ((uint32_t)half[1] << 16);
+    }
+}
+
 /* EMU_LAUNCH_LOG=FILE: each distinct (source file, line, kernel as the launch
  * names it, threads per block, dynamic shared bytes) that this process
  * launches is appended to FILE as a tab-separated line. scripts/kernel_resources.py sets these beside
