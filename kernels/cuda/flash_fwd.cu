@@ -5,8 +5,9 @@
  * P * keep * v / sum P, and lse = max + log(sum) kept for the backward. No
  * T x T buffer. Two kernels:
  * - bf16 activations with HS % 16 == 0, HS <= FM_HS_MAX: tensor cores
- *   (flash_mma.cuh, mma.cuh). 4 warps own 16 query rows each of a 64-row
- *   tile; Q stays in registers as A fragments; K and V tiles are double
+ *   (flash_mma.cuh, mma.cuh). 4 warps own 32 query rows each of a 128-row
+ *   block up to head size 64, 16 each of a 64-row block beyond
+ *   (fm_row_tiles); Q stays in registers as A fragments; K and V tiles of 64 keys are double
  *   buffered in dynamic shared memory, the next copied in by cp.async
  *   (async_copy.cuh) while the tensor cores use the current one; S = Q K^T
  *   and O += P V are bf16 mma.sync products with float32 accumulation, the
@@ -106,25 +107,57 @@ void flash_forward(cuda_ctx *ctx, E *out, float *lse, const E *qkv, int B, int T
 
 #define FM_KEY_BLOCKS (FM_ROWS / 8) /* score accumulators (8 keys each) per staged key tile */
 
-/* Scores of the warp's 16 query rows (A fragments q, HS / 16 of them)
- * against keys 8j .. 8j + 7 of the staged tile ks into s[j], unscaled, for
- * j < n_blocks (even: whole 16-key pairs, one ldmatrix for both); the
- * other s[j] are 0. */
+/* Row tiles of 16 query rows each warp owns: two up to head size 64, so
+ * that each K or V fragment loaded from shared memory feeds two products
+ * (shared-memory requests per product halved, as FlashAttention 2's
+ * 128-row blocks of 4 warps); one beyond, where the second tile's scores
+ * and outputs would not fit in registers. A block has FM_ROWS x MT query
+ * rows. */
 template <int HS>
-static __device__ __forceinline__ void warp_scores(float (*s)[4], const uint32_t (*q)[4], const __nv_bfloat16 *ks,
-                                                   int n_blocks) {
+static __host__ __device__ constexpr int fm_row_tiles() {
+    return HS <= 64 ? 2 : 1;
+}
+
+/* Where a warp's row tile meets key tile k0 .. k0 + FM_ROWS - 1: its rows
+ * r0 .. r0 + 15 see the first n_blocks key blocks of 8 (0 to FM_KEY_BLOCKS,
+ * even: keys up to its last row), and with mask some of those keys lie
+ * after some of its rows (the per-element causal test is needed). */
+struct fm_reach {
+    int n_blocks;
+    bool mask;
+};
+static __device__ __forceinline__ fm_reach fm_reach_of(int r0, int k0) {
+    if (k0 + FM_ROWS <= r0) return fm_reach{FM_KEY_BLOCKS, false}; /* wholly before the rows */
+    const int n = (r0 + 16 - k0) / 8; /* r0, k0 multiples of 16: even, at most FM_KEY_BLOCKS here */
+    return fm_reach{n < 0 ? 0 : n, true}; /* the last key seen, r0 + 15, lies after rows r0 .. r0 + 14 */
+}
+
+/* Scores of the warp's MT row tiles (A fragments q[i], HS / 16 of them)
+ * against keys 8j .. 8j + 7 of the staged tile ks into s[i][j], unscaled,
+ * for j < reach[i].n_blocks; the other s[i][j] are 0. Each 16-key pair of
+ * K fragments is loaded once (one ldmatrix) for every tile that sees it;
+ * reach[MT - 1] (the lowest rows) sees the most. */
+template <int HS, int MT>
+static __device__ __forceinline__ void warp_scores(float (*s)[FM_KEY_BLOCKS][4], const uint32_t (*q)[HS / 16][4],
+                                                   const __nv_bfloat16 *ks, const fm_reach *reach) {
     constexpr int ld = fm_ld(HS);
 #pragma unroll
     for (int j = 0; j < FM_KEY_BLOCKS; j += 2) {
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-        s[j + 1][0] = s[j + 1][1] = s[j + 1][2] = s[j + 1][3] = 0.0f;
-        if (j >= n_blocks) continue;
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[i][j][e] = s[i][j + 1][e] = 0.0f;
+        if (j >= reach[MT - 1].n_blocks) continue;
 #pragma unroll
         for (int kk = 0; kk < HS / 16; kk++) {
             uint32_t kf[2][2];
             mma_load_b_rows_x2(kf, ks + 8 * j * ld + 16 * kk, ld);
-            mma_bf16_16816(s[j], q[kk], kf[0]);
-            mma_bf16_16816(s[j + 1], q[kk], kf[1]);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                if (j >= reach[i].n_blocks) continue;
+                mma_bf16_16816(s[i][j], q[i][kk], kf[0]);
+                mma_bf16_16816(s[i][j + 1], q[i][kk], kf[1]);
+            }
         }
     }
 }
@@ -136,15 +169,15 @@ struct lane_pos {
     int row[2], k0, t;
 };
 
-/* One key tile of the online softmax for the lane's row i: the scores s
- * (unscaled) become P * keep, P = 2^(scale_log2 s - m) against the new
- * running max m (log2 units), with masked keys (past n_blocks or, on the
- * diagonal, after the row) at 0; the running sum l (this lane's share,
- * before dropout, like the CPU's) and the row's outputs o are rescaled to
- * the new max first. */
+/* One key tile of the online softmax for the lane's row i of one row tile:
+ * the scores s (unscaled) become P * keep, P = 2^(scale_log2 s - m)
+ * against the new running max m (log2 units), with masked keys (past
+ * reach.n_blocks or, where reach.mask, after the row) at 0; the running
+ * sum l (this lane's share, before dropout, like the CPU's) and the row's
+ * outputs o are rescaled to the new max first. */
 template <int NB>
 static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4], float &m, float &l, int i, const lane_pos &at,
-                                                   int n_blocks, bool diag, float scale_log2, int b, int h, int T,
+                                                   const fm_reach &reach, float scale_log2, int b, int h, int T,
                                                    const tg_dropout &drop) {
     const int row = at.row[i];
     float mx = -INFINITY;
@@ -153,7 +186,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const bool seen = j < n_blocks && (!diag || at.k0 + 8 * j + 2 * at.t + e <= row);
+            const bool seen = j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row);
             x = seen ? x * scale_log2 : -INFINITY;
             mx = fmaxf(mx, x);
         }
@@ -179,49 +212,81 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
         }
 }
 
-/* o[n] (columns 8n .. 8n + 7 of the warp's rows) += P V over the staged
- * values vs, P the bf16 rounding of the probabilities s, keys of the first
- * n_blocks (even) accumulators only (the rest are masked). */
-template <int HS>
-static __device__ __forceinline__ void warp_pv(float (*o)[4], const float (*s)[4], const __nv_bfloat16 *vs, int n_blocks) {
+/* o[i][n] (columns 8n .. 8n + 7 of row tile i) += P V over the staged
+ * values vs, P the bf16 rounding of the probabilities s[i], keys of the
+ * first reach[i].n_blocks accumulators only (the rest are masked). Each
+ * 16-column pair of V fragments is loaded once for every tile that sees
+ * its keys. */
+template <int HS, int MT>
+static __device__ __forceinline__ void warp_pv(float (*o)[HS / 8][4], const float (*s)[FM_KEY_BLOCKS][4],
+                                               const __nv_bfloat16 *vs, const fm_reach *reach) {
     constexpr int ld = fm_ld(HS);
 #pragma unroll
     for (int kk = 0; kk < FM_KEY_BLOCKS / 2; kk++) {
-        if (2 * kk >= n_blocks) continue;
-        uint32_t pf[4];
-        mma_a_from_accumulators(pf, s[2 * kk], s[2 * kk + 1]);
+        if (2 * kk >= reach[MT - 1].n_blocks) continue;
+        uint32_t pf[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) mma_a_from_accumulators(pf[i], s[i][2 * kk], s[i][2 * kk + 1]);
 #pragma unroll
         for (int n = 0; n < HS / 8; n += 2) {
             uint32_t vf[2][2];
             mma_load_b_cols_x2(vf, vs + 16 * kk * ld + 8 * n, ld);
-            mma_bf16_16816(o[n], pf, vf[0]);
-            mma_bf16_16816(o[n + 1], pf, vf[1]);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                if (2 * kk >= reach[i].n_blocks) continue;
+                mma_bf16_16816(o[i][n], pf[i], vf[0]);
+                mma_bf16_16816(o[i][n + 1], pf[i], vf[1]);
+            }
         }
     }
 }
 
+/* The warp's finished rows: out = o / sum into rows 16 (MT warp + i) + g
+ * (+ 8) of the bf16 staging tiles (the block's rows from 0), lse = max +
+ * log(sum) of each row before T into lse_rows (the pair's, by row). */
+template <int HS, int MT>
+static __device__ __forceinline__ void stage_output_rows(__nv_bfloat16 *tiles, float *lse_rows, const float (*o)[HS / 8][4],
+                                                         const float (*m)[2], const float (*l)[2], const lane_pos *at, int warp,
+                                                         int T) {
+    constexpr int ld = fm_ld(HS);
+    const int g = ((int)threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const float sum = fm_row_sum(l[i][half]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            __nv_bfloat16 *r = tiles + (16 * (MT * warp + i) + g + 8 * half) * ld + 2 * at[i].t;
+#pragma unroll
+            for (int n = 0; n < HS / 8; n++) fm_store_pair(r + 8 * n, mma_pack(o[i][n][2 * half] * inv, o[i][n][2 * half + 1] * inv));
+            if (at[i].t == 0 && at[i].row[half] < T) lse_rows[at[i].row[half]] = m[i][half] * 0.69314718f + logf(sum);
+        }
+}
+
 /* Dynamic shared memory of the forward: K and V of two key tiles (double
- * buffering: the next tile lands while the current one is used). */
+ * buffering: the next tile lands while the current one is used). Buffer 1
+ * first holds the block's Q (FM_ROWS x MT rows), buffer 0 last its output
+ * rows: two tiles each, room for MT <= 2. */
 template <int HS>
 static constexpr int fm_forward_shared_bytes() {
+    static_assert(fm_row_tiles<HS>() <= 2, "Q and the output rows are staged in one buffer of two tiles");
     return 4 * FM_ROWS * fm_ld(HS) * (int)sizeof(__nv_bfloat16);
 }
 
-/* One block: query rows [q0, q0 + FM_ROWS) of pair p0 + blockIdx.y, warp w
- * rows q0 + 16w .. q0 + 16w + 15. Query tiles run in reverse (the longest
- * rows first). Key tile kt's K and V sit in buffer kt % 2 (K, then V, in
- * dynamic shared memory), and tile kt + 1 is copied into the other buffer
- * by cp.async while tile kt is used; Q passes through buffer 1 first, the
- * output rows through buffer 0 last. vec: qkv and out allow 16-byte
- * accesses. */
+/* One block: query rows [q0, q0 + FM_ROWS MT) of pair p0 + blockIdx.y,
+ * warp w row tiles MT w .. MT w + MT - 1 (16 rows each). Query blocks run
+ * in reverse (the longest rows first). Key tile kt's K and V sit in buffer
+ * kt % 2 (K, then V, in dynamic shared memory), and tile kt + 1 is copied
+ * into the other buffer by cp.async while tile kt is used; Q passes through
+ * buffer 1 first, the output rows through buffer 0 last. vec: qkv and out
+ * allow 16-byte accesses. */
 template <int HS>
 __global__ void __launch_bounds__(FM_THREADS)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                              tg_dropout drop, bool vec) {
     drop = tg_dropout_read_step(drop);
-    constexpr int ld = fm_ld(HS), NB = HS / 8, tile = FM_ROWS * ld;
+    constexpr int ld = fm_ld(HS), NB = HS / 8, tile = FM_ROWS * ld, MT = fm_row_tiles<HS>();
     extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS>() */
-    const int qt = (int)(gridDim.x - 1 - blockIdx.x), q0 = qt * FM_ROWS;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * FM_ROWS * MT;
     const int p = p0 + (int)blockIdx.y, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
@@ -229,54 +294,70 @@ __global__ void __launch_bounds__(FM_THREADS)
 
     /* Q, then key tile 0, as two groups: Q's fragments load while tile 0 lands */
     __nv_bfloat16 *qs = fm_tiles + 2 * tile;
-    fm_stage_async<HS>(qs, src, stride, q0, T, vec);
+#pragma unroll
+    for (int i = 0; i < MT; i++) fm_stage_async<HS>(qs + i * tile, src, stride, q0 + i * FM_ROWS, T, vec);
     async_commit();
     fm_stage_async<HS>(fm_tiles, src + C, stride, 0, T, vec);
     fm_stage_async<HS>(fm_tiles + tile, src + 2 * C, stride, 0, T, vec);
     async_commit();
     async_wait<1>();
     __syncthreads();
-    uint32_t qf[HS / 16][4];
+    uint32_t qf[MT][HS / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[kk], qs + 16 * warp * ld + 16 * kk, ld);
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[i][kk], qs + 16 * (MT * warp + i) * ld + 16 * kk, ld);
     async_wait<0>();
     __syncthreads(); /* tile 0 is in, and Q's readers are done: buffer 1 is free */
 
-    float o[NB][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[MT][NB][4], m[MT][2], l[MT][2];
+    lane_pos at[MT];
 #pragma unroll
-    for (int n = 0; n < NB; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    lane_pos at = {{q0 + 16 * warp + g, q0 + 16 * warp + g + 8}, 0, lane & 3};
-    for (int kt = 0; kt <= qt; kt++) {
-        const bool diag = kt == qt;
-        const int n_blocks = diag ? 2 * warp + 2 : FM_KEY_BLOCKS; /* diagonal: keys up to the warp's last row */
-        at.k0 = kt * FM_ROWS;
-        if (kt < qt) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
+    for (int i = 0; i < MT; i++) {
+        const int r0 = q0 + 16 * (MT * warp + i);
+        at[i] = lane_pos{{r0 + g, r0 + g + 8}, 0, lane & 3};
+        m[i][0] = m[i][1] = -INFINITY;
+        l[i][0] = l[i][1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < NB; n++) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.0f;
+    }
+    const int k_tiles = (fl_min(q0 + FM_ROWS * MT, T) + FM_ROWS - 1) / FM_ROWS; /* up to the block's last row */
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int k0 = kt * FM_ROWS;
+        if (kt + 1 < k_tiles) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
             __nv_bfloat16 *next = fm_tiles + ((kt + 1) & 1) * 2 * tile;
-            fm_stage_async<HS>(next, src + C, stride, at.k0 + FM_ROWS, T, vec);
-            fm_stage_async<HS>(next + tile, src + 2 * C, stride, at.k0 + FM_ROWS, T, vec);
+            fm_stage_async<HS>(next, src + C, stride, k0 + FM_ROWS, T, vec);
+            fm_stage_async<HS>(next + tile, src + 2 * C, stride, k0 + FM_ROWS, T, vec);
             async_commit();
         }
-        const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
-        float s[FM_KEY_BLOCKS][4];
-        warp_scores<HS>(s, qf, ks, n_blocks);
-        softmax_row<NB>(s, o, m[0], l[0], 0, at, n_blocks, diag, scale_log2, b, h, T, drop);
-        softmax_row<NB>(s, o, m[1], l[1], 1, at, n_blocks, diag, scale_log2, b, h, T, drop);
-        warp_pv<HS>(o, s, vs, n_blocks);
+        fm_reach reach[MT];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            reach[i] = fm_reach_of(q0 + 16 * (MT * warp + i), k0);
+            at[i].k0 = k0;
+        }
+        if (reach[MT - 1].n_blocks > 0) { /* warp-uniform: the tile is not wholly after the warp's rows */
+            const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
+            float s[MT][FM_KEY_BLOCKS][4];
+            warp_scores<HS, MT>(s, qf, ks, reach);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                if (reach[i].n_blocks == 0) continue; /* no key seen: nothing would change */
+                softmax_row<NB>(s[i], o[i], m[i][0], l[i][0], 0, at[i], reach[i], scale_log2, b, h, T, drop);
+                softmax_row<NB>(s[i], o[i], m[i][1], l[i][1], 1, at[i], reach[i], scale_log2, b, h, T, drop);
+            }
+            warp_pv<HS, MT>(o, s, vs, reach);
+        }
         async_wait<0>();
         __syncthreads(); /* tile kt + 1 is in, and tile kt's readers are done */
     }
 
     /* every buffer is free (the loop's last barrier): buffer 0 stages the output rows */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const float sum = fm_row_sum(l[i]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        __nv_bfloat16 *r = fm_tiles + (16 * warp + g + 8 * i) * ld + 2 * at.t;
-#pragma unroll
-        for (int n = 0; n < NB; n++) fm_store_pair(r + 8 * n, mma_pack(o[n][2 * i] * inv, o[n][2 * i + 1] * inv));
-        if (at.t == 0 && at.row[i] < T) lse[(size_t)p * T + at.row[i]] = m[i] * 0.69314718f + logf(sum);
-    }
+    stage_output_rows<HS, MT>(fm_tiles, lse + (size_t)p * T, o, m, l, at, warp, T);
     __syncthreads();
-    fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, fm_tiles, q0, T, vec);
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+        fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, fm_tiles + i * tile, q0 + i * FM_ROWS, T, vec);
 }
 
 template <int HS>
@@ -284,14 +365,15 @@ void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv
                        tg_dropout drop) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
-    const unsigned q_tiles = (unsigned)((T + FM_ROWS - 1) / FM_ROWS);
+    constexpr int block_rows = FM_ROWS * fm_row_tiles<HS>();
+    const unsigned q_blocks = (unsigned)((T + block_rows - 1) / block_rows);
     constexpr int shared = fm_forward_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
     CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_forward_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const int np = fl_min(FL_MAX_PAIRS, B * NH - p0);
-        flash_forward_mma_kernel<HS><<<dim3(q_tiles, (unsigned)np), FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH,
-                                                                                                       scale_log2, drop, vec);
+        flash_forward_mma_kernel<HS><<<dim3(q_blocks, (unsigned)np), FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH,
+                                                                                                        scale_log2, drop, vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
 }

@@ -1,6 +1,7 @@
 /* Pieces of the tensor-core flash attention's forward (bf16 activations,
  * head sizes that are multiples of 16 up to FM_HS_MAX): the block shape (4
- * warps, 16 query rows each, against staged tiles of FM_ROWS keys), row
+ * warps, 16 query rows each per row tile, against staged tiles of
+ * FM_ROWS keys), row
  * tiles moved between global memory and bf16 shared tiles 16 bytes at a
  * time (into shared memory by cp.async), and the reductions over the 4
  * lanes that hold one row of an mma accumulator (kernels/cuda/mma.cuh's
@@ -16,9 +17,9 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mma.cuh"
 
-#define FM_WARPS 4                  /* warps per block, 16 query rows each */
+#define FM_WARPS 4                  /* warps per block, 16 query rows each per row tile */
 #define FM_THREADS (32 * FM_WARPS)
-#define FM_ROWS (16 * FM_WARPS)     /* query rows per block, and keys per staged tile */
+#define FM_ROWS (16 * FM_WARPS)     /* query rows per block and row tile, and keys per staged tile */
 #define FM_PAD 8                    /* bf16 added to each shared row (see fm_ld) */
 #define FM_HS_MAX 128               /* largest head size (registers: HS/2 accumulators per lane) */
 
