@@ -46,6 +46,9 @@ kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
 # have for some shapes: the unfused fallbacks (bias rows, then the product
 # onto them; the GELU backward kernel)
 kernels no_epilogue EMU_LT_NO_EPILOGUE=1 -- --quick
+# the heuristic offers an algorithm and cublasLtMatmul refuses the epilogue
+# (CUBLAS_STATUS_NOT_SUPPORTED): the same fallbacks, with a warning
+kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
 
 # The whole trainer: random tokens, tiny model (as tests/t_parallel.sh)
 random_shards "$tmp/data" 300 13 3000 600
@@ -72,6 +75,14 @@ if EMU_LT_NO_EPILOGUE=1 train cuda_fp32_no_epilogue "$emu_bin" --set device=cuda
     out=$("$py" tests/parallel/compare.py "$tmp/cpu" "$tmp/cuda_fp32_no_epilogue" 3 --rtol 1e-4 2>&1)
 then ok "trainer_cuda_fp32_without_epilogues_matches_cpu ($out)"
 else not_ok trainer_cuda_fp32_without_epilogues_matches_cpu "${out:-} $(tail -n 3 "$tmp/cuda_fp32_no_epilogue.out" | tr '\n' ' ')"; fi
+# cublasLtMatmul refusing an epilogue the heuristic offered: the product
+# keeps taking the fallback from its first call on (the step captured as a
+# graph included), so the run is bitwise the one the heuristic refused
+if EMU_LT_NO_EPILOGUE=matmul train cuda_fp32_epilogue_refused "$emu_bin" --set device=cuda --set train.precision=fp32 &&
+    out=$("$py" tests/parallel/compare.py "$tmp/cuda_fp32_no_epilogue" "$tmp/cuda_fp32_epilogue_refused" 3 --bitwise 2>&1) &&
+    grep -q "cublasLtMatmul answered cuBLAS status 15" "$tmp/cuda_fp32_epilogue_refused.out"
+then ok "trainer_cuda_epilogue_refused_at_matmul_falls_back ($out)"
+else not_ok trainer_cuda_epilogue_refused_at_matmul_falls_back "${out:-} $(tail -n 3 "$tmp/cuda_fp32_epilogue_refused.out" | tr '\n' ' ')"; fi
 grep -q "backend: cuda" "$tmp/cuda_fp32.out" && ok trainer_ran_the_cuda_backend || not_ok trainer_ran_the_cuda_backend "$(grep -m1 backend "$tmp/cuda_fp32.out")"
 # ZeRO as two emulated processes through the shm communicator, in buckets of
 # one layer: the CUDA AdamW and norm walk a rank's chunk of every bucket
@@ -85,6 +96,15 @@ if timeout -k 5 300 scripts/launch.sh -n 2 --log-dir "$tmp/cuda_dp2_zero/launch"
 else not_ok trainer_cuda_dp2_zero_buckets_matches_cpu "${out:-} $(tail -n 3 "$tmp/cuda_dp2_zero.out" | tr '\n' ' ')"; fi
 
 drop=(--set device=cuda --set train.precision=bf16 --set model.dropout=0.1)
+# Layers whose biases lie at different alignments share a cuBLASLt plan (at
+# n_embd 200 a c_fc bias is 1600 bytes, so the next layer's lies 64 bytes
+# further mod 256). The emulated heuristic, as cuBLAS's, takes an epilogue
+# pointer's alignment from its value, up to 256 bytes, and the product
+# refuses a pointer aligned less than the heuristic saw: the plan must be
+# built on the key's alignment, not on the first layer's pointer.
+if train lt_bias_alignment "$emu_bin" --set device=cuda --set train.precision=bf16 --set model.n_embd=200 --set model.n_head=4
+then ok trainer_cuda_plans_hold_for_every_bias_alignment
+else not_ok trainer_cuda_plans_hold_for_every_bias_alignment "$(grep -m2 "emu: ERROR\|rror" "$tmp/lt_bias_alignment.out" | tr '\n' ' ')"; fi
 if train bf16_none "$emu_bin" "${drop[@]}"; then
     for mode in selective full; do
         if train "bf16_$mode" "$emu_bin" "${drop[@]}" --set train.recompute=$mode &&

@@ -83,9 +83,23 @@ void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const lt_epilogue &ep) {
     if (uses_aux(ep.kind)) set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ep.aux);
 }
 
+/* An address near p with exactly `align` bytes of alignment (a power of
+ * two below 256): what the heuristic is shown of an epilogue pointer. It
+ * has no preference for their alignment and takes it from the value (up to
+ * the 256 bytes its preferences assume), so a plan built on a 256-aligned
+ * bias could pick an algorithm that a later call with the same key, whose
+ * bias is only 16-aligned, cannot run. Shown exactly the key's alignment,
+ * it picks one that every pointer of that key fits. Never dereferenced:
+ * cuBLAS's guide says the heuristic only reads the value. */
+const void *alignment_stand_in(const void *p, uint32_t align) {
+    if (!p) return NULL;
+    return (const void *)(((uintptr_t)p & ~(uintptr_t)255) + align);
+}
+
 /* Descriptor, layouts and the heuristic's algorithm for one key. The
- * preference promises the operands' real alignment (key.align_*); the
- * epilogue's pointers are set before the heuristic, which reads their
+ * preference promises the operands' alignment (key.align_*); the
+ * epilogue's pointers are stand-ins of exactly the key's alignment
+ * (alignment_stand_in), set before the heuristic, which reads their
  * alignment from them. The bias (or bias gradient) and the GELU input have
  * D's type, as cublasLt.h documents for these epilogues. */
 void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan *p) {
@@ -98,7 +112,8 @@ void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan
         set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)ep.kind);
         if (uses_bias(ep.kind)) set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, (int32_t)key.d);
         if (uses_aux(ep.kind)) set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)key.ldd);
-        set_epilogue_pointers(p->desc, ep);
+        set_epilogue_pointers(p->desc, lt_epilogue{ep.kind, alignment_stand_in(ep.bias, key.align_bias),
+                                                   alignment_stand_in(ep.aux, key.align_aux)});
     }
 
     /* Layouts take the matrices as stored: rows, columns, leading dimension. */
@@ -115,6 +130,9 @@ void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
     p->status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &p->heuristic, &p->found);
+    /* a result's other fields are valid only if its state is SUCCESS */
+    if (p->status == CUBLAS_STATUS_SUCCESS && p->found > 0 && p->heuristic.state != CUBLAS_STATUS_SUCCESS)
+        p->status = p->heuristic.state;
     if (p->status != CUBLAS_STATUS_SUCCESS) p->found = 0;
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
 }
@@ -148,6 +166,19 @@ lt_plan *keep_plan(cuda_lt_plans *t, const lt_plan &p) {
     return &t->plans[t->count++];
 }
 
+/* Says once per plan why a product with an epilogue takes the unfused
+ * kernels, where the reason is not the plain "no algorithm for this
+ * shape" (CUBLAS_STATUS_NOT_SUPPORTED from the heuristic): a refusal by
+ * cublasLtMatmul itself, or a heuristic error, which may be a setup bug
+ * that would otherwise look like a slowdown only. */
+void warn_fallback(const char *what, const lt_plan &p, const char *who, cublasStatus_t status) {
+    const lt_key &k = p.key;
+    tg_warn("train_gpt",
+            "%s: %s answered cuBLAS status %d for its fused epilogue %d (m=%d n=%d k=%d, ldd=%d, bias/aux alignment "
+            "%u/%u); the unfused kernels run instead",
+            what, who, (int)status, (int)k.epilogue, k.m, k.n, k.k, k.ldd, k.align_bias, k.align_aux);
+}
+
 __attribute__((noreturn)) void die_no_algorithm(const char *what, const lt_plan &p) {
     const lt_key &k = p.key;
     tg_err e;
@@ -172,18 +203,34 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
     bool kept = plan != NULL;
     if (!kept) {
         build_plan(ctx, key, ep, &once);
+        if (once.status != CUBLAS_STATUS_SUCCESS && once.status != CUBLAS_STATUS_NOT_SUPPORTED &&
+            ep.kind != CUBLASLT_EPILOGUE_DEFAULT)
+            warn_fallback(what, once, "cublasLtMatmulAlgoGetHeuristic", once.status);
         plan = keep_plan(ctx->lt_plans, once);
         kept = plan != NULL;
         if (!kept) plan = &once;
     }
-    const bool found = plan->found > 0;
-    if (!found && ep.kind == CUBLASLT_EPILOGUE_DEFAULT) die_no_algorithm(what, *plan);
-    if (found) {
+    if (plan->found == 0 && ep.kind == CUBLASLT_EPILOGUE_DEFAULT) die_no_algorithm(what, *plan);
+    if (plan->found > 0) {
         set_epilogue_pointers(plan->desc, ep);
         const float alpha = 1.0f;
-        CUBLAS_CHECK(cublasLtMatmul(ctx->lt, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D, plan->d,
-                                    &plan->heuristic.algo, ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
+        const cublasStatus_t ran = cublasLtMatmul(ctx->lt, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D,
+                                                  plan->d, &plan->heuristic.algo, ctx->lt_workspace, ctx->lt_workspace_bytes,
+                                                  ctx->stream);
+        /* The device may still refuse an epilogue the heuristic offered
+         * ("the current implementation on the selected device doesn't
+         * support the configured operation"): nothing ran, and the plan
+         * says so from now on, so that every call of this key takes the
+         * fallback and the bits stay the same from call to call. */
+        if (ran == CUBLAS_STATUS_NOT_SUPPORTED && ep.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+            plan->found = 0;
+            plan->status = ran;
+            warn_fallback(what, *plan, "cublasLtMatmul", ran);
+        } else {
+            CUBLAS_CHECK(ran);
+        }
     }
+    const bool found = plan->found > 0;
     if (!kept) destroy_plan(&once);
     return found;
 }

@@ -10,8 +10,9 @@ extern "C" {
 long emu_lt_heuristic_calls(void);
 /* cublasLtMatmul calls so far that ran with this epilogue (a cublasLtEpilogue_t value). */
 long emu_lt_matmul_calls(unsigned epilogue);
-/* 1 when the heuristic refuses every epilogue (EMU_LT_NO_EPILOGUE=1), so the
- * fused paths' fallbacks run; 0 otherwise. */
+/* 1 when cuBLASLt refuses every epilogue (EMU_LT_NO_EPILOGUE=1: the
+ * heuristic; =matmul: cublasLtMatmul), so the fused paths' fallbacks run;
+ * 0 otherwise. */
 int emu_lt_epilogues_refused(void);
 /* Errors the emulator has reported so far ("emu: ERROR" lines). A test that
  * provokes one on purpose takes it back with emu_errors_forgive(count before),

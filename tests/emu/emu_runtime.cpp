@@ -1245,11 +1245,13 @@ bool uses_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT
 bool uses_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
 
 /* The alignment the heuristic takes from an epilogue pointer's value (it
- * has no preference attribute for them; cublasLt.h: the heuristic "depend[s]
- * on its value to determine expected pointer alignment"), capped at 16
- * bytes: the emulation assumes no algorithm needs more. */
+ * has no preference attribute for them; cuBLAS's guide: routines that do
+ * not dereference it, like the heuristic, "depend on its value to
+ * determine expected pointer alignment"), up to 256 bytes, the default the
+ * preference's alignments have: an algorithm chosen for one pointer may
+ * need all of that of the next call's. */
 uint64_t pointer_alignment(const void *p) {
-    uint64_t align = 16;
+    uint64_t align = 256;
     while (align > 1 && (uintptr_t)p % align != 0) align /= 2;
     return align;
 }
@@ -1424,12 +1426,21 @@ long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]
  * aux), and cublasLtMatmul checks the pointers keep them. */
 /* EMU_LT_NO_EPILOGUE=1: the heuristic finds no algorithm for any epilogue, as
  * a GPU's cuBLASLt may for some shapes, types or alignments, so that the
- * unfused paths the kernels fall back to run here too. */
-static bool refuse_epilogues() {
-    static const bool refuse = getenv("EMU_LT_NO_EPILOGUE") && atoi(getenv("EMU_LT_NO_EPILOGUE")) > 0;
+ * unfused paths the kernels fall back to run here too. =matmul: the
+ * heuristic offers one, and cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED
+ * ("the current implementation on the selected device doesn't support the
+ * configured operation"), which the kernels must take as the same refusal. */
+enum epilogue_refusal { REFUSE_NONE, REFUSE_HEURISTIC, REFUSE_MATMUL };
+static epilogue_refusal refuse_epilogues() {
+    static const epilogue_refusal refuse = [] {
+        const char *v = getenv("EMU_LT_NO_EPILOGUE");
+        if (!v || !*v) return REFUSE_NONE;
+        if (strcmp(v, "matmul") == 0) return REFUSE_MATMUL;
+        return atoi(v) > 0 ? REFUSE_HEURISTIC : REFUSE_NONE;
+    }();
     return refuse;
 }
-extern "C" int emu_lt_epilogues_refused(void) { return refuse_epilogues(); }
+extern "C" int emu_lt_epilogues_refused(void) { return refuse_epilogues() != REFUSE_NONE; }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
@@ -1441,7 +1452,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     int m, n, k;
     if (requested < 1 || !lt_validate(op, a, b, c, d, "cublasLtMatmulAlgoGetHeuristic", &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues())
+    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues() == REFUSE_HEURISTIC)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* as cuBLASLt answers a shape it has no algorithm for */
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = 0xe3e3e3e3ull;
@@ -1459,6 +1470,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
                               const void *C, cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
+    if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues() == REFUSE_MATMUL)
+        return CUBLAS_STATUS_NOT_SUPPORTED; /* refused at the call, before anything is enqueued */
     const bool captured = emu::capturing(stream);
     if ((captured || emu_lazy_active()) && op->pointer_mode == 0) {
         /* cuBLASLt reads the descriptors and host scalars when it is called:
