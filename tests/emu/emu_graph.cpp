@@ -110,19 +110,27 @@ bool emu_capture_has(cudaStream_t s) {
     return g_capture.stream && (s == g_capture.stream || (s && g_capture.joined.count(s)));
 }
 
-void emu_capture_wait(cudaStream_t s, cudaEvent_t e) {
+bool emu_capture_wait(cudaStream_t s, cudaEvent_t e) {
     auto rec = g_capture.records.find(e);
     if (rec == g_capture.records.end()) {
         if (g_captured_events.count(e))
             emu_error("cudaStreamWaitEvent on an event recorded during an ended capture: it marks nothing a launch does");
-        return;
+        else if (emu_capture_has(s)) { /* a dependency from outside the graph into it */
+            emu_error("cudaStreamWaitEvent: a capturing stream waits for an event recorded outside the capture; a GPU "
+                      "refuses it (cudaErrorStreamCaptureIsolation: only in-stream order may cross the capture's boundary) "
+                      "and invalidates the capture");
+            g_capture.invalidated = true;
+            return false;
+        }
+        return true;
     }
     if (s == g_capture.stream) { /* a join back: the capturing stream now follows that stream's work so far */
         auto j = g_capture.joined.find(rec->second.first);
         if (j != g_capture.joined.end() && rec->second.second > j->second.second) j->second.second = rec->second.second;
-        return;
+        return true;
     }
     g_capture.joined.emplace(s, std::make_pair(0, 0)); /* a fork: s captures from now on */
+    return true;
 }
 
 bool emu_capture_refuses(const char *call) {

@@ -32,10 +32,11 @@ bool emu_capture_refuses(const char *call);
  * (or destroyed); whether e was last recorded during a capture (then
  * reporting `call` on it as an error); a stream's wait for e, which forks
  * s into the capture that recorded e, or joins the capturing stream back
- * to e's stream. */
+ * to e's stream; false (an error, the capture invalidated) when a
+ * capturing stream waits for an event recorded outside the capture. */
 void emu_capture_event_recorded(cudaEvent_t e);
 bool emu_capture_event_unusable(cudaEvent_t e, const char *call);
-void emu_capture_wait(cudaStream_t s, cudaEvent_t e);
+bool emu_capture_wait(cudaStream_t s, cudaEvent_t e);
 /* Whether s is capturing (the capturing stream, or joined to it). */
 bool emu_capture_has(cudaStream_t s);
 /* Graphs and executable graphs alive whose nodes belong to `owner` (an

@@ -427,7 +427,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     (void)flags;
     if (!e->record_called) emu_error("cudaStreamWaitEvent on an event never recorded: the stream would wait for nothing");
-    emu_capture_wait(s, e);
+    if (!emu_capture_wait(s, e)) return cudaErrorStreamCaptureIsolation;
     if (emu_lazy_active() && !emu_capture_has(s)) emu_lazy_wait(s, e); /* a capturing stream's work is the graph's */
     return cudaSuccess;
 }

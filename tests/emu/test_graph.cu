@@ -190,6 +190,42 @@ static int check_fork_join(int join, const char *name) {
     return failed;
 }
 
+/* A capturing stream waiting for an event recorded before the capture (on
+ * another stream): a dependency from outside the graph into it, which a GPU
+ * refuses (cudaErrorStreamCaptureIsolation) and which invalidates the
+ * capture. A wait for an event recorded in the capture is checked above. */
+static int check_wait_outside_capture(void) {
+    cudaStream_t s, t;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking);
+    cudaEvent_t before;
+    cudaEventCreateWithFlags(&before, cudaEventDisableTiming);
+    float *x;
+    cudaMalloc((void **)&x, N * sizeof(float));
+    cudaMemsetAsync(x, 0, N * sizeof(float), t);
+    cudaEventRecord(before, t);
+    cudaStreamSynchronize(t);
+    const long errors_before = emu_errors();
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    const cudaError_t wait = cudaStreamWaitEvent(s, before, 0);
+    axpb_kernel<<<2, 32, 0, s>>>(x, x, 1.0f, 1.0f, N);
+    cudaGraph_t graph = NULL;
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    const long reported = emu_errors() - errors_before;
+    emu_errors_forgive(errors_before);
+    cudaGetLastError();
+    char why[160];
+    snprintf(why, sizeof why, "wait %d, end capture %d, %ld emulator errors", (int)wait, (int)end, reported);
+    const int failed = tap_result(wait == cudaErrorStreamCaptureIsolation && end == cudaErrorStreamCaptureInvalidated &&
+                                      graph == NULL && reported == 1,
+                                  "emu_graph_refuses_wait_for_event_outside_capture", why);
+    cudaFree(x);
+    cudaEventDestroy(before);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    return failed;
+}
+
 int main(void) {
     int failed = check_capture_and_replay();
     failed |= check_fork_join(1, "emu_graph_fork_join_captures");
@@ -199,5 +235,6 @@ int main(void) {
     failed |= check_refused(2, "emu_graph_refuses_cuda_malloc");
     failed |= check_refused(3, "emu_graph_refuses_legacy_stream_launch");
     failed |= check_refused(4, "emu_graph_refuses_pageable_async_copy");
+    failed |= check_wait_outside_capture();
     return failed;
 }

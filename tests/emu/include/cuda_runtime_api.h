@@ -22,6 +22,7 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureIsolation = 905,
     cudaErrorStreamCaptureImplicit = 906,
     cudaErrorUnknown = 999
 } cudaError_t;
