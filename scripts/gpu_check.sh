@@ -18,8 +18,11 @@ usage() {
     cat <<EOF
 Usage: scripts/gpu_check.sh [--out DIR] [--from SECTION] [--limit SECONDS] [--budget SECONDS] [SECTION...]
 
-Sections, in order (each ends within --limit seconds, default 540):
-  environment        nvidia-smi, driver, nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
+Sections, in order (each ends within --limit seconds, default 540, and its own
+cap: environment 60, build 300, kernels 180, whole-model 240, so that a hang
+costs its section only):
+  environment        nvidia-smi, driver, scripts/find_cuda.sh (what the build will use; fails the section when
+                     the toolkit is not found), nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl (first: scripts/device_deps.sh install),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
@@ -40,12 +43,15 @@ Sections, in order (each ends within --limit seconds, default 540):
 section gets at most what is left less ${reserve}s (for the archive), and one
 with less than ${min_start}s left is not started ("not run: out of time").
 DIR (default runs/gpu_check_<time>) gets two files, summary.md and logs.tar.gz
-(every section's log, the benchmark's tables, bench.json and raw runs): few
+(every section's log and scratch, the benchmark's tables, bench.json and raw
+runs; no checkpoints or token shards): few
 enough to bring back from a lent machine. Both are rewritten after every
 section (the logs grow in a temporary folder, not in DIR), so a run killed
-from outside still leaves the sections it finished. The exit status is 0 when every
+from outside still leaves the sections it finished. Each section runs in a
+session of its own, and whatever it leaves running when it ends or times out
+is killed before the next one starts. The exit status is 0 when every
 section run passed. BENCH_COMMIT=SHA gives bench.json its commit where the
-tree is not a git checkout.
+tree is not a git checkout (and the summary's commit line too).
 Without a GPU, every section after 'environment' reports "skip" and the exit status is 1.
 EOF
 }
@@ -91,15 +97,17 @@ llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row 
 section_cmd() {
     case "$1" in
         environment) echo 'nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
-            nvcc --version; gcc --version | head -n 1; make --version | head -n 1;
+            bash scripts/find_cuda.sh; found=$?; nvcc --version; gcc --version | head -n 1; make --version | head -n 1;
             for h in ${CUDA_HOME:-/usr/local/cuda}/include/nccl.h $(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null)/include/nccl.h; do [ -f "$h" ] && echo "nccl.h: $h"; done;
             command -v compute-sanitizer || echo "compute-sanitizer: not found";
             python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
-            python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable"' ;;
+            python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable";
+            exit $found' ;; # what the build will use; it fails the section when the toolkit is not found
         build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl &&
             python3 scripts/kernel_resources.py --build build/gpu --launches /dev/null' ;; # this nvcc's registers, spills, shared memory
         kernels) echo 'bash tests/gpu/run_gpu.sh kernels' ;;
-        whole-model) echo 'bash tests/gpu/run_gpu.sh cpu_match && bash tests/gpu/run_gpu.sh bf16' ;;
+        whole-model) echo 'TG_TMP=$TG_TMP/cpu_match bash tests/gpu/run_gpu.sh cpu_match; a=$?;
+            TG_TMP=$TG_TMP/bf16 bash tests/gpu/run_gpu.sh bf16; exit $((a | $?))' ;; # both run, each its own scratch
         tp2-shm) echo 'bash tests/gpu/run_gpu.sh tp2_shm' ;;
         nccl) echo 'bash tests/gpu/run_gpu.sh nccl' ;;
         recompute-bitwise) echo 'bash tests/gpu/run_gpu.sh recompute' ;;
@@ -114,6 +122,21 @@ section_cmd() {
     esac
 }
 
+# section_cap NAME: the most seconds a section may take, whatever --limit
+# and --budget leave, so that a hang (a first run on a GPU may deadlock a
+# kernel) costs its section, not every later one. Generous against what
+# each does on 16 cores (the build about 20 s; the kernels a minute; the
+# whole-model runs a few tiny trainings); the rest keep --limit.
+section_cap() {
+    case "$1" in
+        environment) echo 60 ;;
+        build) echo 300 ;;
+        kernels) echo 180 ;;
+        whole-model) echo 240 ;;
+        *) echo "$limit" ;;
+    esac
+}
+
 # section_note NAME: what the summary should say besides the verdict
 section_note() {
     if [ "$1" = bench-124m ] && [ ! -d "$llmc_src" ]; then
@@ -122,52 +145,82 @@ section_note() {
 }
 
 # A section's verdict from its log and status: a log that says "not ok"
-# fails even when the command exited 0.
+# fails even when the command exited 0. Check lines may carry a "[group] "
+# prefix (tests/gpu/run_gpu.sh names the binary a line came from).
 verdict() { # RC LOG LIMIT
+    local bad good
+    bad=$(grep -cE '^(\[[^]]*\] )?not ok ' "$2") good=$(grep -cE '^(\[[^]]*\] )?ok ' "$2")
     if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then echo "timed out after ${3}s"
-    elif [ "$1" -ne 0 ] || grep -q '^not ok ' "$2"; then echo "FAILED (exit $1, $(grep -c '^not ok ' "$2") not ok)"
-    else echo "passed ($(grep -c '^ok ' "$2") ok)"; fi
+    elif [ "$1" -ne 0 ] || [ "$bad" -gt 0 ]; then echo "FAILED (exit $1, $bad not ok)"
+    else echo "passed ($good ok)"; fi
 }
+# kill_session SID: kills every process of session SID. A timed-out
+# section's inner timeouts (run_gpu.sh's, bench_gpu.sh's) put their runs in
+# process groups of their own, which the section's timeout does not reach:
+# left alone, a hung kernel test would keep the GPU busy through the next
+# sections. Reads /proc, so that it needs no procps.
+kill_session() {
+    local p rest
+    for p in /proc/[0-9]*; do
+        rest=$(sed 's/.*) //' "$p/stat" 2>/dev/null) || continue # after "pid (comm) ": state ppid pgrp session ...
+        [ "$(echo "$rest" | cut -d' ' -f4)" = "$1" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    return 0
+}
+
+# table_cell TEXT: TEXT on one line, with its pipes escaped for a Markdown table
+table_cell() { printf '%s' "$1" | tr -s '\n ' ' ' | cut -c1-200 | sed 's/|/\\|/g'; }
 
 summary="$out/summary.md"
 {
     echo "# GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo
-    echo "commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || echo 'no GPU')"
+    echo "commit ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || echo 'no GPU')"
     echo
     echo "| section | result | seconds | command |"
     echo "|---|---|---|---|"
 } >"$summary"
-# The archive as it stands, replaced whole (never left half written).
-archive() { tar -czf "$out/logs.tar.gz.part" -C "$work" logs && mv -f "$out/logs.tar.gz.part" "$out/logs.tar.gz"; }
+# The archive as it stands, replaced whole (never left half written);
+# checkpoints and token shards left out (they would make it too large to
+# bring back from a lent machine).
+archive() {
+    tar -czf "$out/logs.tar.gz.part" --exclude='*.safetensors' --exclude='*.bin' --exclude='*.pt' -C "$work" logs &&
+        mv -f "$out/logs.tar.gz.part" "$out/logs.tar.gz"
+}
 # seconds_left: what --budget leaves for sections (the reserve kept back); the limit without one.
 seconds_left() { if [ -n "$budget" ]; then echo $((budget - reserve - (SECONDS - started_at))); else echo "$limit"; fi; }
 archive
 status=0
 for s in "${chosen[@]}"; do
     log="$work/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
-    left=$(seconds_left) section_limit=$limit
+    left=$(seconds_left) section_limit=$(section_cap "$s")
+    [ "$limit" -lt "$section_limit" ] && section_limit=$limit
     [ "$left" -lt "$section_limit" ] && section_limit=$left
     if [ "$left" -lt "$min_start" ]; then
         echo "skip $s - out of time: ${left}s of --budget $budget left" | tee "$log"
-        echo "| $s | not run: out of time (--budget $budget) | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
+        echo "| $s | not run: out of time (--budget $budget) | 0 | \`$(table_cell "$cmd")\` |" >>"$summary"
         status=1
         continue
     fi
     if [ "$s" != environment ] && ! have_gpu; then
         echo "skip $s - no GPU on this machine" | tee "$log"
-        echo "| $s | skipped: no GPU$(section_note "$s") | 0 | \`${cmd//$'\n'/ }\` |" >>"$summary"
+        echo "| $s | skipped: no GPU$(section_note "$s") | 0 | \`$(table_cell "$cmd")\` |" >>"$summary"
         status=1
         continue
     fi
     echo "== $s: $cmd"
-    timeout -k 10 "$section_limit" bash -c "$cmd" >"$log" 2>&1
+    # each section's scratch (tests/lib.sh's TG_TMP) inside the logs, so that a failing run's whole output comes back;
+    # the section in a session of its own, and whatever it leaves running then killed (below)
+    rm -f "$work/session"
+    TG_TMP="$work/logs/$s.scratch" timeout -k 10 "$section_limit" \
+        setsid bash -c 'echo $$ >"$1"; eval "$2"' section "$work/session" "$cmd" >"$log" 2>&1
     rc=$?
+    [ -s "$work/session" ] && kill_session "$(cat "$work/session")"
     v=$(verdict "$rc" "$log" "$section_limit")
     [[ "$v" == passed* ]] || status=1
     echo "== $s: $v in $((SECONDS - t0))s"
     tail -n 3 "$log" | sed 's/^/   | /'
-    echo "| $s | $v$(section_note "$s") | $((SECONDS - t0)) | \`$(echo "$cmd" | tr -s '\n ' ' ' | cut -c1-200)\` |" >>"$summary"
+    echo "| $s | $v$(section_note "$s") | $((SECONDS - t0)) | \`$(table_cell "$cmd")\` |" >>"$summary"
     archive
 done
 archive

@@ -29,6 +29,40 @@ took=$((SECONDS - t0))
 check gpu_check_budget_bounds_the_run "rc $rc, ${took}s, $(tr '\n' ' ' <"$tmp/budget/summary.md")" \
     eval '[ $rc = 1 ] && [ $took -lt 30 ] && grep -Eq "^\| environment \| timed out after 1[0-5]s \|" "$tmp/budget/summary.md" &&
           grep -q "^| kernels | not run: out of time (--budget 30) |" "$tmp/budget/summary.md"'
+# A timed-out section leaves nothing running: a stand-in nvidia-smi starts a run under a timeout of
+# its own (in a process group of its own, as run_gpu.sh's runs are), which the section's timeout
+# does not reach; gpu_check kills the section's whole session after it.
+mkdir -p "$tmp/nestbin"
+printf '#!/bin/sh
+[ $# -eq 0 ] && timeout 100 sleep 63.25
+exit 1
+' >"$tmp/nestbin/nvidia-smi" && chmod +x "$tmp/nestbin/nvidia-smi"
+PATH="$tmp/nestbin:$PATH" "$gc" --out "$tmp/nested" --budget 30 environment >/dev/null 2>&1
+left=0
+for f in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = "sleep 63.25 " ] && left=$((left + 1)); done
+check gpu_check_kills_what_a_section_leaves "$left 'sleep 63.25' still running; $(grep '^| environment' "$tmp/nested/summary.md")" \
+    eval '[ "$left" = 0 ] && grep -q "^| environment | timed out after" "$tmp/nested/summary.md"'
+# The verdict counts check lines with a "[group] " prefix too (tests/gpu/run_gpu.sh's), and a
+# prefixed "not ok" fails a section whose command exited 0: a stand-in nvidia-smi prints such
+# lines and lists no GPU. The summary's command cells escape their pipes (the environment
+# section's has several), so each row keeps its four cells.
+mkdir -p "$tmp/okbin" "$tmp/badbin"
+printf '#!/bin/sh
+[ $# -eq 0 ] && printf "[kernels] ok one\n[kernels] ok two\n"
+exit 0
+' >"$tmp/okbin/nvidia-smi"
+printf '#!/bin/sh
+[ $# -eq 0 ] && printf "[kernels] ok one\n[kernels] not ok two - wrong\n"
+exit 0
+' >"$tmp/badbin/nvidia-smi"
+chmod +x "$tmp/okbin/nvidia-smi" "$tmp/badbin/nvidia-smi"
+PATH="$tmp/okbin:$PATH" "$gc" --out "$tmp/prefixed_ok" environment >/dev/null 2>&1
+PATH="$tmp/badbin:$PATH" "$gc" --out "$tmp/prefixed_bad" environment >/dev/null 2>&1
+row_ok=$(grep '^| environment |' "$tmp/prefixed_ok/summary.md") row_bad=$(grep '^| environment |' "$tmp/prefixed_bad/summary.md")
+check gpu_check_counts_prefixed_checks "$row_ok / $row_bad" \
+    eval '[[ "$row_ok" == "| environment | passed (2 ok) |"* ]] && [[ "$row_bad" == "| environment | FAILED (exit 0, 1 not ok) |"* ]]'
+cells=$(sed 's/\\|//g' <<<"$row_ok" | tr -cd '|' | wc -c)
+check gpu_check_summary_escapes_pipes "$cells unescaped pipes in: $row_ok" eval '[ "$cells" = 5 ] && [[ "$row_ok" == *"\\|"* ]]'
 # Killed from outside in the middle of a section (as a lent machine ends a command past its
 # limit): DIR already holds the summary and the archive, and no folder of loose logs.
 TMPDIR="$tmp" PATH="$tmp/slowbin:$PATH" setsid "$gc" --out "$tmp/killed" environment >/dev/null 2>&1 &
