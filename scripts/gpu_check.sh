@@ -190,6 +190,16 @@ archive() {
 # seconds_left: what --budget leaves for sections (the reserve kept back); the limit without one.
 seconds_left() { if [ -n "$budget" ]; then echo $((budget - reserve - (SECONDS - started_at))); else echo "$limit"; fi; }
 archive
+# stop_section: ends the running section, if any: its timeout and its whole session.
+stop_section() {
+    [ -n "${section_pid:-}" ] && kill -KILL "$section_pid" 2>/dev/null
+    [ -s "$work/session" ] && kill_session "$(cat "$work/session")"
+    return 0
+}
+# Stopped from outside (a lent machine's command past its limit is sent TERM first): the running
+# section goes too (timeout and setsid put it outside this script's process group), and the
+# archive keeps what was done.
+trap 'stop_section; archive; exit 143' TERM INT HUP
 status=0
 for s in "${chosen[@]}"; do
     log="$work/logs/$s.log" cmd=$(section_cmd "$s") t0=$SECONDS
@@ -213,9 +223,12 @@ for s in "${chosen[@]}"; do
     # the section in a session of its own, and whatever it leaves running then killed (below)
     rm -f "$work/session"
     TG_TMP="$work/logs/$s.scratch" timeout -k 10 "$section_limit" \
-        setsid bash -c 'echo $$ >"$1"; eval "$2"' section "$work/session" "$cmd" >"$log" 2>&1
+        setsid bash -c 'echo $$ >"$1"; eval "$2"' section "$work/session" "$cmd" >"$log" 2>&1 &
+    section_pid=$! # waited for in the background, so that a TERM's trap runs at once
+    wait "$section_pid"
     rc=$?
-    [ -s "$work/session" ] && kill_session "$(cat "$work/session")"
+    stop_section
+    section_pid=""
     v=$(verdict "$rc" "$log" "$section_limit")
     [[ "$v" == passed* ]] || status=1
     echo "== $s: $v in $((SECONDS - t0))s"

@@ -42,6 +42,17 @@ left=0
 for f in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = "sleep 63.25 " ] && left=$((left + 1)); done
 check gpu_check_kills_what_a_section_leaves "$left 'sleep 63.25' still running; $(grep '^| environment' "$tmp/nested/summary.md")" \
     eval '[ "$left" = 0 ] && grep -q "^| environment | timed out after" "$tmp/nested/summary.md"'
+# Stopped from outside with TERM (to its process group, as a command past its limit is), the
+# script takes the running section's session with it: nothing of it is left running.
+setsid env PATH="$tmp/nestbin:$PATH" "$gc" --out "$tmp/termed" environment >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 50); do [ -s "$tmp/termed/logs.tar.gz" ] && break; sleep 0.1; done
+sleep 2
+kill -TERM -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+sleep 1
+left=0
+for f in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = "sleep 63.25 " ] && left=$((left + 1)); done
+check gpu_check_term_kills_the_running_section "$left 'sleep 63.25' still running" eval '[ "$left" = 0 ]'
 # The verdict counts check lines with a "[group] " prefix too (tests/gpu/run_gpu.sh's), and a
 # prefixed "not ok" fails a section whose command exited 0: a stand-in nvidia-smi prints such
 # lines and lists no GPU. The summary's command cells escape their pipes (the environment
