@@ -227,8 +227,8 @@ for s in "${chosen[@]}"; do
     section_pid=$! # waited for in the background, so that a TERM's trap runs at once
     wait "$section_pid"
     rc=$?
-    stop_section
-    section_pid=""
+    section_pid="" # reaped by the wait: its number may be another process's now
+    stop_section   # what the section left running in its session
     v=$(verdict "$rc" "$log" "$section_limit")
     [[ "$v" == passed* ]] || status=1
     echo "== $s: $v in $((SECONDS - t0))s"

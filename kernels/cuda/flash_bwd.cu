@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(FB_THREADS)
             const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
             const bool edge = qt == kw || qt + 16 > T;
             if constexpr (v_held)
-                fb_dkv_block<HS>(dk, dv, kf, fb_held<HS>{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
+                fb_dkv_block<HS>(dk, dv, kf, fb_held{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
                                  edge, c);
             else
                 fb_dkv_block<HS>(dk, dv, kf, fb_staged<HS>{vrows}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw,

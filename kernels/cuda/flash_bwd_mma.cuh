@@ -127,7 +127,6 @@ static __device__ __forceinline__ void fb_rows_as_a(uint32_t a[HS / 16][4], cons
 /* The warp's 16 rows as the A operand of fb_dots, step kk (columns 16 kk
  * .. 16 kk + 15 of the head) into a: fragments held in registers
  * (fb_rows_as_a's), or rows staged in shared memory, loaded at each use. */
-template <int HS>
 struct fb_held {
     const uint32_t (*f)[4];
     __device__ __forceinline__ void operator()(int kk, uint32_t a[4]) const {
@@ -193,8 +192,8 @@ static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 1
                                    const float D[2], int qw, int kt, bool edge, const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[2][4], dp[2][4], kept;
-    fb_dots<HS>(s, fb_held<HS>{qf}, krows);
-    fb_dots<HS>(dp, fb_held<HS>{gf}, vrows);
+    fb_dots<HS>(s, fb_held{qf}, krows);
+    fb_dots<HS>(dp, fb_held{gf}, vrows);
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -219,7 +218,7 @@ static __device__ void fb_dkv_block(float dk[HS / 8][4], float dv[HS / 8][4], co
                                     int kw, int qt, bool edge, const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[2][4], dp[2][4], kept[2][4];
-    fb_dots<HS>(s, fb_held<HS>{kf}, qrows);
+    fb_dots<HS>(s, fb_held{kf}, qrows);
     fb_dots<HS>(dp, v_of, grows);
 #pragma unroll
     for (int n = 0; n < 2; n++)
