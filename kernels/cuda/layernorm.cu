@@ -4,21 +4,29 @@
  * values, warp reductions by butterfly shuffles (kernels/cuda/layernorm.cuh,
  * shared with the fused residual + LayerNorm); mean and 1/std saved in
  * float32.
- * Backward, dinp (ACCUMULATES): one warp per row, the two row sums reduced
- * in the warp, then each lane adds its columns' gradient to dinp.
- * Backward, dw and db (accumulate): column sums without atomics. Blocks of
- * 32 columns x 8 thread rows each sum one fixed group of rows into a
- * per-group partial in ctx scratch (thread rows combined in a fixed order);
- * a second kernel adds the groups' partials column by column in group order.
+ * Backward (dinp, dw and db all ACCUMULATE), without atomics, in one pass
+ * over the rows: the rows are cut into fixed groups, one block of 8 warps
+ * each; a warp takes every 8th row of its group, reduces the row's two sums
+ * of the dinp formula in the warp, adds each column's gradient to dinp and
+ * its terms of dw and db to the warp's column sums in shared memory; the
+ * block adds its warps' sums (in warp order) into a per-group partial in ctx
+ * scratch, and a second kernel adds the groups' partials column by column in
+ * group order. 16-byte loads and stores where every pointer is aligned and
+ * rows hold whole packs. Rows too wide for the shared memory take three
+ * kernels (dinp; partials by blocks of 32 columns x 8 thread rows; the sum),
+ * which add dw and db in the same order, so the two paths give the same dw
+ * and db bits.
  * The grouping depends only on N, C and the scratch size. */
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/vec.cuh"
 
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */
 #define COL_TILE 32     /* columns per block of the column sums */
 #define COL_ROWS 8      /* thread rows per block of the column sums */
+#define LN_WARPS COL_ROWS /* the fused kernel's warp y adds the rows thread row y does: the same partials */
 #define GROUP_ROWS_MIN 64
 #define GROUPS_MAX 1024
 
@@ -42,29 +50,135 @@ __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd, const
     }
 }
 
-template <typename T>
-__global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
-                                               const float *rstd, int N, int C) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= N) return; /* the whole warp leaves together */
-    const T *x = inp + (size_t)row * C, *g = dout + (size_t)row * C;
-    float m = mean[row], s = rstd[row];
+/* Where warp y keeps column c's running sums in the fused backward's shared
+ * memory (each warp has its own `stride` floats for dw, and as many for db).
+ * Element by element, lane l owns columns l, l + 32, ..., stored at c. In
+ * packs of P, lane l owns columns [P (l + 32 i), + P), and element j of its
+ * pack i is stored at 32 (P i + j) + l, so that the 32 lanes' updates of
+ * one element hit 32 consecutive floats (32 banks, no conflict). */
+struct ln_acc_layout {
+    int P; /* 1: element by element; else the pack's elements */
+    __device__ __forceinline__ int index(int c) const {
+        if (P == 1) return c;
+        const int pack = c / P, j = c % P, i = pack / 32, lane = pack % 32;
+        return 32 * (P * i + j) + lane;
+    }
+};
+
+/* The two row sums of the dinp formula, over the whole row, in every lane. */
+struct ln_row_sums {
+    float dn, dn_xhat; /* mean of w * dout, and of w * dout * xhat */
+};
+
+/* dinp of one row (d, g, x: the row's), element by element: lane l takes
+ * columns l, l + 32, ... With ACC, also each column's terms of dw and db
+ * added to acc_w[c] and acc_b[c] (the fused kernel); without, the row alone
+ * (layernorm_backward_dinp_kernel, for rows too wide for the fused one). */
+template <typename T, bool ACC>
+__device__ __forceinline__ void ln_backward_row(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w, float m,
+                                                float s, int C, int lane) {
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        float xhat = (tg_load(x, c) - m) * s;
-        float dn = tg_load(w, c) * tg_load(g, c);
+        const float xhat = (tg_load(x, c) - m) * s, dn = tg_load(w, c) * tg_load(g, c);
         sum_dn += dn;
         sum_dn_xhat += dn * xhat;
     }
-    sum_dn = warp_sum(sum_dn) / C;
-    sum_dn_xhat = warp_sum(sum_dn_xhat) / C;
-    T *d = dinp + (size_t)row * C;
+    const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
     for (int c = lane; c < C; c += 32) {
-        float xhat = (tg_load(x, c) - m) * s;
-        float dn = tg_load(w, c) * tg_load(g, c);
-        tg_store(d, c, tg_load(d, c) + (dn - sum_dn - xhat * sum_dn_xhat) * s);
+        const float gv = tg_load(g, c), xhat = (tg_load(x, c) - m) * s, dn = tg_load(w, c) * gv;
+        tg_store(d, c, tg_load(d, c) + (dn - r.dn - xhat * r.dn_xhat) * s);
+        if (ACC) {
+            acc_w[c] += xhat * gv;
+            acc_b[c] += gv;
+        }
     }
+}
+
+/* The same row in 16-byte packs (every pointer aligned, C a multiple of the
+ * pack): lane l takes packs l, l + 32, ... The row sums add in another
+ * order than element by element, so dinp may differ from that path in its
+ * last bits; dw and db do not (each column adds its rows in the same order). */
+template <typename T>
+__device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
+                                                       float m, float s, int C, int lane) {
+    constexpr int P = vec_pack<T>::N;
+    float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
+    for (int c = lane * P; c < C; c += 32 * P) {
+        const vec_pack<T> xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c);
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const float xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * tg_load(gv.e, j);
+            sum_dn += dn;
+            sum_dn_xhat += dn * xhat;
+        }
+    }
+    const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
+    for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P) {
+        const vec_pack<T> xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c), dv = vec_load(d + c);
+        vec_pack<T> y;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const float gj = tg_load(gv.e, j), xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
+            tg_store(y.e, j, tg_load(dv.e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
+            acc_w[at + 32 * j] += xhat * gj;
+            acc_b[at + 32 * j] += gj;
+        }
+        vec_store(d + c, y);
+    }
+}
+
+/* The whole backward of one row group in one pass (grid: the groups; block:
+ * LN_WARPS warps). Warp y takes the group's rows y, y + LN_WARPS, ... in
+ * order: dinp of each row, and its terms of dw and db summed into the warp's
+ * own columns in shared memory (LN_WARPS x 2 x stride floats, dynamic);
+ * then the block adds the warps' sums column by column in warp order, into
+ * partial_dw/db[group * C + c]. That is the order layernorm_param_partials_kernel
+ * adds them in (its thread row y is warp y here), so the partials are the
+ * same bits; the finish kernel then adds the groups. Each lane reads x and
+ * dout of its columns twice (the second time from cache): once for the row
+ * sums, once for the gradients. */
+template <typename T>
+__global__ void __launch_bounds__(LN_WARPS * 32)
+    layernorm_backward_fused_kernel(T *dinp, float *partial_dw, float *partial_db, const T *dout, const T *inp, const T *w,
+                                    const float *mean, const float *rstd, int N, int C, int rows_per_group, int stride,
+                                    bool packs) {
+    extern __shared__ __align__(16) float ln_acc[]; /* [LN_WARPS][2][stride] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = blockIdx.x;
+    float *acc_w = ln_acc + (size_t)warp * 2 * stride, *acc_b = acc_w + stride;
+    for (int i = threadIdx.x; i < LN_WARPS * 2 * stride; i += blockDim.x) ln_acc[i] = 0.0f;
+    __syncthreads();
+    const long long r_end = (long long)(group + 1) * rows_per_group;
+    const int row_end = r_end < N ? (int)r_end : N;
+    for (int r = group * rows_per_group + warp; r < row_end; r += LN_WARPS) {
+        const size_t base = (size_t)r * C;
+        if (packs)
+            ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+        else
+            ln_backward_row<T, true>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+    }
+    __syncthreads();
+    const ln_acc_layout at = {packs ? vec_pack<T>::N : 1};
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        const int i = at.index(c);
+        float sw = 0.0f, sb = 0.0f;
+        for (int y = 0; y < LN_WARPS; y++) {
+            sw += ln_acc[(size_t)y * 2 * stride + i];
+            sb += ln_acc[(size_t)y * 2 * stride + stride + i];
+        }
+        partial_dw[(size_t)group * C + c] = sw;
+        partial_db[(size_t)group * C + c] = sb;
+    }
+}
+
+/* dinp alone, one warp per row: the first of the three kernels that do what
+ * the fused one does, for rows whose sums do not fit its shared memory. */
+template <typename T>
+__global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+                                               const float *rstd, int N, int C) {
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return; /* the whole warp leaves together */
+    const size_t base = (size_t)row * C;
+    ln_backward_row<T, false>(dinp + base, NULL, NULL, dout + base, inp + base, w, mean[row], rstd[row], C, lane);
 }
 
 /* Grid (column tiles, groups), block (COL_TILE, COL_ROWS): the block sums
@@ -120,32 +234,66 @@ void layernorm_forward(cudaStream_t stream, void *out, float *mean, float *rstd,
     CUDA_LAUNCHED("layernorm_forward_kernel");
 }
 
-template <typename T>
-void layernorm_backward(cuda_ctx *ctx, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                        const float *mean, const float *rstd, int N, int C) {
-    cudaStream_t stream = ctx->stream;
-    unsigned row_blocks = tg_blocks((size_t)N, ROW_THREADS / 32);
-    layernorm_backward_dinp_kernel<T><<<row_blocks, ROW_THREADS, 0, stream>>>((T *)dinp, (const T *)dout, (const T *)inp,
-                                                                               (const T *)w, mean, rstd, N, C);
-    CUDA_LAUNCHED("layernorm_backward_dinp_kernel");
-
-    /* Row groups: at least GROUP_ROWS_MIN rows each, at most GROUPS_MAX of
-     * them, and partials (two floats per group and column) within scratch. */
-    size_t fit = ctx->scratch_bytes / (2 * (size_t)C * sizeof(float));
+/* Row groups of the backward's column sums: at least GROUP_ROWS_MIN rows
+ * each, at most GROUPS_MAX of them, and their partials (two floats per group
+ * and column) within the context's scratch. Depends on N, C and the scratch
+ * size only, so both paths group alike. */
+struct ln_groups {
+    int rows_per_group, n_groups;
+};
+static ln_groups ln_groups_of(const cuda_ctx *ctx, int N, int C) {
+    const size_t fit = ctx->scratch_bytes / (2 * (size_t)C * sizeof(float));
     if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, "layernorm backward: scratch for one row of partials", __FILE__, __LINE__);
     size_t groups = ((size_t)N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
     if (groups > GROUPS_MAX) groups = GROUPS_MAX;
     if (groups > fit) groups = fit;
-    int rows_per_group = (int)(((size_t)N + groups - 1) / groups);
-    int n_groups = (int)(((size_t)N + rows_per_group - 1) / rows_per_group);
+    const int rows_per_group = (int)(((size_t)N + groups - 1) / groups);
+    return {rows_per_group, (int)(((size_t)N + rows_per_group - 1) / rows_per_group)};
+}
 
-    float *partial_dw = (float *)ctx->scratch;
-    float *partial_db = partial_dw + (size_t)n_groups * C;
-    dim3 grid(tg_blocks((size_t)C, COL_TILE), (unsigned)n_groups), block(COL_TILE, COL_ROWS);
-    layernorm_param_partials_kernel<T><<<grid, block, 0, stream>>>(partial_dw, partial_db, (const T *)dout, (const T *)inp,
-                                                                    mean, rstd, N, C, rows_per_group);
+/* Floats of one warp's column sums of dw (as many again for db) in the fused
+ * kernel: C, or in packs whole rounds of 32 packs (ln_acc_layout). */
+template <typename T>
+static int ln_acc_stride(int C, bool packs) {
+    const int round = 32 * vec_pack<T>::N;
+    return packs ? (C + round - 1) / round * round : C;
+}
+
+/* dinp, then the partials (their sum follows): for rows too wide for the
+ * fused kernel's shared memory. */
+template <typename T>
+void layernorm_backward_unfused(cuda_ctx *ctx, T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+                                const float *rstd, int N, int C, ln_groups gr, float *partial_dw, float *partial_db) {
+    layernorm_backward_dinp_kernel<T><<<tg_blocks((size_t)N, ROW_THREADS / 32), ROW_THREADS, 0, ctx->stream>>>(
+        dinp, dout, inp, w, mean, rstd, N, C);
+    CUDA_LAUNCHED("layernorm_backward_dinp_kernel");
+    dim3 grid(tg_blocks((size_t)C, COL_TILE), (unsigned)gr.n_groups), block(COL_TILE, COL_ROWS);
+    layernorm_param_partials_kernel<T><<<grid, block, 0, ctx->stream>>>(partial_dw, partial_db, dout, inp, mean, rstd, N, C,
+                                                                         gr.rows_per_group);
     CUDA_LAUNCHED("layernorm_param_partials_kernel");
-    layernorm_param_finish_kernel<<<tg_blocks((size_t)C, 256), 256, 0, stream>>>(dw, db, partial_dw, partial_db, n_groups, C);
+}
+
+template <typename T>
+void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *dout, const T *inp, const T *w, const float *mean,
+                        const float *rstd, int N, int C) {
+    const ln_groups gr = ln_groups_of(ctx, N, C);
+    float *partial_dw = (float *)ctx->scratch;
+    float *partial_db = partial_dw + (size_t)gr.n_groups * C;
+    const bool packs = vec_aligned(dinp, dout, inp, w) && C % vec_pack<T>::N == 0;
+    const int stride = ln_acc_stride<T>(C, packs);
+    const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float);
+    if (shared <= (size_t)ctx->shared_optin) {
+        if (shared > (48u << 10)) /* over the default: opt in */
+            CUDA_CHECK(cudaFuncSetAttribute((const void *)layernorm_backward_fused_kernel<T>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+        layernorm_backward_fused_kernel<T><<<(unsigned)gr.n_groups, LN_WARPS * 32, shared, ctx->stream>>>(
+            dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, gr.rows_per_group, stride, packs);
+        CUDA_LAUNCHED("layernorm_backward_fused_kernel");
+    } else {
+        layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db);
+    }
+    layernorm_param_finish_kernel<<<tg_blocks((size_t)C, 256), 256, 0, ctx->stream>>>(dw, db, partial_dw, partial_db,
+                                                                                       gr.n_groups, C);
     CUDA_LAUNCHED("layernorm_param_finish_kernel");
 }
 
@@ -163,6 +311,9 @@ void cuda_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const voi
                              const float *mean, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act == TG_BF16) layernorm_backward<__nv_bfloat16>(ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-    else layernorm_backward<float>(ctx, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    if (o->act == TG_BF16)
+        layernorm_backward(ctx, (__nv_bfloat16 *)dinp, dw, db, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)inp,
+                           (const __nv_bfloat16 *)w, mean, rstd, N, C);
+    else
+        layernorm_backward(ctx, (float *)dinp, dw, db, (const float *)dout, (const float *)inp, (const float *)w, mean, rstd, N, C);
 }

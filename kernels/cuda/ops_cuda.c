@@ -346,6 +346,7 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
     x->sm_count = prop.multiProcessorCount;
     x->cc_major = prop.major;
     x->cc_minor = prop.minor;
+    x->shared_optin = (int)prop.sharedMemPerBlockOptin;
     snprintf(o->device, sizeof o->device, "device %d: %s (sm_%d%d, %d SMs, %.1f GiB)", device, prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
     if (open_context(x, e)) {

@@ -122,6 +122,9 @@ bool capture_refuses_launch(cudaStream_t s);
 bool lazy_take(cudaStream_t s, std::function<void()> work);
 bool lazy_active();
 
+/* Counts a launch of kernel `name` (emu_kernel_launches, emu_hooks.h). */
+void count_launch(const char *name);
+
 /* A kernel launch runs at once, or during a capture becomes a graph node
  * holding its own copy of the arguments (as a GPU's graph keeps the
  * parameters it was captured with), or under EMU_LAZY=1 waits in its
@@ -130,6 +133,7 @@ template <typename F, typename... A>
 void launch_at(const char *name, const void *kernel, const char *file, int line, const config &c, F f, A... args) {
     using call = kernel_call<F, std::tuple<A...>>;
     if (capture_refuses_launch(c.stream)) return;
+    count_launch(name);
     const bool captured = capturing(c.stream);
     if (captured || lazy_active()) {
         std::shared_ptr<call> k = std::make_shared<call>(call{f, std::tuple<A...>(args...)});

@@ -14,6 +14,11 @@ long emu_lt_matmul_calls(unsigned epilogue);
  * heuristic; =matmul: cublasLtMatmul), so the fused paths' fallbacks run;
  * 0 otherwise. */
 int emu_lt_epilogues_refused(void);
+/* Launches of this kernel so far (its name as launched, without template
+ * arguments: "layernorm_backward_fused_kernel"), counted when launched (a
+ * lazy device runs them later), so that a test can tell which of a
+ * launcher's paths it took. */
+long emu_kernel_launches(const char *kernel);
 /* Errors the emulator has reported so far ("emu: ERROR" lines). A test that
  * provokes one on purpose takes it back with emu_errors_forgive(count before),
  * so that the exit status stays its own. */

@@ -956,6 +956,20 @@ static void log_launch(const char *file, int at, const char *name, unsigned long
     }
 }
 
+/* Kernel launches so far, by the kernel's name as launched, template arguments left out. */
+static std::map<std::string, long> &kernel_launches() {
+    static std::map<std::string, long> launches;
+    return launches;
+}
+void count_launch(const char *name) {
+    const char *args = strchr(name, '<');
+    kernel_launches()[args ? std::string(name, (size_t)(args - name)) : std::string(name)]++;
+}
+extern "C" long emu_kernel_launches(const char *kernel) {
+    const auto it = kernel_launches().find(kernel);
+    return it == kernel_launches().end() ? 0 : it->second;
+}
+
 void run_grid(const char *name, const void *kernel, const char *file, int line, const config &c, void (*body)(void *),
               void *ctx) {
     const dim3 &g = c.grid, &b = c.block;

@@ -64,6 +64,19 @@ void kcheck_layernorm(tally *t) {
 #include "tests/kernels/twin.h"
 #include "util/err.h"
 
+#ifdef TG_CUDA_EMU
+#include "tests/emu/emu_hooks.h"
+/* Whether the backward should run in one pass: its column sums (8 warps x
+ * dw and db x the row, rounded up to whole rounds of 32 16-byte packs when
+ * the row is read in packs) within the emulated device's 227 KiB of shared
+ * memory a block; else three kernels, the first of them dinp alone. */
+static int ln_expect_one_pass(const env *e, int C) {
+    const int P = e->act == TG_BF16 ? 8 : 4, round = 32 * P;
+    const size_t row = C % P == 0 ? (size_t)(C + round - 1) / round * round : (size_t)C;
+    return 8 * 2 * row * sizeof(float) <= ((size_t)227 << 10);
+}
+#endif
+
 void cuda_test_layernorm(env *e, int N, int C) {
     NEED(e, layernorm_forward);
     NEED(e, layernorm_backward);
@@ -81,7 +94,22 @@ void cuda_test_layernorm(env *e, int N, int C) {
     twin dout = tw_rand(e, ACT, NC, -1, 1), dinp = tw_rand(e, ACT, NC, -1, 1);
     twin dw = tw_rand(e, F32, C, -1, 1), db = tw_rand(e, F32, C, -1, 1);
     e->cpu->layernorm_backward(e->cpu, dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean_r.c, rstd_r.c, N, C);
+#ifdef TG_CUDA_EMU
+    const long fused0 = emu_kernel_launches("layernorm_backward_fused_kernel"), split0 = emu_kernel_launches("layernorm_backward_dinp_kernel");
+#endif
     e->gpu->layernorm_backward(e->gpu, dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean_r.g, rstd_r.g, N, C);
+#ifdef TG_CUDA_EMU
+    {
+        const long fused = emu_kernel_launches("layernorm_backward_fused_kernel") - fused0;
+        const long split = emu_kernel_launches("layernorm_backward_dinp_kernel") - split0;
+        const int want = ln_expect_one_pass(e, C);
+        char detail[128], name[96];
+        snprintf(detail, sizeof detail, "(one pass ran %ld times, three kernels %ld; expected %d and %d)", fused, split, want,
+                 !want);
+        snprintf(name, sizeof name, "layernorm_backward_path N=%d C=%d", N, C);
+        check_true(e, fused == want && split == !want, name, detail);
+    }
+#endif
     check(e, dinp, e->tol, "layernorm_backward dinp N=%d C=%d", N, C);
     check(e, dw, e->tol, "layernorm_backward dw N=%d C=%d", N, C);
     check(e, db, e->tol, "layernorm_backward db N=%d C=%d", N, C);

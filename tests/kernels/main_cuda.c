@@ -36,7 +36,8 @@
  *   [x] encoder_forward/backward      cuda_test_encoder (wpe and NULL, dwte/dwpe NULL, vocab_start != 0,
  *                                     tokens in, at the edges of and outside the rank's range, repeats)
  *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard)
- *   [x] layernorm_forward/backward    cuda_test_layernorm
+ *   [x] layernorm_forward/backward    cuda_test_layernorm (the backward fused, element by element and
+ *                                     in packs, and over its shared memory in three kernels)
  *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
  *   [x] matmul_backward_dgelu         cuda_test_matmul_dgelu (dpre_bias and NULL; C divisible by 8: the DGELU
  *                                     epilogue, DGELU_BGRAD in fp32; odd C: the unfused fallback;
@@ -57,7 +58,8 @@
  *                                     only), 13; misaligned rows; rows too wide for shared memory)
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place), cuda_test_dropout_step
  *                                     (the step read from device memory when the op runs)
- *   [x] bias_backward                 cuda_test_bias_backward
+ *   [x] bias_backward                 cuda_test_bias_backward (16-byte packs of columns; C = 13: element
+ *                                     by element; C = 100: packs in fp32 only)
  *   [x] xent_partial/rescale/finish   cuda_test_xent (padding, vocab_start != 0, targets in and out)
  *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not)
  *   [x] loss_accumulate, loss_finish  cuda_test_loss (two micro-batches, then the mean over them and DP)
@@ -80,6 +82,14 @@
 
 static void run_large(env *e);
 
+/* Whether the backend's kernel scratch holds `bytes`: its 64 MiB always,
+ * except under the emulation's EMU_SCRATCH_BYTES (a run that shrinks it to
+ * split the chunked kernels finely). */
+static int scratch_holds(size_t bytes) {
+    const char *shrunk = getenv("EMU_SCRATCH_BYTES");
+    return !(shrunk && *shrunk) || bytes <= (size_t)strtoull(shrunk, NULL, 0);
+}
+
 static void run_all(env *e) {
     /* sizes that are multiples of no tile: B*T = 39 rows, C = 72, 3 heads of 24 */
     const int B = 3, T = 13, N = B * T, C = 72, NH = 3, HS = C / NH;
@@ -97,6 +107,11 @@ static void run_all(env *e) {
     cuda_test_position(e, 0, N, T, C);
     cuda_test_position(e, 7, 20, T, C);
     cuda_test_layernorm(e, N, C);
+    cuda_test_layernorm(e, 5, 13);    /* no packs; fewer rows than the backward's 8 warps */
+    cuda_test_layernorm(e, 7, 100);   /* packs in fp32, not in bf16 */
+    cuda_test_layernorm(e, 1000, 40); /* 16 row groups of 63 rows, the last one short */
+    if (scratch_holds(2 * 4000 * sizeof(float))) /* one row group's partials of dw and db */
+        cuda_test_layernorm(e, 3, 4000); /* the backward's column sums over its shared memory: three kernels */
     cuda_test_matmul(e, N, C, 3 * C);
     cuda_test_matmul(e, N, C, 4 * C);
     cuda_test_matmul(e, N, 4 * C, C);
@@ -121,6 +136,8 @@ static void run_all(env *e) {
     cuda_test_dropout(e, 7, 13, rows);
     cuda_test_bias_backward(e, N, C);
     cuda_test_bias_backward(e, N, 4 * C);
+    cuda_test_bias_backward(e, 7, 13);  /* no packs */
+    cuda_test_bias_backward(e, 5, 100); /* packs in fp32, not in bf16 */
     cuda_test_residual_layernorm(e, N, C, none, 0);
     cuda_test_residual_layernorm(e, N, C, rows, 0);
     cuda_test_residual_layernorm(e, N, C, rows_far, 0);

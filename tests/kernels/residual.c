@@ -89,6 +89,9 @@ void kcheck_row_ops(tally *t) {
 #include "util/rng_core.h"
 #include "tests/kernels/twin.h"
 #include "util/err.h"
+#ifdef TG_CUDA_EMU
+#include "tests/emu/emu_hooks.h"
+#endif
 
 void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop) {
     NEED(e, bias_residual_add);
@@ -160,7 +163,20 @@ void cuda_test_bias_backward(env *e, int N, int C) {
     NEED(e, bias_backward);
     twin dout = tw_rand(e, ACT, (size_t)N * C, -1, 1), dbias = tw_rand(e, F32, C, -1, 1); /* accumulates */
     e->cpu->bias_backward(e->cpu, dbias.c, dout.c, N, C);
+#ifdef TG_CUDA_EMU
+    const long packed0 = emu_kernel_launches("column_partials_packed_kernel");
+#endif
     e->gpu->bias_backward(e->gpu, dbias.g, dout.g, N, C);
+#ifdef TG_CUDA_EMU
+    { /* 16-byte loads where rows hold whole packs (dout is aligned) */
+        const long packed = emu_kernel_launches("column_partials_packed_kernel") - packed0;
+        const int want = C % (e->act == TG_BF16 ? 8 : 4) == 0;
+        char detail[96], name[64];
+        snprintf(detail, sizeof detail, "(the packed column sums ran %ld times; expected %d)", packed, want);
+        snprintf(name, sizeof name, "bias_backward_packs N=%d C=%d", N, C);
+        check_true(e, packed == want, name, detail);
+    }
+#endif
     check(e, dbias, e->tol, "bias_backward N=%d C=%d", N, C);
     tw_free(e, dout);
     tw_free(e, dbias);
