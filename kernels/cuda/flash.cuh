@@ -5,8 +5,8 @@
  * in both precisions), the causal mask, and the dropout factor drawn from
  * the CPU's counter (util/rng_core.h), so masks are bit-identical. Tiles
  * wholly above the diagonal are never visited. The tensor-core forward
- * (bf16; its tiles in flash_mma.cuh) takes only fl_drop, fl_min and
- * FL_MAX_PAIRS from here. */
+ * (bf16; its tiles in flash_mma.cuh) takes only fl_drop, fl_min,
+ * fl_tile_row and FL_MAX_PAIRS from here. */
 #ifndef KERNELS_CUDA_FLASH_CUH
 #define KERNELS_CUDA_FLASH_CUH
 
@@ -26,6 +26,14 @@ typedef float fl_tile[FL_TILE][FL_HS_MAX];
 typedef float fl_square[FL_TILE][FL_TILE + 1]; /* +1: no bank conflicts on columns */
 
 static __host__ __device__ __forceinline__ int fl_min(int a, int b) { return a < b ? a : b; }
+
+/* The tensor-core kernels' row tiles: the first of the 16 rows, counted from
+ * the block's first, of warp w's row tile i when each warp owns MT tiles
+ * (contiguous: warp w owns rows 16 MT w .. 16 MT (w + 1) - 1). */
+template <int MT>
+static __device__ __forceinline__ int fl_tile_row(int w, int i) {
+    return 16 * (MT * w + i);
+}
 
 /* The dropout factor of probability (b, h, t, t2) of this rank (1 when p <= 0). */
 static __device__ __forceinline__ float fl_drop(const tg_dropout &d, int b, int h, int t, int t2, int T) {

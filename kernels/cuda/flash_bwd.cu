@@ -151,42 +151,65 @@ static __device__ __forceinline__ void fb_row_stats(float &lse2, float &Dt, cons
     Dt = t < T ? D[(size_t)j * T + t] : 0.0f;
 }
 
-/* dq of 64 query rows on tensor cores: key tiles up to the diagonal; warp
- * w owns rows q0 + 16 w .. + 15. The last rows (the most keys) go to the
- * first blocks, so that the longest blocks do not start last. Key tile n
- * has its K and V in buffer n % 2 of the dynamic shared memory (tiles[2 (n
- * % 2)] and the next), and tile n + 1 is copied into the other buffer by
- * cp.async while tile n is used; the block's q and dout rows pass through
- * buffer 1 first. */
+/* Row r (counted from the block's first) of the rows staged from tile
+ * `first` on: MT tiles of FB_ROWS rows one after the other. */
+template <int HS>
+static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_tile<HS> *tiles, int first, int r) {
+    return tiles[first + r / FB_ROWS].e + (r % FB_ROWS) * fb_tile<HS>::ld;
+}
+
+/* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles):
+ * key tiles up to the diagonal; warp w owns row tiles fl_tile_row<MT>(w, i)
+ * (16 rows each). The last rows (the most keys) go to the first blocks, so
+ * that the longest blocks do not start last. Key tile n has its K and V in
+ * buffer n % 2 of the dynamic shared memory (tiles[2 (n % 2)] and the
+ * next), and tile n + 1 is copied into the other buffer by cp.async while
+ * tile n is used; the block's q and dout rows are staged first in tiles 2
+ * .. 2 + MT - 1 and 2 + MT .. 2 + 2 MT - 1 (buffer 1 and, with two row
+ * tiles, two more). Where both of a warp's row tiles see a 16-key block,
+ * one call does both (each K and V fragment loaded once); elsewhere (the
+ * second tile's diagonal block, a tile past T) each alone: the same bits. */
 template <int HS>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
+    constexpr int MT = fb_dq_row_tiles<HS>();
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>(false) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
-    const int g = (threadIdx.x & 31) >> 2, qw = q0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS * MT, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int g = (threadIdx.x & 31) >> 2, warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
-    float lse2[2], Dr[2];
+    int qw[MT];
+    float lse2[MT][2], Dr[MT][2];
 #pragma unroll
-    for (int i = 0; i < 2; i++) fb_row_stats(lse2[i], Dr[i], lse, D, p, j, qw + g + 8 * i, T);
+    for (int i = 0; i < MT; i++) {
+        qw[i] = q0 + fl_tile_row<MT>(warp, i);
+#pragma unroll
+        for (int half = 0; half < 2; half++) fb_row_stats(lse2[i][half], Dr[i][half], lse, D, p, j, qw[i] + g + 8 * half, T);
+    }
     /* q and dout rows, then key tile 0, as two groups: the fragments load while tile 0 lands */
-    fb_stage_async<HS>(tiles[2], qkv, 3 * C, h * HS, b, q0, T);
-    fb_stage_async<HS>(tiles[3], dout, C, h * HS, b, q0, T);
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        fb_stage_async<HS>(tiles[2 + i], qkv, 3 * C, h * HS, b, q0 + FB_ROWS * i, T);
+        fb_stage_async<HS>(tiles[2 + MT + i], dout, C, h * HS, b, q0 + FB_ROWS * i, T);
+    }
     async_commit();
     fb_stage_async<HS>(tiles[0], qkv, 3 * C, C + h * HS, b, 0, T);
     fb_stage_async<HS>(tiles[1], qkv, 3 * C, 2 * C + h * HS, b, 0, T);
     async_commit();
     async_wait<1>();
     __syncthreads();
-    uint32_t qf[HS / 16][4], gf[HS / 16][4];
-    fb_rows_as_a<HS>(qf, tiles[2].e + (qw - q0) * ld);
-    fb_rows_as_a<HS>(gf, tiles[3].e + (qw - q0) * ld);
-    float dq[HS / 8][4] = {};
+    uint32_t qf[MT][HS / 16][4], gf[MT][HS / 16][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        fb_rows_as_a<HS>(qf[i], fb_staged_row<HS>(tiles, 2, qw[i] - q0));
+        fb_rows_as_a<HS>(gf[i], fb_staged_row<HS>(tiles, 2 + MT, qw[i] - q0));
+    }
+    float dq[MT][HS / 8][4] = {};
     async_wait<0>();
     __syncthreads(); /* key tile 0 is in, and the q and dout readers are done: buffer 1 is free */
-    const int k_end = fl_min(q0 + FB_ROWS, T);
+    const int k_end = fl_min(q0 + FB_ROWS * MT, T);
     for (int k0 = 0; k0 < k_end; k0 += FB_ROWS) {
         const int cur = 2 * ((k0 / FB_ROWS) & 1), next = 2 - cur;
         if (k0 + FB_ROWS < k_end) { /* the next key tile into the other buffer: its readers passed the last barrier */
@@ -195,12 +218,28 @@ __global__ void __launch_bounds__(FB_THREADS)
             async_commit();
         }
         const __nv_bfloat16 *ks = tiles[cur].e, *vs = tiles[cur + 1].e;
-        for (int kt = k0; kt < k0 + FB_ROWS && kt <= qw && qw < T; kt += 16) /* warp-uniform: up to the warp's diagonal */
-            fb_dq_block<HS>(dq, qf, gf, ks + (kt - k0) * ld, vs + (kt - k0) * ld, lse2, Dr, qw, kt, kt == qw || qw + 16 > T, c);
+        /* warp-uniform: up to the diagonal of the warp's last row tile (its tiles are contiguous) */
+        for (int kt = k0; kt < k0 + FB_ROWS && kt <= qw[MT - 1] && qw[0] < T; kt += 16) {
+            const __nv_bfloat16 *krows = ks + (kt - k0) * ld, *vrows = vs + (kt - k0) * ld;
+            bool sees[MT], edge[MT];
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                sees[i] = kt <= qw[i] && qw[i] < T;
+                edge[i] = kt == qw[i] || qw[i] + 16 > T;
+            }
+            if (MT == 2 && sees[0] && sees[MT - 1]) {
+                fb_dq_block<HS, MT>(dq, qf, gf, krows, vrows, lse2, Dr, qw, kt, edge, c);
+                continue;
+            }
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+                if (sees[i]) fb_dq_block<HS, 1>(dq + i, qf + i, gf + i, krows, vrows, lse2 + i, Dr + i, qw + i, kt, edge + i, c);
+        }
         async_wait<0>();
         __syncthreads(); /* the next tile is in, and this one's readers are done */
     }
-    fb_store<HS>(dqkv, dq, 3 * C, h * HS, b, qw, T, scale);
+#pragma unroll
+    for (int i = 0; i < MT; i++) fb_store<HS>(dqkv, dq[i], 3 * C, h * HS, b, qw[i], T, scale);
 }
 
 /* dk and dv of the 64 keys from blockIdx.x * 64 on tensor cores: query
@@ -290,13 +329,15 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
             mma_gradients<HS + 16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, hs, scale, drop);
         return;
     }
+    constexpr int dq_rows = FB_ROWS * fb_dq_row_tiles<HS>();
+    const dim3 dq_grid((unsigned)((T + dq_rows - 1) / dq_rows), (unsigned)np);
     const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
-    /* over the default 48 KiB from HS = 96: opt in */
+    /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_shared_bytes<HS>(false), dkv_shared = fb_shared_bytes<HS>(true);
     CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
     CUDA_CHECK(
         cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
-    flash_dq_mma_kernel<HS><<<grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    flash_dq_mma_kernel<HS><<<dq_grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
     flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");

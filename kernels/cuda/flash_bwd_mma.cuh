@@ -41,13 +41,26 @@ static __host__ __device__ constexpr bool fb_v_held() {
     return HS <= 112;
 }
 
+/* Row tiles of 16 query rows each warp of the dq kernel owns: two up to
+ * head size 64, so that each K or V fragment loaded from shared memory
+ * feeds two products (shared-memory requests per product halved, as the
+ * forward's fm_row_tiles); one beyond, where the second tile's fragments
+ * and accumulators would not fit in registers. A dq block has FB_ROWS x
+ * MT query rows. */
+template <int HS>
+static __host__ __device__ constexpr int fb_dq_row_tiles() {
+    return HS <= 64 ? 2 : 1;
+}
+
 /* The tile kernels' dynamic shared memory: two tiles (K and V, or Q and
  * dout) for each of two buffers, the tiles being used and the next ones;
- * and for the dk, dv kernel the block's v rows where it does not hold
- * them (fb_v_held). */
+ * for the dq kernel the block's q and dout rows (MT tiles each) in tiles 2
+ * onwards, before buffer 1 takes its first key tile; and for the dk, dv
+ * kernel the block's v rows where it does not hold them (fb_v_held). */
 template <int HS>
 static constexpr int fb_shared_bytes(bool dkv) {
-    return (dkv && !fb_v_held<HS>() ? 5 : 4) * (int)sizeof(fb_tile<HS>);
+    const int tiles = dkv ? (fb_v_held<HS>() ? 4 : 5) : 2 + 2 * fb_dq_row_tiles<HS>();
+    return tiles * (int)sizeof(fb_tile<HS>);
 }
 
 /* What the probabilities of one (sequence, head) pair depend on besides
@@ -139,32 +152,43 @@ struct fb_staged {
     __device__ __forceinline__ void operator()(int kk, uint32_t a[4]) const { mma_load_a(a, rows + 16 * kk, fb_tile<HS>::ld); }
 };
 
-/* acc (two n8 accumulators: a 16 x 16 block) = the warp's 16 rows (A
- * operand a_of: fb_held or fb_staged) dotted with the 16 staged rows
- * starting at `rows`. */
-template <int HS, typename A>
-static __device__ __forceinline__ void fb_dots(float acc[2][4], const A &a_of, const __nv_bfloat16 *rows) {
+/* For each of R row tiles, acc[i] (two n8 accumulators: a 16 x 16 block) =
+ * the tile's 16 rows (A operand a_of[i]: fb_held or fb_staged) dotted with
+ * the 16 staged rows starting at `rows`. Each B fragment is loaded once for
+ * the R products; each tile's products run in the same order whatever R. */
+template <int HS, int R, typename A>
+static __device__ __forceinline__ void fb_dots(float acc[R][2][4], const A *a_of, const __nv_bfloat16 *rows) {
 #pragma unroll
-    for (int n = 0; n < 2; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int n = 0; n < 2; n++) acc[i][n][0] = acc[i][n][1] = acc[i][n][2] = acc[i][n][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < HS / 16; kk++) {
-        uint32_t a[4], bf[2][2];
-        a_of(kk, a);
+        uint32_t bf[2][2];
         mma_load_b_rows_x2(bf, rows + 16 * kk, fb_tile<HS>::ld);
-        mma_bf16_16816(acc[0], a, bf[0]);
-        mma_bf16_16816(acc[1], a, bf[1]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            uint32_t a[4];
+            a_of[i](kk, a);
+            mma_bf16_16816(acc[i][0], a, bf[0]);
+            mma_bf16_16816(acc[i][1], a, bf[1]);
+        }
     }
 }
 
-/* acc (16 x HS) += A (16 x 16) times the 16 staged rows starting at `rows`. */
-template <int HS>
-static __device__ __forceinline__ void fb_accumulate(float acc[HS / 8][4], const uint32_t a[4], const __nv_bfloat16 *rows) {
+/* For each of R row tiles, acc[i] (16 x HS) += a[i] (16 x 16) times the 16
+ * staged rows starting at `rows`; each B fragment loaded once for the R. */
+template <int HS, int R>
+static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], const uint32_t a[R][4], const __nv_bfloat16 *rows) {
 #pragma unroll
     for (int n8 = 0; n8 < HS / 8; n8 += 2) {
         uint32_t bf[2][2];
         mma_load_b_cols_x2(bf, rows + 8 * n8, fb_tile<HS>::ld);
-        mma_bf16_16816(acc[n8], a, bf[0]);
-        mma_bf16_16816(acc[n8 + 1], a, bf[1]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            mma_bf16_16816(acc[i][n8], a[i], bf[0]);
+            mma_bf16_16816(acc[i][n8 + 1], a[i], bf[1]);
+        }
     }
 }
 
@@ -183,27 +207,37 @@ static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, fl
     return prob * (dp * keep - D);
 }
 
-/* dq of the warp's 16 query rows from qw += dS k over 16 keys from kt,
- * staged at krows, vrows; qf, gf: the rows' q and dout fragments, lse2
- * and D of rows qw + g and qw + g + 8. */
-template <int HS>
-static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 16][4], const uint32_t gf[HS / 16][4],
-                                   const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[2],
-                                   const float D[2], int qw, int kt, bool edge, const fb_pair &c) {
+/* dq of R row tiles of 16 query rows (tile i from qw[i]) += dS k over the
+ * 16 keys from kt, staged at krows, vrows; qf[i], gf[i]: the tile's q and
+ * dout fragments; lse2[i], D[i]: of its rows qw[i] + g and qw[i] + g + 8;
+ * edge[i]: the block touches the diagonal or T. Each tile's arithmetic is
+ * the same for any R (fb_dots, fb_accumulate), so R = 2 gives the bits of
+ * two calls with R = 1. */
+template <int HS, int R>
+static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4], const uint32_t gf[R][HS / 16][4],
+                                   const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[R][2],
+                                   const float D[R][2], const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    float s[2][4], dp[2][4], kept;
-    fb_dots<HS>(s, fb_held{qf}, krows);
-    fb_dots<HS>(dp, fb_held{gf}, vrows);
+    float s[R][2][4], dp[R][2][4], kept;
+    fb_held qa[R], ga[R];
 #pragma unroll
-    for (int n = 0; n < 2; n++)
+    for (int i = 0; i < R; i++) qa[i] = fb_held{qf[i]}, ga[i] = fb_held{gf[i]};
+    fb_dots<HS, R>(s, qa, krows);
+    fb_dots<HS, R>(dp, ga, vrows);
+    uint32_t ds[R][4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
-            const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
-            s[n][e] = fb_ds(&kept, s[n][e], dp[n][e], lse2[e >> 1], D[e >> 1], qw + row, kt + col, edge, c);
-        }
-    uint32_t ds[4];
-    mma_a_from_accumulators(ds, s[0], s[1]);
-    fb_accumulate<HS>(dq, ds, krows);
+    for (int i = 0; i < R; i++) {
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
+                const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
+                s[i][n][e] = fb_ds(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row, kt + col,
+                                   edge[i], c);
+            }
+        mma_a_from_accumulators(ds[i], s[i][0], s[i][1]);
+    }
+    fb_accumulate<HS, R>(dq, ds, krows);
 }
 
 /* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
@@ -213,25 +247,26 @@ static __device__ void fb_dq_block(float dq[HS / 8][4], const uint32_t qf[HS / 1
  * (keys as rows), so dS^T and (P keep)^T are accumulators that become A
  * fragments directly. */
 template <int HS, typename V>
-static __device__ void fb_dkv_block(float dk[HS / 8][4], float dv[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
+static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
                                     const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
                                     int kw, int qt, bool edge, const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    float s[2][4], dp[2][4], kept[2][4];
-    fb_dots<HS>(s, fb_held{kf}, qrows);
-    fb_dots<HS>(dp, v_of, grows);
+    float s[1][2][4], dp[1][2][4], kept[2][4];
+    const fb_held ka = {kf};
+    fb_dots<HS, 1>(s, &ka, qrows);
+    fb_dots<HS, 1>(dp, &v_of, grows);
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
             const int col = 8 * n + 2 * t + (e & 1);
-            s[n][e] = fb_ds(&kept[n][e], s[n][e], dp[n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
+            s[0][n][e] = fb_ds(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
         }
-    uint32_t pk[4], ds[4];
-    mma_a_from_accumulators(pk, kept[0], kept[1]);
-    mma_a_from_accumulators(ds, s[0], s[1]);
-    fb_accumulate<HS>(dv, pk, grows);
-    fb_accumulate<HS>(dk, ds, qrows);
+    uint32_t pk[1][4], ds[1][4];
+    mma_a_from_accumulators(pk[0], kept[0], kept[1]);
+    mma_a_from_accumulators(ds[0], s[0][0], s[0][1]);
+    fb_accumulate<HS, 1>(&dv, pk, grows);
+    fb_accumulate<HS, 1>(&dk, ds, qrows);
 }
 
 /* Rows r0 + g and r0 + g + 8 of the warp's accumulators (16 x HS) times

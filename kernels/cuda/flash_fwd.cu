@@ -118,13 +118,6 @@ static __host__ __device__ constexpr int fm_row_tiles() {
     return HS <= 64 ? 2 : 1;
 }
 
-/* The first of the 16 query rows, counted from the block's first, of
- * warp w's row tile i (of MT). */
-template <int MT>
-static __device__ __forceinline__ int fm_tile_row(int w, int i) {
-    return 16 * (MT * w + i);
-}
-
 /* Where a warp's row tile meets key tile k0 .. k0 + FM_ROWS - 1: its rows
  * r0 .. r0 + 15 see the first n_blocks key blocks of 8 (0 to FM_KEY_BLOCKS,
  * even: keys up to its last row), and with mask some of those keys lie
@@ -262,7 +255,7 @@ static __device__ __forceinline__ void stage_output_rows(__nv_bfloat16 *tiles, f
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const float sum = fm_row_sum(l[i][half]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            __nv_bfloat16 *r = tiles + (fm_tile_row<MT>(warp, i) + g + 8 * half) * ld + 2 * at[i].t;
+            __nv_bfloat16 *r = tiles + (fl_tile_row<MT>(warp, i) + g + 8 * half) * ld + 2 * at[i].t;
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) fm_store_pair(r + 8 * n, mma_pack(o[i][n][2 * half] * inv, o[i][n][2 * half + 1] * inv));
             if (at[i].t == 0 && at[i].row[half] < T) lse_rows[at[i].row[half]] = m[i][half] * 0.69314718f + logf(sum);
@@ -313,7 +306,7 @@ __global__ void __launch_bounds__(FM_THREADS)
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[i][kk], qs + fm_tile_row<MT>(warp, i) * ld + 16 * kk, ld);
+        for (int kk = 0; kk < HS / 16; kk++) mma_load_a(qf[i][kk], qs + fl_tile_row<MT>(warp, i) * ld + 16 * kk, ld);
     async_wait<0>();
     __syncthreads(); /* tile 0 is in, and Q's readers are done: buffer 1 is free */
 
@@ -321,7 +314,7 @@ __global__ void __launch_bounds__(FM_THREADS)
     lane_pos at[MT];
 #pragma unroll
     for (int i = 0; i < MT; i++) {
-        const int r0 = q0 + fm_tile_row<MT>(warp, i);
+        const int r0 = q0 + fl_tile_row<MT>(warp, i);
         at[i] = lane_pos{{r0 + g, r0 + g + 8}, 0, lane & 3};
         m[i][0] = m[i][1] = -INFINITY;
         l[i][0] = l[i][1] = 0.0f;
@@ -340,7 +333,7 @@ __global__ void __launch_bounds__(FM_THREADS)
         fm_reach reach[MT];
 #pragma unroll
         for (int i = 0; i < MT; i++) {
-            reach[i] = fm_reach_of(q0 + fm_tile_row<MT>(warp, i), k0);
+            reach[i] = fm_reach_of(q0 + fl_tile_row<MT>(warp, i), k0);
             at[i].k0 = k0;
         }
         if (reach[MT - 1].n_blocks > 0) { /* warp-uniform: the tile is not wholly after the warp's rows */
