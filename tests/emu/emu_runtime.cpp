@@ -1463,6 +1463,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     (void)h;
     g_lt_heuristic_calls++;
     *returned = 0;
+    /* Plans belong before a capture: cuBLASLt has been seen to fail the
+     * heuristic while a stream captures (CUDA 13.3: CUBLAS_STATUS_INTERNAL_ERROR,
+     * "Could not obtain green context information"), so the trainer builds
+     * every plan in the warm step before the captured one. */
+    if (emu_capture_refuses("cublasLtMatmulAlgoGetHeuristic")) return CUBLAS_STATUS_INTERNAL_ERROR;
     int m, n, k;
     if (requested < 1 || !lt_validate(op, a, b, c, d, "cublasLtMatmulAlgoGetHeuristic", &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;

@@ -5,14 +5,16 @@
  *   scalars of the capture, and reads buffers as they are at the launch (a
  *   pinned buffer refilled between launches is copied with its new bytes);
  * - what a GPU refuses during a capture (synchronizing, a synchronous copy,
- *   allocating, work on the legacy stream) is reported and invalidates the
- *   capture (cudaStreamEndCapture fails);
+ *   allocating, work on the legacy stream; cuBLASLt's heuristic, as CUDA
+ *   13.3's fails it there) is reported and invalidates the capture
+ *   (cudaStreamEndCapture fails);
  * - a second stream forked off the capture by waiting for an event recorded
  *   in it is captured too, and joined back by the capturing stream's wait:
  *   the launch runs both streams' work in order; a fork never joined back
  *   fails the capture, and an event recorded during the capture cannot be
  *   queried afterwards.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
+#include <cublasLt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,7 +98,14 @@ static int check_refused(int which, const char *name) {
     case 1: call = cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost); break;
     case 2: call = cudaMalloc(&extra, 16); break;
     case 3: axpb_kernel<<<1, 32>>>(d, d, 1.0f, 0.0f, 4); break; /* the legacy stream */
-    default: call = cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s); break; /* pageable */
+    case 4: call = cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s); break; /* pageable */
+    default: { /* cuBLASLt's heuristic: refused before it reads its arguments */
+        cublasLtMatmulHeuristicResult_t result;
+        int found = 0;
+        const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, &result, &found);
+        call = st == CUBLAS_STATUS_INTERNAL_ERROR ? cudaErrorUnknown : cudaSuccess;
+        break;
+    }
     }
     cudaGraph_t graph;
     const cudaError_t end = cudaStreamEndCapture(s, &graph);
@@ -235,6 +244,7 @@ int main(void) {
     failed |= check_refused(2, "emu_graph_refuses_cuda_malloc");
     failed |= check_refused(3, "emu_graph_refuses_legacy_stream_launch");
     failed |= check_refused(4, "emu_graph_refuses_pageable_async_copy");
+    failed |= check_refused(5, "emu_graph_refuses_cublaslt_heuristic");
     failed |= check_wait_outside_capture();
     return failed;
 }
