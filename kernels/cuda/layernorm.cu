@@ -28,6 +28,7 @@
 #define COL_ROWS 8      /* thread rows per block of the column sums */
 #define LN_WARPS COL_ROWS /* the fused kernel's warp y adds the rows thread row y does: the same partials */
 #define GROUP_ROWS_MIN 64
+#define GROUPS_FILL 256 /* blocks the backward wants at least, rows allowing: two for each SM of a 128-SM GPU */
 #define GROUPS_MAX 1024
 
 namespace {
@@ -234,10 +235,12 @@ void layernorm_forward(cudaStream_t stream, void *out, float *mean, float *rstd,
     CUDA_LAUNCHED("layernorm_forward_kernel");
 }
 
-/* Row groups of the backward's column sums: at least GROUP_ROWS_MIN rows
- * each, at most GROUPS_MAX of them, and their partials (two floats per group
- * and column) within the context's scratch. Depends on N, C and the scratch
- * size only, so both paths group alike. */
+/* Row groups of the backward's column sums: GROUP_ROWS_MIN rows each, or
+ * fewer (down to one row for each of a block's warps) where that leaves
+ * under GROUPS_FILL groups, since each group is one block of the fused
+ * kernel (N = 1024 would make 16); at most GROUPS_MAX of them, and their
+ * partials (two floats per group and column) within the context's scratch.
+ * Depends on N, C and the scratch size only, so both paths group alike. */
 struct ln_groups {
     int rows_per_group, n_groups;
 };
@@ -245,6 +248,8 @@ static ln_groups ln_groups_of(const cuda_ctx *ctx, int N, int C) {
     const size_t fit = ctx->scratch_bytes / (2 * (size_t)C * sizeof(float));
     if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, "layernorm backward: scratch for one row of partials", __FILE__, __LINE__);
     size_t groups = ((size_t)N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
+    const size_t warp_rows = ((size_t)N + LN_WARPS - 1) / LN_WARPS, fill = warp_rows < GROUPS_FILL ? warp_rows : GROUPS_FILL;
+    if (groups < fill) groups = fill;
     if (groups > GROUPS_MAX) groups = GROUPS_MAX;
     if (groups > fit) groups = fit;
     const int rows_per_group = (int)(((size_t)N + groups - 1) / groups);

@@ -109,7 +109,7 @@ static void run_all(env *e) {
     cuda_test_layernorm(e, N, C);
     cuda_test_layernorm(e, 5, 13);    /* no packs; fewer rows than the backward's 8 warps */
     cuda_test_layernorm(e, 7, 100);   /* packs in fp32, not in bf16 */
-    cuda_test_layernorm(e, 1000, 40); /* 16 row groups of 63 rows, the last one short */
+    cuda_test_layernorm(e, 1001, 40); /* 126 row groups of 8 rows (GROUPS_FILL), the last of 1 */
     if (scratch_holds(2 * 4000 * sizeof(float))) /* one row group's partials of dw and db */
         cuda_test_layernorm(e, 3, 4000); /* the backward's column sums over its shared memory: three kernels */
     cuda_test_matmul(e, N, C, 3 * C);
