@@ -10,7 +10,8 @@
  * Two flavours of the tile kernels:
  *   - bf16 activations, HS a multiple of 16 (<= 128), 16-byte aligned
  *     tensors: tensor cores (flash_bwd_mma.cuh), blocks of 64 rows, 4 warps
- *     of 16, the streamed tiles (K and V for dq, Q and dout for dk and dv)
+ *     of 16 (dq: of 128 rows, 4 warps of 32, up to head size 64), the
+ *     streamed tiles (K and V for dq, Q and dout for dk and dv)
  *     double buffered in dynamic shared memory, the next one copied in by
  *     cp.async while the current one is used; the products in bf16 with
  *     float32 accumulation, dS and P * keep rounded to bf16 before the

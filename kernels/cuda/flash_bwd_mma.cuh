@@ -3,7 +3,8 @@
  * to FL_HS_MAX): FB_ROWS rows of q, k, v or dout staged in shared memory
  * as bf16 by 16-byte cp.async copies (double buffered by the kernels: the
  * next tile lands while the current one is used), each warp owning 16 of
- * the block's rows, and the 16 x 16 blocks of scores and gradients as
+ * the block's rows (32 in the dq kernel up to head size 64:
+ * fb_dq_row_tiles), and the 16 x 16 blocks of scores and gradients as
  * mma.sync products (mma.cuh) with float32 accumulators. HS is a template argument so that
  * the fragment and accumulator arrays are registers.
  * Rounding: dS and P * keep are rounded to bf16 to become the A operand of
