@@ -24,12 +24,8 @@
 #include "kernels/cuda/vec.cuh"
 
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */
-#define COL_TILE 32     /* columns per block of the column sums */
-#define COL_ROWS 8      /* thread rows per block of the column sums */
 #define LN_WARPS COL_ROWS /* the fused kernel's warp y adds the rows thread row y does: the same partials */
-#define GROUP_ROWS_MIN 64
 #define GROUPS_FILL 256 /* blocks the backward wants at least, rows allowing: two for each SM of a 128-SM GPU */
-#define GROUPS_MAX 1024
 
 namespace {
 
@@ -235,25 +231,14 @@ void layernorm_forward(cudaStream_t stream, void *out, float *mean, float *rstd,
     CUDA_LAUNCHED("layernorm_forward_kernel");
 }
 
-/* Row groups of the backward's column sums: GROUP_ROWS_MIN rows each, or
- * fewer (down to one row for each of a block's warps) where that leaves
- * under GROUPS_FILL groups, since each group is one block of the fused
- * kernel (N = 1024 would make 16); at most GROUPS_MAX of them, and their
- * partials (two floats per group and column) within the context's scratch.
- * Depends on N, C and the scratch size only, so both paths group alike. */
-struct ln_groups {
-    int rows_per_group, n_groups;
-};
-static ln_groups ln_groups_of(const cuda_ctx *ctx, int N, int C) {
-    const size_t fit = ctx->scratch_bytes / (2 * (size_t)C * sizeof(float));
-    if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, "layernorm backward: scratch for one row of partials", __FILE__, __LINE__);
-    size_t groups = ((size_t)N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
-    const size_t warp_rows = ((size_t)N + LN_WARPS - 1) / LN_WARPS, fill = warp_rows < GROUPS_FILL ? warp_rows : GROUPS_FILL;
-    if (groups < fill) groups = fill;
-    if (groups > GROUPS_MAX) groups = GROUPS_MAX;
-    if (groups > fit) groups = fit;
-    const int rows_per_group = (int)(((size_t)N + groups - 1) / groups);
-    return {rows_per_group, (int)(((size_t)N + rows_per_group - 1) / rows_per_group)};
+/* Row groups of the backward's column sums: fewer rows than GROUP_ROWS_MIN
+ * (down to one row for each of a block's warps) where that leaves under
+ * GROUPS_FILL groups, since each group is one block of the fused kernel (N =
+ * 1024 would make 16); partials of two floats per group and column. Both
+ * paths group alike. */
+static tg_reduce::row_groups ln_groups_of(const cuda_ctx *ctx, int N, int C) {
+    return tg_reduce::row_groups_of((size_t)N, ctx->scratch_bytes / (2 * (size_t)C * sizeof(float)), LN_WARPS, GROUPS_FILL,
+                                    "layernorm backward: scratch for one row of partials");
 }
 
 /* Floats of one warp's column sums of dw (as many again for db) in the fused
@@ -268,7 +253,8 @@ static int ln_acc_stride(int C, bool packs) {
  * fused kernel's shared memory. */
 template <typename T>
 void layernorm_backward_unfused(cuda_ctx *ctx, T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
-                                const float *rstd, int N, int C, ln_groups gr, float *partial_dw, float *partial_db) {
+                                const float *rstd, int N, int C, tg_reduce::row_groups gr, float *partial_dw,
+                                float *partial_db) {
     layernorm_backward_dinp_kernel<T><<<tg_blocks((size_t)N, ROW_THREADS / 32), ROW_THREADS, 0, ctx->stream>>>(
         dinp, dout, inp, w, mean, rstd, N, C);
     CUDA_LAUNCHED("layernorm_backward_dinp_kernel");
@@ -281,7 +267,7 @@ void layernorm_backward_unfused(cuda_ctx *ctx, T *dinp, const T *dout, const T *
 template <typename T>
 void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *dout, const T *inp, const T *w, const float *mean,
                         const float *rstd, int N, int C) {
-    const ln_groups gr = ln_groups_of(ctx, N, C);
+    const tg_reduce::row_groups gr = ln_groups_of(ctx, N, C);
     float *partial_dw = (float *)ctx->scratch;
     float *partial_db = partial_dw + (size_t)gr.n_groups * C;
     const bool packs = vec_aligned(dinp, dout, inp, w) && C % vec_pack<T>::N == 0;

@@ -1,11 +1,44 @@
-/* The CUDA kernels' reductions within a block, in one place. Each combines
- * its values in a fixed order, so results are reproducible run to run. */
+/* The CUDA kernels' reductions within a block, and the row groups of the
+ * column sums, in one place. Each combines its values in a fixed order, so
+ * results are reproducible run to run. */
 #ifndef KERNELS_CUDA_REDUCE_CUH
 #define KERNELS_CUDA_REDUCE_CUH
 
 #include <math.h>
+#include <stddef.h>
+
+#include "kernels/cuda/cuda_ctx.h"
+
+/* The column sums' blocks (bias gradients, residual.cu; LayerNorm's dw and
+ * db, layernorm.cu): COL_TILE columns (or packs of columns) x COL_ROWS
+ * thread rows, each thread row summing every COL_ROWS-th row of a group. */
+#define COL_TILE 32
+#define COL_ROWS 8
+#define GROUP_ROWS_MIN 64 /* rows a group has, unless few rows ask for more groups (row_groups_of) */
+#define GROUPS_MAX 1024
 
 namespace tg_reduce {
+
+/* Rows cut into groups for a column sum without atomics: each group's sums
+ * go to a partial in the context's scratch, then the groups are added in
+ * order. GROUP_ROWS_MIN rows a group, or fewer, down to min_rows, where
+ * that leaves under `fill` groups (a kernel with a block per group needs
+ * enough blocks; 0: never); at most GROUPS_MAX groups, and at most `fit`,
+ * the partials the scratch holds (none: `what` fails). Depends on its
+ * arguments only, so the sums' order does not depend on the device. */
+struct row_groups {
+    int rows_per_group, n_groups;
+};
+static inline row_groups row_groups_of(size_t N, size_t fit, size_t min_rows, size_t fill, const char *what) {
+    if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, what, __FILE__, __LINE__);
+    size_t groups = (N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
+    const size_t few = (N + min_rows - 1) / min_rows, want = few < fill ? few : fill;
+    if (groups < want) groups = want;
+    if (groups > GROUPS_MAX) groups = GROUPS_MAX;
+    if (groups > fit) groups = fit;
+    const int rows_per_group = (int)((N + groups - 1) / groups);
+    return {rows_per_group, (int)((N + rows_per_group - 1) / rows_per_group)};
+}
 
 struct sum_op {
     __device__ float operator()(float a, float b) const { return a + b; }

@@ -17,10 +17,6 @@
 #include "kernels/cuda/residual.cuh"
 #include "kernels/cuda/vec.cuh"
 
-#define COL_TILE 32           /* columns per block of the column sums */
-#define COL_ROWS 8            /* thread rows per block of the column sums */
-#define GROUP_ROWS_MIN 64
-#define GROUPS_MAX 1024
 
 namespace {
 
@@ -164,15 +160,11 @@ void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dr
 
 template <typename T>
 void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) {
-    /* Row groups: at least GROUP_ROWS_MIN rows each, at most GROUPS_MAX of
-     * them, and partials (one float per group and column) within scratch. */
-    size_t fit = ctx->scratch_bytes / ((size_t)C * sizeof(float));
-    if (fit < 1) cuda_fail(cudaErrorMemoryAllocation, "bias backward: scratch for one row of partials", __FILE__, __LINE__);
-    size_t groups = ((size_t)N + GROUP_ROWS_MIN - 1) / GROUP_ROWS_MIN;
-    if (groups > GROUPS_MAX) groups = GROUPS_MAX;
-    if (groups > fit) groups = fit;
-    int rows_per_group = (int)(((size_t)N + groups - 1) / groups);
-    int n_groups = (int)(((size_t)N + rows_per_group - 1) / rows_per_group);
+    /* Row groups of GROUP_ROWS_MIN rows (a grid of column tiles x groups has
+     * blocks enough), partials of one float per group and column. */
+    const tg_reduce::row_groups gr = tg_reduce::row_groups_of(
+        (size_t)N, ctx->scratch_bytes / ((size_t)C * sizeof(float)), 1, 0, "bias backward: scratch for one row of partials");
+    const int rows_per_group = gr.rows_per_group, n_groups = gr.n_groups;
 
     float *partial = (float *)ctx->scratch;
     constexpr int P = vec_pack<T>::N;
