@@ -3,7 +3,9 @@
 # Each test script (tests/t_*.sh, tests/t_*.py) and the C test binary report one
 # line per check: "ok <name>" or "not ok <name> - <reason>". A script that exits
 # non-zero without reporting a failure counts as one failed check, so a crash
-# can never pass silently.
+# can never pass silently. The failed checks are listed again, with each
+# failing suite's log, just before the closing line: a CI log that keeps only
+# its last lines still says what failed.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -11,6 +13,7 @@ export TG_ROOT="$root"
 export TG_TMP="${TG_TMP:-$(mktemp -d /tmp/train_gpt_tests.XXXXXX)}"
 pass=0
 fail=0
+failed_lines=()
 only="${1:-}"
 
 run_one() {
@@ -34,6 +37,9 @@ run_one() {
     if [ "$f" -gt 0 ]; then
         echo "---- $name output (last 40 lines) ----"
         tail -n 40 "$log"
+        local line
+        while IFS= read -r line; do failed_lines+=("[$name] ${line:0:300} (log: $log)"); done \
+            < <(grep -E '^not ok ' "$log" | head -n 5)
     fi
     echo "[$name] $p passed, $f failed in $((SECONDS - t0))s"
     pass=$((pass + p))
@@ -51,5 +57,9 @@ for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
         *) run_one "$name" "$t" ;;
     esac
 done
+if [ "$fail" -gt 0 ]; then
+    echo "---- the failed checks (5 a suite at most) ----"
+    printf '%s\n' "${failed_lines[@]}"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
