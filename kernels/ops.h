@@ -248,7 +248,7 @@ struct tg_ops {
      * MLP's c_proj after c_fc): w[C,OC], inp = gelu(pre) [N,C],
      *   dpre[N,C] = gelu'(pre) * (dout @ w^T)      (overwritten)
      *   dpre_bias[C] += column sums of dpre         (if non-NULL)
-     *   dw[C,OC] += inp^T @ dout
+     *   dw[C,OC] += inp^T @ dout                     (if non-NULL)
      * exactly matmul_backward (dinp = dpre, no dbias), then gelu_backward in
      * place on dpre, then bias_backward of dpre into dpre_bias; CUDA fuses
      * the first two (and in fp32 the third) into cuBLASLt's epilogue. */

@@ -267,20 +267,16 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l);
 
     /* MLP: dres is the gradient of the block's output rows. c_proj's
-     * backward, the GELU's and c_fc's bias gradient are one op; nothing (no
-     * TP/SP collective) comes between them: c_fc's rows are this rank's
+     * backward, the GELU's and c_fc's bias gradient come together; nothing
+     * (no TP/SP collective) comes between them: c_fc's rows are this rank's
      * columns of all N rows, and its bias is split by column as they are. */
-    const void *dmlp = row_parallel_dout(g, P_FCPROJ_W, l, N, e);
-    if (!dmlp) return -1;
-    o->matmul_backward_dgelu(o, a->dfc.base, gpt_grad(g, P_FC_B, l), gpt_grad(g, P_FCPROJ_W, l), dmlp,
-                             act_at(&a->fch_gelu, l), gpt_param(g, P_FCPROJ_W, l), fch, N, 4 * C / t, C);
-    if (column_parallel_backward(g, P_FC_W, false, l, a->dfc.base, 4 * C / t, &ln2, act_at(&a->res2, l), N, e)) return -1;
+    if (row_parallel_backward(g, P_FCPROJ_W, l, a->dfc.base, act_at(&a->fch_gelu, l), fch, gpt_grad(g, P_FC_B, l), N, 4 * C / t,
+                              e) ||
+        column_parallel_backward(g, P_FC_W, false, l, a->dfc.base, 4 * C / t, &ln2, act_at(&a->res2, l), N, e))
+        return -1;
 
     /* Attention */
-    const void *datt = row_parallel_dout(g, P_ATTPROJ_W, l, N, e);
-    if (!datt) return -1;
-    o->matmul_backward(o, a->datty.base, gpt_grad(g, P_ATTPROJ_W, l), NULL, datt, act_at(&a->atty, l),
-                       gpt_param(g, P_ATTPROJ_W, l), N, C / t, C);
+    if (row_parallel_backward(g, P_ATTPROJ_W, l, a->datty.base, act_at(&a->atty, l), NULL, NULL, N, C / t, e)) return -1;
     o->attention_backward(o, a->dqkv.base, a->datty.base, act_at(&a->atty, l), qkv, act_at(&a->lse, l), B, T, d->NH_local,
                           d->HS, attention_site(g, l, T));
     return column_parallel_backward(g, P_QKV_W, true, l, a->dqkv.base, 3 * C / t, &ln1, act_at(&a->resid, l), N, e);
@@ -317,9 +313,11 @@ int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
 
     const int row_start = row_start_of(g, N);
     void *demb = through_dropout(g, row_site(g, -1, SITE_EMBEDDING, row_start), N);
-    o->position_backward(o, gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C);
-    const void *dx = gather_rows(g, a->dres_full.base, demb, N, e);
+    comm_req *gather;
+    const void *dx = gather_rows_start(g, a->dres_full.base, demb, N, &gather, e);
     if (!dx) return -1;
+    o->position_backward(o, gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C); /* beside the gather: both read demb */
+    if (gather && comm_wait(gather, e)) return -1;
     o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, a->tokens_in, B, T, C, d->vocab_start, d->V_local);
     return grads_ready(hook, g, -1, e);
 }

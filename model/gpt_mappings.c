@@ -7,8 +7,8 @@
 
 #include "parallel/mappings.h"
 
-void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e) {
-    return map_gather_rows(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, g->ops->act, e);
+void *gather_rows_start(gpt *g, void *full, void *rows, int N, comm_req **req, tg_err *e) {
+    return map_gather_rows_start(g->tp, g->d.sp, full, rows, rows_local(g, N) * g->d.C, g->ops->act, req, e);
 }
 
 int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
@@ -39,32 +39,44 @@ static int deliver_rows(gpt *g, const ln_dest *ln, void *rows, int N, tg_err *e)
         abort();
     }
     comm_req *req = NULL;
-    if (!map_gather_rows_start(g->tp, g->d.sp, ln->out_full, rows, rows_local(g, N) * g->d.C, g->ops->act, &req, e)) return -1;
+    if (!gather_rows_start(g, ln->out_full, rows, N, &req, e)) return -1;
     g->acts->ln_gather = req;
     return 0;
 }
 
-static void product_rows(gpt *g, const col_product *p, void *out, const void *x, int rows) {
+int over_gathered_rows(gpt *g, const gathered_rows *in, const rows_job *job, int N, tg_err *e) {
+    if (!in->gather) {
+        job->run(g, job, 0, N, in->full);
+        return 0;
+    }
+    const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
+    job->run(g, job, r * n, n, in->own);
+    if (comm_wait(in->gather, e)) return -1;
+    if (r > 0) job->run(g, job, 0, r * n, in->full);
+    if (rest > 0) job->run(g, job, (r + 1) * n, rest * n, (const char *)in->full + (size_t)(r + 1) * n * in->row_bytes);
+    return 0;
+}
+
+typedef struct col_product_rows {
+    const col_product *p;
+    void *out;
+} col_product_rows;
+
+static void product_rows(gpt *g, const rows_job *job, int row0, int rows, const void *x) {
+    const col_product_rows *a = job->args;
+    const col_product *p = a->p;
+    void *out = (char *)a->out + (size_t)row0 * p->OC * p->out_elem;
     if (p->lmhead) g->ops->lmhead_forward(g->ops, out, x, p->w, rows, g->d.C, p->OC);
     else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
 }
 
 int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
-    comm_req *req = g->acts->ln_gather;
+    const gathered_rows in = {ln->out_full, ln_rows(g, ln), g->acts->ln_gather,
+                              (size_t)g->d.C * tg_dtype_bytes(g->ops->act)};
     g->acts->ln_gather = NULL;
-    if (!req) {
-        product_rows(g, p, out, ln->out_full, N);
-        return 0;
-    }
-    const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
-    const size_t out_row = (size_t)p->OC * p->out_elem, x_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
-    product_rows(g, p, (char *)out + (size_t)r * n * out_row, ln_rows(g, ln), n);
-    if (comm_wait(req, e)) return -1;
-    if (r > 0) product_rows(g, p, out, ln->out_full, r * n);
-    if (rest > 0)
-        product_rows(g, p, (char *)out + (size_t)(r + 1) * n * out_row, (const char *)ln->out_full + (size_t)(r + 1) * n * x_row,
-                     rest * n);
-    return 0;
+    const col_product_rows args = {p, out};
+    const rows_job job = {product_rows, &args};
+    return over_gathered_rows(g, &in, &job, N, e);
 }
 
 int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
@@ -130,13 +142,51 @@ void *through_dropout(gpt *g, tg_dropout drop, int N) {
     return a->ddrop.base;
 }
 
-const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e) {
+static int row_parallel_dout(gpt *g, param_kind w, int l, int N, gathered_rows *dout, tg_err *e) {
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
     void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
+    const size_t row_bytes = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
     comm_req *gather;
-    void *dout = map_gather_rows_start(g->tp, g->d.sp, g->acts->dres_full.base, dbranch, rows_local(g, N) * g->d.C,
-                                       g->ops->act, &gather, e);
-    if (!dout) return NULL;
+    void *full = gather_rows_start(g, g->acts->dres_full.base, dbranch, N, &gather, e);
+    if (!full) return -1;
+    *dout = (gathered_rows){full, dbranch, gather, row_bytes};
     g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
-    return gather && comm_wait(gather, e) ? NULL : dout;
+    return 0;
+}
+
+/* A row-parallel layer's input gradient on some rows (rows_job args). */
+typedef struct input_grad_rows {
+    void *dinp;
+    const void *w, *pre; /* pre: the GELU's input when the layer reads gelu(pre), else NULL */
+    int K;               /* the layer's input width */
+} input_grad_rows;
+
+static void input_grad_of_rows(gpt *g, const rows_job *job, int row0, int rows, const void *dout) {
+    const input_grad_rows *a = job->args;
+    const size_t offset = (size_t)row0 * a->K * tg_dtype_bytes(g->ops->act);
+    void *dinp = (char *)a->dinp + offset;
+    if (a->pre)
+        g->ops->matmul_backward_dgelu(g->ops, dinp, NULL, NULL, dout, NULL, a->w, (const char *)a->pre + offset, rows, a->K,
+                                      g->d.C);
+    else g->ops->matmul_backward(g->ops, dinp, NULL, NULL, dout, NULL, a->w, rows, a->K, g->d.C);
+}
+
+int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *inp, const void *pre, float *dpre_bias, int N,
+                          int K, tg_err *e) {
+    const tg_ops *o = g->ops;
+    const void *weight = gpt_param(g, w, l);
+    float *dw = gpt_grad(g, w, l);
+    gathered_rows dout;
+    if (row_parallel_dout(g, w, l, N, &dout, e)) return -1;
+    if (!dout.gather) { /* all rows here: one op (cuBLASLt fuses the GELU's backward and, in fp32, its bias gradient) */
+        if (pre) o->matmul_backward_dgelu(o, dinp, dpre_bias, dw, dout.full, inp, weight, pre, N, K, g->d.C);
+        else o->matmul_backward(o, dinp, dw, NULL, dout.full, inp, weight, N, K, g->d.C);
+        return 0;
+    }
+    const input_grad_rows args = {dinp, weight, pre, K};
+    const rows_job job = {input_grad_of_rows, &args};
+    if (over_gathered_rows(g, &dout, &job, N, e)) return -1;
+    if (pre && dpre_bias) o->bias_backward(o, dpre_bias, dinp, N, K);
+    o->matmul_backward(o, NULL, dw, NULL, dout.full, inp, weight, N, K, g->d.C);
+    return 0;
 }

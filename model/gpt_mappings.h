@@ -15,8 +15,9 @@ static inline size_t rows_local(const gpt *g, int N) { return g->d.sp ? (size_t)
 /* This rank's first row of the residual stream in the micro-batch. */
 static inline int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_rank * (int)rows_local(g, N) : 0; }
 
-/* The two mappings of parallel/mappings.h on this rank's shapes. */
-void *gather_rows(gpt *g, void *full, void *rows, int N, tg_err *e);
+/* The two mappings of parallel/mappings.h on this rank's shapes (the
+ * all-gather left in flight in *req, NULL without SP). */
+void *gather_rows_start(gpt *g, void *full, void *rows, int N, comm_req **req, tg_err *e);
 int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e);
 
 /* One LayerNorm of the forward: its output on all rows (gathered under
@@ -34,6 +35,31 @@ ln_dest ln_reading_resid(const gpt *g, int l);
 /* Block l's ln_2. */
 ln_dest ln2_of(const gpt *g, int l);
 
+/* The input of a product over all N rows whose rows an all-gather is
+ * still delivering (SP): this rank's block (rows tp_rank*N/tp on) is
+ * already in `own`; all rows are in `full` once `gather` is done. Without
+ * SP, gather is NULL and own == full. */
+typedef struct gathered_rows {
+    const void *full, *own;
+    comm_req *gather;
+    size_t row_bytes; /* of one input row */
+} gathered_rows;
+
+/* One product's work on `rows` rows from row0 on, reading them at `in`. */
+typedef struct rows_job {
+    void (*run)(gpt *g, const struct rows_job *job, int row0, int rows, const void *in);
+    const void *args; /* the product's operands, as run reads them */
+} rows_job;
+
+/* Runs job over all N rows of `in`, waiting for its gather: this rank's rows
+ * first, while the gather runs (they need none of it), then once it is
+ * done the other ranks' rows (before this rank's block and after). So the
+ * gather runs beside a 1/tp share of the product, the overlap the
+ * dependency allows without splitting the gather itself. Rows are
+ * independent, so the split changes no result. One call over all rows when
+ * nothing is in flight. */
+int over_gathered_rows(gpt *g, const gathered_rows *in, const rows_job *job, int N, tg_err *e);
+
 /* A column-parallel product over the N rows a LayerNorm delivered: a
  * linear layer (out = x w + bias) or the vocab-parallel LM head (bias
  * NULL, w the embedding). */
@@ -44,12 +70,9 @@ typedef struct col_product {
     size_t out_elem; /* bytes of an element of out */
 } col_product;
 
-/* p over ln's rows. While their all-gather is in flight (SP) this rank's
- * rows go first, from the LayerNorm's own output, which the gather only
- * reads; the other ranks' rows follow once it is done. So the gather runs
- * beside a 1/tp share of the product, the overlap the dependency allows
- * without splitting the gather itself. Rows are independent, so the split
- * changes no result. */
+/* p over ln's rows, over_gathered_rows while their all-gather is in flight
+ * (SP): this rank's rows from the LayerNorm's own output, which the gather
+ * only reads. */
 int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e);
 
 /* LayerNorm of the residual rows `in`, delivered as all rows for the next
@@ -80,11 +103,16 @@ int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const v
  * rows themselves without dropout). */
 void *through_dropout(gpt *g, tg_dropout drop, int N);
 
-/* Backward of row_parallel up to its matmul: the gradient through the
- * branch's dropout, then the gradient of the matmul's output on all rows
- * (gathered under SP), which it returns (NULL on a failed collective), with
- * the bias gradient from the residual rows computed beside the all-gather
- * (both only read them). */
-const void *row_parallel_dout(gpt *g, param_kind w, int l, int N, tg_err *e);
+/* Backward of row_parallel (weight w of layer l, input inp [N, K] on all
+ * rows): the gradient through the branch's dropout, the bias gradient from
+ * the residual rows, then the input gradient dinp [N, K] and the weight
+ * gradient from the output gradient on all rows. When the layer reads
+ * gelu(pre) (pre non-NULL: the MLP's c_proj), dinp is the gradient of pre,
+ * and dpre_bias (if non-NULL) takes its column sums: c_fc's bias gradient.
+ * Under SP the output gradient's all-gather runs beside the bias gradient
+ * and this rank's rows of dinp (over_gathered_rows); the weight gradient
+ * needs all rows. */
+int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *inp, const void *pre, float *dpre_bias, int N,
+                          int K, tg_err *e);
 
 #endif

@@ -7,13 +7,6 @@ void *map_gather_rows_start(comm *tp, bool sp, void *full, void *rows, size_t n,
     return *req ? full : NULL;
 }
 
-void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e) {
-    comm_req *req;
-    void *out = map_gather_rows_start(tp, sp, full, rows, n, t, &req, e);
-    if (req && comm_wait(req, e)) return NULL;
-    return out;
-}
-
 comm_req *map_reduce_rows_start(comm *tp, bool sp, void *rows, void *full, size_t n, tg_dtype t, tg_err *e) {
     if (!sp) return comm_all_reduce_start(tp, full, n, t, REDUCE_SUM, e);
     return comm_reduce_scatter_start(tp, rows, full, n, t, e);

@@ -2,8 +2,8 @@
  * the model uses them. The residual stream holds "rows": all B*T rows, or
  * under sequence parallelism (sp) this rank's 1/tp of them; column-parallel
  * layers need all rows. Each function's backward is the other one:
- *   map_gather_rows  forward: identity (sp: all-gather)  backward: map_reduce_rows
- *   map_reduce_rows  forward: all-reduce (sp: reduce-scatter)  backward: map_gather_rows
+ *   map_gather_rows_start  forward: identity (sp: all-gather)  backward: map_reduce_rows
+ *   map_reduce_rows        forward: all-reduce (sp: reduce-scatter)  backward: map_gather_rows_start
  * (Megatron's copy_to / reduce_from pair, and its sequence-parallel pair
  * gather_from_sequence_parallel / reduce_scatter_to_sequence_parallel.) */
 #ifndef PARALLEL_MAPPINGS_H
@@ -15,12 +15,10 @@
 #include "parallel/comm.h"
 
 /* All rows from this rank's rows (n elements of type t): returns `rows`
- * itself without sp, else `full` after the all-gather; NULL on failure. */
-void *map_gather_rows(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, tg_err *e);
-/* Its start: *req is the all-gather in flight (NULL without sp: nothing to
- * wait for), and the return value what map_gather_rows returns once
- * comm_wait(*req) has succeeded; NULL with e set on failure. Work that only
- * reads `rows` may run in between. */
+ * itself without sp (*req NULL: nothing to wait for), else `full`, which
+ * holds them once comm_wait(*req) has succeeded (the all-gather in flight);
+ * NULL with e set on failure. Work that only reads `rows` may run in
+ * between. */
 void *map_gather_rows_start(comm *tp, bool sp, void *full, void *rows, size_t n, tg_dtype t, comm_req **req, tg_err *e);
 
 /* Sums partial results over all rows across TP into this rank's rows:

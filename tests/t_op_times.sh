@@ -4,7 +4,10 @@
 # out.dir/op_times.tsv with one well-formed line per op that ran, counts
 # each op's calls per step as the model issues them, and the ops' times fit
 # inside the step's. Without the key nothing is written. The same on the
-# emulated CUDA backend (events) is in tests/t_cuda_emu.sh.
+# emulated CUDA backend (events) is in tests/t_cuda_emu.sh. Under TP 2 with
+# SP the counts show each product that reads rows an all-gather delivers
+# split in two around the gather's wait (this rank's rows first, then the
+# other rank's).
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" op_times
 export OMP_NUM_THREADS=1
@@ -61,4 +64,26 @@ PY
     grep -q "^matmul_forward" <(sed -n '/time per step by op/,/wrote/p' "$tmp/timed.out" | awk '{print $1}') &&
         ok op_table_printed || not_ok op_table_printed "no table on stdout"
 else not_ok timed_runs "$(tail -n 3 "$tmp/plain.out" "$tmp/timed.out" | tr '\n' ' ')"; fi
+
+# TP 2 with SP, rank 0's table (rank 0's own rows come first, then the one
+# block after them: two calls where the product is split). Per layer and
+# micro-batch: forward, c_attn and c_fc split (2 + 2) plus the row-parallel
+# c_proj's (1 + 1): 6 matmul_forward; backward, c_proj of the MLP splits its
+# input gradient (2 matmul_backward_dgelu) and adds the weight gradient (1
+# matmul_backward), c_fc's input and weight gradients (2), the attention's
+# c_proj split (2 + 1) and c_attn's (2): 8 matmul_backward; bias gradients of
+# both c_projs and, the split having left the GELU's op, of c_fc: 3. The LM
+# head's forward is split too (2 per micro-batch). 2 micro-batches x 3 layers.
+if timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/sp/launch" -- "$bin" --config "$tmp/cfg.json" --set out.dir="$tmp/sp" \
+    --set parallel.tp=2 --set parallel.sp=true --set out.op_times=true >"$tmp/sp.out" 2>&1 &&
+    out=$("$py" - "$tmp/sp/op_times.tsv" 2>&1 <<'PY'
+import sys
+calls = {r[0]: float(r[1]) for r in (l.split("\t") for l in list(open(sys.argv[1]))[1:])}
+want = {"matmul_forward": 36, "matmul_backward": 48, "matmul_backward_dgelu": 12, "bias_backward": 18, "lmhead_forward": 4}
+bad = {op: (calls.get(op), n) for op, n in want.items() if calls.get(op) != n}
+assert not bad, f"calls per step (got, want): {bad}"
+print(", ".join(f"{op} {n}" for op, n in want.items()))
+PY
+    ); then ok "sp_products_split_around_gathers ($out)"
+else not_ok sp_products_split_around_gathers "${out:-} $(tail -n 3 "$tmp/sp.out" | tr '\n' ' ')"; fi
 exit $failed

@@ -136,7 +136,7 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
     }
     if (fused && bgrad) accumulate(o, dpre_bias, (const float *)ctx->scratch, C);
     else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C);
-    dw_product(ctx, t, dw, dout, inp, N, C, OC);
+    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC);
 }
 
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
