@@ -170,7 +170,10 @@ static int from_slurm(topology *t, int tp, tg_err *e) {
     t->source = "slurm";
     int job = 0, port = 0;
     if (env_int("SLURM_JOB_ID", &job, &found, e)) return -1;
-    if (found) port = 20000 + job % 40000;
+    /* a port per job, below Linux's ephemeral range (32768-60999): an
+     * outgoing connection's port, or one it left in TIME_WAIT, would keep
+     * rank 0 from listening */
+    if (found) port = 20000 + job % 12768;
     const char *launch = getenv("SLURM_LAUNCH_NODE_IPADDR");
     return read_master(t, launch && launch[0] ? launch : NULL, port, e);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Communicator tests: topology from launcher variables, the TCP bootstrap and
 # the shm communicator, as real multi-process jobs on 127.0.0.1 (a random
-# free port in 20000-60000 per job). Every rank runs build/test_comm, which
+# free port in 20000-32767 per job). Every rank runs build/test_comm, which
 # this script (re)builds when it is missing or older than its sources.
 # Checks: every collective bitwise against the fixed-order result at world
 # 1-4 (tp x dp = 2 x 2 with both groups at once), bytes_sent against the ring
@@ -33,11 +33,21 @@ fi
 ok build_test_comm
 
 # ---- helpers -------------------------------------------------------------
+# A port below Linux's ephemeral range (32768-60999), as scripts/launch.sh
+# picks one: there, a client socket of an earlier job that sits in TIME_WAIT
+# (60 s) keeps rank 0 from listening (EADDRINUSE, even with SO_REUSEADDR)
+# while nothing listens on it, so a probe by connecting calls it free; the
+# job then fails before its first check. ss sees every socket on the port.
+port_in_use() {
+    local out
+    if out=$(ss -Htan "( sport = :$1 )" 2>/dev/null); then [ -n "$out" ]
+    else (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; fi
+}
 free_port() {
     local p
     while :; do
-        p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || break # nothing listens there
+        p=$((20000 + (RANDOM * 32768 + RANDOM) % 12768))
+        port_in_use "$p" || break
     done
     echo "$p"
 }
