@@ -50,10 +50,11 @@ int over_gathered_rows(gpt *g, const gathered_rows *in, const rows_job *job, int
         return 0;
     }
     const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
+    const size_t row_bytes = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
     job->run(g, job, r * n, n, in->own);
     if (comm_wait(in->gather, e)) return -1;
     if (r > 0) job->run(g, job, 0, r * n, in->full);
-    if (rest > 0) job->run(g, job, (r + 1) * n, rest * n, (const char *)in->full + (size_t)(r + 1) * n * in->row_bytes);
+    if (rest > 0) job->run(g, job, (r + 1) * n, rest * n, (const char *)in->full + (size_t)(r + 1) * n * row_bytes);
     return 0;
 }
 
@@ -71,8 +72,7 @@ static void product_rows(gpt *g, const rows_job *job, int row0, int rows, const 
 }
 
 int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
-    const gathered_rows in = {ln->out_full, ln_rows(g, ln), g->acts->ln_gather,
-                              (size_t)g->d.C * tg_dtype_bytes(g->ops->act)};
+    const gathered_rows in = {ln->out_full, ln_rows(g, ln), g->acts->ln_gather};
     g->acts->ln_gather = NULL;
     const col_product_rows args = {p, out};
     const rows_job job = {product_rows, &args};
@@ -145,11 +145,10 @@ void *through_dropout(gpt *g, tg_dropout drop, int N) {
 static int row_parallel_dout(gpt *g, param_kind w, int l, int N, gathered_rows *dout, tg_err *e) {
     const int site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
     void *dbranch = through_dropout(g, row_site(g, l, site, row_start_of(g, N)), N);
-    const size_t row_bytes = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
     comm_req *gather;
     void *full = gather_rows_start(g, g->acts->dres_full.base, dbranch, N, &gather, e);
     if (!full) return -1;
-    *dout = (gathered_rows){full, dbranch, gather, row_bytes};
+    *dout = (gathered_rows){full, dbranch, gather};
     g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
     return 0;
 }

@@ -35,14 +35,14 @@ ln_dest ln_reading_resid(const gpt *g, int l);
 /* Block l's ln_2. */
 ln_dest ln2_of(const gpt *g, int l);
 
-/* The input of a product over all N rows whose rows an all-gather is
- * still delivering (SP): this rank's block (rows tp_rank*N/tp on) is
- * already in `own`; all rows are in `full` once `gather` is done. Without
- * SP, gather is NULL and own == full. */
+/* The input of a product over all N rows (residual-stream rows: C
+ * activations each) whose rows an all-gather is still delivering (SP):
+ * this rank's block (rows tp_rank*N/tp on) is already in `own`; all rows
+ * are in `full` once `gather` is done. Without SP, gather is NULL and
+ * own == full. */
 typedef struct gathered_rows {
     const void *full, *own;
     comm_req *gather;
-    size_t row_bytes; /* of one input row */
 } gathered_rows;
 
 /* One product's work on `rows` rows from row0 on, reading them at `in`. */

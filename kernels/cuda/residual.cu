@@ -17,7 +17,6 @@
 #include "kernels/cuda/residual.cuh"
 #include "kernels/cuda/vec.cuh"
 
-
 namespace {
 
 /* Packs [0, packs) (a pack never straddles two rows: C is a multiple of
