@@ -256,7 +256,9 @@ struct tg_ops {
                                   const void *w, const void *pre, int N, int C, int OC);
     /* logits[N,V] = x[N,C] @ wte[V,C]^T (the LM head tied to the embedding). */
     void (*lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
-    /* dx = dlogits @ wte; dwte += dlogits^T @ x. */
+    /* dx = dlogits @ wte (skipped if NULL); dwte += dlogits^T @ x (skipped
+     * if NULL). The model makes dx first and dwte in a second call, beside
+     * dx's TP reduction. */
     void (*lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
                             int V);
 

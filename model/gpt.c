@@ -300,11 +300,10 @@ int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
     const gpt_dims *d = &g->d;
     const int B = a->B, T = a->T, N = B * T, C = d->C, Ns = (int)rows_local(g, N);
 
-    o->lmhead_backward(o, a->dln_full.base, gpt_grad(g, P_WTE, 0), a->logits.base, a->lnf.base, gpt_param(g, P_WTE, 0), N, C,
-                       d->V_local);
     o->zero(o, a->dres.base, (size_t)Ns * C * a->dres.elem);
     const ln_dest lnf = ln_reading_resid(g, d->L);
-    if (layernorm_backward_rows(g, &lnf, act_at(&a->resid, d->L), N, e)) return -1;
+    if (column_parallel_backward(g, P_WTE, false, 0, a->logits.base, d->V_local, &lnf, act_at(&a->resid, d->L), N, e))
+        return -1;
 
     /* a->dres is the gradient of the residual stream, updated in place
      * through each block from the top down. */

@@ -113,10 +113,17 @@ static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, 
 /* This rank's rows of dln_full (all rows' partial gradient), summed over TP. */
 static void *dln_rows(const gpt *g) { return g->d.sp ? g->acts->dln.base : g->acts->dln_full.base; }
 
-int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e) {
-    if (reduce_rows(g, dln_rows(g), g->acts->dln_full.base, N, e)) return -1;
-    layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
-    return 0;
+/* Part of a column-parallel layer's backward: the input gradient into dinp
+ * (if not NULL) and, when weight_grads, the weight (and bias) gradients.
+ * The LM head (w == P_WTE) is the tied embedding, read transposed. */
+static void column_grads(gpt *g, param_kind w, int l, void *dinp, bool weight_grads, bool has_bias, const void *dout,
+                         const ln_dest *ln, int N, int OC) {
+    const tg_ops *o = g->ops;
+    const void *weight = gpt_param(g, w, l);
+    float *dw = weight_grads ? gpt_grad(g, w, l) : NULL;
+    float *dbias = weight_grads && has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
+    if (w == P_WTE) o->lmhead_backward(o, dinp, dw, dout, ln->out_full, weight, N, g->d.C, OC);
+    else o->matmul_backward(o, dinp, dw, dbias, dout, ln->out_full, weight, N, g->d.C, OC);
 }
 
 int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
@@ -124,12 +131,10 @@ int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const v
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const int C = g->d.C;
-    const void *weight = gpt_param(g, w, l);
-    o->matmul_backward(o, a->dln_full.base, NULL, NULL, dout, ln->out_full, weight, N, C, OC);
+    column_grads(g, w, l, a->dln_full.base, false, has_bias, dout, ln, N, OC);
     comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
     if (!r) return -1;
-    float *dbias = has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
-    o->matmul_backward(o, NULL, gpt_grad(g, w, l), dbias, dout, ln->out_full, weight, N, C, OC);
+    column_grads(g, w, l, NULL, true, has_bias, dout, ln, N, OC);
     if (comm_wait(r, e)) return -1;
     layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
     return 0;

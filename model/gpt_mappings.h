@@ -86,12 +86,9 @@ int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *
 int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N, int K,
                  tg_err *e);
 
-/* The residual rows' LayerNorm backward from the gradient of its output on
- * all rows in dln_full, summed over TP first. */
-int layernorm_backward_rows(gpt *g, const ln_dest *ln, const void *ln_in, int N, tg_err *e);
-
 /* Backward of a column-parallel layer (weight w, and its bias when
- * has_bias) reading LayerNorm ln of residual rows ln_in: the input gradient
+ * has_bias; w == P_WTE: the vocab-parallel LM head, dout its logits'
+ * gradient) reading LayerNorm ln of residual rows ln_in: the input gradient
  * on all rows first, then its TP reduction beside the layer's weight (and
  * bias) gradients, which leave the reduction's buffers alone (on a GPU the
  * communicator's stream runs it while the products run), then the

@@ -73,13 +73,16 @@ else not_ok timed_runs "$(tail -n 3 "$tmp/plain.out" "$tmp/timed.out" | tr '\n' 
 # matmul_backward), c_fc's input and weight gradients (2), the attention's
 # c_proj split (2 + 1) and c_attn's (2): 8 matmul_backward; bias gradients of
 # both c_projs and, the split having left the GELU's op, of c_fc: 3. The LM
-# head's forward is split too (2 per micro-batch). 2 micro-batches x 3 layers.
+# head's forward is split too (2 per micro-batch), and its backward makes the
+# input gradient, then the weight gradient beside that gradient's
+# reduce-scatter (2). 2 micro-batches x 3 layers.
 if timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/sp/launch" -- "$bin" --config "$tmp/cfg.json" --set out.dir="$tmp/sp" \
     --set parallel.tp=2 --set parallel.sp=true --set out.op_times=true >"$tmp/sp.out" 2>&1 &&
     out=$("$py" - "$tmp/sp/op_times.tsv" 2>&1 <<'PY'
 import sys
 calls = {r[0]: float(r[1]) for r in (l.split("\t") for l in list(open(sys.argv[1]))[1:])}
-want = {"matmul_forward": 36, "matmul_backward": 48, "matmul_backward_dgelu": 12, "bias_backward": 18, "lmhead_forward": 4}
+want = {"matmul_forward": 36, "matmul_backward": 48, "matmul_backward_dgelu": 12, "bias_backward": 18, "lmhead_forward": 4,
+        "lmhead_backward": 4}
 bad = {op: (calls.get(op), n) for op, n in want.items() if calls.get(op) != n}
 assert not bad, f"calls per step (got, want): {bad}"
 print(", ".join(f"{op} {n}" for op, n in want.items()))

@@ -64,8 +64,10 @@ void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void 
 void CPU_KERNEL(lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N,
                                  int C, int V) {
     (void)o;
-    float *g = act_view(dx, (size_t)N * C, false);
-    cpu_gemm_typed(ACT_DTYPE, false, false, N, C, V, dlogits, V, wte, C, 0.0f, g, C);
-    act_view_end(dx, g, (size_t)N * C);
-    cpu_gemm_typed(ACT_DTYPE, true, false, V, C, N, dlogits, V, x, C, 1.0f, dwte, C);
+    if (dx) {
+        float *g = act_view(dx, (size_t)N * C, false);
+        cpu_gemm_typed(ACT_DTYPE, false, false, N, C, V, dlogits, V, wte, C, 0.0f, g, C);
+        act_view_end(dx, g, (size_t)N * C);
+    }
+    if (dwte) cpu_gemm_typed(ACT_DTYPE, true, false, V, C, N, dlogits, V, x, C, 1.0f, dwte, C);
 }

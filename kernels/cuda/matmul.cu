@@ -159,10 +159,10 @@ void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, co
      *   wte     row-major [V, C] = column-major [C, V], ld C: A, op N   (m = C, k = V)
      *   dlogits row-major [N, V] = column-major [V, N], ld V: B, op N   (n = N)
      *   dx      row-major [N, C] = column-major [C, N], ld C: D, beta 0 */
-    lt_gemm(ctx, "lm head backward (dx)", false, false, C, N, V, wte, C, dlogits, V, t, dx, C, t, 0.0f);
+    if (dx) lt_gemm(ctx, "lm head backward (dx)", false, false, C, N, V, wte, C, dlogits, V, t, dx, C, t, 0.0f);
     /* dwte[V, C] += dlogits^T [V, N] @ x [N, C]. Column-major: dwte^T [C, V] = x^T [C, N] @ dlogits [N, V]:
      *   x       row-major [N, C] = column-major [C, N], ld C:                  A, op N   (m = C, k = N)
      *   dlogits row-major [N, V] = column-major [V, N], ld V; dlogits [N, V]: B, op T   (n = V)
      *   dwte    row-major [V, C] float32 = column-major [C, V], ld C:          D, beta 1 */
-    lt_gemm(ctx, "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F, 1.0f);
+    if (dwte) lt_gemm(ctx, "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F, 1.0f);
 }
