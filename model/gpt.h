@@ -122,6 +122,16 @@ typedef struct gpt_shape {
 int gpt_dims_of(gpt_dims *d, const gpt_shape *s, int tp, int tp_rank, tg_err *e);
 /* Elements of one rank's flat parameter buffer: its tensors, each aligned. */
 size_t gpt_param_count(const gpt_dims *d);
+/* Training FLOPs per token of the whole model, forward and backward, as MFU
+ * counts them: 6 per parameter (full_params: each tensor once, unpadded)
+ * and 12 L C T for attention's scores and weighted values (the masked half
+ * counted, as Megatron-LM and llm.c count it). */
+double gpt_model_flops_per_token(const gpt_dims *d, double full_params);
+/* The same plus what d->recompute runs again before each block's backward:
+ * under full recompute the block's forward but its MLP projection
+ * (2 x 8 C^2 + 4 T C per layer); under selective only the GELU, no
+ * product. A device runs 1/tp of it per token. */
+double gpt_executed_flops_per_token(const gpt_dims *d, double full_params);
 /* The bytes the model allocates on one rank: parameter and gradient buffers
  * of n_alloc elements, activations of type act, and the backend's fixed
  * workspace (optim is left 0: the optimizer adds its own, optim_budget). */

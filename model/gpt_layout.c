@@ -204,6 +204,15 @@ size_t gpt_param_count(const gpt_dims *d) {
     return n;
 }
 
+double gpt_model_flops_per_token(const gpt_dims *d, double full_params) {
+    return 6.0 * full_params + 12.0 * d->L * (double)d->C * d->T;
+}
+
+double gpt_executed_flops_per_token(const gpt_dims *d, double full_params) {
+    const double rerun = d->recompute == RECOMPUTE_FULL ? d->L * (16.0 * d->C * (double)d->C + 4.0 * d->T * (double)d->C) : 0;
+    return gpt_model_flops_per_token(d, full_params) + rerun;
+}
+
 gpt_budget gpt_budget_of(const gpt_dims *d, int B, int T, size_t n_alloc, tg_dtype act, size_t workspace) {
     gpt_acts a;
     act_entry table[64];

@@ -52,6 +52,7 @@ int over_gathered_rows(gpt *g, const gathered_rows *in, const rows_job *job, int
     const int n = (int)rows_local(g, N), r = g->d.tp_rank, rest = g->d.tp - 1 - r;
     const size_t row_bytes = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
     job->run(g, job, r * n, n, in->own);
+    comm_note_beside(g->tp, in->gather, job->flops_per_row * n);
     if (comm_wait(in->gather, e)) return -1;
     if (r > 0) job->run(g, job, 0, r * n, in->full);
     if (rest > 0) job->run(g, job, (r + 1) * n, rest * n, (const char *)in->full + (size_t)(r + 1) * n * row_bytes);
@@ -75,7 +76,7 @@ int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, i
     const gathered_rows in = {ln->out_full, ln_rows(g, ln), g->acts->ln_gather};
     g->acts->ln_gather = NULL;
     const col_product_rows args = {p, out};
-    const rows_job job = {product_rows, &args};
+    const rows_job job = {product_rows, &args, 2.0 * g->d.C * p->OC};
     return over_gathered_rows(g, &in, &job, N, e);
 }
 
@@ -135,6 +136,7 @@ int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const v
     comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
     if (!r) return -1;
     column_grads(g, w, l, NULL, true, has_bias, dout, ln, N, OC);
+    comm_note_beside(g->tp, r, 2.0 * N * C * OC);
     if (comm_wait(r, e)) return -1;
     layernorm_backward_of(g, ln, ln_in, dln_rows(g), N);
     return 0;
@@ -188,7 +190,7 @@ int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *i
         return 0;
     }
     const input_grad_rows args = {dinp, weight, pre, K};
-    const rows_job job = {input_grad_of_rows, &args};
+    const rows_job job = {input_grad_of_rows, &args, 2.0 * g->d.C * K};
     if (over_gathered_rows(g, &dout, &job, N, e)) return -1;
     if (pre && dpre_bias) o->bias_backward(o, dpre_bias, dinp, N, K);
     o->matmul_backward(o, NULL, dw, NULL, dout.full, inp, weight, N, K, g->d.C);

@@ -48,7 +48,8 @@ typedef struct gathered_rows {
 /* One product's work on `rows` rows from row0 on, reading them at `in`. */
 typedef struct rows_job {
     void (*run)(gpt *g, const struct rows_job *job, int row0, int rows, const void *in);
-    const void *args; /* the product's operands, as run reads them */
+    const void *args;     /* the product's operands, as run reads them */
+    double flops_per_row; /* for the projection's model of the overlap (comm_note_beside) */
 } rows_job;
 
 /* Runs job over all N rows of `in`, waiting for its gather: this rank's rows

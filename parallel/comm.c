@@ -34,6 +34,7 @@ comm_req *comm_req_get(comm *c, coll_kind kind, uint64_t bytes, const char *what
     r->c = c;
     r->kind = kind;
     r->bytes = bytes;
+    r->modeled_s = 0;
     r->next = NULL;
     snprintf(r->what, sizeof r->what, "%s", what);
     return r;
@@ -174,6 +175,17 @@ const char *comm_kind_name(coll_kind k) {
     return (unsigned)k < COLL_KINDS ? names[k] : "?";
 }
 
+void comm_note_beside(comm *c, const comm_req *r, double flops) {
+    if (!r || r->modeled_s <= 0 || flops <= 0) return;
+    if (c->n_beside == c->cap_beside) {
+        c->cap_beside = c->cap_beside ? 2 * c->cap_beside : 64;
+        c->beside = tg_realloc(c->beside, (size_t)c->cap_beside * sizeof *c->beside, "the projection's overlap records");
+    }
+    c->beside[c->n_beside++] = (comm_beside){r->modeled_s, flops};
+}
+
 void comm_destroy(comm *c) {
-    if (c) c->vt->destroy(c);
+    if (!c) return;
+    free(c->beside);
+    c->vt->destroy(c);
 }

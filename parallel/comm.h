@@ -52,6 +52,7 @@ struct comm_req {
     uint64_t bytes;   /* its ring bytes: added to c->bytes_sent when the wait succeeds */
     char what[96];    /* "all_reduce(sum) #12 of 4096 float32", for messages */
     void *impl;       /* the implementation's part (comm_nccl: its events) */
+    double modeled_s; /* comm_null with a link: the seconds this collective would take (else 0) */
     comm_req *next;   /* the communicator's free list */
     comm_req *all;    /* every request the communicator ever made */
 };
@@ -128,6 +129,15 @@ double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n
  * until it is done, which delays everything after. Returns the seconds
  * hidden: the total less the stalls. */
 double comm_prefetch_hidden_s(const double *need_s, const double *seconds, int n);
+/* The modeled overlap of TP collectives with the products that run beside
+ * them (comm_note_beside): collective i takes seconds[i] on the link while
+ * flops[i] of products run beside it at seconds_per_flop, and the next op
+ * waits for both. Returns the seconds hidden: the sum of the shorter of the
+ * two. */
+typedef struct comm_beside {
+    double seconds, flops;
+} comm_beside;
+double comm_beside_hidden_s(const comm_beside *b, int n, double seconds_per_flop);
 /* Modeled seconds of one collective of kind k over a message of msg_bytes of
  * which this rank sends ring_bytes. */
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes);
@@ -149,8 +159,19 @@ struct comm {
     uint64_t groups;        /* groups ended (comm_group_end), for tests */
     comm_req *free_reqs;    /* finished requests, for reuse */
     comm_req *all_reqs;     /* every request made (chained by ->all), freed by destroy */
+    comm_beside *beside;    /* comm_note_beside's records since comm_beside_clear */
+    int n_beside, cap_beside;
     void *impl;
 };
+
+/* The projection's record of what runs beside a collective in flight: r,
+ * started on c and not yet waited for, has flops of this rank's products
+ * beside it before its wait (on a GPU the communicator's stream runs it
+ * meanwhile). Only collectives with modeled seconds (comm_null with a link)
+ * are recorded, for comm_beside_hidden_s; on the others it does nothing. */
+void comm_note_beside(comm *c, const comm_req *r, double flops);
+/* Forgets the records (at the start of a step). */
+static inline void comm_beside_clear(comm *c) { c->n_beside = 0; }
 
 /* Makes c move its buffers with m (before the first collective). */
 static inline void comm_use_memory(comm *c, const comm_memory *m) { c->mem = *m; }

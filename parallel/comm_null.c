@@ -51,6 +51,12 @@ double comm_prefetch_hidden_s(const double *need_s, const double *seconds, int n
     return link_free - stalled;
 }
 
+double comm_beside_hidden_s(const comm_beside *b, int n, double seconds_per_flop) {
+    double hidden = 0;
+    for (int i = 0; i < n; i++) hidden += fmin(b[i].seconds, b[i].flops * seconds_per_flop);
+    return hidden;
+}
+
 double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes) {
     const int kind = l->n_rows[k] > 0 ? (int)k : COLL_ALL_REDUCE;
     if (l->n_rows[kind] == 0) /* the flat model (its latency even for a rank that sends nothing) */
@@ -120,8 +126,11 @@ int comm_link_load(comm_link *l, const char *path, tg_err *e) {
 /* A request for a collective sending `bytes` of a message of msg_bytes
  * (nccl-tests' size), with its modeled time added now. */
 static comm_req *started(comm *c, coll_kind k, uint64_t bytes, double msg_bytes, tg_err *e) {
-    if (c->size > 1) c->modeled_seconds += comm_link_seconds(&c->link, k, msg_bytes, (double)bytes);
-    return comm_req_get(c, k, bytes, comm_kind_name(k), e);
+    const double seconds = c->size > 1 ? comm_link_seconds(&c->link, k, msg_bytes, (double)bytes) : 0;
+    c->modeled_seconds += seconds;
+    comm_req *r = comm_req_get(c, k, bytes, comm_kind_name(k), e);
+    if (r) r->modeled_s = seconds;
+    return r;
 }
 
 static comm_req *null_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e) {

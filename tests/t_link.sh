@@ -8,7 +8,9 @@
 # interconnect.table stops the plan and a projected run with a message naming
 # the key, the file and the line; a projected DP run models the bucketed
 # all-reduce's (and ZeRO's reduce-scatters') overlap with the backward pass,
-# labelled as modeled. Prints
+# and a projected TP run its collectives' overlap with the products beside
+# them, labelled as modeled; --plan's TP overlap against a formula written
+# here. Prints
 # "ok NAME" / "not ok NAME - reason".
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" link
@@ -137,15 +139,87 @@ except (OSError, ValueError) as e:
     b, o = {}, {e: None}
 bad = []
 for k, r in b.items():
-    hd, hg, z = r["dp_hidden_ms_modeled"], r["zero_gather_hidden_ms_modeled"], o.get(k)
-    compute = z and z["step_ms"] - z["comm_ms"]
-    if (not z or z["dp_hidden_ms_modeled"] or z["zero_gather_hidden_ms_modeled"]
-            or abs(r["step_ms"] - (compute + r["comm_ms"] - hd - hg)) > 2e-3
-            or (k[1] > 1) != (hd > 0) or (k[1] > 1 and k[5] == 1) != (hg > 0) or hd + hg >= r["comm_ms"] + 1e-9):
+    hd, hg, ht, z = r["dp_hidden_ms_modeled"], r["zero_gather_hidden_ms_modeled"], r["tp_hidden_ms_modeled"], o.get(k)
+    compute = z and z["step_ms"] - z["comm_ms"] + z["tp_hidden_ms_modeled"]
+    if (not z or z["dp_hidden_ms_modeled"] or z["zero_gather_hidden_ms_modeled"] or z["tp_hidden_ms_modeled"] != ht
+            or abs(r["step_ms"] - (compute + r["comm_ms"] - hd - hg - ht)) > 3e-3
+            or (k[1] > 1) != (hd > 0) or (k[1] > 1 and k[5] == 1) != (hg > 0) or hd + hg + ht >= r["comm_ms"] + 1e-9):
         bad.append((k, r["step_ms"], r["comm_ms"], hd, hg, z and z["step_ms"]))
 ok = b and len(b) == len(o) and not bad
 print("ok plan_models_overlap" if ok else f"not ok plan_models_overlap - {len(b)} vs {len(o)} rows; {bad[:3]}")
 PY
-grep -q "modeled, in 'hidden ms'" "$tmp/plan_mb25.txt" && grep -q "no overlap (parallel.dp_bucket_mb 0)" "$tmp/plan_mb0.txt" &&
+grep -q "less what is modeled as hidden ('hidden ms'): TP collectives beside the products" "$tmp/plan_mb25.txt" &&
+    grep -q "DP buckets behind the backward pass" "$tmp/plan_mb25.txt" &&
+    grep -q "no DP overlap (parallel.dp_bucket_mb 0)" "$tmp/plan_mb0.txt" &&
     ok plan_says_overlap_modeled || not_ok plan_says_overlap_modeled "$(sed -n 2,3p "$tmp/plan_mb25.txt" "$tmp/plan_mb0.txt" | tr '\n' ' ')"
+
+# --plan's TP overlap against a formula of its own: per micro-batch each TP collective that runs
+# beside products hides the shorter of its link time and theirs (FLOPs at 50% of 989 TFLOP/s):
+# without SP the backward all-reduce of each column-parallel layer's input gradient (c_fc, c_attn,
+# the LM head) beside its weight gradient; under SP each LayerNorm's all-gather beside the next
+# product's own rows (again under full recompute), each row-parallel layer's output-gradient
+# all-gather beside its own rows of the input gradient, and the column-parallel reduce-scatters
+# beside the weight gradients. Nothing else: the forward's reductions, the cross-entropy's and
+# the embedding's gather hide nothing.
+"$py" - "$tmp/plan_mb0.json" <<'PY' || failed=1
+import json, sys
+L, C, T, V, mult, e, batch = 40, 1536, 1024, 51200, 128, 2, 16  # configs/megatron_weak_1.2b.json, bf16
+per_flop, latency, bw = 1 / (989e12 * 0.5), 10e-6, 460e9
+
+def expected_ms(r):
+    tp, dp, mb = r["tp"], r["dp"], r["micro_batch"]
+    N = mb * T
+    V_local = -(-V // (mult * tp)) * mult
+    rows = N * C * e  # one tensor of the residual stream over all rows, in bytes
+    hide = lambda ring, flops: min(latency + ring / bw, flops * per_flop)
+    if r["sp"]:
+        ring = (tp - 1) / tp * rows  # all-gather and reduce-scatter
+        forward = hide(ring, 2 * N / tp * C * 3 * C / tp) + hide(ring, 2 * N / tp * C * 4 * C / tp)
+        layer = forward * (2 if r["recompute"] == "full" else 1)
+        layer += hide(ring, 2 * N / tp * C * 4 * C / tp) + hide(ring, 2 * N / tp * C * C / tp)
+        layer += hide(ring, 2 * N * C * 4 * C / tp) + hide(ring, 2 * N * C * 3 * C / tp)
+        head = hide(ring, 2 * N / tp * C * V_local) + hide(ring, 2 * N * C * V_local)
+    else:
+        ring = 2 * (tp - 1) / tp * rows  # all-reduce
+        layer = hide(ring, 2 * N * C * 4 * C / tp) + hide(ring, 2 * N * C * 3 * C / tp)
+        head = hide(ring, 2 * N * C * V_local)
+    return 1e3 * (L * layer + head) * (batch // (dp * mb)) if tp > 1 else 0
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+bad = [(r["tp"], r["sp"], r["recompute"], r["micro_batch"], r["tp_hidden_ms_modeled"], round(expected_ms(r), 3))
+       for r in rows if abs(r["tp_hidden_ms_modeled"] - expected_ms(r)) > 1.5e-3 + 1e-6 * expected_ms(r)]
+tp_rows = [r for r in rows if r["tp"] > 1]
+some_sp = {r["sp"] for r in tp_rows} == {True, False}
+ok = tp_rows and some_sp and not bad
+print(f"ok plan_models_tp_overlap ({len(tp_rows)} layouts with TP)" if ok else
+      f"not ok plan_models_tp_overlap - {len(rows)} rows, {len(tp_rows)} with TP; (tp, sp, recompute, mb, got, want): {bad[:3]}")
+PY
+
+# A projected TP run models the same: its collectives beside products hide (all of them on a CPU,
+# whose products are slow), labelled; step_ms = ms + comm_ms - hidden; nothing hides at TP 1.
+for sp in false true; do
+    proj "tp_sp_$sp" 0 --set parallel.dp=1 --set parallel.tp=2 --set parallel.sp=$sp || failed=1
+done
+proj tp1 0 --set parallel.dp=2 || failed=1
+if out=$("$py" - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+last = lambda n: [json.loads(l) for l in open(f"{d}/{n}/log.jsonl") if '"loss"' in l][-1]
+a, b, one = last("tp_sp_false"), last("tp_sp_true"), last("tp1")
+for r in (a, b):
+    h = r.get("tp_hidden_ms_modeled", 0)
+    assert 0 < h < r["comm_ms"] and abs(r["step_ms"] - (r["ms"] + r["comm_ms"] - h)) < 2e-3, r
+assert "tp_hidden_ms_modeled" not in one, one
+print(f'{a["tp_hidden_ms_modeled"]:.3f} of {a["comm_ms"]:.3f} comm ms hidden, {b["tp_hidden_ms_modeled"]:.3f} of '
+      f'{b["comm_ms"]:.3f} under SP')
+PY
+); then
+    grep -q "hidden beside the TP products: modeled" "$tmp/tp_sp_true.out" && ok "projection_models_tp_overlap ($out)" ||
+        not_ok projection_models_tp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/tp_sp_true.out")"
+else not_ok projection_models_tp_overlap "${out:-} $(tail -n 2 "$tmp/tp_sp_true.out" | tr '\n' ' ')"; fi
+# all three together (TP 2 x DP 2 under ZeRO with buckets): one account on the progress line
+if proj tp_zero 1 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero=1 &&
+    grep -qE "\(comm [0-9.]+, of which [0-9.]+ hidden beside the TP products, [0-9.]+ behind the backward pass and [0-9.]+ behind the forward pass: modeled\)" \
+        "$tmp/tp_zero.out"; then ok projection_says_all_overlaps
+else not_ok projection_says_all_overlaps "$(grep -m1 '^step' "$tmp/tp_zero.out" || tail -n 2 "$tmp/tp_zero.out")"; fi
 exit "$failed"

@@ -2,8 +2,9 @@
  * latency + bandwidth model, nccl-tests tables (interpolation in log size,
  * the latency floor below the first row, the last row's busbw beyond, a
  * collective without rows using all_reduce's), the table parser's errors
- * (file and line named), and comm_null adding the modeled time of a
- * collective. Usage: test_link SCRATCH_DIR. Prints "ok NAME" / "not ok NAME - why". */
+ * (file and line named), comm_null adding the modeled time of a
+ * collective, and the overlap models (DP buckets behind the backward pass,
+ * ZeRO's prefetch, TP collectives beside products). Usage: test_link SCRATCH_DIR. Prints "ok NAME" / "not ok NAME - why". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,46 @@ static void prefetch_model(void) {
     tap_check(&failed, "prefetch_hidden_none", comm_prefetch_hidden_s(need, secs, 0) == 0.0, "no collective hides something");
 }
 
+/* The TP model: each collective hides behind the products noted beside it,
+ * up to its own time. Figures worked by hand. */
+static void beside_model(void) {
+    char why[128];
+    /* at 1 ns per FLOP: 0.3 s of link beside 0.5 s of products (all hidden), 0.4 s beside 0.1 s
+     * (0.1 hidden), 0.2 s beside nothing: 0.4 of 0.9 s hidden */
+    const comm_beside b[3] = {{0.3, 5e8}, {0.4, 1e8}, {0.2, 0}};
+    double got = comm_beside_hidden_s(b, 3, 1e-9);
+    snprintf(why, sizeof why, "hidden %.9g s, want 0.4", got);
+    tap_check(&failed, "beside_hidden_shorter_of_two", near(got, 0.4), why);
+    tap_check(&failed, "beside_hidden_none", comm_beside_hidden_s(b, 0, 1e-9) == 0.0, "no collective hides something");
+
+    /* comm_note_beside keeps the modeled seconds of the collective it is given: a modeled group of 4
+     * records them, a group of 1 and a group without a link record nothing (nothing to hide) */
+    float buf[64] = {0};
+    tg_err e;
+    comm *groups[3] = {comm_null_create_modeled("tp", 0, 4, comm_link_flat(1e9, 1e-5)),
+                       comm_null_create_modeled("tp", 0, 1, comm_link_flat(1e9, 1e-5)), comm_null_create("tp", 0, 4)};
+    int kept[3] = {-1, -1, -1};
+    double seconds = -1;
+    for (int i = 0; i < 3 && groups[i]; i++) {
+        comm *c = groups[i];
+        for (int k = 0; k < 70; k++) { /* past the first 64 records: the list grows */
+            comm_req *r = comm_all_reduce_start(c, buf, 64, TG_F32, REDUCE_SUM, &e);
+            comm_note_beside(c, r, 1e6);
+            if (comm_wait(r, &e)) break;
+        }
+        kept[i] = c->n_beside;
+        if (i == 0 && c->n_beside > 69) seconds = c->beside[69].seconds;
+        comm_beside_clear(c);
+        if (c->n_beside != 0) kept[i] = -2;
+    }
+    const double want = 1e-5 + 2.0 * 3 * 16 * 4 / 1e9; /* latency + all-reduce ring bytes / bandwidth */
+    snprintf(why, sizeof why, "records kept %d, %d, %d (want 70, 0, 0); seconds %.9g, want %.9g", kept[0], kept[1],
+             kept[2], seconds, want);
+    tap_check(&failed, "note_beside_records_modeled", kept[0] == 70 && kept[1] == 0 && kept[2] == 0 && near(seconds, want),
+              why);
+    for (int i = 0; i < 3; i++) comm_destroy(groups[i]);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_link SCRATCH_DIR\n");
@@ -159,5 +200,6 @@ int main(int argc, char **argv) {
     null_comm(argv[1]);
     overlap_model();
     prefetch_model();
+    beside_model();
     return failed;
 }

@@ -16,6 +16,7 @@ typedef struct layout {
     gpt_budget mem;
     double compute_s, comm_s;
     optim_hidden hidden; /* of comm_s: the modeled overlap with compute (optim_hidden_modeled) */
+    double tp_hidden_s;  /* of comm_s: TP collectives beside products (comm_beside_hidden_s) */
     uint64_t bytes[2][COLL_KINDS]; /* sent by rank 0 per step: tp, dp groups */
     bool fits;
 } layout;
@@ -26,9 +27,11 @@ static const char *RC_NAMES[] = {"none", "selective", "full"};
  * dry step (train/batch.c) over the null backend, whose kernels do nothing
  * and whose memory does not exist, with counting communicators that model
  * each collective over the configured link (comm_null). Fills l->comm_s, of
- * it what the DP buckets hide behind l->compute_s (as a projected run
- * models it), and the bytes this rank sends per group and collective kind. */
-static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e) {
+ * it what the DP buckets hide behind l->compute_s and what the products
+ * beside the TP collectives hide at seconds_per_flop (as a projected run
+ * models them), and the bytes this rank sends per group and collective
+ * kind. */
+static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, double seconds_per_flop, tg_err *e) {
     comm_link *link = tg_malloc(sizeof *link, "plan link model");
     if (config_link(v, link, e)) {
         free(link);
@@ -49,6 +52,7 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     const int rc = batch_train_step(&io, 1, &rep, e);
     l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
     l->hidden = optim_hidden_modeled(o, l->compute_s / config_grad_accum(v), l->rc == RECOMPUTE_FULL);
+    l->tp_hidden_s = comm_beside_hidden_s(tp->beside, tp->n_beside, seconds_per_flop);
     memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
     memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
     free(window);
@@ -61,17 +65,10 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, tg_err *e)
     return rc;
 }
 
-/* Model FLOPs of one step on one device, with what recomputation adds:
- * full reruns the forward (2N per token), selective reruns the attention
- * core (4TC per token and layer) and the MLP up-projection (8C^2). */
-static double compute_time(const tg_config *c, const layout *l, double full_params, double peak) {
-    const double L = c->model.n_layer, T = c->model.seq_len, C = c->model.n_embd;
-    double per_token = 6.0 * full_params + 12.0 * L * C * T;
-    /* full: each block's forward again, less its MLP projection (model/gpt.c, block_forward) */
-    if (l->rc == RECOMPUTE_FULL) per_token += 2.0 * 8.0 * L * C * C + 4.0 * L * C * T;
-    if (l->rc == RECOMPUTE_SELECTIVE) per_token += L * (4.0 * T * C + 8.0 * C * C);
-    const double tokens = (double)c->train.global_batch * T / (l->tp * l->dp);
-    return per_token * tokens / peak;
+/* FLOPs one device runs in a step of layout l, recomputation included. */
+static double step_flops(const tg_config *c, const layout *l, const gpt_dims *d, double full_params) {
+    const double tokens = (double)c->train.global_batch * c->model.seq_len / (l->tp * l->dp);
+    return gpt_executed_flops_per_token(d, full_params) * tokens;
 }
 
 static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double peak, tg_err *e) {
@@ -91,12 +88,14 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
     batch_budget_share(&l->mem, &v, l->dp);
     l->fits = (double)l->mem.total <= o->device_bytes;
     const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
-    l->compute_s = compute_time(c, l, full_params, peak * o->compute_efficiency);
-    return dry_step(&v, &d, l, e); /* after compute_s: it models the overlap with it */
+    const double flops = step_flops(c, l, &d, full_params), seconds_per_flop = 1 / (peak * o->compute_efficiency);
+    l->compute_s = flops * seconds_per_flop;
+    return dry_step(&v, &d, l, seconds_per_flop, e); /* after compute_s: it models the overlap with it */
 }
 
 /* A layout's predicted step: compute and communication, less the overlap. */
-static double predicted_s(const layout *l) { return l->compute_s + l->comm_s - l->hidden.dp_s - l->hidden.gather_s; }
+static double hidden_s(const layout *l) { return l->hidden.dp_s + l->hidden.gather_s + l->tp_hidden_s; }
+static double predicted_s(const layout *l) { return l->compute_s + l->comm_s - hidden_s(l); }
 
 /* Fastest first; among equal predictions, larger micro-batches (kernels run
  * better on them) and then less memory. */
@@ -131,7 +130,7 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
                             }
                             ls = grown;
                         }
-                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, {{0}}, false};
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, 0, {{0}}, false};
                     }
                 }
     }
@@ -144,10 +143,10 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
 static void write_json_line(FILE *json, const layout *l, bool fastest) {
     fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
                   "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"dp_hidden_ms_modeled\":%.3f,"
-                  "\"zero_gather_hidden_ms_modeled\":%.3f,\"fastest\":%s",
+                  "\"zero_gather_hidden_ms_modeled\":%.3f,\"tp_hidden_ms_modeled\":%.3f,\"fastest\":%s",
             l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total, l->fits ? "true" : "false",
             1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * l->hidden.dp_s, 1e3 * l->hidden.gather_s,
-            fastest ? "true" : "false");
+            1e3 * l->tp_hidden_s, fastest ? "true" : "false");
     static const char *const group[2] = {"tp", "dp"};
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < COLL_KINDS; k++)
@@ -175,11 +174,12 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
         fprintf(out, "from the nccl-tests table %s (interconnect.table)", c->interconnect.table);
     else
         fprintf(out, "at %g GB/s and %g us per collective (interconnect.*)", c->interconnect.bus_gbps, c->interconnect.latency_us);
+    fprintf(out, ",\nless what is modeled as hidden ('hidden ms'): TP collectives beside the products that need none of"
+                 " their result");
     if (c->parallel.dp_bucket_mb > 0)
-        fprintf(out, ",\nless what DP buckets hide behind the backward pass (and ZeRO's gather behind the next forward):"
-                     " modeled, in 'hidden ms'\n");
+        fprintf(out, ", DP buckets behind the backward pass (and ZeRO's gather behind the next forward)\n");
     else
-        fprintf(out, ", no overlap (parallel.dp_bucket_mb 0)\n");
+        fprintf(out, "; no DP overlap (parallel.dp_bucket_mb 0)\n");
     fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
             "GiB/device", "bytes", "fits", "step ms", "comm ms", "hidden ms");
     int best = -1;
@@ -188,7 +188,7 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
         if (best < 0 && l->fits) best = i;
         fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f %10.1f%s\n", l->tp, l->dp,
                 l->sp ? "on" : "off", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total,
-                l->fits ? "yes" : "no", 1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * (l->hidden.dp_s + l->hidden.gather_s),
+                l->fits ? "yes" : "no", 1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * hidden_s(l),
                 best == i ? "  <- fastest that fits" : "");
         if (json) write_json_line(json, l, best == i);
     }

@@ -82,18 +82,48 @@ static size_t mem_peak_bytes(const run *r) {
     return (size_t)ru.ru_maxrss * 1024; /* ru_maxrss is in KiB */
 }
 
-/* Projected runs: the modeled DP communication that a real group hides
- * behind compute, in ms (optim_hidden_modeled); zeros for real runs. */
+/* Projected runs: the modeled communication that a real group hides
+ * behind compute, in ms; zeros for real runs. dp and gather: the DP buckets'
+ * reduction behind the backward pass and ZeRO's gather behind the next
+ * forward (optim_hidden_modeled); tp: TP collectives beside the products
+ * that run while they are in flight (comm_note_beside), each product taking
+ * its share of the step's executed FLOPs of the measured compute time. */
 typedef struct hidden_ms {
-    double dp, gather;
+    double dp, gather, tp;
 } hidden_ms;
 
 static hidden_ms projected_hidden_ms(const run *r, double compute_ms) {
     const tg_config *c = &r->cfg;
-    if (!c->parallel.project || !r->opt) return (hidden_ms){0, 0};
-    const optim_hidden h = optim_hidden_modeled(r->opt, compute_ms / 1e3 / config_grad_accum(c),
-                                                strcmp(c->train.recompute, "full") == 0);
-    return (hidden_ms){h.dp_s * 1e3, h.gather_s * 1e3};
+    hidden_ms h = {0, 0, 0};
+    if (!c->parallel.project) return h;
+    if (r->opt) {
+        const optim_hidden o = optim_hidden_modeled(r->opt, compute_ms / 1e3 / config_grad_accum(c),
+                                                    strcmp(c->train.recompute, "full") == 0);
+        h.dp = o.dp_s * 1e3;
+        h.gather = o.gather_s * 1e3;
+    }
+    const double step_flops = r->executed_flops_per_token * c->train.global_batch * c->model.seq_len /
+                              ((double)r->tp->size * r->dp->size);
+    if (step_flops > 0) h.tp = 1e3 * comm_beside_hidden_s(r->tp->beside, r->tp->n_beside, compute_ms / 1e3 / step_flops);
+    return h;
+}
+
+/* The progress line's account of the communication: its ms and, in a
+ * projected run, what of it the models hide (labelled: no measurement). */
+static void describe_comm(char *out, size_t cap, double comm_ms, hidden_ms h) {
+    const struct {
+        double ms;
+        const char *where;
+    } part[3] = {{h.tp, "beside the TP products"}, {h.dp, "behind the backward pass"}, {h.gather, "behind the forward pass"}};
+    int n = 0, at = snprintf(out, cap, " (comm %.1f", comm_ms);
+    for (int i = 0; i < 3; i++) n += part[i].ms > 0;
+    for (int i = 0, k = 0; i < 3; i++) {
+        if (!(part[i].ms > 0) || at >= (int)cap) continue;
+        const char *sep = k == 0 ? ", of which " : k == n - 1 ? " and " : ", ";
+        at += snprintf(out + at, cap - at, "%s%.1f %s%s", sep, part[i].ms, k == 0 ? "hidden " : "", part[i].where);
+        k++;
+    }
+    if (at < (int)cap) snprintf(out + at, cap - at, "%s)", n > 0 ? ": modeled" : "");
 }
 
 /* The train line of log.jsonl; `skipped` marks a step whose update was
@@ -113,6 +143,7 @@ static void write_train_line(run *r, float loss, double lr, double norm, double 
     jsonl_num(&l, "step_ms", "%.3f", step_ms);
     if (hidden.dp > 0) jsonl_num(&l, "dp_hidden_ms_modeled", "%.3f", hidden.dp);
     if (hidden.gather > 0) jsonl_num(&l, "zero_gather_hidden_ms_modeled", "%.3f", hidden.gather);
+    if (hidden.tp > 0) jsonl_num(&l, "tp_hidden_ms_modeled", "%.3f", hidden.tp);
     jsonl_bool(&l, "projected", c->parallel.project);
     jsonl_num(&l, "tok_per_s", "%.1f", tps);
     jsonl_num(&l, "tokens", "%.0f", tokens);
@@ -130,7 +161,7 @@ void report_train(run *r, float loss, double lr, double norm, double ms, bool sk
     const bool projected = c->parallel.project;
     const double comm_ms = (report_comm_seconds(r) - r->comm_s_at_step_start) * 1e3;
     const hidden_ms hidden = projected_hidden_ms(r, ms);
-    const double step_ms = projected ? ms + comm_ms - hidden.dp - hidden.gather : ms;
+    const double step_ms = projected ? ms + comm_ms - hidden.dp - hidden.gather - hidden.tp : ms;
     /* A step too short for the clock has no rate (JSON has no inf). */
     const double tokens = (double)c->train.global_batch * c->model.seq_len, tps = step_ms > 0 ? tokens / (step_ms / 1e3) : 0;
     const int devices = r->tp->size * r->dp->size;
@@ -138,16 +169,8 @@ void report_train(run *r, float loss, double lr, double norm, double ms, bool sk
     if (r->log) write_train_line(r, loss, lr, norm, ms, comm_ms, hidden, step_ms, tps, mfu, skipped);
     if (s % c->out.log_every != 0 && s != c->train.steps && !skipped) return;
     double avg = r->train_ms_total / r->train_steps_timed, eta = avg * (c->train.steps - s) / 1e3;
-    char extra[192] = ""; /* communication when there is any, MFU when the peak is known */
-    if (hidden.gather > 0) /* the models of dp_buckets.h and zero_shards.h: labelled, they are no measurement */
-        snprintf(extra, sizeof extra,
-                 " (comm %.1f, of which %.1f hidden behind the backward pass and %.1f behind the forward pass: modeled)",
-                 comm_ms, hidden.dp, hidden.gather);
-    else if (hidden.dp > 0)
-        snprintf(extra, sizeof extra, " (comm %.1f, of which %.1f hidden behind the backward pass: modeled)", comm_ms,
-                 hidden.dp);
-    else if (devices > 1)
-        snprintf(extra, sizeof extra, " (comm %.1f)", comm_ms);
+    char extra[256] = ""; /* communication when there is any, MFU when the peak is known */
+    if (devices > 1) describe_comm(extra, sizeof extra, comm_ms, hidden);
     if (mfu >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " | MFU %.1f%%", 100 * mfu);
     printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds%s\n",
            (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " projected" : "",

@@ -49,6 +49,7 @@ typedef struct run {
     uint64_t bytes_at_step_start[2][COLL_KINDS]; /* tp, dp counters */
     double comm_s_at_step_start;                 /* measured (real) or modeled (projected) */
     double flops_per_token;                      /* 6N + 12 L C T, N counting every parameter once */
+    double executed_flops_per_token;             /* with what recomputation reruns (the projection's overlap model) */
     gpt_budget budget;      /* this rank's planned bytes */
     double peak_tflops;     /* of one device, for MFU (0: unknown) */
     stop_watch *stop;       /* SIGTERM/SIGINT/SIGUSR1: save and exit after this step */

@@ -243,7 +243,8 @@ static void describe_model(run *r, const gpt_dims *d) {
         say(r, "each of the %d TP ranks holds %zu (its 1/%d of wte padded to %d rows, of the attention heads and of the "
                "MLP, and full copies of wpe, the LayerNorms and the output-projection biases)\n",
             d->tp, local_params, d->tp, d->Vp);
-    r->flops_per_token = 6.0 * (double)full_params + 12.0 * d->L * d->C * d->T;
+    r->flops_per_token = gpt_model_flops_per_token(d, (double)full_params);
+    r->executed_flops_per_token = gpt_executed_flops_per_token(d, (double)full_params);
     say(r, "batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
         c->train.global_batch, d->T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     const tg_ops *backend = r->timed ? ops_timed_inner(r->timed) : r->ops;

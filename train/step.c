@@ -93,6 +93,7 @@ void run_train_step(run *r) {
     memcpy(r->bytes_at_step_start[0], r->tp->bytes_sent, sizeof r->bytes_at_step_start[0]);
     memcpy(r->bytes_at_step_start[1], r->dp->bytes_sent, sizeof r->bytes_at_step_start[1]);
     r->comm_s_at_step_start = report_comm_seconds(r);
+    comm_beside_clear(r->tp); /* the projection's overlap records: this step's only */
     if (shards_next(r->train, &r->state.pos, c->model.vocab_size, r->window, &e)) tg_die(PROG, &e);
     const int s = r->state.step + 1;
     const batch_io io = io_of(r);

@@ -163,8 +163,11 @@ def analyse(run, help_text, info):
     comm_ms = [num(o.get("comm_ms")) for o in timed]
     r["step_ms"] = statistics.median(step_ms) if timed and None not in step_ms else None
     r["comm_ms"] = statistics.median(comm_ms) if timed and None not in comm_ms else None
-    # what a projected step models as hidden behind compute (DP buckets, ZeRO's gather): in comm_ms, not in step_ms
-    hidden_ms = [num(o.get("dp_hidden_ms_modeled", 0)) + num(o.get("zero_gather_hidden_ms_modeled", 0)) for o in timed]
+    # what a projected step models as hidden behind compute (TP collectives beside products, DP buckets,
+    # ZeRO's gather): in comm_ms, not in step_ms
+    hidden_keys = ("tp_hidden_ms_modeled", "dp_hidden_ms_modeled", "zero_gather_hidden_ms_modeled")
+    hidden_parts = [[num(o.get(k, 0)) for k in hidden_keys] for o in timed]
+    hidden_ms = [None if None in p else sum(p) for p in hidden_parts]
     r["hidden_ms"] = statistics.median(hidden_ms) if timed and None not in hidden_ms else 0.0
     if timed and None in comm_ms:
         why.append("comm_ms missing from log.jsonl")
@@ -349,7 +352,8 @@ def write_table(out_dir, kind, rows, info):
                      "**strong scaling efficiency** = speedup / (devices / devices at tp=1), "
                      "as in the Megatron-LM paper's appendix D (arXiv 1909.08053).")
     lines.append("- **compute-only efficiency**: the same ratio from compute time alone (step time - comm time, "
-                 "plus in a projected row the comm modeled as hidden behind compute by DP buckets), "
+                 "plus in a projected row the comm modeled as hidden behind compute: TP collectives beside products, "
+                 "DP buckets, ZeRO's gather), "
                  "measured in real and projected rows alike, so it compares like with like (a real row's comm "
                  "time includes waiting for the slowest rank, so its compute-only figure is an upper bound). "
                  "The main efficiency "
