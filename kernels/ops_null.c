@@ -126,7 +126,7 @@ tg_ops *ops_null_create(tg_dtype act) {
     tg_ops *o = tg_calloc(1, sizeof *o, "null backend");
     *o = (tg_ops){
         .name = "null", .device = "none (a dry run: no kernel runs)", .act = act,
-        .mem = {NULL, mem_zeros, mem_none, mem_none, 0, NULL},
+        .mem = {NULL, mem_zeros, mem_none, mem_none, 0, NULL, NULL},
         .alloc = no_alloc, .free = no_free, .upload = no_upload, .download = zeros_down, .zero = no_zero,
         .cast_params = no_cast, .download_floats = zero_floats, .timer_begin = no_timer, .timer_end_ms = no_clock,
         .mem_peak = no_peak, .peak_tflops = no_tflops, .destroy = destroy,

@@ -11,7 +11,7 @@ void comm_host_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     if (dst != src) memmove(dst, src, bytes);
 }
 
-const comm_memory COMM_HOST_MEMORY = {NULL, comm_host_copy, comm_host_copy, comm_host_copy, 0, NULL};
+const comm_memory COMM_HOST_MEMORY = {NULL, comm_host_copy, comm_host_copy, comm_host_copy, 0, NULL, NULL};
 
 /* ---- requests ------------------------------------------------------------
  * Requests are recycled through a free list: a step starts thousands of

@@ -37,6 +37,11 @@ typedef struct comm_memory {
     void (*copy)(void *ctx, void *buf_dst, const void *buf_src, size_t bytes);
     int device;     /* 1: buffers are device memory (NCCL requires it) */
     void *stream;   /* device: the cudaStream_t the buffers' producers run on */
+    /* device: ends a stream capture under way (its graph discarded) and
+     * destroys the graphs that may hold collectives, without waiting for
+     * their launches; NULL where there are none. Before an abort: NCCL's
+     * waits until no graph holds the communicator's collectives. */
+    void (*drop_graphs)(void *ctx);
 } comm_memory;
 
 /* Plain host memory: every copy is comm_host_copy (memmove; a no-op when

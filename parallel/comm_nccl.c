@@ -43,15 +43,21 @@
  * each kind, and finalisation then never block inside NCCL's own socket
  * exchanges (which have no deadline); the calls return ncclInProgress and we
  * poll the communicator's state with our deadline. Before that state is
- * ncclSuccess nothing else is enqueued on the comm stream (NCCL's rule). NCCL
- * runs a call on a helper thread only when it must set up connections first;
- * a CUDA graph is captured in thread-local mode, which leaves that thread
- * alone (kernels/cuda/graph.cu).
+ * ncclSuccess nothing else is enqueued on the comm stream (NCCL's rule).
+ * NCCL 2.23 and later run every call (each collective, each group's end) of
+ * a nonblocking communicator on a thread of their own, created for it and
+ * joined by the next ncclCommGetAsyncError (up to 2.21 only calls that set
+ * up connections did): a host cost per collective launched op by op, which
+ * a step replayed as a CUDA graph does not pay. A graph is captured in
+ * thread-local mode, which lets that thread enqueue into the capture
+ * (kernels/cuda/graph.cu). Untimed: nothing here has run on a GPU.
  *
  * Failure. A failing CUDA or NCCL call, an asynchronous NCCL error, a wait
  * beyond timeout_s or a bad argument inside a collective aborts the NCCL
- * communicator (ncclCommAbort, which also ends NCCL kernels still running)
- * and marks the communicator broken: the message names the group, the
+ * communicator (ncclCommAbort, which also ends NCCL kernels still running;
+ * the device's graphs go first, comm_memory.drop_graphs, as NCCL 2.26 and
+ * later wait in the abort until no graph holds the communicator's
+ * collectives) and marks the communicator broken: the message names the group, the
  * collective (kind, sequence number, count, type) and NCCL's or CUDA's text,
  * and every later call fails at once. Nothing here exits the process.
  * Buffers are checked with cudaPointerGetAttributes before each collective:

@@ -52,6 +52,9 @@ ncclResult_t nccl_settle(ncclComm_t nc, double deadline) {
 int nccl_give_up(comm *c) {
     nccl_impl *s = c->impl;
     nccl_group_drop(s); /* an abort inside an open group would wait for its end */
+    /* and one while a CUDA graph holds its collectives, for the graph's end
+     * (NCCL 2.26 on): the graphs go first, the run being over for them */
+    if (s->nc && c->mem.drop_graphs) c->mem.drop_graphs(c->mem.ctx);
     if (s->nc) ncclCommAbort(s->nc);
     s->nc = NULL;
     s->broken = 1;

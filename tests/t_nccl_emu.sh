@@ -31,6 +31,10 @@
 #    evaluation after a launch reads weights whose gather it skipped); with
 #    graphs off too; and a capture refused on one rank only leaves every rank
 #    op by op, warned, with the same bits;
+#  - a rank stopped once the step is a graph: the other's wait for the launch
+#    times out within parallel.timeout_s, naming the group, and its abort
+#    returns (NCCL's abort waits until no graph holds the communicator's
+#    collectives, so the graph goes first: seen failing without);
 #  - two ranks on one device: refused at creation with NCCL's message;
 #  - no rendezvous folder left behind by runs that ended well.
 # shellcheck source=tests/lib.sh
@@ -189,4 +193,34 @@ rc=$?
 if [ $rc != 0 ] && grep -q "group tp: ncclCommInitRankConfig.*Duplicate GPU detected: rank . and rank . both on CUDA device 0" "$tmp/dup.out"
 then ok nccl_two_ranks_on_one_device_refused
 else not_ok nccl_two_ranks_on_one_device_refused "exit $rc: $(grep -m1 -i error "$tmp/dup.out")"; fi
+
+# a rank stopped once the step is a graph (launched from step 3 on): rank 0's wait for a launch times out
+name=nccl_tp2_graph_rank_stopped
+rm -rf "${tmp:?}/$name"
+TMPDIR="$tmp/rdv_failing" EMU_LAZY=1 EMU_DEVICES=2 timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/$name.logs" -- \
+    "$emu_bin" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" --set parallel.tp=2 --set parallel.comm=nccl \
+    --set train.steps=100000 --set out.eval_every=0 --set out.save_every=0 --set parallel.timeout_s=3 >"$tmp/$name.out" 2>&1 &
+sub=$!
+victim=""
+for _ in $(seq 1200); do # until step 4 is logged, and rank 1's process is found
+    lines=$(grep -c '"loss"' "$tmp/$name/log.jsonl" 2>/dev/null)
+    if [ "${lines:-0}" -ge 4 ]; then
+        for p in $(pgrep -f -- "out.dir=$tmp/$name"); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=1' &&
+                [ "$(cat /proc/"$p"/comm 2>/dev/null)" = train_gpt_emu ] && victim=$p
+        done
+        [ -n "$victim" ] && break
+    fi
+    sleep 0.1
+done
+t0=$SECONDS
+[ -n "$victim" ] && kill -STOP "$victim"
+wait "$sub"
+rc=$? dt=$((SECONDS - t0))
+[ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null
+if [ -n "$victim" ] && [ $rc = 1 ] && [ $dt -le 10 ] && grep -q "step 2: captured as a CUDA graph" "$tmp/$name.out" &&
+    grep -q "group tp: the step's collectives (a launch of the captured step): timed out after 3 s" "$tmp/$name.out" &&
+    ! grep -q "emu: ERROR" "$tmp/$name.out"
+then ok "nccl_graph_rank_stopped_times_out (${dt} s)"
+else not_ok nccl_graph_rank_stopped_times_out "rank 1 '$victim', exit $rc after ${dt} s: $(grep -m2 'ERROR\|error' "$tmp/$name.out" | tr '\n' ' ' | cut -c1-400)"; fi
 exit "$failed"

@@ -725,7 +725,7 @@ int main(int argc, char **argv) {
     int p_max = topo.tp > topo.dp ? topo.tp : topo.dp;
     size_t bytes = MAX_N * (size_t)p_max * sizeof(float) + 64;
     CK(cudaMalloc(&g.staging, bytes));
-    g.mem = (comm_memory){g.stream, mem_to_host, mem_from_host, mem_copy, 1, g.stream};
+    g.mem = (comm_memory){g.stream, mem_to_host, mem_from_host, mem_copy, 1, g.stream, NULL};
 
     comm *tpc = comm_nccl_create(j.bs, "tp", topo.tp_ranks, topo.tp, topo.tp_rank, &g.mem, timeout, &e);
     if (!tpc) tg_die(PROG, &e);

@@ -17,8 +17,8 @@ static int graph_fail(cudaError_t err, const char *what, tg_err *e) {
 int cuda_graph_capture_begin(tg_o o, tg_err *e) {
     /* Thread-local mode: a call of this thread that could not be captured
      * (a synchronization, an allocation) fails instead of silently breaking
-     * the recording; threads of NCCL's own (a nonblocking communicator's
-     * connection set-up, a network plugin) are left alone, as NCCL advises
+     * the recording; threads of NCCL's own (each call of a nonblocking
+     * communicator runs on one, as does a network plugin) are left alone, as NCCL advises
      * for processes with threads of their own. The trainer's CUDA calls are
      * all on this thread. */
     const cudaError_t err = cudaStreamBeginCapture(cuda_ctx_of(o)->stream, cudaStreamCaptureModeThreadLocal);
@@ -39,11 +39,28 @@ int cuda_graph_capture_end(tg_o o, tg_err *e) {
     return 0;
 }
 
+/* No wait for the graph's launches: CUDA frees an executable graph still
+ * running once it ends, and a launch whose collective waits for a rank
+ * that died would keep a wait here from ever returning. */
 void cuda_graph_release(tg_o o) {
     cuda_ctx *x = cuda_ctx_of(o);
-    if (!x->step_graph) return;
-    cudaStreamSynchronize(x->stream); /* its launches end first */
-    cudaGraphExecDestroy(x->step_graph);
+    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
+    x->step_graph = NULL;
+}
+
+/* Before NCCL's abort (comm_memory.drop_graphs), which waits until no graph
+ * holds the communicator's collectives (NCCL 2.26 on): a capture under way
+ * ends, its graph discarded, and the step's graph goes. Its launch still
+ * running ends when the abort stops the collectives it waits for. */
+void cuda_graphs_drop(void *ctx) {
+    cuda_ctx *x = (cuda_ctx *)ctx;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(x->stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t partial = NULL;
+        if (cudaStreamEndCapture(x->stream, &partial) == cudaSuccess) cudaGraphDestroy(partial);
+    }
+    (void)cudaGetLastError(); /* a refused end is no error of the next launch's */
+    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
     x->step_graph = NULL;
 }
 

@@ -28,6 +28,7 @@ int cuda_graph_capture_begin(tg_o o, tg_err *e);
 int cuda_graph_capture_end(tg_o o, tg_err *e);
 int cuda_graph_launch(tg_o o, tg_err *e);
 void cuda_graph_release(tg_o o);
+void cuda_graphs_drop(void *ctx); /* comm_memory.drop_graphs: ctx is the cuda_ctx */
 
 void cuda_encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
                           int vocab_start, int vocab_local);

@@ -354,6 +354,6 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
         return NULL;
     }
     o->workspace_bytes = x->lt_workspace_bytes + x->scratch_bytes;
-    o->mem = (comm_memory){x, staged_to_host, staged_from_host, device_copy, 1, x->stream};
+    o->mem = (comm_memory){x, staged_to_host, staged_from_host, device_copy, 1, x->stream, cuda_graphs_drop};
     return o;
 }

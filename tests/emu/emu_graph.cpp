@@ -101,9 +101,11 @@ bool emu_capture_event_unusable(cudaEvent_t e, const char *call) {
     return true;
 }
 
+/* A capture under way holds what it recorded too: NCCL counts a captured
+ * collective from its capture on. */
 int emu_graph_holds(const void *owner) {
     auto h = g_held.find(owner);
-    return h == g_held.end() ? 0 : h->second;
+    return (h == g_held.end() ? 0 : h->second) + (int)g_capture.holds.count(owner);
 }
 
 bool emu_capture_has(cudaStream_t s) {
@@ -234,6 +236,14 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
     if (invalidated) return emu_fail(cudaErrorStreamCaptureInvalidated);
     *graph = new emu_graph{std::move(nodes), holds};
     hold_all(holds, 1);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status) {
+    if (!status) return emu_fail(cudaErrorInvalidValue);
+    *status = !emu_capture_has(s)        ? cudaStreamCaptureStatusNone
+              : g_capture.invalidated ? cudaStreamCaptureStatusInvalidated
+                                      : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 
