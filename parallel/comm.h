@@ -135,10 +135,10 @@ double comm_overlap_hidden_s(const double *ready_s, const double *seconds, int n
  * hidden: the total less the stalls. */
 double comm_prefetch_hidden_s(const double *need_s, const double *seconds, int n);
 /* The modeled overlap of TP collectives with the products that run beside
- * them (comm_note_beside): collective i takes seconds[i] on the link while
- * flops[i] of products run beside it at seconds_per_flop, and the next op
- * waits for both. Returns the seconds hidden: the sum of the shorter of the
- * two. */
+ * them (comm_note_beside): record i's collective takes b[i].seconds on the
+ * link while b[i].flops of products run beside it at seconds_per_flop, and
+ * the next op waits for both. Returns the seconds hidden: the sum over the
+ * records of the shorter of the two. */
 typedef struct comm_beside {
     double seconds, flops;
 } comm_beside;
