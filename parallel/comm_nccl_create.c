@@ -22,8 +22,18 @@ static int make_cuda_parts(nccl_impl *s, const char *name, tg_err *e) {
     return 0;
 }
 
-/* Joins the NCCL communicator, bounded by timeout_s. */
+/* Joins the NCCL communicator, bounded by timeout_s.
+ * TP and DP communicators share a device and have collectives in flight
+ * together (a DP bucket's reduction beside the backward pass's TP
+ * collectives). NCCL's guide warns that two communicators' kernels may then
+ * deadlock unless their order is serialized; NCCL 2.26 and later keep them
+ * in the host's launch order, overlapping still, under
+ * NCCL_LAUNCH_ORDER_IMPLICIT=1. That order is the same on every rank here:
+ * one host thread starts the collectives in the model's order, and each
+ * call is enqueued before the next starts (nccl_enqueued). Set before the
+ * first communicator, unless the user set it; older NCCL ignores it. */
 static int join_nccl(nccl_impl *s, const char *name, int size, int index, ncclUniqueId id, tg_err *e) {
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t nc = NULL;

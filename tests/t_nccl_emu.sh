@@ -12,7 +12,9 @@
 #  - the trainer at TP 2, TP 2 + SP, DP 2, DP 2 under ZeRO in buckets of one
 #    layer, and TP 2 x DP 2 with SP and ZeRO (4 processes), fp32 and bf16 with
 #    dropout: over NCCL bitwise equal to the same layout over shm (both sum in
-#    rank order), on the eager device and at both lazy levels (seen failing
+#    rank order), on the eager device and at both lazy levels (at TP 2 x DP 2
+#    the emulation's NCCL also checks that the two communicators were made
+#    with NCCL_LAUNCH_ORDER_IMPLICIT=1: seen failing without; seen failing
 #    without the collective's wait for the compute stream, comm_nccl_wait.c's
 #    order_after_compute, under 1 and 2, and without the compute stream's wait
 #    for a deferred collective, order_compute_after, under 2);

@@ -31,10 +31,17 @@
  * 2.9 to 2.11 documented), an end without a start. On a nonblocking
  * communicator the end reports ncclInProgress, and until ncclCommGetAsyncError
  * has reported the state settled, an event recorded on the group's streams
- * is an error too (NCCL's rule: nothing on its streams before). */
+ * is an error too (NCCL's rule: nothing on its streams before).
+ *
+ * A second communicator of several ranks on the device while the first
+ * lives is an error unless NCCL_LAUNCH_ORDER_IMPLICIT=1: NCCL's guide says
+ * that collectives of two communicators in flight on one device may
+ * deadlock unless their order is serialized, which NCCL 2.26 and later do
+ * in the host's launch order with that setting. */
 #include <math.h>
 #include <nccl.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +64,7 @@ struct group_state {
     std::vector<collective> kept;
     std::vector<std::pair<ncclComm_t, cudaStream_t>> launching;
     char last[512] = {0};
+    int live_multi_rank = 0; /* communicators of several ranks created and not yet destroyed or aborted */
 };
 group_state g_group;
 
@@ -173,6 +181,12 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
             delete c;
             return r;
         }
+        const char *order = getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+        if (g_group.live_multi_rank > 0 && !(order && strcmp(order, "1") == 0))
+            emu_error("ncclCommInitRankConfig: a second communicator of several ranks on this device without "
+                      "NCCL_LAUNCH_ORDER_IMPLICIT=1: collectives of the two in flight together may deadlock (NCCL's guide, "
+                      "\"Using multiple NCCL communicators concurrently\")");
+        g_group.live_multi_rank++;
     }
     c->in_progress = !c->blocking;
     *comm = c;
@@ -204,6 +218,12 @@ static bool held_by_a_graph(ncclComm_t comm, const char *call) {
     return n > 0;
 }
 
+/* The end of a communicator of several ranks (destroyed or aborted, once). */
+static void retire(ncclComm_t comm) {
+    if (!comm->aborted) g_group.live_multi_rank--;
+    comm->aborted = 1;
+}
+
 /* A communicator of several ranks stays allocated: the lazy device may
  * still hold its work, which then finds it aborted and does nothing. */
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -218,7 +238,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
         cudaDeviceSynchronize(); /* its collectives still queued run first, as NCCL's destroy waits for them */
         emu_rendezvous_leave(&comm->meet, comm->async_error == ncclSuccess);
     }
-    comm->aborted = 1;
+    retire(comm);
     return ncclSuccess;
 }
 
@@ -228,7 +248,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (comm->nranks == 1) return ncclCommDestroy(comm); /* nothing in flight to end */
     forget_launching(comm);
     emu_rendezvous_leave(&comm->meet, false);
-    comm->aborted = 1;
+    retire(comm);
     return ncclSuccess;
 }
 
