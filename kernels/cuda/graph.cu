@@ -25,6 +25,15 @@ int cuda_graph_capture_begin(tg_o o, tg_err *e) {
     return err == cudaSuccess ? 0 : graph_fail(err, "cudaStreamBeginCapture", e);
 }
 
+/* Destroys the step's graph, if any, without waiting for its launches:
+ * CUDA frees an executable graph still running once it ends, and a launch
+ * whose collective waits for a rank that died would keep a wait here from
+ * ever returning. */
+static void forget_step_graph(cuda_ctx *x) {
+    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
+    x->step_graph = NULL;
+}
+
 int cuda_graph_capture_end(tg_o o, tg_err *e) {
     cuda_ctx *x = cuda_ctx_of(o);
     cudaGraph_t graph = NULL;
@@ -34,19 +43,12 @@ int cuda_graph_capture_end(tg_o o, tg_err *e) {
     err = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph); /* the executable graph holds what it needs */
     if (err != cudaSuccess) return graph_fail(err, "cudaGraphInstantiate", e);
-    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
+    forget_step_graph(x);
     x->step_graph = exec;
     return 0;
 }
 
-/* No wait for the graph's launches: CUDA frees an executable graph still
- * running once it ends, and a launch whose collective waits for a rank
- * that died would keep a wait here from ever returning. */
-void cuda_graph_release(tg_o o) {
-    cuda_ctx *x = cuda_ctx_of(o);
-    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
-    x->step_graph = NULL;
-}
+void cuda_graph_release(tg_o o) { forget_step_graph(cuda_ctx_of(o)); }
 
 /* Before NCCL's abort (comm_memory.drop_graphs), which waits until no graph
  * holds the communicator's collectives (NCCL 2.26 on): a capture under way
@@ -60,8 +62,7 @@ void cuda_graphs_drop(void *ctx) {
         if (cudaStreamEndCapture(x->stream, &partial) == cudaSuccess) cudaGraphDestroy(partial);
     }
     (void)cudaGetLastError(); /* a refused end is no error of the next launch's */
-    if (x->step_graph) cudaGraphExecDestroy(x->step_graph);
-    x->step_graph = NULL;
+    forget_step_graph(x);
 }
 
 int cuda_graph_launch(tg_o o, tg_err *e) {
