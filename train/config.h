@@ -35,6 +35,8 @@ typedef struct tg_config {
         int micro_batch, global_batch, steps;
         double lr, min_lr;
         int warmup;
+        char lr_schedule[CFG_WORD_MAX]; /* cosine | linear | constant | wsd */
+        double wsd_decay_frac;          /* wsd: the share of the steps, at the end, that decays */
         double weight_decay, beta1, beta2, eps, grad_clip;
         long long seed;
         char recompute[CFG_WORD_MAX];

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ZeRO shards the flat buffer over dp ranks: with one rank it is plain DP. */
 static bool shards_state(int dp, bool zero) { return zero && dp > 1; }
@@ -86,12 +87,27 @@ void optim_free(optim *o) {
 
 size_t optim_allocated_bytes(const optim *o) { return (o->master ? 3 : 2) * o->moments_len * sizeof(float); }
 
+/* The first step index of wsd's decay: round(wsd_decay_frac x steps) steps
+ * before the end, and never inside the warm-up. */
+static int wsd_decay_start(const tg_config *c) {
+    const int steps = c->train.steps, decay = (int)floor(c->train.wsd_decay_frac * steps + 0.5);
+    return steps - decay > c->train.warmup ? steps - decay : c->train.warmup;
+}
+
 double optim_lr(const tg_config *c, int step) {
     const int i = step - 1, warmup = c->train.warmup, steps = c->train.steps;
     const double lr = c->train.lr, min_lr = c->train.min_lr;
+    const char *schedule = c->train.lr_schedule;
     if (i < warmup) return lr * (i + 1) / warmup;
+    if (strcmp(schedule, "constant") == 0) return lr;
+    if (strcmp(schedule, "wsd") == 0) {
+        const int start = wsd_decay_start(c);
+        if (i < start || start >= steps) return lr;
+        return min_lr + (lr - min_lr) * (1.0 - sqrt((double)(i - start) / (steps - start)));
+    }
     if (steps <= warmup) return min_lr;
-    double progress = (double)(i - warmup) / (steps - warmup);
+    const double progress = (double)(i - warmup) / (steps - warmup);
+    if (strcmp(schedule, "linear") == 0) return min_lr + (lr - min_lr) * (1.0 - progress);
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * progress));
 }
 

@@ -61,7 +61,8 @@ void optim_free(optim *o);
 /* Bytes the optimizer allocated (the moments). */
 size_t optim_allocated_bytes(const optim *o);
 
-/* LR of 1-based step s: linear warm-up, then cosine decay to min_lr. */
+/* LR of 1-based step s: linear warm-up, then train.lr_schedule (cosine,
+ * linear, constant or wsd) down to min_lr. */
 double optim_lr(const tg_config *c, int step);
 
 /* What a step did (optim_read). */
