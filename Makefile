@@ -11,8 +11,8 @@ GPU ?= 0
 # The commit this build comes from, for --version ("unknown" outside git).
 TG_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-UTIL_SRC = util/err.c util/fs.c util/rng.c
-DATA_SRC = data/shards.c data/tokenizer.c
+UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c
+DATA_SRC = data/shards.c data/tokenizer.c data/hellaswag.c
 PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
                parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
 # The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
@@ -24,7 +24,7 @@ KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/cpu/g
 MODEL_SRC = model/gpt.c model/gpt_layout.c model/gpt_mappings.c
 TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/llmc.c train/model_files.c train/plan.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
-            train/batch.c train/modes.c
+            train/batch.c train/modes.c train/hellaswag.c
 LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)
 
 ifeq ($(GPU),1)
@@ -152,7 +152,7 @@ test-gpu:
 # fuzzer wants). UBSan does not recover, so any report is a crash.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_HARNESSES = config shards safetensors state hf_config tokenizer
+FUZZ_HARNESSES = config shards safetensors state hf_config tokenizer hellaswag
 FUZZ_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -I. -Wall -Wextra -Wno-unknown-pragmas -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=all -MMD -MP
 FUZZ_SRC = $(filter-out kernels/cuda/% parallel/comm_nccl%,$(LIB_SRC)) parallel/comm_nccl_none.c

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
     if (a.mode == MODE_PLAN) return plan_main(&r.cfg, &a.plan, a.plan_json);
     if (a.mode == MODE_EVAL) return mode_eval(&r);
     if (a.mode == MODE_SAMPLE) return mode_sample(&r, &a.sample);
+    if (a.mode == MODE_HELLASWAG) return mode_hellaswag(&r, a.hellaswag);
     if (a.mode == MODE_EXPORT_LLMC) return model_files_export_llmc(&r.cfg, a.export_llmc);
     /* Training's signal watcher, before any thread exists (parsing starts
      * none): every thread inherits the blocked signals. */

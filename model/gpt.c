@@ -331,6 +331,10 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
     return 0;
 }
 
+void gpt_losses_at(const gpt *g, int B, int T, float *host_out) {
+    g->ops->download(g->ops, host_out, g->acts->losses.base, (size_t)B * T * sizeof(float));
+}
+
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out) {
     const size_t row = (size_t)b * T + t;
     const act_buf *l = &g->acts->logits;

@@ -211,6 +211,9 @@ void gpt_zero_grads(gpt *g);
  * graph's replay) draws each step's own masks. */
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0);
 
+/* Copies the per-token losses of the last forward with targets (row-major
+ * B x T of that forward, every rank all of them) to host memory. */
+void gpt_losses_at(const gpt *g, int B, int T, float *host_out);
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
 

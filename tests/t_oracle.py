@@ -16,12 +16,14 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_ref import logits, read_safetensors  # noqa: E402
 
 ROOT = os.environ.get("TG_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TMP = os.path.join(os.environ.get("TG_TMP") or "/tmp", "t_oracle")
@@ -68,37 +70,6 @@ def write_shard(path, tokens):
     with open(path, "wb") as f:
         f.write(hdr.tobytes())
         f.write(np.asarray(tokens, dtype="<u2").tobytes())
-
-
-def read_safetensors(path):
-    """Returns ({name: (shape, float32 array)}, layout_error or "")."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    header.pop("__metadata__", None)
-    base = 8 + n
-    out, spans, err = {}, [], ""
-    for name, info in header.items():
-        a, b = info["data_offsets"]
-        spans.append((a, b, name))
-        if info["dtype"] != "F32":
-            err = err or f"{name}: dtype {info['dtype']}, want F32"
-            continue
-        if b - a != 4 * int(np.prod(info["shape"])) or base + b > len(raw):
-            err = err or f"{name}: data_offsets {a}..{b} do not fit shape {info['shape']}/file"
-            continue
-        arr = np.frombuffer(raw[base + a:base + b], dtype="<f4").reshape(info["shape"])
-        out[name] = (info["shape"], arr.copy())
-    # The format requires the data to be packed: no holes, no overlaps, nothing after.
-    pos = 0
-    for a, b, name in sorted(spans):
-        if a != pos:
-            err = err or f"{name}: starts at {a}, previous tensor ended at {pos}"
-        pos = b
-    if base + pos != len(raw):
-        err = err or f"data ends at {base + pos} but the file has {len(raw)} bytes"
-    return out, err
 
 
 def run_binary(cfg_path, out_dir, *sets):
@@ -250,43 +221,12 @@ check("log_train_lines", sorted(train_log) == list(range(1, STEPS + 1))
 # ---------------------------------------------------- PyTorch reference ---
 torch.set_num_threads(2)
 dt = torch.float64
-HD = C // NH
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 def forward(P, idx, tgt, drop=None):
-    """Mean cross-entropy of GPT-2 over idx [B,T] -> tgt [B,T]; drop, when
-    given, is a function (layer, site, shape) -> the dropout factors."""
-    B, Tn = idx.shape
-    x = P["wte.weight"][idx] + P["wpe.weight"][:Tn]
-    if drop:
-        x = x * drop(-1, 0, (B, Tn, C))
-    mask = torch.ones(Tn, Tn, dtype=torch.bool).tril()
-    for i in range(L):
-        p = f"h.{i}."
-        h = torch.nn.functional.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], 1e-5)
-        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]
-        q, k, v = qkv.split(C, dim=-1)
-        q = q.view(B, Tn, NH, HD).transpose(1, 2)
-        k = k.view(B, Tn, NH, HD).transpose(1, 2)
-        v = v.view(B, Tn, NH, HD).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(HD)
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        if drop:
-            att = att * drop(i, 1, (B, NH, Tn, Tn))
-        y = (att @ v).transpose(1, 2).reshape(B, Tn, C)
-        branch = y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
-        x = x + (branch * drop(i, 2, (B, Tn, C)) if drop else branch)
-        h = torch.nn.functional.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
-        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
-        branch = h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
-        x = x + (branch * drop(i, 3, (B, Tn, C)) if drop else branch)
-    x = torch.nn.functional.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
-    logits = x @ P["wte.weight"].t()          # tied head, real vocabulary only
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+    """Mean cross-entropy of GPT-2 over idx [B,T] -> tgt [B,T] (wte holds the
+    real vocabulary only); drop as gpt_ref.logits takes it."""
+    return torch.nn.functional.cross_entropy(logits(P, idx, L, NH, drop).reshape(-1, V), tgt.reshape(-1))
 
 
 def batch(tokens, i):

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
                "       %s --eval --config FILE [--set ...]\n"
                "       %s --sample --config FILE [--set ...] [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
                "                 [--top-k K] [--seed S]\n"
+               "       %s --hellaswag FILE --config FILE [--set ...]   (accuracy on HellaSwag's JSONL examples)\n"
                "       %s --export-llmc FILE --config FILE [--set ...]   (the model as an llm.c gpt2_*.bin)\n"
                "       %s --version   (the commit and the backends compiled in)\n"
                "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
@@ -30,12 +31,15 @@ static void usage(FILE *f) {
                "seed S (default train.seed: the same text at every layout). Both use the weights of model.init_from,\n"
                "else of the newest checkpoint in out.dir, else the seed's initial weights; both run at any layout\n"
                "(under scripts/launch.sh as training) and write no file.\n"
+               "--hellaswag scores FILE's examples (HellaSwag's JSONL: ctx, endings, label) with the same weights: each\n"
+               "ending's loss after its context, the least summed (acc) and averaged over its tokens (acc_norm, as\n"
+               "llm.c reports); train.micro_batch / 4 examples a forward pass, data.vocab_dir's tokenizer; writes no file.\n"
                "--export-llmc writes model.init_from (else out.dir's newest checkpoint, else the initial weights) as an\n"
                "llm.c model file (version 3, float32, vocabulary padded with zero rows to model.vocab_multiple); it\n"
                "refuses to replace FILE. model.init_from reads such files (version 3 or 5) as well as checkpoint dirs.\n"
                "Model shape keys (n_layer, n_head, n_embd, vocab_size, seq_len) left out of the config and --set come\n"
                "from the checkpoint the run starts from (its config.json or llm.c header), else the defaults below.\n\n",
-            PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG);
+            PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG);
     config_print_help(f);
 }
 
@@ -128,7 +132,7 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     const char *config_path = NULL;
     double num;
     int took;
-    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default(), NULL};
+    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default(), NULL, NULL};
     tg_err e;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -157,6 +161,9 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             a->plan_json = argv[++i];
         } else if ((took = parse_mode_option(argc, argv, i, a)) > 0) {
             i += took - 1;
+        } else if (strcmp(argv[i], "--hellaswag") == 0 && i + 1 < argc) {
+            a->mode = MODE_HELLASWAG;
+            a->hellaswag = argv[++i];
         } else if (strcmp(argv[i], "--export-llmc") == 0 && i + 1 < argc) {
             a->mode = MODE_EXPORT_LLMC;
             a->export_llmc = argv[++i];

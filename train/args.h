@@ -12,6 +12,7 @@ typedef enum {
     MODE_PLAN,
     MODE_EVAL,        /* --eval: validation loss of model.init_from or out.dir's newest checkpoint */
     MODE_SAMPLE,      /* --sample: a continuation of --prompt */
+    MODE_HELLASWAG,   /* --hellaswag FILE: accuracy on HellaSwag's examples */
     MODE_EXPORT_LLMC, /* --export-llmc FILE: the model as an llm.c gpt2_*.bin */
 } run_mode;
 
@@ -21,6 +22,7 @@ typedef struct args {
     const char *plan_json; /* --plan-json FILE, or NULL */
     sample_opts sample;    /* --prompt, --max-tokens, --temperature, --top-k, --seed */
     const char *export_llmc; /* --export-llmc FILE, or NULL */
+    const char *hellaswag;   /* --hellaswag FILE, or NULL */
 } args;
 
 /* Fills cfg (defaults, the --config file, then each --set in order) and a.

@@ -16,6 +16,7 @@
 #include "train/model_files.h"
 #include "train/safetensors.h"
 #include "util/fs.h"
+#include "util/json.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
 #define CKPT_VERSION 1
@@ -341,7 +342,7 @@ cJSON *ckpt_read_json(const char *path, tg_err *e) {
     buf[n] = '\0';
     if (read_errno) tg_fail(e, "%s: cannot read: %s", path, strerror(read_errno));
     else if (n == sizeof buf - 1) tg_fail(e, "%s: larger than 64 KiB, too large for this file", path);
-    else return config_parse_json(buf, n, path, e);
+    else return json_parse_exact(buf, n, path, e);
     return NULL;
 }
 

@@ -104,11 +104,6 @@ void config_resolve_layout(tg_config *c, int world_size);
  * ranks the run was started with. */
 int config_validate(const tg_config *c, int world_size, tg_err *e);
 
-/* Parses len bytes of text as one JSON value, refusing what cJSON lets
- * through: text after the value (or a NUL byte in the file) and an object
- * with a key twice. Errors name path and the line/column or key. */
-struct cJSON;
-struct cJSON *config_parse_json(const char *text, size_t len, const char *path, tg_err *e);
 
 /* A number from the command line or the environment: the whole text, no
  * spaces, hex, inf or nan, an integer when integral, within [min, max];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "data/shard_format.h"
+#include "train/hellaswag.h"
 #include "train/modes.h"
 
 sample_opts sample_opts_default(void) { return (sample_opts){NULL, -1, 1.0, 0, -1}; }
@@ -97,6 +98,30 @@ int mode_sample(run *r, const sample_opts *given) {
     printf("\n");
     fflush(stdout);
     free(toks);
+    run_teardown(r);
+    return 0;
+}
+
+int mode_hellaswag(run *r, const char *path) {
+    const tg_config *c = &r->cfg;
+    tg_err e;
+    resolve_for_mode(r, RUN_HELLASWAG, "--hellaswag");
+    if (c->train.micro_batch < HS_ENDINGS &&
+        tg_fail(&e, "%s: train.micro_batch (%d) must be at least %d for --hellaswag: a forward pass holds whole "
+                    "examples, one row per ending (--set train.micro_batch=%d)",
+                c->source, c->train.micro_batch, HS_ENDINGS, HS_ENDINGS))
+        tg_die(PROG, &e);
+    run_setup(r);
+    char what[CFG_PATH_MAX + 128];
+    load_weights(r, what, sizeof what);
+    hs_set *s = hellaswag_load(path, r->tok, c->model.vocab_size, &e);
+    hs_tally t;
+    if (!s || hellaswag_score(r, s, path, &t, &e)) tg_die(PROG, &e);
+    printf("hellaswag acc_norm %.4f (%lld/%lld), acc %.4f (%lld/%lld)", (double)t.correct_norm / t.n, t.correct_norm,
+           t.n, (double)t.correct / t.n, t.correct, t.n);
+    if (t.cut) printf("; %lld of %lld rows cut to their last %d tokens", t.cut, t.n * HS_ENDINGS, c->model.seq_len);
+    printf("; weights: %s\n", what);
+    hellaswag_free(s);
     run_teardown(r);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* The modes that use a model without training it: --eval (validation loss
- * of some weights) and --sample (a continuation of a prompt). Both build the
- * run as training does, on the same ranks and layouts, but write nothing. */
+ * of some weights), --sample (a continuation of a prompt) and --hellaswag
+ * (accuracy on HellaSwag). Each builds the run as training does, on the
+ * same ranks and layouts, but writes nothing. */
 #ifndef TRAIN_MODES_H
 #define TRAIN_MODES_H
 
@@ -22,6 +23,7 @@ sample_opts sample_opts_default(void);
  * tears it down and returns the exit status (or exits with a message). */
 int mode_eval(run *r);
 int mode_sample(run *r, const sample_opts *o);
+int mode_hellaswag(run *r, const char *path);
 
 /* train/sample.c: appends n tokens to toks (len tokens so far, room for
  * len + n), each drawn from the model's next-token distribution given the

@@ -22,9 +22,10 @@
 
 #define PROG "train_gpt"
 
-/* What the run is built for: training writes out.dir; --eval and --sample
- * (train/modes.h) need no optimizer, write nothing and print only their result. */
-typedef enum { RUN_TRAIN, RUN_EVAL, RUN_SAMPLE } run_purpose;
+/* What the run is built for: training writes out.dir; --eval, --sample and
+ * --hellaswag (train/modes.h) need no optimizer, write nothing and print
+ * only their result. */
+typedef enum { RUN_TRAIN, RUN_EVAL, RUN_SAMPLE, RUN_HELLASWAG } run_purpose;
 
 typedef struct run {
     run_purpose purpose;    /* set before run_setup (zero: training) */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "train/config.h"
+#include "util/json.h"
 
 /* Doubles hold whole numbers exactly up to 2^53: the largest dimension read. */
 #define ST_DIM_MAX 9007199254740992LL
@@ -162,7 +163,7 @@ static int parse_entry(const st_file *s, const cJSON *item, long long data_bytes
 }
 
 static int parse_header(st_file *s, const char *json, long long data_bytes, tg_err *e) {
-    cJSON *h = config_parse_json(json, strlen(json), s->path, e);
+    cJSON *h = json_parse_exact(json, strlen(json), s->path, e);
     if (!h) return -1;
     if (!cJSON_IsObject(h)) {
         cJSON_Delete(h);

@@ -104,7 +104,8 @@ static void check_val_tokens(run *r) {
 
 /* What the purpose reads: training's shards (when it takes steps), the
  * validation shards (training, --eval), and the vocabulary only where text
- * is printed (training's samples, --sample), so nothing else demands it. */
+ * is printed or read (training's samples, --sample, --hellaswag), so
+ * nothing else demands it. */
 static void open_data(run *r) {
     const tg_config *c = &r->cfg;
     const long long advance = (long long)c->train.global_batch * c->model.seq_len;
@@ -116,7 +117,7 @@ static void open_data(run *r) {
         say(r, "train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
             shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
     }
-    if (r->purpose != RUN_SAMPLE && c->data.val[0] && c->out.eval_batches > 0) {
+    if ((training || r->purpose == RUN_EVAL) && c->data.val[0] && c->out.eval_batches > 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
         if (!r->val) tg_die(PROG, &e);
         if (training) check_val_tokens(r);
@@ -124,7 +125,7 @@ static void open_data(run *r) {
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
             shards_total_tokens(r->val), windows, windows < c->out.eval_batches ? windows : (long long)c->out.eval_batches);
     }
-    if ((training && c->out.sample_tokens > 0) || r->purpose == RUN_SAMPLE) {
+    if ((training && c->out.sample_tokens > 0) || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
         r->tok = tokenizer_load(c->data.vocab_dir, &e);
         if (!r->tok) tg_die(PROG, &e);
     }

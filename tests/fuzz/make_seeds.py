@@ -184,6 +184,28 @@ def tokenizer_seeds():
     put("tokenizer", "nul_bytes.bin", b"a\x00b\x00\x00 c")
 
 
+# ---- hellaswag: JSON Lines of ctx, endings, label (the dataset's fields) ----
+def hellaswag_seeds():
+    ex = {"ind": 4, "activity_label": "Removing ice from car", "ctx": "Then, the man writes over the snow covering"
+          " the window of a car, and a woman wearing winter clothes smiles. then",
+          "endings": [", the man adds wax to the windshield and cuts it.", ", a person board a ski lift.",
+                      ", the man puts on a christmas coat, knitted with netting.",
+                      ", the man continues removing the snow on his car."], "label": 3, "split": "val"}
+    line = json.dumps(ex)
+    put("hellaswag", "valid.jsonl", line + "\n\n" + json.dumps(dict(ex, label=0, ctx="A \u00e9 \u65e5 x")) + "\n")
+    put("hellaswag", "no_final_newline.jsonl", line)
+    put("hellaswag", "unicode_endings.jsonl", json.dumps(dict(ex, endings=["\U0001F600", "", "  a", "\t"])) + "\n")
+    put("hellaswag", "test_split_no_label.jsonl", json.dumps({k: v for k, v in ex.items() if k != "label"}) + "\n")
+    put("hellaswag", "three_endings.jsonl", json.dumps(dict(ex, endings=ex["endings"][:3])) + "\n")
+    put("hellaswag", "label_string.jsonl", json.dumps(dict(ex, label="3")) + "\n")
+    put("hellaswag", "label_huge.jsonl", line.replace('"label": 3', '"label": 1e300') + "\n")
+    put("hellaswag", "key_twice.jsonl", line.replace('"label": 3', '"label": 3, "label": 1') + "\n")
+    put("hellaswag", "trailing_text.jsonl", line + " x\n")
+    put("hellaswag", "nul_in_line.jsonl", line.encode() + b"\x00x\n")
+    put("hellaswag", "invalid_utf8.jsonl", line.replace("snow", "sn\udcff").encode("utf-8", "surrogateescape") + b"\n")
+    put("hellaswag", "nul_escape.jsonl", json.dumps(dict(ex, ctx="a\u0000b")) + "\n")
+
+
 if __name__ == "__main__":
     config_seeds()
     state_seeds()
@@ -191,3 +213,4 @@ if __name__ == "__main__":
     safetensors_seeds()
     shard_seeds()
     tokenizer_seeds()
+    hellaswag_seeds()

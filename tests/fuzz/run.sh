@@ -12,7 +12,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 mode="${1:-replay}"
 seconds="${2:-${FUZZ_SECONDS:-60}}"
-harnesses="${FUZZ_HARNESSES:-config shards safetensors state hf_config tokenizer}"
+harnesses="${FUZZ_HARNESSES:-config shards safetensors state hf_config tokenizer hellaswag}"
 case "$mode" in replay|fuzz) ;; *) echo "usage: $0 replay | fuzz [SECONDS]" >&2; exit 2 ;; esac
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/tg_fuzz_run.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT

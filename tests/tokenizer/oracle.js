@@ -2,6 +2,7 @@
 // regex semantics, byte-pair ranks of GPT-2's files), run under node (NODE_PATH
 // must reach assets/npm/node_modules). Commands, each printing JSON or ok/not ok lines:
 //   encode-file TEXT OUT.json     tokens of a whole text file, as a JSON array
+//   encode-json IN.json OUT.json  tokens of each string of a JSON array, as an array of arrays
 //   cases CASES DIR               writes DIR/case_NNN.txt (raw UTF-8) and
 //                                 DIR/expected.json for a hard-strings file
 //   random DIR N SEED             the same for N random Unicode documents
@@ -139,6 +140,9 @@ function randomDocs(n, seed) {
 const cmds = {
   'encode-file'(text, out) {
     fs.writeFileSync(out, JSON.stringify(encode(fs.readFileSync(text, 'utf8'))));
+  },
+  'encode-json'(input, out) {
+    fs.writeFileSync(out, JSON.stringify(JSON.parse(fs.readFileSync(input, 'utf8')).map(encode)));
   },
   cases(file, dir) { writeCases(readCases(file), dir); },
   random(dir, n, seed) { writeCases(randomDocs(Number(n), Number(seed)), dir); },

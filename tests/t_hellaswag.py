@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""--hellaswag against PyTorch: a tiny GPT-2 trained briefly on the KJV text
+scores HellaSwag-format examples made from its verses (a verse's first half
+as the context, its second half and three other verses' as the endings);
+tests/gpt_ref.py rebuilds the model from the checkpoint, tiktoken (under
+node) tokenizes the context and " " + each ending, rows longer than
+seq_len keep their last seq_len tokens, and the counts of right answers by
+summed loss (acc) and by mean loss (acc_norm) must equal the binary's at
+TP 1 (one and two examples a pass), TP 2, TP 2 + SP and DP 2. Examples
+whose best two endings lie within 1e-4 are left out (float32 against
+float64 could order them either way). Then bad files and settings: each
+stops with the file, line and field, and nothing is written.
+
+Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_ref import logits, read_safetensors  # noqa: E402
+
+ROOT = os.environ.get("TG_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TMP = os.path.join(os.environ.get("TG_TMP") or "/tmp", "t_hellaswag")
+BIN = os.path.join(ROOT, "train_gpt")
+L, NH, C, T, V = 2, 2, 32, 64, 50257
+failures = 0
+
+
+def check(name, cond, reason=""):
+    global failures
+    failures += 0 if cond else 1
+    print(f"ok {name}" if cond else f"not ok {name} - {reason}", flush=True)
+    return cond
+
+
+def run(args, launch=0, threads=1):
+    cmd = [BIN] + args
+    if launch:
+        cmd = ["scripts/launch.sh", "-n", str(launch), "--log-dir", os.path.join(TMP, "launch"), "--"] + cmd
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    return p.returncode, p.stdout
+
+
+def verses():
+    """The KJV's verses without their "Ge1:1 " labels."""
+    with open(os.path.join(ROOT, "assets/kjv.txt"), encoding="utf-8") as f:
+        return [line.split(" ", 1)[1].strip() for line, _ in zip(f, range(3000)) if " " in line]
+
+
+def make_examples(vs):
+    """48 examples: 40 of one verse's halves, 8 with two verses before the
+    context's half (rows longer than seq_len); label i % 4."""
+    out = []
+    for i in range(48):
+        v = vs[100 + 3 * i].split()
+        half = len(v) // 2
+        ctx = " ".join(v[:half])
+        if i >= 40:
+            ctx = vs[10 + i] + " " + vs[11 + i] + " " + ctx
+        others = [vs[100 + 3 * i + k].split() for k in (7, 13, 29)]
+        wrong = [" ".join(o[len(o) // 2:]) for o in others]
+        label = i % 4
+        endings = wrong[:label] + [" ".join(v[half:])] + wrong[label:]
+        out.append({"ind": i, "ctx": ctx, "endings": endings, "label": label})
+    return out
+
+
+def tokenize(strings):
+    src, dst = os.path.join(TMP, "strings.json"), os.path.join(TMP, "tokens.json")
+    with open(src, "w") as f:
+        json.dump(strings, f)
+    subprocess.run(["node", "tests/tokenizer/oracle.js", "encode-json", src, dst], cwd=ROOT, check=True,
+                   env=dict(os.environ, NODE_PATH=os.path.join(ROOT, "assets/npm/node_modules")))
+    with open(dst) as f:
+        return json.load(f)
+
+
+def reference(P, examples):
+    """Per example: (summed losses, mean losses) of its four endings, and
+    whether its row was cut, from the float64 model."""
+    strings = [s for x in examples for s in [x["ctx"]] + [" " + e for e in x["endings"]]]
+    toks = tokenize(strings)
+    res = []
+    for i, x in enumerate(examples):
+        ctx, ends = toks[5 * i], toks[5 * i + 1:5 * i + 5]
+        rows = [(ctx + end)[-T:] for end in ends]
+        width = max(len(r) for r in rows)  # padding after a row: the causal model never reads it
+        with torch.no_grad():
+            z = logits(P, torch.tensor([r + [0] * (width - len(r)) for r in rows]), L, NH)
+        sums, means = [], []
+        for j, (row, end) in enumerate(zip(rows, ends)):
+            n = len(end)  # positions len-n-1 .. len-2 predict the ending's tokens
+            lp = torch.log_softmax(z[j, len(row) - n - 1:len(row) - 1], dim=-1)
+            total = -lp[torch.arange(n), torch.tensor(end)].sum().item()
+            sums.append(total)
+            means.append(total / n)
+        res.append((sums, means, sum(len(ctx) + len(end) > T for end in ends)))
+    return res
+
+
+def clear(v):
+    s = sorted(v)
+    return s[1] - s[0] > 1e-4 * abs(s[0])
+
+
+def parse(out):
+    m = re.search(r"^hellaswag acc_norm [0-9.]+ \((\d+)/(\d+)\), acc [0-9.]+ \((\d+)/(\d+)\)"
+                  r"(?:; (\d+) of (\d+) rows cut to their last (\d+) tokens)?; weights: (.*)$", out, re.M)
+    if not m:
+        return None
+    g = m.groups()
+    return {"norm": int(g[0]), "n": int(g[1]), "acc": int(g[2]), "cut": int(g[4] or 0), "weights": g[7]}
+
+
+def main():
+    shutil.rmtree(TMP, ignore_errors=True)
+    os.makedirs(TMP)
+    if not check("prerequisites", os.path.isfile(os.path.join(ROOT, "assets/kjv.txt")) and
+                 os.path.isdir(os.path.join(ROOT, "assets/npm/node_modules/tiktoken")),
+                 "assets/kjv.txt or tiktoken under assets/npm is missing (scripts/setup.sh installs them)"):
+        return
+    vs = verses()
+    with open(os.path.join(TMP, "text.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vs[:2500]))
+    subprocess.run(["./prepare", "--input", os.path.join(TMP, "text.txt"), "--out", os.path.join(TMP, "kjv"),
+                    "--val-tokens", "2048", "--vocab-dir", "assets/vocab"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    cfg = os.path.join(TMP, "cfg.json")
+    with open(cfg, "w") as f:
+        json.dump({"model": {"n_layer": L, "n_head": NH, "n_embd": C, "vocab_size": V, "seq_len": T},
+                   "train": {"micro_batch": 8, "global_batch": 16, "steps": 30, "lr": 3e-3, "min_lr": 3e-4,
+                             "warmup": 3},
+                   "data": {"train": os.path.join(TMP, "kjv_train_*.bin"), "val": "", "vocab_dir": "assets/vocab"},
+                   "out": {"dir": os.path.join(TMP, "run"), "eval_batches": 0, "sample_tokens": 0,
+                           "log_every": 20}}, f)
+    rc, out = run(["--config", cfg, "--set", "train.global_batch=8"], threads=2)
+    ckpt = os.path.join(TMP, "run", "step_00000030")
+    if not check("train_tiny_model", rc == 0 and os.path.isdir(ckpt), out[-300:]):
+        return
+
+    w, err = read_safetensors(os.path.join(ckpt, "model.safetensors"))
+    P = {n: torch.tensor(a, dtype=torch.float64) for n, (_, a) in w.items()}
+    examples = make_examples(vs)
+    ref = reference(P, examples)
+    kept = [(x, r) for x, r in zip(examples, ref) if clear(r[0]) and clear(r[1])]
+    want = {"n": len(kept), "acc": sum(int(np.argmin(r[0])) == x["label"] for x, r in kept),
+            "norm": sum(int(np.argmin(r[1])) == x["label"] for x, r in kept), "cut": sum(r[2] for _, r in kept)}
+    check(f"reference_is_informative (kept {len(kept)} of 48: {want})",
+          len(kept) >= 40 and 0 < want["norm"] < want["n"] and want["cut"] > 0, f"kept {len(kept)} of 48, {want}")
+    path = os.path.join(TMP, "hs.jsonl")
+    with open(path, "w") as f:
+        for i, (x, _) in enumerate(kept):
+            f.write(json.dumps(x) + ("\n\n" if i == 3 else "\n"))  # a blank line is skipped
+
+    common = ["--hellaswag", path, "--config", cfg, "--set", f"model.init_from={ckpt}",
+              "--set", f"out.dir={os.path.join(TMP, 'unused')}"]
+    layouts = [("tp1", 0, []), ("tp1_one_example_a_pass", 0, ["--set", "train.micro_batch=4"]),
+               ("tp2", 2, ["--set", "parallel.tp=2"]), ("tp2_sp", 2, ["--set", "parallel.tp=2", "--set", "parallel.sp=true"]),
+               ("dp2", 2, ["--set", "parallel.dp=2"])]
+    for name, ranks, extra in layouts:
+        rc, out = run(common + extra, launch=ranks)
+        got = parse(out)
+        check(f"counts_{name}", rc == 0 and got and {k: got[k] for k in want} == want and got["weights"] == ckpt,
+              f"rc {rc}, binary {got}, PyTorch {want}: {out[-300:]}")
+    check("writes_no_out_dir", not os.path.exists(os.path.join(TMP, "unused")), "out.dir was created")
+    bad_inputs(cfg, kept[0][0])
+
+
+def bad_inputs(cfg, good):
+    """Each bad file or setting stops the mode naming what is wrong."""
+    def case(name, lines, pattern, sets=()):
+        path = os.path.join(TMP, f"bad_{name}.jsonl")
+        if lines is not None:
+            with open(path, "w") as f:
+                f.write("".join(line + "\n" for line in lines))
+        args = ["--hellaswag", path, "--config", cfg, "--set", f"out.dir={os.path.join(TMP, 'bad_out')}"]
+        rc, out = run(args + [x for s in sets for x in ("--set", s)])
+        check(f"bad_{name}", rc != 0 and re.search(pattern, out) and not os.path.exists(os.path.join(TMP, "bad_out")),
+              f"rc {rc}: {out[-300:]}")
+
+    g = json.dumps(good)
+    unlabelled = dict(good)
+    del unlabelled["label"]
+    case("missing_file", None, r"bad_missing_file\.jsonl: cannot open")
+    case("not_json", [g, "{oops"], r"bad_not_json\.jsonl: line 2: malformed JSON")
+    case("text_after_object", [g + " x"], r"line 1: unexpected text after the JSON value")
+    case("key_twice", ['{"label": 0, ' + g[1:]], r"line 1: key 'label' appears more than once")
+    case("label_1e300", [json.dumps(dict(good, label=1e300))], r"line 1: \"label\"")
+    case("label_1.5", [json.dumps(dict(good, label=1.5))], r"line 1: \"label\"")
+    case("three_endings", [json.dumps(dict(good, endings=good["endings"][:3]))],
+         r"line 1: \"endings\" must be an array of 4 strings")
+    case("test_split", [g, g, json.dumps(unlabelled)], r"line 3: \"label\" must be a whole number from 0 to 3")
+    case("label_4", [json.dumps(dict(good, label=4))], r"line 1: \"label\"")
+    case("empty_ctx", [json.dumps(dict(good, ctx=""))], r"line 1: \"ctx\" must be a non-empty string")
+    case("ending_not_string", [json.dumps(dict(good, endings=good["endings"][:3] + [7]))], r"\"endings\"\[3\] must be a string")
+    case("no_examples", ["", "  "], r"no HellaSwag example")
+    case("outside_vocabulary", [g], r"line 1: token \d+ is outside the model's vocabulary \(model.vocab_size = 1000\)",
+         ["model.vocab_size=1000"])
+    case("ending_longer_than_context", [json.dumps(dict(good, endings=good["endings"][:3] + [" ".join(["word"] * 80)]))],
+         r"line 1: \"endings\"\[3\] is \d+ tokens, and model.seq_len \(64\) must exceed it")
+    case("micro_batch_2", [g], r"train.micro_batch \(2\) must be at least 4 for --hellaswag",
+         ["train.micro_batch=2", "train.global_batch=2"])
+
+
+main()
+sys.exit(1 if failures else 0)
