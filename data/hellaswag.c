@@ -35,7 +35,7 @@ static int tokenize_example(const cJSON *ctx, const cJSON *endings, const tokeni
 /* The example of one parsed line, its fields checked; the messages name the
  * field (the caller adds file and line). x->tokens is the caller's to free,
  * also on failure. */
-static int example_of(const cJSON *o, const tokenizer *tok, int vocab_size, hs_example *x, tg_err *e) {
+static int example_of(const cJSON *o, const tokenizer *tok, int vocab_size, int seq_len, hs_example *x, tg_err *e) {
     if (!cJSON_IsObject(o)) return tg_fail(e, "not a JSON object");
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(o, "ctx");
     const cJSON *endings = cJSON_GetObjectItemCaseSensitive(o, "endings");
@@ -49,7 +49,12 @@ static int example_of(const cJSON *o, const tokenizer *tok, int vocab_size, hs_e
     x->label = (int)lv;
     if (tokenize_example(ctx, endings, tok, x, e)) return -1;
     int n = x->n_ctx;
-    for (int j = 0; j < HS_ENDINGS; j++) n += x->n_end[j];
+    for (int j = 0; j < HS_ENDINGS; j++) {
+        if (x->n_end[j] >= seq_len)
+            return tg_fail(e, "\"endings\"[%d] is %d tokens, and model.seq_len (%d) must exceed it", j, x->n_end[j],
+                           seq_len);
+        n += x->n_end[j];
+    }
     for (int i = 0; i < n; i++)
         if (x->tokens[i] >= vocab_size)
             return tg_fail(e, "token %d is outside the model's vocabulary (model.vocab_size = %d)", x->tokens[i],
@@ -57,10 +62,10 @@ static int example_of(const cJSON *o, const tokenizer *tok, int vocab_size, hs_e
     return 0;
 }
 
-/* Adds line `no` (len bytes: a NUL byte is refused, not an end) to s,
+/* Adds a line (len bytes: a NUL byte is refused, not an end) to s,
  * growing it; blank lines add nothing. where names the file and line. */
-static int add_line(hs_set *s, int *cap, const char *line, size_t len, int no, const char *where,
-                    const tokenizer *tok, int vocab_size, tg_err *e) {
+static int add_line(hs_set *s, int *cap, const char *line, size_t len, const char *where, const tokenizer *tok,
+                    int vocab_size, int seq_len, tg_err *e) {
     if (strspn(line, " \t\r\n") == len) return 0;
     cJSON *o = json_parse_exact(line, len, where, e);
     if (!o) return -1;
@@ -70,18 +75,17 @@ static int add_line(hs_set *s, int *cap, const char *line, size_t len, int no, c
     }
     hs_example *x = &s->ex[s->n];
     memset(x, 0, sizeof *x);
-    const int rc = example_of(o, tok, vocab_size, x, e);
+    const int rc = example_of(o, tok, vocab_size, seq_len, x, e);
     cJSON_Delete(o);
     if (rc) {
         free(x->tokens);
         return tg_wrap(e, "%s", where);
     }
-    x->line = no;
     s->n++;
     return 0;
 }
 
-hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, tg_err *e) {
+hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, int seq_len, tg_err *e) {
     FILE *f = fopen(path, "r");
     if (!f) return tg_fail(e, "%s: cannot open the HellaSwag file", path), NULL;
     hs_set *s = tg_calloc(1, sizeof *s, "HellaSwag set");
@@ -91,7 +95,8 @@ hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, t
     int cap = 0, no = 0, rc = 0;
     while (!rc && (len = getline(&line, &line_cap, f)) >= 0) {
         snprintf(where, sizeof where, "%s: line %d", path, ++no);
-        rc = add_line(s, &cap, line, (size_t)len, no, where, tok, vocab_size, e);
+        rc = s->n == HS_MAX_EXAMPLES ? tg_fail(e, "%s: more than %d examples", where, HS_MAX_EXAMPLES)
+                                     : add_line(s, &cap, line, (size_t)len, where, tok, vocab_size, seq_len, e);
     }
     free(line);
     if (!rc && ferror(f)) rc = tg_fail(e, "%s: read error after line %d", path, no);

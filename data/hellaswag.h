@@ -13,12 +13,12 @@
 #include "util/err.h"
 
 #define HS_ENDINGS 4
+#define HS_MAX_EXAMPLES ((1 << 24) - 1) /* counts stay exact in float32 */
 
 typedef struct hs_example {
     int32_t *tokens;            /* the context's n_ctx tokens, then each ending's, in order */
     int n_ctx, n_end[HS_ENDINGS];
     int label;
-    int line;                   /* 1-based line of the file, for messages */
 } hs_example;
 
 typedef struct hs_set {
@@ -26,11 +26,14 @@ typedef struct hs_set {
     int n;
 } hs_set;
 
-/* Reads and tokenizes every example of path (blank lines skipped). Returns
- * NULL with e naming the file, the line and the field: not an object, a
- * missing or mistyped field (the test split's unlabelled lines too), an
- * empty context, invalid UTF-8, a token at or above vocab_size, no example. */
-hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, tg_err *e);
+/* Reads and tokenizes every example of path (blank lines skipped), for a
+ * model of vocab_size tokens and seq_len positions. Returns NULL with e
+ * naming the file, the line and the field: not an object, a missing or
+ * mistyped field (the test split's unlabelled lines too), an empty context,
+ * invalid UTF-8, a token at or above vocab_size, an ending of seq_len tokens
+ * or more (its first token would lose the context), no example, or 2^24 or
+ * more (counted exactly in float32 across ranks). */
+hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, int seq_len, tg_err *e);
 void hellaswag_free(hs_set *s);
 
 /* Ending j's tokens (n_end[j] of them) of x. */

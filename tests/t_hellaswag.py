@@ -9,7 +9,9 @@ summed loss (acc) and by mean loss (acc_norm) must equal the binary's at
 TP 1 (one and two examples a pass), TP 2, TP 2 + SP and DP 2. Examples
 whose best two endings lie within 1e-4 are left out (float32 against
 float64 could order them either way). Then bad files and settings: each
-stops with the file, line and field, and nothing is written.
+stops with the file, line and field, and nothing is written. And
+out.hellaswag: counts logged during training (DP 2, ZeRO) equal the mode's
+on the checkpoint saved at the same step.
 
 Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
 """
@@ -171,7 +173,38 @@ def main():
         check(f"counts_{name}", rc == 0 and got and {k: got[k] for k in want} == want and got["weights"] == ckpt,
               f"rc {rc}, binary {got}, PyTorch {want}: {out[-300:]}")
     check("writes_no_out_dir", not os.path.exists(os.path.join(TMP, "unused")), "out.dir was created")
+    during_training(cfg, path, want)
     bad_inputs(cfg, kept[0][0])
+
+
+def during_training(cfg, path, want):
+    """out.hellaswag: 6 steps as DP 2 under ZeRO, scored at steps 3 and 6, at
+    a constant LR of 0.05 so that each step moves the weights far; step 6's
+    counts must be --hellaswag's on the checkpoint the run saves after it
+    (the scoring waits for ZeRO's gather of the last update: scoring the
+    stale half of the weights instead gives other counts here). The
+    tokenizer it loads prints no sample: out.sample_tokens is 0."""
+    out_dir = os.path.join(TMP, "run_zero")
+    rc, out = run(["--config", cfg, "--set", "train.global_batch=8", "--set", "train.micro_batch=4",
+                   "--set", "parallel.dp=2", "--set", "parallel.zero=1", "--set", f"out.hellaswag={path}",
+                   "--set", "train.steps=6", "--set", "out.eval_every=3", "--set", f"out.dir={out_dir}", "--set", "train.lr=0.05",
+                   "--set", "train.lr_schedule=constant"], launch=2)
+    lines = []
+    if os.path.isfile(os.path.join(out_dir, "log.jsonl")):
+        with open(os.path.join(out_dir, "log.jsonl")) as f:
+            lines = [json.loads(x) for x in f if "hellaswag" in x]
+    got = {o["step"]: (o["hellaswag_acc_norm"], o["hellaswag_acc"]) for o in lines}
+    rc2, out2 = run(["--hellaswag", path, "--config", cfg, "--set", f"model.init_from={out_dir}/step_00000006"])
+    mode = parse(out2)
+    expect = mode and (round(mode["norm"] / mode["n"], 6), round(mode["acc"] / mode["n"], 6))
+    check("training_logs_hellaswag", rc == 0 and rc2 == 0 and sorted(got) == [3, 6] and
+          tuple(round(v, 6) for v in got[6]) == expect and mode["n"] == want["n"] and "---- sample" not in out and
+          re.search(r"^step 6 \| hellaswag acc_norm [0-9.]+ \(%d/%d\), acc" % (mode["norm"], mode["n"]), out, re.M),
+          f"rc {rc}/{rc2}, logged {got}, --hellaswag {mode}: {out[-300:]} {out2[-200:]}")
+    rc, out = run(["--config", cfg, "--set", f"out.hellaswag={path}", "--set", "train.micro_batch=2",
+                   "--set", "train.global_batch=2", "--set", f"out.dir={os.path.join(TMP, 'bad_out')}"])
+    check("training_refuses_micro_batch_2", rc != 0 and "out.hellaswag needs train.micro_batch (2) of at least 4" in out
+          and not os.path.exists(os.path.join(TMP, "bad_out")), f"rc {rc}: {out[-300:]}")
 
 
 def bad_inputs(cfg, good):

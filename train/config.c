@@ -71,6 +71,7 @@ static const key_spec SCHEMA[] = {
     {"out.resume", K_BOOL, OFF(out.resume), "true", 0, 0, NULL, "continue from the newest complete checkpoint in out.dir"},
     {"out.sample_every", K_INT, OFF(out.sample_every), "0", 0, 1 << 30, NULL, "print a generated sample every this many steps (0: only at the end)"},
     {"out.op_times", K_BOOL, OFF(out.op_times), "false", 0, 0, NULL, "time every kernel op (CUDA events around each on a GPU, the wall clock on the CPU) from step 2 on; prints a table at the end and writes out.dir/op_times.tsv"},
+    {"out.hellaswag", K_STRING, OFF(out.hellaswag), "", 0, 0, NULL, "HellaSwag JSONL file (the dataset's hellaswag_val.jsonl; see --hellaswag) scored at every evaluation (out.eval_every and the end), logged as hellaswag_acc_norm and hellaswag_acc; needs train.micro_batch >= 4 and data.vocab_dir (empty: none)"},
     {"out.sample_tokens", K_INT, OFF(out.sample_tokens), "64", 0, 1 << 20, NULL, "tokens per generated sample (0: no samples)"},
     {"parallel.tp", K_INT, OFF(parallel.tp), "1", 1, 1024, NULL, "tensor-parallel degree (must divide model.n_head)"},
     {"parallel.dp", K_INT, OFF(parallel.dp), "0", 0, 1 << 20, NULL, "data-parallel degree (0: world size / tp)"},
@@ -397,6 +398,9 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
         return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", FROM("parallel.comm device"));
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", FROM("out.dir"));
+    if (c->out.hellaswag[0] && B < 4)
+        return tg_fail(e, "%s: out.hellaswag needs train.micro_batch (%d) of at least 4: a forward pass holds whole "
+                          "examples, one row per ending", FROM("out.hellaswag train.micro_batch"), B);
     if (c->interconnect.table[0]) {
         comm_link *l = malloc(sizeof *l);
         if (!l) return tg_fail(e, "%s: out of memory reading interconnect.table", FROM("interconnect.table"));

@@ -55,6 +55,7 @@ typedef struct tg_config {
         int log_every, eval_every, eval_batches, save_every;
         bool resume, save_final, op_times;
         int sample_every, sample_tokens;
+        char hellaswag[CFG_PATH_MAX]; /* HellaSwag file scored at each evaluation; empty: none */
     } out;
     struct {
         int tp, dp;

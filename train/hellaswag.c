@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "train/hellaswag.h"
+#include "train/runlog.h"
 
 /* One forward pass's host rows: inputs, targets and losses (rows x seq_len
  * each), and where each row's ending is first predicted. */
@@ -84,23 +85,9 @@ static int score_pass(run *r, const hs_set *s, int ex0, int n_ex, hs_buffers *b,
     return 0;
 }
 
-/* Refuses what no row can score: an ending whose first token would lose
- * its context's last token (n_end >= seq_len); and more examples than
- * float32 counts exactly. */
-static int check_lengths(const hs_set *s, const char *path, int seq_len, tg_err *e) {
-    if (s->n >= 1 << 24) return tg_fail(e, "%s: %d examples: at most %d are counted exactly", path, s->n, (1 << 24) - 1);
-    for (int i = 0; i < s->n; i++)
-        for (int j = 0; j < HS_ENDINGS; j++)
-            if (s->ex[i].n_end[j] >= seq_len)
-                return tg_fail(e, "%s: line %d: \"endings\"[%d] is %d tokens, and model.seq_len (%d) must exceed it",
-                               path, s->ex[i].line, j, s->ex[i].n_end[j], seq_len);
-    return 0;
-}
-
-int hellaswag_score(run *r, const hs_set *s, const char *path, hs_tally *tally, tg_err *e) {
+int hellaswag_score(run *r, const hs_set *s, hs_tally *tally, tg_err *e) {
     const int per_pass = r->cfg.train.micro_batch / HS_ENDINGS, T = r->cfg.model.seq_len;
     memset(tally, 0, sizeof *tally);
-    if (check_lengths(s, path, T, e)) return -1;
     const size_t n = (size_t)per_pass * HS_ENDINGS * T;
     hs_buffers b = {tg_malloc(n * sizeof(int32_t), "HellaSwag inputs"), tg_malloc(n * sizeof(int32_t), "HellaSwag targets"),
                     tg_malloc(n * sizeof(float), "HellaSwag losses"),
@@ -120,4 +107,23 @@ int hellaswag_score(run *r, const hs_set *s, const char *path, hs_tally *tally, 
     if (comm_all_reduce(r->dp, counts, 4, REDUCE_SUM, e)) return -1;
     *tally = (hs_tally){(long long)counts[0], (long long)counts[1], (long long)counts[2], (long long)counts[3]};
     return 0;
+}
+
+void run_hellaswag(run *r) {
+    tg_err e;
+    hs_tally t;
+    if ((r->opt && optim_weights_current(r->opt, r->model, &e)) || hellaswag_score(r, r->hellaswag, &t, &e)) {
+        tg_wrap(&e, "out.hellaswag (%s) at step %d", r->cfg.out.hellaswag, r->state.step);
+        tg_die(PROG, &e);
+    }
+    const double norm = (double)t.correct_norm / t.n, acc = (double)t.correct / t.n;
+    if (r->log) {
+        jsonl_line l = jsonl_open(r->log);
+        jsonl_int(&l, "step", r->state.step);
+        jsonl_num(&l, "hellaswag_acc_norm", "%.6g", norm);
+        jsonl_num(&l, "hellaswag_acc", "%.6g", acc);
+        jsonl_close(&l);
+    }
+    printf("step %d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f\n", r->state.step, norm, t.correct_norm, t.n, acc);
+    fflush(stdout);
 }

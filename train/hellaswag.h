@@ -10,10 +10,10 @@ typedef struct hs_tally {
     long long n, correct, correct_norm, cut;
 } hs_tally;
 
-/* Scores every example of s (read from path, named in messages) with the
- * run's model, on every rank of the run, and sums the counts over DP: every
- * rank returns the same tally. Needs train.micro_batch >= 4 (the caller
- * checks). Returns 0, or -1 with e filled. */
-int hellaswag_score(run *r, const hs_set *s, const char *path, hs_tally *tally, tg_err *e);
+/* Scores every example of s with the run's model, on every rank of the
+ * run, and sums the counts over DP: every rank returns the same tally.
+ * Needs train.micro_batch >= 4 (the caller checks). Returns 0, or -1 with
+ * e filled. */
+int hellaswag_score(run *r, const hs_set *s, hs_tally *tally, tg_err *e);
 
 #endif

@@ -55,7 +55,7 @@ static void stop_on_signal(run *r, int sig) {
 int run_train(run *r) {
     const tg_config *c = &r->cfg;
     const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
-    const bool can_eval = keep && r->val != NULL, can_sample = keep && r->tok != NULL;
+    const bool can_eval = keep && r->val != NULL, can_sample = keep && c->out.sample_tokens > 0 && r->tok != NULL;
     int sig = agreed_stop_signal(r);
     while (!sig && r->state.step < c->train.steps) {
         run_train_step(r);
@@ -63,6 +63,7 @@ int run_train(run *r) {
         const int s = r->state.step;
         const bool last = s == c->train.steps;
         if (can_eval && (every(s, c->out.eval_every) || last)) report_eval(r, run_evaluate(r));
+        if (r->hellaswag && (every(s, c->out.eval_every) || last)) run_hellaswag(r);
         if (keep && every(s, c->out.save_every) && !last) save(r);
         if (can_sample && every(s, c->out.sample_every) && !last) run_sample(r);
     }

@@ -114,9 +114,9 @@ int mode_hellaswag(run *r, const char *path) {
     run_setup(r);
     char what[CFG_PATH_MAX + 128];
     load_weights(r, what, sizeof what);
-    hs_set *s = hellaswag_load(path, r->tok, c->model.vocab_size, &e);
+    hs_set *s = hellaswag_load(path, r->tok, c->model.vocab_size, c->model.seq_len, &e);
     hs_tally t;
-    if (!s || hellaswag_score(r, s, path, &t, &e)) tg_die(PROG, &e);
+    if (!s || hellaswag_score(r, s, &t, &e)) tg_die(PROG, &e);
     printf("hellaswag acc_norm %.4f (%lld/%lld), acc %.4f (%lld/%lld)", (double)t.correct_norm / t.n, t.correct_norm,
            t.n, (double)t.correct / t.n, t.correct, t.n);
     if (t.cut) printf("; %lld of %lld rows cut to their last %d tokens", t.cut, t.n * HS_ENDINGS, c->model.seq_len);

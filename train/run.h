@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/hellaswag.h"
 #include "data/shards.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
@@ -40,6 +41,7 @@ typedef struct run {
     optim *opt;
     shard_set *train, *val;
     tokenizer *tok;
+    hs_set *hellaswag;      /* out.hellaswag's examples, scored at each evaluation (NULL: none) */
     FILE *log;
     ckpt_state state;       /* steps done and the data position after them */
     int32_t *window;        /* one global batch: global_batch*T + 1 tokens */
@@ -84,6 +86,10 @@ void report_op_times(const run *r);
 void report_peak_memory(run *r);
 /* Seconds of communication so far: measured in a real run, modeled in a projected one. */
 double report_comm_seconds(const run *r);
+
+/* train/hellaswag.c: out.hellaswag scored with the current weights, on
+ * stdout and in log.jsonl (every rank runs it; rank 0 prints) */
+void run_hellaswag(run *r);
 
 /* train/sample.c: a generated sample (every rank runs it; rank 0 prints) */
 void run_sample(run *r);

@@ -125,9 +125,14 @@ static void open_data(run *r) {
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
             shards_total_tokens(r->val), windows, windows < c->out.eval_batches ? windows : (long long)c->out.eval_batches);
     }
-    if ((training && c->out.sample_tokens > 0) || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
+    const bool hellaswag = training && c->out.hellaswag[0] && !c->parallel.project; /* a projection scores nothing */
+    if ((training && c->out.sample_tokens > 0) || hellaswag || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
         r->tok = tokenizer_load(c->data.vocab_dir, &e);
         if (!r->tok) tg_die(PROG, &e);
+    }
+    if (hellaswag) {
+        if (!(r->hellaswag = hellaswag_load(c->out.hellaswag, r->tok, c->model.vocab_size, c->model.seq_len, &e))) tg_die(PROG, &e);
+        say(r, "hellaswag: %d examples from %s, scored at each evaluation\n", r->hellaswag->n, c->out.hellaswag);
     }
 }
 
@@ -307,6 +312,7 @@ void run_teardown(run *r) {
     free(r->window);
     if (r->share) r->ops->free(r->ops, r->share);
     tokenizer_free(r->tok);
+    hellaswag_free(r->hellaswag);
     shards_close(r->train);
     shards_close(r->val);
     optim_free(r->opt);

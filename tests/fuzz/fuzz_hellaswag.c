@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[2048];
     fuzz_write(dir, "hs.jsonl", data, size, path, sizeof path);
     tg_err e;
-    hs_set *s = hellaswag_load(path, tok, tokenizer_vocab_size(tok), &e);
+    hs_set *s = hellaswag_load(path, tok, tokenizer_vocab_size(tok), 1 << 20, &e);
     if (!s) return 0;
     int seen = 0;
     for (size_t at = 0; at < size;) {
