@@ -183,17 +183,23 @@ def during_training(cfg, path, want):
     counts must be --hellaswag's on the checkpoint the run saves after it
     (the scoring waits for ZeRO's gather of the last update: scoring the
     stale half of the weights instead gives other counts here). The
-    tokenizer it loads prints no sample: out.sample_tokens is 0."""
+    tokenizer it loads prints no sample: out.sample_tokens is 0. The losses
+    and gradient norms of every step equal those of the run without it."""
+    def zero_run(name, *sets):
+        out_dir = os.path.join(TMP, name)
+        rc, out = run(["--config", cfg, "--set", "train.global_batch=8", "--set", "train.micro_batch=4",
+                       "--set", "parallel.dp=2", "--set", "parallel.zero=1", "--set", "train.steps=6",
+                       "--set", "out.eval_every=3", "--set", f"out.dir={out_dir}", "--set", "train.lr=0.05",
+                       "--set", "train.lr_schedule=constant"] + [x for s in sets for x in ("--set", s)], launch=2)
+        lines = []
+        if os.path.isfile(os.path.join(out_dir, "log.jsonl")):
+            with open(os.path.join(out_dir, "log.jsonl")) as f:
+                lines = [json.loads(x) for x in f]
+        return rc, out, lines
+
+    rc, out, lines = zero_run("run_zero", f"out.hellaswag={path}")
     out_dir = os.path.join(TMP, "run_zero")
-    rc, out = run(["--config", cfg, "--set", "train.global_batch=8", "--set", "train.micro_batch=4",
-                   "--set", "parallel.dp=2", "--set", "parallel.zero=1", "--set", f"out.hellaswag={path}",
-                   "--set", "train.steps=6", "--set", "out.eval_every=3", "--set", f"out.dir={out_dir}", "--set", "train.lr=0.05",
-                   "--set", "train.lr_schedule=constant"], launch=2)
-    lines = []
-    if os.path.isfile(os.path.join(out_dir, "log.jsonl")):
-        with open(os.path.join(out_dir, "log.jsonl")) as f:
-            lines = [json.loads(x) for x in f if "hellaswag" in x]
-    got = {o["step"]: (o["hellaswag_acc_norm"], o["hellaswag_acc"]) for o in lines}
+    got = {o["step"]: (o["hellaswag_acc_norm"], o["hellaswag_acc"]) for o in lines if "hellaswag_acc" in o}
     rc2, out2 = run(["--hellaswag", path, "--config", cfg, "--set", f"model.init_from={out_dir}/step_00000006"])
     mode = parse(out2)
     expect = mode and (round(mode["norm"] / mode["n"], 6), round(mode["acc"] / mode["n"], 6))
@@ -201,6 +207,13 @@ def during_training(cfg, path, want):
           tuple(round(v, 6) for v in got[6]) == expect and mode["n"] == want["n"] and "---- sample" not in out and
           re.search(r"^step 6 \| hellaswag acc_norm [0-9.]+ \(%d/%d\), acc" % (mode["norm"], mode["n"]), out, re.M),
           f"rc {rc}/{rc2}, logged {got}, --hellaswag {mode}: {out[-300:]} {out2[-200:]}")
+    # Scoring leaves training as it was: the same losses and norms, bitwise,
+    # as the same run without out.hellaswag.
+    rc3, out3, plain = zero_run("run_zero_plain")
+    def steps(ls):
+        return [(o["step"], o["loss"], o["grad_norm"]) for o in ls if "loss" in o]
+    check("training_unchanged_by_hellaswag", rc3 == 0 and len(steps(plain)) == 6 and steps(plain) == steps(lines),
+          f"rc {rc3}: without {steps(plain)}, with {steps(lines)}")
     rc, out = run(["--config", cfg, "--set", f"out.hellaswag={path}", "--set", "train.micro_batch=2",
                    "--set", "train.global_batch=2", "--set", f"out.dir={os.path.join(TMP, 'bad_out')}"])
     check("training_refuses_micro_batch_2", rc != 0 and "out.hellaswag needs train.micro_batch (2) of at least 4" in out
