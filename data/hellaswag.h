@@ -13,7 +13,7 @@
 #include "util/err.h"
 
 #define HS_ENDINGS 4
-#define HS_MAX_EXAMPLES ((1 << 24) - 1) /* counts stay exact in float32 */
+#define HS_MAX_EXAMPLES ((1 << 22) - 1) /* four rows each: the counts of rows stay exact in float32 */
 
 typedef struct hs_example {
     int32_t *tokens;            /* the context's n_ctx tokens, then each ending's, in order */
@@ -31,8 +31,8 @@ typedef struct hs_set {
  * naming the file, the line and the field: not an object, a missing or
  * mistyped field (the test split's unlabelled lines too), an empty context,
  * invalid UTF-8, a token at or above vocab_size, an ending of seq_len tokens
- * or more (its first token would lose the context), no example, or 2^24 or
- * more (counted exactly in float32 across ranks). */
+ * or more (its first token would lose the context), no example, or more
+ * than HS_MAX_EXAMPLES. */
 hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, int seq_len, tg_err *e);
 void hellaswag_free(hs_set *s);
 

@@ -105,7 +105,7 @@ int hellaswag_score(run *r, const hs_set *s, hs_tally *tally, tg_err *e) {
     /* Each pass added its mean loss to the accumulator the next training
      * step's loss is summed in (gpt_forward): empty it. */
     r->ops->loss_finish(r->ops, r->model->stats, 1, 1.0f);
-    /* Counts below 2^24 add exactly in float32. */
+    /* Counts below 2^24 (at most 4 x HS_MAX_EXAMPLES rows) add exactly in float32. */
     float counts[4] = {(float)tally->n, (float)tally->correct, (float)tally->correct_norm, (float)tally->cut};
     if (comm_all_reduce(r->dp, counts, 4, REDUCE_SUM, e)) return -1;
     *tally = (hs_tally){(long long)counts[0], (long long)counts[1], (long long)counts[2], (long long)counts[3]};
