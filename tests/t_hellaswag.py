@@ -8,7 +8,8 @@ seq_len keep their last seq_len tokens, and the counts of right answers by
 summed loss (acc) and by mean loss (acc_norm) must equal the binary's at
 TP 1 (one and two examples a pass), TP 2, TP 2 + SP and DP 2. Examples
 whose best two endings lie within 1e-4 are left out (float32 against
-float64 could order them either way). Then bad files and settings: each
+float64 could order them either way). 8 of them again on the CPU
+emulation of CUDA, float32. Then bad files and settings: each
 stops with the file, line and field, and nothing is written. And
 out.hellaswag: counts logged during training (DP 2, ZeRO) equal the mode's
 on the checkpoint saved at the same step.
@@ -173,8 +174,34 @@ def main():
         check(f"counts_{name}", rc == 0 and got and {k: got[k] for k in want} == want and got["weights"] == ckpt,
               f"rc {rc}, binary {got}, PyTorch {want}: {out[-300:]}")
     check("writes_no_out_dir", not os.path.exists(os.path.join(TMP, "unused")), "out.dir was created")
+    on_emulated_cuda(kept, common)
     during_training(cfg, path, want)
     bad_inputs(cfg, kept[0][0])
+
+
+def on_emulated_cuda(kept, common):
+    """The CUDA backend's path (its losses copied back from the device), on
+    the CPU emulation of CUDA (tests/emu; slow, so 8 examples: 3 right by
+    summed loss, 2 more right by mean loss, 3 with rows cut), in float32:
+    the PyTorch counts of those examples."""
+    right = [k for k, (x, r) in enumerate(kept) if int(np.argmin(r[0])) == x["label"]][:3]
+    norm = [k for k, (x, r) in enumerate(kept) if int(np.argmin(r[1])) == x["label"] and k not in right][:2]
+    cut = [k for k, (x, r) in enumerate(kept) if r[2] and k not in right + norm][:3]
+    sub = [kept[k] for k in sorted(right + norm + cut)]
+    path = os.path.join(TMP, "hs8.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x, _ in sub))
+    want = {"n": len(sub), "acc": sum(int(np.argmin(r[0])) == x["label"] for x, r in sub),
+            "norm": sum(int(np.argmin(r[1])) == x["label"] for x, r in sub), "cut": sum(r[2] for _, r in sub)}
+    build = subprocess.run(["bash", "tests/emu/build.sh", "train"], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    args = [common[0], path] + common[2:] + ["--set", "device=cuda", "--set", "train.precision=fp32"]
+    p = build.returncode == 0 and subprocess.run([os.path.join(ROOT, "build/emu/train_gpt_emu")] + args, cwd=ROOT,
+                                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                                 timeout=600)
+    got = p and parse(p.stdout)
+    check(f"counts_emulated_cuda ({want})", got and {k: got[k] for k in want} == want,
+          f"binary {got}: {(p.stdout if p else build.stdout)[-300:]}")
 
 
 def during_training(cfg, path, want):
