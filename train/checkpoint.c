@@ -295,10 +295,7 @@ int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, c
     return rc < 0 ? -1 : (writer && state == 1 ? 1 : 0);
 }
 
-/* The step of a checkpoint's name, exactly what "step_%08d" prints (what
- * ckpt_save writes), or -1: "step_5", "step_00000005x" and the ".tmp" of an
- * interrupted save are not checkpoints. */
-static int checkpoint_step(const char *name) {
+int ckpt_step_of_name(const char *name) {
     const char *digits = name + 5;
     if (strncmp(name, "step_", 5) != 0 || strlen(digits) < 8 || strlen(digits) > 10) return -1;
     long long step = 0;
@@ -318,7 +315,7 @@ int ckpt_latest(const char *out_dir, char *path, size_t path_len) {
     int best = -1;
     struct dirent *ent;
     while ((ent = readdir(d)) != NULL) {
-        const int step = checkpoint_step(ent->d_name);
+        const int step = ckpt_step_of_name(ent->d_name);
         struct stat sb;
         /* Only a directory is a checkpoint. One with damaged contents still
          * counts, so that resuming fails loudly instead of quietly going back. */

@@ -32,6 +32,10 @@ int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, c
 
 /* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */
 int ckpt_latest(const char *out_dir, char *path, size_t path_len);
+/* The step of a checkpoint's name, exactly what "step_%08d" prints (what
+ * ckpt_save writes), or -1: "step_5", "step_00000005x" and the ".tmp" of an
+ * interrupted save are not checkpoints. */
+int ckpt_step_of_name(const char *name);
 
 /* Weights from dir/model.safetensors (ours, or a Hugging Face GPT-2
  * directory: "transformer." prefixes, F16/BF16 and a longer wpe accepted),

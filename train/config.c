@@ -67,6 +67,8 @@ static const key_spec SCHEMA[] = {
     {"out.eval_every", K_INT, OFF(out.eval_every), "100", 0, 1 << 30, NULL, "validation loss every this many steps, and at the end (0: only at the end)"},
     {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", 0, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation (0: no evaluation)"},
     {"out.save_every", K_INT, OFF(out.save_every), "0", 0, 1 << 30, NULL, "checkpoint every this many steps (0: only at the end)"},
+    {"out.keep_last", K_INT, OFF(out.keep_last), "0", 0, 1 << 30, NULL, "after each checkpoint, remove out.dir's older checkpoints beyond the newest this many (0: keep all); one holding a file train_gpt did not write is kept, with a warning"},
+    {"out.keep_every", K_INT, OFF(out.keep_every), "0", 0, 1 << 30, NULL, "with out.keep_last: never remove the checkpoints of steps that are multiples of this (0: none)"},
     {"out.save_final", K_BOOL, OFF(out.save_final), "true", 0, 0, NULL, "save a checkpoint at the end of the run (sweeps turn it off)"},
     {"out.resume", K_BOOL, OFF(out.resume), "true", 0, 0, NULL, "continue from the newest complete checkpoint in out.dir"},
     {"out.sample_every", K_INT, OFF(out.sample_every), "0", 0, 1 << 30, NULL, "print a generated sample every this many steps (0: only at the end)"},

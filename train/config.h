@@ -53,6 +53,7 @@ typedef struct tg_config {
     struct {
         char dir[CFG_PATH_MAX];
         int log_every, eval_every, eval_batches, save_every;
+        int keep_last, keep_every; /* checkpoints kept after a save (0: all); steps never removed */
         bool resume, save_final, op_times;
         int sample_every, sample_tokens;
         char hellaswag[CFG_PATH_MAX]; /* HellaSwag file scored at each evaluation; empty: none */

@@ -1,0 +1,163 @@
+/* out.keep_last: after a save, the older checkpoints beyond the newest
+ * keep_last are removed, except those at multiples of out.keep_every (as
+ * llm.c's -nk and -nm). Only what train_gpt itself wrote is removed: a
+ * checkpoint directory holding anything else (a file of the user's, a
+ * link, a subdirectory) is kept with a warning, and a step_XXXXXXXX that is
+ * a link is never followed. A checkpoint is renamed before its files go, so
+ * a crash midway leaves no partial checkpoint under a checkpoint's name.
+ * Failures warn: a save that worked stays a success. */
+#include "train/ckpt_prune.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train/run.h"
+
+/* Every file a checkpoint holds: ckpt_save's four, and the tokenizer
+ * model_files_write_tokenizer copies beside them. */
+static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "config.json", "state.json",
+                                         "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"};
+
+#define REMOVING ".removing" /* the suffix of a checkpoint being removed */
+
+static bool ckpt_file(const char *name) {
+    for (size_t i = 0; i < sizeof CKPT_FILES / sizeof *CKPT_FILES; i++)
+        if (strcmp(name, CKPT_FILES[i]) == 0) return true;
+    return false;
+}
+
+/* The first entry of the open checkpoint dir d that train_gpt did not write
+ * (not one of CKPT_FILES, or not a regular file) into `odd`; false if none. */
+static bool holds_other(DIR *d, char *odd, size_t n) {
+    struct dirent *ent;
+    struct stat sb;
+    while ((ent = readdir(d)) != NULL) {
+        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0) continue;
+        if (!ckpt_file(ent->d_name) || fstatat(dirfd(d), ent->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(sb.st_mode)) {
+            snprintf(odd, n, "%s", ent->d_name);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Removes the files of dir `name` of parent (the open out.dir), then the
+ * dir; 0, or -1 after a warning saying why it stays (in part). */
+static int remove_files_and_dir(int parent, const char *out_dir, const char *name) {
+    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        tg_warn(PROG, "%s/%s: cannot open it to remove it (out.keep_last): %s", out_dir, name, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sizeof CKPT_FILES / sizeof *CKPT_FILES; i++)
+        if (unlinkat(dirfd(d), CKPT_FILES[i], 0) != 0 && errno != ENOENT) rc = -1;
+    closedir(d);
+    if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) == 0) return 0;
+    tg_warn(PROG, "%s/%s: could not be removed whole (out.keep_last): %s", out_dir, name, strerror(errno));
+    return -1;
+}
+
+/* Whether checkpoint `name` of parent holds only what train_gpt writes;
+ * warns naming the first thing that is not. */
+static bool only_ours(int parent, const char *out_dir, const char *name) {
+    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    char odd[256];
+    if (!d) {
+        if (fd >= 0) close(fd);
+        tg_warn(PROG, "%s/%s: kept (out.keep_last): cannot open it: %s", out_dir, name, strerror(errno));
+        return false;
+    }
+    const bool other = holds_other(d, odd, sizeof odd);
+    closedir(d);
+    if (other) tg_warn(PROG, "%s/%s: kept (out.keep_last): it holds '%s', which train_gpt did not write", out_dir, name, odd);
+    return !other;
+}
+
+/* Removes checkpoint `name`: first renamed to NAME.removing (no longer a
+ * checkpoint's name, so a crash midway never leaves a partial checkpoint
+ * that a resume could pick), then its files and itself. */
+static int remove_checkpoint(int parent, const char *out_dir, const char *name) {
+    char doomed[64];
+    snprintf(doomed, sizeof doomed, "%s" REMOVING, name);
+    if (!only_ours(parent, out_dir, name)) return -1;
+    if (renameat(parent, name, parent, doomed) != 0) {
+        tg_warn(PROG, "%s/%s: kept (out.keep_last): cannot rename it: %s", out_dir, name, strerror(errno));
+        return -1;
+    }
+    return remove_files_and_dir(parent, out_dir, doomed);
+}
+
+/* What an earlier prune left when it stopped midway: STEP.removing dirs
+ * holding only our files. */
+static void finish_earlier_removals(DIR *d, const char *out_dir) {
+    struct dirent *ent;
+    struct stat sb;
+    char name[300];
+    while ((ent = readdir(d)) != NULL) {
+        const size_t len = strlen(ent->d_name), suffix = strlen(REMOVING);
+        if (len <= suffix || len - suffix >= sizeof name || strcmp(ent->d_name + len - suffix, REMOVING) != 0) continue;
+        snprintf(name, sizeof name, "%.*s", (int)(len - suffix), ent->d_name);
+        if (ckpt_step_of_name(name) < 0 || fstatat(dirfd(d), ent->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(sb.st_mode) || !only_ours(dirfd(d), out_dir, ent->d_name))
+            continue;
+        remove_files_and_dir(dirfd(d), out_dir, ent->d_name);
+    }
+    rewinddir(d);
+}
+
+static int by_step_descending(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+/* The steps of out_dir's checkpoint directories (links left out), newest
+ * first; *n of them, NULL when there are none or the folder cannot be read. */
+static int *checkpoint_steps(DIR *d, int *n) {
+    int *steps = NULL, cap = 0;
+    struct dirent *ent;
+    struct stat sb;
+    *n = 0;
+    while ((ent = readdir(d)) != NULL) {
+        const int step = ckpt_step_of_name(ent->d_name);
+        if (step < 0 || fstatat(dirfd(d), ent->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        if (*n == cap) steps = tg_realloc(steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *steps, "checkpoint steps");
+        steps[(*n)++] = step;
+    }
+    if (*n) qsort(steps, (size_t)*n, sizeof *steps, by_step_descending);
+    return steps;
+}
+
+int ckpt_prune(const char *out_dir, int keep_last, int keep_every) {
+    if (keep_last <= 0) return 0;
+    DIR *d = opendir(out_dir);
+    if (!d) {
+        tg_warn(PROG, "%s: cannot list the checkpoints to apply out.keep_last: %s", out_dir, strerror(errno));
+        return 0;
+    }
+    finish_earlier_removals(d, out_dir);
+    int n, removed = 0;
+    int *steps = checkpoint_steps(d, &n);
+    for (int i = keep_last; i < n; i++) {
+        char name[32];
+        if (keep_every > 0 && steps[i] % keep_every == 0) continue;
+        snprintf(name, sizeof name, "step_%08d", steps[i]);
+        if (remove_checkpoint(dirfd(d), out_dir, name) == 0) {
+            printf("removed %s/%s (out.keep_last = %d)\n", out_dir, name, keep_last);
+            removed++;
+        }
+    }
+    free(steps);
+    closedir(d);
+    return removed;
+}

@@ -1,0 +1,12 @@
+/* Removing old checkpoints (out.keep_last, out.keep_every). */
+#ifndef TRAIN_CKPT_PRUNE_H
+#define TRAIN_CKPT_PRUNE_H
+
+/* Keeps out_dir's newest keep_last checkpoints and those whose step is a
+ * multiple of keep_every (0: none), and removes the others that hold only
+ * what train_gpt writes; says so on stdout, warns (stderr) about any it
+ * keeps or cannot remove. keep_last 0 keeps all. Returns how many it
+ * removed. Call it on the writer (global rank 0) after a save. */
+int ckpt_prune(const char *out_dir, int keep_last, int keep_every);
+
+#endif
