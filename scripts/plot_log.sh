@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # plot_log.sh: one PNG of training curves (loss, val loss, learning rate,
-# tokens/s; 2x2 panels) from the log.jsonl of one or more run directories,
+# tokens/s; 2x2 panels, and a row of HellaSwag accuracy when a run logged it)
+# from the log.jsonl of one or more run directories,
 # each run a series named after its directory. Needs gnuplot (scripts/setup.sh
 # installs gnuplot-nox) and python3 (to read the JSON lines).
 set -u
@@ -10,8 +11,9 @@ usage() {
 Usage: scripts/plot_log.sh [-o FILE] RUN_DIR [RUN_DIR ...]
 
 Draws train loss, validation loss, learning rate and tokens/s against the step
-from each RUN_DIR/log.jsonl into one PNG (2x2 panels), the runs overlaid with
-their directory names as the legend. Values written as null (not finite),
+from each RUN_DIR/log.jsonl into one PNG (2x2 panels, 1200x900; with a third
+row, 1200x1350, of HellaSwag acc_norm and acc when a run logged them: see
+out.hellaswag), the runs overlaid with their directory names as the legend. Values written as null (not finite),
 steps logged with "skipped":true and {"resumed":true} markers are left out.
 
   -o FILE     the PNG to write (default: loss.png in the first RUN_DIR)
@@ -47,17 +49,18 @@ command -v "$py" >/dev/null 2>&1 || die "python3 is missing" 2
 work=$(mktemp -d) || exit 2
 trap 'rm -rf "$work"' EXIT
 
-# Each log becomes two whitespace tables gnuplot reads: train (step loss lr
-# tok_per_s, NaN for a missing value) and eval (step val_loss). A resume
-# rewrites the log so each step appears once; the last line of a step wins.
+# Each log becomes three whitespace tables gnuplot reads: train (step loss lr
+# tok_per_s, NaN for a missing value), eval (step val_loss) and hs (step
+# hellaswag_acc_norm hellaswag_acc). A resume rewrites the log so each step
+# appears once; the last line of a step wins.
 i=0
 for d in "${dirs[@]}"; do
     log="${d%/}/log.jsonl"
     [ -f "$log" ] || die "$log: no such file (is $d a run directory?)"
-    "$py" - "$log" "$work/train_$i.dat" "$work/eval_$i.dat" <<'PY' || exit 1
+    "$py" - "$log" "$work/train_$i.dat" "$work/eval_$i.dat" "$work/hs_$i.dat" <<'PY' || exit 1
 import json, math, sys
-log, train_out, eval_out = sys.argv[1:4]
-train, evals = {}, {}
+log, train_out, eval_out, hs_out = sys.argv[1:5]
+train, evals, hs = {}, {}, {}
 def val(o, k):
     v = o.get(k)
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -77,9 +80,11 @@ with open(log) as f:
             train[o["step"]] = " ".join([str(o["step"])] + [val(o, k) for k in ("loss", "lr", "tok_per_s")])
         elif "val_loss" in o:
             evals[o["step"]] = f"{o['step']} {val(o, 'val_loss')}"
+        elif "hellaswag_acc_norm" in o:
+            hs[o["step"]] = " ".join([str(o["step"])] + [val(o, k) for k in ("hellaswag_acc_norm", "hellaswag_acc")])
 if not train:
     sys.exit(f"plot_log.sh: {log}: no train lines (step with loss)")
-for path, rows in ((train_out, train), (eval_out, evals)):
+for path, rows in ((train_out, train), (eval_out, evals), (hs_out, hs)):
     with open(path, "w") as f:
         f.write("\n".join(rows[k] for k in sorted(rows)) + "\n")
 PY
@@ -88,7 +93,7 @@ done
 
 # gnuplot strings are single-quoted: a quote in a name is doubled.
 gq() { printf "'%s'" "${1//\'/\'\'}"; }
-series() { # TABLE COLUMN: one series per run that has rows in TABLE (train or eval)
+series() { # TABLE COLUMN: one series per run that has rows in TABLE (train, eval or hs)
     local j s="" name
     for j in "${!dirs[@]}"; do
         [ -s "$work/$1_$j.dat" ] && grep -q . "$work/$1_$j.dat" || continue
@@ -97,12 +102,14 @@ series() { # TABLE COLUMN: one series per run that has rows in TABLE (train or e
     done
     echo "${s:-1/0 title 'no data'}"
 }
-term="pngcairo size 1200,900 noenhanced font ',10'"
-gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || term="png size 1200,900 noenhanced"
+rows=2 height=900
+if grep -q . "$work"/hs_*.dat; then rows=3 height=1350; fi
+term="pngcairo size 1200,$height noenhanced font ',10'"
+gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || term="png size 1200,$height noenhanced"
 gp="$work/plot.gp"
 {
     echo "# written by scripts/plot_log.sh $(printf '%q ' "${dirs[@]}")"
-    for f in "$work"/train_*.dat "$work"/eval_*.dat; do
+    for f in "$work"/train_*.dat "$work"/eval_*.dat "$work"/hs_*.dat; do
         echo "\$$(basename "$f" .dat) << EOD"; cat "$f"; echo "EOD"
     done
     echo "set terminal $term"
@@ -111,7 +118,7 @@ gp="$work/plot.gp"
     echo "set grid; set key top right; set xlabel 'step'"
     names=""
     for d in "${dirs[@]}"; do names+="${names:+, }$(basename "${d%/}")"; done
-    echo "set multiplot layout 2,2 title $(gq "training curves: $names")"
+    echo "set multiplot layout $rows,2 title $(gq "training curves: $names")"
     echo "set title 'train loss'; set ylabel 'loss'"
     echo "plot $(series train 2)"
     echo "set title 'validation loss'; set ylabel 'val loss'"
@@ -120,6 +127,12 @@ gp="$work/plot.gp"
     echo "plot $(series train 3)"
     echo "set title 'throughput'; set ylabel 'tokens/s'; set format y '%g'; set yrange [0:*]"
     echo "plot $(series train 4)"
+    if [ "$rows" = 3 ]; then
+        echo "set title 'HellaSwag acc_norm'; set ylabel 'accuracy'; set format y '%.2f'; set yrange [0:1]"
+        echo "plot $(series hs 2)"
+        echo "set title 'HellaSwag acc'"
+        echo "plot $(series hs 3)"
+    fi
     echo "unset multiplot"
 } >"$gp"
 gnuplot "$gp" 2>"$work/gnuplot.err" || die "gnuplot failed: $(head -c 400 "$work/gnuplot.err")"
