@@ -5,9 +5,10 @@
 # TP1 and TP2, and writes nothing; --sample gives the same text at TP1, TP2
 # and TP2+SP for a seed (past seq_len too), greedy is temperature 0 and
 # top-k 1, and it writes nothing; a run that prints no text needs no
-# vocabulary; --set KEY VALUE and bad values name their origin; an error after
-# progress lines comes after them through a pipe; log.jsonl lines carry
-# "time"; the banner's parameter counts equal the GPT-2 formula.
+# vocabulary; --set KEY VALUE and bad values name their origin; two modes are
+# refused; an error after progress lines comes after them through a pipe;
+# log.jsonl lines carry "time"; the banner's parameter counts equal the GPT-2
+# formula.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" modes
 export OMP_NUM_THREADS=1 # two ranks share two cores
@@ -120,6 +121,14 @@ timeout 60 "$bin" --config "$tmp/minlr.json" --set out.dir="$tmp/bad_file" >"$tm
 if grep -q "^train_gpt: error: $tmp/minlr.json: train.min_lr (1) must not exceed" "$tmp/minlr_file.out"; then
     ok bad_file_value_names_file
 else not_ok bad_file_value_names_file "$(head -c 200 "$tmp/minlr_file.out")"; fi
+tg --eval --hellaswag "$tmp/none.jsonl" >"$tmp/two_modes.out" 2>&1
+rc=$?
+tg --plan --export-llmc "$tmp/x.bin" >"$tmp/two_modes2.out" 2>&1
+rc2=$?
+if [ "$rc" = 2 ] && [ "$rc2" = 2 ] && grep -q "^train_gpt: error: --hellaswag with another mode" "$tmp/two_modes.out" &&
+    grep -q "^train_gpt: error: --export-llmc with another mode" "$tmp/two_modes2.out" && [ ! -e "$tmp/x.bin" ]; then
+    ok two_modes_refused
+else not_ok two_modes_refused "rc $rc/$rc2: $(head -c 200 "$tmp/two_modes.out") $(head -c 200 "$tmp/two_modes2.out")"; fi
 tg --prompt hi >"$tmp/prompt.out" 2>&1
 rc=$?
 if [ "$rc" = 2 ] && grep -q "need --sample" "$tmp/prompt.out"; then ok sample_options_need_sample

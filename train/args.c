@@ -82,6 +82,17 @@ static void check_set_argument(int argc, char **argv, int i) {
     exit(2);
 }
 
+/* The mode an option asks for; a second, different one is refused rather
+ * than the last silently winning. */
+static void choose_mode(args *a, run_mode mode, const char *opt) {
+    if (a->mode != MODE_TRAIN && a->mode != mode) {
+        fprintf(stderr, "%s: error: %s with another mode: give one of --plan, --eval, --sample, --hellaswag, "
+                        "--export-llmc\n", PROG, opt);
+        exit(2);
+    }
+    a->mode = mode;
+}
+
 /* --eval, --sample and --sample's options; returns the arguments it took
  * (0: not one of them). */
 static int parse_mode_option(int argc, char **argv, int i, args *a) {
@@ -90,11 +101,7 @@ static int parse_mode_option(int argc, char **argv, int i, args *a) {
     tg_err e;
     const run_mode mode = strcmp(opt, "--eval") == 0 ? MODE_EVAL : strcmp(opt, "--sample") == 0 ? MODE_SAMPLE : MODE_TRAIN;
     if (mode != MODE_TRAIN) {
-        if (a->mode != MODE_TRAIN && a->mode != mode) {
-            fprintf(stderr, "%s: error: %s with another mode: give one of --plan, --eval, --sample\n", PROG, opt);
-            exit(2);
-        }
-        a->mode = mode;
+        choose_mode(a, mode, opt);
         return 1;
     }
     if (!val) return 0;
@@ -150,7 +157,7 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             check_set_argument(argc, argv, i);
             i++;
         } else if (strcmp(argv[i], "--plan") == 0) {
-            a->mode = MODE_PLAN;
+            choose_mode(a, MODE_PLAN, argv[i]);
         } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
             if (config_parse_number("--devices", argv[++i], true, 1, 1 << 20, &num, &e)) tg_die(PROG, &e);
             a->plan.devices = (int)num;
@@ -162,10 +169,10 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
         } else if ((took = parse_mode_option(argc, argv, i, a)) > 0) {
             i += took - 1;
         } else if (strcmp(argv[i], "--hellaswag") == 0 && i + 1 < argc) {
-            a->mode = MODE_HELLASWAG;
+            choose_mode(a, MODE_HELLASWAG, argv[i]);
             a->hellaswag = argv[++i];
         } else if (strcmp(argv[i], "--export-llmc") == 0 && i + 1 < argc) {
-            a->mode = MODE_EXPORT_LLMC;
+            choose_mode(a, MODE_EXPORT_LLMC, argv[i]);
             a->export_llmc = argv[++i];
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);

@@ -131,7 +131,8 @@ static void open_data(run *r) {
         if (!r->tok) tg_die(PROG, &e);
     }
     if (hellaswag) {
-        if (!(r->hellaswag = hellaswag_load(c->out.hellaswag, r->tok, c->model.vocab_size, c->model.seq_len, &e))) tg_die(PROG, &e);
+        r->hellaswag = hellaswag_load(c->out.hellaswag, r->tok, c->model.vocab_size, c->model.seq_len, &e);
+        if (!r->hellaswag) tg_die(PROG, &e);
         say(r, "hellaswag: %d examples from %s, scored at each evaluation\n", r->hellaswag->n, c->out.hellaswag);
     }
 }
