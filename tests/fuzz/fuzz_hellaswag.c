@@ -11,17 +11,7 @@
 #include "data/hellaswag.h"
 #include "tests/fuzz/fuzz_util.h"
 
-static tokenizer *tok; /* loaded once: read-only afterwards */
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    const char *dir = getenv("FUZZ_VOCAB_DIR");
-    tg_err e;
-    tok = tokenizer_load(dir && dir[0] ? dir : "assets/vocab", &e);
-    if (!tok) fuzz_violation("cannot load the vocabulary (run from the repository root, or set FUZZ_VOCAB_DIR)", e.msg);
-    return 0;
-}
+static tokenizer *tok; /* loaded by the first input: read-only afterwards */
 
 /* Whether tokens t[0..n) decode to prefix + text exactly. */
 static int decodes_to(const int32_t *t, int n, const char *prefix, const char *text) {
@@ -63,6 +53,7 @@ static void check_example(const hs_example *x, const uint8_t *line, size_t len) 
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!tok) tok = fuzz_load_vocab();
     const char *dir = fuzz_scratch_dir();
     char path[2048];
     fuzz_write(dir, "hs.jsonl", data, size, path, sizeof path);

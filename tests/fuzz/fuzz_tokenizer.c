@@ -16,10 +16,7 @@ static tokenizer *tok; /* loaded once: read-only afterwards */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *dir = getenv("FUZZ_VOCAB_DIR");
-    tg_err e;
-    tok = tokenizer_load(dir && dir[0] ? dir : "assets/vocab", &e);
-    if (!tok) fuzz_violation("cannot load the vocabulary (run from the repository root, or set FUZZ_VOCAB_DIR)", e.msg);
+    tok = fuzz_load_vocab();
     return 0;
 }
 

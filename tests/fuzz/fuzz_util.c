@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/tokenizer.h"
 #include "kernels/ops.h"
 #include "parallel/comm.h"
 
@@ -106,4 +107,12 @@ void fuzz_model_create(fuzz_model *m) {
     comm *tp = comm_null_create("tp", 0, 1), *dp = comm_null_create("dp", 0, 1);
     m->g = gpt_create(ops_cpu(), tp, &d, 1, 4, 1);
     m->o = optim_create(ops_cpu(), m->g, dp, false, 0.0);
+}
+
+tokenizer *fuzz_load_vocab(void) {
+    const char *dir = getenv("FUZZ_VOCAB_DIR");
+    tg_err e;
+    tokenizer *t = tokenizer_load(dir && dir[0] ? dir : "assets/vocab", &e);
+    if (!t) fuzz_violation("cannot load the vocabulary (run from the repository root, or set FUZZ_VOCAB_DIR)", e.msg);
+    return t;
 }

@@ -21,6 +21,10 @@ void fuzz_write(const char *dir, const char *name, const uint8_t *data, size_t s
 /* Removes dir/name if present. */
 void fuzz_remove(const char *dir, const char *name);
 
+/* GPT-2's tokenizer from assets/vocab (FUZZ_VOCAB_DIR overrides), for the
+ * harnesses' LLVMFuzzerInitialize; aborts when it cannot be loaded. */
+struct tokenizer *fuzz_load_vocab(void);
+
 /* Reports a broken property of the code under test and aborts, so libFuzzer
  * saves the input as a crash. */
 void fuzz_violation(const char *what, const char *detail) __attribute__((noreturn));
