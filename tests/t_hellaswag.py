@@ -109,6 +109,12 @@ def reference(P, examples):
     return res
 
 
+def counts(pairs):
+    """PyTorch's counts over (example, reference) pairs, as the binary reports them."""
+    return {"n": len(pairs), "acc": sum(int(np.argmin(r[0])) == x["label"] for x, r in pairs),
+            "norm": sum(int(np.argmin(r[1])) == x["label"] for x, r in pairs), "cut": sum(r[2] for _, r in pairs)}
+
+
 def clear(v):
     s = sorted(v)
     return s[1] - s[0] > 1e-4 * abs(s[0])
@@ -154,8 +160,7 @@ def main():
     examples = make_examples(vs)
     ref = reference(P, examples)
     kept = [(x, r) for x, r in zip(examples, ref) if clear(r[0]) and clear(r[1])]
-    want = {"n": len(kept), "acc": sum(int(np.argmin(r[0])) == x["label"] for x, r in kept),
-            "norm": sum(int(np.argmin(r[1])) == x["label"] for x, r in kept), "cut": sum(r[2] for _, r in kept)}
+    want = counts(kept)
     check(f"reference_is_informative (kept {len(kept)} of 48: {want})",
           len(kept) >= 40 and 0 < want["norm"] < want["n"] and want["cut"] > 0, f"kept {len(kept)} of 48, {want}")
     path = os.path.join(TMP, "hs.jsonl")
@@ -191,8 +196,7 @@ def on_emulated_cuda(kept, common):
     path = os.path.join(TMP, "hs8.jsonl")
     with open(path, "w") as f:
         f.write("".join(json.dumps(x) + "\n" for x, _ in sub))
-    want = {"n": len(sub), "acc": sum(int(np.argmin(r[0])) == x["label"] for x, r in sub),
-            "norm": sum(int(np.argmin(r[1])) == x["label"] for x, r in sub), "cut": sum(r[2] for _, r in sub)}
+    want = counts(sub)
     build = subprocess.run(["bash", "tests/emu/build.sh", "train"], cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     args = [common[0], path] + common[2:] + ["--set", "device=cuda", "--set", "train.precision=fp32"]

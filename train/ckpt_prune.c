@@ -48,13 +48,25 @@ static bool holds_other(DIR *d, char *odd, size_t n) {
     return false;
 }
 
+/* Directory `name` of parent opened for reading, never through a link;
+ * NULL with errno set when it cannot be. */
+static DIR *open_subdir(int parent, const char *name) {
+    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    if (fd < 0) return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        const int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return d;
+}
+
 /* Removes the files of dir `name` of parent (the open out.dir), then the
  * dir; 0, or -1 after a warning saying why it stays (in part). */
 static int remove_files_and_dir(int parent, const char *out_dir, const char *name) {
-    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    DIR *d = open_subdir(parent, name);
     if (!d) {
-        if (fd >= 0) close(fd);
         tg_warn(PROG, "%s/%s: cannot open it to remove it (out.keep_last): %s", out_dir, name, strerror(errno));
         return -1;
     }
@@ -70,11 +82,9 @@ static int remove_files_and_dir(int parent, const char *out_dir, const char *nam
 /* Whether checkpoint `name` of parent holds only what train_gpt writes;
  * warns naming the first thing that is not. */
 static bool only_ours(int parent, const char *out_dir, const char *name) {
-    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    DIR *d = open_subdir(parent, name);
     char odd[256];
     if (!d) {
-        if (fd >= 0) close(fd);
         tg_warn(PROG, "%s/%s: kept (out.keep_last): cannot open it: %s", out_dir, name, strerror(errno));
         return false;
     }

@@ -1,4 +1,5 @@
 #include "train/config.h"
+#include "data/hellaswag.h"
 #include "kernels/ops.h"
 #include "util/json.h"
 
@@ -400,9 +401,9 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
         return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", FROM("parallel.comm device"));
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", FROM("out.dir"));
-    if (c->out.hellaswag[0] && B < 4)
-        return tg_fail(e, "%s: out.hellaswag needs train.micro_batch (%d) of at least 4: a forward pass holds whole "
-                          "examples, one row per ending", FROM("out.hellaswag train.micro_batch"), B);
+    if (c->out.hellaswag[0] && B < HS_ENDINGS)
+        return tg_fail(e, "%s: out.hellaswag needs train.micro_batch (%d) of at least %d: a forward pass holds whole "
+                          "examples, one row per ending", FROM("out.hellaswag train.micro_batch"), B, HS_ENDINGS);
     if (c->interconnect.table[0]) {
         comm_link *l = malloc(sizeof *l);
         if (!l) return tg_fail(e, "%s: out of memory reading interconnect.table", FROM("interconnect.table"));

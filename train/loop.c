@@ -64,8 +64,9 @@ int run_train(run *r) {
         if ((sig = agreed_stop_signal(r)) != 0) break;
         const int s = r->state.step;
         const bool last = s == c->train.steps;
-        if (can_eval && (every(s, c->out.eval_every) || last)) report_eval(r, run_evaluate(r));
-        if (r->hellaswag && (every(s, c->out.eval_every) || last)) run_hellaswag(r);
+        const bool evaluation = every(s, c->out.eval_every) || last;
+        if (can_eval && evaluation) report_eval(r, run_evaluate(r));
+        if (r->hellaswag && evaluation) run_hellaswag(r);
         if (keep && every(s, c->out.save_every) && !last) save(r);
         if (can_sample && every(s, c->out.sample_every) && !last) run_sample(r);
     }
