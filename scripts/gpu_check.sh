@@ -12,7 +12,7 @@ prog=gpu_check
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 2
 
-SECTIONS=(environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf)
+SECTIONS=(environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile)
 
 usage() {
     cat <<EOF
@@ -36,8 +36,13 @@ costs its section only):
                      source, default .peer/llm.c; without it the llm.c row is not measured
                      and the summary says so)
   bench-1.2b         scripts/bench_gpu.sh --quick --models megatron_1.2b
-  scaling            SCALE=paper weak and strong sweeps, projected on this GPU
-  hf                 tests/gpu/hf_interop.sh: checkpoints load in transformers with the binary's val loss
+  scaling            SCALE=paper weak and strong sweeps, projected on this GPU (both run; their tables,
+                     charts and runs in the archive, under logs/scaling.scratch/weak and /strong)
+  hf                 DEVICE=cuda tests/gpu/hf_interop.sh: checkpoints trained on the GPU load in transformers
+                     with the binary's val loss
+  profile            ncu (Nsight Compute, --set detailed, clocks left alone) on the flash attention's
+                     kernels (forward, dq, dkv: the first launch of each) in one GPT-2 124M step,
+                     micro-batch 16 x 1024, bf16: why they reach a fraction of the tensor cores' rate
 --from SECTION starts there and runs the rest; named SECTIONs run just those.
 --budget SECONDS bounds the whole run (a lent machine's command limit): a
 section gets at most what is left less ${reserve}s (for the archive), and one
@@ -117,8 +122,19 @@ section_cmd() {
             if [ -d "$llmc_src" ]; then echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
             else echo "LLMC_SRC= OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m"; fi ;;
         bench-1.2b) echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
-        scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh && SCALE=paper DEVICES=1 scripts/strong_scaling.sh' ;;
-        hf) echo 'bash tests/gpu/hf_interop.sh' ;;
+        scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh --out "$TG_TMP/weak"; a=$?;
+            SCALE=paper DEVICES=1 scripts/strong_scaling.sh --out "$TG_TMP/strong"; exit $((a | $?))' ;; # both run; results in the archive
+        hf) echo 'DEVICE=cuda bash tests/gpu/hf_interop.sh' ;;
+        profile) echo 'ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+            [ -n "$ncu" ] || { echo "ncu (Nsight Compute) not found"; exit 1; }; rc=0
+            for k in flash_forward_mma_kernel flash_dq_mma_kernel flash_dkv_mma_kernel; do
+                echo "== ncu: $k"
+                "$ncu" --clock-control none --set detailed --kernel-name regex:"$k" --launch-count 1 \
+                    build/gpu/train_gpt --config configs/gpt2_124m.json --set device=cuda --set train.precision=bf16 \
+                    --set train.micro_batch=16 --set train.global_batch=16 --set train.steps=1 --set train.cuda_graph=false \
+                    --set out.eval_every=0 --set out.eval_batches=0 --set out.sample_every=0 --set out.sample_tokens=0 \
+                    --set out.save_final=false --set out.dir="$TG_TMP/run_$k" || rc=1
+            done; exit $rc' ;; # one step, the first launch of each kernel
     esac
 }
 

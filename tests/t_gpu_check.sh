@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh, the GPU bring-up runner, on a machine without a GPU:
 # its arguments, its sections' order and --from, that it goes on past a
-# section it cannot run, and that it leaves two files (summary, one archive).
+# section it cannot run, that it leaves two files (summary, one archive), and
+# that the scaling section's results land in that archive.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" gpu_check
 gc=scripts/gpu_check.sh
 check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
 "$gc" --help >"$tmp/help" 2>&1; rc=$?
-miss=""; for s in environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf; do
+miss=""; for s in environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile; do
     grep -q "^  $s " "$tmp/help" || miss="$miss $s"; done
 check gpu_check_help_lists_sections "rc $rc, missing:$miss" test "$rc" = 0 -a -z "$miss"
 "$gc" --out "$tmp/x" frobnicate >"$tmp/bad" 2>&1; rc=$?
@@ -83,6 +84,51 @@ sleep 1
 kill -KILL -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 check gpu_check_killed_leaves_two_files "$(ls "$tmp/killed" 2>&1 | tr '\n' ' ')" \
     eval '[ "$(ls "$tmp/killed" | tr "\n" " ")" = "logs.tar.gz summary.md " ] && tar -tzf "$tmp/killed/logs.tar.gz" >/dev/null'
+# The scaling section writes both sweeps' results into its scratch ($TG_TMP), which the archive
+# holds, and runs the strong sweep even when the weak one fails. A stand-in nvidia-smi lists one
+# GPU, and a stand-in trainer answers --help and --peak-tflops as the real one does and fails
+# every run: each sweep then writes its table (n/a cells) and exits 1, and the section fails.
+if [ -x "$bin" ]; then
+    mkdir -p "$tmp/gpubin"
+    printf '#!/bin/sh
+case "$*" in
+    -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;;
+    --query-gpu=*) echo "NVIDIA H100 80GB HBM3, 550.00, 81559 MiB" ;;
+esac
+exit 0
+' >"$tmp/gpubin/nvidia-smi"
+    printf '#!/bin/sh
+case "$1" in --help|--peak-tflops) exec %q "$@" ;; esac
+echo "stand-in trainer: no run" >&2; exit 1
+' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" >"$tmp/gpubin/fake_train_gpt"
+    chmod +x "$tmp/gpubin/nvidia-smi" "$tmp/gpubin/fake_train_gpt"
+    PATH="$tmp/gpubin:$PATH" TRAIN_GPT="$tmp/gpubin/fake_train_gpt" "$gc" --out "$tmp/scaling" --limit 120 scaling >"$tmp/scaling.out" 2>&1
+    row=$(grep '^| scaling |' "$tmp/scaling/summary.md")
+    tar -tzf "$tmp/scaling/logs.tar.gz" >"$tmp/scaling.list" 2>&1
+    check gpu_check_scaling_results_archived "$row; $(grep -c . "$tmp/scaling.list") archived, e.g. $(grep scaling "$tmp/scaling.list" | head -n 4 | tr '\n' ' ')" \
+        eval '[[ "$row" == "| scaling | FAILED (exit 1, 0 not ok) |"* ]] && [[ "$row" == *"--out \"\$TG_TMP/weak\""*"--out \"\$TG_TMP/strong\""* ]] &&
+              grep -qx "logs/scaling.scratch/weak/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/weak/chart.gp" "$tmp/scaling.list" &&
+              grep -qx "logs/scaling.scratch/strong/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/strong/chart.gp" "$tmp/scaling.list" &&
+              ! grep -q "\.bin$" "$tmp/scaling.list"'
+else
+    echo "skip gpu_check_scaling_results_archived - no $bin: build it with make"
+fi
+# The profile section runs ncu once per flash-attention kernel, clocks left alone, on the GPU
+# build's trainer, and each kernel it names is one kernels/cuda defines (a renamed kernel would
+# leave ncu profiling nothing): a stand-in ncu records its arguments, beside a stand-in nvidia-smi.
+mkdir -p "$tmp/ncubin"
+printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\nexit 0\n' >"$tmp/ncubin/nvidia-smi"
+printf '#!/bin/sh\necho "$*" >>%q\nexit 0\n' "$tmp/ncu_calls" >"$tmp/ncubin/ncu"
+chmod +x "$tmp/ncubin/nvidia-smi" "$tmp/ncubin/ncu"
+PATH="$tmp/ncubin:$PATH" "$gc" --out "$tmp/profile" --limit 60 profile >"$tmp/profile.out" 2>&1; rc=$?
+missing=""
+while read -r k; do
+    grep -qE "__global__ .*[^a-z_]$k\(|^ *$k\(" kernels/cuda/*.cu || missing="$missing $k"
+done < <(sed -n 's/.*--kernel-name regex:\([a-z_]*\) .*/\1/p' "$tmp/ncu_calls" 2>/dev/null)
+check gpu_check_profile_runs_ncu_per_kernel "rc $rc; calls: $(tr '\n' ';' <"$tmp/ncu_calls" 2>/dev/null | cut -c1-300); not in kernels/cuda:$missing" \
+    eval '[ $rc = 0 ] && [ "$(grep -c . "$tmp/ncu_calls")" = 3 ] && [ -z "$missing" ] &&
+          [ "$(grep -c -- "--clock-control none .* build/gpu/train_gpt .*--set device=cuda" "$tmp/ncu_calls")" = 3 ] &&
+          [ "$(sed -n "s/.*regex:\([a-z_]*\) .*/\1/p" "$tmp/ncu_calls" | sort -u | grep -c .)" = 3 ]'
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     echo "skip gpu_check_no_gpu_runs - this machine has a GPU: run scripts/gpu_check.sh itself"; exit "$failed"
 fi
@@ -95,7 +141,7 @@ check gpu_check_summary_rows "$(cat "$tmp/run/summary.md" | tr '\n' ' ')" \
     eval 'grep -q "^| environment |" "$tmp/run/summary.md" && grep -q "^| kernels | skipped: no GPU" "$tmp/run/summary.md"'
 "$gc" --out "$tmp/from" --limit 60 --from scaling >"$tmp/from.out" 2>&1
 check gpu_check_from_runs_the_rest "$(grep -c '^| ' "$tmp/from/summary.md") rows" \
-    eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf " ]'
+    eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf profile " ]'
 # bench-124m measures llm.c from LLMC_SRC (default .peer/llm.c) when that folder exists; without it the
 # command has no --llmc and the summary says llm.c is not measured
 mkdir -p "$tmp/llmc_src"

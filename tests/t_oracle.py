@@ -189,6 +189,11 @@ if hf is not None:
     # n_inner null or 4C both mean a 4x MLP; anything else would be wrong.
     if hf.get("n_inner") not in (None, 4 * C):
         bad.append(("n_inner", hf.get("n_inner"), None))
+    # No <|endoftext|> in a vocabulary of V < 50257: the ids must be null, not left to
+    # transformers' default of 50256 (past the vocabulary: it warns, and generate() would use it).
+    for k in ("bos_token_id", "eos_token_id"):
+        if k not in hf or hf[k] is not None:
+            bad.append((k, hf.get(k, "<missing>"), None))
     # Dropout is 0 in this trainer; a non-zero value would change HF's training behaviour.
     for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):
         if k in hf and hf[k] != 0:

@@ -9,7 +9,8 @@
 # modeled and any efficiency over 100% explained; chart.png is a PNG whose
 # real and projected points are separate series (own line, marker, legend
 # entry); the raw run logs are kept. A fixture sweep checks the note of a
-# 167% projected row. Bad arguments exit 2 with a message.
+# 167% projected row. Without gnuplot a sweep still runs, writes all but
+# chart.png and says how to draw it. Bad arguments exit 2 with a message.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
 # shellcheck source=tests/lib.sh
@@ -187,6 +188,53 @@ check("raw_runs", nruns == len(want) and not missing, f"{nruns} run dirs for {le
 sys.exit(bad)
 PY
 done
+
+# Without gnuplot (a GPU machine may have none and no way to install it) the sweep still runs:
+# exit 0, table.md, table.tsv, chart.gp and info.tsv written, no chart.png (an earlier sweep's
+# removed), a warning naming gnuplot and how to draw the chart later before the first run and
+# after the last line, which claims no chart.png. gnuplot is hidden by a PATH of links to every
+# other command on PATH. chart.gp alone, copied elsewhere, then draws the chart (its data inline).
+nognu="$tmp/no_gnuplot_bin"
+mkdir -p "$nognu"
+IFS=: read -r -a path_dirs <<<"$PATH"
+for d in "${path_dirs[@]}"; do
+    for f in "$d"/*; do
+        n="${f##*/}"
+        [[ "$n" == gnuplot* ]] || [ -e "$nognu/$n" ] || [ -d "$f" ] || [ ! -x "$f" ] || ln -s "$f" "$nognu/$n"
+    done
+done
+ng="$tmp/no_gnuplot"
+mkdir -p "$ng" && printf 'stale' >"$ng/chart.png"
+PATH="$nognu" scripts/weak_scaling.sh --batches 8 --tp 1,2 --steps 2 --out "$ng" >"$tmp/no_gnuplot.stdout" 2>"$tmp/no_gnuplot.stderr"; rc=$?
+err="$tmp/no_gnuplot.stderr"
+draw="(cd $ng && gnuplot chart.gp)"
+line_of() { awk -v a="$1" -v b="$2" 'index($0, a) && (b == "" || index($0, b)) {n = NR; if (!last) exit} END {if (n) print n}' last="$3" "$err"; } # FIRST_TEXT SECOND_TEXT LAST(0|1)
+first_run=$(line_of ': [1/' '' 0) wrote=$(line_of ': wrote ' '' 1)
+warn_start=$(line_of ': warning: gnuplot is missing' "no chart.png; draw it later with: $draw" 0)
+warn_end=$(line_of ': warning: no chart: gnuplot is missing' "draw it with: $draw" 1)
+if [ "$rc" = 0 ]; then ok no_gnuplot_sweep_exits_0
+else not_ok no_gnuplot_sweep_exits_0 "exit status $rc: $(tail -n 4 "$err" | tr '\n' ' ' | cut -c1-400)"; fi
+missing=""; for f in table.md table.tsv chart.gp info.tsv; do [ -s "$ng/$f" ] || missing="$missing $f"; done
+if [ -z "$missing" ] && [ ! -e "$ng/chart.png" ] && grep -q '^| ' "$ng/table.md" && grep -q '^terminal	pngcairo$' "$ng/info.tsv"; then
+    ok no_gnuplot_writes_all_but_the_png
+else
+    not_ok no_gnuplot_writes_all_but_the_png "missing:${missing:- none}; chart.png $([ -e "$ng/chart.png" ] && echo present || echo absent); $(grep terminal "$ng/info.tsv" 2>&1)"
+fi
+if [ -n "$warn_start" ] && [ -n "$warn_end" ] && [ -n "$first_run" ] && [ -n "$wrote" ] &&
+    [ "$warn_start" -lt "$first_run" ] && [ "$warn_end" -gt "$wrote" ] && ! sed -n "${wrote}p" "$err" | grep -q chart.png; then
+    ok no_gnuplot_warns_at_start_and_end
+else
+    not_ok no_gnuplot_warns_at_start_and_end "warnings at lines '${warn_start}' and '${warn_end}' (first run ${first_run:-?}, wrote ${wrote:-?}; want '$draw'): $(grep -E 'gnuplot|wrote' "$err" | tr '\n' ' ' | cut -c1-500)"
+fi
+if command -v gnuplot >/dev/null 2>&1; then
+    mkdir -p "$tmp/elsewhere" && cp "$ng/chart.gp" "$tmp/elsewhere/"
+    (cd "$tmp/elsewhere" && gnuplot chart.gp) >"$tmp/elsewhere/gnuplot.log" 2>&1
+    sig=$(head -c 4 "$tmp/elsewhere/chart.png" 2>/dev/null | tail -c 3)
+    if [ "$sig" = PNG ]; then ok no_gnuplot_chart_gp_draws_later
+    else not_ok no_gnuplot_chart_gp_draws_later "no PNG from chart.gp alone: $(head -c 300 "$tmp/elsewhere/gnuplot.log")"; fi
+else
+    echo "skip no_gnuplot_chart_gp_draws_later - no gnuplot on this machine"
+fi
 
 # the paper's sweeps, dry run (no GPU needed): the right configs, real runs
 # through the launcher where the devices suffice, projected ones otherwise

@@ -186,6 +186,9 @@ static char *hf_config_json(const gpt_dims *d, const tg_config *c) {
     if (d->V > 50256) { /* GPT-2's <|endoftext|>, when the vocabulary has it */
         cJSON_AddNumberToObject(j, "bos_token_id", 50256);
         cJSON_AddNumberToObject(j, "eos_token_id", 50256);
+    } else { /* none: left out, transformers would default to 50256, past this vocabulary */
+        cJSON_AddNullToObject(j, "bos_token_id");
+        cJSON_AddNullToObject(j, "eos_token_id");
     }
     cJSON_AddStringToObject(j, "torch_dtype", "float32");
     char *s = cJSON_Print(j);

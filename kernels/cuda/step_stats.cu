@@ -57,6 +57,11 @@ __global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, int
     for (int k = 0; k < n_spans; k++) {
         double acc = 0.0;
         for (int i = threadIdx.x; i < per_span; i += STATS_THREADS) acc += partial[(size_t)k * per_span + i];
+        /* Thread 0 has read the last span's sum before vals is written again. block_tree_sum's
+         * closing barrier should already order this, yet racecheck reported a hazard between this
+         * write and that read on an H200 (results/gpu/2026-11-27_h200); the barrier costs a
+         * one-block kernel next to nothing and makes the order explicit. */
+        __syncthreads();
         vals[threadIdx.x] = acc;
         tg_reduce::block_tree_sum<STATS_THREADS>(vals);
         if (threadIdx.x == 0) total += vals[0];

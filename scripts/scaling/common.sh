@@ -10,7 +10,10 @@ Usage: [SCALE=paper|tiny] [DEVICES=N] [PEAK_TFLOPS=X] $s [options]
 Runs the Megatron-LM ${kind} scaling sweep with train_gpt and writes, into the
 results directory, table.md (Markdown, the paper's columns), chart.png
 (gnuplot), table.tsv, chart.gp, and the raw runs (runs/<name>/log.jsonl,
-runs/<name>.out).
+runs/<name>.out). Without gnuplot the sweep still runs and writes all but
+chart.png, and says so at its start and end; chart.gp (its data inline) draws
+the chart later on any machine with gnuplot: cd DIR && gnuplot chart.gp, DIR
+being the results directory (--out).
 EOF
     if [ "$kind" = weak ]; then cat <<'EOF'
 Weak scaling: the model grows with the tensor-parallel degree, as in the paper
@@ -73,7 +76,7 @@ the checkpoint the trainer writes at the end of each run; removed by default).
 
 Exit status: 0 every row has its figures; 1 a run failed or a figure is
 missing (the table and chart are still written, with n/a, and the reasons
-under "Problems"); 2 bad arguments or a missing tool.
+under "Problems"); 2 bad arguments or a missing tool (gnuplot excepted).
 EOF
 }
 
@@ -174,7 +177,9 @@ sc_main() {
     [ -z "$sp" ] || [[ "$sp" =~ ^(true|false)$ ]] || sc_die "--sp must be true or false, got '$sp'"
     [ -z "$recompute" ] || [[ "$recompute" =~ ^(none|selective|full)$ ]] || sc_die "--recompute must be none, selective or full, got '$recompute'"
     [ -z "$peak" ] || [[ "$peak" =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || sc_die "--peak-tflops/PEAK_TFLOPS must be a number, got '$peak'"
-    [ "$dry_run" = 1 ] || command -v gnuplot >/dev/null 2>&1 || sc_die "gnuplot is missing: install Debian's gnuplot-nox (scripts/setup.sh does)"
+    # gnuplot draws chart.png only: without it the sweep still runs and writes everything else
+    local have_gnuplot=1
+    command -v gnuplot >/dev/null 2>&1 || have_gnuplot=0
     [ -x "$py" ] || sc_die "$py is missing"
 
     [ -n "$out" ] || out="$root/results/${sc_kind}_scaling_${scale}_$(date +%Y-%m-%d)"
@@ -182,6 +187,10 @@ sc_main() {
     [[ "$bin" != */* || "$bin" == /* ]] || bin="$PWD/$bin"
     mkdir -p "$out" || sc_die "cannot create $out"
     out="$(cd "$out" && pwd)"
+    local draw_later
+    draw_later="(cd $(printf '%q' "$out") && gnuplot chart.gp)"
+    [ "$dry_run" = 1 ] || [ "$have_gnuplot" = 1 ] || sc_say "warning: gnuplot is missing (Debian's gnuplot-nox; scripts/setup.sh installs it):" \
+        "the sweep runs and writes table.md, table.tsv and chart.gp, but no chart.png; draw it later with: $draw_later"
     cd "$root" || exit 2
     [ -x "$bin" ] || sc_die "$bin is missing or not executable: build it with 'make train_gpt'"
     sc_help_tmp=$(mktemp) || exit 2
@@ -349,8 +358,10 @@ JSON
 
     [ "$dry_run" = 0 ] || return 0
     # ---- table and chart -------------------------------------------------
+    # pngcairo unless this gnuplot lacks it; without gnuplot pngcairo too (chart.gp falls back
+    # to png itself where the gnuplot that draws it has no pngcairo)
     local gp_term=pngcairo
-    gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || gp_term=png
+    [ "$have_gnuplot" = 0 ] || gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 || gp_term=png
     local bus lat rev link_table link_text
     bus=$(cget "$first_cfg" interconnect.bus_gbps 2>/dev/null || echo "?")
     lat=$(cget "$first_cfg" interconnect.latency_us 2>/dev/null || echo "?")
@@ -380,7 +391,13 @@ JSON
     "$py" "$helper" table --kind "$sc_kind" --manifest "$manifest" --info "$out/info.tsv" --out "$out" \
         --help-text "$out/train_gpt_help.txt" || table_rc=$?
     [ "$table_rc" -le 1 ] || sc_die "the table builder failed (status $table_rc)"
-    (cd "$out" && gnuplot chart.gp) >"$out/gnuplot.log" 2>&1 || { sc_say "gnuplot failed:"; cat "$out/gnuplot.log" >&2; exit 1; }
-    sc_say "wrote $out/table.md and $out/chart.png"
+    if [ "$have_gnuplot" = 1 ]; then
+        (cd "$out" && gnuplot chart.gp) >"$out/gnuplot.log" 2>&1 || { sc_say "gnuplot failed:"; cat "$out/gnuplot.log" >&2; exit 1; }
+        sc_say "wrote $out/table.md and $out/chart.png"
+    else
+        rm -f "$out/chart.png" "$out/gnuplot.log" # an earlier sweep's, not this one's
+        sc_say "wrote $out/table.md, $out/table.tsv and $out/chart.gp"
+        sc_say "warning: no chart: gnuplot is missing, so chart.png was not drawn; draw it with: $draw_later"
+    fi
     return "$table_rc"
 }

@@ -14,9 +14,10 @@
       sets being the run's extra k=v overrides joined by \\x1f) and its
       run_dir/log.jsonl, and writes DIR/table.md, DIR/table.tsv (the same
       figures, machine-readable) and DIR/chart.gp (a self-contained gnuplot
-      script drawing DIR/chart.png). INFO holds the header's "key<TAB>value"
-      lines. Exits 1 when a run failed or left no figures (the table is
-      written anyway, with n/a in its cells).
+      script that draws DIR/chart.png when run in DIR; this draws nothing).
+      INFO holds the header's "key<TAB>value" lines. Exits 1 when a run
+      failed or left no figures (the table is written anyway, with n/a in
+      its cells).
 """
 import json
 import math
@@ -414,8 +415,12 @@ def write_chart(out_dir, kind, rows, info):
         if any(r["mode"] == "projected" for r in rows) else "all points measured"
     title = {"weak": "Weak scaling", "strong": "Strong scaling"}[kind]
     gp = [
-        "# gnuplot script written by scripts/scaling/scaling.py; run: gnuplot chart.gp",
-        "set terminal pngcairo size 1300,520 font ',10' noenhanced" if info.get("terminal") != "png"
+        "# gnuplot script written by scripts/scaling/scaling.py, its data inline; in this directory"
+        " (it writes chart.png here), on any machine with gnuplot 5: gnuplot chart.gp",
+        # pngcairo, or png where the gnuplot that draws this has no pngcairo (it may not be the
+        # machine that ran the sweep: one without gnuplot writes this and draws nothing)
+        "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1300,520 font ',10' noenhanced }"
+        " else { set terminal png size 1300,520 noenhanced }" if info.get("terminal") != "png"
         else "set terminal png size 1300,520 noenhanced",
         "set output 'chart.png'",
         *blocks,

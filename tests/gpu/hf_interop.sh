@@ -4,7 +4,9 @@
 # the binary's validation loss (./train_gpt --eval, fp32) within 1e-4 on the
 # same windows. Runs wherever `transformers` is importable (CPU or GPU);
 # elsewhere it says so and counts nothing. DEVICE=cuda trains on the GPU.
-# Not yet run: neither this machine nor CI has transformers.
+# CI has no transformers; it first ran on an H200 (results/gpu/2026-11-27_h200),
+# where a test bug (the whole "val loss" line read as the number) failed it
+# with the losses agreeing.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/../lib.sh" hf_interop
 if ! "$py" -c 'import transformers, torch' 2>/dev/null; then
@@ -25,7 +27,7 @@ for prec in fp32 bf16; do
         not_ok "hf_${prec}_train" "$(tail -n 3 "$d.out" | tr '\n' ' ')"; continue
     fi
     ours=$("$bin" --eval --config "$tmp/cfg.json" --set model.init_from="$d/step_00000020" --set train.precision=fp32 \
-           --set device=cpu 2>"$d.eval.err" | sed -n 's/^val loss //p')
+           --set device=cpu 2>"$d.eval.err" | sed -n 's/^val loss \([^ ]*\).*/\1/p') # "val loss 6.245884 (4 batches ...)"
     theirs=$("$py" - "$d/step_00000020" "$tmp/data/val_000000.bin" 4 4 32 <<'PY'
 import sys, numpy as np, torch
 from transformers import GPT2LMHeadModel

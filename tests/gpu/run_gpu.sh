@@ -245,13 +245,15 @@ fi
 #     step 2 and replayed at steps 3 and 4 (with dropout, each step's own masks) bitwise equal to the same run
 #     op by op
 strip() { grep '"loss"' "$tmp/$1/log.jsonl" | sed -E 's/.*("step":[0-9]+,"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*).*/\1/'; }
+# the val lines without their wall-clock "time" (every log line carries one since --eval/--sample came)
+val_lines() { grep '"val_loss"' "$tmp/$1/log.jsonl" | sed -E 's/"time":[^,]*,//'; }
 # check_bitwise NAME REF RUN: the deterministic part of every train line, the val loss and the final checkpoint
 check_bitwise() {
     local name="$1" a="$2" b="$3" ck="step_00000004"
     if [ -z "$(strip "$a")" ] || [ "$(strip "$a")" != "$(strip "$b")" ]; then
         bad "$name" "train lines differ: $(diff <(strip "$a") <(strip "$b") | head -n 2 | tr '\n' ' ')"
-    elif [ "$(grep val_loss "$tmp/$a/log.jsonl")" != "$(grep val_loss "$tmp/$b/log.jsonl")" ]; then
-        bad "$name" "val losses differ"
+    elif [ -z "$(val_lines "$a")" ] || [ "$(val_lines "$a")" != "$(val_lines "$b")" ]; then
+        bad "$name" "val losses differ: $(diff <(val_lines "$a") <(val_lines "$b") | head -n 2 | tr '\n' ' ')"
     elif ! cmp -s "$tmp/$a/$ck/model.safetensors" "$tmp/$b/$ck/model.safetensors" ||
         ! cmp -s "$tmp/$a/$ck/optimizer.safetensors" "$tmp/$b/$ck/optimizer.safetensors"; then
         bad "$name" "final checkpoints differ (or are missing)"
@@ -296,7 +298,22 @@ if want sanitizer; then
     if [ -z "$san" ]; then
         skip sanitizer "compute-sanitizer not found on PATH or under /usr/local/cuda/bin (not counted as passed)"
     else
+        # race_kernels FILE: the kernel of each access racecheck reported, one a line (a name with spaces,
+        # as a demangled one of ours would be, gives its first word: never a library prefix)
+        race_kernels() { grep -oE '(Race reported between|and) [A-Za-z]+ access at [^ +]+' "$1" | sed 's/.* access at //'; }
+        # only_library_races FILE: racecheck reported hazards, every one between accesses of cuBLAS's
+        # own kernels, and the run went on to its end. On an H200 (results/gpu/2026-11-27_h200) racecheck
+        # reported 19 in nvjet_sm90_* kernels (Hopper's asynchronous copies and barriers, which it does not
+        # follow): not ours to fix, and no reason to pass a race in one of ours.
+        only_library_races() {
+            local k n=0
+            while read -r k; do
+                case "$k" in nvjet_*|sm90_xmma*|sm80_xmma*|cutlass*|cublas*) n=$((n + 1)) ;; *) return 1 ;; esac
+            done < <(race_kernels "$1")
+            [ "$n" -gt 0 ] && grep -q '^peak resident memory' "$1"
+        }
         # sanitized NAME [--tool TOOL] COMMAND...: runs under memcheck (or TOOL); passes on exit 0 with "0 errors"
+        # (racecheck also with hazards inside cuBLAS's kernels only: only_library_races)
         sanitized() {
             local name="$1"; shift
             local tool=memcheck
@@ -307,6 +324,8 @@ if want sanitizer; then
             local summary='ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors'
             if [ "$rc" -eq 0 ] && grep -qE "$summary" "$tmp/$name.out"; then
                 good "$name ($(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tmp/$name.out" | sed 's/^=* *//'))"
+            elif [ "$tool" = racecheck ] && [ "$rc" -le 1 ] && only_library_races "$tmp/$name.out"; then
+                good "$name ($(grep -m1 'RACECHECK SUMMARY' "$tmp/$name.out" | sed 's/^=* *//'), all inside cuBLAS's own kernels: $(race_kernels "$tmp/$name.out" | sort -u | paste -sd' '))"
             else
                 bad "$name" "exit $rc: $(grep -m3 -E '^========= (Invalid|Program hit|Error|ERROR SUMMARY|RACECHECK SUMMARY|Barrier|Race)' "$tmp/$name.out" | tr '\n' ' ')$(grep -m2 '^not ok' "$tmp/$name.out" | tr '\n' ' ') $(last_lines "$tmp/$name.out" 2)"
             fi

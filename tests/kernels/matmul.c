@@ -228,6 +228,16 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
     tw_free(e, bias);
 }
 
+/* dpre's tolerance. In fp32 the DGELU epilogue (C % 8 == 0) gets 5e-5, not
+ * 1e-5: cuBLASLt evaluates GELU's derivative by its own float32 formula. On
+ * an H200 (results/gpu/2026-11-27_h200) dpre was 7e-6 to 1.2e-5 off the
+ * CPU with the epilogue, against 1.3e-6 for the same product without it
+ * and 1.6e-7 for the unfused fallback; a wrong derivative is off by far
+ * more. The fallback and bf16 keep the usual tolerance. */
+static double dgelu_epilogue_tol(const env *e, int C) {
+    return e->act == TG_F32 && C % 8 == 0 ? 5e-5 : e->tol;
+}
+
 /* matmul_backward_dgelu against the CPU's composition (matmul_backward,
  * gelu_backward, bias_backward). C divisible by 8 takes cuBLASLt's DGELU
  * epilogue (DGELU_BGRAD in fp32, with the bias gradient), other C the
@@ -246,7 +256,7 @@ void cuda_test_matmul_dgelu(env *e, int N, int C, int OC) {
         e->cpu->matmul_backward_dgelu(e->cpu, dpre.c, with_bias ? dbias.c : NULL, dw.c, dout.c, inp.c, w.c, pre.c, N, C, OC);
         e->gpu->matmul_backward_dgelu(e->gpu, dpre.g, with_bias ? dbias.g : NULL, dw.g, dout.g, inp.g, w.g, pre.g, N, C, OC);
         const char *tag = with_bias ? "" : "_dbias_null";
-        check(e, dpre, e->tol, "matmul_backward_dgelu%s dpre N=%d C=%d OC=%d", tag, N, C, OC);
+        check(e, dpre, dgelu_epilogue_tol(e, C), "matmul_backward_dgelu%s dpre N=%d C=%d OC=%d", tag, N, C, OC);
         check(e, dw, e->tol, "matmul_backward_dgelu%s dw N=%d C=%d OC=%d", tag, N, C, OC);
         if (with_bias) check(e, dbias, e->tol, "matmul_backward_dgelu dbias N=%d C=%d OC=%d", N, C, OC);
 #ifdef TG_CUDA_EMU
