@@ -170,7 +170,7 @@ static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_ti
  * tiles, two more). Where both of a warp's row tiles see a 16-key block,
  * one call does both (each K and V fragment loaded once); elsewhere (the
  * second tile's diagonal block, a tile past T) each alone: the same bits. */
-template <int HS>
+template <int HS, bool DROP>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
@@ -229,12 +229,12 @@ __global__ void __launch_bounds__(FB_THREADS)
                 edge[i] = kt == qw[i] || qw[i] + 16 > T;
             }
             if (MT == 2 && sees[0] && sees[MT - 1]) {
-                fb_dq_block<HS, MT>(dq, qf, gf, krows, vrows, lse2, Dr, qw, kt, edge, c);
+                fb_dq_block<HS, MT, DROP>(dq, qf, gf, krows, vrows, lse2, Dr, qw, kt, edge, c);
                 continue;
             }
 #pragma unroll
             for (int i = 0; i < MT; i++)
-                if (sees[i]) fb_dq_block<HS, 1>(dq + i, qf + i, gf + i, krows, vrows, lse2 + i, Dr + i, qw + i, kt, edge + i, c);
+                if (sees[i]) fb_dq_block<HS, 1, DROP>(dq + i, qf + i, gf + i, krows, vrows, lse2 + i, Dr + i, qw + i, kt, edge + i, c);
         }
         async_wait<0>();
         __syncthreads(); /* the next tile is in, and this one's readers are done */
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(FB_THREADS)
  * D_t[n % 2]; tile n + 1 is copied into the other buffer by cp.async
  * (its statistics read into registers) while tile n is used; the block's
  * k and v rows pass through buffer 1 first. */
-template <int HS>
+template <int HS, bool DROP>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                          const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
@@ -296,10 +296,10 @@ __global__ void __launch_bounds__(FB_THREADS)
             const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
             const bool edge = qt == kw || qt + 16 > T;
             if constexpr (v_held)
-                fb_dkv_block<HS>(dk, dv, kf, fb_held{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
+                fb_dkv_block<HS, DROP>(dk, dv, kf, fb_held{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
                                  edge, c);
             else
-                fb_dkv_block<HS>(dk, dv, kf, fb_staged<HS>{vrows}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw,
+                fb_dkv_block<HS, DROP>(dk, dv, kf, fb_staged<HS>{vrows}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw,
                                  qt, edge, c);
         }
         if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
@@ -320,6 +320,23 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
     return HS % 16 == 0 && HS <= FL_HS_MAX && any % 16 == 0;
 }
 
+/* The dq kernel, then the dk, dv kernel, for one head size and dropout
+ * setting (DROP: an instance of its own, so that a run without dropout
+ * carries none of its code). */
+template <int HS, bool DROP>
+void mma_gradient_kernels(cuda_ctx *ctx, dim3 dq_grid, dim3 grid, int dq_shared, int dkv_shared, __nv_bfloat16 *dqkv,
+                          const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse, const float *D, int p0, int T,
+                          int NH, float scale, tg_dropout drop) {
+    CUDA_CHECK(
+        cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS, DROP>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS, DROP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    dkv_shared));
+    flash_dq_mma_kernel<HS, DROP><<<dq_grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    CUDA_LAUNCHED("flash_dq_mma_kernel");
+    flash_dkv_mma_kernel<HS, DROP><<<grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    CUDA_LAUNCHED("flash_dkv_mma_kernel");
+}
+
 /* dq, dk, dv of pairs p0 .. p0 + np on tensor cores; HS is tried from 16
  * up to FL_HS_MAX in steps of 16 (one instantiation each). */
 template <int HS>
@@ -335,13 +352,10 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
     const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_shared_bytes<HS>(false), dkv_shared = fb_shared_bytes<HS>(true);
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
-    CUDA_CHECK(
-        cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
-    flash_dq_mma_kernel<HS><<<dq_grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
-    CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS><<<grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
-    CUDA_LAUNCHED("flash_dkv_mma_kernel");
+    if (drop.p > 0.0f) /* dropout on: the instances that carry its code */
+        mma_gradient_kernels<HS, true>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    else
+        mma_gradient_kernels<HS, false>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles. */

@@ -196,14 +196,15 @@ static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], co
 /* One element of a 16 x 16 block: from the score s = q . k and dp =
  * dout . v, returns dS = P (dp keep - D) and sets *kept = P keep, both 0
  * where masked; lse2 = lse log2(e). Only blocks on the diagonal or past T
- * (edge) need the mask. */
+ * (edge) need the mask. DROP: dropout is on (without it, no dropout code). */
+template <bool DROP>
 static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,
                                               bool edge, const fb_pair &c) {
     if (edge && !fl_visible(query, 0, key, 0, c.T)) {
         *kept = 0.0f;
         return 0.0f;
     }
-    const float prob = exp2f(s * c.scale2 - lse2), keep = fl_drop(c.drop, c.b, c.h, query, key, c.T);
+    const float prob = exp2f(s * c.scale2 - lse2), keep = DROP ? fl_drop(c.drop, c.b, c.h, query, key, c.T) : 1.0f;
     *kept = prob * keep;
     return prob * (dp * keep - D);
 }
@@ -214,7 +215,7 @@ static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, fl
  * edge[i]: the block touches the diagonal or T. Each tile's arithmetic is
  * the same for any R (fb_dots, fb_accumulate), so R = 2 gives the bits of
  * two calls with R = 1. */
-template <int HS, int R>
+template <int HS, int R, bool DROP>
 static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4], const uint32_t gf[R][HS / 16][4],
                                    const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[R][2],
                                    const float D[R][2], const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
@@ -233,7 +234,7 @@ static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
                 const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
-                s[i][n][e] = fb_ds(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row, kt + col,
+                s[i][n][e] = fb_ds<DROP>(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row, kt + col,
                                    edge[i], c);
             }
         mma_a_from_accumulators(ds[i], s[i][0], s[i][1]);
@@ -247,7 +248,7 @@ static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][
  * query rows' statistics (16 from qt). The scores come out transposed
  * (keys as rows), so dS^T and (P keep)^T are accumulators that become A
  * fragments directly. */
-template <int HS, typename V>
+template <int HS, bool DROP, typename V>
 static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
                                     const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
                                     int kw, int qt, bool edge, const fb_pair &c) {
@@ -261,7 +262,7 @@ static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
             const int col = 8 * n + 2 * t + (e & 1);
-            s[0][n][e] = fb_ds(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
+            s[0][n][e] = fb_ds<DROP>(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
         }
     uint32_t pk[1][4], ds[1][4];
     mma_a_from_accumulators(pk[0], kept[0], kept[1]);

@@ -136,8 +136,10 @@ static __device__ __forceinline__ fm_reach fm_reach_of(int r0, int k0) {
  * against keys 8j .. 8j + 7 of the staged tile ks into s[i][j], unscaled,
  * for j < reach[i].n_blocks; the other s[i][j] are 0. Each 16-key pair of
  * K fragments is loaded once (one ldmatrix) for every tile that sees it;
- * reach[MT - 1] (the lowest rows) sees the most. */
-template <int HS, int MT>
+ * reach[MT - 1] (the lowest rows) sees the most. FULL: every tile sees
+ * every key (the key tile lies wholly before the block's rows), so the
+ * loops have no test to break them up. */
+template <int HS, int MT, bool FULL>
 static __device__ __forceinline__ void warp_scores(float (*s)[FM_KEY_BLOCKS][4], const uint32_t (*q)[HS / 16][4],
                                                    const __nv_bfloat16 *ks, const fm_reach *reach) {
     constexpr int ld = fm_ld(HS);
@@ -147,14 +149,14 @@ static __device__ __forceinline__ void warp_scores(float (*s)[FM_KEY_BLOCKS][4],
         for (int i = 0; i < MT; i++)
 #pragma unroll
             for (int e = 0; e < 4; e++) s[i][j][e] = s[i][j + 1][e] = 0.0f;
-        if (j >= reach[MT - 1].n_blocks) continue;
+        if (!FULL && j >= reach[MT - 1].n_blocks) continue;
 #pragma unroll
         for (int kk = 0; kk < HS / 16; kk++) {
             uint32_t kf[2][2];
             mma_load_b_rows_x2(kf, ks + 8 * j * ld + 16 * kk, ld);
 #pragma unroll
             for (int i = 0; i < MT; i++) {
-                if (j >= reach[i].n_blocks) continue;
+                if (!FULL && j >= reach[i].n_blocks) continue;
                 mma_bf16_16816(s[i][j], q[i][kk], kf[0]);
                 mma_bf16_16816(s[i][j + 1], q[i][kk], kf[1]);
             }
@@ -174,8 +176,9 @@ struct lane_pos {
  * against the new running max m (log2 units), with masked keys (past
  * reach.n_blocks or, where reach.mask, after the row) at 0; the running
  * sum l (this lane's share, before dropout, like the CPU's) and the row's
- * outputs o are rescaled to the new max first. */
-template <int NB>
+ * outputs o are rescaled to the new max first. FULL: every key is seen (no
+ * mask); DROP: dropout is on (p > 0; without it no dropout code at all). */
+template <int NB, bool FULL, bool DROP>
 static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4], float &m, float &l, int i, const lane_pos &at,
                                                    const fm_reach &reach, float scale_log2, int b, int h, int T,
                                                    const tg_dropout &drop) {
@@ -186,7 +189,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const bool seen = j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row);
+            const bool seen = FULL || (j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row));
             x = seen ? x * scale_log2 : -INFINITY;
             mx = fmaxf(mx, x);
         }
@@ -200,7 +203,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
         o[n][2 * i] *= corr;
         o[n][2 * i + 1] *= corr;
     }
-    const bool dropping = drop.p > 0.0f && row < T;
+    const bool dropping = DROP && row < T;
 #pragma unroll
     for (int j = 0; j < FM_KEY_BLOCKS; j++)
 #pragma unroll
@@ -216,14 +219,14 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
  * values vs, P the bf16 rounding of the probabilities s[i], keys of the
  * first reach[i].n_blocks accumulators only (the rest are masked). Each
  * 16-column pair of V fragments is loaded once for every tile that sees
- * its keys. */
-template <int HS, int MT>
+ * its keys. FULL: as warp_scores. */
+template <int HS, int MT, bool FULL>
 static __device__ __forceinline__ void warp_pv(float (*o)[HS / 8][4], const float (*s)[FM_KEY_BLOCKS][4],
                                                const __nv_bfloat16 *vs, const fm_reach *reach) {
     constexpr int ld = fm_ld(HS);
 #pragma unroll
     for (int kk = 0; kk < FM_KEY_BLOCKS / 2; kk++) {
-        if (2 * kk >= reach[MT - 1].n_blocks) continue;
+        if (!FULL && 2 * kk >= reach[MT - 1].n_blocks) continue;
         uint32_t pf[MT][4];
 #pragma unroll
         for (int i = 0; i < MT; i++) mma_a_from_accumulators(pf[i], s[i][2 * kk], s[i][2 * kk + 1]);
@@ -233,12 +236,30 @@ static __device__ __forceinline__ void warp_pv(float (*o)[HS / 8][4], const floa
             mma_load_b_cols_x2(vf, vs + 16 * kk * ld + 8 * n, ld);
 #pragma unroll
             for (int i = 0; i < MT; i++) {
-                if (2 * kk >= reach[i].n_blocks) continue;
+                if (!FULL && 2 * kk >= reach[i].n_blocks) continue;
                 mma_bf16_16816(o[i][n], pf[i], vf[0]);
                 mma_bf16_16816(o[i][n + 1], pf[i], vf[1]);
             }
         }
     }
+}
+
+/* One staged key tile (K at ks, V at vs) for the warp's MT row tiles:
+ * scores, the online softmax of each row, then P V into o. */
+template <int HS, int MT, bool FULL, bool DROP>
+static __device__ __forceinline__ void warp_key_tile(float (*o)[HS / 8][4], float (*m)[2], float (*l)[2],
+                                                     const uint32_t (*qf)[HS / 16][4], const __nv_bfloat16 *ks,
+                                                     const __nv_bfloat16 *vs, const fm_reach *reach, const lane_pos *at,
+                                                     float scale_log2, int b, int h, int T, const tg_dropout &drop) {
+    float s[MT][FM_KEY_BLOCKS][4];
+    warp_scores<HS, MT, FULL>(s, qf, ks, reach);
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        if (!FULL && reach[i].n_blocks == 0) continue; /* no key seen: nothing would change */
+        softmax_row<HS / 8, FULL, DROP>(s[i], o[i], m[i][0], l[i][0], 0, at[i], reach[i], scale_log2, b, h, T, drop);
+        softmax_row<HS / 8, FULL, DROP>(s[i], o[i], m[i][1], l[i][1], 1, at[i], reach[i], scale_log2, b, h, T, drop);
+    }
+    warp_pv<HS, MT, FULL>(o, s, vs, reach);
 }
 
 /* The warp's finished rows: out = o / sum into rows 16 (MT warp + i) + g
@@ -278,8 +299,11 @@ static constexpr int fm_forward_shared_bytes() {
  * kt % 2 (K, then V, in dynamic shared memory), and tile kt + 1 is copied
  * into the other buffer by cp.async while tile kt is used; Q passes through
  * buffer 1 first, the output rows through buffer 0 last. vec: qkv and out
- * allow 16-byte accesses. */
-template <int HS>
+ * allow 16-byte accesses. DROP: dropout on (an instance of its own, so that
+ * the usual run without it carries no dropout code). Key tiles wholly
+ * before the block's rows (all but its last one or two) take the
+ * unmasked warp_key_tile. */
+template <int HS, bool DROP>
 __global__ void __launch_bounds__(FM_THREADS)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                              tg_dropout drop, bool vec) {
@@ -336,18 +360,11 @@ __global__ void __launch_bounds__(FM_THREADS)
             reach[i] = fm_reach_of(q0 + fl_tile_row<MT>(warp, i), k0);
             at[i].k0 = k0;
         }
-        if (reach[MT - 1].n_blocks > 0) { /* warp-uniform: the tile is not wholly after the warp's rows */
-            const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
-            float s[MT][FM_KEY_BLOCKS][4];
-            warp_scores<HS, MT>(s, qf, ks, reach);
-#pragma unroll
-            for (int i = 0; i < MT; i++) {
-                if (reach[i].n_blocks == 0) continue; /* no key seen: nothing would change */
-                softmax_row<NB>(s[i], o[i], m[i][0], l[i][0], 0, at[i], reach[i], scale_log2, b, h, T, drop);
-                softmax_row<NB>(s[i], o[i], m[i][1], l[i][1], 1, at[i], reach[i], scale_log2, b, h, T, drop);
-            }
-            warp_pv<HS, MT>(o, s, vs, reach);
-        }
+        const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
+        if (k0 + FM_ROWS <= q0) /* block-uniform: every row tile sees every key (reach_of's first case) */
+            warp_key_tile<HS, MT, true, DROP>(o, m, l, qf, ks, vs, reach, at, scale_log2, b, h, T, drop);
+        else if (reach[MT - 1].n_blocks > 0) /* warp-uniform: the tile is not wholly after the warp's rows */
+            warp_key_tile<HS, MT, false, DROP>(o, m, l, qf, ks, vs, reach, at, scale_log2, b, h, T, drop);
         async_wait<0>();
         __syncthreads(); /* tile kt + 1 is in, and tile kt's readers are done */
     }
@@ -368,12 +385,16 @@ void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv
     constexpr int block_rows = FM_ROWS * fm_row_tiles<HS>();
     const unsigned q_blocks = (unsigned)((T + block_rows - 1) / block_rows);
     constexpr int shared = fm_forward_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_forward_mma_kernel<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    shared));
+    const bool dropout = drop.p > 0.0f;
+    const void *kernel = dropout ? (const void *)flash_forward_mma_kernel<HS, true> : (const void *)flash_forward_mma_kernel<HS, false>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const int np = fl_min(FL_MAX_PAIRS, B * NH - p0);
-        flash_forward_mma_kernel<HS><<<dim3(q_blocks, (unsigned)np), FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH,
-                                                                                                        scale_log2, drop, vec);
+        const dim3 grid(q_blocks, (unsigned)fl_min(FL_MAX_PAIRS, B * NH - p0));
+        if (dropout)
+            flash_forward_mma_kernel<HS, true><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop, vec);
+        else
+            flash_forward_mma_kernel<HS, false><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
+                                                                                          vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
 }
