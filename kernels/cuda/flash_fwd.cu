@@ -300,9 +300,10 @@ static constexpr int fm_forward_shared_bytes() {
  * into the other buffer by cp.async while tile kt is used; Q passes through
  * buffer 1 first, the output rows through buffer 0 last. vec: qkv and out
  * allow 16-byte accesses. DROP: dropout on (an instance of its own, so that
- * the usual run without it carries no dropout code). Key tiles wholly
- * before the block's rows (all but its last one or two) take the
- * unmasked warp_key_tile. */
+ * the usual run without it carries no dropout code). Without dropout, key
+ * tiles wholly before the block's rows (all but its last one or two) take
+ * the unmasked warp_key_tile (with it, the second copy of the dropout code
+ * made ptxas spill at head size 16). */
 template <int HS, bool DROP>
 __global__ void __launch_bounds__(FM_THREADS)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(FM_THREADS)
             at[i].k0 = k0;
         }
         const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
-        if (k0 + FM_ROWS <= q0) /* block-uniform: every row tile sees every key (reach_of's first case) */
+        if (!DROP && k0 + FM_ROWS <= q0) /* block-uniform: every row tile sees every key (reach_of's first case) */
             warp_key_tile<HS, MT, true, DROP>(o, m, l, qf, ks, vs, reach, at, scale_log2, b, h, T, drop);
         else if (reach[MT - 1].n_blocks > 0) /* warp-uniform: the tile is not wholly after the warp's rows */
             warp_key_tile<HS, MT, false, DROP>(o, m, l, qf, ks, vs, reach, at, scale_log2, b, h, T, drop);
