@@ -327,13 +327,14 @@ template <int HS, bool DROP>
 void mma_gradient_kernels(cuda_ctx *ctx, dim3 dq_grid, dim3 grid, int dq_shared, int dkv_shared, __nv_bfloat16 *dqkv,
                           const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse, const float *D, int p0, int T,
                           int NH, float scale, tg_dropout drop) {
-    CUDA_CHECK(
-        cudaFuncSetAttribute((const void *)flash_dq_mma_kernel<HS, DROP>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_dkv_mma_kernel<HS, DROP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    dkv_shared));
-    flash_dq_mma_kernel<HS, DROP><<<dq_grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP>;
+    const void *dkv_kernel = (const void *)flash_dkv_mma_kernel<HS, DROP>;
+    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
+    CUDA_CHECK(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
+    cudaStream_t stream = ctx->stream;
+    flash_dq_mma_kernel<HS, DROP><<<dq_grid, FB_THREADS, dq_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS, DROP><<<grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    flash_dkv_mma_kernel<HS, DROP><<<grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 
@@ -353,9 +354,11 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_shared_bytes<HS>(false), dkv_shared = fb_shared_bytes<HS>(true);
     if (drop.p > 0.0f) /* dropout on: the instances that carry its code */
-        mma_gradient_kernels<HS, true>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+        mma_gradient_kernels<HS, true>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                       drop);
     else
-        mma_gradient_kernels<HS, false>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+        mma_gradient_kernels<HS, false>(ctx, dq_grid, grid, dq_shared, dkv_shared, dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                        drop);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles. */

@@ -387,15 +387,18 @@ void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv
     const unsigned q_blocks = (unsigned)((T + block_rows - 1) / block_rows);
     constexpr int shared = fm_forward_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
     const bool dropout = drop.p > 0.0f;
-    const void *kernel = dropout ? (const void *)flash_forward_mma_kernel<HS, true> : (const void *)flash_forward_mma_kernel<HS, false>;
+    const void *kernel =
+        dropout ? (const void *)flash_forward_mma_kernel<HS, true> : (const void *)flash_forward_mma_kernel<HS, false>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const dim3 grid(q_blocks, (unsigned)fl_min(FL_MAX_PAIRS, B * NH - p0));
+        cudaStream_t stream = ctx->stream;
         if (dropout)
-            flash_forward_mma_kernel<HS, true><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop, vec);
+            flash_forward_mma_kernel<HS, true><<<grid, FM_THREADS, shared, stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
+                                                                                     vec);
         else
-            flash_forward_mma_kernel<HS, false><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
-                                                                                          vec);
+            flash_forward_mma_kernel<HS, false><<<grid, FM_THREADS, shared, stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
+                                                                                     vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
 }
