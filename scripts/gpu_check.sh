@@ -42,7 +42,9 @@ costs its section only):
                      with the binary's val loss
   profile            ncu (Nsight Compute, --set detailed, clocks left alone) on the flash attention's
                      kernels (forward, dq, dkv: the first launch of each) in one GPT-2 124M step,
-                     micro-batch 16 x 1024, bf16: why they reach a fraction of the tensor cores' rate
+                     micro-batch 16 x 1024, bf16: why they reach a fraction of the tensor cores' rate;
+                     then scripts/attention_reference.py, PyTorch's causal attention timed alone at the
+                     benchmark shapes (the reference for the per-op timer's attention rows)
 --from SECTION starts there and runs the rest; named SECTIONs run just those.
 --budget SECONDS bounds the whole run (a lent machine's command limit): a
 section gets at most what is left less ${reserve}s (for the archive), and one
@@ -134,7 +136,8 @@ section_cmd() {
                     --set train.micro_batch=16 --set train.global_batch=16 --set train.steps=1 --set train.cuda_graph=false \
                     --set out.eval_every=0 --set out.eval_batches=0 --set out.sample_every=0 --set out.sample_tokens=0 \
                     --set out.save_final=false --set out.dir="$TG_TMP/run_$k" || rc=1
-            done; exit $rc' ;; # one step, the first launch of each kernel
+            done
+            python3 scripts/attention_reference.py || rc=1; exit $rc' ;; # one step, the first launch of each kernel; then the PyTorch reference
     esac
 }
 

@@ -129,6 +129,15 @@ check gpu_check_profile_runs_ncu_per_kernel "rc $rc; calls: $(tr '\n' ';' <"$tmp
     eval '[ $rc = 0 ] && [ "$(grep -c . "$tmp/ncu_calls")" = 3 ] && [ -z "$missing" ] &&
           [ "$(grep -c -- "--clock-control none .* build/gpu/train_gpt .*--set device=cuda" "$tmp/ncu_calls")" = 3 ] &&
           [ "$(sed -n "s/.*regex:\([a-z_]*\) .*/\1/p" "$tmp/ncu_calls" | sort -u | grep -c .)" = 3 ]'
+# ... and then times PyTorch's causal attention alone (here, without CUDA, it says it timed nothing);
+# its FLOP count is the results' convention, 2 B NH T^2 HS a layer forward: 2.5770e10 at both
+# benchmark shapes (16 x 12 x 1024^2 x 64 = 8 x 16 x 1024^2 x 96).
+tar -xzf "$tmp/profile/logs.tar.gz" -C "$tmp/profile" logs/profile.log 2>/dev/null
+check gpu_check_profile_runs_the_reference "$(tail -n 2 "$tmp/profile/logs/profile.log" 2>/dev/null | tr '\n' ' ')" \
+    grep -qE "attention_reference: no (CUDA device|torch)|causal SDPA" "$tmp/profile/logs/profile.log"
+flops=$(python3 scripts/attention_reference.py --flops 2>&1)
+check attention_reference_flops "$flops" \
+    eval '[ "$(grep -c "forward 2.5770e+10 FLOP a layer, backward 6.4425e+10" <<<"$flops")" = 2 ]'
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     echo "skip gpu_check_no_gpu_runs - this machine has a GPU: run scripts/gpu_check.sh itself"; exit "$failed"
 fi
