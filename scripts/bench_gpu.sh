@@ -65,8 +65,9 @@ there). With OUT set, all are copied there after every measurement, so a command
 cut short still brings back what it measured.
 
 Options:
-  --quick              10 steps per run (7 timed), --compile-limit 180 and
-                       --llmc-limit 240 by default (estimates, not yet run on a GPU)
+  --quick              13 steps per run (10 timed: a median of 10 at least), --compile-limit 180 and
+                       --llmc-limit 240 by default (on an H200, torch.compile's first step took 32 s
+                       at GPT-2 124M and 76 s at 1.2B, and llm.c's cuDNN build about a minute)
   --steps N            steps per run (default 20; at least 5: steps 1-3 are warm-up)
   --models LIST        comma-separated, of gpt2_124m,megatron_1.2b (default both)
   --no-compile         skip torch.compile (its rows say "not measured")
@@ -118,7 +119,7 @@ while [ $# -gt 0 ]; do
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
-[ -n "$steps" ] || { if [ "$quick" = 1 ]; then steps=10; else steps=20; fi; }
+[ -n "$steps" ] || { if [ "$quick" = 1 ]; then steps=13; else steps=20; fi; } # 10 timed at least
 [ -n "$compile_limit" ] || { if [ "$quick" = 1 ]; then compile_limit=180; else compile_limit=420; fi; }
 [ -n "$llmc_limit" ] || { if [ "$quick" = 1 ]; then llmc_limit=240; else llmc_limit=420; fi; }
 { [[ "$steps" =~ ^[0-9]+$ ]] && [ "$steps" -ge 5 ]; } || die "--steps must be an integer of at least 5 (steps 1-3 are warm-up), got '$steps'"

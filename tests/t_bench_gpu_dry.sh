@@ -126,7 +126,7 @@ json=$(ls "$repo"/results/gpu_bench_*.json 2>/dev/null | head -n 1)
 got=$(python3 - "$json" <<'PY' 2>&1
 import json, sys
 j = json.load(open(sys.argv[1]))
-# median of steps 4..10 of base + step = base + 7; each implementation its own base
+# --quick: 13 steps, the median of steps 4..13 of base + step = base + 8.5; each implementation its own base
 base = {"train_gpt": 100, "pytorch_eager": 200, "pytorch_compile": 150, "llm.c": 80}
 bad = []
 for r in j["rows"]:
@@ -134,7 +134,7 @@ for r in j["rows"]:
         ok = r["ms_per_step"] is None and "no configuration matching" in r["note"]
     else:
         b = base[r["impl"]]
-        ok = (r["ms_per_step"], r["ms_min"], r["ms_max"]) == (b + 7.0, b + 4.0, b + 10.0) and r["mfu"] > 0
+        ok = (r["ms_per_step"], r["ms_min"], r["ms_max"]) == (b + 8.5, b + 4.0, b + 13.0) and r["mfu"] > 0
     if not ok:
         bad.append(r)
 points = [(r["model"], r["global_batch"]) for r in j["rows"][::4]]
@@ -147,7 +147,7 @@ PY
 )
 check bench_dry_json_rows "$got" test "$got" = same
 args=$(cat "$repo/runs/llmc_build/args.txt" 2>/dev/null)
-check bench_dry_llmc_flags "$args" eval '[[ "$args" == "-i "*"/data/train_*.bin -j "*"/data/train_*.bin -e d12 -b 16 -t 1024 -d 16384 -r 0 -x 10 -v 100000 -m 1 -s 0 -n 0 -h 0" ]]'
+check bench_dry_llmc_flags "$args" eval '[[ "$args" == "-i "*"/data/train_*.bin -j "*"/data/train_*.bin -e d12 -b 16 -t 1024 -d 16384 -r 0 -x 13 -v 100000 -m 1 -s 0 -n 0 -h 0" ]]'
 md=${json%.json}.md
 check bench_dry_llmc_build_recorded "$(grep '^- llm.c' "$md")" \
     eval 'grep "^- llm.c: \`$tmp/llmc\`" "$md" | grep -q "the plain build: \`.NVCC_APPEND_FLAGS=-include .*llmc_cuda13_compat.h. make train_gpt2cu NVCC=$fake/cuda/bin/nvcc GPU_COMPUTE_CAPABILITY=90 NO_MULTI_GPU=1 NO_USE_MPI=1\`"'
