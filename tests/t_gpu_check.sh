@@ -84,24 +84,26 @@ sleep 1
 kill -KILL -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 check gpu_check_killed_leaves_two_files "$(ls "$tmp/killed" 2>&1 | tr '\n' ' ')" \
     eval '[ "$(ls "$tmp/killed" | tr "\n" " ")" = "logs.tar.gz summary.md " ] && tar -tzf "$tmp/killed/logs.tar.gz" >/dev/null'
-# The scaling section writes both sweeps' results into its scratch ($TG_TMP), which the archive
-# holds, and runs the strong sweep even when the weak one fails. A stand-in nvidia-smi lists one
-# GPU, and a stand-in trainer answers --help and --peak-tflops as the real one does and fails
-# every run: each sweep then writes its table (n/a cells) and exits 1, and the section fails.
-if [ -x "$bin" ]; then
-    mkdir -p "$tmp/gpubin"
-    printf '#!/bin/sh
+# A stand-in nvidia-smi that lists one GPU, for the scaling and profile sections below.
+mkdir -p "$tmp/gpubin"
+printf '#!/bin/sh
 case "$*" in
     -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;;
     --query-gpu=*) echo "NVIDIA H100 80GB HBM3, 550.00, 81559 MiB" ;;
 esac
 exit 0
 ' >"$tmp/gpubin/nvidia-smi"
+chmod +x "$tmp/gpubin/nvidia-smi"
+# The scaling section writes both sweeps' results into its scratch ($TG_TMP), which the archive
+# holds, and runs the strong sweep even when the weak one fails. Beside the stand-in nvidia-smi, a
+# stand-in trainer answers --help and --peak-tflops as the real one does and fails every run:
+# each sweep then writes its table (n/a cells) and exits 1, and the section fails.
+if [ -x "$bin" ]; then
     printf '#!/bin/sh
 case "$1" in --help|--peak-tflops) exec %q "$@" ;; esac
 echo "stand-in trainer: no run" >&2; exit 1
 ' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" >"$tmp/gpubin/fake_train_gpt"
-    chmod +x "$tmp/gpubin/nvidia-smi" "$tmp/gpubin/fake_train_gpt"
+    chmod +x "$tmp/gpubin/fake_train_gpt"
     PATH="$tmp/gpubin:$PATH" TRAIN_GPT="$tmp/gpubin/fake_train_gpt" "$gc" --out "$tmp/scaling" --limit 120 scaling >"$tmp/scaling.out" 2>&1
     row=$(grep '^| scaling |' "$tmp/scaling/summary.md")
     tar -tzf "$tmp/scaling/logs.tar.gz" >"$tmp/scaling.list" 2>&1
@@ -115,12 +117,11 @@ else
 fi
 # The profile section runs ncu once per flash-attention kernel, clocks left alone, on the GPU
 # build's trainer, and each kernel it names is one kernels/cuda defines (a renamed kernel would
-# leave ncu profiling nothing): a stand-in ncu records its arguments, beside a stand-in nvidia-smi.
+# leave ncu profiling nothing): a stand-in ncu records its arguments, beside the stand-in nvidia-smi.
 mkdir -p "$tmp/ncubin"
-printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\nexit 0\n' >"$tmp/ncubin/nvidia-smi"
 printf '#!/bin/sh\necho "$*" >>%q\nexit 0\n' "$tmp/ncu_calls" >"$tmp/ncubin/ncu"
-chmod +x "$tmp/ncubin/nvidia-smi" "$tmp/ncubin/ncu"
-PATH="$tmp/ncubin:$PATH" "$gc" --out "$tmp/profile" --limit 60 profile >"$tmp/profile.out" 2>&1; rc=$?
+chmod +x "$tmp/ncubin/ncu"
+PATH="$tmp/ncubin:$tmp/gpubin:$PATH" "$gc" --out "$tmp/profile" --limit 60 profile >"$tmp/profile.out" 2>&1; rc=$?
 missing=""
 while read -r k; do
     grep -qE "__global__ .*[^a-z_]$k\(|^ *$k\(" kernels/cuda/*.cu || missing="$missing $k"

@@ -378,29 +378,33 @@ __global__ void __launch_bounds__(FM_THREADS)
         fm_unstage<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, fm_tiles + i * tile, q0 + i * FM_ROWS, T, vec);
 }
 
-template <int HS>
-void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
-                       tg_dropout drop) {
+/* The forward's launches for one head size and dropout setting (DROP: an
+ * instance of its own, as the backward's mma_gradient_kernels). */
+template <int HS, bool DROP>
+void launch_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
+                        tg_dropout drop) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
     constexpr int block_rows = FM_ROWS * fm_row_tiles<HS>();
     const unsigned q_blocks = (unsigned)((T + block_rows - 1) / block_rows);
     constexpr int shared = fm_forward_shared_bytes<HS>(); /* over the default 48 KiB from HS = 96: opt in */
-    const bool dropout = drop.p > 0.0f;
-    const void *kernel =
-        dropout ? (const void *)flash_forward_mma_kernel<HS, true> : (const void *)flash_forward_mma_kernel<HS, false>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_forward_mma_kernel<HS, DROP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const dim3 grid(q_blocks, (unsigned)fl_min(FL_MAX_PAIRS, B * NH - p0));
-        cudaStream_t stream = ctx->stream;
-        if (dropout)
-            flash_forward_mma_kernel<HS, true><<<grid, FM_THREADS, shared, stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
-                                                                                     vec);
-        else
-            flash_forward_mma_kernel<HS, false><<<grid, FM_THREADS, shared, stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
-                                                                                     vec);
+        flash_forward_mma_kernel<HS, DROP><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
+                                                                                      vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
+}
+
+template <int HS>
+void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
+                       tg_dropout drop) {
+    if (drop.p > 0.0f)
+        launch_forward_mma<HS, true>(ctx, out, lse, qkv, B, T, NH, drop);
+    else
+        launch_forward_mma<HS, false>(ctx, out, lse, qkv, B, T, NH, drop);
 }
 
 /* The tensor-core forward when it has an instance for HS; false otherwise. */
