@@ -118,6 +118,20 @@ static __host__ __device__ constexpr int fm_row_tiles() {
     return HS <= 64 ? 2 : 1;
 }
 
+/* Blocks per SM the forward is built for (__launch_bounds__'s minimum):
+ * ptxas then keeps each thread within 65536 / (128 x blocks) registers.
+ * Two where a warp holds two row tiles (up to head size 64) or a 112- or
+ * 128-wide head's Q and accumulators, or carries the dropout code; three
+ * at 80 and 96 without dropout, where 168 registers hold everything (with
+ * dropout, three spilled 36 bytes at 96). Left to itself, ptxas chose the
+ * same occupancy, except at head sizes 16 and 32 with the ex2.approx.ftz
+ * softmax (fl_exp2): there it aimed for three blocks and spilled 4 and 12
+ * bytes to get them. */
+template <int HS, bool DROP>
+static __host__ __device__ constexpr int fm_blocks_per_sm() {
+    return !DROP && (HS == 80 || HS == 96) ? 3 : 2;
+}
+
 /* Where a warp's row tile meets key tile k0 .. k0 + FM_ROWS - 1: its rows
  * r0 .. r0 + 15 see the first n_blocks key blocks of 8 (0 to FM_KEY_BLOCKS,
  * even: keys up to its last row), and with mask some of those keys lie
@@ -189,13 +203,16 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const bool seen = FULL || (j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row));
-            x = seen ? x * scale_log2 : -INFINITY;
+            if (!FULL && !(j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row)))
+                x = -INFINITY; /* masked: 2^(-inf) = 0 below */
             mx = fmaxf(mx, x);
         }
-    const float m_new = fmaxf(m, fm_row_max(mx));
+    /* The max of the unscaled scores, scaled: scale_log2 > 0 and rounding are
+     * monotonic, so this is the max of the scaled scores, bit for bit, and each
+     * probability below is one FFMA and one ex2 (no separate scaling pass). */
+    const float m_new = fmaxf(m, fm_row_max(mx) * scale_log2);
     const float base = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
-    const float corr = exp2f(m - base);
+    const float corr = fl_exp2(m - base);
     m = m_new;
     l *= corr;
 #pragma unroll
@@ -209,7 +226,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const float prob = exp2f(x - base);
+            const float prob = fl_exp2(fmaf(x, scale_log2, -base));
             l += prob;
             x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
         }
@@ -305,7 +322,7 @@ static constexpr int fm_forward_shared_bytes() {
  * the unmasked warp_key_tile (with it, the second copy of the dropout code
  * made ptxas spill at head size 16). */
 template <int HS, bool DROP>
-__global__ void __launch_bounds__(FM_THREADS)
+__global__ void __launch_bounds__(FM_THREADS, fm_blocks_per_sm<HS, DROP>())
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                              tg_dropout drop, bool vec) {
     drop = tg_dropout_read_step(drop);

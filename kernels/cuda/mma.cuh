@@ -42,9 +42,18 @@ static __device__ __forceinline__ uint32_t mma_pair(__nv_bfloat16 lo, __nv_bfloa
     return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
 }
 
-/* Two floats rounded to bf16 (nearest even) as one register. */
+/* Two floats rounded to bf16 (nearest even) as one register: on the device
+ * one cvt.rn.bf16x2.f32 (F2FP: two conversions, where separate ones cost a
+ * conversion each and a byte permute to pair them); a converts to the high
+ * half. */
 static __device__ __forceinline__ uint32_t mma_pack(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+    uint32_t pair;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+    return pair;
+#else
     return mma_pair(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+#endif
 }
 
 /* ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: four 8x8 bf16
