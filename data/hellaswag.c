@@ -62,6 +62,19 @@ static int example_of(const cJSON *o, const tokenizer *tok, int vocab_size, int 
     return 0;
 }
 
+/* Refuses a \u0000 escape in the line (already parsed, so every backslash
+ * starts an escape inside a string): cJSON decodes it into a NUL, and the
+ * text would end there without a word. */
+static int refuse_nul_escape(const char *line, size_t len, tg_err *e) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (line[i] != '\\') continue;
+        if (line[i + 1] == 'u' && i + 6 <= len && memcmp(line + i + 2, "0000", 4) == 0)
+            return tg_fail(e, "column %zu: \\u0000 (a NUL character) in a string: HellaSwag text cannot hold one", i + 1);
+        i++; /* the escaped character: a 'u' after an escaped backslash is text */
+    }
+    return 0;
+}
+
 /* Adds a line (len bytes: a NUL byte is refused, not an end) to s,
  * growing it; blank lines add nothing. where names the file and line. */
 static int add_line(hs_set *s, int *cap, const char *line, size_t len, const char *where, const tokenizer *tok,
@@ -69,6 +82,10 @@ static int add_line(hs_set *s, int *cap, const char *line, size_t len, const cha
     if (strspn(line, " \t\r\n") == len) return 0;
     cJSON *o = json_parse_exact(line, len, where, e);
     if (!o) return -1;
+    if (refuse_nul_escape(line, len, e)) {
+        cJSON_Delete(o);
+        return tg_wrap(e, "%s", where);
+    }
     if (s->n == *cap) {
         *cap = *cap ? 2 * *cap : 1024;
         s->ex = tg_realloc(s->ex, (size_t)*cap * sizeof *s->ex, "HellaSwag examples");

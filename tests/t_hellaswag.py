@@ -283,6 +283,15 @@ def bad_inputs(cfg, good):
          ["model.vocab_size=1000"])
     case("ending_longer_than_context", [json.dumps(dict(good, endings=good["endings"][:3] + [" ".join(["word"] * 80)]))],
          r"line 1: \"endings\"\[3\] is \d+ tokens, and model.seq_len \(64\) must exceed it")
+    case("nul_escape", [json.dumps(dict(good, ctx=good["ctx"] + "\x00 and the rest"))],
+         r"line 1: column \d+: \\u0000 \(a NUL character\) in a string: HellaSwag text cannot hold one")
+    # an escaped backslash, then "u0000": text, not the escape, so the file loads
+    path = os.path.join(TMP, "backslash_u0000.jsonl")
+    with open(path, "w") as f:
+        f.write(json.dumps(dict(good, ctx=good["ctx"] + " \\u0000")) + "\n")
+    rc, out = run(["--hellaswag", path, "--config", cfg, "--set", f"out.dir={os.path.join(TMP, 'text_out')}"])
+    got = parse(out)
+    check("backslash_u0000_is_text", rc == 0 and got and got["n"] == 1, f"rc {rc}, {got}: {out[-300:]}")
     case("micro_batch_2", [g], r"train.micro_batch \(2\) must be at least 4 for --hellaswag",
          ["train.micro_batch=2", "train.global_batch=2"])
 
