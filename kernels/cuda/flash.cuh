@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/exp2_ftz.cuh"
 #include "kernels/cuda/kernels.h"
 #include "util/rng_core.h"
 
@@ -33,24 +34,6 @@ static __host__ __device__ __forceinline__ int fl_min(int a, int b) { return a <
 template <int MT>
 static __device__ __forceinline__ int fl_tile_row(int w, int i) {
     return 16 * (MT * w + i);
-}
-
-/* 2^x as the tensor-core forward's softmax needs it: one MUFU.EX2
- * (ex2.approx.ftz.f32: about 2 ulp, and results below FLT_MIN flushed to
- * +0). exp2f compiles to ex2.approx.f32 without ftz, which ptxas wraps in a
- * compare and two predicated multiplies to keep denormal results: 3 extra
- * instructions per probability, where the forward spends 2 exponentials
- * per mma at head size 64. A probability under 2^-126 is 0 to bf16 P and to
- * the float32 row sums alike. The backward (a quarter of an exponential per
- * mma) keeps exp2f: with this, ptxas spilled in some of its instances. The
- * emulation computes exp2f and flushes the same way. */
-static __device__ __forceinline__ float fl_exp2(float x) {
-#if defined(__CUDA_ARCH__)
-    return __nvvm_ex2_approx_ftz_f(x); /* NVVM's builtin: visible to its optimizer, unlike an asm */
-#else
-    const float y = exp2f(x);
-    return y < 1.17549435e-38f ? 0.0f : y; /* FLT_MIN; NaN passes */
-#endif
 }
 
 /* The dropout factor of probability (b, h, t, t2) of this rank (1 when p <= 0). */

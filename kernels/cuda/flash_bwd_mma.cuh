@@ -196,7 +196,10 @@ static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], co
 /* One element of a 16 x 16 block: from the score s = q . k and dp =
  * dout . v, returns dS = P (dp keep - D) and sets *kept = P keep, both 0
  * where masked; lse2 = lse log2(e). Only blocks on the diagonal or past T
- * (edge) need the mask. DROP: dropout is on (without it, no dropout code). */
+ * (edge) need the mask. DROP: dropout is on (without it, no dropout code).
+ * exp2f, not the forward's exp2_ftz: with it ptxas spilled in three of the
+ * backward's instances (a quarter of an exponential per mma here, two in
+ * the forward). */
 template <bool DROP>
 static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,
                                               bool edge, const fb_pair &c) {

@@ -125,7 +125,7 @@ static __host__ __device__ constexpr int fm_row_tiles() {
  * at 80 and 96 without dropout, where 168 registers hold everything (with
  * dropout, three spilled 36 bytes at 96). Left to itself, ptxas chose the
  * same occupancy, except at head sizes 16 and 32 with the ex2.approx.ftz
- * softmax (fl_exp2): there it aimed for three blocks and spilled 4 and 12
+ * softmax (exp2_ftz): there it aimed for three blocks and spilled 4 and 12
  * bytes to get them. */
 template <int HS, bool DROP>
 static __host__ __device__ constexpr int fm_blocks_per_sm() {
@@ -212,7 +212,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
      * probability below is one FFMA and one ex2 (no separate scaling pass). */
     const float m_new = fmaxf(m, fm_row_max(mx) * scale_log2);
     const float base = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
-    const float corr = fl_exp2(m - base);
+    const float corr = exp2_ftz(m - base);
     m = m_new;
     l *= corr;
 #pragma unroll
@@ -226,7 +226,7 @@ static __device__ __forceinline__ void softmax_row(float (*s)[4], float (*o)[4],
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const float prob = fl_exp2(fmaf(x, scale_log2, -base));
+            const float prob = exp2_ftz(fmaf(x, scale_log2, -base));
             l += prob;
             x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
         }

@@ -5,7 +5,9 @@
  * them), a small kernel that rescales the sums to the group's max between
  * the two all-reduces, and a second read that writes the losses and the
  * logits' gradient over the logits; at TP = 1 the fused form, the same
- * statistics and gradient in one launch.
+ * statistics and gradient in one launch, and in bf16, where a row fits in
+ * shared memory, one that stages it there and reads the logits once
+ * (fused_staged_kernel).
  * One block per row; each thread walks the row's columns with stride
  * blockDim.x, then the block combines the threads' partials in a fixed
  * order (warp butterflies, then over the warps), so results are
@@ -14,6 +16,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/exp2_ftz.cuh"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -137,13 +140,83 @@ __global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, i
     write_gradient(l, V, n_real, target, row_max, sum, dloss, packed);
 }
 
+/* The fused cross-entropy of row blockIdx.x (TP = 1, bf16, packed rows)
+ * with the row staged in dynamic shared memory: the logits are read from
+ * global memory once (fused_kernel reads them twice; at GPT-2's vocabulary
+ * a row is 100 KB, and the rows in flight outgrow L2). Each thread stages
+ * and rereads only its own packs. Three passes over the staged row, each
+ * without a branch per element: the max; the sum of 2^((x - max) log2(e)),
+ * one FFMA and one ex2 per logit (exp2_ftz); the gradient, the same
+ * exponential scaled, less dloss at the target. */
+template <typename E>
+__global__ void __launch_bounds__(ROW_THREADS)
+    fused_staged_kernel(float *losses, E *logits, const int32_t *targets, int V, int n_real, float dloss) {
+    extern __shared__ __align__(16) unsigned char xent_shared[]; /* V elements */
+    using pack = vec_pack<E>;
+    constexpr int P = pack::N;
+    pack *staged = reinterpret_cast<pack *>(xent_shared);
+    const int n = blockIdx.x, packs = V / P;
+    E *l = logits + (size_t)n * V;
+    float m = -INFINITY;
+#pragma unroll 4 /* four 16-byte loads in flight per thread */
+    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
+        const pack x = vec_load(l + k * P);
+        staged[k] = x;
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            if (k * P + j < n_real) m = fmaxf(m, tg_load(x.e, j));
+    }
+    const float row_max = block_reduce(m, max_op(), -INFINITY); /* its barriers also show the staged row */
+    const float shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
+    float s = 0.0f;
+    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
+        const pack x = staged[k];
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            if (k * P + j < n_real) s += exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift));
+    }
+    const float sum = block_reduce(s, sum_op(), 0.0f), scale = dloss / sum;
+    const int target = targets[n];
+    if (threadIdx.x == 0) {
+        const float target_logit = target >= 0 && target < n_real ? tg_load(staged[target / P].e, target % P) : 0.0f;
+        losses[n] = logf(sum) + row_max - target_logit;
+    }
+    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
+        const pack x = staged[k];
+        pack g;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const int v = k * P + j;
+            const float p = v < n_real ? exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift)) * scale : 0.0f;
+            tg_store(g.e, j, v == target ? p - dloss : p);
+        }
+        vec_store(l + k * P, g);
+    }
+}
+
+/* Whether fused_staged_kernel takes the rows: packed bf16 whose row fits
+ * the shared memory a block may opt in to. */
+static bool staged_fits(const cuda_ctx *ctx, int V, bool packed) {
+    return packed && (size_t)V * sizeof(__nv_bfloat16) <= (size_t)ctx->shared_optin;
+}
+
 } // namespace
 
 void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss) {
     if (N <= 0) return;
-    cudaStream_t stream = cuda_ctx_of(o)->stream;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    cudaStream_t stream = ctx->stream;
     if (o->act == TG_BF16) {
         const bool packed = V % vec_pack<__nv_bfloat16>::N == 0 && vec_aligned(logits);
+        if (staged_fits(ctx, V, packed)) {
+            const int shared = V * (int)sizeof(__nv_bfloat16);
+            CUDA_CHECK(cudaFuncSetAttribute((const void *)fused_staged_kernel<__nv_bfloat16>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+            fused_staged_kernel<__nv_bfloat16><<<(unsigned)N, ROW_THREADS, shared, stream>>>(
+                losses, (__nv_bfloat16 *)logits, targets, V, n_real, dloss);
+            CUDA_LAUNCHED("xent fused_staged_kernel");
+            return;
+        }
         fused_kernel<<<(unsigned)N, ROW_THREADS, 0, stream>>>(losses, (__nv_bfloat16 *)logits, targets, V, n_real, dloss,
                                                               packed);
     } else {

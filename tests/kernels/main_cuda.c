@@ -63,7 +63,8 @@
  *   [x] bias_backward                 cuda_test_bias_backward (16-byte packs of columns; C = 13: element
  *                                     by element; C = 100: packs in fp32 only)
  *   [x] xent_partial/rescale/finish   cuda_test_xent (padding, vocab_start != 0, targets in and out)
- *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not)
+ *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not; bf16 rows staged
+ *                                     in shared memory and rows too wide for it)
  *   [x] loss_accumulate, loss_finish  cuda_test_loss (two micro-batches, then the mean over them and DP)
  *   [x] grad_sumsq                    cuda_test_grad_sumsq (spans with gaps, a window cutting tensors)
  *   [x] grad_clip_factor              cuda_test_clip_factor (clipping or not, reduced sum, NaN loss, inf norm)
@@ -156,6 +157,7 @@ static void run_all(env *e) {
     cuda_test_xent(e, 5, 1001, 998, 1001); /* element by element */
     cuda_test_xent_fused(e, N, 1000, 997); /* rows of whole 16-byte packs */
     cuda_test_xent_fused(e, 5, 1001, 1001); /* element by element */
+    cuda_test_xent_fused(e, 2, 116232, 116000); /* a bf16 row over 227 KB of shared memory: the kernel that reads twice */
     cuda_test_loss(e, N);
     cuda_test_loss(e, (int)odd);
     cuda_test_grad_sumsq(e, 1, false);

@@ -112,6 +112,26 @@ void kcheck_xent_split(tally *t) {
 #include "tests/kernels/twin.h"
 #include "util/err.h"
 
+/* dlogits away from the targets (those of this rank's columns, from
+ * vocab_start), against the largest of those: the targets' entries (near
+ * -dloss) set the scale of check()'s error, and would hide an error
+ * elsewhere a hundred times the size of those gradients. */
+static void check_off_target(env *e, twin logits, const int32_t *tg, int N, int V, int vocab_start, const char *what,
+                             const char *shape) {
+    sync_gpu(e);
+    float *want = cpu_values(e, logits), *got = tg_malloc(logits.n * sizeof(float), "cuda values");
+    get_floats(e->gpu, gpu_type(e, logits.k), got, logits.g, logits.n);
+    for (int n = 0; n < N; n++) {
+        const int local = tg[n] - vocab_start;
+        if (local >= 0 && local < V) got[(size_t)n * V + local] = want[(size_t)n * V + local] = 0.0f;
+    }
+    char name[200];
+    snprintf(name, sizeof name, "%s dlogits off the targets %s", what, shape);
+    compare_floats(e, got, want, logits.n, e->tol, name);
+    free(want);
+    free(got);
+}
+
 /* V local columns of which the first n_real are real; this rank's columns
  * start at vocab_start (0, or at least 5). Targets: inside the range (its
  * first and last real column among them) and outside it, never in the
@@ -155,6 +175,7 @@ void cuda_test_xent(env *e, int N, int V, int n_real, int vocab_start) {
     e->gpu->xent_finish(e->gpu, losses.g, logits.g, rowmax_r.g, rescaled_r.g, targets.g, N, V, n_real, vocab_start, dloss);
     check(e, losses, e->tol, "xent_finish losses %s", shape);
     check(e, logits, e->tol, "xent_finish dlogits %s", shape);
+    check_off_target(e, logits, tg, N, V, vocab_start, "xent_finish", shape);
     twin all[] = {logits, targets, rowmax, local_max, stats, gmax, local_r, stats_r, rowmax_r, rescaled_r, losses};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
     free(group_max);
@@ -180,6 +201,7 @@ void cuda_test_xent_fused(env *e, int N, int V, int n_real) {
     e->gpu->xent_fused(e->gpu, losses.g, logits.g, targets.g, N, V, n_real, 0.37f);
     check(e, losses, e->tol, "xent_fused losses %s", shape);
     check(e, logits, e->tol, "xent_fused dlogits %s", shape);
+    check_off_target(e, logits, tg, N, V, 0, "xent_fused", shape);
     tw_free(e, logits);
     tw_free(e, targets);
     tw_free(e, losses);
