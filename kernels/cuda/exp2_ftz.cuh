@@ -1,8 +1,10 @@
 /* 2^x in one MUFU.EX2 (ex2.approx.ftz.f32: about 2 ulp; results below
  * FLT_MIN flushed to +0), for the softmaxes of the flash forward and the
- * cross-entropy. exp2f and expf compile to ex2.approx.f32 without ftz, which
- * ptxas wraps in a compare and two predicated multiplies to keep denormal
- * results (expf adds its own range reduction): 3 or more extra instructions
+ * cross-entropy. exp2f and expf compile to ex2.approx.f32 without ftz (the
+ * PTX of these kernels before), which ptxas must wrap in extra instructions
+ * to keep denormal results (a compare and two predicated multiplies, as
+ * NVIDIA's compilers lower it; not disassembled here, where no disassembler
+ * is installed), and expf adds a multiply by log2(e): several instructions
  * per element, where these kernels' inner loops spend a handful. A
  * probability under 2^-126 is 0 to bf16 and to a float32 sum alike. The
  * emulation computes exp2f and flushes the same way. */

@@ -140,10 +140,12 @@ __global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, i
     write_gradient(l, V, n_real, target, row_max, sum, dloss, packed);
 }
 
-/* The fused cross-entropy of row blockIdx.x (TP = 1, bf16, packed rows)
- * with the row staged in dynamic shared memory: the logits are read from
- * global memory once (fused_kernel reads them twice; at GPT-2's vocabulary
- * a row is 100 KB, and the rows in flight outgrow L2). Each thread stages
+/* The fused cross-entropy of row blockIdx.x (TP = 1; launched for bf16,
+ * packed rows) with the row staged in dynamic shared memory: the logits are
+ * read from global memory once (fused_kernel reads them twice, the second
+ * time from L2 only while the rows in flight fit there: at GPT-2's
+ * vocabulary a row is 100 KB, and about 500 rows run at once on an H100,
+ * as much as its L2 holds). Each thread stages
  * and rereads only its own packs. Three passes over the staged row, each
  * without a branch per element: the max; the sum of 2^((x - max) log2(e)),
  * one FFMA and one ex2 per logit (exp2_ftz); the gradient, the same
@@ -188,7 +190,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
         for (int j = 0; j < P; j++) {
             const int v = k * P + j;
             const float p = v < n_real ? exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift)) * scale : 0.0f;
-            tg_store(g.e, j, v == target ? p - dloss : p);
+            tg_store(g.e, j, v < n_real && v == target ? p - dloss : p); /* padding: 0, as fused_kernel */
         }
         vec_store(l + k * P, g);
     }
