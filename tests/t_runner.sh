@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tests/run.sh itself, on a made-up tree of suites: its closing count and
+# exit status, a suite that exits non-zero without a failing check counted
+# as one failure, and its scratch directory (about 1.3 GB a full run), which
+# it removes when every check passed and it made the directory, keeps and
+# names when a check failed, and leaves alone when TG_TMP was given. The
+# inner runs' output goes to files: its copies of "not ok" lines must not
+# reach the outer runner.
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" runner
+
+# tree NAME SUITE...: a root with tests/run.sh and the named suites, each
+# "good" (one passing check), "bad" (one failing check) or "crash" (exit 3
+# after a passing check)
+tree() {
+    local d="$tmp/$1" s
+    shift
+    mkdir -p "$d/tests"
+    cp tests/run.sh "$d/tests/run.sh"
+    for s in "$@"; do
+        case $s in
+            good) printf 'echo "ok fine"\n' >"$d/tests/t_good.sh" ;;
+            bad) printf 'echo "not ok broken - on purpose"\n' >"$d/tests/t_bad.sh" ;;
+            crash) printf 'echo "ok before"\nexit 3\n' >"$d/tests/t_crash.sh" ;;
+        esac
+    done
+}
+
+# inner NAME [ENV...]: runs NAME's tests/run.sh with its own TMPDIR and no
+# TG_TMP (unless ENV gives one); output in $tmp/NAME.out, status in $tmp/NAME.rc
+inner() {
+    local name=$1
+    shift
+    mkdir -p "$tmp/$name.scratch"
+    env -u TG_TMP -u TG_ROOT TMPDIR="$tmp/$name.scratch" "$@" bash "$tmp/$name/tests/run.sh" >"$tmp/$name.out" 2>&1
+    echo $? >"$tmp/$name.rc"
+}
+left() { find "$tmp/$1.scratch" -maxdepth 1 -name 'train_gpt_tests.*' | wc -l; }
+
+tree pass good
+inner pass
+if [ "$(cat "$tmp/pass.rc")" = 0 ] && [ "$(tail -n 1 "$tmp/pass.out")" = "1 passed, 0 failed" ]; then ok counts_a_pass
+else not_ok counts_a_pass "rc $(cat "$tmp/pass.rc"): $(tail -n 2 "$tmp/pass.out" | tr '\n' ' ')"; fi
+if [ "$(left pass)" = 0 ]; then ok removes_its_scratch_when_all_passed
+else not_ok removes_its_scratch_when_all_passed "$(left pass) scratch directories left in $tmp/pass.scratch"; fi
+
+tree fail good bad crash
+inner fail
+kept=$(find "$tmp/fail.scratch" -maxdepth 1 -name 'train_gpt_tests.*' | head -n 1)
+if [ "$(cat "$tmp/fail.rc")" = 1 ] && [ "$(tail -n 1 "$tmp/fail.out")" = "2 passed, 2 failed" ]; then ok counts_a_failure_and_a_crash
+else not_ok counts_a_failure_and_a_crash "rc $(cat "$tmp/fail.rc"): $(tail -n 2 "$tmp/fail.out" | tr '\n' ' ')"; fi
+if [ -n "$kept" ] && [ -s "$kept/t_bad.log" ] && grep -qF "stay in $kept" "$tmp/fail.out"; then ok keeps_and_names_its_scratch_after_a_failure
+else not_ok keeps_and_names_its_scratch_after_a_failure "kept '$kept': $(grep -F 'stay in' "$tmp/fail.out")"; fi
+
+tree given good
+mkdir -p "$tmp/given_tmp"
+inner given TG_TMP="$tmp/given_tmp"
+if [ "$(cat "$tmp/given.rc")" = 0 ] && [ -s "$tmp/given_tmp/t_good.log" ]; then ok leaves_a_given_tg_tmp
+else not_ok leaves_a_given_tg_tmp "rc $(cat "$tmp/given.rc"); $tmp/given_tmp: $(ls "$tmp/given_tmp" 2>&1 | tr '\n' ' ')"; fi
+
+exit $failed
