@@ -124,6 +124,66 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
     }
 }
 
+/* The same row with its packs held in registers, for rows of at most MAXP
+ * packs a lane (C <= 32 P MAXP): the loads of x, dout and dinp are all
+ * issued before the arithmetic that waits for them, where the loop above
+ * (its count known only at run time, so not unrolled: one pack's three
+ * loads an iteration in the PTX) waits for each pack's loads in turn, a
+ * memory latency per pack and pass. w, the same for every row, comes from
+ * cache pack by pack. The arithmetic, and the order of every sum, are
+ * ln_backward_row_packed's, so the bits are too. Registers on sm_90a, bf16:
+ * 128 at MAXP 4 (2 blocks an SM), 238 at 8 (1 block; asked for 2, ptxas
+ * spilled 216 bytes). */
+template <typename T, int MAXP>
+__device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
+                                                     float m, float s, int C, int lane) {
+    constexpr int P = vec_pack<T>::N;
+    vec_pack<T> xv[MAXP], gv[MAXP], dv[MAXP];
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P;
+        if (c < C) xv[i] = vec_load(x + c), gv[i] = vec_load(g + c), dv[i] = vec_load(d + c);
+    }
+    float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P;
+        if (c >= C) break;
+        const vec_pack<T> wv = vec_load(w + c); /* the weights: every row's, so from cache */
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const float xhat = (tg_load(xv[i].e, j) - m) * s, dn = tg_load(wv.e, j) * tg_load(gv[i].e, j);
+            sum_dn += dn;
+            sum_dn_xhat += dn * xhat;
+        }
+    }
+    const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P, at = lane + 32 * P * i;
+        if (c >= C) break;
+        const vec_pack<T> wv = vec_load(w + c);
+        vec_pack<T> y;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const float gj = tg_load(gv[i].e, j), xhat = (tg_load(xv[i].e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
+            tg_store(y.e, j, tg_load(dv[i].e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
+            acc_w[at + 32 * j] += xhat * gj;
+            acc_b[at + 32 * j] += gj;
+        }
+        vec_store(d + c, y);
+    }
+}
+
+/* Packs a lane of a row of C columns in the fused backward: the
+ * ln_backward_row_held instance that holds them (4 or 8), or 0 (the
+ * looping ln_backward_row_packed, or element by element without packs). */
+template <typename T>
+static int ln_held_packs(int C, bool packs) {
+    const int per_lane = (C + 32 * vec_pack<T>::N - 1) / (32 * vec_pack<T>::N);
+    return !packs ? 0 : per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
+}
+
 /* The whole backward of one row group in one pass (grid: the groups; block:
  * LN_WARPS warps). Warp y takes the group's rows y, y + LN_WARPS, ... in
  * order: dinp of each row, and its terms of dw and db summed into the warp's
@@ -131,10 +191,11 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
  * then the block adds the warps' sums column by column in warp order, into
  * partial_dw/db[group * C + c]. That is the order layernorm_param_partials_kernel
  * adds them in (its thread row y is warp y here), so the partials are the
- * same bits; the finish kernel then adds the groups. Each lane reads x and
- * dout of its columns twice (the second time from cache): once for the row
- * sums, once for the gradients. */
-template <typename T>
+ * same bits; the finish kernel then adds the groups. MAXP > 0: each row's
+ * packs held in registers (ln_backward_row_held); else each lane reads x
+ * and dout of its columns twice (the second time from cache): once for the
+ * row sums, once for the gradients. */
+template <typename T, int MAXP>
 __global__ void __launch_bounds__(LN_WARPS * 32)
     layernorm_backward_fused_kernel(T *dinp, float *partial_dw, float *partial_db, const T *dout, const T *inp, const T *w,
                                     const float *mean, const float *rstd, int N, int C, int rows_per_group, int stride,
@@ -148,7 +209,9 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
     const int row_end = r_end < N ? (int)r_end : N;
     for (int r = group * rows_per_group + warp; r < row_end; r += LN_WARPS) {
         const size_t base = (size_t)r * C;
-        if (packs)
+        if constexpr (MAXP > 0)
+            ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+        else if (packs)
             ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
         else
             ln_backward_row<T, true>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
@@ -213,13 +276,8 @@ __global__ void layernorm_param_finish_kernel(float *dw, float *db, const float 
                                               int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float sw = 0.0f, sb = 0.0f;
-    for (int g = 0; g < groups; g++) {
-        sw += partial_dw[(size_t)g * C + c];
-        sb += partial_db[(size_t)g * C + c];
-    }
-    dw[c] += sw;
-    db[c] += sb;
+    dw[c] += tg_reduce::groups_sum(partial_dw, groups, C, c);
+    db[c] += tg_reduce::groups_sum(partial_db, groups, C, c);
 }
 
 template <typename T>
@@ -249,6 +307,19 @@ static int ln_acc_stride(int C, bool packs) {
     return packs ? (C + round - 1) / round * round : C;
 }
 
+/* The fused kernel's launch (shared: its bytes of dynamic shared memory). */
+template <typename T, int MAXP>
+void layernorm_backward_fused(cuda_ctx *ctx, tg_reduce::row_groups gr, size_t shared, T *dinp, float *partial_dw,
+                              float *partial_db, const T *dout, const T *inp, const T *w, const float *mean, const float *rstd,
+                              int N, int C, int stride, bool packs) {
+    if (shared > (48u << 10)) /* over the default: opt in */
+        CUDA_CHECK(cudaFuncSetAttribute((const void *)layernorm_backward_fused_kernel<T, MAXP>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    layernorm_backward_fused_kernel<T, MAXP><<<(unsigned)gr.n_groups, LN_WARPS * 32, shared, ctx->stream>>>(
+        dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, gr.rows_per_group, stride, packs);
+    CUDA_LAUNCHED("layernorm_backward_fused_kernel");
+}
+
 /* dinp, then the partials (their sum follows): for rows too wide for the
  * fused kernel's shared memory. */
 template <typename T>
@@ -274,12 +345,19 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     const int stride = ln_acc_stride<T>(C, packs);
     const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float);
     if (shared <= (size_t)ctx->shared_optin) {
-        if (shared > (48u << 10)) /* over the default: opt in */
-            CUDA_CHECK(cudaFuncSetAttribute((const void *)layernorm_backward_fused_kernel<T>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-        layernorm_backward_fused_kernel<T><<<(unsigned)gr.n_groups, LN_WARPS * 32, shared, ctx->stream>>>(
-            dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, gr.rows_per_group, stride, packs);
-        CUDA_LAUNCHED("layernorm_backward_fused_kernel");
+        switch (ln_held_packs<T>(C, packs)) {
+        case 4:
+            layernorm_backward_fused<T, 4>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
+                                           packs);
+            break;
+        case 8:
+            layernorm_backward_fused<T, 8>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
+                                           packs);
+            break;
+        default:
+            layernorm_backward_fused<T, 0>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
+                                           packs);
+        }
     } else {
         layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db);
     }

@@ -89,6 +89,17 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
     return s;
 }
 
+/* The sum over groups g = 0 .. groups - 1 of partial[g * C + c], added in
+ * g's order: a plain loop's bits. Unrolled so that 16 loads are in flight:
+ * the loop alone waited for each load before the next (a memory latency per
+ * group, and the finish kernels that use this have only C threads). */
+__device__ __forceinline__ float groups_sum(const float *partial, int groups, int C, int c) {
+    float s = 0.0f;
+#pragma unroll 16
+    for (int g = 0; g < groups; g++) s += partial[(size_t)g * C + c];
+    return s;
+}
+
 } // namespace tg_reduce
 
 #endif

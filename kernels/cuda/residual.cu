@@ -126,9 +126,7 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
 __global__ void column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float s = 0.0f;
-    for (int g = 0; g < groups; g++) s += partial[(size_t)g * C + c];
-    dbias[c] += s;
+    dbias[c] += tg_reduce::groups_sum(partial, groups, C, c);
 }
 
 template <typename T>

@@ -38,8 +38,9 @@
  *                                     tokens in, at the edges of and outside the rank's range, repeats)
  *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard)
  *   [x] layernorm_forward/backward    cuda_test_layernorm (the backward fused, element by element and
- *                                     in packs, over 48 KiB of shared memory, and over its shared
- *                                     memory in three kernels)
+ *                                     in packs, held in registers (4 and 8 a lane) or looped over,
+ *                                     over 48 KiB of shared memory, and over its shared memory in
+ *                                     three kernels)
  *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
  *   [x] matmul_backward_dgelu         cuda_test_matmul_dgelu (dpre_bias and NULL; C divisible by 8: the DGELU
  *                                     epilogue, DGELU_BGRAD in fp32; odd C: the unfused fallback;
@@ -113,8 +114,11 @@ static void run_all(env *e) {
     cuda_test_layernorm(e, 5, 13);    /* no packs; fewer rows than the backward's 8 warps */
     cuda_test_layernorm(e, 7, 100);   /* packs in fp32, not in bf16 */
     cuda_test_layernorm(e, 1001, 40); /* 126 row groups of 8 rows (GROUPS_FILL), the last of 1 */
+    cuda_test_layernorm(e, 9, 1000);  /* packs held in registers: 4 a lane in bf16, 8 in fp32 */
     if (scratch_holds(2 * 1600 * sizeof(float))) /* one row group's partials of dw and db */
         cuda_test_layernorm(e, 64, 1600); /* GPT-2 XL's width: the one-pass backward over 48 KiB of shared memory (opted in) */
+    if (scratch_holds(2 * 3072 * sizeof(float)))
+        cuda_test_layernorm(e, 5, 3072); /* the 8.3B model's width: one pass, the packs looped over (12 a lane in bf16) */
     if (scratch_holds(2 * 4000 * sizeof(float)))
         cuda_test_layernorm(e, 3, 4000); /* the backward's column sums over its shared memory: three kernels */
     cuda_test_matmul(e, N, C, 3 * C);
