@@ -32,14 +32,18 @@ static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *fir
 /* f(offset, moment index) for every element of the flattened range
  * [first, last) of sp inside the span's window (kernels/ops.h), threads of
  * the block striding over each run. Uniform control flow: every thread
- * loops alike. */
-template <typename F>
+ * loops alike. UNROLL: the stride loop unrolled that many times, in the
+ * same order, so that an f that only reads and adds has that many loads in
+ * flight (one f's arithmetic waits for its load, and the next load would
+ * wait behind it); an f that stores between its loads gains nothing. */
+template <int UNROLL = 1, typename F>
 static __device__ void span_for_each(const tg_span &sp, size_t first, size_t last, F f) {
     for (size_t i = first; i < last;) {
         const size_t c = i / sp.numel, j = i - c * sp.numel;
         const size_t in_tensor = last - i < sp.numel - j ? last - i : sp.numel - j;
         size_t b, e, shift;
         i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, &b, &e, &shift); /* one period's run */
+#pragma unroll UNROLL
         for (size_t o = b + threadIdx.x; o < e; o += blockDim.x) f(o, o + shift);
     }
 }
