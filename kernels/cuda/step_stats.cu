@@ -41,7 +41,8 @@ __global__ void sumsq_partials_kernel(double *partial, const float *g, tg_spans 
     size_t first, last;
     span_slice(sp, &first, &last);
     double acc = 0.0;
-    span_for_each<4>(sp, first, last, [&](size_t off, size_t) { /* 4 loads in flight, where the PTX had 1 (half the bandwidth on the H200) */
+    /* 4 loads in flight, where the PTX had 1 (half the bandwidth on the H200) */
+    span_for_each<4>(sp, first, last, [&](size_t off, size_t) {
         const double v = (double)g[off];
         acc += v * v;
     });
