@@ -91,6 +91,36 @@ __device__ __forceinline__ void ln_backward_row(T *d, float *acc_w, float *acc_b
     }
 }
 
+/* One pack's terms of the two row sums (ln_row_sums before the mean). */
+template <typename T>
+__device__ __forceinline__ void ln_pack_sums(float &sum_dn, float &sum_dn_xhat, const vec_pack<T> &xv, const vec_pack<T> &gv,
+                                             const vec_pack<T> &wv, float m, float s) {
+#pragma unroll
+    for (int j = 0; j < vec_pack<T>::N; j++) {
+        const float xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * tg_load(gv.e, j);
+        sum_dn += dn;
+        sum_dn_xhat += dn * xhat;
+    }
+}
+
+/* One pack's dinp (dv plus its gradient, returned) and its terms of dw and
+ * db added to acc_w and acc_b at `at` (ln_acc_layout's index of the pack's
+ * first element; element j at at + 32 j). */
+template <typename T>
+__device__ __forceinline__ vec_pack<T> ln_pack_grad(float *acc_w, float *acc_b, int at, const vec_pack<T> &dv,
+                                                    const vec_pack<T> &xv, const vec_pack<T> &gv, const vec_pack<T> &wv,
+                                                    float m, float s, const ln_row_sums &r) {
+    vec_pack<T> y;
+#pragma unroll
+    for (int j = 0; j < vec_pack<T>::N; j++) {
+        const float gj = tg_load(gv.e, j), xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
+        tg_store(y.e, j, tg_load(dv.e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
+        acc_w[at + 32 * j] += xhat * gj;
+        acc_b[at + 32 * j] += gj;
+    }
+    return y;
+}
+
 /* The same row in 16-byte packs (every pointer aligned, C a multiple of the
  * pack): lane l takes packs l, l + 32, ... The row sums add in another
  * order than element by element, so dinp may differ from that path in its
@@ -100,28 +130,12 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
                                                        float m, float s, int C, int lane) {
     constexpr int P = vec_pack<T>::N;
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
-    for (int c = lane * P; c < C; c += 32 * P) {
-        const vec_pack<T> xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c);
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            const float xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * tg_load(gv.e, j);
-            sum_dn += dn;
-            sum_dn_xhat += dn * xhat;
-        }
-    }
+    for (int c = lane * P; c < C; c += 32 * P)
+        ln_pack_sums<T>(sum_dn, sum_dn_xhat, vec_load(x + c), vec_load(g + c), vec_load(w + c), m, s);
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
-    for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P) {
-        const vec_pack<T> xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c), dv = vec_load(d + c);
-        vec_pack<T> y;
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            const float gj = tg_load(gv.e, j), xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
-            tg_store(y.e, j, tg_load(dv.e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
-            acc_w[at + 32 * j] += xhat * gj;
-            acc_b[at + 32 * j] += gj;
-        }
-        vec_store(d + c, y);
-    }
+    for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P)
+        vec_store(d + c, ln_pack_grad<T>(acc_w, acc_b, at, vec_load(d + c), vec_load(x + c), vec_load(g + c), vec_load(w + c), m, s,
+                                         r));
 }
 
 /* The same row with its packs held in registers, for rows of at most MAXP
@@ -130,10 +144,10 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
  * (its count known only at run time, so not unrolled: one pack's three
  * loads an iteration in the PTX) waits for each pack's loads in turn, a
  * memory latency per pack and pass. w, the same for every row, comes from
- * cache pack by pack. The arithmetic, and the order of every sum, are
- * ln_backward_row_packed's, so the bits are too. Registers on sm_90a, bf16:
- * 128 at MAXP 4 (2 blocks an SM), 238 at 8 (1 block; asked for 2, ptxas
- * spilled 216 bytes). */
+ * cache pack by pack. The same per-pack arithmetic in the same order as
+ * the loop above (ln_pack_sums, ln_pack_grad), so the same bits. Registers
+ * on sm_90a, bf16: 128 at MAXP 4 (2 blocks an SM), 238 at 8 (1 block;
+ * asked for 2, ptxas spilled 216 bytes). */
 template <typename T, int MAXP>
 __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
                                                      float m, float s, int C, int lane) {
@@ -149,29 +163,14 @@ __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *
     for (int i = 0; i < MAXP; i++) {
         const int c = (lane + 32 * i) * P;
         if (c >= C) break;
-        const vec_pack<T> wv = vec_load(w + c); /* the weights: every row's, so from cache */
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            const float xhat = (tg_load(xv[i].e, j) - m) * s, dn = tg_load(wv.e, j) * tg_load(gv[i].e, j);
-            sum_dn += dn;
-            sum_dn_xhat += dn * xhat;
-        }
+        ln_pack_sums<T>(sum_dn, sum_dn_xhat, xv[i], gv[i], vec_load(w + c), m, s); /* w: every row's, so from cache */
     }
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
-        const int c = (lane + 32 * i) * P, at = lane + 32 * P * i;
+        const int c = (lane + 32 * i) * P;
         if (c >= C) break;
-        const vec_pack<T> wv = vec_load(w + c);
-        vec_pack<T> y;
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            const float gj = tg_load(gv[i].e, j), xhat = (tg_load(xv[i].e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
-            tg_store(y.e, j, tg_load(dv[i].e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
-            acc_w[at + 32 * j] += xhat * gj;
-            acc_b[at + 32 * j] += gj;
-        }
-        vec_store(d + c, y);
+        vec_store(d + c, ln_pack_grad<T>(acc_w, acc_b, lane + 32 * P * i, dv[i], xv[i], gv[i], vec_load(w + c), m, s, r));
     }
 }
 
@@ -345,19 +344,10 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     const int stride = ln_acc_stride<T>(C, packs);
     const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float);
     if (shared <= (size_t)ctx->shared_optin) {
-        switch (ln_held_packs<T>(C, packs)) {
-        case 4:
-            layernorm_backward_fused<T, 4>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
-                                           packs);
-            break;
-        case 8:
-            layernorm_backward_fused<T, 8>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
-                                           packs);
-            break;
-        default:
-            layernorm_backward_fused<T, 0>(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride,
-                                           packs);
-        }
+        const int held = ln_held_packs<T>(C, packs);
+        const auto fused = held == 4 ? layernorm_backward_fused<T, 4> : held == 8 ? layernorm_backward_fused<T, 8>
+                                                                                   : layernorm_backward_fused<T, 0>;
+        fused(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride, packs);
     } else {
         layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db);
     }
