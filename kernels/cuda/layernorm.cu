@@ -133,9 +133,10 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
     for (int c = lane * P; c < C; c += 32 * P)
         ln_pack_sums<T>(sum_dn, sum_dn_xhat, vec_load(x + c), vec_load(g + c), vec_load(w + c), m, s);
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
-    for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P)
-        vec_store(d + c, ln_pack_grad<T>(acc_w, acc_b, at, vec_load(d + c), vec_load(x + c), vec_load(g + c), vec_load(w + c), m, s,
-                                         r));
+    for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P) {
+        const vec_pack<T> dv = vec_load(d + c), xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c);
+        vec_store(d + c, ln_pack_grad<T>(acc_w, acc_b, at, dv, xv, gv, wv, m, s, r));
+    }
 }
 
 /* The same row with its packs held in registers, for rows of at most MAXP
