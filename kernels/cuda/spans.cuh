@@ -48,4 +48,32 @@ static __device__ void span_for_each(const tg_span &sp, size_t first, size_t las
     }
 }
 
+/* As span_for_each (UNROLL 1), four elements at a time where a run allows:
+ * f4(offset, moment index) for each quadruple whose offset and moment index
+ * are both multiples of 4, f(offset, moment index) one by one for the rest
+ * (a run's ends, and whole runs whose moment index is shifted by other than
+ * a multiple of 4). by4: the caller's pointers allow 16-byte accesses at
+ * such quadruples (with it false, f takes everything). Each element is
+ * visited once, by one of the two, so an f4 that does f's arithmetic on
+ * each of its four gives f's results; four 16-byte loads of a quadruple are
+ * in flight at once where f waits on each 4-byte load in turn. */
+template <typename F, typename F4>
+static __device__ void span_for_each_by4(const tg_span &sp, size_t first, size_t last, bool by4, F f, F4 f4) {
+    for (size_t i = first; i < last;) {
+        const size_t c = i / sp.numel, j = i - c * sp.numel;
+        const size_t in_tensor = last - i < sp.numel - j ? last - i : sp.numel - j;
+        size_t b, e, shift;
+        i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, &b, &e, &shift); /* one period's run */
+        size_t a = b, z = b; /* [a, z): the quadruples */
+        if (by4 && (shift & 3u) == 0 && b < e) {
+            a = (b + 3u) & ~(size_t)3u;
+            a = a < e ? a : e;
+            z = a + ((e - a) & ~(size_t)3u);
+        }
+        for (size_t o = b + threadIdx.x; o < a; o += blockDim.x) f(o, o + shift);
+        for (size_t o = a + 4u * threadIdx.x; o < z; o += 4u * blockDim.x) f4(o, o + shift);
+        for (size_t o = z + threadIdx.x; o < e; o += blockDim.x) f(o, o + shift);
+    }
+}
+
 #endif

@@ -15,7 +15,7 @@
  * epilogue's dpre: tests/kernels/matmul.c), 1e-2 with bf16; float32
  * outputs computed from float32 inputs only (the loss and norm scalars,
  * AdamW's p, m, v) are held to 1e-5 in both (grad_sumsq's double to 1e-12,
- * grad_clip_factor's scalars exactly).
+ * grad_clip_factor's scalars and AdamW's p, m, v also exactly: the same bits).
  * With bf16 activations the CPU is given the bf16-rounded inputs (exactly
  * what the GPU holds), so only the CUDA kernel's own rounding is measured.
  * Overwritten outputs are poisoned first (0xff bytes: NaN in float32 and in
@@ -70,7 +70,9 @@
  *   [x] grad_sumsq                    cuda_test_grad_sumsq (spans with gaps, a window cutting tensors)
  *   [x] grad_clip_factor              cuda_test_clip_factor (clipping or not, reduced sum, NaN loss, inf norm)
  *   [x] adamw                         cuda_test_adamw (spans, window, clip factor, not finite: no change;
- *                                     fp32: work == p and work != p; bf16: work != p) */
+ *                                     fp32: work == p and work != p; bf16: work != p; runs four
+ *                                     elements at a time and one by one, offsets and moments shifted
+ *                                     by other than a multiple of 4) */
 
 #include <math.h>
 #include <stdio.h>

@@ -467,6 +467,26 @@ void cuda_test_clip_factor(env *e) {
     }
 }
 
+/* A float32 twin holds the same bits on both sides (the kernel follows the
+ * CPU's rounding step by step): the count of elements that differ. */
+static void check_same_bits(env *e, twin t, const char *name) {
+    sync_gpu(e);
+    float *want = cpu_values(e, t), *got = tg_malloc(t.n * sizeof(float), "cuda values");
+    get_floats(e->gpu, TG_F32, got, t.g, t.n);
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < t.n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    char detail[160];
+    if (differ)
+        snprintf(detail, sizeof detail, "(%zu of %zu elements differ; first at %zu: cuda %.9g, cpu %.9g)", differ, t.n, first,
+                 got[first], want[first]);
+    else
+        snprintf(detail, sizeof detail, "(all %zu elements)", t.n);
+    check_true(e, differ == 0, name, detail);
+    free(want);
+    free(got);
+}
+
 /* One AdamW step (t = 3) over the windowed test spans scaled by k, with
  * clip factor 0.5: first with finite = 0 (nothing may change), then 1.
  * Gaps hold 7 on both sides and must keep it. work is p itself, or a
@@ -497,6 +517,13 @@ void cuda_test_adamw(env *e, size_t k, int work_is_p) {
         check(e, m, TOL_F32, "adamw_%s%s m k=%zu", tag, when, k);
         check(e, v, TOL_F32, "adamw_%s%s v k=%zu", tag, when, k);
         if (!work_is_p) check(e, work, e->tol, "adamw_%s%s work k=%zu", tag, when, k);
+        char name[96];
+        const twin f32[3] = {p, m, v};
+        const char *which[3] = {"p", "m", "v"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "adamw_%s%s %s k=%zu same bits", tag, when, which[i], k);
+            check_same_bits(e, f32[i], name);
+        }
         stats_free(e, s);
     }
     float *gw = tg_malloc(n * sizeof(float), "adamw work");
