@@ -39,7 +39,8 @@ else not_ok keep_last_0_keeps_all "left '$got'"; fi
 # A user's file in step 2, and a link named like a checkpoint that points at
 # a checkpoint outside out.dir: resumed to step 8 with keep_last 1, only 8
 # and step 2 (the user's file, named in a warning) remain; the link and its
-# target are untouched; the resumed run went on from step 4.
+# target are untouched; the resumed run went on from step 4. Its two saves
+# (6 and 8) both prune, and the warning about step 2 comes once.
 mkdir -p "$tmp/b"
 tg --set out.dir="$tmp/b" --set train.steps=4 >"$tmp/b1.out" 2>&1
 echo "mine" >"$tmp/b/step_00000002/notes.txt"
@@ -55,6 +56,9 @@ if [ "$rc" = 0 ] && [ "$got" = "step_00000001 step_00000002 step_00000008 " ] &&
     grep -q "resumed from $tmp/b/step_00000004" "$tmp/b2.out" && ! grep -q "step_00000001" "$tmp/b2.out"; then
     ok user_file_and_link_kept
 else not_ok user_file_and_link_kept "rc $rc, left '$got': $(grep -v '^step' "$tmp/b2.out" | head -n 6 | tr '\n' ' ')"; fi
+warned=$(grep -c "step_00000002: kept (out.keep_last)" "$tmp/b2.out")
+if [ "$(grep -c '^saved ' "$tmp/b2.out")" = 2 ] && [ "$warned" = 1 ]; then ok kept_checkpoint_named_once
+else not_ok kept_checkpoint_named_once "$warned warning(s) about step 2 over $(grep -c '^saved ' "$tmp/b2.out") save(s)"; fi
 
 # A removal a crash cut short (a checkpoint renamed STEP.removing, some of its
 # files gone) is finished at the next save; one holding a user's file stays.

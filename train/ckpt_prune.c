@@ -79,9 +79,30 @@ static int remove_files_and_dir(int parent, const char *out_dir, const char *nam
     return -1;
 }
 
+/* Records name in kept; false when it was there already. */
+static bool first_time_kept(ckpt_kept *kept, const char *name) {
+    for (int i = 0; i < kept->n; i++)
+        if (strcmp(kept->names[i], name) == 0) return false;
+    if (kept->n == kept->cap) {
+        kept->cap = kept->cap ? 2 * kept->cap : 8;
+        kept->names = tg_realloc(kept->names, (size_t)kept->cap * sizeof *kept->names, "kept checkpoints");
+    }
+    const size_t len = strlen(name) + 1;
+    kept->names[kept->n] = memcpy(tg_malloc(len, "kept checkpoint"), name, len);
+    kept->n++;
+    return true;
+}
+
+void ckpt_kept_free(ckpt_kept *kept) {
+    for (int i = 0; i < kept->n; i++) free(kept->names[i]);
+    free(kept->names);
+    *kept = (ckpt_kept){0};
+}
+
 /* Whether checkpoint `name` of parent holds only what train_gpt writes;
- * warns naming the first thing that is not. */
-static bool only_ours(int parent, const char *out_dir, const char *name) {
+ * warns naming the first thing that is not, the first time this run keeps
+ * it for that (kept). */
+static bool only_ours(int parent, const char *out_dir, const char *name, ckpt_kept *kept) {
     DIR *d = open_subdir(parent, name);
     char odd[256];
     if (!d) {
@@ -90,17 +111,18 @@ static bool only_ours(int parent, const char *out_dir, const char *name) {
     }
     const bool other = holds_other(d, odd, sizeof odd);
     closedir(d);
-    if (other) tg_warn(PROG, "%s/%s: kept (out.keep_last): it holds '%s', which train_gpt did not write", out_dir, name, odd);
+    if (other && first_time_kept(kept, name))
+        tg_warn(PROG, "%s/%s: kept (out.keep_last): it holds '%s', which train_gpt did not write", out_dir, name, odd);
     return !other;
 }
 
 /* Removes checkpoint `name`: first renamed to NAME.removing (no longer a
  * checkpoint's name, so a crash midway never leaves a partial checkpoint
  * that a resume could pick), then its files and itself. */
-static int remove_checkpoint(int parent, const char *out_dir, const char *name) {
+static int remove_checkpoint(int parent, const char *out_dir, const char *name, ckpt_kept *kept) {
     char doomed[64];
     snprintf(doomed, sizeof doomed, "%s" REMOVING, name);
-    if (!only_ours(parent, out_dir, name)) return -1;
+    if (!only_ours(parent, out_dir, name, kept)) return -1;
     if (renameat(parent, name, parent, doomed) != 0) {
         tg_warn(PROG, "%s/%s: kept (out.keep_last): cannot rename it: %s", out_dir, name, strerror(errno));
         return -1;
@@ -110,7 +132,7 @@ static int remove_checkpoint(int parent, const char *out_dir, const char *name) 
 
 /* What an earlier prune left when it stopped midway: STEP.removing dirs
  * holding only our files. */
-static void finish_earlier_removals(DIR *d, const char *out_dir) {
+static void finish_earlier_removals(DIR *d, const char *out_dir, ckpt_kept *kept) {
     struct dirent *ent;
     struct stat sb;
     char name[300];
@@ -119,7 +141,7 @@ static void finish_earlier_removals(DIR *d, const char *out_dir) {
         if (len <= suffix || len - suffix >= sizeof name || strcmp(ent->d_name + len - suffix, REMOVING) != 0) continue;
         snprintf(name, sizeof name, "%.*s", (int)(len - suffix), ent->d_name);
         if (ckpt_step_of_name(name) < 0 || fstatat(dirfd(d), ent->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISDIR(sb.st_mode) || !only_ours(dirfd(d), out_dir, ent->d_name))
+            !S_ISDIR(sb.st_mode) || !only_ours(dirfd(d), out_dir, ent->d_name, kept))
             continue;
         remove_files_and_dir(dirfd(d), out_dir, ent->d_name);
     }
@@ -148,21 +170,21 @@ static int *checkpoint_steps(DIR *d, int *n) {
     return steps;
 }
 
-int ckpt_prune(const char *out_dir, int keep_last, int keep_every) {
+int ckpt_prune(const char *out_dir, int keep_last, int keep_every, ckpt_kept *kept) {
     if (keep_last <= 0) return 0;
     DIR *d = opendir(out_dir);
     if (!d) {
         tg_warn(PROG, "%s: cannot list the checkpoints to apply out.keep_last: %s", out_dir, strerror(errno));
         return 0;
     }
-    finish_earlier_removals(d, out_dir);
+    finish_earlier_removals(d, out_dir, kept);
     int n, removed = 0;
     int *steps = checkpoint_steps(d, &n);
     for (int i = keep_last; i < n; i++) {
         char name[32];
         if (keep_every > 0 && steps[i] % keep_every == 0) continue;
         snprintf(name, sizeof name, "step_%08d", steps[i]);
-        if (remove_checkpoint(dirfd(d), out_dir, name) == 0) {
+        if (remove_checkpoint(dirfd(d), out_dir, name, kept) == 0) {
             printf("removed %s/%s (out.keep_last = %d)\n", out_dir, name, keep_last);
             removed++;
         }

@@ -15,6 +15,7 @@
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
+#include "train/ckpt_prune.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -58,6 +59,7 @@ typedef struct run {
     stop_watch *stop;       /* SIGTERM/SIGINT/SIGUSR1: save and exit after this step */
     int resumed_step;       /* the checkpoint this run resumed from, or -1 */
     int skipped_in_a_row;   /* consecutive steps dropped for non-finite values (on_nonfinite = skip) */
+    ckpt_kept kept;         /* out.keep_last: checkpoints already named as kept for a file of the user's */
 } run;
 
 /* train/setup.c: the topology (from the environment, or one process

@@ -325,4 +325,5 @@ void run_teardown(run *r) {
     ops_destroy(r->ops);
     topology_free(&r->topo);
     stop_watch_end(r->stop);
+    ckpt_kept_free(&r->kept);
 }
