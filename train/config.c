@@ -338,6 +338,10 @@ int config_grad_accum(const tg_config *c) {
     return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
 }
 
+double config_tokens_per_device(const tg_config *c, int tp, int dp) {
+    return (double)c->train.global_batch * c->model.seq_len / ((double)tp * dp);
+}
+
 /* Where the values a message is about came from: the config file (which
  * includes the defaults it left alone), or each key of `keys` (space-separated)
  * that a --set gave, so a bad override is not blamed on the file. */

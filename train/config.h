@@ -132,5 +132,9 @@ int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, t
 /* Derived quantities. */
 int config_padded_vocab(const tg_config *c);
 int config_grad_accum(const tg_config *c);
+/* One device's share of a step's tokens under tp x dp devices (a TP rank
+ * runs 1/tp of its DP group's work): times FLOPs per token, the FLOPs one
+ * device runs in a step. */
+double config_tokens_per_device(const tg_config *c, int tp, int dp);
 
 #endif

@@ -67,8 +67,7 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, double sec
 
 /* FLOPs one device runs in a step of layout l, recomputation included. */
 static double step_flops(const tg_config *c, const layout *l, const gpt_dims *d, double full_params) {
-    const double tokens = (double)c->train.global_batch * c->model.seq_len / (l->tp * l->dp);
-    return gpt_executed_flops_per_token(d, full_params) * tokens;
+    return gpt_executed_flops_per_token(d, full_params) * config_tokens_per_device(c, l->tp, l->dp);
 }
 
 static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double peak, tg_err *e) {

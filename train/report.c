@@ -102,8 +102,7 @@ static hidden_ms projected_hidden_ms(const run *r, double compute_ms) {
         h.dp = o.dp_s * 1e3;
         h.gather = o.gather_s * 1e3;
     }
-    const double step_flops = r->executed_flops_per_token * c->train.global_batch * c->model.seq_len /
-                              ((double)r->tp->size * r->dp->size);
+    const double step_flops = r->executed_flops_per_token * config_tokens_per_device(c, r->tp->size, r->dp->size);
     if (step_flops > 0) h.tp = 1e3 * comm_beside_hidden_s(r->tp->beside, r->tp->n_beside, compute_ms / 1e3 / step_flops);
     return h;
 }
