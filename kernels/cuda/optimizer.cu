@@ -67,9 +67,10 @@ static __device__ __forceinline__ void store4(__nv_bfloat16 *w, const vec_pack<f
  * new p in the activation type (p then indexed as the moments), or NULL
  * when work is p itself. by4: every pointer allows 16-byte accesses, so
  * aligned quadruples move as vectors (span_for_each_by4: the same
- * arithmetic per element, so the same bits; a 4-byte load per stream and
- * element left the memory system idle between them, about 73% of the
- * bandwidth on an H200 at 1.2B parameters). */
+ * arithmetic per element, so the same bits). One element per thread at a
+ * time kept 16 bytes of loads in flight per thread, and reached about 73%
+ * of the memory bandwidth on an H200 at 1.2B parameters; a quadruple keeps
+ * 64. */
 template <typename T>
 __global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float *v, tg_spans spans, tg_adamw_args args,
                              const tg_step_stats *stats, bool by4) {

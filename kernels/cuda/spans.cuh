@@ -29,20 +29,29 @@ static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *fir
     *last = a + per < n ? a + per : n;
 }
 
+/* The run of sp's flattened range that starts at *i (< last): the offsets
+ * [*b, *e) inside the span's window (kernels/ops.h), offset o's moment at
+ * index o + *shift; *i moves past the run (at most one period of one
+ * tensor). */
+static __device__ __forceinline__ void span_next_run(const tg_span &sp, size_t *i, size_t last, size_t *b, size_t *e,
+                                                     size_t *shift) {
+    const size_t c = *i / sp.numel, j = *i - c * sp.numel;
+    const size_t in_tensor = last - *i < sp.numel - j ? last - *i : sp.numel - j;
+    *i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, b, e, shift);
+}
+
 /* f(offset, moment index) for every element of the flattened range
- * [first, last) of sp inside the span's window (kernels/ops.h), threads of
- * the block striding over each run. Uniform control flow: every thread
- * loops alike. UNROLL: the stride loop unrolled that many times, in the
- * same order, so that an f that only reads and adds has that many loads in
- * flight (one f's arithmetic waits for its load, and the next load would
- * wait behind it); an f that stores between its loads gains nothing. */
+ * [first, last) of sp inside the span's window, threads of the block
+ * striding over each run. Uniform control flow: every thread loops alike.
+ * UNROLL: the stride loop unrolled that many times, in the same order, so
+ * that an f that only reads and adds has that many loads in flight (one
+ * f's arithmetic waits for its load, and the next load would wait behind
+ * it). */
 template <int UNROLL = 1, typename F>
 static __device__ void span_for_each(const tg_span &sp, size_t first, size_t last, F f) {
     for (size_t i = first; i < last;) {
-        const size_t c = i / sp.numel, j = i - c * sp.numel;
-        const size_t in_tensor = last - i < sp.numel - j ? last - i : sp.numel - j;
         size_t b, e, shift;
-        i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, &b, &e, &shift); /* one period's run */
+        span_next_run(sp, &i, last, &b, &e, &shift);
 #pragma unroll UNROLL
         for (size_t o = b + threadIdx.x; o < e; o += blockDim.x) f(o, o + shift);
     }
@@ -55,15 +64,13 @@ static __device__ void span_for_each(const tg_span &sp, size_t first, size_t las
  * a multiple of 4). by4: the caller's pointers allow 16-byte accesses at
  * such quadruples (with it false, f takes everything). Each element is
  * visited once, by one of the two, so an f4 that does f's arithmetic on
- * each of its four gives f's results; four 16-byte loads of a quadruple are
- * in flight at once where f waits on each 4-byte load in turn. */
+ * each of its four gives f's results, with 16-byte accesses where f makes
+ * 4-byte ones (four times the bytes in flight per load). */
 template <typename F, typename F4>
 static __device__ void span_for_each_by4(const tg_span &sp, size_t first, size_t last, bool by4, F f, F4 f4) {
     for (size_t i = first; i < last;) {
-        const size_t c = i / sp.numel, j = i - c * sp.numel;
-        const size_t in_tensor = last - i < sp.numel - j ? last - i : sp.numel - j;
         size_t b, e, shift;
-        i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, &b, &e, &shift); /* one period's run */
+        span_next_run(sp, &i, last, &b, &e, &shift);
         size_t a = b, z = b; /* [a, z): the quadruples */
         if (by4 && (shift & 3u) == 0 && b < e) {
             a = (b + 3u) & ~(size_t)3u;
