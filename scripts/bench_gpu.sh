@@ -51,6 +51,10 @@ their min and max, for every row. tokens/s = global_batch * seq_len / median;
 MFU = flops_per_token * tokens/s / peak, with train_gpt's flops_per_token
 (6N + 12 L C T, N over the real vocabulary) and the peak train_gpt used (its
 device table, kernels/cuda/ops_cuda.c), for all rows.
+Two lines beside the table compare train_gpt with itself: what replaying the
+GPT-2 step as one CUDA graph saves (the same run with train.cuda_graph=false),
+and what recomputation costs at 1.2B, global batch 8 (the same run with
+train.recompute=selective and =full, against none).
 
 Writes results/gpu_bench_<YYYY-mm-dd>.md (results/gpu_bench_<date>_<models>.md
 with --models), the same rows as JSON beside it (bench.json: the same name
@@ -273,6 +277,7 @@ run_train_gpt() {
         add_result "$row"
         op_times "$dir" "${cmd[@]}"
         [ "$key" = gpt2_124m ] && graph_saving "$dir" "$key" "$gb" "${cmd[@]}"
+        [ "$key:$gb" = megatron_1.2b:8 ] && recompute_cost "$dir" "$key" "$gb" "$rc" "${cmd[@]}"
     fi
     [ "$status" -eq 0 ]
 }
@@ -298,6 +303,35 @@ graph_saving() {
         graph_note="not measured: the op-by-op run failed: $(last_lines "$dir.nograph.out")"
     fi
     say "CUDA graph: $graph_note"
+}
+
+# recompute_cost DIR KEY GB RECOMPUTE CMD...: after the measured 1.2B run at global batch 8 with
+# recompute none, the same command with train.recompute=selective and =full, for what each
+# costs per step (the table's "What recomputation costs" line)
+recompute_note="not measured"
+recompute_cost() {
+    local dir="$1" key="$2" gb="$3" rc="$4" mode note
+    shift 4
+    if [ "$rc" != none ]; then
+        recompute_note="not measured: global batch $gb ran with recompute $rc (none did not fit), so there is no baseline"
+        return
+    fi
+    for mode in selective full; do
+        local cmd=("$@" --set train.recompute="$mode" --set out.dir="$dir.$mode")
+        note_cmd "${cmd[@]}"
+        say "$label, train_gpt bf16, recompute $mode, $steps steps ..."
+        if ! timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.$mode.out" 2>&1; then
+            recompute_note="not measured: the recompute $mode run failed: $(last_lines "$dir.$mode.out")"
+            return
+        fi
+    done
+    if note=$(report recompute "$raw/results.jsonl" "$dir.selective" "$dir.full" --key "$key" --gb "$gb" \
+                  --warmup "$warmup" 2>&1); then
+        recompute_note="$note"
+    else
+        recompute_note="not measured: $note"
+    fi
+    say "recompute: $recompute_note"
 }
 
 # op_times DIR CMD...: after a measured run, the same command for 6 steps
@@ -402,7 +436,7 @@ render() {
     BENCH_NVCC="$nvcc_info" BENCH_TORCH="$torch_info" BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" \
     BENCH_DATE_ISO="$(date -u '+%Y-%m-%dT%H:%M:%SZ')" BENCH_CUDA_TOOLKIT="$cuda_toolkit" BENCH_COMMIT="$commit" \
     BENCH_CMD="$orig_cmd" BENCH_BIN="$bin" BENCH_BACKEND="$backend_line" BENCH_GIT="$git_rev" BENCH_STEPS="$steps" \
-    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" BENCH_LLMC="$llmc_note" BENCH_GRAPH="$graph_note" \
+    BENCH_WARMUP="$warmup" BENCH_PLAN="$plan_note" BENCH_OTHERS="$others" BENCH_RAW="$raw" BENCH_LLMC="$llmc_note" BENCH_GRAPH="$graph_note" BENCH_RECOMPUTE="$recompute_note" \
     report render "$raw/results.jsonl" "$raw/commands.txt" --points "$(IFS=,; echo "${points[*]}")" --md "$md" \
         --json "$json" || echo "$prog: could not write $md and $json" >&2
     if [ -n "${OUT:-}" ]; then

@@ -21,6 +21,9 @@ same rule for every implementation.
   bench_report.py graph RESULTS DIR --key K --gb N --warmup W
       one line: train_gpt's row of K at batch N (its step replayed as a CUDA graph) against the same
       run op by op (train.cuda_graph=false) in DIR, and what the graph saved
+  bench_report.py recompute RESULTS SELECTIVE_DIR FULL_DIR --key K --gb N --warmup W
+      one line: train_gpt's row of K at batch N (recompute none) against the same run with
+      train.recompute=selective and =full, and what each costs per step
   bench_report.py render RESULTS COMMANDS --points K:N,... --md FILE --json FILE
       the Markdown table and bench.json: a row for every point x implementation,
       "not measured" with the reason where results.jsonl has none. The run's
@@ -246,7 +249,8 @@ def markdown(all_cells, points, env, commands):
          f"- Steps per run: {E('BENCH_STEPS')}; ms/step is the median of steps {int(E('BENCH_WARMUP') or 3) + 1}.."
          f"{E('BENCH_STEPS')} with the min and max in brackets (CUDA events around each step, in every program); "
          f"random tokens (train_gpt and llm.c: a shard of 2^20 tokens the script writes; PyTorch: torch.randint)",
-         f"- Recompute (Megatron 1.2B): {E('BENCH_PLAN')}", "",
+         f"- Recompute (Megatron 1.2B): {E('BENCH_PLAN')}",
+         f"- What recomputation costs (train_gpt, ms/step, against none): {E('BENCH_RECOMPUTE') or 'not measured'}", "",
          "| model | global batch | implementation | micro-batch | recompute | ms/step median (min-max) | tokens/s | MFU "
          "| peak memory |", "|---|---|---|---|---|---|---|---|---|"]
     L += [table_line(*c) for c in all_cells]
@@ -322,19 +326,43 @@ def graph(a):
           f"saved {m0 - m1:.2f} ms per step ({100 * (m0 - m1) / m0:.1f}%)")
 
 
+def recompute(a):
+    """What recomputation costs: the train_gpt row (recompute none) against the same run with
+    train.recompute=selective (in a.path) and =full (in a.full)."""
+    with open(a.results) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    base = next((r for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (a.key, a.gb, "train_gpt")
+                 and "error" not in r), None)
+    if base is None:
+        fail(f"{a.results} has no measured train_gpt row of {a.key} at global batch {a.gb}")
+    if base["recompute"] != "none":
+        fail(f"{a.results}: the train_gpt row of {a.key} at global batch {a.gb} ran with recompute {base['recompute']}, "
+             "not none: no baseline")
+    m0, lo0, hi0 = timing(base)[:3]
+    parts = [f"{MODEL_LABELS[a.key]} at global batch {a.gb}: none {m0:.2f} ms ({lo0:.2f}-{hi0:.2f})"]
+    for mode, path in (("selective", a.path), ("full", a.full)):
+        a.path = path
+        m, lo, hi = timing(train_gpt_row(a))[:3]
+        parts.append(f"{mode} {m:.2f} ms ({lo:.2f}-{hi:.2f}), {100 * (m - m0) / m0:+.1f}%")
+    print("; ".join(parts) + " per step")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
-    kinds = {name: sub.add_parser(name) for name in ("train-gpt", "llmc", "torch", "error", "peak", "render", "graph")}
+    kinds = {name: sub.add_parser(name)
+             for name in ("train-gpt", "llmc", "torch", "error", "peak", "render", "graph", "recompute")}
     kinds["graph"].add_argument("results")
+    kinds["recompute"].add_argument("results")
     for name, p in kinds.items():
         p.add_argument("path" if name != "error" else "message")
         if name != "render":
             p.add_argument("--key", required=True, choices=sorted(MODEL_LABELS))
             p.add_argument("--gb", required=True, type=int)
-        if name not in ("peak", "render", "graph"):
+        if name not in ("peak", "render", "graph", "recompute"):
             p.add_argument("--command")
-    for name in ("train-gpt", "llmc", "graph"):
+    kinds["recompute"].add_argument("full")
+    for name in ("train-gpt", "llmc", "graph", "recompute"):
         kinds[name].add_argument("--warmup", type=int, required=True)
     kinds["train-gpt"].add_argument("--recompute", required=True)
     kinds["llmc"].add_argument("--peak", type=float, default=0.0)
@@ -360,6 +388,8 @@ def main():
         peak(a)
     elif a.what == "graph":
         graph(a)
+    elif a.what == "recompute":
+        recompute(a)
     else:
         render(a)
 

@@ -148,6 +148,25 @@ want="GPT-2 124M at global batch 16: 100.00 ms (97.00-104.00) per step with the 
 check bench_report_graph_saving "got: $got" test "$got" = "$want"
 got=$("$py" "$rep" graph "$fx/results.jsonl" "$fx/nograph" --key megatron_1.2b --gb 8 --warmup 3 2>&1); rc=$?
 check bench_report_graph_needs_a_measured_row "rc $rc: $got" eval '[ $rc -ne 0 ] && [[ "$got" == *"no measured train_gpt row"* ]]'
+# what recomputation costs: the GPT-2 row (recompute none, median 100) against two runs of the
+# same shape, 10 ms (the op-by-op log above) and 30 ms slower
+mkdir -p "$fx/full"
+cp "$fx/gpt2_gb16_train_gpt_none.out" "$fx/full.out"
+"$py" - "$fx/gpt2_gb16_train_gpt_none/log.jsonl" "$fx/full/log.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        r = json.loads(line)
+        if "ms" in r:
+            r["ms"] += 30
+        out.write(json.dumps(r) + "\n")
+PY
+got=$("$py" "$rep" recompute "$fx/results.jsonl" "$fx/nograph" "$fx/full" --key gpt2_124m --gb 16 --warmup 3 2>&1)
+want="GPT-2 124M at global batch 16: none 100.00 ms (97.00-104.00); selective 110.00 ms (107.00-114.00), +10.0%; full 130.00 ms (127.00-134.00), +30.0% per step"
+check bench_report_recompute_cost "got: $got" test "$got" = "$want"
+sed 's/"recompute": "none"/"recompute": "full"/' "$fx/results.jsonl" >"$fx/results_full.jsonl"
+got=$("$py" "$rep" recompute "$fx/results_full.jsonl" "$fx/nograph" "$fx/full" --key gpt2_124m --gb 16 --warmup 3 2>&1); rc=$?
+check bench_report_recompute_needs_none "rc $rc: $got" eval '[ $rc -ne 0 ] && [[ "$got" == *"ran with recompute full, not none: no baseline"* ]]'
 got=$("$py" "$rep" peak "$fx/results.jsonl" --key gpt2_124m --gb 16)/$("$py" "$rep" peak "$fx/results.jsonl" --key megatron_1.2b --gb 8)
 check bench_report_peak "got $got, want 989.0/0" test "$got" = "989.0/0"
 

@@ -60,7 +60,8 @@ os.makedirs(out, exist_ok=True)
 fpt = 6 * n + 12 * L * C * T
 with open(f"{out}/log.jsonl", "w") as f:
     for s in range(1, steps + 1):
-        ms = 100.0 + s + (0 if graph else 10) # op by op: 10 ms slower
+        # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none
+        ms = 100.0 + s + (0 if graph else 10) + {"none": 0, "selective": 2, "full": 30}[sets.get("train.recompute", "none")]
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -158,6 +159,8 @@ check bench_dry_copied_to_out "$(ls "$tmp/out" 2>&1 | tr '\n' ' ')" \
     eval '[ -s "$tmp/out/$(basename "$json")" ] && [ -s "$tmp/out/$(basename "$md")" ] && ls -d "$tmp"/out/gpu_bench_*/ >/dev/null'
 check bench_dry_cuda_graph_saving "$(grep "^- CUDA graph" "$md")" \
     grep -q "^- CUDA graph: GPT-2 124M at global batch 16: .* per step with the step replayed as one CUDA graph, .* op by op (train.cuda_graph=false): the graph saved 10.00 ms per step" "$md"
+check bench_dry_recompute_cost "$(grep "^- What recomputation costs" "$md")" \
+    grep -q "^- What recomputation costs (train_gpt, ms/step, against none): Megatron 1.2B at global batch 8: none 108.50 ms (104.00-113.00); selective 110.50 ms (106.00-115.00), +1.8%; full 138.50 ms (134.00-143.00), +27.6% per step$" "$md"
 check bench_dry_op_times_brought_back "$(ls "$tmp"/out/gpu_bench_*/ 2>&1 | tr '\n' ' ')" \
     eval 'ls "$tmp"/out/gpu_bench_*/gpt2_124m_gb16_train_gpt_none.op_times.tsv >/dev/null 2>&1 &&
           grep -q "^matmul_forward" "$tmp"/out/gpu_bench_*/megatron_1.2b_gb8_train_gpt_*.op_times.tsv'
