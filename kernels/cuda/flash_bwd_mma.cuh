@@ -197,13 +197,15 @@ static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], co
  * dout . v, returns dS = P (dp keep - D) and sets *kept = P keep, both 0
  * where masked; lse2 = lse log2(e). Only blocks on the diagonal or past T
  * (edge) need the mask. DROP: dropout is on (without it, no dropout code).
- * exp2f, not the forward's exp2_ftz: with it ptxas spilled in three of the
- * backward's instances (a quarter of an exponential per mma here, two in
- * the forward). */
-template <bool DROP>
+ * EDGE: the caller may pass edge true; without it the mask test is not
+ * compiled at all (the blocks of whole tiles before the diagonal, most of
+ * them, carry no per-element branch). exp2f, not the forward's exp2_ftz:
+ * with it ptxas spilled in three of the backward's instances (a quarter of
+ * an exponential per mma here, two in the forward). */
+template <bool DROP, bool EDGE>
 static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,
                                               bool edge, const fb_pair &c) {
-    if (edge && !fl_visible(query, 0, key, 0, c.T)) {
+    if (EDGE && edge && !fl_visible(query, 0, key, 0, c.T)) {
         *kept = 0.0f;
         return 0.0f;
     }
@@ -212,16 +214,12 @@ static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, fl
     return prob * (dp * keep - D);
 }
 
-/* dq of R row tiles of 16 query rows (tile i from qw[i]) += dS k over the
- * 16 keys from kt, staged at krows, vrows; qf[i], gf[i]: the tile's q and
- * dout fragments; lse2[i], D[i]: of its rows qw[i] + g and qw[i] + g + 8;
- * edge[i]: the block touches the diagonal or T. Each tile's arithmetic is
- * the same for any R (fb_dots, fb_accumulate), so R = 2 gives the bits of
- * two calls with R = 1. */
-template <int HS, int R, bool DROP>
-static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4], const uint32_t gf[R][HS / 16][4],
-                                   const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[R][2],
-                                   const float D[R][2], const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
+/* fb_dq_block's work, the mask compiled in only with EDGE (fb_ds). */
+template <int HS, int R, bool DROP, bool EDGE>
+static __device__ __forceinline__ void fb_dq_block_of(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4],
+                                                      const uint32_t gf[R][HS / 16][4], const __nv_bfloat16 *krows,
+                                                      const __nv_bfloat16 *vrows, const float lse2[R][2], const float D[R][2],
+                                                      const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[R][2][4], dp[R][2][4], kept;
     fb_held qa[R], ga[R];
@@ -237,24 +235,44 @@ static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
                 const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
-                s[i][n][e] = fb_ds<DROP>(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row, kt + col,
-                                   edge[i], c);
+                s[i][n][e] = fb_ds<DROP, EDGE>(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row,
+                                               kt + col, edge[i], c);
             }
         mma_a_from_accumulators(ds[i], s[i][0], s[i][1]);
     }
     fb_accumulate<HS, R>(dq, ds, krows);
 }
 
-/* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
- * staged at qrows, grows (q, dout); kf: the keys' k fragments, v_of their
- * v rows as an A operand (fb_held or fb_staged: fb_v_held); lse2, D: the
- * query rows' statistics (16 from qt). The scores come out transposed
- * (keys as rows), so dS^T and (P keep)^T are accumulators that become A
- * fragments directly. */
-template <int HS, bool DROP, typename V>
-static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
-                                    const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
-                                    int kw, int qt, bool edge, const fb_pair &c) {
+/* dq of R row tiles of 16 query rows (tile i from qw[i]) += dS k over the
+ * 16 keys from kt, staged at krows, vrows; qf[i], gf[i]: the tile's q and
+ * dout fragments; lse2[i], D[i]: of its rows qw[i] + g and qw[i] + g + 8;
+ * edge[i]: the block touches the diagonal or T. With two tiles, the
+ * instance without the mask runs where neither block needs it (most
+ * blocks; edge is warp-uniform). One tile (head sizes from 80, and the
+ * diagonal at 64 and below) keeps the masked instance only: a second one
+ * took ptxas from 165 to 180 registers at head size 96 (3 blocks per SM
+ * to 2), and asking for 3 made it spill. Each tile's arithmetic is the
+ * same for any R (fb_dots, fb_accumulate), so R = 2 gives the bits of two
+ * calls with R = 1. */
+template <int HS, int R, bool DROP>
+static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4], const uint32_t gf[R][HS / 16][4],
+                                   const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[R][2],
+                                   const float D[R][2], const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
+    bool masked = false;
+#pragma unroll
+    for (int i = 0; i < R; i++) masked = masked || edge[i];
+    if (R == 1 || masked)
+        fb_dq_block_of<HS, R, DROP, true>(dq, qf, gf, krows, vrows, lse2, D, qw, kt, edge, c);
+    else
+        fb_dq_block_of<HS, R, DROP, false>(dq, qf, gf, krows, vrows, lse2, D, qw, kt, edge, c);
+}
+
+/* fb_dkv_block's work, the mask compiled in only with EDGE (fb_ds). */
+template <int HS, bool DROP, bool EDGE, typename V>
+static __device__ __forceinline__ void fb_dkv_block_of(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4],
+                                                       const V &v_of, const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows,
+                                                       const float *lse2, const float *D, int kw, int qt, bool edge,
+                                                       const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[1][2][4], dp[1][2][4], kept[2][4];
     const fb_held ka = {kf};
@@ -265,13 +283,31 @@ static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
             const int col = 8 * n + 2 * t + (e & 1);
-            s[0][n][e] = fb_ds<DROP>(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col, kw + g + 8 * (e >> 1), edge, c);
+            s[0][n][e] = fb_ds<DROP, EDGE>(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col,
+                                           kw + g + 8 * (e >> 1), edge, c);
         }
     uint32_t pk[1][4], ds[1][4];
     mma_a_from_accumulators(pk[0], kept[0], kept[1]);
     mma_a_from_accumulators(ds[0], s[0][0], s[0][1]);
     fb_accumulate<HS, 1>(&dv, pk, grows);
     fb_accumulate<HS, 1>(&dk, ds, qrows);
+}
+
+/* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
+ * staged at qrows, grows (q, dout); kf: the keys' k fragments, v_of their
+ * v rows as an A operand (fb_held or fb_staged: fb_v_held); lse2, D: the
+ * query rows' statistics (16 from qt); edge: the block touches the
+ * diagonal or T (warp-uniform; without it the instance without the mask
+ * runs). The scores come out transposed (keys as rows), so dS^T and
+ * (P keep)^T are accumulators that become A fragments directly. */
+template <int HS, bool DROP, typename V>
+static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
+                                    const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
+                                    int kw, int qt, bool edge, const fb_pair &c) {
+    if (edge)
+        fb_dkv_block_of<HS, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
+    else
+        fb_dkv_block_of<HS, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
 }
 
 /* Rows r0 + g and r0 + g + 8 of the warp's accumulators (16 x HS) times
