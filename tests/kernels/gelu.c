@@ -59,6 +59,27 @@ void cuda_test_gelu(env *e, size_t n) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+/* Inputs where the GELU's exponential overflows or vanishes (from about
+ * x < -10.7, and large x) and the largest floats, in packs and one by one
+ * (21 and 8 elements): the results must match the CPU's, finite (a check
+ * fails on NaN or infinity), 0 in the negative tail and x in the positive. */
+void cuda_test_gelu_tails(env *e) {
+    NEED(e, gelu_forward);
+    static const float tails[] = {-100, -30, -12, -11, -10.5f, -10, -9, -7, -5, -3, -1,
+                                  0,    1,   3,   5,   7,      9,   10, 12, 30, 100};
+    static const float huge[] = {-3e38f, -1e30f, 1e30f, 3e38f, 2, -2, 0.5f, -0.5f};
+    const struct { const float *x; size_t n; const char *name; } cases[] = {
+        {tails, sizeof tails / sizeof *tails, "gelu_forward_tails"}, {huge, sizeof huge / sizeof *huge, "gelu_forward_huge"}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        twin inp = tw_vals(e, ACT, cases[k].x, cases[k].n), out = tw_out(e, ACT, cases[k].n);
+        e->cpu->gelu_forward(e->cpu, out.c, inp.c, cases[k].n);
+        e->gpu->gelu_forward(e->gpu, out.g, inp.g, cases[k].n);
+        check(e, out, e->tol, "%s n=%zu", cases[k].name, cases[k].n);
+        tw_free(e, inp);
+        tw_free(e, out);
+    }
+}
+
 /* Buffers one element past an aligned start (the kernels' vector path
  * needs 16-byte alignment, so they take the element path); element 0 of
  * the output must stay as it was. */

@@ -52,7 +52,8 @@
  *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 16 to 128:
  *                                     several tensor-core tiles in bf16; peaked rows, misaligned qkv),
  *                                     cuda_test_attention_backward_tiles (the tensor-core backward's blocks)
- *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned
+ *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned,
+ *                                     cuda_test_gelu_tails (the exponential's overflow, the largest floats)
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
  *                                     72 elements (vector packs) and 13 (element by element))
  *   [x] bias_residual_layernorm       cuda_test_residual_layernorm (against the CPU and bitwise against
@@ -139,6 +140,7 @@ static void run_all(env *e) {
     cuda_test_gelu(e, (size_t)N * 4 * C);
     cuda_test_gelu(e, odd);
     cuda_test_gelu_unaligned(e, mid);
+    cuda_test_gelu_tails(e);
     cuda_test_bias_residual(e, N, C, none);
     cuda_test_bias_residual(e, N, C, rows);
     cuda_test_bias_residual(e, N, C, rows_far);

@@ -102,6 +102,7 @@ void cuda_test_attention_shapes(env *e);
 void cuda_test_attention_backward_tiles(env *e);
 void cuda_test_gelu(env *e, size_t n);
 void cuda_test_gelu_unaligned(env *e, size_t n);
+void cuda_test_gelu_tails(env *e);
 void cuda_test_bias_residual(env *e, int N, int C, tg_dropout drop);
 void cuda_test_dropout(env *e, int N, int C, tg_dropout drop);
 void cuda_test_dropout_step(env *e, int N, int C);
