@@ -304,21 +304,30 @@ def render(a):
     write_atomically(a.md, markdown(all_cells, points, os.environ, commands))
 
 
-def peak(a):
-    with open(a.path) as f:
+def measured_train_gpt_row(results, key, gb):
+    """The last measured train_gpt row of key at global batch gb in the results file, or None."""
+    with open(results) as f:
         rows = [json.loads(l) for l in f if l.strip()]
-    print(next((r["peak_tflops"] for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (a.key, a.gb, "train_gpt")
-                and "error" not in r), 0))
+    return next((r for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (key, gb, "train_gpt")
+                 and "error" not in r), None)
+
+
+def baseline_row(a):
+    """measured_train_gpt_row of a.key, a.gb in a.results; fails when there is none."""
+    row = measured_train_gpt_row(a.results, a.key, a.gb)
+    if row is None:
+        fail(f"{a.results} has no measured train_gpt row of {a.key} at global batch {a.gb}")
+    return row
+
+
+def peak(a):
+    row = measured_train_gpt_row(a.path, a.key, a.gb)
+    print(row["peak_tflops"] if row else 0)
 
 
 def graph(a):
     """What the step's CUDA graph saved: the train_gpt row against the op-by-op run in a.path."""
-    with open(a.results) as f:
-        rows = [json.loads(l) for l in f if l.strip()]
-    on = next((r for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (a.key, a.gb, "train_gpt")
-               and "error" not in r), None)
-    if on is None:
-        fail(f"{a.results} has no measured train_gpt row of {a.key} at global batch {a.gb}")
+    on = baseline_row(a)
     off = train_gpt_row(a)
     (m1, lo1, hi1, _, _), (m0, lo0, hi0, _, _) = timing(on), timing(off)
     print(f"{MODEL_LABELS[a.key]} at global batch {a.gb}: {m1:.2f} ms ({lo1:.2f}-{hi1:.2f}) per step with the step "
@@ -329,12 +338,7 @@ def graph(a):
 def recompute(a):
     """What recomputation costs: the train_gpt row (recompute none) against the same run with
     train.recompute=selective (in a.path) and =full (in a.full)."""
-    with open(a.results) as f:
-        rows = [json.loads(l) for l in f if l.strip()]
-    base = next((r for r in reversed(rows) if (r["key"], r["gb"], r["impl"]) == (a.key, a.gb, "train_gpt")
-                 and "error" not in r), None)
-    if base is None:
-        fail(f"{a.results} has no measured train_gpt row of {a.key} at global batch {a.gb}")
+    base = baseline_row(a)
     if base["recompute"] != "none":
         fail(f"{a.results}: the train_gpt row of {a.key} at global batch {a.gb} ran with recompute {base['recompute']}, "
              "not none: no baseline")
