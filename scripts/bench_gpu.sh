@@ -313,7 +313,7 @@ recompute_cost() {
     local dir="$1" key="$2" gb="$3" rc="$4" mode note
     shift 4
     if [ "$rc" != none ]; then
-        recompute_note="not measured: global batch $gb ran with recompute $rc (none did not fit), so there is no baseline"
+        recompute_note="not measured: global batch $gb ran with recompute $rc, not none (see the Recompute line), so there is no baseline"
         return
     fi
     for mode in selective full; do
