@@ -63,7 +63,8 @@
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place), cuda_test_dropout_step
  *                                     (the step read from device memory when the op runs)
  *   [x] bias_backward                 cuda_test_bias_backward (16-byte packs of columns; C = 13: element
- *                                     by element; C = 100: packs in fp32 only)
+ *                                     by element; C = 100: packs in fp32 only; 40000 rows: the finish's
+ *                                     staged rounds of row groups)
  *   [x] xent_partial/rescale/finish   cuda_test_xent (padding, vocab_start != 0, targets in and out)
  *   [x] xent_fused                    cuda_test_xent_fused (padding; packed rows and not; bf16 rows staged
  *                                     in shared memory and rows too wide for it)
@@ -152,6 +153,7 @@ static void run_all(env *e) {
     cuda_test_bias_backward(e, N, 4 * C);
     cuda_test_bias_backward(e, 7, 13);  /* no packs */
     cuda_test_bias_backward(e, 5, 100); /* packs in fp32, not in bf16 */
+    cuda_test_bias_backward(e, 40000, 40); /* 625 row groups: the finish stages them in three rounds */
     cuda_test_residual_layernorm(e, N, C, none, 0);
     cuda_test_residual_layernorm(e, N, C, rows, 0);
     cuda_test_residual_layernorm(e, N, C, rows_far, 0);
