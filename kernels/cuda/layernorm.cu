@@ -271,13 +271,18 @@ __global__ void layernorm_param_partials_kernel(float *partial_dw, float *partia
     }
 }
 
-/* dw[c] += sum over groups (in order) of partial_dw[group * C + c]; same for db. */
-__global__ void layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw, const float *partial_db, int groups,
-                                              int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    dw[c] += tg_reduce::groups_sum(partial_dw, groups, C, c);
-    db[c] += tg_reduce::groups_sum(partial_db, groups, C, c);
+/* dw[c] += sum over groups (in order) of partial_dw[group * C + c]; same for
+ * db: a block per STAGE_COLS columns (tg_reduce::staged_groups_sum). */
+__global__ void __launch_bounds__(STAGE_THREADS)
+    layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw, const float *partial_db, int groups, int C) {
+    __shared__ tg_reduce::staged_groups stage;
+    const int c0 = (int)blockIdx.x * STAGE_COLS, c = c0 + (int)threadIdx.x;
+    const float sum_w = tg_reduce::staged_groups_sum(stage, partial_dw, groups, C, c0);
+    const float sum_b = tg_reduce::staged_groups_sum(stage, partial_db, groups, C, c0);
+    if ((int)threadIdx.x < STAGE_COLS && c < C) {
+        dw[c] += sum_w;
+        db[c] += sum_b;
+    }
 }
 
 template <typename T>
@@ -352,8 +357,8 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     } else {
         layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db);
     }
-    layernorm_param_finish_kernel<<<tg_blocks((size_t)C, 256), 256, 0, ctx->stream>>>(dw, db, partial_dw, partial_db,
-                                                                                       gr.n_groups, C);
+    const unsigned finish_blocks = tg_blocks((size_t)C, STAGE_COLS);
+    layernorm_param_finish_kernel<<<finish_blocks, STAGE_THREADS, 0, ctx->stream>>>(dw, db, partial_dw, partial_db, gr.n_groups, C);
     CUDA_LAUNCHED("layernorm_param_finish_kernel");
 }
 

@@ -89,15 +89,40 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
     return s;
 }
 
-/* The sum over groups g = 0 .. groups - 1 of partial[g * C + c], added in
- * g's order: a plain loop's bits. Unrolled 16 times, so that 16 loads are
- * in flight where nvcc's own unrolling of the plain loop gave 4: the finish
- * kernels that use this have only C threads to hide each memory latency. */
-__device__ __forceinline__ float groups_sum(const float *partial, int groups, int C, int c) {
-    float s = 0.0f;
-#pragma unroll 16
-    for (int g = 0; g < groups; g++) s += partial[(size_t)g * C + c];
-    return s;
+/* The finish of a column sum over row groups: block-wide (every thread
+ * calls it; blocks of STAGE_THREADS), it returns to thread t < STAGE_COLS
+ * the sum over g = 0 .. groups - 1 of partial[g * C + c0 + t], added in g's
+ * order (a plain loop's bits), and 0 to the other threads and columns past
+ * C. STAGE_GROUPS groups of the block's STAGE_COLS columns at a time are
+ * staged in `stage`, every thread loading STAGE_LOADS of them at once; a
+ * thread per column then adds its staged values. Where a thread per column
+ * loaded its own groups (16 at a time), each sum waited a memory latency
+ * per 16 groups, on only C threads. */
+#define STAGE_COLS 32
+#define STAGE_GROUPS 256
+#define STAGE_THREADS 256
+#define STAGE_LOADS (STAGE_GROUPS * STAGE_COLS / STAGE_THREADS)
+typedef float staged_groups[STAGE_GROUPS][STAGE_COLS]; /* 32 KiB */
+
+__device__ __forceinline__ float staged_groups_sum(staged_groups stage, const float *partial, int groups, int C, int c0) {
+    const int t = (int)threadIdx.x, col = t % STAGE_COLS, c = c0 + col, row = t / STAGE_COLS;
+    float sum = 0.0f;
+    for (int g0 = 0; g0 < groups; g0 += STAGE_GROUPS) {
+        const int n = groups - g0 < STAGE_GROUPS ? groups - g0 : STAGE_GROUPS;
+        float v[STAGE_LOADS];
+#pragma unroll
+        for (int i = 0; i < STAGE_LOADS; i++) { /* staged row k: group g0 + k */
+            const int k = row + i * (STAGE_THREADS / STAGE_COLS);
+            v[i] = k < n && c < C ? partial[(size_t)(g0 + k) * C + c] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < STAGE_LOADS; i++) stage[row + i * (STAGE_THREADS / STAGE_COLS)][col] = v[i];
+        __syncthreads();
+        if (t < STAGE_COLS)
+            for (int k = 0; k < n; k++) sum += stage[k][col];
+        __syncthreads(); /* the stage is free again, for the next round or the next call */
+    }
+    return t < STAGE_COLS && c < C ? sum : 0.0f;
 }
 
 } // namespace tg_reduce

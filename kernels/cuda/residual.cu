@@ -122,39 +122,13 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
     }
 }
 
-/* dbias[c] += the sum over the groups of partial[g * C + c], added in group
- * order (tg_reduce::groups_sum's order, so the same bits). A block of
- * FINISH_THREADS per FINISH_COLS columns stages FINISH_GROUPS groups of them
- * at a time in shared memory, every thread loading FINISH_LOADS at once,
- * then a thread per column adds its column's staged values. Each column's
- * thread used to load its own groups, 16 at a time, so a sum waited a
- * memory latency per 16 groups: for GPT-2's 768 columns, 3 blocks adding
- * 256 groups each, where the whole bias gradient took 17 us a call on the
- * H200 (an estimate that the finish was most of it, not a profile). */
-#define FINISH_COLS 32
-#define FINISH_GROUPS 256
-#define FINISH_THREADS 256
-#define FINISH_LOADS (FINISH_GROUPS * FINISH_COLS / FINISH_THREADS)
-__global__ void __launch_bounds__(FINISH_THREADS) column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
-    __shared__ float stage[FINISH_GROUPS][FINISH_COLS];
-    const int col = (int)threadIdx.x % FINISH_COLS, c = (int)blockIdx.x * FINISH_COLS + col;
-    float sum = 0.0f;
-    for (int g0 = 0; g0 < groups; g0 += FINISH_GROUPS) {
-        const int n = groups - g0 < FINISH_GROUPS ? groups - g0 : FINISH_GROUPS;
-        float v[FINISH_LOADS];
-#pragma unroll
-        for (int i = 0; i < FINISH_LOADS; i++) { /* staged row k: group g0 + k */
-            const int k = (int)threadIdx.x / FINISH_COLS + i * (FINISH_THREADS / FINISH_COLS);
-            v[i] = k < n && c < C ? partial[(size_t)(g0 + k) * C + c] : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < FINISH_LOADS; i++) stage[(int)threadIdx.x / FINISH_COLS + i * (FINISH_THREADS / FINISH_COLS)][col] = v[i];
-        __syncthreads();
-        if ((int)threadIdx.x < FINISH_COLS)
-            for (int k = 0; k < n; k++) sum += stage[k][col];
-        __syncthreads();
-    }
-    if ((int)threadIdx.x < FINISH_COLS && c < C) dbias[c] += sum;
+/* dbias[c] += the sum over groups (in order) of partial[group * C + c]:
+ * a block per STAGE_COLS columns (tg_reduce::staged_groups_sum). */
+__global__ void __launch_bounds__(STAGE_THREADS) column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
+    __shared__ tg_reduce::staged_groups stage;
+    const int c0 = (int)blockIdx.x * STAGE_COLS, c = c0 + (int)threadIdx.x;
+    const float sum = tg_reduce::staged_groups_sum(stage, partial, groups, C, c0);
+    if ((int)threadIdx.x < STAGE_COLS && c < C) dbias[c] += sum;
 }
 
 template <typename T>
@@ -203,7 +177,7 @@ void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) 
         column_partials_kernel<T><<<grid, block, 0, ctx->stream>>>(partial, (const T *)dout, N, C, rows_per_group);
         CUDA_LAUNCHED("column_partials_kernel");
     }
-    column_finish_kernel<<<tg_blocks((size_t)C, FINISH_COLS), FINISH_THREADS, 0, ctx->stream>>>(dbias, partial, n_groups, C);
+    column_finish_kernel<<<tg_blocks((size_t)C, STAGE_COLS), STAGE_THREADS, 0, ctx->stream>>>(dbias, partial, n_groups, C);
     CUDA_LAUNCHED("column_finish_kernel");
 }
 
