@@ -272,17 +272,12 @@ __global__ void layernorm_param_partials_kernel(float *partial_dw, float *partia
 }
 
 /* dw[c] += sum over groups (in order) of partial_dw[group * C + c]; same for
- * db: a block per STAGE_COLS columns (tg_reduce::staged_groups_sum). */
+ * db: a block per STAGE_COLS columns (tg_reduce::add_staged_groups_sum). */
 __global__ void __launch_bounds__(STAGE_THREADS)
     layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw, const float *partial_db, int groups, int C) {
     __shared__ tg_reduce::staged_groups stage;
-    const int c0 = (int)blockIdx.x * STAGE_COLS, c = c0 + (int)threadIdx.x;
-    const float sum_w = tg_reduce::staged_groups_sum(stage, partial_dw, groups, C, c0);
-    const float sum_b = tg_reduce::staged_groups_sum(stage, partial_db, groups, C, c0);
-    if ((int)threadIdx.x < STAGE_COLS && c < C) {
-        dw[c] += sum_w;
-        db[c] += sum_b;
-    }
+    tg_reduce::add_staged_groups_sum(stage, dw, partial_dw, groups, C);
+    tg_reduce::add_staged_groups_sum(stage, db, partial_db, groups, C);
 }
 
 template <typename T>

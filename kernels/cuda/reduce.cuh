@@ -89,11 +89,11 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
     return s;
 }
 
-/* The finish of a column sum over row groups: block-wide (every thread
- * calls it; blocks of STAGE_THREADS), it returns to thread t < STAGE_COLS
- * the sum over g = 0 .. groups - 1 of partial[g * C + c0 + t], added in g's
- * order (a plain loop's bits), and 0 to the other threads and columns past
- * C. STAGE_GROUPS groups of the block's STAGE_COLS columns at a time are
+/* The finish of a column sum over row groups, block-wide (every thread of
+ * a block of STAGE_THREADS calls it; block b owns columns [STAGE_COLS b,
+ * + STAGE_COLS)): dst[c] += the sum over g = 0 .. groups - 1 of
+ * partial[g * C + c], added in g's order (a plain loop's bits), for the
+ * block's columns below C. STAGE_GROUPS groups of its columns at a time are
  * staged in `stage`, every thread loading STAGE_LOADS of them at once; a
  * thread per column then adds its staged values. Where a thread per column
  * loaded its own groups (16 at a time), each sum waited a memory latency
@@ -104,8 +104,8 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
 #define STAGE_LOADS (STAGE_GROUPS * STAGE_COLS / STAGE_THREADS)
 typedef float staged_groups[STAGE_GROUPS][STAGE_COLS]; /* 32 KiB */
 
-__device__ __forceinline__ float staged_groups_sum(staged_groups stage, const float *partial, int groups, int C, int c0) {
-    const int t = (int)threadIdx.x, col = t % STAGE_COLS, c = c0 + col, row = t / STAGE_COLS;
+__device__ __forceinline__ void add_staged_groups_sum(staged_groups stage, float *dst, const float *partial, int groups, int C) {
+    const int t = (int)threadIdx.x, col = t % STAGE_COLS, c = (int)blockIdx.x * STAGE_COLS + col, row = t / STAGE_COLS;
     float sum = 0.0f;
     for (int g0 = 0; g0 < groups; g0 += STAGE_GROUPS) {
         const int n = groups - g0 < STAGE_GROUPS ? groups - g0 : STAGE_GROUPS;
@@ -122,7 +122,7 @@ __device__ __forceinline__ float staged_groups_sum(staged_groups stage, const fl
             for (int k = 0; k < n; k++) sum += stage[k][col];
         __syncthreads(); /* the stage is free again, for the next round or the next call */
     }
-    return t < STAGE_COLS && c < C ? sum : 0.0f;
+    if (t < STAGE_COLS && c < C) dst[c] += sum;
 }
 
 } // namespace tg_reduce

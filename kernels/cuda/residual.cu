@@ -123,12 +123,10 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
 }
 
 /* dbias[c] += the sum over groups (in order) of partial[group * C + c]:
- * a block per STAGE_COLS columns (tg_reduce::staged_groups_sum). */
+ * a block per STAGE_COLS columns (tg_reduce::add_staged_groups_sum). */
 __global__ void __launch_bounds__(STAGE_THREADS) column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
     __shared__ tg_reduce::staged_groups stage;
-    const int c0 = (int)blockIdx.x * STAGE_COLS, c = c0 + (int)threadIdx.x;
-    const float sum = tg_reduce::staged_groups_sum(stage, partial, groups, C, c0);
-    if ((int)threadIdx.x < STAGE_COLS && c < C) dbias[c] += sum;
+    tg_reduce::add_staged_groups_sum(stage, dbias, partial, groups, C);
 }
 
 template <typename T>
