@@ -50,6 +50,30 @@ kernels no_epilogue EMU_LT_NO_EPILOGUE=1 -- --quick
 # (CUBLAS_STATUS_NOT_SUPPORTED): the same fallbacks, with a warning
 kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
 
+# tests/gpu/bench_attention.c on the emulated device, at small shapes: a row
+# per block shape of head sizes 64, 96 and 128 (the tuned one first), each
+# checked against the tuned one, and the backward's; a head size with no
+# shapes built, and a bad option, fail with their own exit status
+bench=build/emu/bench_attention_emu
+"$bench" --shape 1,2,200,64 --shape 2,1,130,96 --shape 1,1,70,128 --warmup 1 --runs 2 >"$tmp/bench.out" 2>&1
+rc=$?
+rows=$(grep -cP '^\d+,\d+,\d+,\d+\tforward\t' "$tmp/bench.out")
+tuned=$(grep -cP '^\d+,\d+,\d+,\d+\tforward\ttuned: .*\t(same bits)$' "$tmp/bench.out")
+backward=$(grep -cP '^\d+,\d+,\d+,\d+\tbackward\ttuned\t[0-9.]+\t' "$tmp/bench.out")
+if [ $rc -eq 0 ] && [ "$rows" -ge 6 ] && [ "$tuned" -eq 3 ] && [ "$backward" -eq 3 ] && ! grep -q "not ok" "$tmp/bench.out" &&
+    head -n 2 "$tmp/bench.out" | grep -qP '^shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tcheck$' &&
+    tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
+    ok "bench_attention_times_every_shape ($rows forward rows, $backward backward)"
+else not_ok bench_attention_times_every_shape "exit $rc, $rows forward rows ($tuned tuned), $backward backward: $(tail -n 3 "$tmp/bench.out" | tr '\n' ' ')"; fi
+"$bench" --shape 1,1,64,80 --runs 1 >"$tmp/bench_80.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "no block shapes are built for head size 80" "$tmp/bench_80.out"; then ok bench_attention_refuses_a_head_size_without_shapes
+else not_ok bench_attention_refuses_a_head_size_without_shapes "exit $rc: $(tail -n 2 "$tmp/bench_80.out" | tr '\n' ' ')"; fi
+"$bench" --shape 1,2,x,64 >"$tmp/bench_bad.out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && grep -q "\-\-shape '1,2,x,64': want B,NH,T,HS" "$tmp/bench_bad.out"; then ok bench_attention_bad_option
+else not_ok bench_attention_bad_option "exit $rc: $(head -n 2 "$tmp/bench_bad.out" | tr '\n' ' ')"; fi
+
 # The whole trainer: random tokens, tiny model (as tests/t_parallel.sh)
 random_shards "$tmp/data" 300 13 3000 600
 cat >"$tmp/cfg.json" <<JSON

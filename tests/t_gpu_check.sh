@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh" gpu_check
 gc=scripts/gpu_check.sh
 check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
 "$gc" --help >"$tmp/help" 2>&1; rc=$?
-miss=""; for s in environment build kernels whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile; do
+miss=""; for s in environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile; do
     grep -q "^  $s " "$tmp/help" || miss="$miss $s"; done
 check gpu_check_help_lists_sections "rc $rc, missing:$miss" test "$rc" = 0 -a -z "$miss"
 "$gc" --out "$tmp/x" frobnicate >"$tmp/bad" 2>&1; rc=$?
@@ -136,6 +136,12 @@ check gpu_check_profile_runs_ncu_per_kernel "rc $rc; calls: $(tr '\n' ';' <"$tmp
 tar -xzf "$tmp/profile/logs.tar.gz" -C "$tmp/profile" logs/profile.log 2>/dev/null
 check gpu_check_profile_runs_the_reference "$(tail -n 2 "$tmp/profile/logs/profile.log" 2>/dev/null | tr '\n' ' ')" \
     grep -qE "attention_reference: no (CUDA device|torch)|causal SDPA" "$tmp/profile/logs/profile.log"
+# The attention section times build/gpu/bench_attention's block shapes, then PyTorch's attention
+# alone at the same shapes; without a CUDA build here it fails, and its row names both commands.
+PATH="$tmp/gpubin:$PATH" "$gc" --out "$tmp/attention" --limit 60 attention >"$tmp/attention.out" 2>&1; rc=$?
+row=$(grep '^| attention |' "$tmp/attention/summary.md" 2>/dev/null)
+check gpu_check_attention_section "rc $rc; $row" \
+    eval '[ $rc = 1 ] && [[ "$row" == "| attention | FAILED "*"| \`build/gpu/bench_attention; rc=\$?; python3 scripts/attention_reference.py "* ]]'
 flops=$(python3 scripts/attention_reference.py --flops 2>&1)
 check attention_reference_flops "$flops" \
     eval '[ "$(grep -c "forward 2.5770e+10 FLOP a layer, backward 6.4425e+10" <<<"$flops")" = 2 ]'

@@ -5,7 +5,7 @@
  * in both precisions), the causal mask, and the dropout factor drawn from
  * the CPU's counter (util/rng_core.h), so masks are bit-identical. Tiles
  * wholly above the diagonal are never visited. The tensor-core forward
- * (bf16; its tiles in flash_mma.cuh) takes only fl_drop, fl_min,
+ * (bf16; its tiles in flash_fwd_mma.cuh and flash_mma.cuh) takes only fl_drop, fl_min,
  * fl_tile_row and FL_MAX_PAIRS from here. */
 #ifndef KERNELS_CUDA_FLASH_CUH
 #define KERNELS_CUDA_FLASH_CUH

@@ -1,8 +1,8 @@
 /* Pieces of the tensor-core flash attention's forward (bf16 activations,
- * head sizes that are multiples of 16 up to FM_HS_MAX): the block shape (4
- * warps, 16 query rows each per row tile, against staged tiles of
- * FM_ROWS keys), row
- * tiles moved between global memory and bf16 shared tiles 16 bytes at a
+ * head sizes that are multiples of 16 up to FM_HS_MAX): the block's warps
+ * (4, 16 query rows each per row tile; the rest of the block's shape is
+ * flash_fwd_mma.cuh's fm_shape), FM_ROWS rows at a time of a
+ * tile moved between global memory and bf16 shared tiles 16 bytes at a
  * time (into shared memory by cp.async), and the reductions over the 4
  * lanes that hold one row of an mma accumulator (kernels/cuda/mma.cuh's
  * layout: row g = lane / 4 is spread over lanes 4g .. 4g + 3). */
@@ -19,7 +19,7 @@
 
 #define FM_WARPS 4                  /* warps per block, 16 query rows each per row tile */
 #define FM_THREADS (32 * FM_WARPS)
-#define FM_ROWS (16 * FM_WARPS)     /* query rows per block and row tile, and keys per staged tile */
+#define FM_ROWS (16 * FM_WARPS)     /* query rows per block and row tile; rows per staging */
 #define FM_PAD 8                    /* bf16 added to each shared row (see fm_ld) */
 #define FM_HS_MAX 128               /* largest head size (registers: HS/2 accumulators per lane) */
 

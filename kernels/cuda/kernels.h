@@ -11,7 +11,7 @@
  *   optimizer.cu  adamw (multi-tensor), cast_params, to_float
  *   matmul.cu     matmul_forward/backward, matmul_backward_dgelu, lmhead_forward/backward (cuBLASLt)
  *   lt_plan.cu    the cuBLASLt products under matmul.cu, their plans kept per shape (lt_plan.h)
- *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared)
+ *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared), and its other block shapes for tuning
  *   flash_bwd.cu  attention_backward
  *   xent.cu       xent_partial, xent_rescale, xent_finish, xent_fused
  *   graph.cu      graph_capture_begin/end, graph_launch, graph_release (host code: the step as a CUDA graph) */
@@ -75,6 +75,24 @@ void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, co
 void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                              int T, int NH, int HS, tg_dropout drop);
+
+/* A block shape of the tensor-core attention forward (bf16, head sizes that
+ * are multiples of 16): 16-row query tiles per warp (4 warps a block),
+ * keys per staged K and V tile, whether the warp's Q fragments are read
+ * from shared memory at each use (else held in registers), and the blocks
+ * per SM its registers are budgeted for. */
+typedef struct cuda_flash_shape {
+    int row_tiles, keys, q_shared, blocks_per_sm;
+} cuda_flash_shape;
+/* For tuning (tests/gpu/bench_attention.c): the shapes built for head size
+ * HS, the one every run takes first (none for most head sizes). Writes at
+ * most max of them; returns how many there are. */
+int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
+/* attention_forward without dropout in shape k of that list: 1, or 0
+ * (nothing run) when the list has no shape k or the activations are not
+ * bf16. The result has the bits of shape 0's wherever the two have the
+ * same keys per tile. */
+int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k);
 
 void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
                        int N, int V, int n_real, int vocab_start);

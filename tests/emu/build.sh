@@ -90,6 +90,10 @@ done
 # communicators whose ranks are processes (tests/emu/emu_nccl.cpp), and
 # $OUT/test_nccl_emu (tests/test_nccl.c on it).
 kernel_objs=("${objs[@]}")
+# $OUT/bench_attention_emu: tests/gpu/bench_attention.c on the emulated backend
+# (tests/gpu/README.md; t_bench_attention runs it at small shapes).
+$CC $CFLAGS tests/gpu/bench_attention.c -c -o "$OUT/obj/bench_attention.o" &
+pids+=($!)
 if [ "${1:-}" = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
     # the NCCL communicator in place of its stub.
@@ -146,6 +150,10 @@ for t in "${emu_tests[@]}"; do
 done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
+bench_objs=()
+for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$o"); done
+$CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" -o "$OUT/bench_attention_emu" -lm
+echo "built $OUT/bench_attention_emu"
 for t in "${emu_tests[@]}"; do
     $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"

@@ -92,6 +92,7 @@ void kcheck_attention(tally *t) {
 
 #ifdef TG_CUDA
 /* ---- CUDA against the CPU ---- */
+#include "kernels/cuda/kernels.h"
 #include "util/rng_core.h"
 #include "tests/kernels/twin.h"
 #include "util/err.h"
@@ -170,4 +171,76 @@ void cuda_test_attention_backward_tiles(env *e) {
     cuda_test_attention(e, 1, 192, 3, 32, (tg_dropout){0});
     cuda_test_attention(e, 1, 150, 2, 64, (tg_dropout){0});
 }
+
+/* The backend bytes of t's GPU side (the caller frees them). */
+static void *gpu_bytes(env *e, twin t) {
+    const size_t bytes = t.n * gpu_elem(e, t.k);
+    void *h = tg_malloc(bytes, "attention shapes: a download");
+    e->gpu->download(e->gpu, h, t.g, bytes);
+    return h;
+}
+
+/* One head size's block shapes, each against the CPU and, where it has the
+ * tuned shape's keys per tile, bit for bit against attention_forward. */
+static void forward_shapes_of(env *e, int HS) {
+    enum { MAX_SHAPES = 8 };
+    cuda_flash_shape shapes[MAX_SHAPES];
+    const int n = cuda_attention_forward_shapes(HS, shapes, MAX_SHAPES), B = 1, T = 200, NH = 2;
+    char name[192];
+    snprintf(name, sizeof name, "attention_forward_shapes HS=%d: %d shapes", HS, n);
+    check_true(e, n >= 2 && n <= MAX_SHAPES, name, "(the tuned shape and at least one other)");
+    if (n < 1 || n > MAX_SHAPES) return;
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS;
+    twin qkv = tw_rand(e, ACT, n_qkv, -2.0f, 2.0f), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, (size_t)B * NH * T);
+    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
+    e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0});
+    void *tuned_out = gpu_bytes(e, out), *tuned_lse = gpu_bytes(e, lse);
+    for (int k = 0; k < n; k++) {
+        const cuda_flash_shape *s = &shapes[k];
+        char shape[96];
+        snprintf(shape, sizeof shape, "HS=%d shape %d (row tiles %d, keys %d, q_shared %d, blocks/SM %d)", HS, k, s->row_tiles,
+                 s->keys, s->q_shared, s->blocks_per_sm);
+        poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
+        poison(e->gpu, lse.g, (size_t)B * NH * T * sizeof(float));
+        const int ran = cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, k);
+        sync_gpu(e);
+        snprintf(name, sizeof name, "attention_forward_shaped runs %s", shape);
+        check_true(e, ran == 1, name, "");
+        check(e, out, e->tol, "attention_forward_shaped out %s", shape);
+        check(e, lse, e->tol, "attention_forward_shaped lse %s", shape);
+        if (s->keys != shapes[0].keys) continue;
+        void *got_out = gpu_bytes(e, out), *got_lse = gpu_bytes(e, lse);
+        snprintf(name, sizeof name, "attention_forward_shaped, the tuned shape's bits: %s", shape);
+        check_true(e, memcmp(got_out, tuned_out, n_out * gpu_elem(e, ACT)) == 0 &&
+                          memcmp(got_lse, tuned_lse, (size_t)B * NH * T * sizeof(float)) == 0,
+                   name, "");
+        free(got_out);
+        free(got_lse);
+    }
+    snprintf(name, sizeof name, "attention_forward_shaped HS=%d: no shape %d", HS, n);
+    check_true(e, cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, n) == 0, name, "");
+    free(tuned_out);
+    free(tuned_lse);
+    tw_free(e, qkv);
+    tw_free(e, out);
+    tw_free(e, lse);
+}
+
+/* The tensor-core forward's other block shapes (kernels/cuda/flash_fwd.cu's
+ * fm_variants, for tuning: tests/gpu/bench_attention.c times them): T = 200
+ * spans 64- and 128-key tiles with a partial last one. Shape 0 must be the
+ * one every run takes (the same bits), and a shape with the same keys per
+ * tile must give those bits too. Float32 activations: refused. */
+void cuda_test_attention_forward_shapes(env *e) {
+    NEED(e, attention_forward);
+    if (e->act != TG_BF16) {
+        check_true(e, cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
+                   "attention_forward_shaped refuses float32 activations", "");
+        return;
+    }
+    static const int head_sizes[] = {64, 96, 128};
+    for (size_t i = 0; i < sizeof head_sizes / sizeof head_sizes[0]; i++) forward_shapes_of(e, head_sizes[i]);
+    check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
+}
 #endif
+

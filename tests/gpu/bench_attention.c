@@ -1,0 +1,288 @@
+/* The fused attention alone, timed on the device at the benchmark models'
+ * shapes: the forward in each block shape built for the head size (the
+ * tuned one, which every run takes, first: kernels/cuda/kernels.h's
+ * cuda_attention_forward_shaped), then the backward. So that a lent GPU
+ * decides the forward's tile shapes in one short call, and the attention's
+ * own rate sits beside PyTorch's (scripts/attention_reference.py).
+ *
+ *   build/gpu/bench_attention [--shape B,NH,T,HS]... [--warmup N] [--runs N]
+ *
+ * Default shapes: GPT-2 124M at micro-batch 16 (16,12,1024,64), the
+ * Megatron 1.2B model at 8 (8,16,1024,96), and head size 128
+ * (8,16,1024,128). Each time is the device's (CUDA events around one call,
+ * after N warm-up calls; --warmup 5 and --runs 20 by default): median,
+ * min and max. TFLOP/s counts the causal half of the products, as
+ * scripts/attention_reference.py does: forward 2 B NH T^2 HS, backward 2.5
+ * times that. Without dropout, bf16.
+ *
+ * Every shape's output is checked against the tuned shape's: the same
+ * bits where it has the same keys per tile (only the roundings of the
+ * online softmax depend on that), else within 2e-2 of the largest value
+ * (bf16's rounding of P and out at another running max). A failed check
+ * prints "not ok" on its row and makes the exit status 1; no CUDA device
+ * makes it 2 (tests/gpu/run_gpu.sh reads that as "no GPU"), bad options 3.
+ * Output: one tab-separated row per measurement under a header line, and
+ * lines starting with '#' that say what ran where. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/ops.h"
+#include "util/dtype.h"
+#include "util/err.h"
+#include "util/rng_core.h"
+
+#define MAX_SHAPES 8
+#define MAX_CASES 16
+#define BENCH_SEED 20261128u
+#define SHAPE_TOL 2e-2
+
+typedef struct {
+    int B, NH, T, HS;
+} attn_case;
+
+typedef struct {
+    int warmup, runs;
+    attn_case cases[MAX_CASES];
+    int n_cases;
+} bench_opts;
+
+typedef struct {
+    double median, min, max;
+} timing;
+
+/* The device buffers of one case. */
+typedef struct {
+    void *qkv, *out, *dout, *dqkv, *tuned_out;
+    float *lse;
+    size_t n_qkv, n_out, n_lse;
+} attn_buffers;
+
+static int usage(const char *prog) {
+    fprintf(stderr,
+            "usage: %s [--shape B,NH,T,HS]... [--warmup N] [--runs N]\n"
+            "  times the fused attention (bf16, causal, no dropout): the forward in each block shape built\n"
+            "  for the head size, then the backward. Default shapes: 16,12,1024,64 8,16,1024,96 8,16,1024,128\n",
+            prog);
+    return 3;
+}
+
+static int parse_count(const char *s, int lo, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > 100000) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_case(const char *s, attn_case *c) {
+    char tail;
+    if (sscanf(s, "%d,%d,%d,%d%c", &c->B, &c->NH, &c->T, &c->HS, &tail) != 4) return 0;
+    return c->B > 0 && c->NH > 0 && c->T > 0 && c->HS > 0 && c->B <= 4096 && c->NH <= 4096 && c->T <= 1 << 20 &&
+           c->HS <= 4096;
+}
+
+/* 1 when the command line is good (opts filled), else 0 with a message. */
+static int parse_opts(int argc, char **argv, bench_opts *opts) {
+    static const attn_case defaults[] = {{16, 12, 1024, 64}, {8, 16, 1024, 96}, {8, 16, 1024, 128}};
+    *opts = (bench_opts){.warmup = 5, .runs = 20};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(arg, "--shape") == 0 && val) {
+            if (opts->n_cases == MAX_CASES || !parse_case(val, &opts->cases[opts->n_cases])) {
+                fprintf(stderr, "bench_attention: --shape '%s': want B,NH,T,HS (positive; at most %d shapes)\n", val, MAX_CASES);
+                return 0;
+            }
+            opts->n_cases++;
+        } else if (strcmp(arg, "--warmup") == 0 && val) {
+            if (!parse_count(val, 0, &opts->warmup)) {
+                fprintf(stderr, "bench_attention: --warmup '%s': want a whole number from 0\n", val);
+                return 0;
+            }
+        } else if (strcmp(arg, "--runs") == 0 && val) {
+            if (!parse_count(val, 1, &opts->runs)) {
+                fprintf(stderr, "bench_attention: --runs '%s': want a whole number from 1\n", val);
+                return 0;
+            }
+        } else {
+            fprintf(stderr, "bench_attention: unknown or incomplete option '%s'\n", arg);
+            return 0;
+        }
+        i++;
+    }
+    if (opts->n_cases == 0) {
+        memcpy(opts->cases, defaults, sizeof defaults);
+        opts->n_cases = (int)(sizeof defaults / sizeof defaults[0]);
+    }
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What a timed call runs: the forward in shape `shape` (-1: the backward). */
+typedef struct {
+    tg_o o;
+    const attn_case *c;
+    const attn_buffers *buf;
+    int shape;
+} attn_call;
+
+static void run_call(const attn_call *call) {
+    const attn_case *c = call->c;
+    const attn_buffers *b = call->buf;
+    if (call->shape >= 0)
+        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
+    else
+        call->o->attention_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
+                                    (tg_dropout){0});
+}
+
+/* Median, min and max of `runs` calls, each between two device marks, after `warmup`. */
+static timing time_call(const attn_call *call, const bench_opts *opts) {
+    double *ms = tg_malloc((size_t)opts->runs * sizeof *ms, "bench_attention: times");
+    for (int i = 0; i < opts->warmup; i++) run_call(call);
+    for (int i = 0; i < opts->runs; i++) {
+        call->o->timer_begin(call->o);
+        run_call(call);
+        ms[i] = call->o->timer_end_ms(call->o);
+    }
+    qsort(ms, (size_t)opts->runs, sizeof *ms, cmp_double);
+    const int n = opts->runs;
+    timing t = {n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[0], ms[n - 1]};
+    free(ms);
+    return t;
+}
+
+/* n bf16 values uniform in [-amp, amp) from stream `stream` into device memory. */
+static void *device_random(tg_o o, size_t n, float amp, uint64_t stream, const char *what) {
+    uint16_t *h = tg_malloc(n * sizeof *h, what);
+    for (size_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(amp * (2.0f * rng_uniform_core(BENCH_SEED, stream, i) - 1.0f));
+    void *d = o->alloc(o, n * sizeof *h, what);
+    o->upload(o, d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static attn_buffers buffers_alloc(tg_o o, const attn_case *c) {
+    attn_buffers b;
+    b.n_qkv = (size_t)c->B * c->T * 3 * c->NH * c->HS;
+    b.n_out = (size_t)c->B * c->T * c->NH * c->HS;
+    b.n_lse = (size_t)c->B * c->NH * c->T;
+    b.qkv = device_random(o, b.n_qkv, 1.0f, 1, "bench_attention: qkv");
+    b.dout = device_random(o, b.n_out, 1.0f, 2, "bench_attention: dout");
+    b.out = o->alloc(o, b.n_out * 2, "bench_attention: out");
+    b.tuned_out = o->alloc(o, b.n_out * 2, "bench_attention: the tuned shape's out");
+    b.dqkv = o->alloc(o, b.n_qkv * 2, "bench_attention: dqkv");
+    b.lse = o->alloc(o, b.n_lse * sizeof(float), "bench_attention: lse");
+    return b;
+}
+
+static void buffers_free(tg_o o, attn_buffers *b) {
+    void *all[] = {b->qkv, b->dout, b->out, b->tuned_out, b->dqkv, b->lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) o->free(o, all[i]);
+}
+
+/* max |got - want| / max |want| over n bf16 values; inf on a NaN or infinity. */
+static double rel_err_bf16(const uint16_t *got, const uint16_t *want, size_t n) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double g = tg_bf16_to_f32(got[i]), w = tg_bf16_to_f32(want[i]);
+        if (!isfinite(g) || !isfinite(w)) return INFINITY;
+        diff = fmax(diff, fabs(g - w));
+        scale = fmax(scale, fabs(w));
+    }
+    return diff / fmax(scale, 1e-30);
+}
+
+/* The check of shape k's output (in b->out) against the tuned one's: into
+ * `verdict` ("same bits", "err=E", or "not ok ..."); 1 when it passed. */
+static int check_shape(tg_o o, const attn_buffers *b, int same_keys, char *verdict, size_t len) {
+    const size_t bytes = b->n_out * 2;
+    uint16_t *got = tg_malloc(bytes, "bench_attention: out"), *want = tg_malloc(bytes, "bench_attention: tuned out");
+    o->download(o, got, b->out, bytes);
+    o->download(o, want, b->tuned_out, bytes);
+    const int same = memcmp(got, want, bytes) == 0;
+    const double err = rel_err_bf16(got, want, b->n_out);
+    free(got);
+    free(want);
+    const int ok = same_keys ? same : err < SHAPE_TOL;
+    if (same)
+        snprintf(verdict, len, "%s", "same bits");
+    else if (ok)
+        snprintf(verdict, len, "err=%.3g", err);
+    else
+        snprintf(verdict, len, "not ok: %s (err=%.3g)", same_keys ? "bits differ from the tuned shape's" : "too far", err);
+    return ok;
+}
+
+static double causal_forward_tflop(const attn_case *c) {
+    return 2.0 * c->B * c->NH * (double)c->T * c->T * c->HS * 1e-12;
+}
+
+static void print_row(const attn_case *c, const char *op, const char *shape, timing t, double tflop, const char *check) {
+    printf("%d,%d,%d,%d\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, t.median, t.min, t.max,
+           tflop / (t.median * 1e-3), check);
+    fflush(stdout);
+}
+
+/* One case (a head size with shapes built): the forward in each shape,
+ * then the backward. Returns the failed checks. */
+static int bench_case(tg_o o, const attn_case *c, const bench_opts *opts) {
+    cuda_flash_shape shapes[MAX_SHAPES];
+    const int n = cuda_attention_forward_shapes(c->HS, shapes, MAX_SHAPES);
+    attn_buffers buf = buffers_alloc(o, c);
+    int failed = 0;
+    /* the tuned forward's output and lse: the reference of the checks and the
+     * backward's input (timed first, before the other shapes rewrite lse) */
+    o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
+    const double fwd = causal_forward_tflop(c);
+    const attn_call back = {o, c, &buf, -1};
+    const timing back_t = time_call(&back, opts);
+    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
+        const attn_call call = {o, c, &buf, k};
+        const timing t = time_call(&call, opts);
+        char name[128], verdict[96];
+        snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM", k == 0 ? "tuned: " : "",
+                 16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
+                 shapes[k].blocks_per_sm);
+        failed += !check_shape(o, &buf, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
+        print_row(c, "forward", name, t, fwd, verdict);
+    }
+    print_row(c, "backward", "tuned", back_t, 2.5 * fwd, "-");
+    buffers_free(o, &buf);
+    return failed;
+}
+
+int main(int argc, char **argv) {
+    bench_opts opts;
+    if (!parse_opts(argc, argv, &opts)) return usage(argv[0]);
+    tg_err err;
+    err.msg[0] = '\0';
+    tg_ops *gpu = ops_cuda_create(0, TG_BF16, &err);
+    if (!gpu) {
+        printf("bench_attention: cannot create the CUDA backend: %s\n", err.msg);
+        return 2;
+    }
+    printf("# bench_attention on %s: bf16, causal, no dropout; %d warm-up calls, then %d timed (device events)\n", gpu->device,
+           opts.warmup, opts.runs);
+    printf("shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tcheck\n");
+    int failed = 0;
+    for (int i = 0; i < opts.n_cases; i++) {
+        const attn_case *c = &opts.cases[i];
+        if (cuda_attention_forward_shapes(c->HS, NULL, 0) == 0) {
+            printf("# %d,%d,%d,%d: no block shapes are built for head size %d (kernels/cuda/flash_fwd.cu: fm_variants)\n", c->B,
+                   c->NH, c->T, c->HS, c->HS);
+            failed++;
+            continue;
+        }
+        failed += bench_case(gpu, c, &opts);
+    }
+    ops_destroy(gpu);
+    printf("# %s\n", failed ? "some checks failed" : "every check passed");
+    return failed ? 1 : 0;
+}
