@@ -28,8 +28,8 @@ costs its section only):
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
   attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
-                     forward in every block shape built for the head size (the tuned one first; each checked
-                     against it) and the backward, medians of 20 calls by CUDA events; then
+                     forward and the backward in every block shape built for the head size (the tuned one
+                     first; each checked against it), medians of 20 calls by CUDA events; then
                      scripts/attention_reference.py, PyTorch's causal attention at the same shapes
   whole-model        run_gpu.sh cpu_match and bf16: CUDA fp32 against the CPU, bf16 against fp32
   tp2-shm            run_gpu.sh tp2_shm: TP=2+SP, and DP=2 under ZeRO, through the shm communicator on one GPU

@@ -57,10 +57,12 @@ static __host__ __device__ constexpr int fb_dq_row_tiles() {
  * dout) for each of two buffers, the tiles being used and the next ones;
  * for the dq kernel the block's q and dout rows (MT tiles each) in tiles 2
  * onwards, before buffer 1 takes its first key tile; and for the dk, dv
- * kernel the block's v rows where it does not hold them (fb_v_held). */
+ * kernel the block's v rows where it does not hold them (fb_v_held).
+ * dq_row_tiles: the dq kernel's row tiles a warp, where not the tuned
+ * fb_dq_row_tiles. */
 template <int HS>
-static constexpr int fb_shared_bytes(bool dkv) {
-    const int tiles = dkv ? (fb_v_held<HS>() ? 4 : 5) : 2 + 2 * fb_dq_row_tiles<HS>();
+static constexpr int fb_shared_bytes(bool dkv, int dq_row_tiles = fb_dq_row_tiles<HS>()) {
+    const int tiles = dkv ? (fb_v_held<HS>() ? 4 : 5) : 2 + 2 * dq_row_tiles;
     return tiles * (int)sizeof(fb_tile<HS>);
 }
 

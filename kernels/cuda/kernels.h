@@ -93,6 +93,15 @@ int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
  * bf16. The result has the bits of shape 0's wherever the two have the
  * same keys per tile. */
 int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k);
+/* The same for the backward's dq kernel: its row tiles a warp built for
+ * head size HS, the tuned count first (written into dq_row_tiles, at most
+ * max); and attention_backward without dropout with count k: 1, or 0
+ * (nothing run) when there is no count k, the activations are not bf16 or
+ * the tensors not 16-byte aligned. Every count gives attention_backward's
+ * bits. */
+int cuda_attention_backward_shapes(int HS, int *dq_row_tiles, int max);
+int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                                   int T, int NH, int HS, int k);
 
 void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
                        int N, int V, int n_real, int vocab_start);

@@ -1,8 +1,9 @@
 /* The fused attention alone, timed on the device at the benchmark models'
- * shapes: the forward in each block shape built for the head size (the
- * tuned one, which every run takes, first: kernels/cuda/kernels.h's
- * cuda_attention_forward_shaped), then the backward. So that a lent GPU
- * decides the forward's tile shapes in one short call, and the attention's
+ * shapes: the forward in each block shape built for the head size, then
+ * the backward in each of its shapes (the dq kernel's row tiles), the
+ * tuned shape (which every run takes) first in both: kernels/cuda/
+ * kernels.h's cuda_attention_forward_shaped and _backward_shaped. So that a
+ * lent GPU decides the tile shapes in one short call, and the attention's
  * own rate sits beside PyTorch's (scripts/attention_reference.py).
  *
  *   build/gpu/bench_attention [--shape B,NH,T,HS]... [--warmup N] [--runs N]
@@ -15,14 +16,15 @@
  * scripts/attention_reference.py does: forward 2 B NH T^2 HS, backward 2.5
  * times that. Without dropout, bf16.
  *
- * Every shape's output is checked against the tuned shape's: the same
- * bits where it has the same keys per tile (only the roundings of the
- * online softmax depend on that), else within 2e-2 of the largest value
- * (bf16's rounding of P and out at another running max). A failed check
- * prints "not ok" on its row and makes the exit status 1; no CUDA device
- * makes it 2 (tests/gpu/run_gpu.sh reads that as "no GPU"), bad options 3.
- * Output: one tab-separated row per measurement under a header line, and
- * lines starting with '#' that say what ran where. */
+ * Every shape's result is checked against the tuned shape's: the same bits
+ * for every backward shape and for a forward shape with the same keys per
+ * tile (only the roundings of the online softmax depend on that), else
+ * within 2e-2 of the largest value (bf16's rounding of P and out at
+ * another running max). A failed check prints "not ok" on its row and
+ * makes the exit status 1; no CUDA device makes it 2 (as
+ * test_cuda_kernels), bad options 3. Output: one tab-separated row per
+ * measurement under a header line, and lines starting with '#' that say
+ * what ran where. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +57,7 @@ typedef struct {
 
 /* The device buffers of one case. */
 typedef struct {
-    void *qkv, *out, *dout, *dqkv, *tuned_out;
+    void *qkv, *out, *dout, *dqkv, *tuned_out, *tuned_dqkv;
     float *lse;
     size_t n_qkv, n_out, n_lse;
 } attn_buffers;
@@ -63,8 +65,8 @@ typedef struct {
 static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--shape B,NH,T,HS]... [--warmup N] [--runs N]\n"
-            "  times the fused attention (bf16, causal, no dropout): the forward in each block shape built\n"
-            "  for the head size, then the backward. Default shapes: 16,12,1024,64 8,16,1024,96 8,16,1024,128\n",
+            "  times the fused attention (bf16, causal, no dropout): the forward and the backward in each\n"
+            "  block shape built for the head size. Default shapes: 16,12,1024,64 8,16,1024,96 8,16,1024,128\n",
             prog);
     return 3;
 }
@@ -124,22 +126,23 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* What a timed call runs: the forward in shape `shape` (-1: the backward). */
+/* What a timed call runs: the forward or the backward in shape `shape`
+ * of the head size's list. */
 typedef struct {
     tg_o o;
     const attn_case *c;
     const attn_buffers *buf;
-    int shape;
+    int backward, shape;
 } attn_call;
 
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
-    if (call->shape >= 0)
-        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
+    if (call->backward)
+        cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
+                                       call->shape);
     else
-        call->o->attention_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
-                                    (tg_dropout){0});
+        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
 }
 
 /* Median, min and max of `runs` calls, each between two device marks, after `warmup`. */
@@ -178,12 +181,13 @@ static attn_buffers buffers_alloc(tg_o o, const attn_case *c) {
     b.out = o->alloc(o, b.n_out * 2, "bench_attention: out");
     b.tuned_out = o->alloc(o, b.n_out * 2, "bench_attention: the tuned shape's out");
     b.dqkv = o->alloc(o, b.n_qkv * 2, "bench_attention: dqkv");
+    b.tuned_dqkv = o->alloc(o, b.n_qkv * 2, "bench_attention: the tuned shape's dqkv");
     b.lse = o->alloc(o, b.n_lse * sizeof(float), "bench_attention: lse");
     return b;
 }
 
 static void buffers_free(tg_o o, attn_buffers *b) {
-    void *all[] = {b->qkv, b->dout, b->out, b->tuned_out, b->dqkv, b->lse};
+    void *all[] = {b->qkv, b->dout, b->out, b->tuned_out, b->dqkv, b->tuned_dqkv, b->lse};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) o->free(o, all[i]);
 }
 
@@ -199,24 +203,25 @@ static double rel_err_bf16(const uint16_t *got, const uint16_t *want, size_t n) 
     return diff / fmax(scale, 1e-30);
 }
 
-/* The check of shape k's output (in b->out) against the tuned one's: into
- * `verdict` ("same bits", "err=E", or "not ok ..."); 1 when it passed. */
-static int check_shape(tg_o o, const attn_buffers *b, int same_keys, char *verdict, size_t len) {
-    const size_t bytes = b->n_out * 2;
-    uint16_t *got = tg_malloc(bytes, "bench_attention: out"), *want = tg_malloc(bytes, "bench_attention: tuned out");
-    o->download(o, got, b->out, bytes);
-    o->download(o, want, b->tuned_out, bytes);
-    const int same = memcmp(got, want, bytes) == 0;
-    const double err = rel_err_bf16(got, want, b->n_out);
+/* The check of a shape's n bf16 results (got) against the tuned shape's
+ * (want), both device memory: into `verdict` ("same bits", "err=E", or
+ * "not ok ..."); 1 when it passed. */
+static int check_shape(tg_o o, const void *got_dev, const void *want_dev, size_t n, int want_same_bits, char *verdict,
+                       size_t len) {
+    uint16_t *got = tg_malloc(n * 2, "bench_attention: a shape's result"), *want = tg_malloc(n * 2, "bench_attention: the tuned result");
+    o->download(o, got, got_dev, n * 2);
+    o->download(o, want, want_dev, n * 2);
+    const int same = memcmp(got, want, n * 2) == 0;
+    const double err = rel_err_bf16(got, want, n);
     free(got);
     free(want);
-    const int ok = same_keys ? same : err < SHAPE_TOL;
+    const int ok = want_same_bits ? same : err < SHAPE_TOL;
     if (same)
         snprintf(verdict, len, "%s", "same bits");
     else if (ok)
         snprintf(verdict, len, "err=%.3g", err);
     else
-        snprintf(verdict, len, "not ok: %s (err=%.3g)", same_keys ? "bits differ from the tuned shape's" : "too far", err);
+        snprintf(verdict, len, "not ok: %s (err=%.3g)", want_same_bits ? "bits differ from the tuned shape's" : "too far", err);
     return ok;
 }
 
@@ -230,30 +235,53 @@ static void print_row(const attn_case *c, const char *op, const char *shape, tim
     fflush(stdout);
 }
 
-/* One case (a head size with shapes built): the forward in each shape,
- * then the backward. Returns the failed checks. */
-static int bench_case(tg_o o, const attn_case *c, const bench_opts *opts) {
+/* The forward in each of its shapes: rows, and the failed checks. */
+static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
     cuda_flash_shape shapes[MAX_SHAPES];
     const int n = cuda_attention_forward_shapes(c->HS, shapes, MAX_SHAPES);
-    attn_buffers buf = buffers_alloc(o, c);
     int failed = 0;
-    /* the tuned forward's output and lse: the reference of the checks and the
-     * backward's input (timed first, before the other shapes rewrite lse) */
-    o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
-    const double fwd = causal_forward_tflop(c);
-    const attn_call back = {o, c, &buf, -1};
-    const timing back_t = time_call(&back, opts);
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, &buf, k};
+        const attn_call call = {o, c, buf, 0, k};
         const timing t = time_call(&call, opts);
         char name[128], verdict[96];
         snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM", k == 0 ? "tuned: " : "",
                  16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
                  shapes[k].blocks_per_sm);
-        failed += !check_shape(o, &buf, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
-        print_row(c, "forward", name, t, fwd, verdict);
+        failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
+        print_row(c, "forward", name, t, causal_forward_tflop(c), verdict);
     }
-    print_row(c, "backward", "tuned", back_t, 2.5 * fwd, "-");
+    return failed;
+}
+
+/* The backward in each of its shapes (the dq kernel's row tiles), from the
+ * tuned forward's output and lse: rows, and the failed checks. */
+static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
+    int row_tiles[MAX_SHAPES];
+    const int n = cuda_attention_backward_shapes(c->HS, row_tiles, MAX_SHAPES);
+    int failed = 0;
+    o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
+                          (tg_dropout){0});
+    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
+        const attn_call call = {o, c, buf, 1, k};
+        const timing t = time_call(&call, opts);
+        char name[96], verdict[96];
+        snprintf(name, sizeof name, "%sdq: %d query rows a warp", k == 0 ? "tuned: " : "", 16 * row_tiles[k]);
+        failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
+        print_row(c, "backward", name, t, 2.5 * causal_forward_tflop(c), verdict);
+    }
+    return failed;
+}
+
+/* One case (a head size with shapes built): the forward's shapes, then the
+ * backward's. Returns the failed checks. */
+static int bench_case(tg_o o, const attn_case *c, const bench_opts *opts) {
+    attn_buffers buf = buffers_alloc(o, c);
+    /* the tuned forward's output: the reference of the forward's checks */
+    o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
+    int failed = bench_forward(o, c, &buf, opts);
+    /* the other shapes rewrote lse: the tuned forward again, for the backward's input (the same bits) */
+    o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
+    failed += bench_backward(o, c, &buf, opts);
     buffers_free(o, &buf);
     return failed;
 }
@@ -274,9 +302,10 @@ int main(int argc, char **argv) {
     int failed = 0;
     for (int i = 0; i < opts.n_cases; i++) {
         const attn_case *c = &opts.cases[i];
-        if (cuda_attention_forward_shapes(c->HS, NULL, 0) == 0) {
-            printf("# %d,%d,%d,%d: no block shapes are built for head size %d (kernels/cuda/flash_fwd.cu: fm_variants)\n", c->B,
-                   c->NH, c->T, c->HS, c->HS);
+        if (cuda_attention_forward_shapes(c->HS, NULL, 0) == 0 || cuda_attention_backward_shapes(c->HS, NULL, 0) == 0) {
+            printf("# %d,%d,%d,%d: no block shapes are built for head size %d (kernels/cuda/flash_fwd.cu: fm_variants; "
+                   "flash_bwd.cu: mma_dq_variants)\n",
+                   c->B, c->NH, c->T, c->HS, c->HS);
             failed++;
             continue;
         }

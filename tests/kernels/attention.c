@@ -226,21 +226,68 @@ static void forward_shapes_of(env *e, int HS) {
     tw_free(e, lse);
 }
 
+/* One head size's dq row tiles (the backward's shapes), each against the
+ * CPU and bit for bit against attention_backward: every count gives its
+ * bits. */
+static void backward_shapes_of(env *e, int HS, int want_at_least) {
+    enum { MAX_SHAPES = 8 };
+    int row_tiles[MAX_SHAPES];
+    const int n = cuda_attention_backward_shapes(HS, row_tiles, MAX_SHAPES), B = 1, T = 200, NH = 2;
+    char name[160];
+    snprintf(name, sizeof name, "attention_backward_shapes HS=%d: %d shapes", HS, n);
+    check_true(e, n >= want_at_least && n <= MAX_SHAPES, name, "");
+    if (n < 1 || n > MAX_SHAPES) return;
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
+    twin qkv = tw_rand(e, ACT, n_qkv, -2.0f, 2.0f), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
+    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
+    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
+    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, (tg_dropout){0});
+    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    void *tuned = gpu_bytes(e, dqkv);
+    for (int k = 0; k < n; k++) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "HS=%d shape %d (dq row tiles %d)", HS, k, row_tiles[k]);
+        poison(e->gpu, dqkv.g, n_qkv * gpu_elem(e, ACT));
+        const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k);
+        sync_gpu(e);
+        snprintf(name, sizeof name, "attention_backward_shaped runs %s", shape);
+        check_true(e, ran == 1, name, "");
+        check(e, dqkv, e->tol, "attention_backward_shaped dqkv %s", shape);
+        void *got = gpu_bytes(e, dqkv);
+        snprintf(name, sizeof name, "attention_backward_shaped, attention_backward's bits: %s", shape);
+        check_true(e, memcmp(got, tuned, n_qkv * gpu_elem(e, ACT)) == 0, name, "");
+        free(got);
+    }
+    snprintf(name, sizeof name, "attention_backward_shaped HS=%d: no shape %d", HS, n);
+    check_true(e, cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, n) == 0, name, "");
+    free(tuned);
+    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
 /* The tensor-core forward's other block shapes (kernels/cuda/flash_fwd.cu's
  * fm_variants, for tuning: tests/gpu/bench_attention.c times them): T = 200
  * spans 64- and 128-key tiles with a partial last one. Shape 0 must be the
  * one every run takes (the same bits), and a shape with the same keys per
- * tile must give those bits too. Float32 activations: refused. */
+ * tile must give those bits too. The same for the backward's dq row tiles
+ * (flash_bwd.cu's mma_dq_variants; one at 96 and 128, two at 64), all of
+ * which give the backward's bits. Float32 activations: refused. */
 void cuda_test_attention_forward_shapes(env *e) {
     NEED(e, attention_forward);
     if (e->act != TG_BF16) {
         check_true(e, cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
                    "attention_forward_shaped refuses float32 activations", "");
+        check_true(e, cuda_attention_backward_shaped(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
+                   "attention_backward_shaped refuses float32 activations", "");
         return;
     }
     static const int head_sizes[] = {64, 96, 128};
-    for (size_t i = 0; i < sizeof head_sizes / sizeof head_sizes[0]; i++) forward_shapes_of(e, head_sizes[i]);
+    for (size_t i = 0; i < sizeof head_sizes / sizeof head_sizes[0]; i++) {
+        forward_shapes_of(e, head_sizes[i]);
+        backward_shapes_of(e, head_sizes[i], head_sizes[i] == 64 ? 2 : 1);
+    }
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
+    check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
 #endif
 

@@ -52,8 +52,9 @@
  *                                     cuda_test_attention_shapes (odd T, 1-3 heads, HS 16 to 128:
  *                                     several tensor-core tiles in bf16; peaked rows, misaligned qkv),
  *                                     cuda_test_attention_backward_tiles (the tensor-core backward's blocks),
- *                                     cuda_test_attention_forward_shapes (the forward's other block shapes,
- *                                     kernels/cuda/kernels.h's cuda_attention_forward_shaped)
+ *                                     cuda_test_attention_forward_shapes (the forward's other block shapes
+ *                                     and the backward's dq row tiles, kernels/cuda/kernels.h's
+ *                                     cuda_attention_forward_shaped and cuda_attention_backward_shaped)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned,
  *                                     cuda_test_gelu_tails (the exponential's overflow, the largest floats)
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
