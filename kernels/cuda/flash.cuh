@@ -97,6 +97,16 @@ static __device__ void fl_store_row(E *dst, const float *acc, int width, int off
     }
 }
 
+/* Entry k (in table order) of head size HS in a table of kernel variants
+ * (each with an `hs`): the shapes built for tuning (flash_fwd.cu's
+ * fm_variants, flash_bwd.cu's mma_dq_variants); NULL past the last. */
+template <class V, size_t N>
+static const V *fl_variant(const V (&table)[N], int HS, int k) {
+    for (const V &v : table)
+        if (v.hs == HS && k-- == 0) return &v;
+    return NULL;
+}
+
 /* Refuses what the tiles cannot hold (a configuration error, before launch). */
 static inline void fl_check_shape(int HS, const char *what) {
     if (HS <= FL_HS_MAX) return;

@@ -458,24 +458,17 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
 
 int cuda_attention_backward_shapes(int HS, int *dq_row_tiles, int max) {
     int n = 0;
-    for (const mma_dq_variant &v : mma_dq_variants)
-        if (v.hs == HS) {
-            if (n < max) dq_row_tiles[n] = v.row_tiles;
-            n++;
-        }
+    for (const mma_dq_variant *v; (v = fl_variant(mma_dq_variants, HS, n)) != NULL; n++)
+        if (n < max) dq_row_tiles[n] = v->row_tiles;
     return n;
 }
 
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                    int T, int NH, int HS, int k) {
-    if (o->act != TG_BF16 || k < 0 || !mma_fits(dqkv, dout, qkv, HS)) return 0;
-    for (const mma_dq_variant &v : mma_dq_variants)
-        if (v.hs == HS && k-- == 0) {
-            if (B > 0 && T > 0 && NH > 0)
-                flash_backward<__nv_bfloat16>(cuda_ctx_of(o), (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout,
-                                              (const __nv_bfloat16 *)out, (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS,
-                                              tg_dropout{}, v.tiles);
-            return 1;
-        }
-    return 0;
+    const mma_dq_variant *v = fl_variant(mma_dq_variants, HS, k);
+    if (o->act != TG_BF16 || !v || !mma_fits(dqkv, dout, qkv, HS)) return 0;
+    if (B > 0 && T > 0 && NH > 0)
+        flash_backward<__nv_bfloat16>(cuda_ctx_of(o), (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, v->tiles);
+    return 1;
 }

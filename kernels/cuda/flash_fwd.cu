@@ -170,8 +170,7 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
 #pragma unroll
     for (int i = 0; i < MT; i++) fm_stage_async<HS>(qs + i * FM_ROWS * ld, src, stride, q0 + i * FM_ROWS, T, vec);
     async_commit();
-    fm_stage_keys<HS, KEYS>(fm_tiles, src + C, stride, 0, T, vec);
-    fm_stage_keys<HS, KEYS>(fm_tiles + tile, src + 2 * C, stride, 0, T, vec);
+    fm_stage_kv<HS, KEYS>(fm_tiles, src, C, stride, 0, T, vec);
     async_commit();
     async_wait<1>();
     __syncthreads();
@@ -196,9 +195,7 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
     for (int kt = 0; kt < k_tiles; kt++) {
         const int k0 = kt * KEYS;
         if (kt + 1 < k_tiles) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
-            __nv_bfloat16 *next = fm_tiles + ((kt + 1) & 1) * 2 * tile;
-            fm_stage_keys<HS, KEYS>(next, src + C, stride, k0 + KEYS, T, vec);
-            fm_stage_keys<HS, KEYS>(next + tile, src + 2 * C, stride, k0 + KEYS, T, vec);
+            fm_stage_kv<HS, KEYS>(fm_tiles + ((kt + 1) & 1) * 2 * tile, src, C, stride, k0 + KEYS, T, vec);
             async_commit();
         }
         fm_reach reach[MT];
@@ -303,7 +300,6 @@ static const fm_variant fm_variants[] = {
     fm_variant_of<128, fm_shape<1, 16, false, 1>>(),
 };
 
-
 } // namespace
 
 void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
@@ -321,21 +317,15 @@ void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int 
 
 int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max) {
     int n = 0;
-    for (const fm_variant &v : fm_variants)
-        if (v.hs == HS) {
-            if (n < max) shapes[n] = v.shape;
-            n++;
-        }
+    for (const fm_variant *v; (v = fl_variant(fm_variants, HS, n)) != NULL; n++)
+        if (n < max) shapes[n] = v->shape;
     return n;
 }
 
 int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k) {
-    if (o->act != TG_BF16 || k < 0) return 0;
-    for (const fm_variant &v : fm_variants)
-        if (v.hs == HS && k-- == 0) {
-            if (B > 0 && T > 0 && NH > 0)
-                v.launch(cuda_ctx_of(o), (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, B, T, NH, tg_dropout{});
-            return 1;
-        }
-    return 0;
+    const fm_variant *v = fl_variant(fm_variants, HS, k);
+    if (o->act != TG_BF16 || !v) return 0;
+    if (B > 0 && T > 0 && NH > 0)
+        v->launch(cuda_ctx_of(o), (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, B, T, NH, tg_dropout{});
+    return 1;
 }

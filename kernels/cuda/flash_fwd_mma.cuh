@@ -37,12 +37,16 @@ static constexpr int fm_forward_shared_bytes() {
     return (4 * S::KEYS + (S::QS ? FM_ROWS * S::MT : 0)) * fm_ld(HS) * (int)sizeof(__nv_bfloat16);
 }
 
-/* Rows t0 .. t0 + KEYS - 1 into a staged tile (FM_ROWS at a time). */
+/* Keys t0 .. t0 + KEYS - 1 into one buffer, FM_ROWS rows at a time: K
+ * (from src + C) at buffer, V (from src + 2 C) KEYS rows after it. */
 template <int HS, int KEYS>
-static __device__ __forceinline__ void fm_stage_keys(__nv_bfloat16 *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T,
-                                                     bool vec) {
+static __device__ __forceinline__ void fm_stage_kv(__nv_bfloat16 *buffer, const __nv_bfloat16 *src, int C, size_t stride, int t0,
+                                                   int T, bool vec) {
 #pragma unroll
-    for (int r = 0; r < KEYS; r += FM_ROWS) fm_stage_async<HS>(tile + r * fm_ld(HS), src, stride, t0 + r, T, vec);
+    for (int r = 0; r < KEYS; r += FM_ROWS) {
+        fm_stage_async<HS>(buffer + r * fm_ld(HS), src + C, stride, t0 + r, T, vec);
+        fm_stage_async<HS>(buffer + (KEYS + r) * fm_ld(HS), src + 2 * C, stride, t0 + r, T, vec);
+    }
 }
 
 /* Where a warp's row tile meets key tile k0 .. k0 + KEYS - 1: its rows
@@ -69,17 +73,21 @@ struct fm_q {
     uint32_t f[S::QS ? 1 : S::MT][HS / 16][4];
     const __nv_bfloat16 *rows;
 
+    /* The fragment of row tile i at k block kk, from the staged rows. */
+    __device__ __forceinline__ void load(uint32_t a[4], int i, int kk) const {
+        mma_load_a(a, rows + 16 * i * fm_ld(HS) + 16 * kk, fm_ld(HS));
+    }
     __device__ __forceinline__ void load_held() {
         if constexpr (!S::QS)
 #pragma unroll
             for (int i = 0; i < S::MT; i++)
 #pragma unroll
-                for (int kk = 0; kk < HS / 16; kk++) mma_load_a(f[i][kk], rows + 16 * i * fm_ld(HS) + 16 * kk, fm_ld(HS));
+                for (int kk = 0; kk < HS / 16; kk++) load(f[i][kk], i, kk);
     }
     /* The fragment of row tile i at k block kk. */
     __device__ __forceinline__ void fragment(uint32_t a[4], int i, int kk) const {
         if constexpr (S::QS)
-            mma_load_a(a, rows + 16 * i * fm_ld(HS) + 16 * kk, fm_ld(HS));
+            load(a, i, kk);
         else
 #pragma unroll
             for (int e = 0; e < 4; e++) a[e] = f[i][kk][e];
