@@ -19,7 +19,30 @@ if ! bash tests/emu/build.sh train >"$tmp/build.out" 2>&1; then
     exit 1
 fi
 ok emu_build
+# The build is skipped when nothing it reads has changed, and only then: a
+# second call says so; in a copy of the tree, the key changes with a kernel's
+# header, a test's header and a flag, and comes back when they do.
+if bash tests/emu/build.sh train 2>&1 | grep -q "build/emu is up to date"; then ok emu_build_skipped_when_unchanged
+else not_ok emu_build_skipped_when_unchanged "a second build.sh train did not say build/emu is up to date"; fi
+mkdir -p "$tmp/tree" && cp -r --parents kernels data model parallel train util tests train_gpt.c Makefile -t "$tmp/tree"
+key_of() { (cd "$tmp/tree" && env "$@" bash tests/emu/build.sh --print-key); }
+key0=$(key_of OPT=-O2)
+echo "// changed" >>"$tmp/tree/kernels/cuda/flash.cuh"; key1=$(key_of OPT=-O2)
+echo "// changed" >>"$tmp/tree/tests/kernels/check.h"; key2=$(key_of OPT=-O2)
+key3=$(key_of OPT=-O1)
+cp kernels/cuda/flash.cuh "$tmp/tree/kernels/cuda/" && cp tests/kernels/check.h "$tmp/tree/tests/kernels/"
+key4=$(key_of OPT=-O2)
+if [ ${#key0} = 64 ] && [ "$key1" != "$key0" ] && [ "$key2" != "$key1" ] && [ "$key3" != "$key2" ] && [ "$key4" = "$key0" ]; then
+    ok emu_build_key_follows_inputs
+else not_ok emu_build_key_follows_inputs "keys $key0 $key1 $key2 $key3 $key4"; fi
 kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
+# The race check's and AddressSanitizer's builds (used at the end) compile
+# while the checks below run, at a lower priority: most of those are one
+# thread, and this suite is the longest of make test.
+EMU_RACE=1 nice -n 10 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1 &
+race_build_pid=$!
+EMU_ASAN=1 nice -n 10 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1 &
+asan_build_pid=$!
 
 # kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
 kernels() {
@@ -249,11 +272,16 @@ done
 sanitized_kernels() {
     local flavour=$1 check=$2 finding=$3 mode out rc summary
     shift 3
-    for mode in plain chunked; do
+    local -A pid
+    for mode in plain chunked; do # side by side: each is one thread
         local envs=("$@")
         [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
+        env "${envs[@]}" "build/emu-$flavour/test_cuda_kernels_emu" --quick >"$tmp/${flavour}_$mode.out" 2>&1 &
+        pid[$mode]=$!
+    done
+    for mode in plain chunked; do
         out="$tmp/${flavour}_$mode.out"
-        env "${envs[@]}" "build/emu-$flavour/test_cuda_kernels_emu" --quick >"$out" 2>&1
+        wait "${pid[$mode]}"
         rc=$?
         summary=$(grep -E "^[0-9]+ passed, 0 failed" "$out")
         if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "$finding" "$out"
@@ -268,7 +296,7 @@ sanitized_kernels() {
 # paths, and training steps (bf16 with dropout at head size 64 and T = 80,
 # the tensor-core attention; fp32 with the step replayed as a CUDA graph),
 # with no race found.
-if EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1; then
+if wait $race_build_pid; then
     ok race_build
     build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
@@ -293,7 +321,7 @@ fi
 # AddressSanitizer (EMU_ASAN=1): no kernel reads or writes outside its
 # allocation or its shared arrays (on a GPU, an illegal address or silent
 # corruption), at the quick sizes, plain and chunked.
-if EMU_ASAN=1 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1; then
+if wait $asan_build_pid; then
     sanitized_kernels asan kernels_in_bounds AddressSanitizer ASAN_OPTIONS=detect_leaks=0
 else
     not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"

@@ -11,6 +11,8 @@
 #                compiled with gcc's -fsanitize=thread instrumentation, served by
 #                our own runtime, which knows the emulated threads and barriers
 #   OUT=dir      output directory (default build/emu, or build/emu-fma, build/emu-asan)
+# A build whose inputs are unchanged since the last one into OUT is skipped
+# (below); `build.sh --print-key` prints the key it compares.
 # Run time (environment of the binary): EMU_REVERSE=1 runs blocks and threads
 # in reverse order; EMU_GEMM_DOUBLE=1 accumulates emulated GEMMs in double;
 # EMU_VERBOSE=1 logs every launch; EMU_LAUNCH_LOG=FILE appends each distinct one to FILE;
@@ -43,6 +45,43 @@ if [ "${EMU_RACE:-0}" = 1 ]; then
     CUFLAGS="$CUFLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0"
     RACE_OBJ=("$OUT/obj/emu_race.o")
 fi
+
+# The build is skipped when its inputs are unchanged since the last complete
+# build into $OUT: the test suites each ask for it (about a minute of CPU on
+# two cores), and would otherwise compile the same sources up to six times.
+# The key: every file the compilers may read (the sources, the emulation, the
+# tests' headers, this script), the flags and the compilers' versions; a
+# `train` build also needs the last one to have been one. A build in progress
+# holds $OUT.lock, so that two calls at once wait for one build instead of
+# writing the same objects.
+mode=kernels products=(test_cuda_kernels_emu bench_attention_emu)
+[ "${1:-}" = train ] && mode=train products+=(train_gpt_emu test_nccl_emu)
+exec 9>"$OUT.lock"
+flock 9
+inputs_key() {
+    {
+        find kernels data model parallel train util tests/emu tests/kernels \
+            -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
+        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c
+        printf '%s\n' "$CC" "$CXX" "$OPT" "$SAN" "$CFLAGS" "$CUFLAGS" "${EMU_RACE:-0}"
+        "$CC" --version | head -n 1
+        "$CXX" --version | head -n 1
+    } | sha256sum | cut -d' ' -f1
+}
+key=$(inputs_key)
+[ "${1:-}" = --print-key ] && { echo "$key"; exit 0; }
+stamp="$OUT/inputs.stamp"
+up_to_date() {
+    [ -f "$stamp" ] && grep -qx "key $key" "$stamp" || return 1
+    [ $mode = kernels ] || grep -qx "mode train" "$stamp" || return 1
+    local p
+    for p in "${products[@]}"; do [ -x "$OUT/$p" ] || return 1; done
+}
+if up_to_date; then
+    echo "build.sh: $OUT is up to date (its inputs are unchanged since its last build)"
+    exit 0
+fi
+rm -f "$stamp"
 
 objs=()
 pids=()
@@ -171,3 +210,4 @@ if [ "${1:-}" = train ]; then
     $CXX -fopenmp $SAN "${nccl_test_objs[@]}" -o "$OUT/test_nccl_emu" "${libs[@]}"
     echo "built $OUT/test_nccl_emu"
 fi
+printf 'key %s\nmode %s\n' "$key" "$mode" >"$stamp"
