@@ -99,7 +99,7 @@ static __device__ void fl_store_row(E *dst, const float *acc, int width, int off
 
 /* Entry k (in table order) of head size HS in a table of kernel variants
  * (each with an `hs`): the shapes built for tuning (flash_fwd.cu's
- * fm_variants, flash_bwd.cu's mma_dq_variants); NULL past the last. */
+ * fm_variants, flash_bwd.cu's mma_bwd_variants); NULL past the last. */
 template <class V, size_t N>
 static const V *fl_variant(const V (&table)[N], int HS, int k) {
     for (const V &v : table)

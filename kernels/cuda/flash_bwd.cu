@@ -17,11 +17,14 @@
  *     float32 accumulation, dS and P * keep rounded to bf16 before the
  *     second products, so results differ from the CPU twin by bf16
  *     roundings (within the kernel tests' 1e-2).
- *     The dq kernel's row tiles a warp are the tuned fb_dq_row_tiles; at
- *     head size 64 the other count is built too, to be timed against it on
- *     a GPU (mma_dq_variants, cuda_attention_backward_shaped).
+ *     The dq kernel's row tiles a warp are the tuned fb_dq_row_tiles, the
+ *     dk, dv kernel's key tiles fb_dkv_key_tiles; at head size 64 other
+ *     counts are built too, to be timed against them on a GPU
+ *     (mma_bwd_variants, cuda_attention_backward_shaped).
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
  *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order. */
+#include <type_traits>
+
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 
@@ -163,7 +166,7 @@ static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_ti
 }
 
 /* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles, or
- * another count for tuning: mma_dq_variants):
+ * another count for tuning: mma_bwd_variants):
  * key tiles up to the diagonal; warp w owns row tiles fl_tile_row<MT>(w, i)
  * (16 rows each). The last rows (the most keys) go to the first blocks, so
  * that the longest blocks do not start last. Key tile n has its K and V in
@@ -179,7 +182,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
-    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>(false, MT) */
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dq_shared_bytes<HS>(MT) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS * MT, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
@@ -246,29 +249,40 @@ __global__ void __launch_bounds__(FB_THREADS)
     for (int i = 0; i < MT; i++) fb_store<HS>(dqkv, dq[i], 3 * C, h * HS, b, qw[i], T, scale);
 }
 
-/* dk and dv of the 64 keys from blockIdx.x * 64 on tensor cores: query
- * tiles from the diagonal to T; warp w owns keys k0 + 16 w .. + 15. Query
- * tile n (from the diagonal) has its Q and dout in buffer n % 2 of the
- * dynamic shared memory and its rows' statistics in lse2_t[n % 2],
- * D_t[n % 2]; tile n + 1 is copied into the other buffer by cp.async
- * (its statistics read into registers) while tile n is used; the block's
- * k and v rows pass through buffer 1 first. */
-template <int HS, bool DROP>
+/* dk and dv of FB_ROWS x KT keys on tensor cores (KT = fb_dkv_key_tiles,
+ * or another count for tuning: mma_bwd_variants): query tiles from the
+ * diagonal to T; warp w owns key tiles fl_tile_row<KT>(w, i) (16 keys
+ * each). Query tile n (from the diagonal) has its Q and dout in buffer
+ * n % 2 of the dynamic shared memory and its rows' statistics in
+ * lse2_t[n % 2], D_t[n % 2]; tile n + 1 is copied into the other buffer by
+ * cp.async (its statistics read into registers) while tile n is used; the
+ * block's k rows, and its v rows where the warps hold them, pass through
+ * tiles 2 onwards first (fb_dkv_v_tile). Where both of a warp's key tiles
+ * see a 16-row query block, one call does both (each Q and dout fragment
+ * loaded once); elsewhere (the second tile's diagonal) the first alone:
+ * the same bits. */
+template <int HS, bool DROP, int KT>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                          const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
-    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_shared_bytes<HS>(true) */
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dkv_shared_bytes<HS, KT>() */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
-    constexpr bool v_held = fb_v_held<HS>();
-    constexpr int v_tile = v_held ? 3 : 4; /* v passes through buffer 1, or stays in the fifth tile */
-    const int k0 = blockIdx.x * FB_ROWS, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
-    const int kw = k0 + 16 * (threadIdx.x >> 5), ld = fb_tile<HS>::ld;
+    constexpr bool v_held = fb_v_held<HS, KT>();
+    constexpr int v_tile = fb_dkv_v_tile<HS, KT>();
+    const int k0 = blockIdx.x * FB_ROWS * KT, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
+    int kw[KT];
+#pragma unroll
+    for (int i = 0; i < KT; i++) kw[i] = k0 + fl_tile_row<KT>(warp, i);
     /* k and v rows, then the diagonal query tile, as two groups: the fragments load while the tile lands */
-    fb_stage_async<HS>(tiles[2], qkv, 3 * C, C + h * HS, b, k0, T);
-    fb_stage_async<HS>(tiles[v_tile], qkv, 3 * C, 2 * C + h * HS, b, k0, T);
+#pragma unroll
+    for (int i = 0; i < KT; i++) {
+        fb_stage_async<HS>(tiles[2 + i], qkv, 3 * C, C + h * HS, b, k0 + FB_ROWS * i, T);
+        fb_stage_async<HS>(tiles[v_tile + i], qkv, 3 * C, 2 * C + h * HS, b, k0 + FB_ROWS * i, T);
+    }
     async_commit();
     fb_stage_async<HS>(tiles[0], qkv, 3 * C, h * HS, b, k0, T);
     fb_stage_async<HS>(tiles[1], dout, C, h * HS, b, k0, T);
@@ -276,11 +290,16 @@ __global__ void __launch_bounds__(FB_THREADS)
     if (threadIdx.x < FB_ROWS) fb_row_stats(lse2_t[0][threadIdx.x], D_t[0][threadIdx.x], lse, D, p, j, k0 + threadIdx.x, T);
     async_wait<1>();
     __syncthreads();
-    uint32_t kf[HS / 16][4], vf[v_held ? HS / 16 : 1][4];
-    const __nv_bfloat16 *vrows = tiles[v_tile].e + (kw - k0) * ld;
-    fb_rows_as_a<HS>(kf, tiles[2].e + (kw - k0) * ld);
-    if constexpr (v_held) fb_rows_as_a<HS>(vf, vrows);
-    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    uint32_t kf[KT][HS / 16][4], vf[KT][v_held ? HS / 16 : 1][4];
+    std::conditional_t<v_held, fb_held, fb_staged<HS>> v_of[KT]; /* each key tile's v as an A operand */
+#pragma unroll
+    for (int i = 0; i < KT; i++) {
+        const __nv_bfloat16 *vrows = fb_staged_row<HS>(tiles, v_tile, kw[i] - k0);
+        fb_rows_as_a<HS>(kf[i], fb_staged_row<HS>(tiles, 2, kw[i] - k0));
+        if constexpr (v_held) fb_rows_as_a<HS>(vf[i], vrows), v_of[i] = fb_held{vf[i]};
+        else v_of[i] = fb_staged<HS>{vrows};
+    }
+    float dk[KT][HS / 8][4] = {}, dv[KT][HS / 8][4] = {};
     async_wait<0>();
     __syncthreads(); /* the diagonal tile is in, and the k and v readers are done: buffer 1 is free */
     for (int q0 = k0; q0 < T; q0 += FB_ROWS) { /* k0 is tile-aligned: the diagonal tile starts at k0 */
@@ -295,15 +314,16 @@ __global__ void __launch_bounds__(FB_THREADS)
         }
         const __nv_bfloat16 *qs = tiles[cur].e, *gs = tiles[cur + 1].e;
         for (int qt = q0; qt < q0 + FB_ROWS && qt < T; qt += 16) {
-            if (qt < kw) continue; /* warp-uniform: above the warp's diagonal */
+            if (qt < kw[0]) continue; /* warp-uniform: above the warp's diagonal */
             const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
-            const bool edge = qt == kw || qt + 16 > T;
-            if constexpr (v_held)
-                fb_dkv_block<HS, DROP>(dk, dv, kf, fb_held{vf}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw, qt,
-                                 edge, c);
-            else
-                fb_dkv_block<HS, DROP>(dk, dv, kf, fb_staged<HS>{vrows}, qrows, grows, lse2_t[n] + (qt - q0), D_t[n] + (qt - q0), kw,
-                                 qt, edge, c);
+            const float *lse2_q = lse2_t[n] + (qt - q0), *D_q = D_t[n] + (qt - q0);
+            bool edge[KT];
+#pragma unroll
+            for (int i = 0; i < KT; i++) edge[i] = qt == kw[i] || qt + 16 > T;
+            if (qt >= kw[KT - 1]) /* every key tile sees the block (they are contiguous) */
+                fb_dkv_block<HS, KT, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c);
+            else if constexpr (KT > 1) /* the first alone */
+                fb_dkv_block<HS, 1, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c);
         }
         if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
             lse2_t[n ^ 1][threadIdx.x] = lse2_next;
@@ -312,8 +332,11 @@ __global__ void __launch_bounds__(FB_THREADS)
         async_wait<0>();
         __syncthreads(); /* the next tile is in, and this one's readers are done */
     }
-    fb_store<HS>(dqkv, dk, 3 * C, C + h * HS, b, kw, T, scale);
-    fb_store<HS>(dqkv, dv, 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
+#pragma unroll
+    for (int i = 0; i < KT; i++) {
+        fb_store<HS>(dqkv, dk[i], 3 * C, C + h * HS, b, kw[i], T, scale);
+        fb_store<HS>(dqkv, dv[i], 3 * C, 2 * C + h * HS, b, kw[i], T, 1.0f);
+    }
 }
 
 /* Whether the tensor-core kernels take this backward: bf16, a head size
@@ -323,25 +346,27 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
     return HS % 16 == 0 && HS <= FL_HS_MAX && any % 16 == 0;
 }
 
-/* The dq kernel (MT row tiles a warp), then the dk, dv kernel, for pairs
- * p0 .. p0 + np, one head size and dropout setting (DROP: an instance of
- * its own, so that a run without dropout carries none of its code). */
-template <int HS, bool DROP, int MT>
+/* The dq kernel (MT row tiles a warp), then the dk, dv kernel (KT key
+ * tiles a warp), for pairs p0 .. p0 + np, one head size and dropout
+ * setting (DROP: an instance of its own, so that a run without dropout
+ * carries none of its code). */
+template <int HS, bool DROP, int MT, int KT>
 void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                           const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
     const dim3 dq_grid((unsigned)((T + FB_ROWS * MT - 1) / (FB_ROWS * MT)), (unsigned)np);
-    const dim3 grid((unsigned)((T + FB_ROWS - 1) / FB_ROWS), (unsigned)np);
+    const dim3 dkv_grid((unsigned)((T + FB_ROWS * KT - 1) / (FB_ROWS * KT)), (unsigned)np);
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
-    constexpr int dq_shared = fb_shared_bytes<HS>(false, MT), dkv_shared = fb_shared_bytes<HS>(true);
+    constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT), dkv_shared = fb_dkv_shared_bytes<HS, KT>();
     const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;
-    const void *dkv_kernel = (const void *)flash_dkv_mma_kernel<HS, DROP>;
+    const void *dkv_kernel = (const void *)flash_dkv_mma_kernel<HS, DROP, KT>;
     CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
     CUDA_CHECK(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
     cudaStream_t stream = ctx->stream;
     flash_dq_mma_kernel<HS, DROP, MT><<<dq_grid, FB_THREADS, dq_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
                                                                                    drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS, DROP><<<grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale, drop);
+    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                                                                      drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 
@@ -356,11 +381,11 @@ void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout
             mma_gradients<HS + 16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, hs, scale, drop);
         return;
     }
-    constexpr int MT = fb_dq_row_tiles<HS>();
+    constexpr int MT = fb_dq_row_tiles<HS>(), KT = fb_dkv_key_tiles<HS>();
     if (drop.p > 0.0f) /* dropout on: the instances that carry its code */
-        mma_gradient_kernels<HS, true, MT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+        mma_gradient_kernels<HS, true, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     else
-        mma_gradient_kernels<HS, false, MT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+        mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles. */
@@ -416,29 +441,39 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
     }
 }
 
-/* ---- the dq kernel's other row tiles, to time against the tuned ones (no dropout) ---- */
+/* ---- the tile kernels' other shapes, to time against the tuned ones (no dropout) ---- */
 
-template <int HS, int MT>
+template <int HS, int MT, int KT>
 void mma_gradients_in(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                       const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop) {
     (void)hs; /* HS */
-    mma_gradient_kernels<HS, false, MT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
 }
 
-struct mma_dq_variant {
-    int hs, row_tiles;
+struct mma_bwd_variant {
+    int hs, row_tiles, key_tiles;
     round_kernels<__nv_bfloat16> tiles;
 };
 
-/* For the benchmarks' head sizes (64, 96, 128), the tuned row tiles first,
- * then the other count where ptxas builds it without spills: at 64 one
- * row tile (two spilled at 96: 20 bytes on sm_80, 16 on sm_90a). Every
- * count gives the same bits (each row's blocks run in the same order). */
-static const mma_dq_variant mma_dq_variants[] = {
-    {64, fb_dq_row_tiles<64>(), mma_gradients_in<64, fb_dq_row_tiles<64>()>},
-    {64, 1, mma_gradients_in<64, 1>},
-    {96, fb_dq_row_tiles<96>(), mma_gradients_in<96, fb_dq_row_tiles<96>()>},
-    {128, fb_dq_row_tiles<128>(), mma_gradients_in<128, fb_dq_row_tiles<128>()>},
+/* For the benchmarks' head sizes (64, 96, 128), the tuned shape first,
+ * then others where ptxas builds them without spills: at 64 the dq
+ * kernel with one row tile, and both kernels with two tiles a warp (the dk,
+ * dv kernel at 253 to 255 registers, 2 blocks an SM where one key tile
+ * takes 168 and 3). Two dq row tiles spilled at 96 (20 bytes on sm_80, 16
+ * on sm_90a); two key tiles are not tried beyond 64, where one already
+ * takes 240 to 255. Every shape gives the same bits (each row's and each
+ * key's blocks run in the same order). */
+template <int HS>
+constexpr mma_bwd_variant mma_tuned_bwd() {
+    constexpr int MT = fb_dq_row_tiles<HS>(), KT = fb_dkv_key_tiles<HS>();
+    return {HS, MT, KT, mma_gradients_in<HS, MT, KT>};
+}
+static const mma_bwd_variant mma_bwd_variants[] = {
+    mma_tuned_bwd<64>(),
+    {64, 1, 1, mma_gradients_in<64, 1, 1>},
+    {64, 2, 2, mma_gradients_in<64, 2, 2>},
+    mma_tuned_bwd<96>(),
+    mma_tuned_bwd<128>(),
 };
 
 } // namespace
@@ -456,16 +491,16 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
                               drop, gradients);
 }
 
-int cuda_attention_backward_shapes(int HS, int *dq_row_tiles, int max) {
+int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max) {
     int n = 0;
-    for (const mma_dq_variant *v; (v = fl_variant(mma_dq_variants, HS, n)) != NULL; n++)
-        if (n < max) dq_row_tiles[n] = v->row_tiles;
+    for (const mma_bwd_variant *v; (v = fl_variant(mma_bwd_variants, HS, n)) != NULL; n++)
+        if (n < max) shapes[n] = cuda_flash_bwd_shape{v->row_tiles, v->key_tiles};
     return n;
 }
 
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                    int T, int NH, int HS, int k) {
-    const mma_dq_variant *v = fl_variant(mma_dq_variants, HS, k);
+    const mma_bwd_variant *v = fl_variant(mma_bwd_variants, HS, k);
     if (o->act != TG_BF16 || !v || !mma_fits(dqkv, dout, qkv, HS)) return 0;
     if (B > 0 && T > 0 && NH > 0)
         flash_backward<__nv_bfloat16>(cuda_ctx_of(o), (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,

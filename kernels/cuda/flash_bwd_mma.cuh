@@ -33,13 +33,32 @@ struct fb_tile {
 };
 
 /* Whether the dk, dv kernel holds the warp's v fragments in registers
- * (HS / 2 of them, beside k's and the HS accumulators of dk and dv). From
- * HS 128 they no longer fit in 255 registers (ptxas spilled 44 bytes):
- * the block's v rows then stay staged in a fifth tile of shared memory and
- * each fragment is loaded where it is used. */
-template <int HS>
+ * (HS / 2 of them a key tile, beside k's and the HS accumulators of dk and
+ * dv). From HS 128 (one key tile a warp) they no longer fit in 255
+ * registers (ptxas spilled 44 bytes): the block's v rows then stay staged
+ * in shared memory and each fragment is loaded where it is used. */
+template <int HS, int KT = 1>
 static __host__ __device__ constexpr bool fb_v_held() {
-    return HS <= 112;
+    return HS * KT <= 112;
+}
+
+/* Key tiles of 16 keys each warp of the dk, dv kernel owns: one (a block
+ * of FB_ROWS keys). Two (mma_bwd_variants, at head size 64, for timing)
+ * feed each Q or dout fragment loaded from shared memory to two
+ * products, as the dq kernel's two row tiles do. */
+template <int HS>
+static __host__ __device__ constexpr int fb_dkv_key_tiles() {
+    return 1;
+}
+
+/* Where the dk, dv kernel stages its block's k and v rows (FB_ROWS x KT
+ * each): k from tile 2 on, through buffer 1 before the second query tile
+ * takes it, then v after k's KT tiles where the warps hold v's fragments
+ * (they pass through too), or from tile 4 on where they are loaded at
+ * each use (past both buffers: they stay). */
+template <int HS, int KT>
+static __host__ __device__ constexpr int fb_dkv_v_tile() {
+    return fb_v_held<HS, KT>() ? 2 + KT : (2 + KT > 4 ? 2 + KT : 4);
 }
 
 /* Row tiles of 16 query rows each warp of the dq kernel owns: two up to
@@ -55,15 +74,18 @@ static __host__ __device__ constexpr int fb_dq_row_tiles() {
 
 /* The tile kernels' dynamic shared memory: two tiles (K and V, or Q and
  * dout) for each of two buffers, the tiles being used and the next ones;
- * for the dq kernel the block's q and dout rows (MT tiles each) in tiles 2
- * onwards, before buffer 1 takes its first key tile; and for the dk, dv
- * kernel the block's v rows where it does not hold them (fb_v_held).
- * dq_row_tiles: the dq kernel's row tiles a warp, where not the tuned
- * fb_dq_row_tiles. */
+ * for the dq kernel (MT row tiles a warp) the block's q and dout rows (MT
+ * tiles each) in tiles 2 onwards, before buffer 1 takes its first key
+ * tile; for the dk, dv kernel (KT key tiles a warp) its k and v rows
+ * (fb_dkv_v_tile). */
 template <int HS>
-static constexpr int fb_shared_bytes(bool dkv, int dq_row_tiles = fb_dq_row_tiles<HS>()) {
-    const int tiles = dkv ? (fb_v_held<HS>() ? 4 : 5) : 2 + 2 * dq_row_tiles;
-    return tiles * (int)sizeof(fb_tile<HS>);
+static constexpr int fb_dq_shared_bytes(int MT) {
+    return (2 + 2 * MT) * (int)sizeof(fb_tile<HS>);
+}
+template <int HS, int KT>
+static constexpr int fb_dkv_shared_bytes() {
+    const int tiles = fb_dkv_v_tile<HS, KT>() + KT;
+    return (tiles > 4 ? tiles : 4) * (int)sizeof(fb_tile<HS>);
 }
 
 /* What the probabilities of one (sequence, head) pair depend on besides
@@ -269,47 +291,61 @@ static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][
         fb_dq_block_of<HS, R, DROP, false>(dq, qf, gf, krows, vrows, lse2, D, qw, kt, edge, c);
 }
 
-/* fb_dkv_block's work, the mask compiled in only with EDGE (fb_ds). */
-template <int HS, bool DROP, bool EDGE, typename V>
-static __device__ __forceinline__ void fb_dkv_block_of(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4],
-                                                       const V &v_of, const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows,
-                                                       const float *lse2, const float *D, int kw, int qt, bool edge,
+/* fb_dkv_block's work, the mask compiled in only with EDGE (fb_ds). One
+ * tile runs EDGE only where its block needs the mask: the constant lets
+ * nvcc keep the statistics' loads behind the test (reading edge[0], it
+ * hoisted them above the products, and ptxas spilled at head size 128). */
+template <int HS, int R, bool DROP, bool EDGE, typename V>
+static __device__ __forceinline__ void fb_dkv_block_of(float dk[R][HS / 8][4], float dv[R][HS / 8][4],
+                                                       const uint32_t kf[R][HS / 16][4], const V *v_of,
+                                                       const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2,
+                                                       const float *D, const int kw[R], int qt, const bool edge[R],
                                                        const fb_pair &c) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    float s[1][2][4], dp[1][2][4], kept[2][4];
-    const fb_held ka = {kf};
-    fb_dots<HS, 1>(s, &ka, qrows);
-    fb_dots<HS, 1>(dp, &v_of, grows);
+    float s[R][2][4], dp[R][2][4], kept[R][2][4];
+    fb_held ka[R];
 #pragma unroll
-    for (int n = 0; n < 2; n++)
+    for (int i = 0; i < R; i++) ka[i] = fb_held{kf[i]};
+    fb_dots<HS, R>(s, ka, qrows);
+    fb_dots<HS, R>(dp, v_of, grows);
+    uint32_t pk[R][4], ds[R][4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
-            const int col = 8 * n + 2 * t + (e & 1);
-            s[0][n][e] = fb_ds<DROP, EDGE>(&kept[n][e], s[0][n][e], dp[0][n][e], lse2[col], D[col], qt + col,
-                                           kw + g + 8 * (e >> 1), edge, c);
-        }
-    uint32_t pk[1][4], ds[1][4];
-    mma_a_from_accumulators(pk[0], kept[0], kept[1]);
-    mma_a_from_accumulators(ds[0], s[0][0], s[0][1]);
-    fb_accumulate<HS, 1>(&dv, pk, grows);
-    fb_accumulate<HS, 1>(&dk, ds, qrows);
+    for (int i = 0; i < R; i++) {
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
+                const int col = 8 * n + 2 * t + (e & 1);
+                s[i][n][e] = fb_ds<DROP, EDGE>(&kept[i][n][e], s[i][n][e], dp[i][n][e], lse2[col], D[col], qt + col,
+                                               kw[i] + g + 8 * (e >> 1), R == 1 || edge[i], c);
+            }
+        mma_a_from_accumulators(pk[i], kept[i][0], kept[i][1]);
+        mma_a_from_accumulators(ds[i], s[i][0], s[i][1]);
+    }
+    fb_accumulate<HS, R>(dv, pk, grows);
+    fb_accumulate<HS, R>(dk, ds, qrows);
 }
 
-/* dk, dv of the warp's 16 keys from kw += over 16 query rows from qt
- * staged at qrows, grows (q, dout); kf: the keys' k fragments, v_of their
- * v rows as an A operand (fb_held or fb_staged: fb_v_held); lse2, D: the
- * query rows' statistics (16 from qt); edge: the block touches the
- * diagonal or T (warp-uniform; without it the instance without the mask
- * runs). The scores come out transposed (keys as rows), so dS^T and
- * (P keep)^T are accumulators that become A fragments directly. */
-template <int HS, bool DROP, typename V>
-static __device__ void fb_dkv_block(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4], const uint32_t kf[HS / 16][4], const V &v_of,
-                                    const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2, const float *D,
-                                    int kw, int qt, bool edge, const fb_pair &c) {
-    if (edge)
-        fb_dkv_block_of<HS, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
+/* dk, dv of R key tiles of 16 keys (tile i from kw[i]) += over 16 query
+ * rows from qt staged at qrows, grows (q, dout); kf[i]: the tile's k
+ * fragments, v_of[i] its v rows as an A operand (fb_held or fb_staged:
+ * fb_v_held); lse2, D: the query rows' statistics (16 from qt); edge[i]:
+ * the block touches the diagonal or T (warp-uniform; where no tile's
+ * does, the instance without the mask runs). The scores come out
+ * transposed (keys as rows), so dS^T and (P keep)^T are accumulators that
+ * become A fragments directly. Each tile's arithmetic is the same for any
+ * R (fb_dots, fb_accumulate): R = 2 gives the bits of two calls with 1. */
+template <int HS, int R, bool DROP, typename V>
+static __device__ void fb_dkv_block(float dk[R][HS / 8][4], float dv[R][HS / 8][4], const uint32_t kf[R][HS / 16][4],
+                                    const V *v_of, const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2,
+                                    const float *D, const int kw[R], int qt, const bool edge[R], const fb_pair &c) {
+    bool masked = false;
+#pragma unroll
+    for (int i = 0; i < R; i++) masked = masked || edge[i];
+    if (masked)
+        fb_dkv_block_of<HS, R, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
     else
-        fb_dkv_block_of<HS, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
+        fb_dkv_block_of<HS, R, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
 }
 
 /* Rows r0 + g and r0 + g + 8 of the warp's accumulators (16 x HS) times

@@ -93,13 +93,17 @@ int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
  * bf16. The result has the bits of shape 0's wherever the two have the
  * same keys per tile. */
 int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k);
-/* The same for the backward's dq kernel: its row tiles a warp built for
- * head size HS, the tuned count first (written into dq_row_tiles, at most
- * max); and attention_backward without dropout with count k: 1, or 0
- * (nothing run) when there is no count k, the activations are not bf16 or
- * the tensors not 16-byte aligned. Every count gives attention_backward's
- * bits. */
-int cuda_attention_backward_shapes(int HS, int *dq_row_tiles, int max);
+/* A shape of the tensor-core attention backward: 16-row query tiles per
+ * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
+typedef struct cuda_flash_bwd_shape {
+    int dq_row_tiles, dkv_key_tiles;
+} cuda_flash_bwd_shape;
+/* The same for the backward: its shapes built for head size HS, the tuned
+ * one first (written into shapes, at most max); and attention_backward
+ * without dropout in shape k: 1, or 0 (nothing run) when there is no
+ * shape k, the activations are not bf16 or the tensors not 16-byte
+ * aligned. Every shape gives attention_backward's bits. */
+int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max);
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                    int T, int NH, int HS, int k);
 

@@ -210,4 +210,6 @@ if [ "${1:-}" = train ]; then
     $CXX -fopenmp $SAN "${nccl_test_objs[@]}" -o "$OUT/test_nccl_emu" "${libs[@]}"
     echo "built $OUT/test_nccl_emu"
 fi
-printf 'key %s\nmode %s\n' "$key" "$mode" >"$stamp"
+# The stamp only if no input changed while it compiled.
+if [ "$(inputs_key)" = "$key" ]; then printf 'key %s\nmode %s\n' "$key" "$mode" >"$stamp"
+else echo "build.sh: an input changed during the build; the next call builds again" >&2; fi

@@ -1,6 +1,7 @@
 /* The fused attention alone, timed on the device at the benchmark models'
  * shapes: the forward in each block shape built for the head size, then
- * the backward in each of its shapes (the dq kernel's row tiles), the
+ * the backward in each of its shapes (the dq kernel's row tiles and the
+ * dk, dv kernel's key tiles a warp), the
  * tuned shape (which every run takes) first in both: kernels/cuda/
  * kernels.h's cuda_attention_forward_shaped and _backward_shaped. So that a
  * lent GPU decides the tile shapes in one short call, and the attention's
@@ -253,11 +254,12 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     return failed;
 }
 
-/* The backward in each of its shapes (the dq kernel's row tiles), from the
- * tuned forward's output and lse: rows, and the failed checks. */
+/* The backward in each of its shapes (the dq kernel's row tiles and the dk,
+ * dv kernel's key tiles), from the tuned forward's output and lse: rows,
+ * and the failed checks. */
 static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
-    int row_tiles[MAX_SHAPES];
-    const int n = cuda_attention_backward_shapes(c->HS, row_tiles, MAX_SHAPES);
+    cuda_flash_bwd_shape shapes[MAX_SHAPES];
+    const int n = cuda_attention_backward_shapes(c->HS, shapes, MAX_SHAPES);
     int failed = 0;
     o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                           (tg_dropout){0});
@@ -265,7 +267,8 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
         const attn_call call = {o, c, buf, 1, k};
         const timing t = time_call(&call, opts);
         char name[96], verdict[96];
-        snprintf(name, sizeof name, "%sdq: %d query rows a warp", k == 0 ? "tuned: " : "", 16 * row_tiles[k]);
+        snprintf(name, sizeof name, "%sdq: %d query rows a warp, dk dv: %d keys a warp", k == 0 ? "tuned: " : "",
+                 16 * shapes[k].dq_row_tiles, 16 * shapes[k].dkv_key_tiles);
         failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
         print_row(c, "backward", name, t, 2.5 * causal_forward_tflop(c), verdict);
     }
@@ -304,7 +307,7 @@ int main(int argc, char **argv) {
         const attn_case *c = &opts.cases[i];
         if (cuda_attention_forward_shapes(c->HS, NULL, 0) == 0 || cuda_attention_backward_shapes(c->HS, NULL, 0) == 0) {
             printf("# %d,%d,%d,%d: no block shapes are built for head size %d (kernels/cuda/flash_fwd.cu: fm_variants; "
-                   "flash_bwd.cu: mma_dq_variants)\n",
+                   "flash_bwd.cu: mma_bwd_variants)\n",
                    c->B, c->NH, c->T, c->HS, c->HS);
             failed++;
             continue;

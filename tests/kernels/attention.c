@@ -226,13 +226,14 @@ static void forward_shapes_of(env *e, int HS) {
     tw_free(e, lse);
 }
 
-/* One head size's dq row tiles (the backward's shapes), each against the
- * CPU and bit for bit against attention_backward: every count gives its
- * bits. */
+/* One head size's backward shapes (the dq kernel's row tiles and the dk,
+ * dv kernel's key tiles a warp), each against the CPU and bit for bit
+ * against attention_backward: every shape gives its bits. T = 200 ends in
+ * a partial block of either kernel at every shape. */
 static void backward_shapes_of(env *e, int HS, int want_at_least) {
     enum { MAX_SHAPES = 8 };
-    int row_tiles[MAX_SHAPES];
-    const int n = cuda_attention_backward_shapes(HS, row_tiles, MAX_SHAPES), B = 1, T = 200, NH = 2;
+    cuda_flash_bwd_shape shapes[MAX_SHAPES];
+    const int n = cuda_attention_backward_shapes(HS, shapes, MAX_SHAPES), B = 1, T = 200, NH = 2;
     char name[160];
     snprintf(name, sizeof name, "attention_backward_shapes HS=%d: %d shapes", HS, n);
     check_true(e, n >= want_at_least && n <= MAX_SHAPES, name, "");
@@ -246,7 +247,8 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
     void *tuned = gpu_bytes(e, dqkv);
     for (int k = 0; k < n; k++) {
         char shape[64];
-        snprintf(shape, sizeof shape, "HS=%d shape %d (dq row tiles %d)", HS, k, row_tiles[k]);
+        snprintf(shape, sizeof shape, "HS=%d shape %d (dq row tiles %d, dk dv key tiles %d)", HS, k, shapes[k].dq_row_tiles,
+                 shapes[k].dkv_key_tiles);
         poison(e->gpu, dqkv.g, n_qkv * gpu_elem(e, ACT));
         const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k);
         sync_gpu(e);
@@ -269,9 +271,9 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
  * fm_variants, for tuning: tests/gpu/bench_attention.c times them): T = 200
  * spans 64- and 128-key tiles with a partial last one. Shape 0 must be the
  * one every run takes (the same bits), and a shape with the same keys per
- * tile must give those bits too. The same for the backward's dq row tiles
- * (flash_bwd.cu's mma_dq_variants; one at 96 and 128, two at 64), all of
- * which give the backward's bits. Float32 activations: refused. */
+ * tile must give those bits too. The same for the backward's shapes
+ * (flash_bwd.cu's mma_bwd_variants; one at 96 and 128, three at 64), all
+ * of which give the backward's bits. Float32 activations: refused. */
 void cuda_test_attention_forward_shapes(env *e) {
     NEED(e, attention_forward);
     if (e->act != TG_BF16) {
@@ -284,7 +286,7 @@ void cuda_test_attention_forward_shapes(env *e) {
     static const int head_sizes[] = {64, 96, 128};
     for (size_t i = 0; i < sizeof head_sizes / sizeof head_sizes[0]; i++) {
         forward_shapes_of(e, head_sizes[i]);
-        backward_shapes_of(e, head_sizes[i], head_sizes[i] == 64 ? 2 : 1);
+        backward_shapes_of(e, head_sizes[i], head_sizes[i] == 64 ? 3 : 1);
     }
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
