@@ -238,6 +238,15 @@ static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, fl
     return prob * (dp * keep - D);
 }
 
+/* Whether any of R tiles' blocks needs the mask (edge: one flag a tile). */
+template <int R>
+static __device__ __forceinline__ bool fb_any(const bool edge[R]) {
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < R; i++) any = any || edge[i];
+    return any;
+}
+
 /* fb_dq_block's work, the mask compiled in only with EDGE (fb_ds). */
 template <int HS, int R, bool DROP, bool EDGE>
 static __device__ __forceinline__ void fb_dq_block_of(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4],
@@ -282,10 +291,7 @@ template <int HS, int R, bool DROP>
 static __device__ void fb_dq_block(float dq[R][HS / 8][4], const uint32_t qf[R][HS / 16][4], const uint32_t gf[R][HS / 16][4],
                                    const __nv_bfloat16 *krows, const __nv_bfloat16 *vrows, const float lse2[R][2],
                                    const float D[R][2], const int qw[R], int kt, const bool edge[R], const fb_pair &c) {
-    bool masked = false;
-#pragma unroll
-    for (int i = 0; i < R; i++) masked = masked || edge[i];
-    if (R == 1 || masked)
+    if (R == 1 || fb_any<R>(edge))
         fb_dq_block_of<HS, R, DROP, true>(dq, qf, gf, krows, vrows, lse2, D, qw, kt, edge, c);
     else
         fb_dq_block_of<HS, R, DROP, false>(dq, qf, gf, krows, vrows, lse2, D, qw, kt, edge, c);
@@ -339,10 +345,7 @@ template <int HS, int R, bool DROP, typename V>
 static __device__ void fb_dkv_block(float dk[R][HS / 8][4], float dv[R][HS / 8][4], const uint32_t kf[R][HS / 16][4],
                                     const V *v_of, const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2,
                                     const float *D, const int kw[R], int qt, const bool edge[R], const fb_pair &c) {
-    bool masked = false;
-#pragma unroll
-    for (int i = 0; i < R; i++) masked = masked || edge[i];
-    if (masked)
+    if (fb_any<R>(edge))
         fb_dkv_block_of<HS, R, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
     else
         fb_dkv_block_of<HS, R, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
