@@ -463,17 +463,16 @@ struct mma_bwd_variant {
  * on sm_90a); two key tiles are not tried beyond 64, where one already
  * takes 240 to 255. Every shape gives the same bits (each row's and each
  * key's blocks run in the same order). */
-template <int HS>
-constexpr mma_bwd_variant mma_tuned_bwd() {
-    constexpr int MT = fb_dq_row_tiles<HS>(), KT = fb_dkv_key_tiles<HS>();
+template <int HS, int MT = fb_dq_row_tiles<HS>(), int KT = fb_dkv_key_tiles<HS>()>
+constexpr mma_bwd_variant mma_bwd_variant_of() {
     return {HS, MT, KT, mma_gradients_in<HS, MT, KT>};
 }
 static const mma_bwd_variant mma_bwd_variants[] = {
-    mma_tuned_bwd<64>(),
-    {64, 1, 1, mma_gradients_in<64, 1, 1>},
-    {64, 2, 2, mma_gradients_in<64, 2, 2>},
-    mma_tuned_bwd<96>(),
-    mma_tuned_bwd<128>(),
+    mma_bwd_variant_of<64>(),
+    mma_bwd_variant_of<64, 1, 1>(),
+    mma_bwd_variant_of<64, 2, 2>(),
+    mma_bwd_variant_of<96>(),
+    mma_bwd_variant_of<128>(),
 };
 
 } // namespace
