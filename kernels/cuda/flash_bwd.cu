@@ -168,8 +168,9 @@ static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_ti
 /* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles, or
  * another count for tuning: mma_bwd_variants):
  * key tiles up to the diagonal; warp w owns row tiles fl_tile_row<MT>(w, i)
- * (16 rows each). The last rows (the most keys) go to the first blocks, so
- * that the longest blocks do not start last. Key tile n has its K and V in
+ * (16 rows each). The last rows (the most keys) go to the first blocks,
+ * every pair's before any pair's earlier rows (fl_grid), so that the
+ * longest blocks do not start last. Key tile n has its K and V in
  * buffer n % 2 of the dynamic shared memory (tiles[2 (n % 2)] and the
  * next), and tile n + 1 is copied into the other buffer by cp.async while
  * tile n is used; the block's q and dout rows are staged first in tiles 2
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dq_shared_bytes<HS>(MT) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * FB_ROWS * MT, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int q0 = fl_grid_last_first() * FB_ROWS * MT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int qw[MT];
@@ -252,7 +253,9 @@ __global__ void __launch_bounds__(FB_THREADS)
 /* dk and dv of FB_ROWS x KT keys on tensor cores (KT = fb_dkv_key_tiles,
  * or another count for tuning: mma_bwd_variants): query tiles from the
  * diagonal to T; warp w owns key tiles fl_tile_row<KT>(w, i) (16 keys
- * each). Query tile n (from the diagonal) has its Q and dout in buffer
+ * each). The first keys (seen by the most rows) go to the first blocks,
+ * every pair's before any pair's later keys (fl_grid). Query tile n (from
+ * the diagonal) has its Q and dout in buffer
  * n % 2 of the dynamic shared memory and its rows' statistics in
  * lse2_t[n % 2], D_t[n % 2]; tile n + 1 is copied into the other buffer by
  * cp.async (its statistics read into registers) while tile n is used; the
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
     constexpr bool v_held = fb_v_held<HS, KT>();
     constexpr int v_tile = fb_dkv_v_tile<HS, KT>();
-    const int k0 = blockIdx.x * FB_ROWS * KT, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int k0 = fl_grid_first_first() * FB_ROWS * KT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int kw[KT];
@@ -353,8 +356,8 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
 template <int HS, bool DROP, int MT, int KT>
 void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                           const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
-    const dim3 dq_grid((unsigned)((T + FB_ROWS * MT - 1) / (FB_ROWS * MT)), (unsigned)np);
-    const dim3 dkv_grid((unsigned)((T + FB_ROWS * KT - 1) / (FB_ROWS * KT)), (unsigned)np);
+    const dim3 dq_grid = fl_grid(np, (T + FB_ROWS * MT - 1) / (FB_ROWS * MT));
+    const dim3 dkv_grid = fl_grid(np, (T + FB_ROWS * KT - 1) / (FB_ROWS * KT));
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT), dkv_shared = fb_dkv_shared_bytes<HS, KT>();
     const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;

@@ -139,9 +139,10 @@ static __host__ __device__ constexpr int fm_blocks_per_sm() {
 template <int HS, bool DROP>
 using fm_tuned = fm_shape<fm_row_tiles<HS>(), 8, false, fm_blocks_per_sm<HS, DROP>()>;
 
-/* One block: query rows [q0, q0 + FM_ROWS MT) of pair p0 + blockIdx.y,
+/* One block: query rows [q0, q0 + FM_ROWS MT) of pair p0 + fl_grid_pair(),
  * warp w row tiles MT w .. MT w + MT - 1 (16 rows each), against key tiles
- * of S::KEYS keys. Query blocks run in reverse (the longest rows first).
+ * of S::KEYS keys. Query blocks run longest first, every pair's last rows
+ * before any pair's earlier ones (fl_grid).
  * Key tile kt's K and V sit in buffer kt % 2 (K, then V, in dynamic shared
  * memory), and tile kt + 1 is copied into the other buffer by cp.async
  * while tile kt is used; Q passes through buffer 1 first (or with S::QS
@@ -159,8 +160,8 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
     drop = tg_dropout_read_step(drop);
     constexpr int ld = fm_ld(HS), NB = HS / 8, MT = S::MT, KEYS = S::KEYS, tile = KEYS * ld;
     extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS, S>() */
-    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * FM_ROWS * MT;
-    const int p = p0 + (int)blockIdx.y, b = p / NH, h = p % NH, C = NH * HS;
+    const int q0 = fl_grid_last_first() * FM_ROWS * MT;
+    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
     const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS;
@@ -229,12 +230,12 @@ void launch_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __n
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
     constexpr int block_rows = FM_ROWS * S::MT;
-    const unsigned q_blocks = (unsigned)((T + block_rows - 1) / block_rows);
+    const int q_blocks = (T + block_rows - 1) / block_rows;
     constexpr int shared = fm_forward_shared_bytes<HS, S>(); /* over the default 48 KiB from HS = 96: opt in */
     const void *kernel = (const void *)flash_forward_mma_kernel<HS, DROP, S>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid(q_blocks, (unsigned)fl_min(FL_MAX_PAIRS, B * NH - p0));
+        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), q_blocks);
         flash_forward_mma_kernel<HS, DROP, S><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
                                                                                          vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
