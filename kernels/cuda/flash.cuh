@@ -37,18 +37,19 @@ static __device__ __forceinline__ int fl_tile_row(int w, int i) {
 }
 
 /* The tensor-core kernels' grids: the launch's pairs along x and each
- * pair's tiles along y, ranked longest first. The hardware starts blocks
- * in the order of their linear index (x fastest), so every pair's longest
- * tile (the last query rows, which see every key; or the first keys, which
- * every row sees) starts before any pair's second longest, and the shortest
- * tiles fill the kernel's end. With the tiles along x, each pair's ran
- * longest to shortest and the last pairs' longest started near the end: a
- * model of the GPT-2 124M and Megatron 1.2B grids (132 SMs sharing their
- * time among resident blocks) put that order 9 to 15% over the ideal and
- * this one 2 to 3% (unmeasured on a GPU). It changes no bits: each block
- * does the same work. T / 64 tiles stay within grid.y's 65535 (model.seq_len
- * <= 2^20); the CUDA-core kernels' 16-row tiles could exceed it, and keep
- * the tiles along x. */
+ * pair's tiles along y, ranked longest first. The block scheduler starts
+ * blocks in about the order of their linear index, x fastest (observed
+ * behaviour, not a documented guarantee), so every pair's longest tile
+ * (the last query rows, which see every key; or the first keys, which
+ * every row sees) starts before any pair's second longest, and the
+ * shortest tiles fill the kernel's end. With the tiles along x, each
+ * pair's ran longest to shortest and the last pairs' longest started near
+ * the end: a model of the GPT-2 124M and Megatron 1.2B grids (132 SMs
+ * sharing their time among resident blocks) put that order 9 to 15% over
+ * the ideal and this one 2 to 3% (unmeasured on a GPU). It changes no
+ * bits: each block does the same work. T / 64 tiles stay within grid.y's
+ * 65535 (model.seq_len <= 2^20); the CUDA-core kernels' 16-row tiles
+ * could exceed it, and keep the tiles along x. */
 static inline dim3 fl_grid(int pairs, int tiles) {
     if (tiles > 65535) {
         tg_err e;
@@ -59,10 +60,12 @@ static inline dim3 fl_grid(int pairs, int tiles) {
 }
 /* This block's pair, counted from the launch's first. */
 static __device__ __forceinline__ int fl_grid_pair() { return (int)blockIdx.x; }
-/* The index of this block's query tile when the last rows are the longest
- * (forward, dq), or of its key tile when the first keys are (dk, dv). */
-static __device__ __forceinline__ int fl_grid_last_first() { return (int)(gridDim.y - 1 - blockIdx.y); }
-static __device__ __forceinline__ int fl_grid_first_first() { return (int)blockIdx.y; }
+/* This block's query tile (forward, dq): the last first, as the last rows
+ * see the most keys. */
+static __device__ __forceinline__ int fl_grid_query_tile() { return (int)(gridDim.y - 1 - blockIdx.y); }
+/* This block's key tile (dk, dv): the first first, as every row sees the
+ * first keys. */
+static __device__ __forceinline__ int fl_grid_key_tile() { return (int)blockIdx.y; }
 
 /* The dropout factor of probability (b, h, t, t2) of this rank (1 when p <= 0). */
 static __device__ __forceinline__ float fl_drop(const tg_dropout &d, int b, int h, int t, int t2, int T) {

@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dq_shared_bytes<HS>(MT) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
-    const int q0 = fl_grid_last_first() * FB_ROWS * MT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int q0 = fl_grid_query_tile() * FB_ROWS * MT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int qw[MT];
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
     constexpr bool v_held = fb_v_held<HS, KT>();
     constexpr int v_tile = fb_dkv_v_tile<HS, KT>();
-    const int k0 = fl_grid_first_first() * FB_ROWS * KT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int k0 = fl_grid_key_tile() * FB_ROWS * KT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int kw[KT];

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
     drop = tg_dropout_read_step(drop);
     constexpr int ld = fm_ld(HS), NB = HS / 8, MT = S::MT, KEYS = S::KEYS, tile = KEYS * ld;
     extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS, S>() */
-    const int q0 = fl_grid_last_first() * FM_ROWS * MT;
+    const int q0 = fl_grid_query_tile() * FM_ROWS * MT;
     const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
