@@ -36,24 +36,25 @@ static __device__ __forceinline__ int fl_tile_row(int w, int i) {
     return 16 * (MT * w + i);
 }
 
-/* The tensor-core kernels' grids: the launch's pairs along x and each
- * pair's tiles along y, ranked longest first. The block scheduler starts
- * blocks in about the order of their linear index, x fastest (observed
- * behaviour, not a documented guarantee), so every pair's longest tile
- * (the last query rows, which see every key; or the first keys, which
- * every row sees) starts before any pair's second longest, and the
- * shortest tiles fill the kernel's end. With the tiles along x, each
- * pair's ran longest to shortest and the last pairs' longest started near
- * the end: a model of the GPT-2 124M and Megatron 1.2B grids (132 SMs
- * sharing their time among resident blocks) put that order 9 to 15% over
- * the ideal and this one 2 to 3% (unmeasured on a GPU). It changes no
- * bits: each block does the same work. T / 64 tiles stay within grid.y's
- * 65535 (model.seq_len <= 2^20); the CUDA-core kernels' 16-row tiles
- * could exceed it, and keep the tiles along x. */
-static inline dim3 fl_grid(int pairs, int tiles) {
+/* The tensor-core kernels' grids: the launch's pairs along x, and along y
+ * each pair's tiles of tile_rows query rows (or keys), ranked longest
+ * first. The block scheduler starts blocks in about the order of their
+ * linear index, x fastest (observed behaviour, not a documented
+ * guarantee), so every pair's longest tile (the last query rows, which see
+ * every key; or the first keys, which every row sees) starts before any
+ * pair's second longest, and the shortest tiles fill the kernel's end.
+ * With the tiles along x, each pair's ran longest to shortest and the last
+ * pairs' longest started near the end: a model of the GPT-2 124M and
+ * Megatron 1.2B grids (132 SMs sharing their time among resident blocks)
+ * put that order 9 to 15% over the ideal and this one 2 to 3% (unmeasured
+ * on a GPU). It changes no bits: each block does the same work. T / 64
+ * tiles stay within grid.y's 65535 (model.seq_len <= 2^20); the CUDA-core
+ * kernels' 16-row tiles could exceed it, and keep the tiles along x. */
+static inline dim3 fl_grid(int pairs, int T, int tile_rows) {
+    const int tiles = (T + tile_rows - 1) / tile_rows;
     if (tiles > 65535) {
         tg_err e;
-        tg_fail(&e, "attention: %d tiles a pair exceed grid.y's 65535", tiles);
+        tg_fail(&e, "attention: T = %d makes %d tiles of %d rows a pair, over grid.y's 65535", T, tiles, tile_rows);
         tg_die("train_gpt", &e);
     }
     return dim3((unsigned)pairs, (unsigned)tiles);

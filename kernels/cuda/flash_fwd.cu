@@ -229,13 +229,11 @@ void launch_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __n
                         tg_dropout drop) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
-    constexpr int block_rows = FM_ROWS * S::MT;
-    const int q_blocks = (T + block_rows - 1) / block_rows;
     constexpr int shared = fm_forward_shared_bytes<HS, S>(); /* over the default 48 KiB from HS = 96: opt in */
     const void *kernel = (const void *)flash_forward_mma_kernel<HS, DROP, S>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), q_blocks);
+        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FM_ROWS * S::MT);
         flash_forward_mma_kernel<HS, DROP, S><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
                                                                                          vec);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
