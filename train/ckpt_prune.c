@@ -5,7 +5,8 @@
  * link, a subdirectory) is kept with a warning, and a step_XXXXXXXX that is
  * a link is never followed. A checkpoint is renamed before its files go, so
  * a crash midway leaves no partial checkpoint under a checkpoint's name.
- * Failures warn: a save that worked stays a success. */
+ * Failures warn: a save that worked stays a success. Also the leftovers of
+ * interrupted saves (ckpt_clear_leftovers), by the same rule. */
 #include "train/ckpt_prune.h"
 
 #include <dirent.h>
