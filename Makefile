@@ -118,7 +118,8 @@ $(PROGRAMS:%=$(BUILD)/%): $(BUILD)/%: $$(%_OBJ) $(LIB_OBJ)
 train_gpt: $(BUILD)/train_gpt FORCE
 	@cmp -s $< $@ || { cp $< $@.tmp && mv -f $@.tmp $@; }
 
-PREPARE_OBJ = $(addprefix $(BUILD)/data/,prepare.o prepare_inputs.o jsonl.o shard_writer.o tokenizer.o) $(BUILD)/util/err.o
+PREPARE_OBJ = $(addprefix $(BUILD)/data/,prepare.o prepare_inputs.o jsonl.o shard_writer.o tokenizer.o) $(BUILD)/util/err.o \
+              $(BUILD)/util/fs.o
 prepare: $(PREPARE_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

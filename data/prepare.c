@@ -26,6 +26,7 @@
 #include "data/shard_writer.h"
 #include "data/tokenizer.h"
 #include "util/err.h"
+#include "util/fs.h"
 
 #define PROG "prepare"
 #define DEFAULT_VAL_TOKENS 65536
@@ -64,7 +65,9 @@ static void usage(FILE *f) {
             "  --jsonl-field NAME  read every input as JSON Lines: each line an object whose\n"
             "                      string field NAME is one document (blank lines skipped;\n"
             "                      any other line without it is an error naming the line)\n"
-            "  --out PREFIX        path prefix of the shards, e.g. data/kjv\n"
+            "  --out PREFIX        path prefix of the shards, e.g. data/kjv; PREFIX.lock is\n"
+            "                      locked while prepare runs (a second run into the same\n"
+            "                      prefix is refused, naming the holder's pid and host)\n"
             "  --val-tokens N      tokens in the validation shard (default %d; 0: none)\n"
             "  --shard-tokens N    most tokens in one train shard (default %d)\n"
             "  --threads N         encoding threads (default: OMP_NUM_THREADS, else all cores)\n"
@@ -300,7 +303,17 @@ static void warn_stale(const shard_writer *w) {
             PROG, path);
 }
 
-static int run_prepare(const tokenizer *t, const options *o, tg_err *e) {
+/* PREFIX.lock, held to the end: two runs into one prefix would interleave
+ * their shards' names and leave shards that mix both streams. */
+static int lock_prefix(const char *prefix, fs_lock *lock, tg_err *e) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s.lock", prefix);
+    const int rc = fs_lock_take(path, lock, e);
+    if (rc == 1) tg_wrap(e, "--out '%s' is in use by another prepare run (wait for it to end, or choose another prefix)", prefix);
+    return rc ? -1 : 0;
+}
+
+static int write_shards(const tokenizer *t, const options *o, tg_err *e) {
     shard_writer w;
     shard_writer_init(&w, o->out, o->val_tokens, o->shard_tokens);
     run_totals tot = {.t0 = now_s()};
@@ -320,6 +333,14 @@ static int run_prepare(const tokenizer *t, const options *o, tg_err *e) {
     warn_stale(&w);
     shard_writer_free(&w);
     return 0;
+}
+
+static int run_prepare(const tokenizer *t, const options *o, tg_err *e) {
+    fs_lock lock;
+    if (lock_prefix(o->out, &lock, e)) return -1;
+    const int rc = write_shards(t, o, e);
+    fs_unlock(&lock);
+    return rc;
 }
 
 /* ---- --decode ----------------------------------------------------------- */

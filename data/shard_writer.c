@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "data/shard_format.h"
+#include "util/fs.h"
 
 void shard_writer_init(shard_writer *w, const char *prefix, int64_t val_tokens, int64_t shard_tokens) {
     *w = (shard_writer){.prefix = prefix, .val_left = val_tokens, .shard_tokens = shard_tokens};
@@ -42,10 +43,10 @@ static int writer_open(shard_writer *w, tg_err *e) {
         snprintf(s->final, sizeof s->final, "%s_train_%06d.bin", w->prefix, w->n_train++);
         w->limit = w->shard_tokens;
     }
-    snprintf(s->tmp, sizeof s->tmp, "%s.tmp", s->final);
     s->count = 0;
-    w->f = fopen(s->tmp, "wb");
-    if (!w->f) return tg_fail(e, "cannot create %s: %s", s->tmp, strerror(errno));
+    /* FINAL.tmp.XXXXXX, new: never a file of the user's, a link's target or another run's temporary */
+    w->f = fs_create_temp(s->final, s->tmp, sizeof s->tmp, e);
+    if (!w->f) return -1;
     w->n_outs++;
     if (write_header(w->f, 0)) return tg_fail(e, "cannot write %s: %s", s->tmp, strerror(errno));
     return 0;

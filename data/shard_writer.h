@@ -1,7 +1,7 @@
 /* The shard writer of ./prepare: a token stream cut into llm.c-format shards
  * (PREFIX_val_000000.bin first, then PREFIX_train_NNNNNN.bin). Every shard is
- * written under PATH.tmp and renamed only by shard_writer_finish, so a run
- * that fails leaves the outputs of an earlier run as they were. */
+ * written under a new PATH.tmp.XXXXXX and renamed only by shard_writer_finish,
+ * so a run that fails leaves the outputs of an earlier run as they were. */
 #ifndef DATA_SHARD_WRITER_H
 #define DATA_SHARD_WRITER_H
 

@@ -122,9 +122,12 @@ cp -a "$run" "$tmp/run.pristine"
 ok prerequisites
 good_ckpt="$run/step_00000002"
 
-snapshot() { # DIR: sha256 of every file but log.jsonl, and the list of entries
-    (cd "$1" 2>/dev/null && find . -mindepth 1 ! -name log.jsonl | sort &&
-        find . -type f ! -name log.jsonl -print0 | sort -z | xargs -0 -r sha256sum)
+# Not the lock files (out.dir/.train_gpt.lock, prepare's PREFIX.lock): every
+# run takes them, leaves them and records its pid there, by design.
+snapshot() { # DIR: sha256 of every file but log.jsonl and the lock files, and the list of the others
+    (cd "$1" 2>/dev/null && find . -mindepth 1 ! -name log.jsonl ! -name '*.lock' | sort &&
+        find . -type f ! -name log.jsonl ! -name '*.lock' -print0 | sort -z |
+        xargs -0 -r sha256sum)
 }
 
 # expect_fail NAME [-d DIR]... [-p PATTERN]... -- COMMAND...

@@ -106,7 +106,8 @@ matches() {
         return
     fi
     local got
-    got=$(cd "$d" && sha256sum -- * | sed 's/ \*/  /')
+    got=$(cd "$d" && find . -maxdepth 1 -type f ! -name s.lock -printf '%P\0' | sort -z | xargs -0 sha256sum -- |
+        sed 's/ \*/  /') # all but the lock file (prepare's PREFIX.lock)
     if [ "$got" = "$(reference_sums)" ]; then ok "$name"
     else not_ok "$name" "shards differ from the previous prepare's: $(diff <(reference_sums) <(echo "$got") | grep '^[<>]' | head -n 2 | tr '\n' ' ')"
     fi
@@ -146,8 +147,12 @@ B="$tmp/bad"
 mkdir -p "$K" "$B"
 pp --input "${docs[5]}" --input "${docs[6]}" --out "$K/k" >/dev/null 2>&1 || not_ok keep_shards "could not write the shards to keep"
 # every file (a leftover .tmp too) with its size, time and bytes; not the
-# directory's own time, which creating and removing a .tmp file changes
-snapshot() { (cd "$K" && find . -type f -printf '%P %s %T@\n' | sort && sha256sum -- *); }
+# directory's own time, which creating and removing a .tmp file changes, nor
+# the lock file's (k.lock records each run's pid; listed, not compared)
+snapshot() {
+    (cd "$K" && find . -type f ! -name k.lock -printf '%P %s %T@\n' | sort && ls -a &&
+        find . -maxdepth 1 -type f ! -name k.lock -printf '%P\0' | sort -z | xargs -0 sha256sum --)
+}
 
 # fails NAME [-i STDIN_FILE] PATTERN... -- ARGS: ./prepare ARGS --out $K/k
 # exits non-zero, its stderr matches every PATTERN (grep -E), $K is as it was.

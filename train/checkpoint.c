@@ -155,8 +155,12 @@ static int save_file(const char *path, const gpt *g, const ckpt_source *src, con
     return rc;
 }
 
+const char *const ckpt_file_names[] = {"model.safetensors", "optimizer.safetensors", "config.json", "state.json",
+                                       "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"};
+const size_t ckpt_n_files = sizeof ckpt_file_names / sizeof *ckpt_file_names;
+
 static int write_text(const char *path, const char *text, tg_err *e) {
-    FILE *f = fopen(path, "w");
+    FILE *f = fs_create_excl(path);
     if (!f) return tg_fail(e, "%s: cannot create: %s", path, strerror(errno));
     int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
@@ -212,24 +216,9 @@ static char *state_json(const tg_config *c, const ckpt_state *st) {
     return s;
 }
 
-/* Removes a flat directory (a leftover .tmp checkpoint) and what it holds. */
-static int remove_dir(const char *dir, tg_err *e) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : tg_fail(e, "%s: cannot open: %s", dir, strerror(errno));
-    struct dirent *ent;
-    char p[2048];
-    while ((ent = readdir(d)) != NULL) {
-        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    if (rmdir(dir) != 0) return tg_fail(e, "%s: cannot remove this leftover of an interrupted save: %s", dir, strerror(errno));
-    return 0;
-}
-
-/* Creates the temporary directory of a save; 1 when the step is saved already. */
-static int begin_save(const char *out_dir, const char *final, const char *tmp, tg_err *e) {
+/* Creates the temporary directory of a save (FINAL.tmp.XXXXXX, a new name,
+ * into tmp); 1 when the step is saved already. */
+static int begin_save(const char *out_dir, const char *final, char *tmp, size_t tmp_len, tg_err *e) {
     struct stat sb;
     /* Only a run resumed from this very step gets here with the directory
      * present (train_gpt refuses to start a fresh run over checkpoints), so
@@ -238,18 +227,15 @@ static int begin_save(const char *out_dir, const char *final, const char *tmp, t
         if (S_ISDIR(sb.st_mode)) return 1;
         return tg_fail(e, "%s: exists and is not a checkpoint directory; move it away", final);
     }
-    if (fs_mkdir_p(out_dir, e) || remove_dir(tmp, e)) return -1;
-    if (mkdir(tmp, 0755) != 0) return tg_fail(e, "%s: cannot create directory: %s", tmp, strerror(errno));
-    return 0;
+    return fs_mkdir_p(out_dir, e) || fs_mkdir_temp(final, tmp, tmp_len, e) ? -1 : 0;
 }
 
 int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e) {
     /* The writer is global rank 0: DP rank 0, TP rank 0. */
-    char final[1024], tmp[1100], p[1200];
+    char final[1024], tmp[1100] = "", p[1200];
     snprintf(final, sizeof final, "%s/step_%08d", out_dir, st->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    int state = writer ? begin_save(out_dir, final, tmp, e) : 0;
+    int state = writer ? begin_save(out_dir, final, tmp, sizeof tmp, e) : 0;
     if (state < 0) return -1;
     const bool write = writer && state == 0;
     /* The master weights and moments in the parameter layout: on the
@@ -294,7 +280,7 @@ int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, c
         free(state_text);
         if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
     }
-    if (write && rc != 0) remove_dir(tmp, NULL);
+    if (write && rc != 0) fs_remove_owned_dir(tmp, ckpt_file_names, ckpt_n_files, NULL);
     return rc < 0 ? -1 : (writer && state == 1 ? 1 : 0);
 }
 

@@ -30,11 +30,17 @@ typedef struct ckpt_state {
 int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, const ckpt_state *st, bool writer,
               tg_err *e);
 
+/* Every file a checkpoint holds: ckpt_save's four, and the tokenizer
+ * model_files_write_tokenizer copies beside them. Cleanup removes these
+ * and nothing else. */
+extern const char *const ckpt_file_names[];
+extern const size_t ckpt_n_files;
+
 /* Newest complete checkpoint directory in out_dir: its step, or -1 if none. */
 int ckpt_latest(const char *out_dir, char *path, size_t path_len);
 /* The step of a checkpoint's name, exactly what "step_%08d" prints (what
- * ckpt_save writes), or -1: "step_5", "step_00000005x" and the ".tmp" of an
- * interrupted save are not checkpoints. */
+ * ckpt_save writes), or -1: "step_5", "step_00000005x" and the ".tmp.XXXXXX"
+ * of an interrupted save are not checkpoints. */
 int ckpt_step_of_name(const char *name);
 
 /* Weights from dir/model.safetensors (ours, or a Hugging Face GPT-2

@@ -5,7 +5,8 @@
  * link, a subdirectory) is kept with a warning, and a step_XXXXXXXX that is
  * a link is never followed. A checkpoint is renamed before its files go, so
  * a crash midway leaves no partial checkpoint under a checkpoint's name.
- * Failures warn: a save that worked stays a success. */
+ * Failures warn: a save that worked stays a success. Also the leftovers of
+ * interrupted saves (ckpt_clear_leftovers), by the same rule. */
 #include "train/ckpt_prune.h"
 
 #include <dirent.h>
@@ -18,22 +19,18 @@
 #include <unistd.h>
 
 #include "train/run.h"
-
-/* Every file a checkpoint holds: ckpt_save's four, and the tokenizer
- * model_files_write_tokenizer copies beside them. */
-static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "config.json", "state.json",
-                                         "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"};
+#include "util/fs.h"
 
 #define REMOVING ".removing" /* the suffix of a checkpoint being removed */
 
 static bool ckpt_file(const char *name) {
-    for (size_t i = 0; i < sizeof CKPT_FILES / sizeof *CKPT_FILES; i++)
-        if (strcmp(name, CKPT_FILES[i]) == 0) return true;
+    for (size_t i = 0; i < ckpt_n_files; i++)
+        if (strcmp(name, ckpt_file_names[i]) == 0) return true;
     return false;
 }
 
 /* The first entry of the open checkpoint dir d that train_gpt did not write
- * (not one of CKPT_FILES, or not a regular file) into `odd`; false if none. */
+ * (not one of ckpt_file_names, or not a regular file) into `odd`; false if none. */
 static bool holds_other(DIR *d, char *odd, size_t n) {
     struct dirent *ent;
     struct stat sb;
@@ -71,8 +68,8 @@ static int remove_files_and_dir(int parent, const char *out_dir, const char *nam
         return -1;
     }
     int rc = 0;
-    for (size_t i = 0; i < sizeof CKPT_FILES / sizeof *CKPT_FILES; i++)
-        if (unlinkat(dirfd(d), CKPT_FILES[i], 0) != 0 && errno != ENOENT) rc = -1;
+    for (size_t i = 0; i < ckpt_n_files; i++)
+        if (unlinkat(dirfd(d), ckpt_file_names[i], 0) != 0 && errno != ENOENT) rc = -1;
     closedir(d);
     if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) == 0) return 0;
     tg_warn(PROG, "%s/%s: could not be removed whole (out.keep_last): %s", out_dir, name, strerror(errno));
@@ -192,4 +189,29 @@ int ckpt_prune(const char *out_dir, int keep_last, int keep_every, ckpt_kept *ke
     free(steps);
     closedir(d);
     return removed;
+}
+
+/* Whether name is what an interrupted save leaves: STEP.tmp.XXXXXX (or
+ * STEP.tmp, the fixed name of earlier versions). */
+static bool leftover_name(const char *name) {
+    const char *dot = strchr(name, '.');
+    char step[32];
+    if (!dot || dot - name >= (long)sizeof step || strncmp(dot, ".tmp", 4) != 0 || (dot[4] && dot[4] != '.')) return false;
+    snprintf(step, sizeof step, "%.*s", (int)(dot - name), name);
+    return ckpt_step_of_name(step) >= 0;
+}
+
+void ckpt_clear_leftovers(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    if (!d) return; /* a new out.dir: nothing left over */
+    struct dirent *ent;
+    char path[4400];
+    tg_err e;
+    while ((ent = readdir(d)) != NULL) {
+        if (!leftover_name(ent->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", out_dir, ent->d_name);
+        if (fs_remove_owned_dir(path, ckpt_file_names, ckpt_n_files, &e))
+            tg_warn(PROG, "%s (the leftover of an interrupted save is left as it is)", e.msg);
+    }
+    closedir(d);
 }

@@ -19,4 +19,10 @@ typedef struct ckpt_kept {
 int ckpt_prune(const char *out_dir, int keep_last, int keep_every, ckpt_kept *kept);
 void ckpt_kept_free(ckpt_kept *kept);
 
+/* Removes what interrupted saves left in out_dir (STEP.tmp.XXXXXX
+ * directories holding only checkpoint files); warns naming any it leaves:
+ * a link (never followed), or one holding anything else. Call it on the
+ * writer while holding out.dir's lock, before the first save. */
+void ckpt_clear_leftovers(const char *out_dir);
+
 #endif

@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 #include "util/dtype.h"
+#include "util/fs.h"
 
 #define HEADER_INTS 256
 
@@ -244,17 +245,14 @@ int llmc_write_model(const char *path, const gpt *g, int vocab_multiple, tg_err 
     if (g->tp->size != 1) return tg_fail(e, "%s: llm.c export needs the whole model (a TP size 1 shard)", path);
     struct stat st;
     if (lstat(path, &st) == 0) return tg_fail(e, "%s: exists; remove it or choose another name (it is not replaced)", path);
-    const size_t n = strlen(path) + 5;
-    char *tmp = tg_malloc(n, "temporary path");
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    int rc = f ? 0 : tg_fail(e, "%s: cannot create: %s", tmp, strerror(errno));
+    char tmp[4200]; /* PATH.tmp.XXXXXX: a new file, never one of the user's or a link's target */
+    FILE *f = fs_create_temp(path, tmp, sizeof tmp, e);
+    int rc = f ? 0 : -1;
     const int padded_vocab = (g->d.V + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
     if (rc == 0 && write_file(f, g, padded_vocab, e)) rc = tg_wrap(e, "%s", tmp);
     if (f && fclose(f) != 0 && rc == 0) rc = tg_fail(e, "%s: write failed: %s", tmp, strerror(errno));
     /* link() refuses to replace a file that appeared meanwhile; rename would not. */
     if (rc == 0 && link(tmp, path) != 0) rc = tg_fail(e, "%s: cannot move into place: %s", path, strerror(errno));
     if (f) unlink(tmp);
-    free(tmp);
     return rc;
 }

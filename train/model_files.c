@@ -15,6 +15,7 @@
 #include "train/llmc.h"
 #include "train/run.h"
 #include "train/safetensors.h"
+#include "util/fs.h"
 
 #define PATH_LEN 1200
 
@@ -95,7 +96,7 @@ int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
 /* ---- tokenizer files ---- */
 
 static int write_bytes(const char *path, const char *data, size_t len, tg_err *e) {
-    FILE *f = fopen(path, "wb");
+    FILE *f = fs_create_excl(path); /* into the save's new directory: nothing is there to follow or replace */
     if (!f) return tg_fail(e, "%s: cannot create: %s", path, strerror(errno));
     int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;

@@ -21,8 +21,11 @@
 #include "train/config.h"
 #include "train/optim.h"
 #include "train/stop.h"
+#include "util/fs.h"
 
 #define PROG "train_gpt"
+/* out.dir's lock file (fs_lock_take), held by a training run's writer. */
+#define RUN_LOCK_NAME ".train_gpt.lock"
 
 /* What the run is built for: training writes out.dir; --eval, --sample and
  * --hellaswag (train/modes.h) need no optimizer, write nothing and print
@@ -60,6 +63,7 @@ typedef struct run {
     int resumed_step;       /* the checkpoint this run resumed from, or -1 */
     int skipped_in_a_row;   /* consecutive steps dropped for non-finite values (on_nonfinite = skip) */
     ckpt_kept kept;         /* out.keep_last: checkpoints already named as kept for a file of the user's */
+    fs_lock out_lock;       /* training's writer (rank 0): out.dir/RUN_LOCK_NAME, held for the run's life */
 } run;
 
 /* train/setup.c: the topology (from the environment, or one process

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "train/config.h"
+#include "util/fs.h"
 #include "util/json.h"
 
 /* Doubles hold whole numbers exactly up to 2^53: the largest dimension read. */
@@ -60,7 +61,7 @@ st_writer *st_writer_open(const char *path, const st_entry *entries, int n, tg_e
     w->n = n;
     w->numel = tg_malloc(sizeof(long long) * (size_t)(n ? n : 1), "safetensors sizes");
     for (int i = 0; i < n; i++) w->numel[i] = entry_numel(&entries[i]);
-    w->f = fopen(path, "wb");
+    w->f = fs_create_excl(path); /* new: never through a link, never over a file */
     uint64_t hlen = padded;
     int ok = w->f && fwrite(&hlen, 8, 1, w->f) == 1 && fwrite(json, 1, len, w->f) == len;
     for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', w->f) != EOF;

@@ -260,11 +260,30 @@ static void describe_model(run *r, const gpt_dims *d) {
     say(r, "%s\n", r->timed ? "; every op timed (out.op_times)" : "");
 }
 
+/* The writer takes out.dir's lock before it looks for checkpoints, and
+ * keeps it to the end: a second run into the same folder is refused at once
+ * (it would resume from this run's steps, or the two would overwrite each
+ * other's saves). With the lock held, what interrupted saves left is ours
+ * to clear. */
+static void lock_out_dir(run *r) {
+    const tg_config *c = &r->cfg;
+    char path[CFG_PATH_MAX + 32];
+    tg_err e;
+    if (fs_mkdir_p(c->out.dir, &e)) {
+        tg_wrap(&e, "out.dir: cannot create the run directory");
+        tg_die(PROG, &e);
+    }
+    snprintf(path, sizeof path, "%s/" RUN_LOCK_NAME, c->out.dir);
+    const int rc = fs_lock_take(path, &r->out_lock, &e);
+    if (rc == 1) tg_wrap(&e, "out.dir is in use by another run (wait for it to end, or choose another out.dir)");
+    if (rc != 0) tg_die(PROG, &e);
+    ckpt_clear_leftovers(c->out.dir);
+}
+
 /* Training's own part: the optimizer, the budget, the starting state,
  * out.dir and the log. */
 static void setup_training(run *r) {
     tg_config *c = &r->cfg;
-    tg_err e;
     r->opt = optim_create(r->ops, r->model, r->dp, c->parallel.zero == 1, c->parallel.dp_bucket_mb);
     if (r->opt->overlap)
         say(r, "data-parallel gradients: %s in buckets of %d layer(s) during the last backward pass of a step "
@@ -272,11 +291,8 @@ static void setup_training(run *r) {
             r->opt->zero ? "reduce-scattered (ZeRO)" : "all-reduced", r->opt->buckets.layers_per_bucket,
             c->parallel.dp_bucket_mb);
     report_budget(&r->budget);
+    if (r->rank == 0) lock_out_dir(r);
     init_state(r);
-    if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
-        tg_wrap(&e, "out.dir: cannot create the run directory");
-        tg_die(PROG, &e);
-    }
     if (r->rank == 0) report_open_log(r);
 }
 
@@ -326,4 +342,5 @@ void run_teardown(run *r) {
     topology_free(&r->topo);
     stop_watch_end(r->stop);
     ckpt_kept_free(&r->kept);
+    fs_unlock(&r->out_lock);
 }
