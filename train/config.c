@@ -2,6 +2,7 @@
 #include "data/hellaswag.h"
 #include "kernels/ops.h"
 #include "util/json.h"
+#include "util/spell.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef enum { K_INT, K_INT64, K_FLOAT, K_BOOL, K_STRING, K_ENUM } key_type;
 
@@ -100,6 +102,40 @@ static const key_spec *find_key(const char *path) {
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(SCHEMA[i].path, path) == 0) return &SCHEMA[i];
     return NULL;
+}
+
+/* The known name nearest to an unknown key, for "did you mean": a key whose
+ * last part is the word given without its section ("warmup" for
+ * train.warmup), else the key or section within a few typing slips; NULL
+ * when none is near. `sections` holds room for the section names. */
+static const char *suggest_key(const char *path, char sections[][CFG_WORD_MAX]) {
+    if (!strchr(path, '.'))
+        for (size_t i = 0; i < N_KEYS; i++) {
+            const char *dot = strchr(SCHEMA[i].path, '.');
+            if (dot && strcasecmp(dot + 1, path) == 0) return SCHEMA[i].path;
+        }
+    const char *names[2 * N_KEYS];
+    size_t n = 0, n_sections = 0;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        names[n++] = SCHEMA[i].path;
+        const char *dot = strchr(SCHEMA[i].path, '.');
+        if (!dot) continue;
+        const int len = (int)(dot - SCHEMA[i].path);
+        if (n_sections > 0 && strncmp(sections[n_sections - 1], SCHEMA[i].path, (size_t)len) == 0 &&
+            sections[n_sections - 1][len] == '\0')
+            continue; /* the schema lists a section's keys together */
+        snprintf(sections[n_sections], CFG_WORD_MAX, "%.*s", len, SCHEMA[i].path);
+        names[n++] = sections[n_sections++];
+    }
+    return spell_nearest(path, names, n);
+}
+
+/* The message for an unknown key, with the nearest known one if any. */
+static int fail_unknown_key(const char *src, const char *path, tg_err *e) {
+    char sections[N_KEYS][CFG_WORD_MAX];
+    const char *near = suggest_key(path, sections);
+    if (near) return tg_fail(e, "%s: unknown key '%s': did you mean %s? (see --help for the keys)", src, path, near);
+    return tg_fail(e, "%s: unknown key '%s' (see --help for the keys)", src, path);
 }
 
 static const char *const SHAPE_PATHS[SHAPE_KEYS] = {"model.n_layer", "model.n_head", "model.n_embd",
@@ -282,7 +318,7 @@ static int apply_member(tg_config *c, const char *prefix, const cJSON *item, con
             return 0;
         }
     }
-    return tg_fail(e, "%s: unknown key '%s' (see --help for the keys)", src, path);
+    return fail_unknown_key(src, path, e);
 }
 
 int config_load_file(tg_config *c, const char *path, tg_err *e) {
@@ -309,7 +345,7 @@ int config_set(tg_config *c, const char *assignment, tg_err *e) {
     memcpy(path, assignment, n);
     path[n] = '\0';
     const key_spec *k = find_key(path);
-    if (!k) return tg_fail(e, "--set: unknown key '%s' (see --help for the keys)", path);
+    if (!k) return fail_unknown_key("--set", path, e);
     if (store_from_text(c, k, eq + 1, "--set", e)) return -1;
     c->from_set[k - SCHEMA] = true;
     note_given(c, k);

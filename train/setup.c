@@ -273,6 +273,7 @@ static void setup_training(run *r) {
             c->parallel.dp_bucket_mb);
     report_budget(&r->budget);
     init_state(r);
+    if (run_nothing_to_train(r)) return; /* run_train says so; out.dir and its log stay as they are */
     if (r->rank == 0 && fs_mkdir_p(c->out.dir, &e)) {
         tg_wrap(&e, "out.dir: cannot create the run directory");
         tg_die(PROG, &e);
