@@ -134,7 +134,7 @@ data: prepare
 quickstart:
 	SETUP_SKIP_TEST_DEPS=1 bash scripts/setup.sh
 	$(MAKE) all data
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} scripts/launch.sh -n 2 --log-dir runs/tiny/launch -- \
+	scripts/launch.sh -n 2 --log-dir runs/tiny/launch -- \
 	    ./train_gpt --config configs/tiny.json --set parallel.tp=2
 
 test:

@@ -68,7 +68,7 @@ static const key_spec SCHEMA[] = {
     {"out.dir", K_STRING, OFF(out.dir), "runs/default", 0, 0, NULL, "run directory: log.jsonl and step_XXXXXXXX/ checkpoints"},
     {"out.log_every", K_INT, OFF(out.log_every), "1", 1, 1 << 30, NULL, "print a progress line every this many steps"},
     {"out.eval_every", K_INT, OFF(out.eval_every), "100", 0, 1 << 30, NULL, "validation loss every this many steps, and at the end (0: only at the end)"},
-    {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", 0, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation (0: no evaluation)"},
+    {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", -1, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation, the first ones of data.val (0: no evaluation; -1: the whole validation set)"},
     {"out.save_every", K_INT, OFF(out.save_every), "0", 0, 1 << 30, NULL, "checkpoint every this many steps (0: only at the end)"},
     {"out.keep_last", K_INT, OFF(out.keep_last), "0", 0, 1 << 30, NULL, "after each checkpoint, remove out.dir's older checkpoints beyond the newest this many (0: keep all); one holding a file train_gpt did not write is kept, with a warning"},
     {"out.keep_every", K_INT, OFF(out.keep_every), "0", 0, 1 << 30, NULL, "with out.keep_last: never remove the checkpoints of steps that are multiples of this (0: none)"},
@@ -374,6 +374,10 @@ int config_grad_accum(const tg_config *c) {
     return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
 }
 
+long long config_eval_windows(const tg_config *c, long long available) {
+    return c->out.eval_batches < 0 || c->out.eval_batches > available ? available : c->out.eval_batches;
+}
+
 double config_tokens_per_device(const tg_config *c, int tp, int dp) {
     return (double)c->train.global_batch * c->model.seq_len / ((double)tp * dp);
 }
@@ -397,6 +401,20 @@ static const char *origin(const tg_config *c, const char *keys, char *buf, size_
     if (!overridden) snprintf(buf, n, "%s", file);
     else if (overridden < listed && len < n) snprintf(buf + len, n - len, " (over %s)", file);
     return buf;
+}
+
+int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], bool longer_context_ok, const char *src,
+                       const char *advice, tg_err *e) {
+    const int given[SHAPE_KEYS] = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.vocab_size,
+                                   c->model.seq_len};
+    char where[CFG_PATH_MAX + 512];
+    for (int i = 0; i < SHAPE_KEYS; i++) {
+        const bool fits = i == SHAPE_SEQ_LEN && longer_context_ok ? given[i] <= shape[i] : given[i] == shape[i];
+        if (fits || !(c->model.shape_given & (1u << i))) continue;
+        return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", origin(c, SHAPE_PATHS[i], where, sizeof where),
+                       SHAPE_PATHS[i], given[i], src, SHAPE_PATHS[i], shape[i], advice);
+    }
+    return 0;
 }
 
 int config_link(const tg_config *c, comm_link *l, tg_err *e) {

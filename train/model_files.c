@@ -71,12 +71,20 @@ static int shape_from_config_json(const char *dir, long long shape[SHAPE_KEYS], 
     return rc;
 }
 
+/* What to do when a given shape key does not fit the checkpoint. */
+static const char *const ADVICE_OUT_DIR =
+    "out.dir holds a run of another shape; to train this shape, start it in a new out.dir (--set out.dir=DIR); to go "
+    "on with that run, give its shape or leave the key out (it then comes from the checkpoint)";
+static const char *const ADVICE_INIT_FROM =
+    "leave the shape keys out of the config and --set to take model.init_from's, or give its values";
+
 int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
     char path[PATH_LEN], src[PATH_LEN + 16];
     if (!model_files_source(c, for_export, path, sizeof path)) return 0;
     model_format f = FORMAT_DIRECTORY;
+    const bool init_from = strcmp(path, c->model.init_from) == 0;
     /* A checkpoint of out.dir is a directory; model.init_from may be anything. */
-    if (strcmp(path, c->model.init_from) == 0 && detect_format(path, &f, e)) return -1;
+    if (init_from && detect_format(path, &f, e)) return -1;
     long long shape[SHAPE_KEYS];
     if (f == FORMAT_LLMC) {
         llmc_header h;
@@ -84,11 +92,13 @@ int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
         const long long from_header[SHAPE_KEYS] = {h.n_layer, h.n_head, h.n_embd, h.vocab_size, h.max_seq_len};
         memcpy(shape, from_header, sizeof shape);
         snprintf(src, sizeof src, "%s (llm.c header)", path);
-    } else if (config_shape_complete(c)) {
-        return 0; /* the load checks the given shape against the tensors */
-    } else if (shape_from_config_json(path, shape, src, sizeof src, e)) {
-        return -1;
+    } else {
+        snprintf(src, sizeof src, "%s/config.json", path);
+        if (config_shape_complete(c) && access(src, F_OK) != 0) return 0; /* the load checks the tensors' shapes */
+        if (shape_from_config_json(path, shape, src, sizeof src, e)) return -1;
     }
+    /* Here, before any rank starts or a budget is printed, rather than when the tensors are read. */
+    if (config_check_shape(c, shape, init_from, src, init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e)) return -1;
     return config_take_shape(c, shape, src, e);
 }
 

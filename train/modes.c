@@ -47,14 +47,13 @@ int mode_eval(run *r) {
     tg_err e;
     resolve_for_mode(r, RUN_EVAL, "--eval");
     if ((!c->data.val[0] || c->out.eval_batches == 0) &&
-        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches > 0", c->source))
+        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches other than 0", c->source))
         tg_die(PROG, &e);
     run_setup(r);
     char what[CFG_PATH_MAX + 128];
     load_weights(r, what, sizeof what);
     const float val = run_evaluate(r);
-    long long batches = shards_windows_per_epoch(r->val);
-    if (batches > c->out.eval_batches) batches = c->out.eval_batches;
+    const long long batches = config_eval_windows(c, shards_windows_per_epoch(r->val));
     printf("val loss %.6f (%lld batches of %d x %d tokens; weights: %s)\n", val, batches, c->train.global_batch,
            c->model.seq_len, what);
     run_teardown(r);
