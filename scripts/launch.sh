@@ -180,7 +180,8 @@ fi
 # ---- threads per rank ----------------------------------------------------------------
 # Unset, every rank's OpenMP would start a thread per core: N ranks then
 # fight over the cores (2 ranks on 2 cores: twice as slow a step).
-cores=$(command nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+# (nproc itself answers OMP_NUM_THREADS and OMP_THREAD_LIMIT when they are set.)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 [[ "$cores" =~ ^[1-9][0-9]*$ ]] || cores=1
 if [ -z "${OMP_NUM_THREADS:-}" ]; then
     threads=$((cores / nproc))
