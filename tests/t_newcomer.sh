@@ -55,7 +55,7 @@ else not_ok raised_train_steps_trains_on "$(short "$tmp/more.out")"; fi
 # ---- item 8: a shape that does not fit out.dir's checkpoint, mistyped keys ---
 tg --set model.n_layer=1 >"$tmp/shape.out" 2>&1
 rc=$?
-if [ "$rc" = 1 ] && grep -q "^train_gpt: error: --set model.n_layer: model.n_layer = 1 does not fit .*step_00000003/config.json, whose model.n_layer is 2: .*new out.dir" "$tmp/shape.out" &&
+if [ "$rc" = 1 ] && grep -q "^train_gpt: error: --set model.n_layer: model.n_layer = 1 does not fit .*step_00000003/config.json, whose n_layer is 2: .*new out.dir" "$tmp/shape.out" &&
     ! grep -q -e 'memory per rank' -e '^model:' "$tmp/shape.out"; then
     ok shape_misfit_refused_before_the_budget_with_advice
 else not_ok shape_misfit_refused_before_the_budget_with_advice "rc $rc: $(short "$tmp/shape.out")"; fi

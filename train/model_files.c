@@ -58,12 +58,17 @@ static int detect_format(const char *path, model_format *f, tg_err *e) {
                       "version 3 or 5): %s", path, why);
 }
 
+/* The shape keys' names in a config.json (Hugging Face's) and in an llm.c header. */
+static const char *const HF_SHAPE_NAMES[SHAPE_KEYS] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+static const char *const LLMC_SHAPE_NAMES[SHAPE_KEYS] = {"num_layers", "num_heads", "channels", "vocab_size",
+                                                         "max_seq_len"};
+
 /* The shape in a checkpoint directory's config.json (Hugging Face's keys). */
 static int shape_from_config_json(const char *dir, long long shape[SHAPE_KEYS], char *src, size_t n, tg_err *e) {
     snprintf(src, n, "%s/config.json", dir);
     cJSON *j = ckpt_read_json(src, e);
     if (!j) return tg_wrap(e, "the model shape the config leaves out comes from it");
-    static const char *const keys[SHAPE_KEYS] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+    const char *const *keys = HF_SHAPE_NAMES;
     int rc = cJSON_IsObject(j) ? 0 : tg_fail(e, "%s: must be a JSON object (a Hugging Face GPT-2 config)", src);
     for (int k = 0; rc == 0 && k < SHAPE_KEYS; k++)
         rc = ckpt_json_whole(cJSON_GetObjectItemCaseSensitive(j, keys[k]), keys[k], 1, INT_MAX, &shape[k], src, e);
@@ -98,7 +103,9 @@ int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
         if (shape_from_config_json(path, shape, src, sizeof src, e)) return -1;
     }
     /* Here, before any rank starts or a budget is printed, rather than when the tensors are read. */
-    if (config_check_shape(c, shape, init_from, src, init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e)) return -1;
+    if (config_check_shape(c, shape, f == FORMAT_LLMC ? LLMC_SHAPE_NAMES : HF_SHAPE_NAMES, init_from, src,
+                           init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e))
+        return -1;
     return config_take_shape(c, shape, src, e);
 }
 
