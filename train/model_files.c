@@ -83,30 +83,52 @@ static const char *const ADVICE_OUT_DIR =
 static const char *const ADVICE_INIT_FROM =
     "leave the shape keys out of the config and --set to take model.init_from's, or give its values";
 
-int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
-    char path[PATH_LEN], src[PATH_LEN + 16];
+/* The shape of the checkpoint the weights come from (model_files_source),
+ * from an llm.c header or a config.json: 1 with shape, its names there, src
+ * and whether it is model.init_from; 0: none (no checkpoint, or a directory
+ * without config.json while `needed` is false); -1 on error. */
+typedef struct source_shape {
+    long long shape[SHAPE_KEYS];
+    const char *const *names;
+    bool init_from;
+    char src[PATH_LEN + 32];
+} source_shape;
+
+static int read_source_shape(const tg_config *c, bool for_export, bool needed, source_shape *s, tg_err *e) {
+    char path[PATH_LEN];
     if (!model_files_source(c, for_export, path, sizeof path)) return 0;
     model_format f = FORMAT_DIRECTORY;
-    const bool init_from = strcmp(path, c->model.init_from) == 0;
+    s->init_from = strcmp(path, c->model.init_from) == 0;
     /* A checkpoint of out.dir is a directory; model.init_from may be anything. */
-    if (init_from && detect_format(path, &f, e)) return -1;
-    long long shape[SHAPE_KEYS];
+    if (s->init_from && detect_format(path, &f, e)) return -1;
     if (f == FORMAT_LLMC) {
         llmc_header h;
         if (llmc_read_header(path, &h, e)) return -1;
         const long long from_header[SHAPE_KEYS] = {h.n_layer, h.n_head, h.n_embd, h.vocab_size, h.max_seq_len};
-        memcpy(shape, from_header, sizeof shape);
-        snprintf(src, sizeof src, "%s (llm.c header)", path);
-    } else {
-        snprintf(src, sizeof src, "%s/config.json", path);
-        if (config_shape_complete(c) && access(src, F_OK) != 0) return 0; /* the load checks the tensors' shapes */
-        if (shape_from_config_json(path, shape, src, sizeof src, e)) return -1;
+        memcpy(s->shape, from_header, sizeof s->shape);
+        s->names = LLMC_SHAPE_NAMES;
+        snprintf(s->src, sizeof s->src, "%s (llm.c header)", path);
+        return 1;
     }
-    /* Here, before any rank starts or a budget is printed, rather than when the tensors are read. */
-    if (config_check_shape(c, shape, f == FORMAT_LLMC ? LLMC_SHAPE_NAMES : HF_SHAPE_NAMES, init_from, src,
-                           init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e))
-        return -1;
-    return config_take_shape(c, shape, src, e);
+    s->names = HF_SHAPE_NAMES;
+    snprintf(s->src, sizeof s->src, "%s/config.json", path);
+    if (!needed && access(s->src, F_OK) != 0) return 0; /* the load checks the tensors' shapes */
+    return shape_from_config_json(path, s->shape, s->src, sizeof s->src, e) ? -1 : 1;
+}
+
+int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
+    source_shape s;
+    const int found = read_source_shape(c, for_export, !config_shape_complete(c), &s, e);
+    return found <= 0 ? found : config_take_shape(c, s.shape, s.src, e);
+}
+
+int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e) {
+    source_shape s;
+    const int found = read_source_shape(c, for_export, false, &s, e);
+    if (found <= 0) return found;
+    /* seq_len may be shorter (wpe's first rows serve); a resume then refuses it
+     * in state.json's check, which says why: the data position. */
+    return config_check_shape(c, s.shape, s.names, true, s.src, s.init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e);
 }
 
 /* ---- tokenizer files ---- */

@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/timed.h"
 #include "parallel/numa_bind.h"
+#include "train/model_files.h"
 #include "train/run.h"
 #include "train/runlog.h"
 #include "util/fs.h"
@@ -283,6 +284,8 @@ static void setup_training(run *r) {
 void run_setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
+    /* After the config's own checks (run_resolve_topology), before anything is built or the budget printed. */
+    if (model_files_check_shape(c, r->purpose != RUN_TRAIN, &e)) tg_die(PROG, &e);
     r->ops = open_backend(c, r->topo.local_rank);
     if (c->out.op_times && r->purpose == RUN_TRAIN) {
         if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);
