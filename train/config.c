@@ -404,12 +404,12 @@ static const char *origin(const tg_config *c, const char *keys, char *buf, size_
 }
 
 int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], const char *const names[SHAPE_KEYS],
-                       bool longer_context_ok, const char *src, const char *advice, tg_err *e) {
+                       const char *src, const char *advice, tg_err *e) {
     const int given[SHAPE_KEYS] = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.vocab_size,
                                    c->model.seq_len};
     char where[CFG_PATH_MAX + 512];
     for (int i = 0; i < SHAPE_KEYS; i++) {
-        const bool fits = i == SHAPE_SEQ_LEN && longer_context_ok ? given[i] <= shape[i] : given[i] == shape[i];
+        const bool fits = i == SHAPE_SEQ_LEN ? given[i] <= shape[i] : given[i] == shape[i];
         if (fits || !(c->model.shape_given & (1u << i))) continue;
         return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", origin(c, SHAPE_PATHS[i], where, sizeof where),
                        SHAPE_PATHS[i], given[i], src, names[i], shape[i], advice);

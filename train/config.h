@@ -101,11 +101,10 @@ int config_take_shape(tg_config *c, const long long shape[SHAPE_KEYS], const cha
 
 /* Checks each shape key the file or --set gave against shape[k] (the
  * checkpoint's, described by src, where it is called names[k]): equal, or
- * for seq_len at most it when longer_context_ok (the first rows of a longer
- * wpe serve). A mismatch is refused naming the key, where it came from,
- * both values and `advice`. */
+ * for seq_len at most it (the first rows of a longer wpe serve). A mismatch
+ * is refused naming the key, where it came from, both values and `advice`. */
 int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], const char *const names[SHAPE_KEYS],
-                       bool longer_context_ok, const char *src, const char *advice, tg_err *e);
+                       const char *src, const char *advice, tg_err *e);
 
 /* Fills parallel.dp when it is 0 (world size / tp). */
 void config_resolve_layout(tg_config *c, int world_size);

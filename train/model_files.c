@@ -128,7 +128,7 @@ int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e) {
     if (found <= 0) return found;
     /* seq_len may be shorter (wpe's first rows serve); a resume then refuses it
      * in state.json's check, which says why: the data position. */
-    return config_check_shape(c, s.shape, s.names, true, s.src, s.init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e);
+    return config_check_shape(c, s.shape, s.names, s.src, s.init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e);
 }
 
 /* ---- tokenizer files ---- */
