@@ -82,6 +82,22 @@ if [ -s "$tmp/one.txt" ] && [ "$(head -c ${#prompt} "$tmp/one.txt")" = "$prompt"
     [ "$(wc -c <"$tmp/one.txt")" -gt $((${#prompt} + 1)) ]; then
     ok "sample_prints_the_prompt_then_the_continuation ($(head -c 80 "$tmp/one.txt"))"
 else not_ok sample_prints_the_prompt_then_the_continuation "'$(head -c 120 "$tmp/one.txt")' $(short "$tmp/one.err" 2)"; fi
+# Streaming: the prompt arrives while the tokens are still being drawn (a
+# long sample; without a flush per token, line-buffered stdout holds it all
+# until the closing newline; greedy drawing here gives no newline token).
+# The FIFO stays open until the check is done.
+mkfifo "$tmp/stream"
+timeout -k 5 120 "$bin" --config "$cfg" --sample --prompt "$prompt" --max-tokens 400 --temperature 0 >"$tmp/stream" 2>/dev/null &
+pid=$!
+exec 3<"$tmp/stream"
+first="" alive=no
+IFS= read -r -N "${#prompt}" -t 60 first <&3 && kill -0 "$pid" 2>/dev/null && alive=yes
+kill "$pid" 2>/dev/null
+exec 3<&-
+wait "$pid" 2>/dev/null
+tg --sample --prompt "$prompt" --max-tokens 400 --temperature 0 >"$tmp/greedy.txt" 2>/dev/null
+if [ "$first" = "$prompt" ] && [ "$alive" = yes ] && [ "$(wc -l <"$tmp/greedy.txt")" = 1 ]; then ok sample_streams_while_it_draws
+else not_ok sample_streams_while_it_draws "first bytes '$first', still drawing: $alive"; fi
 smp --seed 7 --num-samples 3 >"$tmp/three.txt" 2>"$tmp/three.err"
 body() { awk -v i="$2" '/^---- sample [0-9]+ of [0-9]+ \(--seed [0-9]+\) ----$/ { n++; next } n == i' "$1"; }
 seed2=$(sed -nE 's/^---- sample 2 of 3 \(--seed ([0-9]+)\) ----$/\1/p' "$tmp/three.txt")
