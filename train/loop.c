@@ -63,7 +63,8 @@ bool run_nothing_to_train(const run *r) {
 static void say_nothing_to_train(const run *r) {
     const tg_config *c = &r->cfg;
     const int s = r->state.step;
-    printf("nothing left to train: %s/step_%08d has done %d steps, %s train.steps (%d); nothing was written.\n"
+    printf("nothing left to train: %s/step_%08d has done %d steps, %s train.steps (%d); no step, sample, "
+           "checkpoint or log line was written.\n"
            "To go on: raise train.steps to continue this run (e.g. --set train.steps=%d), or start another run in a "
            "new out.dir (e.g. --set out.dir=%s_2; out.resume=false alone is refused where checkpoints exist, so that "
            "none is overwritten).\n",
