@@ -11,7 +11,7 @@ GPU ?= 0
 # The commit this build comes from, for --version ("unknown" outside git).
 TG_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c
+UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c util/spell.c
 DATA_SRC = data/shards.c data/tokenizer.c data/hellaswag.c
 PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
                parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
@@ -135,7 +135,7 @@ data: prepare
 quickstart:
 	SETUP_SKIP_TEST_DEPS=1 bash scripts/setup.sh
 	$(MAKE) all data
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} scripts/launch.sh -n 2 --log-dir runs/tiny/launch -- \
+	scripts/launch.sh -n 2 --log-dir runs/tiny/launch -- \
 	    ./train_gpt --config configs/tiny.json --set parallel.tp=2
 
 test:

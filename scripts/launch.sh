@@ -38,6 +38,11 @@ Each rank gets, on top of the launcher's environment:
   LOCAL_WORLD_SIZE  N
   NODE_RANK         R
   MASTER_ADDR, MASTER_PORT  from --master, or the single-node default
+  OMP_NUM_THREADS   when the launcher's environment does not set it: this
+                    node's cores (nproc: those this process may run on) / N,
+                    at least 1, so the ranks do not each spread over every
+                    core; the launcher prints the figure, and warns when the
+                    ranks outnumber the cores. A value already set is kept.
 
 Output
   Rank 0's stdout and stderr pass through to this terminal (as stdout and
@@ -171,6 +176,23 @@ if [ "$rank0" -eq 0 ]; then
 else
     say "logs: $log_dir/rank_<RANK>.log"
 fi
+
+# ---- threads per rank ----------------------------------------------------------------
+# Unset, every rank's OpenMP would start a thread per core: N ranks then
+# fight over the cores (2 ranks on 2 cores: twice as slow a step).
+# (nproc itself answers OMP_NUM_THREADS and OMP_THREAD_LIMIT when they are set.)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+[[ "$cores" =~ ^[1-9][0-9]*$ ]] || cores=1
+if [ -z "${OMP_NUM_THREADS:-}" ]; then
+    threads=$((cores / nproc))
+    [ "$threads" -ge 1 ] || threads=1
+    export OMP_NUM_THREADS=$threads
+    say "OMP_NUM_THREADS=$threads for each rank ($cores core(s) / $nproc rank(s); set OMP_NUM_THREADS to choose)"
+else
+    say "OMP_NUM_THREADS=$OMP_NUM_THREADS for each rank (as set)"
+fi
+[ "$nproc" -le "$cores" ] ||
+    say "warning: $nproc ranks on $cores core(s): ranks share cores and every step waits for the slowest"
 
 # ---- start the ranks ---------------------------------------------------------------
 # Each rank runs under setsid: its own session and process group (id = its

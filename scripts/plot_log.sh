@@ -8,7 +8,7 @@ set -u
 prog=plot_log.sh
 usage() {
     cat <<'EOF'
-Usage: scripts/plot_log.sh [-o FILE] RUN_DIR [RUN_DIR ...]
+Usage: scripts/plot_log.sh [-o FILE] [--smooth N] RUN_DIR [RUN_DIR ...]
 
 Draws train loss, validation loss, learning rate and tokens/s against the step
 from each RUN_DIR/log.jsonl into one PNG (2x2 panels, 1200x900; with a third
@@ -17,6 +17,9 @@ out.hellaswag), the runs overlaid with their directory names as the legend. Valu
 steps logged with "skipped":true and {"resumed":true} markers are left out.
 
   -o FILE     the PNG to write (default: loss.png in the first RUN_DIR)
+  --smooth N  draw the train loss as a moving average: at each step, the mean
+              of the last N train lines up to it (fewer at the start; values
+              left out above are not counted); default 1, the raw loss
   --gp FILE   also keep the gnuplot script (its data inline), to restyle the picture
   -h, --help  this text
 
@@ -24,22 +27,25 @@ Exit status: 0 written; 1 a log is missing or holds no train line; 2 bad
 arguments or a missing tool.
 EOF
 }
-die() { echo "$prog: error: $*" >&2; exit "${2:-1}"; }
+die() { echo "$prog: error: $1" >&2; exit "${2:-1}"; }
 
 out=""
 keep_gp=""
+smooth=1
 dirs=()
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
         -o) [ $# -ge 2 ] || die "-o needs a file name" 2; out="$2"; shift 2 ;;
         --gp) [ $# -ge 2 ] || die "--gp needs a file name" 2; keep_gp="$2"; shift 2 ;;
+        --smooth) [ $# -ge 2 ] || die "--smooth needs a number of steps" 2; smooth="$2"; shift 2 ;;
         --) shift; dirs+=("$@"); break ;;
         -*) die "unknown option '$1' (see --help)" 2 ;;
         *) dirs+=("$1"); shift ;;
     esac
 done
 [ ${#dirs[@]} -gt 0 ] || die "no RUN_DIR given (see --help)" 2
+[[ "$smooth" =~ ^[1-9][0-9]{0,6}$ ]] || die "--smooth must be a whole number of steps from 1, got '$smooth'" 2
 command -v gnuplot >/dev/null 2>&1 || die "gnuplot is missing: install Debian's gnuplot-nox (scripts/setup.sh does)" 2
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -57,9 +63,9 @@ i=0
 for d in "${dirs[@]}"; do
     log="${d%/}/log.jsonl"
     [ -f "$log" ] || die "$log: no such file (is $d a run directory?)"
-    "$py" - "$log" "$work/train_$i.dat" "$work/eval_$i.dat" "$work/hs_$i.dat" <<'PY' || exit 1
+    "$py" - "$log" "$work/train_$i.dat" "$work/eval_$i.dat" "$work/hs_$i.dat" "$smooth" <<'PY' || exit 1
 import json, math, sys
-log, train_out, eval_out, hs_out = sys.argv[1:5]
+log, train_out, eval_out, hs_out, smooth = *sys.argv[1:5], int(sys.argv[5])
 train, evals, hs = {}, {}, {}
 def val(o, k):
     v = o.get(k)
@@ -84,6 +90,14 @@ with open(log) as f:
             hs[o["step"]] = " ".join([str(o["step"])] + [val(o, k) for k in ("hellaswag_acc_norm", "hellaswag_acc")])
 if not train:
     sys.exit(f"plot_log.sh: {log}: no train lines (step with loss)")
+if smooth > 1:  # the loss column becomes the mean of the last `smooth` train lines' finite losses
+    steps = sorted(train)
+    losses = [train[k].split()[1] for k in steps]
+    for n, k in enumerate(steps):
+        window = [float(v) for v in losses[max(0, n - smooth + 1):n + 1] if v != "NaN"]
+        cols = train[k].split()
+        cols[1] = f"{sum(window) / len(window):.9g}" if window else "NaN"
+        train[k] = " ".join(cols)
 for path, rows in ((train_out, train), (eval_out, evals), (hs_out, hs)):
     with open(path, "w") as f:
         f.write("\n".join(rows[k] for k in sorted(rows)) + "\n")
@@ -119,7 +133,8 @@ gp="$work/plot.gp"
     names=""
     for d in "${dirs[@]}"; do names+="${names:+, }$(basename "${d%/}")"; done
     echo "set multiplot layout $rows,2 title $(gq "training curves: $names")"
-    echo "set title 'train loss'; set ylabel 'loss'"
+    if [ "$smooth" -gt 1 ]; then echo "set title 'train loss (moving average of $smooth steps)'; set ylabel 'loss'"
+    else echo "set title 'train loss'; set ylabel 'loss'"; fi
     echo "plot $(series train 2)"
     echo "set title 'validation loss'; set ylabel 'val loss'"
     echo "plot $(series eval 2)"

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
                "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
                "       %s --eval --config FILE [--set ...]\n"
                "       %s --sample --config FILE [--set ...] [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
-               "                 [--top-k K] [--seed S]\n"
+               "                 [--top-k K] [--seed S] [--num-samples N]\n"
                "       %s --hellaswag FILE --config FILE [--set ...]   (accuracy on HellaSwag's JSONL examples)\n"
                "       %s --export-llmc FILE --config FILE [--set ...]   (the model as an llm.c gpt2_*.bin)\n"
                "       %s --version   (the commit and the backends compiled in)\n"
@@ -25,12 +25,14 @@ static void usage(FILE *f) {
                "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
                "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n"
-               "--eval prints the validation loss over out.eval_batches batches; --sample prints a continuation of the\n"
-               "prompt (default: a document's start) of N tokens (default out.sample_tokens), drawn at temperature T\n"
-               "(default 1; 0: always the most likely token) from the K most likely tokens (default 0: all), keyed by\n"
-               "seed S (default train.seed: the same text at every layout). Both use the weights of model.init_from,\n"
-               "else of the newest checkpoint in out.dir, else the seed's initial weights; both run at any layout\n"
-               "(under scripts/launch.sh as training) and write no file.\n"
+               "--eval prints the validation loss over out.eval_batches batches; --sample prints the prompt (default:\n"
+               "<|endoftext|>, a document's start), then its continuation token by token as it is drawn: N tokens\n"
+               "(default out.sample_tokens) at temperature T (default 1; 0: always the most likely token) from the K\n"
+               "most likely tokens (default 0: all), keyed by seed S (default train.seed: the same text at every\n"
+               "layout). --num-samples N prints N samples, each after a line \"---- sample I of N (--seed S_I) ----\":\n"
+               "the first uses S itself, the others a seed derived from S and I, which --seed S_I draws again alone.\n"
+               "Both use the weights of model.init_from, else of the newest checkpoint in out.dir, else the seed's\n"
+               "initial weights; both run at any layout (under scripts/launch.sh as training) and write no file.\n"
                "--hellaswag scores FILE's examples (HellaSwag's JSONL: ctx, endings, label) with the same weights: each\n"
                "ending's loss after its context, the least summed (acc) and averaged over its tokens (acc_norm, as\n"
                "llm.c reports); train.micro_batch / 4 examples a forward pass, data.vocab_dir's tokenizer; writes no file.\n"
@@ -110,13 +112,15 @@ static int parse_mode_option(int argc, char **argv, int i, args *a) {
         return 2;
     }
     const bool tokens = strcmp(opt, "--max-tokens") == 0, temp = strcmp(opt, "--temperature") == 0,
-               top_k = strcmp(opt, "--top-k") == 0, seed = strcmp(opt, "--seed") == 0;
-    if (!tokens && !temp && !top_k && !seed) return 0;
-    const double max = tokens ? 1 << 20 : temp ? 100 : top_k ? 1 << 20 : 9007199254740991.0;
-    if (config_parse_number(opt, val, !temp, 0, max, &num, &e)) tg_die(PROG, &e);
+               top_k = strcmp(opt, "--top-k") == 0, seed = strcmp(opt, "--seed") == 0,
+               count = strcmp(opt, "--num-samples") == 0;
+    if (!tokens && !temp && !top_k && !seed && !count) return 0;
+    const double max = tokens ? 1 << 20 : temp ? 100 : top_k ? 1 << 20 : count ? 1 << 20 : 9007199254740991.0;
+    if (config_parse_number(opt, val, !temp, count ? 1 : 0, max, &num, &e)) tg_die(PROG, &e);
     if (tokens) a->sample.max_tokens = (int)num;
     else if (temp) a->sample.temperature = num;
     else if (top_k) a->sample.top_k = (int)num;
+    else if (count) a->sample.num_samples = (int)num;
     else a->sample.seed = (long long)num;
     return 2;
 }
@@ -127,9 +131,10 @@ static void check_mode_options(const args *a) {
     const sample_opts unset = sample_opts_default();
     const bool sample_opts_given = a->sample.prompt || a->sample.max_tokens != unset.max_tokens ||
                                    a->sample.temperature != unset.temperature || a->sample.top_k != unset.top_k ||
-                                   a->sample.seed != unset.seed;
+                                   a->sample.seed != unset.seed || a->sample.num_samples != unset.num_samples;
     if (sample_opts_given && a->mode != MODE_SAMPLE) {
-        fprintf(stderr, "%s: error: --prompt, --max-tokens, --temperature, --top-k and --seed need --sample\n", PROG);
+        fprintf(stderr, "%s: error: --prompt, --max-tokens, --temperature, --top-k, --seed and --num-samples need "
+                        "--sample\n", PROG);
         exit(2);
     }
 }

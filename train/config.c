@@ -2,6 +2,7 @@
 #include "data/hellaswag.h"
 #include "kernels/ops.h"
 #include "util/json.h"
+#include "util/spell.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef enum { K_INT, K_INT64, K_FLOAT, K_BOOL, K_STRING, K_ENUM } key_type;
 
@@ -66,7 +68,7 @@ static const key_spec SCHEMA[] = {
     {"out.dir", K_STRING, OFF(out.dir), "runs/default", 0, 0, NULL, "run directory: log.jsonl and step_XXXXXXXX/ checkpoints; a training run holds its lock, .train_gpt.lock (a second run into it is refused, naming the holder's pid and host)"},
     {"out.log_every", K_INT, OFF(out.log_every), "1", 1, 1 << 30, NULL, "print a progress line every this many steps"},
     {"out.eval_every", K_INT, OFF(out.eval_every), "100", 0, 1 << 30, NULL, "validation loss every this many steps, and at the end (0: only at the end)"},
-    {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", 0, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation (0: no evaluation)"},
+    {"out.eval_batches", K_INT, OFF(out.eval_batches), "4", -1, 1 << 30, NULL, "validation batches (of global_batch sequences) per evaluation, the first ones of data.val (0: no evaluation; -1: the whole validation set)"},
     {"out.save_every", K_INT, OFF(out.save_every), "0", 0, 1 << 30, NULL, "checkpoint every this many steps (0: only at the end)"},
     {"out.keep_last", K_INT, OFF(out.keep_last), "0", 0, 1 << 30, NULL, "after each checkpoint, remove out.dir's older checkpoints beyond the newest this many (0: keep all); one holding a file train_gpt did not write is kept, with a warning"},
     {"out.keep_every", K_INT, OFF(out.keep_every), "0", 0, 1 << 30, NULL, "with out.keep_last: never remove the checkpoints of steps that are multiples of this (0: none)"},
@@ -100,6 +102,40 @@ static const key_spec *find_key(const char *path) {
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(SCHEMA[i].path, path) == 0) return &SCHEMA[i];
     return NULL;
+}
+
+/* The known name nearest to an unknown key, for "did you mean": a key whose
+ * last part is the word given without its section ("warmup" for
+ * train.warmup), else the key or section within a few typing slips; NULL
+ * when none is near. `sections` holds room for the section names. */
+static const char *suggest_key(const char *path, char sections[][CFG_WORD_MAX]) {
+    if (!strchr(path, '.'))
+        for (size_t i = 0; i < N_KEYS; i++) {
+            const char *dot = strchr(SCHEMA[i].path, '.');
+            if (dot && strcasecmp(dot + 1, path) == 0) return SCHEMA[i].path;
+        }
+    const char *names[2 * N_KEYS];
+    size_t n = 0, n_sections = 0;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        names[n++] = SCHEMA[i].path;
+        const char *dot = strchr(SCHEMA[i].path, '.');
+        if (!dot) continue;
+        const int len = (int)(dot - SCHEMA[i].path);
+        if (n_sections > 0 && strncmp(sections[n_sections - 1], SCHEMA[i].path, (size_t)len) == 0 &&
+            sections[n_sections - 1][len] == '\0')
+            continue; /* the schema lists a section's keys together */
+        snprintf(sections[n_sections], CFG_WORD_MAX, "%.*s", len, SCHEMA[i].path);
+        names[n++] = sections[n_sections++];
+    }
+    return spell_nearest(path, names, n);
+}
+
+/* The message for an unknown key, with the nearest known one if any. */
+static int fail_unknown_key(const char *src, const char *path, tg_err *e) {
+    char sections[N_KEYS][CFG_WORD_MAX];
+    const char *near = suggest_key(path, sections);
+    if (near) return tg_fail(e, "%s: unknown key '%s': did you mean %s? (see --help for the keys)", src, path, near);
+    return tg_fail(e, "%s: unknown key '%s' (see --help for the keys)", src, path);
 }
 
 static const char *const SHAPE_PATHS[SHAPE_KEYS] = {"model.n_layer", "model.n_head", "model.n_embd",
@@ -282,7 +318,7 @@ static int apply_member(tg_config *c, const char *prefix, const cJSON *item, con
             return 0;
         }
     }
-    return tg_fail(e, "%s: unknown key '%s' (see --help for the keys)", src, path);
+    return fail_unknown_key(src, path, e);
 }
 
 int config_load_file(tg_config *c, const char *path, tg_err *e) {
@@ -309,7 +345,7 @@ int config_set(tg_config *c, const char *assignment, tg_err *e) {
     memcpy(path, assignment, n);
     path[n] = '\0';
     const key_spec *k = find_key(path);
-    if (!k) return tg_fail(e, "--set: unknown key '%s' (see --help for the keys)", path);
+    if (!k) return fail_unknown_key("--set", path, e);
     if (store_from_text(c, k, eq + 1, "--set", e)) return -1;
     c->from_set[k - SCHEMA] = true;
     note_given(c, k);
@@ -338,6 +374,10 @@ int config_grad_accum(const tg_config *c) {
     return c->train.global_batch / (c->train.micro_batch * c->parallel.dp);
 }
 
+long long config_eval_windows(const tg_config *c, long long available) {
+    return c->out.eval_batches < 0 || c->out.eval_batches > available ? available : c->out.eval_batches;
+}
+
 double config_tokens_per_device(const tg_config *c, int tp, int dp) {
     return (double)c->train.global_batch * c->model.seq_len / ((double)tp * dp);
 }
@@ -361,6 +401,20 @@ static const char *origin(const tg_config *c, const char *keys, char *buf, size_
     if (!overridden) snprintf(buf, n, "%s", file);
     else if (overridden < listed && len < n) snprintf(buf + len, n - len, " (over %s)", file);
     return buf;
+}
+
+int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], const char *const names[SHAPE_KEYS],
+                       const char *src, const char *advice, tg_err *e) {
+    const int given[SHAPE_KEYS] = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.vocab_size,
+                                   c->model.seq_len};
+    char where[CFG_PATH_MAX + 512];
+    for (int i = 0; i < SHAPE_KEYS; i++) {
+        const bool fits = i == SHAPE_SEQ_LEN ? given[i] <= shape[i] : given[i] == shape[i];
+        if (fits || !(c->model.shape_given & (1u << i))) continue;
+        return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", origin(c, SHAPE_PATHS[i], where, sizeof where),
+                       SHAPE_PATHS[i], given[i], src, names[i], shape[i], advice);
+    }
+    return 0;
 }
 
 int config_link(const tg_config *c, comm_link *l, tg_err *e) {

@@ -99,6 +99,13 @@ bool config_shape_complete(const tg_config *c);
  * checkpoint's value), range-checked like a given value; errors name src. */
 int config_take_shape(tg_config *c, const long long shape[SHAPE_KEYS], const char *src, tg_err *e);
 
+/* Checks each shape key the file or --set gave against shape[k] (the
+ * checkpoint's, described by src, where it is called names[k]): equal, or
+ * for seq_len at most it (the first rows of a longer wpe serve). A mismatch
+ * is refused naming the key, where it came from, both values and `advice`. */
+int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], const char *const names[SHAPE_KEYS],
+                       const char *src, const char *advice, tg_err *e);
+
 /* Fills parallel.dp when it is 0 (world size / tp). */
 void config_resolve_layout(tg_config *c, int world_size);
 
@@ -132,6 +139,9 @@ int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, t
 /* Derived quantities. */
 int config_padded_vocab(const tg_config *c);
 int config_grad_accum(const tg_config *c);
+/* The validation windows an evaluation reads of the `available` ones:
+ * out.eval_batches, at most all of them (-1: all). */
+long long config_eval_windows(const tg_config *c, long long available);
 /* One device's share of a step's tokens under tp x dp devices (a TP rank
  * runs 1/tp of its DP group's work): times FLOPs per token, the FLOPs one
  * device runs in a step. */

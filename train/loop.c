@@ -54,8 +54,30 @@ static void stop_on_signal(run *r, int sig) {
     exit(128 + sig);
 }
 
+bool run_nothing_to_train(const run *r) {
+    return r->resumed_step >= 0 && r->state.step >= r->cfg.train.steps;
+}
+
+/* A resume at or past train.steps: what to do instead, since rerunning the
+ * quickstart's own command is the first thing a newcomer tries. */
+static void say_nothing_to_train(const run *r) {
+    const tg_config *c = &r->cfg;
+    const int s = r->state.step;
+    printf("nothing left to train: %s/step_%08d has done %d steps, %s train.steps (%d); no step, sample, "
+           "checkpoint or log line was written.\n"
+           "To go on: raise train.steps to continue this run (e.g. --set train.steps=%d), or start another run in a "
+           "new out.dir (e.g. --set out.dir=%s_2; out.resume=false alone is refused where checkpoints exist, so that "
+           "none is overwritten).\n",
+           c->out.dir, s, s, s == c->train.steps ? "all of" : "past", c->train.steps, s > 0 ? 2 * s : 100, c->out.dir);
+    fflush(stdout);
+}
+
 int run_train(run *r) {
     const tg_config *c = &r->cfg;
+    if (run_nothing_to_train(r)) { /* no step, evaluation, sample or save: the checkpoint already holds it all */
+        say_nothing_to_train(r);
+        return 0;
+    }
     const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
     const bool can_eval = keep && r->val != NULL, can_sample = keep && c->out.sample_tokens > 0 && r->tok != NULL;
     int sig = agreed_stop_signal(r);

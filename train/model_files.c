@@ -59,12 +59,17 @@ static int detect_format(const char *path, model_format *f, tg_err *e) {
                       "version 3 or 5): %s", path, why);
 }
 
+/* The shape keys' names in a config.json (Hugging Face's) and in an llm.c header. */
+static const char *const HF_SHAPE_NAMES[SHAPE_KEYS] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+static const char *const LLMC_SHAPE_NAMES[SHAPE_KEYS] = {"num_layers", "num_heads", "channels", "vocab_size",
+                                                         "max_seq_len"};
+
 /* The shape in a checkpoint directory's config.json (Hugging Face's keys). */
 static int shape_from_config_json(const char *dir, long long shape[SHAPE_KEYS], char *src, size_t n, tg_err *e) {
     snprintf(src, n, "%s/config.json", dir);
     cJSON *j = ckpt_read_json(src, e);
     if (!j) return tg_wrap(e, "the model shape the config leaves out comes from it");
-    static const char *const keys[SHAPE_KEYS] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+    const char *const *keys = HF_SHAPE_NAMES;
     int rc = cJSON_IsObject(j) ? 0 : tg_fail(e, "%s: must be a JSON object (a Hugging Face GPT-2 config)", src);
     for (int k = 0; rc == 0 && k < SHAPE_KEYS; k++)
         rc = ckpt_json_whole(cJSON_GetObjectItemCaseSensitive(j, keys[k]), keys[k], 1, INT_MAX, &shape[k], src, e);
@@ -72,25 +77,59 @@ static int shape_from_config_json(const char *dir, long long shape[SHAPE_KEYS], 
     return rc;
 }
 
-int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
-    char path[PATH_LEN], src[PATH_LEN + 16];
+/* What to do when a given shape key does not fit the checkpoint. */
+static const char *const ADVICE_OUT_DIR =
+    "out.dir holds a run of another shape; to train this shape, start it in a new out.dir (--set out.dir=DIR); to go "
+    "on with that run, give its shape or leave the key out (it then comes from the checkpoint)";
+static const char *const ADVICE_INIT_FROM =
+    "leave the shape keys out of the config and --set to take model.init_from's, or give its values";
+
+/* The shape of the checkpoint the weights come from (model_files_source),
+ * from an llm.c header or a config.json: 1 with shape, its names there, src
+ * and whether it is model.init_from; 0: none (no checkpoint, or a directory
+ * without config.json while `needed` is false); -1 on error. */
+typedef struct source_shape {
+    long long shape[SHAPE_KEYS];
+    const char *const *names;
+    bool init_from;
+    char src[PATH_LEN + 32];
+} source_shape;
+
+static int read_source_shape(const tg_config *c, bool for_export, bool needed, source_shape *s, tg_err *e) {
+    char path[PATH_LEN];
     if (!model_files_source(c, for_export, path, sizeof path)) return 0;
     model_format f = FORMAT_DIRECTORY;
+    s->init_from = strcmp(path, c->model.init_from) == 0;
     /* A checkpoint of out.dir is a directory; model.init_from may be anything. */
-    if (strcmp(path, c->model.init_from) == 0 && detect_format(path, &f, e)) return -1;
-    long long shape[SHAPE_KEYS];
+    if (s->init_from && detect_format(path, &f, e)) return -1;
     if (f == FORMAT_LLMC) {
         llmc_header h;
         if (llmc_read_header(path, &h, e)) return -1;
         const long long from_header[SHAPE_KEYS] = {h.n_layer, h.n_head, h.n_embd, h.vocab_size, h.max_seq_len};
-        memcpy(shape, from_header, sizeof shape);
-        snprintf(src, sizeof src, "%s (llm.c header)", path);
-    } else if (config_shape_complete(c)) {
-        return 0; /* the load checks the given shape against the tensors */
-    } else if (shape_from_config_json(path, shape, src, sizeof src, e)) {
-        return -1;
+        memcpy(s->shape, from_header, sizeof s->shape);
+        s->names = LLMC_SHAPE_NAMES;
+        snprintf(s->src, sizeof s->src, "%s (llm.c header)", path);
+        return 1;
     }
-    return config_take_shape(c, shape, src, e);
+    s->names = HF_SHAPE_NAMES;
+    snprintf(s->src, sizeof s->src, "%s/config.json", path);
+    if (!needed && access(s->src, F_OK) != 0) return 0; /* the load checks the tensors' shapes */
+    return shape_from_config_json(path, s->shape, s->src, sizeof s->src, e) ? -1 : 1;
+}
+
+int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
+    source_shape s;
+    const int found = read_source_shape(c, for_export, !config_shape_complete(c), &s, e);
+    return found <= 0 ? found : config_take_shape(c, s.shape, s.src, e);
+}
+
+int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e) {
+    source_shape s;
+    const int found = read_source_shape(c, for_export, false, &s, e);
+    if (found <= 0) return found;
+    /* seq_len may be shorter (wpe's first rows serve); a resume then refuses it
+     * in state.json's check, which says why: the data position. */
+    return config_check_shape(c, s.shape, s.names, s.src, s.init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e);
 }
 
 /* ---- tokenizer files ---- */

@@ -24,6 +24,12 @@ int model_files_source(const tg_config *c, bool for_export, char *path, size_t n
  * rank starts. */
 int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e);
 
+/* Checks the shape keys the config and --set gave against that checkpoint
+ * (for_export: the one the modes read, model.init_from first), so that a
+ * misfit is refused with advice before the run is built, not when its
+ * tensors are read. */
+int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e);
+
 /* Writes vocab.json and merges.txt (data.vocab_dir's encoder.json and
  * vocab.bpe, byte for byte: the same formats), tokenizer_config.json and
  * special_tokens_map.json into a checkpoint directory; nothing when

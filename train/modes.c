@@ -9,7 +9,7 @@
 #include "train/hellaswag.h"
 #include "train/modes.h"
 
-sample_opts sample_opts_default(void) { return (sample_opts){NULL, -1, 1.0, 0, -1}; }
+sample_opts sample_opts_default(void) { return (sample_opts){NULL, -1, 1.0, 0, -1, 1}; }
 
 /* The ranks and the config checks training has, for a mode; a projection
  * has no real weights to use. */
@@ -47,14 +47,13 @@ int mode_eval(run *r) {
     tg_err e;
     resolve_for_mode(r, RUN_EVAL, "--eval");
     if ((!c->data.val[0] || c->out.eval_batches == 0) &&
-        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches > 0", c->source))
+        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches other than 0", c->source))
         tg_die(PROG, &e);
     run_setup(r);
     char what[CFG_PATH_MAX + 128];
     load_weights(r, what, sizeof what);
     const float val = run_evaluate(r);
-    long long batches = shards_windows_per_epoch(r->val);
-    if (batches > c->out.eval_batches) batches = c->out.eval_batches;
+    const long long batches = config_eval_windows(c, shards_windows_per_epoch(r->val));
     printf("val loss %.6f (%lld batches of %d x %d tokens; weights: %s)\n", val, batches, c->train.global_batch,
            c->model.seq_len, what);
     run_teardown(r);
@@ -94,9 +93,17 @@ int mode_sample(run *r, const sample_opts *given) {
     load_weights(r, what, sizeof what);
     int len;
     int32_t *toks = encode_prompt(r, o.prompt, o.max_tokens, &len);
-    sample_continue(r, toks, len, o.max_tokens, &o, seed, 0);
-    printf("\n");
-    fflush(stdout);
+    /* Each sample: the prompt (as the model reads it), then its tokens as
+     * they are drawn; several are separated by a line naming each one's seed. */
+    for (int i = 0; i < o.num_samples; i++) {
+        const uint64_t seed_i = sample_seed(seed, i);
+        if (o.num_samples > 1)
+            printf("---- sample %d of %d (--seed %llu) ----\n", i + 1, o.num_samples, (unsigned long long)seed_i);
+        sample_print(r, toks, len);
+        sample_continue(r, toks, len, o.max_tokens, &o, seed_i, 0);
+        printf("\n");
+        fflush(stdout);
+    }
     free(toks);
     run_teardown(r);
     return 0;

@@ -101,7 +101,10 @@ void run_hellaswag(run *r);
 void run_sample(run *r);
 
 /* train/loop.c: steps, evaluations, checkpoints, samples and signals until
- * train.steps; returns the exit status (or exits). */
+ * train.steps; returns the exit status (or exits). A run resumed at or past
+ * train.steps (run_nothing_to_train) says so, and how to go on, and returns
+ * 0 having written nothing: no log line, sample or checkpoint. */
+bool run_nothing_to_train(const run *r);
 int run_train(run *r);
 
 #endif

@@ -82,6 +82,20 @@ static void next_logits(run *r, const int32_t *ctx_tokens, int ctx, int32_t *fwd
     if (comm_all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
 }
 
+void sample_print(const run *r, const int32_t *toks, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t bytes;
+        const char *text = r->tok ? tokenizer_decode(r->tok, toks[i], &bytes) : NULL;
+        if (text) fwrite(text, 1, bytes, stdout);
+    }
+    fflush(stdout);
+}
+
+uint64_t sample_seed(uint64_t seed, int i) {
+    /* 53 bits, so that --seed takes it back (its range is a double's whole numbers) */
+    return i == 0 ? seed : rng_bits(seed, rng_stream_of("sample seed"), (uint64_t)i) & ((1ull << 53) - 1);
+}
+
 void sample_continue(run *r, int32_t *toks, int len, int n, const sample_opts *o, uint64_t seed,
                      uint64_t counter_base) {
     const tg_config *c = &r->cfg;
@@ -98,9 +112,7 @@ void sample_continue(run *r, int32_t *toks, int len, int n, const sample_opts *o
         next_logits(r, toks + p - ctx, ctx, fwd, local, logits);
         const float u = rng_uniform(seed, rng_stream_of("sample"), counter_base + (uint64_t)p);
         toks[p] = draw_token(logits, c->model.vocab_size, o, u, scratch);
-        size_t bytes;
-        const char *text = r->tok ? tokenizer_decode(r->tok, toks[p], &bytes) : NULL;
-        if (text) fwrite(text, 1, bytes, stdout);
+        sample_print(r, toks + p, 1); /* each token as it comes, as a terminal reader expects */
     }
     free(scratch);
     free(logits);
@@ -108,15 +120,17 @@ void sample_continue(run *r, int32_t *toks, int len, int n, const sample_opts *o
     free(fwd);
 }
 
-/* Training's sample: from <|endoftext|> (a document's start), within one
- * context, at temperature 1 over the whole vocabulary, keyed by the step. */
+/* Training's sample: from <|endoftext|> (a document's start, printed first
+ * as --sample prints its prompt), within one context, at temperature 1 over
+ * the whole vocabulary, keyed by the step. */
 void run_sample(run *r) {
     const tg_config *c = &r->cfg;
     const int n = c->out.sample_tokens < c->model.seq_len - 1 ? c->out.sample_tokens : c->model.seq_len - 1;
     int32_t *toks = tg_malloc((size_t)(n + 1) * sizeof(int32_t), "sample");
     toks[0] = c->model.vocab_size > GPT2_EOT_TOKEN ? GPT2_EOT_TOKEN : 0;
-    const sample_opts whole_softmax = {NULL, n, 1.0, 0, -1};
+    const sample_opts whole_softmax = {NULL, n, 1.0, 0, -1, 1};
     printf("---- sample at step %d ----\n", r->state.step);
+    sample_print(r, toks, 1);
     sample_continue(r, toks, 1, n, &whole_softmax, (uint64_t)c->train.seed, (uint64_t)r->state.step << 20);
     printf("\n---------------------------\n");
     fflush(stdout);

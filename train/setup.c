@@ -7,6 +7,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/timed.h"
 #include "parallel/numa_bind.h"
+#include "train/model_files.h"
 #include "train/run.h"
 #include "train/runlog.h"
 #include "util/fs.h"
@@ -93,8 +94,7 @@ static comm *connect_group(run *r, bool nccl, const char *name, const int *ranks
 static void check_val_tokens(run *r) {
     const long long win = (long long)r->cfg.train.global_batch * r->cfg.model.seq_len + 1;
     int32_t *buf = tg_malloc((size_t)win * sizeof(int32_t), "validation check");
-    long long n = shards_windows_per_epoch(r->val);
-    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    const long long n = config_eval_windows(&r->cfg, shards_windows_per_epoch(r->val));
     data_pos pos = {0, 0};
     tg_err e;
     for (long long i = 0; i < n; i++)
@@ -117,13 +117,13 @@ static void open_data(run *r) {
         say(r, "train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
             shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
     }
-    if ((training || r->purpose == RUN_EVAL) && c->data.val[0] && c->out.eval_batches > 0) {
+    if ((training || r->purpose == RUN_EVAL) && c->data.val[0] && c->out.eval_batches != 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
         if (!r->val) tg_die(PROG, &e);
         if (training) check_val_tokens(r);
         const long long windows = shards_windows_per_epoch(r->val);
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
-            shards_total_tokens(r->val), windows, windows < c->out.eval_batches ? windows : (long long)c->out.eval_batches);
+            shards_total_tokens(r->val), windows, config_eval_windows(c, windows));
     }
     const bool hellaswag = training && c->out.hellaswag[0] && !c->parallel.project; /* a projection scores nothing */
     if ((training && c->out.sample_tokens > 0) || hellaswag || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
@@ -293,12 +293,15 @@ static void setup_training(run *r) {
     report_budget(&r->budget);
     if (r->rank == 0) lock_out_dir(r);
     init_state(r);
+    if (run_nothing_to_train(r)) return; /* run_train says so; out.dir and its log stay as they are */
     if (r->rank == 0) report_open_log(r);
 }
 
 void run_setup(run *r) {
     tg_config *c = &r->cfg;
     tg_err e;
+    /* After the config's own checks (run_resolve_topology), before anything is built or the budget printed. */
+    if (model_files_check_shape(c, r->purpose != RUN_TRAIN, &e)) tg_die(PROG, &e);
     r->ops = open_backend(c, r->topo.local_rank);
     if (c->out.op_times && r->purpose == RUN_TRAIN) {
         if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);

@@ -33,8 +33,7 @@ static float eval_window(run *r) {
 
 float run_evaluate(run *r) {
     data_pos pos = {0, 0};
-    long long n = shards_windows_per_epoch(r->val);
-    if (n > r->cfg.out.eval_batches) n = r->cfg.out.eval_batches;
+    const long long n = config_eval_windows(&r->cfg, shards_windows_per_epoch(r->val));
     tg_err e;
     double sum = 0.0;
     for (long long i = 0; i < n; i++) {
