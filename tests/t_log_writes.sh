@@ -3,7 +3,8 @@
 # log.jsonl past the file-size limit (ulimit -f: writes fail with EFBIG once
 # SIGXFSZ is ignored) ends the run non-zero naming log.jsonl and the step,
 # and leaves only whole lines; stdout on /dev/full ends training and --eval
-# non-zero naming stdout; a checkpoint save past the limit names its file and
+# non-zero naming stdout, and rank 1's logs/rank_1.out on /dev/full ends a
+# TP=2 run naming that file; a checkpoint save past the limit names its file and
 # leaves the earlier checkpoint as it was; ./prepare past the limit names its
 # shard. And the clear endings: --hellaswag DIR, --export-llmc "", and JSON
 # nested deeper than cJSON's limit (a config, a checkpoint's state.json).
@@ -64,6 +65,16 @@ tg --set out.dir="$d" --eval >/dev/full 2>"$d.eval.err"
 rc=$?
 if [ "$rc" = 1 ] && grep -q "stdout: cannot write" "$d.eval.err"; then ok stdout_full_ends_eval
 else not_ok stdout_full_ends_eval "exit status $rc: $(oneline "$d.eval.err")"; fi
+
+# rank 1 of a TP=2 run writes its output to out.dir/logs/rank_1.out: here a
+# link to /dev/full (the launcher prints the last lines of a failed rank's log)
+d="$tmp/rank_full"
+mkdir -p "$d/logs" && ln -s /dev/full "$d/logs/rank_1.out"
+timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/rank_full_launch" -- "$bin" --config "$cfg" \
+    --set parallel.tp=2 --set out.dir="$d" >"$d.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q "$d/logs/rank_1.out: cannot write" "$d.out"; then ok rank_log_full_ends_the_run
+else not_ok rank_log_full_ends_the_run "exit status $rc: $(oneline "$d.out")"; fi
 
 # ---- a checkpoint save past the file-size limit ------------------------------
 # step 2 is saved without a limit; the resumed run's save of step 4 cannot
