@@ -1,4 +1,5 @@
 # train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make test-gpu · make fuzz
+#            · make asan / asan-check (ASan+UBSan build and a short run under it)
 #            · make quickstart. Folders are layers (README, "Layout"): util < data, parallel < kernels < model < train.
 CC ?= gcc
 CFLAGS ?= -O3
@@ -185,6 +186,42 @@ fuzz: fuzz-build
 # Every committed seed once through its harness (fast, deterministic).
 fuzz-replay: fuzz-build
 	bash tests/fuzz/run.sh replay
+
+# ---- AddressSanitizer and UndefinedBehaviorSanitizer (make asan, make asan-check) ----
+# train_gpt and prepare from the CPU sources (the fuzzers' list) into
+# build/asan/, with OpenMP as in the normal build (gcc's libgomp runs clean
+# under ASan). UBSan does not recover: any report ends the program non-zero.
+ASAN_CC ?= $(CC)
+ASAN_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -fopenmp -I. -Wall -Wextra -fno-omit-frame-pointer \
+              -fsanitize=address,undefined -fno-sanitize-recover=all -MMD -MP
+ASAN_LIB_OBJ = $(patsubst %.c,build/asan/%.o,$(sort $(FUZZ_SRC))) $(CPU_KERNEL_SRC:%.c=build/asan/%.bf16.o)
+ASAN_PREPARE_OBJ = $(patsubst $(BUILD)/%,build/asan/%,$(PREPARE_OBJ))
+.PHONY: asan asan-check
+.SECONDARY: $(ASAN_LIB_OBJ) $(ASAN_PREPARE_OBJ) build/asan/train_gpt.o
+
+build/asan/%.bf16.o: %.c
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -DTG_CPU_BF16 -c $< -o $@
+
+build/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ASAN_CC) $(ASAN_CFLAGS) -c $< -o $@
+
+build/asan/train/args.o: ASAN_CFLAGS += -DTG_COMMIT='"$(TG_COMMIT)"'
+build/asan/train/args.o: $(BUILD)/commit.stamp
+
+build/asan/train_gpt: build/asan/train_gpt.o $(ASAN_LIB_OBJ)
+	$(ASAN_CC) $(ASAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+build/asan/prepare: $(ASAN_PREPARE_OBJ)
+	$(ASAN_CC) $(ASAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+asan: build/asan/train_gpt build/asan/prepare
+
+# A short train with a save, a resume, --eval, --sample and ./prepare under
+# the sanitizers; any report fails it (tests/asan_check.sh).
+asan-check: asan
+	bash tests/asan_check.sh
 
 clean:
 	rm -rf build train_gpt prepare

@@ -1,9 +1,11 @@
 #include "data/hellaswag.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/json.h"
 
@@ -104,7 +106,18 @@ static int add_line(hs_set *s, int *cap, const char *line, size_t len, const cha
 
 hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, int seq_len, tg_err *e) {
     FILE *f = fopen(path, "r");
-    if (!f) return tg_fail(e, "%s: cannot open the HellaSwag file", path), NULL;
+    if (!f) return tg_fail(e, "%s: cannot open the HellaSwag file: %s", path, strerror(errno)), NULL;
+    /* A folder opens for reading but fails at the first read: say so. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        const int err = errno;
+        fclose(f);
+        return tg_fail(e, "%s: cannot inspect the HellaSwag file: %s", path, strerror(err)), NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return tg_fail(e, "%s: is a directory, not a HellaSwag JSONL file", path), NULL;
+    }
     hs_set *s = tg_calloc(1, sizeof *s, "HellaSwag set");
     char *line = NULL, where[1100];
     size_t line_cap = 0;
@@ -116,7 +129,7 @@ hs_set *hellaswag_load(const char *path, const tokenizer *tok, int vocab_size, i
                                      : add_line(s, &cap, line, (size_t)len, where, tok, vocab_size, seq_len, e);
     }
     free(line);
-    if (!rc && ferror(f)) rc = tg_fail(e, "%s: read error after line %d", path, no);
+    if (!rc && ferror(f)) rc = tg_fail(e, "%s: read error after line %d: %s", path, no, strerror(errno));
     fclose(f);
     if (!rc && s->n == 0) rc = tg_fail(e, "%s: no HellaSwag example in the file", path);
     if (rc) return hellaswag_free(s), NULL;

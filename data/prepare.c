@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,12 @@ static int decode_shard(const tokenizer *t, const char *path, tg_err *e) {
 int main(int argc, char **argv) {
     options o;
     tg_err e;
+    /* Past the file-size limit (ulimit -f) a shard write fails with EFBIG,
+     * naming the shard; the default SIGXFSZ would kill without a word. */
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR) {
+        tg_fail(&e, "cannot ignore SIGXFSZ: %s", strerror(errno));
+        tg_die(PROG, &e);
+    }
     int rc = parse_args(argc, argv, &o, &e);
     if (rc < 0) tg_die(PROG, &e);
     if (rc > 0) {

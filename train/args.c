@@ -179,6 +179,10 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
         } else if (strcmp(argv[i], "--export-llmc") == 0 && i + 1 < argc) {
             choose_mode(a, MODE_EXPORT_LLMC, argv[i]);
             a->export_llmc = argv[++i];
+            if (!a->export_llmc[0]) {
+                fprintf(stderr, "%s: error: --export-llmc: the path is empty; give the llm.c model file to write\n", PROG);
+                exit(2);
+            }
         } else {
             fprintf(stderr, "%s: error: unknown or incomplete argument '%s' (see --help)\n", PROG, argv[i]);
             exit(2);

@@ -125,8 +125,8 @@ void run_hellaswag(run *r) {
         jsonl_int(&l, "step", r->state.step);
         jsonl_num(&l, "hellaswag_acc_norm", "%.6g", norm);
         jsonl_num(&l, "hellaswag_acc", "%.6g", acc);
-        jsonl_close(&l);
+        report_log_close(r, &l, r->state.step);
     }
     printf("step %d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f\n", r->state.step, norm, t.correct_norm, t.n, acc);
-    fflush(stdout);
+    report_check_stdout(r, "the HellaSwag line", r->state.step);
 }

@@ -17,6 +17,7 @@ static void save(run *r) {
     if (rc < 0) tg_die(PROG, &e);
     if (rc == 1) printf("%s/step_%08d already holds this state\n", r->cfg.out.dir, r->state.step);
     else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
+    report_check_stdout(r, "the checkpoint line", r->state.step);
     if (r->rank == 0) ckpt_prune(r->cfg.out.dir, r->cfg.out.keep_last, r->cfg.out.keep_every, &r->kept);
 }
 

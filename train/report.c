@@ -1,5 +1,6 @@
 /* What a run tells: the progress line on stdout and rank 0's log.jsonl
  * (train, eval, budget, resume and peak-memory lines). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,33 @@ void report_budget(const gpt_budget *b) {
            " | logits %.1f | backward scratch %.1f | backend workspace %.1f | tokens %.1f | total %.1f\n",
            b->params / MiB, b->grads / MiB, b->optim / MiB, b->acts_kept / MiB, b->acts_attention / MiB, b->logits / MiB,
            b->scratch / MiB, b->workspace / MiB, b->tokens / MiB, b->total / MiB);
+}
+
+/* Policy: a log line that cannot be written ends the run (non-zero, the
+ * step named): a log with a silent gap is worse than a stop, and a resume
+ * from the newest checkpoint continues it. jsonl_close has cut the partial
+ * line back, so the file stays whole lines. */
+void report_log_close(const run *r, jsonl_line *l, int step) {
+    tg_err e;
+    if (jsonl_close(l, &e) == 0) return;
+    tg_wrap(&e, "%s/log.jsonl: step %d", r->cfg.out.dir, step);
+    tg_die(PROG, &e);
+}
+
+/* Policy as for log.jsonl: output that cannot be written (a full disk under
+ * rank R's out.dir/logs/rank_R.out, a closed pipe, /dev/full) ends the run,
+ * naming what failed. stdout keeps its error flag, so a failure in an
+ * earlier line (the banner) is caught at the next check. */
+void report_check_stdout(const run *r, const char *what, int step) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return;
+    const int err = errno;
+    char where[CFG_PATH_MAX + 48];
+    if (r->rank != 0 && r->purpose == RUN_TRAIN) snprintf(where, sizeof where, "%s/logs/rank_%d.out", r->cfg.out.dir, r->rank);
+    else snprintf(where, sizeof where, "stdout");
+    tg_err e;
+    tg_fail(&e, "%s: cannot write %s at step %d: %s", where, what, step, err ? strerror(err) : "write error");
+    tg_die(PROG, &e);
 }
 
 /* Rank 0's log.jsonl: after a resume, the lines the interrupted run wrote
@@ -38,7 +66,7 @@ void report_open_log(run *r) {
         l = jsonl_open(r->log);
         jsonl_int(&l, "step", r->resumed_step);
         jsonl_bool(&l, "resumed", true);
-        jsonl_close(&l);
+        report_log_close(r, &l, r->resumed_step);
     }
     const gpt_budget *b = &r->budget;
     char budget[512];
@@ -51,7 +79,7 @@ void report_open_log(run *r) {
     jsonl_uint(&l, "allocated_bytes", gpt_allocated_bytes(r->model) + optim_allocated_bytes(r->opt) + b->tokens);
     jsonl_int(&l, "tp", r->tp->size);
     jsonl_int(&l, "dp", r->dp->size);
-    jsonl_close(&l);
+    report_log_close(r, &l, r->state.step);
 }
 
 /* Seconds of communication so far: measured inside the collectives of a
@@ -150,7 +178,7 @@ static void write_train_line(run *r, float loss, double lr, double norm, double 
     jsonl_num(&l, "mfu", "%.6f", mfu >= 0 ? mfu : NAN);
     jsonl_uint(&l, "mem_peak_bytes", mem_peak_bytes(r));
     write_comm_bytes(r, &l);
-    jsonl_close(&l);
+    report_log_close(r, &l, r->state.step);
 }
 
 
@@ -174,7 +202,7 @@ void report_train(run *r, float loss, double lr, double norm, double ms, bool sk
     printf("step %*d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.1f ms%s%s | %.0f tok/s | ETA %dm%02ds%s\n",
            (int)log10(c->train.steps) + 1, s, c->train.steps, loss, lr, norm, step_ms, projected ? " projected" : "",
            extra, tps, (int)eta / 60, (int)eta % 60, skipped ? " | SKIPPED: non-finite, update dropped" : "");
-    fflush(stdout);
+    report_check_stdout(r, "the progress line", s);
 }
 
 
@@ -183,10 +211,10 @@ void report_eval(run *r, float val) {
         jsonl_line l = jsonl_open(r->log);
         jsonl_int(&l, "step", r->state.step);
         jsonl_num(&l, "val_loss", "%.7g", val);
-        jsonl_close(&l);
+        report_log_close(r, &l, r->state.step);
     }
     printf("step %d | val loss %.4f\n", r->state.step, val);
-    fflush(stdout);
+    report_check_stdout(r, "the validation line", r->state.step);
 }
 
 /* Every rank's peak resident memory (MiB, global rank order: the TP group
@@ -231,12 +259,13 @@ void report_peak_memory(run *r) {
         jsonl_line l = jsonl_open(r->log);
         jsonl_int(&l, "step", r->state.step);
         jsonl_raw(&l, "mem_peak_mib_by_rank", list);
-        jsonl_close(&l);
+        report_log_close(r, &l, r->state.step);
         free(list);
     }
     printf("peak resident memory per rank (MiB):");
     for (int i = 0; i < n; i++) printf(" %.1f", all[i]);
     printf("\n");
+    report_check_stdout(r, "the peak memory line", r->state.step);
     free(tp_peaks);
     free(all);
 }

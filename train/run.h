@@ -85,6 +85,13 @@ void run_train_step(run *r);
 /* train/report.c: stdout, and rank 0's log.jsonl */
 void report_budget(const gpt_budget *b);
 void report_open_log(run *r);
+/* Ends a log.jsonl line; a failed write ends the run, naming the file and
+ * step (the partial line is cut back first). */
+struct jsonl_line;
+void report_log_close(const run *r, struct jsonl_line *l, int step);
+/* Flushes stdout (rank R > 0 in training: out.dir/logs/rank_R.out); a
+ * failed write ends the run, naming the output, `what` and the step. */
+void report_check_stdout(const run *r, const char *what, int step);
 void report_train(run *r, float loss, double lr, double norm, double ms, bool skipped);
 void report_eval(run *r, float val);
 /* out.op_times: the per-op table on stdout and out.dir/op_times.tsv (rank 0). */

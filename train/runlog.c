@@ -3,13 +3,33 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util/fs.h"
 
-static void key(jsonl_line *l, const char *k) { fprintf(l->f, "%s\"%s\":", l->members++ ? "," : "", k); }
+/* Appends printf-formatted text to the line in memory. */
+static void put(jsonl_line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(jsonl_line *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(l->text + l->len, l->cap - l->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= l->cap - l->len) {
+        while ((size_t)n >= l->cap - l->len) l->cap *= 2;
+        l->text = tg_realloc(l->text, l->cap, "a log.jsonl line");
+        va_start(ap, fmt);
+        vsnprintf(l->text + l->len, l->cap - l->len, fmt, ap);
+        va_end(ap);
+    }
+    l->len += (size_t)n;
+}
+
+static void key(jsonl_line *l, const char *k) { put(l, "%s\"%s\":", l->members++ ? "," : "", k); }
 
 /* Every line starts with the wall-clock time it was written (Unix seconds,
  * milliseconds), so lines can be set beside other logs and throughput read
@@ -17,50 +37,77 @@ static void key(jsonl_line *l, const char *k) { fprintf(l->f, "%s\"%s\":", l->me
 jsonl_line jsonl_open(FILE *f) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    fputc('{', f);
-    jsonl_line l = {f, 0};
+    jsonl_line l = {f, tg_malloc(1024, "a log.jsonl line"), 0, 1024, 0};
+    put(&l, "{");
     jsonl_num(&l, "time", "%.3f", (double)now.tv_sec + now.tv_nsec * 1e-9);
     return l;
 }
 
 void jsonl_num(jsonl_line *l, const char *k, const char *fmt, double v) {
     key(l, k);
-    if (isfinite(v)) fprintf(l->f, fmt, v);
-    else fputs("null", l->f);
+    if (isfinite(v)) put(l, fmt, v);
+    else put(l, "null");
 }
 
 void jsonl_int(jsonl_line *l, const char *k, long long v) {
     key(l, k);
-    fprintf(l->f, "%lld", v);
+    put(l, "%lld", v);
 }
 
 void jsonl_uint(jsonl_line *l, const char *k, unsigned long long v) {
     key(l, k);
-    fprintf(l->f, "%llu", v);
+    put(l, "%llu", v);
 }
 
 void jsonl_bool(jsonl_line *l, const char *k, bool v) {
     key(l, k);
-    fputs(v ? "true" : "false", l->f);
+    put(l, "%s", v ? "true" : "false");
 }
 
 void jsonl_str(jsonl_line *l, const char *k, const char *v) {
     key(l, k);
     cJSON *s = cJSON_CreateString(v);
     char *text = s ? cJSON_PrintUnformatted(s) : NULL;
-    fputs(text ? text : "null", l->f);
+    put(l, "%s", text ? text : "null");
     free(text);
     cJSON_Delete(s);
 }
 
 void jsonl_raw(jsonl_line *l, const char *k, const char *json) {
     key(l, k);
-    fputs(json, l->f);
+    put(l, "%s", json);
 }
 
-void jsonl_close(jsonl_line *l) {
-    fputs("}\n", l->f);
-    fflush(l->f);
+/* Writes all of text to fd; -1 with errno set when the file takes no more. */
+static int write_all(int fd, const char *text, size_t len) {
+    while (len > 0) {
+        const ssize_t n = write(fd, text, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        text += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int jsonl_close(jsonl_line *l, tg_err *e) {
+    put(l, "}\n");
+    /* One writer (rank 0) appends: the end before the write is where the
+     * line begins, and where a failed write is cut back to. */
+    const int fd = fileno(l->f);
+    const off_t start = lseek(fd, 0, SEEK_END);
+    int rc = 0;
+    if (start < 0) {
+        rc = tg_fail(e, "cannot find the log's end: %s", strerror(errno));
+    } else if (write_all(fd, l->text, l->len)) {
+        const int err = errno;
+        const bool cut = ftruncate(fd, start) == 0;
+        rc = tg_fail(e, "cannot write a line: %s%s", strerror(err),
+                     cut ? " (the partial line was removed)" : "; removing the partial line failed too");
+    }
+    free(l->text);
+    l->text = NULL;
+    return rc;
 }
 
 /* Whether a log line belongs to the run up to `step`: a complete JSON

@@ -8,13 +8,18 @@
 
 #include "util/err.h"
 
-/* One line being written: jsonl_open, then members, then jsonl_close. */
+/* One line being written: jsonl_open, then members, then jsonl_close. The
+ * members gather in memory (text) and reach f's file in one write at the
+ * close, so that a failed write can be cut back whole. */
 typedef struct jsonl_line {
     FILE *f;
+    char *text;
+    size_t len, cap;
     int members;
 } jsonl_line;
 
-/* Begins a line with "time": wall-clock Unix seconds with milliseconds. */
+/* Begins a line with "time": wall-clock Unix seconds with milliseconds.
+ * f is only written through jsonl_close (its descriptor, O_APPEND). */
 jsonl_line jsonl_open(FILE *f);
 /* A number printed with fmt (e.g. "%.7g"), or null when it is not finite. */
 void jsonl_num(jsonl_line *l, const char *key, const char *fmt, double v);
@@ -25,8 +30,10 @@ void jsonl_bool(jsonl_line *l, const char *key, bool v);
 void jsonl_str(jsonl_line *l, const char *key, const char *v);
 /* An already-formatted JSON value (an object or array the caller built). */
 void jsonl_raw(jsonl_line *l, const char *key, const char *json);
-/* Ends the line and flushes it, so a crash loses at most this line. */
-void jsonl_close(jsonl_line *l);
+/* Ends the line and writes it to the file, so a crash loses at most this
+ * line. Returns 0, or -1 with e saying why (ENOSPC, EFBIG, EIO...) after
+ * cutting the file back to where the line began: a torn line never stays. */
+int jsonl_close(jsonl_line *l, tg_err *e);
 
 /* A resume from the checkpoint of `step`: drops the lines of later steps
  * (written by the run that died after that checkpoint) and any torn last

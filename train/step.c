@@ -65,7 +65,7 @@ static update_action nonfinite_action(run *r, int step, float loss, double norm)
         jsonl_num(&l, "loss", "%.7g", loss);
         jsonl_num(&l, "grad_norm", "%.7g", norm);
         jsonl_str(&l, "stopped", "non-finite");
-        jsonl_close(&l);
+        report_log_close(r, &l, step);
     }
     tg_err e;
     tg_fail(&e, "step %d: the loss is %g and the gradient norm is %g (train.on_nonfinite = stop): stopping without "

@@ -1,6 +1,7 @@
 #include "util/json.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,39 @@ static int check_unique_keys(const cJSON *node, const char *where, const char *p
     return 0;
 }
 
+/* Whether text[0..off] opens more arrays and objects than cJSON's limit
+ * before closing them (brackets inside strings do not count): cJSON
+ * then fails at off, and "malformed" would mislead. */
+static bool too_deep(const char *text, size_t off) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i <= off && text[i]; i++) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\' && text[i + 1]) i++;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > CJSON_NESTING_LIMIT) return true;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return false;
+}
+
 cJSON *json_parse_exact(const char *text, size_t len, const char *path, tg_err *e) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
     int line, col;
     if (!root) {
-        locate(text, end ? (size_t)(end - text) : 0, &line, &col);
-        tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
+        const size_t off = end ? (size_t)(end - text) : 0;
+        locate(text, off, &line, &col);
+        if (too_deep(text, off))
+            tg_fail(e, "%s: JSON nested deeper than %d levels (line %d, column %d)", path, CJSON_NESTING_LIMIT, line, col);
+        else
+            tg_fail(e, "%s: malformed JSON near line %d, column %d", path, line, col);
         return NULL;
     }
     /* cJSON stops at the value's end (or at a NUL byte): anything but
