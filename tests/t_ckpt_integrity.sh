@@ -133,7 +133,7 @@ expect_fail() {
     [ "$(snapshot "$dir")" = "$before" ] || why+=("$dir changed")
     if [ ${#why[@]} -eq 0 ]; then ok "$name"; else local IFS=';'; not_ok "$name" "${why[*]} | stderr: $(oneline "$err")"; fi
 }
-fresh="$tmp/fresh"  # out.dir of runs that start from model.init_from
+fresh="$tmp/fresh"  # fresh/CASE: out.dir of a run that starts from model.init_from
 
 # ---- single-bit flips: refused naming the file ------------------------------
 d=$(mkrun flip_model); fx flip "$d/step_00000002/model.safetensors" h.1.mlp.c_fc.weight
@@ -144,7 +144,7 @@ d=$(mkrun flip_config); fx flip "$d/step_00000002/config.json" 'text:0.02'  # in
 expect_fail bitflip_config_json "$d" 'step_00000002/config\.json' 'damaged' -- --set out.dir="$d"
 # the same flip through model.init_from, --eval and --export-llmc of a checkpoint dir
 d=$(mkrun flip_init); fx flip "$d/step_00000002/model.safetensors" wte.weight
-expect_fail bitflip_init_from "$d" 'step_00000002/model\.safetensors' 'damaged' -- --set out.dir="$fresh" --set model.init_from="$d/step_00000002"
+expect_fail bitflip_init_from "$d" 'step_00000002/model\.safetensors' 'damaged' -- --set out.dir="$fresh/bitflip_init_from" --set model.init_from="$d/step_00000002"
 expect_fail bitflip_eval "$d" 'step_00000002/model\.safetensors' 'damaged' -- --set out.dir="$d" --eval
 expect_fail bitflip_export_llmc "$d" 'step_00000002/model\.safetensors' 'damaged' -- --set out.dir="$d" --export-llmc "$tmp/flip.bin"
 if [ -e "$tmp/flip.bin" ]; then not_ok bitflip_export_wrote_nothing "$tmp/flip.bin exists"; else ok bitflip_export_wrote_nothing; fi
@@ -181,21 +181,21 @@ done
 
 # ---- data_offsets must tile the data section ---------------------------------
 h=$(mkhf overlap); fx st "$h/model.safetensors" overlap ln_f.weight ln_f.bias
-expect_fail offsets_overlap "$h" 'overlap/model\.safetensors' 'ln_f\.bias' 'ln_f\.weight' 'overlap' -- --set out.dir="$fresh" --set model.init_from="$h"
+expect_fail offsets_overlap "$h" 'overlap/model\.safetensors' 'ln_f\.bias' 'ln_f\.weight' 'overlap' -- --set out.dir="$fresh/offsets_overlap" --set model.init_from="$h"
 h=$(mkhf gap); fx st "$h/model.safetensors" gap
-expect_fail offsets_gap "$h" 'gap/model\.safetensors' 'unused' -- --set out.dir="$fresh" --set model.init_from="$h"
+expect_fail offsets_gap "$h" 'gap/model\.safetensors' 'unused' -- --set out.dir="$fresh/offsets_gap" --set model.init_from="$h"
 h=$(mkhf tail); fx st "$h/model.safetensors" tail
-expect_fail offsets_unused_tail "$h" 'tail/model\.safetensors' 'unused' -- --set out.dir="$fresh" --set model.init_from="$h"
+expect_fail offsets_unused_tail "$h" 'tail/model\.safetensors' 'unused' -- --set out.dir="$fresh/offsets_unused_tail" --set model.init_from="$h"
 
 # ---- tensors the model lacks, or lacking one it has ---------------------------
-h=$(mkhf layers2); expect_fail two_layers_into_one_with_config "$h" 'layers2/config\.json' 'n_layer' -- --set out.dir="$fresh" --set model.init_from="$h" --set model.n_layer=1
-h=$(mkhf layers2_nocfg noconfig); expect_fail two_layers_into_one_without_config "$h" 'layers2_nocfg/model\.safetensors' "'h\.1\." 'not part of this model' -- --set out.dir="$fresh" --set model.init_from="$h" --set model.n_layer=1
+h=$(mkhf layers2); expect_fail two_layers_into_one_with_config "$h" 'layers2/config\.json' 'n_layer' -- --set out.dir="$fresh/two_layers_into_one_with_config" --set model.init_from="$h" --set model.n_layer=1
+h=$(mkhf layers2_nocfg noconfig); expect_fail two_layers_into_one_without_config "$h" 'layers2_nocfg/model\.safetensors' "'h\.1\." 'not part of this model' -- --set out.dir="$fresh/two_layers_into_one_without_config" --set model.init_from="$h" --set model.n_layer=1
 d=$(mkrun llmc); timeout -k 5 60 "$bin" --config "$base" --set out.dir="$d" --export-llmc "$tmp/two.bin" >/dev/null 2>&1
-expect_fail two_layers_into_one_llmc "$d" 'two\.bin' 'num_layers' -- --set out.dir="$fresh" --set model.init_from="$tmp/two.bin" --set model.n_layer=1
+expect_fail two_layers_into_one_llmc "$d" 'two\.bin' 'num_layers' -- --set out.dir="$fresh/two_layers_into_one_llmc" --set model.init_from="$tmp/two.bin" --set model.n_layer=1
 h=$(mkhf unknown); fx st "$h/model.safetensors" add h.0.mlp.c_gate.weight h.0.mlp.c_fc.weight
-expect_fail unknown_tensor_model "$h" 'unknown/model\.safetensors' 'h\.0\.mlp\.c_gate\.weight' -- --set out.dir="$fresh" --set model.init_from="$h"
+expect_fail unknown_tensor_model "$h" 'unknown/model\.safetensors' 'h\.0\.mlp\.c_gate\.weight' -- --set out.dir="$fresh/unknown_tensor_model" --set model.init_from="$h"
 h=$(mkhf missing); fx st "$h/model.safetensors" drop h.1.attn.c_proj.bias
-expect_fail missing_tensor_model "$h" 'missing/model\.safetensors' 'h\.1\.attn\.c_proj\.bias' -- --set out.dir="$fresh" --set model.init_from="$h"
+expect_fail missing_tensor_model "$h" 'missing/model\.safetensors' 'h\.1\.attn\.c_proj\.bias' -- --set out.dir="$fresh/missing_tensor_model" --set model.init_from="$h"
 # the optimizer's file (read on resume; version 1, so the edit meets no checksum)
 d=$(mkrun opt_unknown); fx state "$d/step_00000002/state.json" unverify
 fx st "$d/step_00000002/optimizer.safetensors" add exp_avg.h.2.ln_1.weight exp_avg.h.0.ln_1.weight

@@ -16,17 +16,11 @@
 #include "train/ckpt_digest.h"
 #include "train/llmc.h"
 #include "train/model_files.h"
-#include "train/run.h"
 #include "train/safetensors.h"
 #include "util/fs.h"
 #include "util/json.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
-/* Version 2 records each file's checksum and the training set in
- * state.json; version 1 (neither) still loads, with a warning that its
- * files are unverified. */
-#define CKPT_VERSION 2
-#define CKPT_VERSION_UNVERIFIED 1
 
 /* ---- layout-independent views of the TP ranks' buffers ---- */
 
@@ -482,27 +476,11 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host
     return rc;
 }
 
-/* h.N.attn.bias or h.N.attn.masked_bias with N one of the model's layers:
- * Hugging Face's causal-mask buffers. */
-static bool hf_mask_buffer(const char *name, int n_layer) {
-    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9') return false;
-    char *end;
-    const long layer = strtol(name + 2, &end, 10);
-    return layer < n_layer && (strcmp(end, ".attn.bias") == 0 || strcmp(end, ".attn.masked_bias") == 0);
-}
-
-/* Entries of Hugging Face GPT-2 files that are no parameter of the model:
- * the causal-mask buffers, and lm_head.weight, tied to wte. */
-static bool hf_known_extra(const char *name, int n_layer) {
-    if (strncmp(name, "transformer.", 12) == 0) name += 12;
-    return strcmp(name, "lm_head.weight") == 0 || hf_mask_buffer(name, n_layer);
-}
-
 /* A tensor the model lacks means the file holds another model (more
  * layers, say): refused by name rather than dropped. */
 static int refuse_unknown(const st_file *s, const bool *used, const gpt *g, tg_err *e) {
     for (int i = 0; i < s->n; i++)
-        if (!used[i] && !hf_known_extra(s->tensors[i].name, g->d.L))
+        if (!used[i] && !model_files_hf_extra(s->tensors[i].name, g->d.L))
             return tg_fail(e, "%s: tensor '%s' is not part of this model (%d layers, width %d): the file holds another "
                               "model", s->path, s->tensors[i].name, g->d.L, g->d.C);
     return 0;
@@ -525,41 +503,10 @@ static int read_file(const char *dir, const char *name, const gpt *g, const char
     return rc;
 }
 
-/* The version of a parsed state.json: this one, or the unverified one. */
-static int state_version(const cJSON *j, const char *path, long long *version, tg_err *e) {
-    if (!cJSON_IsObject(j)) return tg_fail(e, "%s: not a JSON object", path);
-    if (ckpt_json_whole(cJSON_GetObjectItemCaseSensitive(j, "version"), "version", 0, INT_MAX, version, path, e))
-        return -1;
-    if (*version != CKPT_VERSION && *version != CKPT_VERSION_UNVERIFIED)
-        return tg_fail(e, "%s: checkpoint version %lld is not %d (or %d)", path, *version, CKPT_VERSION,
-                       CKPT_VERSION_UNVERIFIED);
-    return 0;
-}
-
-/* A train_gpt checkpoint (a directory holding state.json; a Hugging Face
- * one holds none) has every file checked against the checksums state.json
- * records before anything in it is read. */
-static int verify_checkpoint(const char *dir, tg_err *e) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    struct stat sb;
-    if (lstat(path, &sb) != 0 && errno == ENOENT) return 0;
-    cJSON *j = ckpt_read_json(path, e);
-    if (!j) return -1;
-    long long version = 0;
-    int rc = state_version(j, path, &version, e);
-    if (rc == 0 && version == CKPT_VERSION_UNVERIFIED)
-        tg_warn(PROG, "%s: a version-%d checkpoint records no checksums: its files are loaded unverified", dir,
-                CKPT_VERSION_UNVERIFIED);
-    else if (rc == 0) rc = ckpt_files_verify(dir, cJSON_GetObjectItemCaseSensitive(j, "files"), path, e);
-    cJSON_Delete(j);
-    return rc;
-}
-
 int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
     struct stat sb;
     if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return llmc_load_model(dir, g, e);
-    if (verify_checkpoint(dir, e) || check_hf_config(dir, &g->d, e)) return -1;
+    if (ckpt_files_verify_dir(dir, e) || check_hf_config(dir, &g->d, e)) return -1;
     float *host = tg_calloc(g->n_params, sizeof(float), "checkpoint staging"); /* the alignment gaps stay 0 */
     const char *prefix[1] = {""};
     int rc = read_file(dir, "model.safetensors", g, prefix, &host, 1, e);
@@ -619,37 +566,19 @@ static int check_step_name(const char *dir, long long step, const char *path, tg
     return 0;
 }
 
-/* The training set now against the one the saved position refers to:
- * refused when it changed, unless data.allow_changed (then a warning). */
-static int check_train_data(const cJSON *saved, const tg_config *c, const shard_set *now, const char *path, tg_err *e) {
-    if (!saved || !now) return 0; /* saved without training data (version 1, or train.steps 0), or none opened now */
-    char what[768];
-    const int changed = ckpt_data_compare(saved, now, what, sizeof what, path, e);
-    if (changed <= 0) return changed;
-    if (c->data.allow_changed) {
-        tg_warn(PROG, "data.train (%s) is not the training set %s was saved with (%s); resuming anyway "
-                      "(data.allow_changed): the saved data position now points at other tokens", c->data.train, path,
-                what);
-        return 0;
-    }
-    return tg_fail(e, "data.train (%s) is not the training set %s was saved with: %s; the saved data position would "
-                      "point at other tokens: restore the shards, start a new out.dir (model.init_from can start from "
-                      "these weights), or set data.allow_changed=true to resume anyway", c->data.train, path, what);
-}
-
 int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/state.json", dir);
     cJSON *j = ckpt_read_json(path, e);
     if (!j) return -1;
     long long step = 0, version = 0;
-    int rc = state_version(j, path, &version, e);
+    int rc = ckpt_state_version(j, path, &version, e);
     if (rc == 0) rc = json_count(j, "step", INT_MAX, &step, path, e);
     if (rc == 0) rc = check_step_name(dir, step, path, e);
     if (rc == 0) rc = json_count(j, "data_epoch", JSON_EXACT_MAX, &st->pos.epoch, path, e);
     if (rc == 0) rc = json_count(j, "data_index", JSON_EXACT_MAX, &st->pos.index, path, e);
     if (rc == 0) rc = check_data_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, path, e);
-    if (rc == 0) rc = check_train_data(cJSON_GetObjectItemCaseSensitive(j, "train_data"), c, st->train, path, e);
+    if (rc == 0) rc = ckpt_data_check(cJSON_GetObjectItemCaseSensitive(j, "train_data"), c, st->train, path, e);
     st->step = (int)step;
     cJSON_Delete(j);
     return rc;

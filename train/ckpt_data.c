@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train/run.h"
+
 static const char *base_name(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
@@ -81,7 +83,10 @@ static void note_added(const cJSON *saved, const shard_set *s, char *what, size_
     }
 }
 
-int ckpt_data_compare(const cJSON *saved, const shard_set *s, char *what, size_t what_len, const char *path,
+/* 0 when saved (state.json's "train_data") describes s; 1 when not, with
+ * what changed in what (for example "added shard 'b.bin'; resized shard
+ * 'a.bin' (...)"); -1 when saved is malformed. */
+static int ckpt_data_compare(const cJSON *saved, const shard_set *s, char *what, size_t what_len, const char *path,
                       tg_err *e) {
     if (!cJSON_IsArray(saved)) return tg_fail(e, "%s: key 'train_data' is not an array", path);
     what[0] = '\0';
@@ -107,4 +112,20 @@ int ckpt_data_compare(const cJSON *saved, const shard_set *s, char *what, size_t
     note_added(saved, s, what, what_len);
     if (!what[0] && !same_order) note(what, what_len, "the shards come in another order");
     return what[0] ? 1 : 0;
+}
+
+int ckpt_data_check(const cJSON *saved, const tg_config *c, const shard_set *now, const char *path, tg_err *e) {
+    if (!saved || !now) return 0; /* saved without training data (version 1, or train.steps 0), or none opened now */
+    char what[768];
+    const int changed = ckpt_data_compare(saved, now, what, sizeof what, path, e);
+    if (changed <= 0) return changed;
+    if (c->data.allow_changed) {
+        tg_warn(PROG, "data.train (%s) is not the training set %s was saved with (%s); resuming anyway "
+                      "(data.allow_changed): the saved data position now points at other tokens", c->data.train, path,
+                what);
+        return 0;
+    }
+    return tg_fail(e, "data.train (%s) is not the training set %s was saved with: %s; the saved data position would "
+                      "point at other tokens: restore the shards, start a new out.dir (model.init_from can start from "
+                      "these weights), or set data.allow_changed=true to resume anyway", c->data.train, path, what);
 }

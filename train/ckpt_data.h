@@ -10,14 +10,15 @@
 #include <stddef.h>
 
 #include "data/shards.h"
+#include "train/config.h"
 #include "util/err.h"
 
 struct cJSON *ckpt_data_json(const shard_set *s);
 
-/* 0 when saved (state.json's "train_data") describes s; 1 when not, with
- * what changed in what (for example "added shard 'b.bin'; resized shard
- * 'a.bin' (2000 to 2100 tokens)"); -1 when saved is malformed. */
-int ckpt_data_compare(const struct cJSON *saved, const shard_set *s, char *what, size_t what_len, const char *path,
-                      tg_err *e);
+/* The training set now against the one the saved position refers to
+ * (path: the state.json): refused when it changed, unless
+ * data.allow_changed (then a warning saying what changed). Nothing to
+ * compare when either is missing (NULL). */
+int ckpt_data_check(const struct cJSON *saved, const tg_config *c, const shard_set *now, const char *path, tg_err *e);
 
 #endif

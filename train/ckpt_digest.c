@@ -1,11 +1,17 @@
 #include "train/ckpt_digest.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "train/checkpoint.h"
+#include "train/run.h"
 
 #define DIGEST_KEY "xxh3_128"
 
@@ -75,4 +81,31 @@ int ckpt_files_verify(const char *dir, const cJSON *files, const char *state_pat
     for (const cJSON *it = files->child; it; it = it->next)
         if (verify_one(dir, it, state_path, e)) return -1;
     return 0;
+}
+
+int ckpt_state_version(const cJSON *j, const char *path, long long *version, tg_err *e) {
+    if (!cJSON_IsObject(j)) return tg_fail(e, "%s: not a JSON object", path);
+    if (ckpt_json_whole(cJSON_GetObjectItemCaseSensitive(j, "version"), "version", 0, INT_MAX, version, path, e))
+        return -1;
+    if (*version != CKPT_VERSION && *version != CKPT_VERSION_UNVERIFIED)
+        return tg_fail(e, "%s: checkpoint version %lld is not %d (or %d)", path, *version, CKPT_VERSION,
+                       CKPT_VERSION_UNVERIFIED);
+    return 0;
+}
+
+int ckpt_files_verify_dir(const char *dir, tg_err *e) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    struct stat sb;
+    if (lstat(path, &sb) != 0 && errno == ENOENT) return 0;
+    cJSON *j = ckpt_read_json(path, e);
+    if (!j) return -1;
+    long long version = 0;
+    int rc = ckpt_state_version(j, path, &version, e);
+    if (rc == 0 && version == CKPT_VERSION_UNVERIFIED)
+        tg_warn(PROG, "%s: a version-%d checkpoint records no checksums: its files are loaded unverified", dir,
+                CKPT_VERSION_UNVERIFIED);
+    else if (rc == 0) rc = ckpt_files_verify(dir, cJSON_GetObjectItemCaseSensitive(j, "files"), path, e);
+    cJSON_Delete(j);
+    return rc;
 }

@@ -10,6 +10,12 @@
 #include "util/digest.h"
 #include "util/err.h"
 
+/* Version 2 records each file's checksum and the training set in
+ * state.json; version 1 (neither) still loads, with a warning that its
+ * files are unverified. */
+#define CKPT_VERSION 2
+#define CKPT_VERSION_UNVERIFIED 1
+
 #define CKPT_FILES_MAX 16
 #define CKPT_FILE_NAME_MAX 64
 
@@ -37,5 +43,13 @@ struct cJSON *ckpt_files_json(const ckpt_files *f);
  * optimizer.safetensors, config.json). state_path names state.json in
  * messages. */
 int ckpt_files_verify(const char *dir, const struct cJSON *files, const char *state_path, tg_err *e);
+
+/* A train_gpt checkpoint (a directory holding state.json; a Hugging Face
+ * one holds none) has every file checked against the checksums state.json
+ * records before anything in it is read (version 1: a warning instead). */
+int ckpt_files_verify_dir(const char *dir, tg_err *e);
+
+/* The version of a parsed state.json: CKPT_VERSION or CKPT_VERSION_UNVERIFIED. */
+int ckpt_state_version(const struct cJSON *j, const char *path, long long *version, tg_err *e);
 
 #endif

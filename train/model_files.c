@@ -92,6 +92,20 @@ int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e) {
     return config_take_shape(c, shape, src, e);
 }
 
+/* ---- Hugging Face's extra entries ---- */
+
+static bool hf_mask_buffer(const char *name, int n_layer) {
+    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9') return false;
+    char *end;
+    const long layer = strtol(name + 2, &end, 10);
+    return layer < n_layer && (strcmp(end, ".attn.bias") == 0 || strcmp(end, ".attn.masked_bias") == 0);
+}
+
+bool model_files_hf_extra(const char *name, int n_layer) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
+    return strcmp(name, "lm_head.weight") == 0 || hf_mask_buffer(name, n_layer);
+}
+
 /* ---- tokenizer files ---- */
 
 static int write_bytes(const char *path, const char *data, size_t len, tg_err *e) {

@@ -31,6 +31,12 @@ int model_files_resolve_shape(tg_config *c, bool for_export, tg_err *e);
  * data.vocab_dir lacks the two files. Each file's checksum goes into rec. */
 int model_files_write_tokenizer(const char *dir, const tg_config *c, ckpt_files *rec, tg_err *e);
 
+/* Entries of Hugging Face GPT-2 files that are no parameter of the model
+ * (with or without "transformer."): the causal-mask buffers
+ * h.N.attn.bias and h.N.attn.masked_bias of its n_layer layers, and
+ * lm_head.weight, tied to wte. */
+bool model_files_hf_extra(const char *name, int n_layer);
+
 /* --export-llmc FILE: builds the whole model on the CPU from its source
  * (above), writes it in llm.c's format (version 3, train/llmc.h) and
  * returns the exit status. */
