@@ -5,14 +5,14 @@ CC ?= gcc
 CFLAGS ?= -O3
 # -MMD -MP: every object also writes its header dependencies (.d), included below.
 CFLAGS += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I. -MMD -MP
-LDLIBS = -lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread
+LDLIBS = -lcjson -lnuma -lpcre2-8 -lxxhash -lm -lrt -lpthread
 GPU ?= 0
 .DEFAULT_GOAL := all
 
 # The commit this build comes from, for --version ("unknown" outside git).
 TG_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c util/spell.c
+UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c util/spell.c util/digest.c
 DATA_SRC = data/shards.c data/tokenizer.c data/hellaswag.c
 PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
                parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
@@ -23,7 +23,7 @@ CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmu
                  kernels/cpu/ops_cpu.c
 KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c model/gpt_mappings.c
-TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c \
+TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_digest.c train/ckpt_data.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
             train/batch.c train/modes.c train/hellaswag.c
 LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)

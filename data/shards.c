@@ -114,6 +114,12 @@ long long shards_windows_per_epoch(const shard_set *s) { return s->total_windows
 int shards_count(const shard_set *s) { return s->n_files; }
 long long shards_total_tokens(const shard_set *s) { return s->total_tokens; }
 
+void shards_file(const shard_set *s, int i, const char **path, long long *tokens, long long *bytes) {
+    *path = s->files[i].path;
+    *tokens = s->files[i].tokens;
+    *bytes = SHARD_HEADER_BYTES + 2 * s->files[i].tokens; /* read_header checked the file's size against it */
+}
+
 /* Fisher-Yates driven by the counter-based generator: the order of an epoch
  * is a pure function of (seed, epoch). */
 static void build_permutation(shard_set *s, long long epoch) {

@@ -28,6 +28,9 @@ void shards_close(shard_set *s);
 long long shards_windows_per_epoch(const shard_set *s);
 int shards_count(const shard_set *s);
 long long shards_total_tokens(const shard_set *s);
+/* Shard i of the set (in glob order): its path, its header's token count
+ * and its size in bytes (header and tokens, as checked when opened). */
+void shards_file(const shard_set *s, int i, const char **path, long long *tokens, long long *bytes);
 
 /* Reads the window at pos into out (window int32 tokens), checks every token
  * is below vocab_size, and advances pos. */

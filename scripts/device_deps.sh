@@ -7,7 +7,7 @@
 # The training data and vocabulary (assets/, made by make data) travel the same way: carry assets.
 # make too: a device image may lack it. NCCL's header, if PyTorch's wheel lacks
 # it there, can be put into .devdeps/include by hand (CPATH includes it).
-DEVDEPS_PKGS="libcjson-dev libcjson1 libnuma-dev libnuma1 libpcre2-dev libpcre2-8-0 make"
+DEVDEPS_PKGS="libcjson-dev libcjson1 libnuma-dev libnuma1 libpcre2-dev libpcre2-8-0 libxxhash-dev libxxhash0 make"
 devdeps_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.devdeps"
 
 case "${1:-}" in

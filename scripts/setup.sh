@@ -16,7 +16,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
 mkdir -p "$assets/vocab"
 
-apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev bible-kjv gnuplot-nox procps util-linux iproute2)
+apt_pkgs=(gcc make libcjson-dev libnuma-dev libpcre2-dev libxxhash-dev bible-kjv gnuplot-nox procps util-linux iproute2)
 if [ "${SETUP_SKIP_TEST_DEPS:-0}" != 1 ]; then
     apt_pkgs+=(python3-torch python3-numpy)
     # make fuzz: bookworm's clang (14) finds libFuzzer and the ASan/UBSan

@@ -57,7 +57,12 @@ def st_write(path, hdr, data, text=None):
 def st_edit(src, dst, op, name=None, arg=None):
     hdr, data = st_read(src)
     text = None
-    if op == 'drop': del hdr[name]
+    if op == 'drop':  # the entry and its bytes (the others moved down: the data stays tiled)
+        s, e = hdr.pop(name)['data_offsets']
+        data = data[:s] + data[e:]
+        for k, v in hdr.items():
+            if k != '__metadata__' and v['data_offsets'][0] >= e:
+                v['data_offsets'] = [v['data_offsets'][0] - (e - s), v['data_offsets'][1] - (e - s)]
     elif op == 'shape': hdr[name]['shape'] = json.loads(arg)
     elif op == 'dtype': hdr[name]['dtype'] = arg
     elif op == 'offsets':  # raw JSON text (1e999 has no Python spelling)
@@ -86,6 +91,9 @@ if __name__ == '__main__':
         shard(args[0], int(args[1]), int(args[2]), **kw)
     elif cmd == 'cfg': cfg(*args)
     elif cmd == 'st': st_edit(*args)
+    elif cmd == 'unverify':  # state.json as version 1 wrote it: no checksums, so edits reach the parsers
+        j = json.load(open(args[0])); j['version'] = 1; j.pop('files', None); j.pop('train_data', None)
+        json.dump(j, open(args[0], 'w'), indent=2)
     else: sys.exit('fx.py: unknown command ' + cmd)
 EOF
 fx() { "$py" "$tmp/fx.py" "$@"; }
@@ -295,10 +303,11 @@ expect_fail shard_too_small_for_a_batch -p 'tiny_' -- tg --config "$base" --set 
 # 60000 beyond both. The bad runs resume from step 2 of the good run, so the
 # tokens sit in windows they read: window 2 = tokens [128, 192] (step 3),
 # window 3 = [192, 256] (step 4). The message must name the position.
+# (data.allow_changed: the shards differ from the saved run's on purpose.)
 fx shard "$D/tok505_000000.bin" 2000 1 set=140:505
-expect_fail shard_token_in_padding -p 'tok505_000000\.bin' -p '\b505\b' -p '\b140\b' -p 'vocab' -- tg --config "$base" --set data.train="$D/tok505_*.bin"
+expect_fail shard_token_in_padding -p 'tok505_000000\.bin' -p '\b505\b' -p '\b140\b' -p 'vocab' -- tg --config "$base" --set data.train="$D/tok505_*.bin" --set data.allow_changed=true
 fx shard "$D/tok60k_000000.bin" 2000 1 set=200:60000
-expect_fail shard_token_beyond_padding -p 'tok60k_000000\.bin' -p '\b60000\b' -p '\b200\b' -- tg --config "$base" --set data.train="$D/tok60k_*.bin"
+expect_fail shard_token_beyond_padding -p 'tok60k_000000\.bin' -p '\b60000\b' -p '\b200\b' -- tg --config "$base" --set data.train="$D/tok60k_*.bin" --set data.allow_changed=true
 # the same from scratch (no resume), bad token in the very first batch
 fx shard "$D/tok0_000000.bin" 2000 1 set=3:777
 expect_fail shard_token_in_first_batch -d "$tmp/fresh_tok" -p 'tok0_000000\.bin' -p '\b777\b' -- tg --config "$base" --set out.dir="$tmp/fresh_tok" --set data.train="$D/tok0_*.bin"
@@ -327,8 +336,8 @@ expect_fail vocab_malformed_encoder_json -p 'encoder\.json' -- tg --config "$bas
 # out.dir (a fresh run over existing checkpoints is refused before init_from
 # is read); the good run must not change, and the fresh dir must get no
 # checkpoint.
-mkck() { # NAME: a copy of the good checkpoint in $tmp/ck/NAME
-    rm -rf "$tmp/ck/$1" && mkdir -p "$tmp/ck" && cp -a "$good_ckpt" "$tmp/ck/$1"
+mkck() { # NAME: a copy of the good checkpoint in $tmp/ck/NAME, its checksums left out (t_ckpt_integrity tests them)
+    rm -rf "$tmp/ck/$1" && mkdir -p "$tmp/ck" && cp -a "$good_ckpt" "$tmp/ck/$1" && fx unverify "$tmp/ck/$1/state.json"
 }
 init_from() { tg --config "$base" --set out.resume=false --set out.dir="$tmp/init_run" --set model.init_from="$1"; }
 export -f init_from
@@ -411,8 +420,8 @@ done
 # A copy of the good run (steps 1 and 2) whose step 2 is damaged. Resuming
 # must stop with an error naming the damaged file; it must not restart from
 # scratch or from step 1 silently, and must change nothing in the dir.
-mkrun() { # NAME: a copy of the good run in $tmp/resume_NAME
-    rm -rf "$tmp/resume_$1" && cp -a "$tmp/run.pristine" "$tmp/resume_$1"
+mkrun() { # NAME: a copy of the good run in $tmp/resume_NAME, step 2's checksums left out (as mkck)
+    rm -rf "$tmp/resume_$1" && cp -a "$tmp/run.pristine" "$tmp/resume_$1" && fx unverify "$tmp/resume_$1/step_00000002/state.json"
 }
 resume_in() { tg --config "$base" --set out.dir="$1"; }
 export -f resume_in

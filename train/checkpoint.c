@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/ckpt_data.h"
+#include "train/ckpt_digest.h"
 #include "train/llmc.h"
 #include "train/model_files.h"
 #include "train/safetensors.h"
@@ -19,7 +21,6 @@
 #include "util/json.h"
 
 #define CKPT_FORMAT "train_gpt checkpoint"
-#define CKPT_VERSION 1
 
 /* ---- layout-independent views of the TP ranks' buffers ---- */
 
@@ -130,10 +131,13 @@ static st_entry *file_entries(const gpt *g, const char *const *prefixes, int nbu
     return en;
 }
 
-/* One safetensors file of the checkpoint: opened and closed by the writer,
- * its tensors gathered by every TP rank. */
-static int save_file(const char *path, const gpt *g, const ckpt_source *src, const char *const *prefixes, int nbuf,
-                     bool writer, tg_err *e) {
+/* One safetensors file of the checkpoint, dir/name: opened and closed by
+ * the writer, which records its checksum in rec, its tensors gathered by
+ * every TP rank. */
+static int save_file(const char *dir, const char *name, const gpt *g, const ckpt_source *src,
+                     const char *const *prefixes, int nbuf, bool writer, ckpt_files *rec, tg_err *e) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     st_writer *w = NULL;
     if (writer) {
         char(*names)[128];
@@ -147,6 +151,12 @@ static int save_file(const char *path, const gpt *g, const ckpt_source *src, con
     tg_err open_err;
     if (open_failed) open_err = *e;
     int rc = stream_tensors(g, src, nbuf, w, e);
+    if (w && rc == 0) {
+        char hex[DIGEST_HEX_LEN];
+        long long bytes;
+        st_writer_digest(w, hex, &bytes);
+        ckpt_files_add(rec, name, bytes, hex);
+    }
     if (w && st_writer_close(w, rc ? NULL : e) && rc == 0) rc = -1;
     if (open_failed && rc == 0) {
         *e = open_err;
@@ -200,7 +210,24 @@ static char *hf_config_json(const gpt_dims *d, const tg_config *c) {
     return s;
 }
 
-static char *state_json(const tg_config *c, const ckpt_state *st) {
+/* A small file of the checkpoint, its checksum recorded from the bytes
+ * written (write_text adds the final newline). */
+static int write_recorded(const char *dir, const char *name, const char *text, ckpt_files *rec, tg_err *e) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    digest_stream *d = digest_begin();
+    char hex[DIGEST_HEX_LEN];
+    long long bytes;
+    digest_update(d, text, strlen(text));
+    digest_update(d, "\n", 1);
+    digest_hex(d, hex, &bytes);
+    digest_end(d);
+    ckpt_files_add(rec, name, bytes, hex);
+    return write_text(path, text, e);
+}
+
+/* Written last: it holds the checksums of every other file. */
+static char *state_json(const tg_config *c, const ckpt_state *st, const ckpt_files *rec) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", CKPT_FORMAT);
     cJSON_AddNumberToObject(j, "version", CKPT_VERSION);
@@ -211,6 +238,8 @@ static char *state_json(const tg_config *c, const ckpt_state *st) {
     char *cfg = config_to_json(c);
     cJSON_AddItemToObject(j, "config", cJSON_Parse(cfg));
     free(cfg);
+    if (st->train) cJSON_AddItemToObject(j, "train_data", ckpt_data_json(st->train));
+    cJSON_AddItemToObject(j, "files", ckpt_files_json(rec));
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     return s;
@@ -262,20 +291,19 @@ int ckpt_save(const char *out_dir, gpt *g, const optim *o, const tg_config *c, c
         return 0;
     }
     const char *model_prefix[1] = {""}, *optim_prefixes[2] = {"exp_avg.", "exp_avg_sq."};
-    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    if (rc == 0) rc = save_file(p, g, model_src, model_prefix, 1, write, e);
-    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-    if (rc == 0) rc = save_file(p, g, optim_src, optim_prefixes, 2, write, e);
+    ckpt_files rec = {.n = 0};
+    if (rc == 0) rc = save_file(tmp, "model.safetensors", g, model_src, model_prefix, 1, write, &rec, e);
+    if (rc == 0) rc = save_file(tmp, "optimizer.safetensors", g, optim_src, optim_prefixes, 2, write, &rec, e);
     free(m_host);
     free(v_host);
     free(w_host);
     if (write && rc == 0) {
-        char *hf = hf_config_json(&g->d, c), *state_text = state_json(c, st);
-        snprintf(p, sizeof p, "%s/config.json", tmp);
-        rc = write_text(p, hf, e);
+        char *hf = hf_config_json(&g->d, c);
+        rc = write_recorded(tmp, "config.json", hf, &rec, e);
+        if (rc == 0) rc = model_files_write_tokenizer(tmp, c, &rec, e);
+        char *state_text = rc == 0 ? state_json(c, st, &rec) : NULL;
         snprintf(p, sizeof p, "%s/state.json", tmp);
         if (rc == 0) rc = write_text(p, state_text, e);
-        if (rc == 0) rc = model_files_write_tokenizer(tmp, c, e);
         free(hf);
         free(state_text);
         if (rc == 0 && rename(tmp, final) != 0) rc = tg_fail(e, "%s: cannot rename into place: %s", final, strerror(errno));
@@ -412,8 +440,8 @@ static int check_values(const st_file *s, const st_tensor *st, const float *x, b
 }
 
 /* Reads every tensor of the model under prefix into host memory laid out
- * like this rank's parameters. */
-static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host, tg_err *e) {
+ * like this rank's parameters, marking the file's entries it used. */
+static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host, bool *used, tg_err *e) {
     const bool nonnegative = strcmp(prefix, "exp_avg_sq.") == 0;
     int rc = 0;
     for (int i = 0; rc == 0 && i < g->n_tensors; i++) {
@@ -423,6 +451,7 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host
             rc = tg_fail(e, "%s: tensor '%s%s' is missing", s->path, prefix, t->name);
             break;
         }
+        used[st - s->tensors] = true;
         if ((rc = check_shape(s, st, t, e)) != 0) break;
         float *full = tg_malloc((size_t)st_numel(st) * sizeof(float), "checkpoint tensor");
         rc = safetensors_read_f32(s, st, full, e);
@@ -433,37 +462,53 @@ static int read_buffer(st_file *s, const gpt *g, const char *prefix, float *host
     return rc;
 }
 
-int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
-    struct stat sb;
-    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return llmc_load_model(dir, g, e);
-    if (check_hf_config(dir, &g->d, e)) return -1;
+/* A tensor the model lacks means the file holds another model (more
+ * layers, say): refused by name rather than dropped. */
+static int refuse_unknown(const st_file *s, const bool *used, const gpt *g, tg_err *e) {
+    for (int i = 0; i < s->n; i++)
+        if (!used[i] && !model_files_hf_extra(s->tensors[i].name, g->d.L))
+            return tg_fail(e, "%s: tensor '%s' is not part of this model (%d layers, width %d): the file holds another "
+                              "model", s->path, s->tensors[i].name, g->d.L, g->d.C);
+    return 0;
+}
+
+/* Opens dir/name and reads each prefix's tensors into the hosts, refusing
+ * a tensor of the file that none of them took. */
+static int read_file(const char *dir, const char *name, const gpt *g, const char *const *prefixes, float **hosts,
+                     int nbuf, tg_err *e) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     st_file *s = safetensors_open(path, e);
     if (!s) return -1;
-    float *host = tg_calloc(g->n_params, sizeof(float), "checkpoint staging"); /* the alignment gaps stay 0 */
-    int rc = read_buffer(s, g, "", host, e);
-    if (rc == 0) {
-        gpt_set_weights(g, host);
-    }
-    free(host);
+    bool *used = tg_calloc((size_t)(s->n ? s->n : 1), sizeof(bool), "checkpoint index");
+    int rc = 0;
+    for (int b = 0; rc == 0 && b < nbuf; b++) rc = read_buffer(s, g, prefixes[b], hosts[b], used, e);
+    if (rc == 0) rc = refuse_unknown(s, used, g, e);
+    free(used);
     safetensors_close(s);
     return rc;
 }
 
+int ckpt_load_model(const char *dir, gpt *g, tg_err *e) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return llmc_load_model(dir, g, e);
+    if (ckpt_files_verify_dir(dir, e) || check_hf_config(dir, &g->d, e)) return -1;
+    float *host = tg_calloc(g->n_params, sizeof(float), "checkpoint staging"); /* the alignment gaps stay 0 */
+    const char *prefix[1] = {""};
+    int rc = read_file(dir, "model.safetensors", g, prefix, &host, 1, e);
+    if (rc == 0) gpt_set_weights(g, host);
+    free(host);
+    return rc;
+}
+
 int ckpt_load_optim(const char *dir, const gpt *g, optim *o, tg_err *e) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    st_file *s = safetensors_open(path, e);
-    if (!s) return -1;
-    float *m = tg_calloc(g->n_params, sizeof(float), "checkpoint staging");
-    float *v = tg_calloc(g->n_params, sizeof(float), "checkpoint staging");
-    int rc = read_buffer(s, g, "exp_avg.", m, e);
-    if (rc == 0) rc = read_buffer(s, g, "exp_avg_sq.", v, e);
-    if (rc == 0) optim_import(o, g, m, v);
-    free(m);
-    free(v);
-    safetensors_close(s);
+    float *mv[2] = {tg_calloc(g->n_params, sizeof(float), "checkpoint staging"),
+                    tg_calloc(g->n_params, sizeof(float), "checkpoint staging")};
+    const char *prefixes[2] = {"exp_avg.", "exp_avg_sq."};
+    int rc = read_file(dir, "optimizer.safetensors", g, prefixes, mv, 2, e);
+    if (rc == 0) optim_import(o, g, mv[0], mv[1]);
+    free(mv[0]);
+    free(mv[1]);
     return rc;
 }
 
@@ -497,19 +542,29 @@ static int check_data_keys(const cJSON *saved, const tg_config *c, const char *p
     return 0;
 }
 
+/* A checkpoint named step_%08d holds that step: another (a hand edit, a
+ * copy under a new name) would save over other steps or hide later ones. */
+static int check_step_name(const char *dir, long long step, const char *path, tg_err *e) {
+    const char *slash = strrchr(dir, '/');
+    const int named = ckpt_step_of_name(slash ? slash + 1 : dir);
+    if (named >= 0 && named != step)
+        return tg_fail(e, "%s: key 'step' = %lld, but the checkpoint's directory is step %d's", path, step, named);
+    return 0;
+}
+
 int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/state.json", dir);
     cJSON *j = ckpt_read_json(path, e);
     if (!j) return -1;
     long long step = 0, version = 0;
-    int rc = cJSON_IsObject(j) ? 0 : tg_fail(e, "%s: not a JSON object", path);
-    if (rc == 0) rc = json_count(j, "version", INT_MAX, &version, path, e);
-    if (rc == 0 && version != CKPT_VERSION) rc = tg_fail(e, "%s: checkpoint version %lld is not %d", path, version, CKPT_VERSION);
+    int rc = ckpt_state_version(j, path, &version, e);
     if (rc == 0) rc = json_count(j, "step", INT_MAX, &step, path, e);
+    if (rc == 0) rc = check_step_name(dir, step, path, e);
     if (rc == 0) rc = json_count(j, "data_epoch", JSON_EXACT_MAX, &st->pos.epoch, path, e);
     if (rc == 0) rc = json_count(j, "data_index", JSON_EXACT_MAX, &st->pos.index, path, e);
     if (rc == 0) rc = check_data_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, path, e);
+    if (rc == 0) rc = ckpt_data_check(cJSON_GetObjectItemCaseSensitive(j, "train_data"), c, st->train, path, e);
     st->step = (int)step;
     cJSON_Delete(j);
     return rc;

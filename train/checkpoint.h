@@ -20,6 +20,7 @@
 typedef struct ckpt_state {
     int step;
     data_pos pos;
+    const shard_set *train; /* the training set the position refers to (NULL: none opened) */
 } ckpt_state;
 
 /* A collective over the TP and DP groups; only the writer (global rank 0)

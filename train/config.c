@@ -64,6 +64,7 @@ static const key_spec SCHEMA[] = {
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
     {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},
+    {"data.allow_changed", K_BOOL, OFF(data.allow_changed), "false", 0, 0, NULL, "resume although the train shards differ from those the checkpoint was saved with (added, removed or resized: the saved data position then reads other tokens), with a warning saying what changed; false: refuse"},
     {"data.vocab_dir", K_STRING, OFF(data.vocab_dir), "assets/vocab", 0, 0, NULL, "directory holding encoder.json and vocab.bpe (for samples)"},
     {"out.dir", K_STRING, OFF(out.dir), "runs/default", 0, 0, NULL, "run directory: log.jsonl and step_XXXXXXXX/ checkpoints; a training run holds its lock, .train_gpt.lock (a second run into it is refused, naming the holder's pid and host)"},
     {"out.log_every", K_INT, OFF(out.log_every), "1", 1, 1 << 30, NULL, "print a progress line every this many steps"},

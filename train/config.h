@@ -48,6 +48,7 @@ typedef struct tg_config {
     struct {
         char train[CFG_PATH_MAX], val[CFG_PATH_MAX];
         bool shuffle;
+        bool allow_changed; /* resume over a changed training set: warn instead of refusing */
         char vocab_dir[CFG_PATH_MAX];
     } data;
     struct {

@@ -132,6 +132,20 @@ int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e) {
     return config_check_shape(c, s.shape, s.names, s.src, s.init_from ? ADVICE_INIT_FROM : ADVICE_OUT_DIR, e);
 }
 
+/* ---- Hugging Face's extra entries ---- */
+
+static bool hf_mask_buffer(const char *name, int n_layer) {
+    if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9') return false;
+    char *end;
+    const long layer = strtol(name + 2, &end, 10);
+    return layer < n_layer && (strcmp(end, ".attn.bias") == 0 || strcmp(end, ".attn.masked_bias") == 0);
+}
+
+bool model_files_hf_extra(const char *name, int n_layer) {
+    if (strncmp(name, "transformer.", 12) == 0) name += 12;
+    return strcmp(name, "lm_head.weight") == 0 || hf_mask_buffer(name, n_layer);
+}
+
 /* ---- tokenizer files ---- */
 
 static int write_bytes(const char *path, const char *data, size_t len, tg_err *e) {
@@ -142,8 +156,17 @@ static int write_bytes(const char *path, const char *data, size_t len, tg_err *e
     return ok ? 0 : tg_fail(e, "%s: write failed: %s", path, strerror(errno));
 }
 
-/* Copies a regular file of at most 64 MiB (a vocabulary, not a stream). */
-static int copy_file(const char *from, const char *to, tg_err *e) {
+/* A file of the checkpoint dir, its checksum recorded from its bytes. */
+static int write_recorded(const char *dir, const char *name, const char *data, size_t len, ckpt_files *rec, tg_err *e) {
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ckpt_files_add_bytes(rec, name, data, len);
+    return write_bytes(path, data, len, e);
+}
+
+/* Copies a regular file of at most 64 MiB (a vocabulary, not a stream)
+ * into dir/name. */
+static int copy_file(const char *from, const char *dir, const char *name, ckpt_files *rec, tg_err *e) {
     FILE *f = open_regular(from, e);
     if (!f) return -1;
     struct stat sb;
@@ -152,15 +175,14 @@ static int copy_file(const char *from, const char *to, tg_err *e) {
     if (rc == 0 && fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
         rc = tg_fail(e, "%s: cannot read: %s", from, strerror(errno));
     fclose(f);
-    if (rc == 0) rc = write_bytes(to, buf, (size_t)sb.st_size, e);
+    if (rc == 0) rc = write_recorded(dir, name, buf, (size_t)sb.st_size, rec, e);
     free(buf);
     return rc;
 }
 
-static int write_json(const char *dir, const char *name, cJSON *j, tg_err *e) {
-    char path[PATH_LEN], *text = cJSON_Print(j);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    const int rc = write_bytes(path, text, strlen(text), e);
+static int write_json(const char *dir, const char *name, cJSON *j, ckpt_files *rec, tg_err *e) {
+    char *text = cJSON_Print(j);
+    const int rc = write_recorded(dir, name, text, strlen(text), rec, e);
     free(text);
     cJSON_Delete(j);
     return rc;
@@ -186,17 +208,15 @@ static cJSON *tokenizer_config(const tg_config *c) {
     return j;
 }
 
-int model_files_write_tokenizer(const char *dir, const tg_config *c, tg_err *e) {
-    char enc[PATH_LEN], bpe[PATH_LEN], to[PATH_LEN];
+int model_files_write_tokenizer(const char *dir, const tg_config *c, ckpt_files *rec, tg_err *e) {
+    char enc[PATH_LEN], bpe[PATH_LEN];
     snprintf(enc, sizeof enc, "%s/encoder.json", c->data.vocab_dir);
     snprintf(bpe, sizeof bpe, "%s/vocab.bpe", c->data.vocab_dir);
     if (!c->data.vocab_dir[0] || access(enc, F_OK) != 0 || access(bpe, F_OK) != 0) return 0;
-    snprintf(to, sizeof to, "%s/vocab.json", dir);
-    int rc = copy_file(enc, to, e);
-    snprintf(to, sizeof to, "%s/merges.txt", dir);
-    if (rc == 0) rc = copy_file(bpe, to, e);
-    if (rc == 0) rc = write_json(dir, "tokenizer_config.json", tokenizer_config(c), e);
-    if (rc == 0) rc = write_json(dir, "special_tokens_map.json", special_tokens(), e);
+    int rc = copy_file(enc, dir, "vocab.json", rec, e);
+    if (rc == 0) rc = copy_file(bpe, dir, "merges.txt", rec, e);
+    if (rc == 0) rc = write_json(dir, "tokenizer_config.json", tokenizer_config(c), rec, e);
+    if (rc == 0) rc = write_json(dir, "special_tokens_map.json", special_tokens(), rec, e);
     return rc ? tg_wrap(e, "data.vocab_dir's tokenizer into the checkpoint") : 0;
 }
 

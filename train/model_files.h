@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "train/ckpt_digest.h"
 #include "train/config.h"
 #include "util/err.h"
 
@@ -33,8 +34,14 @@ int model_files_check_shape(const tg_config *c, bool for_export, tg_err *e);
 /* Writes vocab.json and merges.txt (data.vocab_dir's encoder.json and
  * vocab.bpe, byte for byte: the same formats), tokenizer_config.json and
  * special_tokens_map.json into a checkpoint directory; nothing when
- * data.vocab_dir lacks the two files. */
-int model_files_write_tokenizer(const char *dir, const tg_config *c, tg_err *e);
+ * data.vocab_dir lacks the two files. Each file's checksum goes into rec. */
+int model_files_write_tokenizer(const char *dir, const tg_config *c, ckpt_files *rec, tg_err *e);
+
+/* Entries of Hugging Face GPT-2 files that are no parameter of the model
+ * (with or without "transformer."): the causal-mask buffers
+ * h.N.attn.bias and h.N.attn.masked_bias of its n_layer layers, and
+ * lm_head.weight, tied to wte. */
+bool model_files_hf_extra(const char *name, int n_layer);
 
 /* --export-llmc FILE: builds the whole model on the CPU from its source
  * (above), writes it in llm.c's format (version 3, train/llmc.h) and

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "train/config.h"
+#include "util/digest.h"
 #include "util/fs.h"
 #include "util/json.h"
 
@@ -24,6 +25,7 @@ struct st_writer {
     int n, next;
     long long *numel;
     bool failed;
+    digest_stream *digest; /* of every byte written, for the checkpoint's state.json */
 };
 
 static long long entry_numel(const st_entry *t) {
@@ -65,6 +67,12 @@ st_writer *st_writer_open(const char *path, const st_entry *entries, int n, tg_e
     uint64_t hlen = padded;
     int ok = w->f && fwrite(&hlen, 8, 1, w->f) == 1 && fwrite(json, 1, len, w->f) == len;
     for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', w->f) != EOF;
+    if (ok) {
+        w->digest = digest_begin();
+        digest_update(w->digest, &hlen, 8);
+        digest_update(w->digest, json, len);
+        for (size_t i = len; i < padded; i++) digest_update(w->digest, " ", 1);
+    }
     free(json);
     if (!ok) {
         tg_fail(e, "%s: cannot write: %s", path, strerror(errno));
@@ -80,13 +88,17 @@ int st_writer_put(st_writer *w, const float *data, tg_err *e) {
     if (w->next >= w->n) return tg_fail(e, "%s: more tensors than the header lists", w->path);
     size_t numel = (size_t)w->numel[w->next++];
     if (fwrite(data, 4, numel, w->f) != numel) return tg_fail(e, "%s: write failed: %s", w->path, strerror(errno));
+    digest_update(w->digest, data, numel * 4);
     return 0;
 }
+
+void st_writer_digest(const st_writer *w, char hex[DIGEST_HEX_LEN], long long *bytes) { digest_hex(w->digest, hex, bytes); }
 
 int st_writer_close(st_writer *w, tg_err *e) {
     int ok = w->next == w->n && fflush(w->f) == 0 && fsync(fileno(w->f)) == 0;
     if (fclose(w->f) != 0) ok = 0;
     int rc = ok ? 0 : tg_fail(e, "%s: write failed (%d of %d tensors): %s", w->path, w->next, w->n, strerror(errno));
+    digest_end(w->digest);
     free(w->numel);
     free(w);
     return rc;
@@ -163,6 +175,40 @@ static int parse_entry(const st_file *s, const cJSON *item, long long data_bytes
     return 0;
 }
 
+static int by_begin(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The format's rule: the tensors tile the data section, so no byte is read
+ * twice (overlap) and none lies unused (a gap, or bytes after the last). */
+static int check_tiling(const st_file *s, long long data_bytes, tg_err *e) {
+    const st_tensor **order = tg_malloc(sizeof *order * (size_t)(s->n ? s->n : 1), "safetensors order");
+    for (int i = 0; i < s->n; i++) order[i] = &s->tensors[i];
+    qsort(order, (size_t)s->n, sizeof *order, by_begin);
+    long long at = 0;
+    const char *prev = NULL;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < s->n; i++) {
+        const st_tensor *t = order[i];
+        if (t->begin < at)
+            rc = tg_fail(e, "%s: tensor '%s' data offsets [%lld, %lld) overlap tensor '%s' (ending at %lld)", s->path,
+                         t->name, t->begin, t->end, prev, at);
+        else if (t->begin > at)
+            rc = tg_fail(e, "%s: tensor '%s' data offsets [%lld, %lld) leave bytes [%lld, %lld) unused%s%s%s", s->path,
+                         t->name, t->begin, t->end, at, t->begin, prev ? " (after tensor '" : "", prev ? prev : "",
+                         prev ? "')" : "");
+        at = t->end;
+        prev = t->name;
+    }
+    if (rc == 0 && at != data_bytes)
+        rc = tg_fail(e, "%s: the data section holds %lld bytes but its tensors cover %lld%s%s%s: the rest is unused", s->path,
+                     data_bytes, at, prev ? " (the last, '" : "", prev ? prev : "", prev ? "', ends there)" : "");
+    free(order);
+    return rc;
+}
+
 static int parse_header(st_file *s, const char *json, long long data_bytes, tg_err *e) {
     cJSON *h = json_parse_exact(json, strlen(json), s->path, e);
     if (!h) return -1;
@@ -178,7 +224,7 @@ static int parse_header(st_file *s, const char *json, long long data_bytes, tg_e
         if (rc == 0) s->n++;
     }
     cJSON_Delete(h);
-    return rc;
+    return rc ? rc : check_tiling(s, data_bytes, e);
 }
 
 FILE *open_regular(const char *path, tg_err *e) {

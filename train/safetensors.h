@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "util/digest.h"
 #include "util/err.h"
 
 #define ST_MAX_DIMS 4
@@ -23,6 +24,9 @@ typedef struct st_entry {
 typedef struct st_writer st_writer;
 st_writer *st_writer_open(const char *path, const st_entry *entries, int n, tg_err *e);
 int st_writer_put(st_writer *w, const float *data, tg_err *e);
+/* The digest and size of what was written so far (the whole file once every
+ * tensor is put): hashed as written, so a save never reads its file back. */
+void st_writer_digest(const st_writer *w, char hex[DIGEST_HEX_LEN], long long *bytes);
 int st_writer_close(st_writer *w, tg_err *e);
 
 typedef struct st_tensor {
@@ -45,6 +49,9 @@ typedef struct st_file {
  * without blocking on it); errors name the path. */
 FILE *open_regular(const char *path, tg_err *e);
 
+/* Checks the header (each entry, and data_offsets that tile the data
+ * section exactly: sorted by begin, the first at 0, each where the previous
+ * ends, the last at its end), naming the file and tensors on refusal. */
 st_file *safetensors_open(const char *path, tg_err *e);
 void safetensors_close(st_file *s);
 const st_tensor *safetensors_find(const st_file *s, const char *name);

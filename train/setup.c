@@ -144,6 +144,7 @@ static void init_state(run *r) {
     char dir[1100];
     r->state.step = 0;
     r->state.pos = (data_pos){0, 0};
+    r->state.train = r->train; /* fingerprinted into each save, compared on resume */
     r->resumed_step = -1;
     int last = ckpt_latest(c->out.dir, dir, sizeof dir);
     if (last >= 0 && !c->out.resume) {
@@ -152,9 +153,15 @@ static void init_state(run *r) {
         tg_die(PROG, &e);
     }
     if (last >= 0) {
-        if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e) ||
-            ckpt_load_state(dir, c, &r->state, &e))
+        /* A damaged newest checkpoint stops the run rather than quietly
+         * going back: the user decides to give up the steps since the
+         * previous one. */
+        if (ckpt_load_model(dir, r->model, &e) || ckpt_load_optim(dir, r->model, r->opt, &e)) {
+            tg_wrap(&e, "cannot resume from %s, the newest checkpoint (to resume from the one before it, move %s out "
+                        "of out.dir and rerun)", dir, dir);
             tg_die(PROG, &e);
+        }
+        if (ckpt_load_state(dir, c, &r->state, &e)) tg_die(PROG, &e);
         say(r, "resumed from %s (step %d)\n", dir, r->state.step);
         r->resumed_step = r->state.step;
     } else if (c->model.init_from[0]) {

@@ -204,7 +204,7 @@ if [ "${1:-}" = train ]; then
         [[ $o == */tests_test_nccl.o ]] || train_objs+=("$o")
         [[ $o == */train_gpt.o ]] || nccl_test_objs+=("$o")
     done
-    libs=(-lcjson -lnuma -lpcre2-8 -lm -lrt -lpthread)
+    libs=(-lcjson -lnuma -lpcre2-8 -lxxhash -lm -lrt -lpthread)
     $CXX -fopenmp $SAN "${train_objs[@]}" -o "$OUT/train_gpt_emu" "${libs[@]}"
     echo "built $OUT/train_gpt_emu"
     $CXX -fopenmp $SAN "${nccl_test_objs[@]}" -o "$OUT/test_nccl_emu" "${libs[@]}"

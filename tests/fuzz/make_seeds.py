@@ -61,6 +61,11 @@ def state(step, **over):
 
 def state_seeds():
     put("state", "valid.json", state(5))
+    # Version 2: the training set and each file's checksum besides (checked by the loads, not by the state).
+    put("state", "valid_v2.json", state(5, version=2,
+                                        train_data=[{"name": "train_000000.bin", "bytes": 5024, "tokens": 2000}],
+                                        files={"model.safetensors": {"bytes": 170224,
+                                                                     "xxh3_128": "607991e4b89a913febb4d81d9e49e8da"}}))
     put("state", "other_seed.json", state(5, config={"train": {"global_batch": 4, "seed": 1},
                                                      "model": {"seq_len": 1024}, "data": {"shuffle": False}}))
     put("state", "regress_step_1e10.json", state(5).replace('"step": 5', '"step": 1e10'))
