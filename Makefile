@@ -1,4 +1,4 @@
-# train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make test-gpu · make fuzz
+# train_gpt: make (CPU build) · make GPU=1 (adds CUDA, cuBLASLt, NCCL) · make test · make check · make test-gpu · make fuzz
 #            · make asan / asan-check (ASan+UBSan build and a short run under it)
 #            · make quickstart. Folders are layers (README, "Layout"): util < data, parallel < kernels < model < train.
 CC ?= gcc
@@ -76,7 +76,7 @@ endif
 
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CPU_KERNEL_SRC:%.c=$(BUILD)/%.bf16.o) $(LIB_OBJ_EXTRA)
 
-.PHONY: all clean test test-gpu quickstart setup data FORCE
+.PHONY: all clean test check test-gpu quickstart setup data FORCE
 all: train_gpt prepare
 
 $(BUILD)/%.bf16.o: %.c
@@ -132,17 +132,24 @@ data: prepare
 	bash scripts/prepare_kjv.sh
 
 # Both targets work on a fresh machine: setup installs what is missing first
-# (the quickstart skips the test-only packages).
+# (the quickstart skips the test-only packages). QUICKSTART_STEPS=N trains N steps
+# instead of the config's 300 (tests/t_readme.sh runs the README's commands quickly).
 quickstart:
 	SETUP_SKIP_TEST_DEPS=1 bash scripts/setup.sh
 	$(MAKE) all data
 	scripts/launch.sh -n 2 --log-dir runs/tiny/launch -- \
-	    ./train_gpt --config configs/tiny.json --set parallel.tp=2
+	    ./train_gpt --config configs/tiny.json --set parallel.tp=2 $(if $(QUICKSTART_STEPS),--set train.steps=$(QUICKSTART_STEPS))
 
 test:
 	bash scripts/setup.sh
 	$(MAKE) all build/test_kernels build/test_comm build/test_zero_shards
 	bash tests/run.sh
+
+# The quick tier, before every commit: the suites marked "# tier: check" (tests/run.sh).
+check:
+	bash scripts/setup.sh
+	$(MAKE) all build/test_kernels build/test_comm build/test_zero_shards
+	bash tests/run.sh --check
 
 # The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says
 # so and runs nothing.

@@ -6,6 +6,10 @@
 # can never pass silently. The failed checks are listed again, with each
 # failing suite's log, just before the closing line: a CI log that keeps only
 # its last lines still says what failed.
+#   tests/run.sh [--check] [NAME]
+# --check runs only the quick tier (make check): the C test binaries and the
+# suites whose file holds a line "# tier: check". NAME runs the suites whose
+# name contains it.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -20,14 +24,24 @@ else
     TG_TMP="$(mktemp -d "${TMPDIR:-/tmp}/train_gpt_tests.XXXXXX")"
 fi
 export TG_TMP
-pass=0
-fail=0
-failed_lines=()
+tier=all
+if [ "${1:-}" = "--check" ]; then tier=check; shift; fi
 only="${1:-}"
+# Whether a suite belongs to the quick tier (the C binaries take a second each).
+in_check_tier() { case "$1" in build/*) return 0 ;; esac; grep -q '^# tier: check' "$1"; }
+# The suites marked "# lane: emu" (the CUDA emulation's and nvcc's builds and
+# checks, mostly one compiler or one emulated thread at a time) run in a
+# second lane beside the others, so that two cores are busy; TG_TEST_LANES=1
+# runs every suite in one lane, one after another.
+in_emu_lane() { case "$1" in build/*) return 1 ;; esac; grep -q "^# lane: emu" "$1"; }
 
+# run_one NAME CMD...: runs one suite into NAME.log, prints its lines and its
+# closing line as one block (under a lock: two lanes never interleave a
+# suite's lines), and leaves its counts in NAME.result and its first failed
+# checks in NAME.failed, which the summary at the end adds up.
 run_one() {
     local name="$1"; shift
-    local log="$TG_TMP/$name.log"
+    local log="$TG_TMP/$name.log" report="$TG_TMP/$name.report"
     local t0=$SECONDS
     "$@" >"$log" 2>&1
     local rc=$?
@@ -42,29 +56,56 @@ run_one() {
         echo "not ok $name - reported no checks" >>"$log"
         f=1
     fi
-    grep -E '^(ok|not ok) ' "$log" | sed "s/^/[$name] /"
-    if [ "$f" -gt 0 ]; then
-        echo "---- $name output (last 40 lines) ----"
-        tail -n 40 "$log"
-        local line
-        while IFS= read -r line; do failed_lines+=("[$name] ${line:0:300} (log: $log)"); done \
-            < <(grep -E '^not ok ' "$log" | head -n 5)
-    fi
-    echo "[$name] $p passed, $f failed in $((SECONDS - t0))s"
-    pass=$((pass + p))
-    fail=$((fail + f))
+    {
+        grep -E '^(ok|not ok) ' "$log" | sed "s/^/[$name] /"
+        if [ "$f" -gt 0 ]; then
+            echo "---- $name output (last 40 lines) ----"
+            tail -n 40 "$log"
+        fi
+        echo "[$name] $p passed, $f failed in $((SECONDS - t0))s"
+    } >"$report"
+    grep -E '^not ok ' "$log" | head -n 5 | cut -c1-300 | sed "s|^|[$name] |; s|\$| (log: $log)|" >"$TG_TMP/$name.failed"
+    echo "$p $f" >"$TG_TMP/$name.result"
+    { flock 9; cat "$report"; } 9>"$TG_TMP/.print.lock"
 }
 
-for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
-    [ -e "$t" ] || continue
-    name="$(basename "$t")"
-    name="${name%.*}"
-    [ -n "$only" ] && [[ "$name" != *"$only"* ]] && continue
+run_suite() {
+    local t="$1" name="$2"
     case "$t" in
         *.py) run_one "$name" /usr/bin/python3 "$t" ;;
         *.sh) run_one "$name" bash "$t" ;;
         *) run_one "$name" "$t" ;;
     esac
+}
+
+names=() lane_main=() lane_emu=()
+for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
+    [ -e "$t" ] || continue
+    name="$(basename "$t")"
+    name="${name%.*}"
+    [ -n "$only" ] && [[ "$name" != *"$only"* ]] && continue
+    [ "$tier" = check ] && ! in_check_tier "$t" && continue
+    names+=("$name")
+    rm -f "$TG_TMP/$name.result" "$TG_TMP/$name.failed"
+    if [ "${TG_TEST_LANES:-2}" != 1 ] && in_emu_lane "$t"; then lane_emu+=("$t"); else lane_main+=("$t"); fi
+done
+lane() { local t n; for t in "$@"; do n="$(basename "$t")"; run_suite "$t" "${n%.*}"; done; }
+emu_pid=""
+if [ ${#lane_emu[@]} -gt 0 ]; then
+    lane "${lane_emu[@]}" &
+    emu_pid=$!
+fi
+[ ${#lane_main[@]} -gt 0 ] && lane "${lane_main[@]}"
+[ -n "$emu_pid" ] && wait "$emu_pid"
+
+# The totals, from each suite's counts (a suite that left none failed).
+pass=0 fail=0
+failed_lines=()
+for name in "${names[@]}"; do
+    read -r p f 2>/dev/null <"$TG_TMP/$name.result" || { p=0; f=1; echo "[$name] not ok $name - left no result" >"$TG_TMP/$name.failed"; }
+    pass=$((pass + p))
+    fail=$((fail + f))
+    [ "$f" -gt 0 ] && mapfile -t -O "${#failed_lines[@]}" failed_lines <"$TG_TMP/$name.failed"
 done
 if [ "$fail" -gt 0 ]; then
     echo "---- the failed checks (5 a suite at most) ----"

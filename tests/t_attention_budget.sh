@@ -7,6 +7,7 @@
 # (16 bytes a parameter), in every recompute mode. (With the T x T
 # probabilities stored, 2048 x 8 needed ~9 GiB more.) And selective
 # recompute drops exactly L-1 layers' GELU outputs and nothing else.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" attention_budget
 for tb in "1024 16" "2048 8"; do

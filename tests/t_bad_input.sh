@@ -7,6 +7,7 @@
 # every file but log.jsonl, no new step_ directory).
 # Prints "ok NAME" or "not ok NAME - reason" per case; exits non-zero if any
 # case failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bad_input
 prep="${PREPARE:-./prepare}"

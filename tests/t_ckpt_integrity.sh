@@ -8,6 +8,7 @@
 # damaged newest checkpoint stops the run, and moving it away resumes from
 # the one before. Each refusal: non-zero exit, stderr naming the file and
 # the tensor/key, out.dir unchanged. Run by tests/run.sh.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" ckpt_integrity
 oneline() { tr '\n' ' ' <"$1" | cut -c1-300; }

@@ -8,6 +8,7 @@
 # ZeRO -z 1, no recompute -r 0, HellaSwag -h 1; and each config's own layout
 # (TP 1, DP 8, its micro-batch, ZeRO) fits 8 devices of 80 GiB by --plan.
 # Every other config of configs/ loads in --plan.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" configs
 

@@ -3,6 +3,7 @@
 # llm.c's and Megatron-LM's flags and the config schema, the README's key table
 # against --help (both ways, with defaults), log.jsonl's fields against the
 # code that writes them, and the options of train_gpt and prepare (--help).
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" docs
 prep="${PREPARE:-./prepare}"

@@ -5,6 +5,7 @@
 # resume after it equals the uninterrupted run bitwise), a clean log.jsonl
 # after a resume, and a stopped rank under the launcher.
 # Prints "ok NAME" or "not ok NAME - reason" per check.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" faults
 launch="$root/scripts/launch.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# lane: emu (tests/run.sh: it runs build/emu/train_gpt_emu, which t_cuda_emu builds)
 """--hellaswag against PyTorch: a tiny GPT-2 trained briefly on the KJV text
 scores HellaSwag-format examples made from its verses (a verse's first half
 as the context, its second half and three other verses' as the endings);

@@ -7,6 +7,7 @@
 # files. out.dir (training) and prepare's --out prefix are locked for the
 # life of the process: a second run is refused at once, naming the holder's
 # pid and host, and the first completes unharmed.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" hostile_files
 export OMP_NUM_THREADS=1

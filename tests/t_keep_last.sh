@@ -5,6 +5,7 @@
 # a step_XXXXXXXX link is neither followed nor removed, the run resumes from
 # what is left, a removal a crash cut short is finished, and under TP 2 only
 # rank 0 removes (no error from rank 1).
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" keep_last
 export OMP_NUM_THREADS=1

@@ -11,6 +11,7 @@
 # checks each one is gone.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" launch
 launch="${TG_LAUNCH:-$root/scripts/launch.sh}"   # TG_LAUNCH: test another copy

@@ -8,6 +8,7 @@
 # leaves the earlier checkpoint as it was; ./prepare past the limit names its
 # shard. And the clear endings: --hellaswag DIR, --export-llmc "", and JSON
 # nested deeper than cJSON's limit (a config, a checkpoint's state.json).
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" log_writes
 export OMP_NUM_THREADS=1

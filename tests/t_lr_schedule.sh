@@ -5,6 +5,7 @@
 # steps, pushed out of a long warm-up, or none at all); a schedule reaches
 # the weights (constant and cosine train alike while their LRs agree, apart
 # after); bad values stop the run naming the key, before anything is written.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" lr_schedule
 export OMP_NUM_THREADS=1

@@ -8,6 +8,7 @@
 # of no known format named as such; the tokenizer files of a checkpoint.
 # transformers is not installed here: the tokenizer files are checked for
 # presence and content; AutoTokenizer runs only where transformers exists.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" model_files
 if [ ! -x "$bin" ]; then not_ok prerequisites "$bin is missing (run make)"; exit 1; fi

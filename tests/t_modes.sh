@@ -9,6 +9,7 @@
 # refused; an error after progress lines comes after them through a pipe;
 # log.jsonl lines carry "time"; the banner's parameter counts equal the GPT-2
 # formula.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" modes
 export OMP_NUM_THREADS=1 # two ranks share two cores

@@ -39,6 +39,7 @@
 #    collectives, so the graph goes first: seen failing without);
 #  - two ranks on one device: refused at creation with NCCL's message;
 #  - no rendezvous folder left behind by runs that ended well.
+# lane: emu
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" nccl_emu
 export OMP_NUM_THREADS=1 EMU_NCCL_TIMEOUT_S=60 EMU_STALL_S=60

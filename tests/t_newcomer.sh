@@ -9,6 +9,7 @@
 # plot_log.sh --smooth N; MFU on the progress line when the peak is known;
 # Hugging Face's GPT-2 layouts and llm.c's file load through model.init_from;
 # the README shows a next command that trains and how to start from GPT-2.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" newcomer
 export OMP_NUM_THREADS=1

@@ -6,6 +6,7 @@
 # bitwise equal, communicated bytes equal to the formula for the layout,
 # activation memory falling with tp under SP, a killed rank failing the job
 # cleanly, and checkpoints resuming at other layouts.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" parallel
 export OMP_NUM_THREADS=1 # up to 4 ranks share 2 cores

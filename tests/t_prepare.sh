@@ -19,6 +19,7 @@
 # the session ~30% of one core at either thread count, and 1 and 2 threads
 # were equal (2.31 and 2.13). The "# speed ..." lines this script prints are
 # informative, not checked.
+# tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" prepare
 prep="${PREPARE:-./prepare}"

@@ -3,7 +3,8 @@
 # exit status, a suite that exits non-zero without a failing check counted
 # as one failure, and its scratch directory (about 1.3 GB a full run), which
 # it removes when every check passed and it made the directory, keeps and
-# names when a check failed, and leaves alone when TG_TMP was given. The
+# names when a check failed, and leaves alone when TG_TMP was given; the quick
+# tier (--check) and the second lane ("# lane: emu"). The
 # inner runs' output goes to files: its copies of "not ok" lines must not
 # reach the outer runner.
 # shellcheck source=tests/lib.sh
@@ -57,5 +58,38 @@ mkdir -p "$tmp/given_tmp"
 inner given TG_TMP="$tmp/given_tmp"
 if [ "$(cat "$tmp/given.rc")" = 0 ] && [ -s "$tmp/given_tmp/t_good.log" ]; then ok leaves_a_given_tg_tmp
 else not_ok leaves_a_given_tg_tmp "rc $(cat "$tmp/given.rc"); $tmp/given_tmp: $(ls "$tmp/given_tmp" 2>&1 | tr '\n' ' ')"; fi
+
+# --check runs only the suites marked "# tier: check".
+tree tier good bad
+sed -i '1i # tier: check' "$tmp/tier/tests/t_good.sh"
+env -u TG_TMP -u TG_ROOT TMPDIR="$tmp" bash "$tmp/tier/tests/run.sh" --check >"$tmp/tier.out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && [ "$(tail -n 1 "$tmp/tier.out")" = "1 passed, 0 failed" ] && ! grep -q t_bad "$tmp/tier.out"; then
+    ok check_tier_runs_only_the_marked_suites
+else not_ok check_tier_runs_only_the_marked_suites "rc $rc: $(tail -n 3 "$tmp/tier.out" | tr '\n' ' ')"; fi
+
+# A suite marked "# lane: emu" runs beside the others: the two suites below
+# each wait (10 s at most) for the other to have started, which only
+# concurrent lanes satisfy; a failing and a crashing suite in the second
+# lane are counted as in the first.
+lanes_tree() {
+    tree "$1" bad crash
+    local d="$tmp/$1/tests"
+    printf '# lane: emu\ntouch "$TG_TMP/emu_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/main_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other lane never started"\n' >"$d/t_emu.sh"
+    printf 'touch "$TG_TMP/main_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/emu_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other lane never started"\n' >"$d/t_main.sh"
+    sed -i '1i # lane: emu' "$d/t_bad.sh" "$d/t_crash.sh"
+}
+lanes_tree lanes
+inner lanes
+if [ "$(cat "$tmp/lanes.rc")" = 1 ] && [ "$(tail -n 1 "$tmp/lanes.out")" = "3 passed, 2 failed" ] &&
+    grep -q '^\[t_emu\] ok met' "$tmp/lanes.out" && grep -q '^\[t_main\] ok met' "$tmp/lanes.out"; then
+    ok emu_lane_runs_beside_the_others_and_counts
+else not_ok emu_lane_runs_beside_the_others_and_counts "rc $(cat "$tmp/lanes.rc"): $(grep -E 'met|passed' "$tmp/lanes.out" | tr '\n' ' ')"; fi
+# One lane (TG_TEST_LANES=1): the same suites one after another, so the
+# rendezvous cannot happen (this is what makes the check above able to fail).
+lanes_tree one_lane
+inner one_lane TG_TEST_LANES=1
+if [ "$(tail -n 1 "$tmp/one_lane.out")" = "2 passed, 3 failed" ]; then ok one_lane_runs_suites_in_turn
+else not_ok one_lane_runs_suites_in_turn "$(grep -E 'met|passed' "$tmp/one_lane.out" | tr '\n' ' ')"; fi
 
 exit $failed

@@ -2,8 +2,10 @@
 
 Every ```sh block of README.md must be preceded by a marker line:
   <!-- readme-test: run -->                     run every command line of the block
-  <!-- readme-test: run except "A|B" append X -->  leave out lines containing A or B; append X to
-                                                 every line that starts ./train_gpt (or launches it)
+  <!-- readme-test: run except "A|B" env N=V append X -->  leave out lines containing A or B;
+                                                 run the others with N=V in their environment;
+                                                 append X to every line that starts ./train_gpt
+                                                 (or launches it)
   <!-- readme-test: skip REASON -->              not run here (a GPU, a synopsis, ...); says why
 An unmarked block is a failure, so a new block cannot slip by untested.
 
@@ -54,7 +56,7 @@ def mirror(src, dst):
             link = os.path.join(dst, rel, f)
             if not os.path.lexists(link):
                 os.symlink(os.path.join(d, f), link)
-        for x in dirs:
+        for x in list(dirs):  # (a copy: the loop removes the links it keeps as links)
             if os.path.islink(os.path.join(d, x)):  # assets may be a link: keep it one
                 link = os.path.join(dst, rel, x)
                 if not os.path.lexists(link):
@@ -63,11 +65,13 @@ def mirror(src, dst):
 
 
 def parse_args(args):
-    """run's arguments: except "A|B" (lines to leave out), append ARGS."""
-    m = re.match(r'(?:except\s+"([^"]*)")?\s*(?:append\s+(.*))?$', args)
+    """run's arguments: except "A|B" (lines to leave out), env NAME=VALUE (set for the block's
+    commands), append ARGS."""
+    m = re.match(r'(?:except\s+"([^"]*)")?\s*(?:env\s+([A-Za-z_][A-Za-z0-9_]*)=(\S*))?\s*(?:append\s+(.*))?$', args)
     if not m:
         raise SystemExit(f"cannot read the marker arguments '{args}'")
-    return (m.group(1).split("|") if m.group(1) else []), (m.group(2) or "").strip()
+    env = {m.group(2): m.group(3)} if m.group(2) else {}
+    return (m.group(1).split("|") if m.group(1) else []), env, (m.group(4) or "").strip()
 
 
 def run_line(cmd, append, env):
@@ -91,11 +95,11 @@ for n, (line, kind, args, cmds) in enumerate(blocks(open(os.path.join(root, "REA
     if kind == "skip":
         print(f"skip {name} - {args or 'no reason given'}")  # not counted as a pass
         continue
-    skip, append = parse_args(args)
+    skip, block_env, append = parse_args(args)
     for c, cmd in enumerate(cmds, 1):
         if any(s and s in cmd for s in skip):
             continue
-        rc, tail = run_line(cmd, append, env)
+        rc, tail = run_line(cmd, append, dict(env, **block_env))
         if rc == 0:
             print(f"ok {name}_cmd{c} ({cmd[:70]})")
         else:
