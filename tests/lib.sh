@@ -33,3 +33,15 @@ for name, n in (("train_000000", n_train), ("val_000000", n_val)):
         f.write(h.tobytes()); f.write(rng.integers(0, vocab, n, dtype=np.uint16).tobytes())
 PY
 }
+
+# small_run_config FILE STEPS: a 1-layer, 16-wide model on $tmp/data's
+# random shards (vocabulary 64, tokens 8), saving every 2 steps, with no
+# evaluation and no samples: for the suites about the files around a run.
+small_run_config() {
+    cat >"$1" <<JSON
+{"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 64, "seq_len": 8},
+ "train": {"micro_batch": 2, "global_batch": 2, "steps": $2, "lr": 1e-2, "warmup": 1},
+ "data": {"train": "$tmp/data/train_*.bin", "val": ""},
+ "out": {"eval_batches": 0, "sample_tokens": 0, "save_every": 2, "log_every": 100}}
+JSON
+}

@@ -12,12 +12,7 @@ export OMP_NUM_THREADS=1
 if ! "$py" -c 'import numpy' 2>/dev/null; then not_ok prerequisites "python3-numpy is missing"; exit 1; fi
 random_shards "$tmp/data" 64 4 6000 400
 cfg="$tmp/cfg.json"
-cat >"$cfg" <<JSON
-{"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 64, "seq_len": 8},
- "train": {"micro_batch": 2, "global_batch": 2, "steps": 10, "lr": 1e-2, "warmup": 1},
- "data": {"train": "$tmp/data/train_*.bin", "val": ""},
- "out": {"eval_batches": 0, "sample_tokens": 0, "save_every": 2, "log_every": 100}}
-JSON
+small_run_config "$cfg" 10
 tg() { timeout -k 5 120 "$bin" --config "$cfg" "$@"; }
 left() { (cd "$1" && ls -d step_* 2>/dev/null | tr '\n' ' '); }
 
