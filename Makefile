@@ -76,7 +76,7 @@ endif
 
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CPU_KERNEL_SRC:%.c=$(BUILD)/%.bf16.o) $(LIB_OBJ_EXTRA)
 
-.PHONY: all clean test check test-gpu quickstart setup data FORCE
+.PHONY: all clean test check test-sanitizers test-gpu quickstart setup data FORCE
 all: train_gpt prepare
 
 $(BUILD)/%.bf16.o: %.c
@@ -150,6 +150,14 @@ check:
 	bash scripts/setup.sh
 	$(MAKE) all build/test_kernels build/test_comm build/test_zero_shards
 	bash tests/run.sh --check
+
+# The CUDA emulation under its race check and AddressSanitizer (two more builds
+# of the kernels): the suites marked "# tier: sanitizers", which make test
+# leaves out and CI runs.
+test-sanitizers:
+	bash scripts/setup.sh
+	$(MAKE) all
+	bash tests/run.sh --sanitizers
 
 # The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says
 # so and runs nothing.

@@ -6,10 +6,12 @@
 # can never pass silently. The failed checks are listed again, with each
 # failing suite's log, just before the closing line: a CI log that keeps only
 # its last lines still says what failed.
-#   tests/run.sh [--check] [NAME]
-# --check runs only the quick tier (make check): the C test binaries and the
-# suites whose file holds a line "# tier: check". NAME runs the suites whose
-# name contains it.
+#   tests/run.sh [--check | --sanitizers] [NAME]
+# Without an option: every suite but those marked "# tier: sanitizers" (make
+# test). --check runs only the quick tier (make check): the C test binaries
+# and the suites marked "# tier: check". --sanitizers runs only the suites
+# marked "# tier: sanitizers" (make test-sanitizers, which CI runs after make
+# test). NAME runs the suites whose name contains it.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -24,11 +26,22 @@ else
     TG_TMP="$(mktemp -d "${TMPDIR:-/tmp}/train_gpt_tests.XXXXXX")"
 fi
 export TG_TMP
-tier=all
-if [ "${1:-}" = "--check" ]; then tier=check; shift; fi
+tier=test
+case "${1:-}" in
+    --check) tier=check; shift ;;
+    --sanitizers) tier=sanitizers; shift ;;
+esac
 only="${1:-}"
-# Whether a suite belongs to the quick tier (the C binaries take a second each).
-in_check_tier() { case "$1" in build/*) return 0 ;; esac; grep -q '^# tier: check' "$1"; }
+# The tier a suite is marked with ("# tier: NAME"; the C binaries, a second
+# each, are in the quick tier; unmarked: test).
+tier_of() {
+    case "$1" in build/*) echo check; return ;; esac
+    local t
+    t=$(sed -nE 's/^# tier: ([a-z]+).*/\1/p' "$1" | head -n 1)
+    echo "${t:-test}"
+}
+# Whether the chosen tier runs a suite of tier $1: make test runs all but the sanitizers'.
+tier_runs() { case "$tier" in test) [ "$1" != sanitizers ] ;; *) [ "$1" = "$tier" ] ;; esac; }
 # The suites marked "# lane: emu" (the CUDA emulation's and nvcc's builds and
 # checks, mostly one compiler or one emulated thread at a time) run in a
 # second lane beside the others, so that two cores are busy; TG_TEST_LANES=1
@@ -84,7 +97,7 @@ for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
     name="$(basename "$t")"
     name="${name%.*}"
     [ -n "$only" ] && [[ "$name" != *"$only"* ]] && continue
-    [ "$tier" = check ] && ! in_check_tier "$t" && continue
+    tier_runs "$(tier_of "$t")" || continue
     names+=("$name")
     rm -f "$TG_TMP/$name.result" "$TG_TMP/$name.failed"
     if [ "${TG_TEST_LANES:-2}" != 1 ] && in_emu_lane "$t"; then lane_emu+=("$t"); else lane_main+=("$t"); fi

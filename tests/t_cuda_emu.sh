@@ -37,13 +37,6 @@ if [ ${#key0} = 64 ] && [ "$key1" != "$key0" ] && [ "$key2" != "$key1" ] && [ "$
     ok emu_build_key_follows_inputs
 else not_ok emu_build_key_follows_inputs "keys $key0 $key1 $key2 $key3 $key4"; fi
 kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
-# The race check's and AddressSanitizer's builds (used at the end) compile
-# while the checks below run, at a lower priority: most of those are one
-# thread, and this suite is the longest of make test.
-EMU_RACE=1 nice -n 10 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1 &
-race_build_pid=$!
-EMU_ASAN=1 nice -n 10 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1 &
-asan_build_pid=$!
 
 # kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
 kernels() {
@@ -102,17 +95,8 @@ if [ $rc -eq 3 ] && grep -q "\-\-shape '1,2,x,64': want B,NH,T,HS" "$tmp/bench_b
 else not_ok bench_attention_bad_option "exit $rc: $(head -n 2 "$tmp/bench_bad.out" | tr '\n' ' ')"; fi
 
 # The whole trainer: random tokens, tiny model (as tests/t_parallel.sh)
-random_shards "$tmp/data" 300 13 3000 600
-cat >"$tmp/cfg.json" <<JSON
-{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 300, "seq_len": 16},
- "train": {"micro_batch": 2, "global_batch": 4, "steps": 3, "lr": 3e-3, "min_lr": 3e-4, "warmup": 1, "grad_clip": 0.5, "eps": 1e-5},
- "data": {"train": "$tmp/data/train_*.bin", "val": "$tmp/data/val_*.bin"},
- "out": {"eval_every": 0, "eval_batches": 2, "sample_tokens": 0, "resume": false, "log_every": 1}}
-JSON
-train() { # NAME BIN [--set ...]
-    local name="$1" b="$2"; shift 2
-    timeout -k 5 300 "$b" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
-}
+# shellcheck source=tests/emu/trainer_fixture.sh
+source tests/emu/trainer_fixture.sh
 train_2() { # NAME [--set ...]: two emulated processes
     local name="$1"; shift
     timeout -k 5 300 scripts/launch.sh -n 2 --log-dir "$tmp/$name/launch" -- "$emu_bin" --config "$tmp/cfg.json" \
@@ -193,7 +177,6 @@ else not_ok trainer_cuda_bf16 "$(tail -n 3 "$tmp/bf16_none.out" | tr '\n' ' ')";
 # (warm-up, then cosine) and, with dropout, masks keyed by the step; a graph
 # that froze anything the host gives a step (the rate, the step the dropout
 # kernels read, the tokens) would drift from the op-by-op run.
-graph=(--set train.steps=6 --set train.warmup=2 --set out.eval_every=2)
 for v in fp32 bf16 fp32_dropout bf16_dropout; do
     prec=${v%_dropout} set_=()
     [ "$v" != "$prec" ] && set_=(--set model.dropout=0.1)
@@ -269,65 +252,4 @@ for level in 1 2; do
     then ok "trainer_cuda_lazy${level}_dp2_zero_bitwise ($out)"
     else not_ok "trainer_cuda_lazy${level}_dp2_zero_bitwise" "${out:-} $(tail -n 2 "$tmp/lazy${level}_zero.out" | tr '\n' ' ')"; fi
 done
-# sanitized_kernels FLAVOUR CHECK FINDING [ENV=...]: the quick kernel checks in
-# build/emu-FLAVOUR (a sanitizer's build), plain and chunked, one line each
-# (the checks themselves ran above): all pass, and no FINDING is printed.
-sanitized_kernels() {
-    local flavour=$1 check=$2 finding=$3 mode out rc summary
-    shift 3
-    local -A pid
-    for mode in plain chunked; do # side by side: each is one thread
-        local envs=("$@")
-        [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
-        env "${envs[@]}" "build/emu-$flavour/test_cuda_kernels_emu" --quick >"$tmp/${flavour}_$mode.out" 2>&1 &
-        pid[$mode]=$!
-    done
-    for mode in plain chunked; do
-        out="$tmp/${flavour}_$mode.out"
-        wait "${pid[$mode]}"
-        rc=$?
-        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$out")
-        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "$finding" "$out"
-        then ok "${flavour}_${mode}_$check ($summary)"
-        else not_ok "${flavour}_${mode}_$check" "exit $rc: $(grep -m3 "$finding\|SUMMARY\|^not ok" "$out" | tr '\n' ' ')"; fi
-    done
-}
-
-# The data-race check (tests/emu/emu_race.cpp, EMU_RACE=1): its own test
-# (racy kernels reported, their synchronized twins not), then every kernel
-# check (the quick sizes: the check costs about 6x), also on the chunked
-# paths, and training steps (bf16 with dropout at head size 64 and T = 80,
-# the tensor-core attention; fp32 with the step replayed as a CUDA graph),
-# with no race found.
-if wait $race_build_pid; then
-    ok race_build
-    build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
-    sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
-    grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
-    sanitized_kernels race kernels_race_free "data race"
-    # race_train NAME [--set ...]: a run of the race build, which must find no race
-    race_train() {
-        local name="race_train_$1"; shift
-        train "$name" build/emu-race/train_gpt_emu --set device=cuda --set out.eval_every=2 "$@" && ! grep -q "data race" "$tmp/$name.out"
-    }
-    if race_train bf16_hs64 --set train.precision=bf16 --set model.dropout=0.1 --set model.n_embd=128 --set model.n_head=2 \
-        --set model.seq_len=80 --set train.recompute=selective
-    then ok race_train_bf16_hs64_race_free
-    else not_ok race_train_bf16_hs64_race_free "$(grep -m3 "data race\|rror" "$tmp/race_train_bf16_hs64.out" | tr '\n' ' ')"; fi
-    if race_train fp32_graph --set train.precision=fp32 "${graph[@]}" && grep -q "captured as a CUDA graph" "$tmp/race_train_fp32_graph.out"
-    then ok race_train_fp32_graph_race_free
-    else not_ok race_train_fp32_graph_race_free "$(grep -m3 "data race\|rror\|graph" "$tmp/race_train_fp32_graph.out" | tr '\n' ' ')"; fi
-else
-    not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
-fi
-
-# AddressSanitizer (EMU_ASAN=1): no kernel reads or writes outside its
-# allocation or its shared arrays (on a GPU, an illegal address or silent
-# corruption), at the quick sizes, plain and chunked.
-if wait $asan_build_pid; then
-    sanitized_kernels asan kernels_in_bounds AddressSanitizer ASAN_OPTIONS=detect_leaks=0
-else
-    not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"
-fi
-
 exit $failed

@@ -68,6 +68,17 @@ if [ "$rc" = 0 ] && [ "$(tail -n 1 "$tmp/tier.out")" = "1 passed, 0 failed" ] &&
     ok check_tier_runs_only_the_marked_suites
 else not_ok check_tier_runs_only_the_marked_suites "rc $rc: $(tail -n 3 "$tmp/tier.out" | tr '\n' ' ')"; fi
 
+# The sanitizers' tier: left out of a plain run, the only one --sanitizers runs.
+tree san good bad
+sed -i '1i # tier: sanitizers' "$tmp/san/tests/t_bad.sh"
+inner san
+env -u TG_TMP -u TG_ROOT TMPDIR="$tmp" bash "$tmp/san/tests/run.sh" --sanitizers >"$tmp/san_only.out" 2>&1
+rc=$?
+if [ "$(cat "$tmp/san.rc")" = 0 ] && [ "$(tail -n 1 "$tmp/san.out")" = "1 passed, 0 failed" ] && ! grep -q t_bad "$tmp/san.out" &&
+    [ "$rc" = 1 ] && [ "$(tail -n 1 "$tmp/san_only.out")" = "0 passed, 1 failed" ] && ! grep -q t_good "$tmp/san_only.out"; then
+    ok sanitizers_tier_only_with_its_option
+else not_ok sanitizers_tier_only_with_its_option "plain: $(tail -n 1 "$tmp/san.out"); --sanitizers rc $rc: $(tail -n 1 "$tmp/san_only.out")"; fi
+
 # A suite marked "# lane: emu" runs beside the others: the two suites below
 # each wait (10 s at most) for the other to have started, which only
 # concurrent lanes satisfy; a failing and a crashing suite in the second

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The CUDA emulation under its two sanitizers (tests/emu: EMU_RACE=1, the
+# data-race check; EMU_ASAN=1, AddressSanitizer): every quick kernel check
+# and two training runs with no race found, and no kernel reading or writing
+# outside its memory. Their builds are two more compiles of the kernels, so
+# make test leaves this suite to CI (.ci/run: make test-sanitizers); run it
+# after changing kernels/cuda or tests/emu.
+# tier: sanitizers
+# lane: emu
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" cuda_emu_sanitizers
+export OMP_NUM_THREADS=1
+
+# The two builds side by side (each one compiler at a time, mostly).
+EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1 &
+race_build_pid=$!
+EMU_ASAN=1 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1 &
+asan_build_pid=$!
+# shellcheck source=tests/emu/trainer_fixture.sh
+source tests/emu/trainer_fixture.sh
+
+# sanitized_kernels FLAVOUR CHECK FINDING [ENV=...]: the quick kernel checks in
+# build/emu-FLAVOUR (a sanitizer's build), plain and chunked, one line each
+# (tests/t_cuda_emu.sh runs the checks themselves): all pass, and no FINDING
+# is printed.
+sanitized_kernels() {
+    local flavour=$1 check=$2 finding=$3 mode out rc summary
+    shift 3
+    local -A pid
+    for mode in plain chunked; do # side by side: each is one thread
+        local envs=("$@")
+        [ $mode = chunked ] && envs+=(EMU_SCRATCH_BYTES=12000)
+        env "${envs[@]}" "build/emu-$flavour/test_cuda_kernels_emu" --quick >"$tmp/${flavour}_$mode.out" 2>&1 &
+        pid[$mode]=$!
+    done
+    for mode in plain chunked; do
+        out="$tmp/${flavour}_$mode.out"
+        wait "${pid[$mode]}"
+        rc=$?
+        summary=$(grep -E "^[0-9]+ passed, 0 failed" "$out")
+        if [ $rc = 0 ] && [ -n "$summary" ] && ! grep -q "$finding" "$out"
+        then ok "${flavour}_${mode}_$check ($summary)"
+        else not_ok "${flavour}_${mode}_$check" "exit $rc: $(grep -m3 "$finding\|SUMMARY\|^not ok" "$out" | tr '\n' ' ')"; fi
+    done
+}
+
+# The data-race check (tests/emu/emu_race.cpp, EMU_RACE=1): its own test
+# (racy kernels reported, their synchronized twins not), then every kernel
+# check (the quick sizes: the check costs about 6x), also on the chunked
+# paths, and training steps (bf16 with dropout at head size 64 and T = 80,
+# the tensor-core attention; fp32 with the step replayed as a CUDA graph),
+# with no race found.
+if wait $race_build_pid; then
+    ok race_build
+    build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
+    grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
+    sanitized_kernels race kernels_race_free "data race"
+    # race_train NAME [--set ...]: a run of the race build, which must find no race
+    race_train() {
+        local name="race_train_$1"; shift
+        train "$name" build/emu-race/train_gpt_emu --set device=cuda --set out.eval_every=2 "$@" && ! grep -q "data race" "$tmp/$name.out"
+    }
+    if race_train bf16_hs64 --set train.precision=bf16 --set model.dropout=0.1 --set model.n_embd=128 --set model.n_head=2 \
+        --set model.seq_len=80 --set train.recompute=selective
+    then ok race_train_bf16_hs64_race_free
+    else not_ok race_train_bf16_hs64_race_free "$(grep -m3 "data race\|rror" "$tmp/race_train_bf16_hs64.out" | tr '\n' ' ')"; fi
+    if race_train fp32_graph --set train.precision=fp32 "${graph[@]}" && grep -q "captured as a CUDA graph" "$tmp/race_train_fp32_graph.out"
+    then ok race_train_fp32_graph_race_free
+    else not_ok race_train_fp32_graph_race_free "$(grep -m3 "data race\|rror\|graph" "$tmp/race_train_fp32_graph.out" | tr '\n' ' ')"; fi
+else
+    not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
+fi
+
+# AddressSanitizer (EMU_ASAN=1): no kernel reads or writes outside its
+# allocation or its shared arrays (on a GPU, an illegal address or silent
+# corruption), at the quick sizes, plain and chunked.
+if wait $asan_build_pid; then
+    sanitized_kernels asan kernels_in_bounds AddressSanitizer ASAN_OPTIONS=detect_leaks=0
+else
+    not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"
+fi
+
+exit $failed
