@@ -42,10 +42,11 @@ tier_of() {
 }
 # Whether the chosen tier runs a suite of tier $1: make test runs all but the sanitizers'.
 tier_runs() { case "$tier" in test) [ "$1" != sanitizers ] ;; *) [ "$1" = "$tier" ] ;; esac; }
-# The suites marked "# lane: emu" (the CUDA emulation's and nvcc's builds and
-# checks, mostly one compiler or one emulated thread at a time) run in a
-# second lane beside the others, so that two cores are busy; TG_TEST_LANES=1
-# runs every suite in one lane, one after another.
+# The suites marked "# lane: emu" (the CUDA emulation's build and the
+# suites that run it, mostly one compiler or one emulated thread at a time)
+# run in a second lane beside the others, so that two cores are busy; the
+# two lanes take about as long (t_kernel_resources, nvcc's compile, stays in
+# the first). TG_TEST_LANES=1 runs every suite in one lane, in turn.
 in_emu_lane() { case "$1" in build/*) return 1 ;; esac; grep -q "^# lane: emu" "$1"; }
 
 # run_one NAME CMD...: runs one suite into NAME.log, prints its lines and its

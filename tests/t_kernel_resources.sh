@@ -7,7 +7,6 @@
 # kernel never launched, a launch of a kernel never compiled); then, where
 # nvcc is found, the project's kernels: every one launched under the
 # emulation, none over a limit, none spilling on sm_90.
-# lane: emu
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" kernel_resources
 export OMP_NUM_THREADS=1
