@@ -45,3 +45,11 @@ small_run_config() {
  "out": {"eval_batches": 0, "sample_tokens": 0, "save_every": 2, "log_every": 100}}
 JSON
 }
+
+# run_dir_listing DIR: every entry below DIR and every file's SHA-256, but
+# the lock file, which each run rewrites with its pid and host: equal before
+# and after a run that must leave out.dir as it was.
+run_dir_listing() {
+    (cd "$1" && find . -mindepth 1 ! -name .train_gpt.lock | sort &&
+        find . -type f ! -name .train_gpt.lock -print0 | sort -z | xargs -0 -r sha256sum)
+}

@@ -111,9 +111,6 @@ fi
 ok prerequisites
 pristine="$tmp/run"
 
-# (The lock file is rewritten by every run with its pid and host.)
-snapshot() { (cd "$1" && find . -mindepth 1 ! -name .train_gpt.lock | sort &&
-    find . -type f ! -name .train_gpt.lock -print0 | sort -z | xargs -0 -r sha256sum); }
 mkrun() { rm -rf "$tmp/r_$1" && cp -a "$pristine" "$tmp/r_$1" && echo "$tmp/r_$1"; }
 # A Hugging Face-style copy of step 2 (no state.json, so no checksums):
 # model.safetensors and, unless told otherwise, config.json.
@@ -128,12 +125,12 @@ expect_fail() {
     while [ "$1" != "--" ]; do pats+=("$1"); shift; done
     shift
     local before why=() err="$tmp/$name.err"
-    before="$(snapshot "$dir")"
+    before="$(run_dir_listing "$dir")"
     timeout -k 5 60 "$bin" --config "$base" "$@" >"$tmp/$name.out" 2>"$err" </dev/null
     local rc=$? p
     if [ $rc -eq 0 ]; then why+=("exited 0"); elif [ $rc -gt 123 ]; then why+=("killed or crashed (status $rc)"); fi
     for p in "${pats[@]}"; do grep -Eqi -- "$p" "$err" || why+=("stderr lacks /$p/"); done
-    [ "$(snapshot "$dir")" = "$before" ] || why+=("$dir changed")
+    [ "$(run_dir_listing "$dir")" = "$before" ] || why+=("$dir changed")
     if [ ${#why[@]} -eq 0 ]; then ok "$name"; else local IFS=';'; not_ok "$name" "${why[*]} | stderr: $(oneline "$err")"; fi
 }
 fresh="$tmp/fresh"  # fresh/CASE: out.dir of a run that starts from model.init_from

@@ -25,9 +25,6 @@ cat >"$cfg" <<JSON
  "out": {"dir": "$tmp/run", "eval_every": 0, "eval_batches": 2, "sample_tokens": 4, "log_every": 1}}
 JSON
 tg() { timeout -k 5 120 "$bin" --config "$cfg" "$@"; }
-# Every file but the lock, which each run rewrites with its own pid and host.
-listing() { (cd "$1" && find . ! -name .train_gpt.lock | sort &&
-    find . -type f ! -name .train_gpt.lock -print0 | sort -z | xargs -0 -r sha256sum); }
 short() { tail -n "${2:-3}" "$1" | tr '\n' ' ' | head -c 300; }
 val_of() { sed -nE 's/^val loss ([0-9.]+).*/\1/p' "$1"; }
 
@@ -36,10 +33,10 @@ tg >"$tmp/train.out" 2>&1 || { not_ok prerequisites "training failed: $(short "$
 if grep -A1 -- '^---- sample at step 2 ----$' "$tmp/train.out" | sed -n 2p | grep -q '^<|endoftext|>'; then
     ok training_sample_prints_its_prompt_first
 else not_ok training_sample_prints_its_prompt_first "$(grep -A1 -- '---- sample' "$tmp/train.out" | tr '\n' ' ')"; fi
-listing "$tmp/run" >"$tmp/before"
+run_dir_listing "$tmp/run" >"$tmp/before"
 tg >"$tmp/again.out" 2>&1
 rc=$?
-listing "$tmp/run" >"$tmp/after"
+run_dir_listing "$tmp/run" >"$tmp/after"
 if [ "$rc" = 0 ] && grep -q '^nothing left to train: .*step_00000002 has done 2 steps, all of train.steps (2)' "$tmp/again.out" &&
     grep -q -- '--set train.steps=4' "$tmp/again.out" && grep -q 'new out.dir' "$tmp/again.out" &&
     ! grep -q -e '---- sample' -e 'already holds' -e '^saved' -e '^step ' "$tmp/again.out" && cmp -s "$tmp/before" "$tmp/after"; then
@@ -47,7 +44,7 @@ if [ "$rc" = 0 ] && grep -q '^nothing left to train: .*step_00000002 has done 2 
 else not_ok rerun_of_a_finished_run_trains_nothing_and_says_how_to_go_on "rc $rc, files $(cmp -s "$tmp/before" "$tmp/after" && echo same || echo changed): $(short "$tmp/again.out" 4)"; fi
 tg --set train.steps=1 >"$tmp/past.out" 2>&1
 rc=$?
-listing "$tmp/run" >"$tmp/after_past"
+run_dir_listing "$tmp/run" >"$tmp/after_past"
 if [ "$rc" = 0 ] && grep -q 'has done 2 steps, past train.steps (1)' "$tmp/past.out" && cmp -s "$tmp/before" "$tmp/after_past"; then
     ok resume_past_train_steps_says_so
 else not_ok resume_past_train_steps_says_so "rc $rc: $(short "$tmp/past.out")"; fi
