@@ -83,8 +83,8 @@ static int check_group(bootstrap *bs, const group_spec *g, const member_rec *all
             return tg_fail(e, "group %s: rank %d and rank %d disagree on its members (rank %d says index %d of %d)", name, me, r, r,
                            all[r].index, all[r].size);
         if (g->one_node && !bootstrap_same_node(bs, me, r))
-            return tg_fail(e, "group %s: ranks %d and %d are on different nodes; the shm communicator needs every group on one "
-                           "node (tensor-parallel groups must fit in a node)", name, me, r);
+            return tg_fail(e, "group %s: ranks %d and %d are on different nodes; the shm communicator serves the ranks of one "
+                           "node, so a job across nodes needs NCCL (the CUDA build, parallel.comm auto or nccl)", name, me, r);
     }
     const member_rec *first = &all[g->ranks[0]];
     if (g->blob_name && !first->failed && !first->has_blob)

@@ -154,6 +154,73 @@ static int from_generic(topology *t, int tp, tg_err *e) {
     return read_master(t, NULL, 0, e);
 }
 
+/* Characters of a host name as Slurm lists it (RFC 1123 letters, digits,
+ * '-', '.', and '_' that some sites use). */
+static int host_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+}
+
+/* Copies a bracket's first number ("07" of "[07-08,10]") to out[*len..] and
+ * returns the position just after the closing bracket, or NULL when the
+ * bracket is malformed. */
+static const char *first_in_bracket(const char *p, char *out, size_t cap, size_t *len) {
+    const char *start = ++p; /* past '[' */
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == start || (*p != '-' && *p != ',' && *p != ']')) return NULL;
+    size_t n = (size_t)(p - start);
+    if (*len + n >= cap) return NULL;
+    memcpy(out + *len, start, n);
+    *len += n;
+    for (; *p != ']'; p++)
+        if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == ',')) return NULL;
+    return p + 1;
+}
+
+int topology_slurm_first_host(const char *list, char *out, size_t cap, tg_err *e) {
+    size_t len = 0;
+    const char *p = list;
+    while (*p && *p != ',') {
+        if (*p == '[') {
+            p = first_in_bracket(p, out, cap, &len);
+            if (!p) break;
+        } else if (host_char(*p) && len + 1 < cap) {
+            out[len++] = *p++;
+        } else
+            break;
+    }
+    if (!p || (*p && *p != ',') || len == 0) {
+        if (cap) out[0] = '\0';
+        return tg_fail(e, "\"%s\" is not a Slurm host list such as node[01-04,07]", list);
+    }
+    out[len] = '\0';
+    return 0;
+}
+
+/* Rank 0's host in a job of several nodes, when MASTER_ADDR is not set: the
+ * first node of the step (Slurm puts task 0 there under its block and cyclic
+ * distributions). Not SLURM_LAUNCH_NODE_IPADDR: under an interactive srun
+ * that is the login node, where no rank runs. */
+static int slurm_master_host(const topology *t, char *host, size_t cap, tg_err *e) {
+    static const char *const lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
+    const char *var = NULL, *list = NULL;
+    for (size_t i = 0; i < sizeof lists / sizeof *lists && !list; i++) {
+        const char *v = getenv(lists[i]);
+        if (v && v[0]) {
+            var = lists[i];
+            list = v;
+        }
+    }
+    if (!list)
+        return tg_fail(e, "environment variable MASTER_ADDR is not set, nor SLURM_STEP_NODELIST to find rank 0's node in this "
+                       "%d-node Slurm job: set MASTER_ADDR to rank 0's host", t->world / t->local_world);
+    if (topology_slurm_first_host(list, host, cap, e)) return tg_wrap(e, "environment variable %s", var);
+    const char *me = getenv("SLURMD_NODENAME");
+    if (t->rank == 0 && me && me[0] && strcmp(me, host) != 0)
+        return tg_fail(e, "rank 0 runs on node %s (SLURMD_NODENAME), not on %s, the first node of %s, where its peers look "
+                       "for it: set MASTER_ADDR to rank 0's host, or use srun's block or cyclic distribution", me, host, var);
+    return 0;
+}
+
 static int from_slurm(topology *t, int tp, tg_err *e) {
     int rank, world, lrank, lworld, found;
     const char *wvar = getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
@@ -174,8 +241,10 @@ static int from_slurm(topology *t, int tp, tg_err *e) {
      * outgoing connection's port, or one it left in TIME_WAIT, would keep
      * rank 0 from listening */
     if (found) port = 20000 + job % 12768;
-    const char *launch = getenv("SLURM_LAUNCH_NODE_IPADDR");
-    return read_master(t, launch && launch[0] ? launch : NULL, port, e);
+    char host[TOPO_ADDR_MAX] = "";
+    const int multi_node = t->local_world < t->world;
+    if (multi_node && !getenv("MASTER_ADDR") && slurm_master_host(t, host, sizeof host, e)) return -1;
+    return read_master(t, host[0] ? host : NULL, port, e);
 }
 
 static int from_openmpi(topology *t, int tp, tg_err *e) {

@@ -32,7 +32,11 @@ typedef struct topology {
  *   slurm:   SLURM_PROCID, SLURM_STEP_NUM_TASKS or SLURM_NTASKS, SLURM_LOCALID,
  *            SLURM_NTASKS_PER_NODE (else derived from SLURM_TASKS_PER_NODE or
  *            SLURM_NTASKS / SLURM_NNODES); master from MASTER_ADDR/MASTER_PORT,
- *            else SLURM_LAUNCH_NODE_IPADDR and 20000 + SLURM_JOB_ID % 40000;
+ *            else, on several nodes, the first host of SLURM_STEP_NODELIST (then
+ *            SLURM_JOB_NODELIST, SLURM_NODELIST), and 20000 + SLURM_JOB_ID % 12768.
+ *            Rank 0 refuses to start when its SLURMD_NODENAME is another node.
+ *            (Not SLURM_LAUNCH_NODE_IPADDR: under an interactive srun that is
+ *            the login node.);
  *   openmpi: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
  *            OMPI_COMM_WORLD_LOCAL_SIZE, MASTER_ADDR, MASTER_PORT;
  *   single:  none of them set: world 1, rank 0.
@@ -42,6 +46,11 @@ typedef struct topology {
  * naming the variable. On success the caller owns t and frees it with
  * topology_free. */
 int topology_from_env(topology *t, int tp, tg_err *e);
+
+/* The first host of a Slurm host list, without scontrol: "node[07-08,10],gpu1"
+ * gives "node07" (the first entry, each bracket replaced by its first
+ * number, leading zeros kept). Fails on a list that is not of that form. */
+int topology_slurm_first_host(const char *list, char *out, size_t cap, tg_err *e);
 
 /* The same from explicit values (tests, tools). */
 int topology_init(topology *t, int rank, int world, int local_rank, int local_world, int tp, tg_err *e);

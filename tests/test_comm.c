@@ -40,7 +40,7 @@
 static const char *const ENV_VARS[] = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS",
     "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NNODES", "SLURM_JOB_ID",
-    "SLURM_LAUNCH_NODE_IPADDR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LAUNCH_NODE_IPADDR", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE"};
 
 static int topo_failed = 0;
@@ -102,14 +102,43 @@ static int run_topo(void) {
                                            !strcmp(t.master_addr, "node0"), why);
     if (!rc) topology_free(&t);
 
+    /* Rank 0's node is the step's first, not the launch (login) node of an interactive srun. */
     set_env("SLURM_PROCID=3 SLURM_NTASKS=4 SLURM_LOCALID=1 SLURM_TASKS_PER_NODE=2(x2) SLURM_LAUNCH_NODE_IPADDR=10.1.2.3 "
-            "SLURM_JOB_ID=123456");
+            "SLURM_JOB_ID=123456 SLURM_STEP_NODELIST=gpu[07-08] SLURM_JOB_NODELIST=gpu[01-08] SLURMD_NODENAME=gpu08");
     rc = topology_from_env(&t, 2, &e);
     snprintf(why, sizeof why, "%s", rc ? e.msg : "wrong values");
     tap_check(&topo_failed, "topo_slurm", !rc && t.rank == 3 && t.world == 4 && t.local_rank == 1 && t.local_world == 2 &&
-                                  !strcmp(t.master_addr, "10.1.2.3") && t.master_port == 28544 /* 20000 + 123456 % 12768 */ &&
+                                  !strcmp(t.master_addr, "gpu07") && t.master_port == 28544 /* 20000 + 123456 % 12768 */ &&
                                   !strcmp(t.source, "slurm"), why);
     if (!rc) topology_free(&t);
+
+    set_env("SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_NNODES=2 SLURM_JOB_NODELIST=a1-ib,b2 SLURMD_NODENAME=a1-ib");
+    rc = topology_from_env(&t, 1, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : t.master_addr);
+    tap_check(&topo_failed, "topo_slurm_job_nodelist", !rc && t.local_world == 2 && !strcmp(t.master_addr, "a1-ib"), why);
+    if (!rc) topology_free(&t);
+
+    set_env("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_NNODES=1 SLURM_LAUNCH_NODE_IPADDR=10.1.2.3 SLURM_STEP_NODELIST=gpu07");
+    rc = topology_from_env(&t, 1, &e);
+    snprintf(why, sizeof why, "%s", rc ? e.msg : t.master_addr);
+    tap_check(&topo_failed, "topo_slurm_one_node_loopback", !rc && !strcmp(t.master_addr, "127.0.0.1"), why);
+    if (!rc) topology_free(&t);
+
+    static const char *const hostlists[][2] = {
+        {"node[01-04,07]", "node01"}, {"node[07,01-04]", "node07"}, {"gpu3,gpu[1-2]", "gpu3"}, {"r[2-3]n[010-012]-ib", "r2n010-ib"},
+        {"login.example.org", "login.example.org"}, {"n[5]", "n5"}, {"node[01-04", NULL}, {"node[a-b]", NULL}, {"[]", NULL},
+        {",n1", NULL}, {"n]1", NULL}, {"n 1", NULL}, {"n[1[2]]", NULL}};
+    int hl_ok = 1;
+    char hl_why[300] = "";
+    for (size_t i = 0; i < sizeof hostlists / sizeof *hostlists && hl_ok; i++) {
+        char host[64];
+        int r = topology_slurm_first_host(hostlists[i][0], host, sizeof host, &e);
+        const char *want = hostlists[i][1];
+        hl_ok = want ? r == 0 && !strcmp(host, want) : r != 0 && strstr(e.msg, hostlists[i][0]) != NULL;
+        if (!hl_ok)
+            snprintf(hl_why, sizeof hl_why, "\"%s\" gave %.200s, want %s", hostlists[i][0], r ? e.msg : host, want ? want : "an error");
+    }
+    tap_check(&topo_failed, "topo_slurm_first_host", hl_ok, hl_why);
 
     set_env("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_JOB_ID=7 MASTER_ADDR=h MASTER_PORT=4000");
     rc = topology_from_env(&t, 1, &e);
@@ -137,6 +166,13 @@ static int run_topo(void) {
     topo_bad("topo_bad_no_master_multinode", "RANK=0 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2", 1, "MASTER_ADDR");
     topo_bad("topo_bad_slurm_ntasks", "SLURM_PROCID=0 SLURM_NTASKS=x4", 1, "SLURM_NTASKS");
     topo_bad("topo_bad_slurm_procid", "SLURM_PROCID=5 SLURM_NTASKS=4", 1, "SLURM_PROCID=5");
+    topo_bad("topo_bad_slurm_no_nodelist", "SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NNODES=2 SLURM_LAUNCH_NODE_IPADDR=10.1.2.3", 1,
+             "set MASTER_ADDR");
+    topo_bad("topo_bad_slurm_nodelist", "SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_NNODES=2 SLURM_STEP_NODELIST=gpu[07-", 1,
+             "SLURM_STEP_NODELIST: \"gpu[07-\" is not a Slurm host list");
+    topo_bad("topo_bad_slurm_rank0_elsewhere",
+             "SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_NNODES=2 SLURM_STEP_NODELIST=gpu[07-08] SLURMD_NODENAME=gpu08", 1,
+             "rank 0 runs on node gpu08");
     topo_bad("topo_bad_ompi_tp", "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=3", 2, "OMPI_COMM_WORLD_SIZE=3");
     topo_bad("topo_bad_tp_without_launcher", "", 2, "parallel.tp is 2");
     set_env("");
