@@ -18,8 +18,8 @@
 #     the step's first node (mhn07), and a one-node step on 127.0.0.1.
 #   - Faults, each bounded by parallel.timeout_s (2 s) plus 1.5 s: host B
 #     never comes (both sides say who is missing), host B dies (SIGKILL to
-#     every process in its namespace) or hangs (SIGSTOP) mid-run: host A's
-#     launcher exits non-zero naming the ranks.
+#     every process in its namespace; or only its ranks) or hangs (SIGSTOP)
+#     mid-run: host A's launcher exits 1 naming the ranks.
 # Needs root (ip netns, unshare): without it every check fails, saying why.
 # Everything made (namespaces, /etc/netns/NS, processes) is removed on exit.
 # Prints "ok NAME" or "not ok NAME - reason" per check.
@@ -238,36 +238,55 @@ else not_ok rendezvous_host_absent "rc $rc_a, $ms_a ms (bound $BOUND_MS): $(onel
 if [ "$rc_b" != 0 ] && has "$d/b.err" "could not connect to rank 0 at mhn07:29414" && [ "$ms_b" -lt "$BOUND_MS" ]; then ok rendezvous_master_absent
 else not_ok rendezvous_master_absent "rc $rc_b, $ms_b ms (bound $BOUND_MS): $(oneline "$d/b.err")"; fi
 
-# host_fault NAME SIGNAL PORT: a long cross-host job; once it has taken 3
-# steps, SIGNAL to every process of host B (its launcher and its ranks).
-# Sets rc_a and ms (from the signal to the end of A's launcher).
+# host_fault NAME SIGNAL PORT [ranks]: a long cross-host job; once it has
+# taken 3 steps, SIGNAL to every process of host B (its launcher and its
+# ranks), or to its ranks only. Sets rc_a, rc_b and ms (from the signal to
+# the end of A's launcher).
 host_fault() {
-    local name="$1" sig="$2" port="$3" d="$tmp/$1" pa p n
+    local name="$1" sig="$2" port="$3" who="${4:-all}" d="$tmp/$1" pa pb p n
     mkdir -p "$d"
     on "$NA" 30 "$launch" -n 2 --nnodes 2 --node-rank 0 --master "10.213.7.1:$port" --log-dir "$d/logs_a" --grace 2 \
         -- "$bin_abs" "${JOB[@]}" --set train.steps=1000000 --set "out.dir=$d/run" >"$d/a.out" 2>"$d/a.err" </dev/null &
     pa=$!
     on "$NB" 30 "$launch" -n 2 --nnodes 2 --node-rank 1 --master "mhn07:$port" --log-dir "$d/logs_b" --grace 2 \
         -- "$bin_abs" "${JOB[@]}" --set train.steps=1000000 --set "out.dir=$d/run" >"$d/b.out" 2>"$d/b.err" </dev/null &
+    pb=$!
     for _ in $(seq 200); do n=$(grep -c '"loss"' "$d/run/log.jsonl" 2>/dev/null); [ "${n:-0}" -ge 3 ] && break; sleep 0.05; done
     t0=$(ms_now)
-    for p in $(ipc netns pids "$NB"); do kill -"$sig" "$p" 2>/dev/null; done
+    for p in $(ipc netns pids "$NB"); do
+        [ "$who" = ranks ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" != train_gpt ] && continue
+        kill -"$sig" "$p" 2>/dev/null
+    done
     wait "$pa"; rc_a=$?
     ms=$(($(ms_now) - t0))
+    # B's launcher, when it was spared, ends by itself (then rc_b is its status)
+    if [ "$who" = ranks ]; then wait "$pb"; rc_b=$?; fi
     for p in $(ipc netns pids "$NB"); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-    wait
+    if [ "$who" != ranks ]; then wait "$pb" 2>/dev/null; rc_b=$?; fi
 }
+# A host dies: A's ranks see their DP peers gone; A's launcher exits with
+# its failed rank's status.
 host_fault died KILL 29415
-if [ "$rc_a" != 0 ] && [ "$rc_a" != 124 ] && [ "$ms" -lt "$BOUND_MS" ] && has "$tmp/died/a.err" "died" && has "$tmp/died/a.err" "failed with exit status"; then
+if [ "$rc_a" = 1 ] && [ "$ms" -lt "$BOUND_MS" ] && has "$tmp/died/a.err" "died" && has "$tmp/died/a.err" "failed with exit status 1"; then
     ok host_dies_job_ends
 else
-    not_ok host_dies_job_ends "rc $rc_a, $ms ms (bound $BOUND_MS): $(oneline "$tmp/died/a.err")"
+    not_ok host_dies_job_ends "rc $rc_a (want 1), $ms ms (bound $BOUND_MS): $(oneline "$tmp/died/a.err")"
 fi
+# Only B's ranks are killed: B's launcher reports SIGKILL (137), A's ends too.
+host_fault ranks_killed KILL 29417 ranks
+if [ "$rc_a" = 1 ] && [ "$rc_b" = 137 ] && [ "$ms" -lt "$BOUND_MS" ] && has "$tmp/ranks_killed/a.err" "died" &&
+   has "$tmp/ranks_killed/b.err" "SIGKILL"; then
+    ok host_ranks_killed_job_ends
+else
+    not_ok host_ranks_killed_job_ends "rc A $rc_a (want 1) B $rc_b (want 137), $ms ms (bound $BOUND_MS): A: $(oneline "$tmp/ranks_killed/a.err" 2) B: $(oneline "$tmp/ranks_killed/b.err" 2)"
+fi
+# A host hangs (stopped, or cut off): no one can tell it died, so A's ranks
+# give up after parallel.timeout_s.
 host_fault hung STOP 29416
-if [ "$rc_a" != 0 ] && [ "$rc_a" != 124 ] && [ "$ms" -lt "$BOUND_MS" ] && has "$tmp/hung/a.err" "timed out after $TO s (parallel.timeout_s)"; then
+if [ "$rc_a" = 1 ] && [ "$ms" -lt "$BOUND_MS" ] && has "$tmp/hung/a.err" "timed out after $TO s (parallel.timeout_s)"; then
     ok host_hangs_job_ends
 else
-    not_ok host_hangs_job_ends "rc $rc_a, $ms ms (bound $BOUND_MS): $(oneline "$tmp/hung/a.err")"
+    not_ok host_hangs_job_ends "rc $rc_a (want 1), $ms ms (bound $BOUND_MS): $(oneline "$tmp/hung/a.err")"
 fi
 
 exit "$failed"
