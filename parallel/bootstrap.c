@@ -214,6 +214,19 @@ static void list_ranks(char *out, size_t cap, const int *missing, int world) {
     }
 }
 
+/* A listening socket on address a, or -1 with *err set. An IPv6 socket
+ * takes IPv4 peers too (as v4-mapped addresses). */
+static int listen_on(const struct addrinfo *a, int backlog, int *err) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol), one = 1, zero = 0;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* only speeds up a restart */
+    if (fd >= 0 && (a->ai_family != AF_INET6 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) == 0) &&
+        bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, backlog) == 0)
+        return fd;
+    *err = errno;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
 static int server_listen(const topology *t, tg_err *e) {
     char port[16];
     snprintf(port, sizeof port, "%d", t->master_port);
@@ -227,23 +240,15 @@ static int server_listen(const topology *t, tg_err *e) {
     if (multi_node) hints.ai_flags = AI_PASSIVE;
     int g = getaddrinfo(multi_node ? NULL : t->master_addr, port, &hints, &res);
     if (g) return tg_fail(e, "bootstrap: cannot resolve MASTER_ADDR \"%s\": %s", t->master_addr, gai_strerror(g));
+    /* Several nodes: IPv6's wildcard first (glibc lists 0.0.0.0 first, deaf to
+     * peers told an IPv6 MASTER_ADDR), 0.0.0.0 where IPv6 is off. */
     int fd = -1, err = 0;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) {
-            err = errno;
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, t->world) == 0) break;
-        err = errno;
-        close(fd);
-        fd = -1;
-    }
+    for (int pass = 0; pass < 2 && fd < 0; pass++)
+        for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next)
+            if (!multi_node ? pass == 0 : (a->ai_family == AF_INET6) == (pass == 0)) fd = listen_on(a, t->world, &err);
     freeaddrinfo(res);
     if (fd < 0)
-        return tg_fail(e, "bootstrap: rank 0 cannot listen on %s:%d: %s%s", t->master_addr, t->master_port, strerror(err),
+        return tg_fail(e, "bootstrap: rank 0 cannot listen on %s: %s%s", t->master_at, strerror(err),
                        err == EADDRINUSE    ? " (another job uses this MASTER_PORT? pick another one)"
                        : err == EADDRNOTAVAIL ? " (rank 0 must run on the host MASTER_ADDR names)"
                                               : "");
@@ -261,14 +266,14 @@ static int server_accept_all(bootstrap *bs, const topology *t, int lfd, double d
         if (w == IO_TIMEOUT) {
             char list[256];
             list_ranks(list, sizeof list, missing, bs->world);
-            rc = tg_fail(e, "bootstrap: timed out after %g s (parallel.timeout_s) waiting for rank%s %s to connect to %s:%d",
-                         bs->timeout_s, left > 1 ? "s" : "", list, t->master_addr, t->master_port);
+            rc = tg_fail(e, "bootstrap: timed out after %g s (parallel.timeout_s) waiting for rank%s %s to connect to %s",
+                         bs->timeout_s, left > 1 ? "s" : "", list, t->master_at);
             break;
         }
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
-            rc = tg_fail(e, "bootstrap: accept on %s:%d failed: %s", t->master_addr, t->master_port, strerror(errno));
+            rc = tg_fail(e, "bootstrap: accept on %s failed: %s", t->master_at, strerror(errno));
             break;
         }
         set_socket_options(fd);
@@ -369,8 +374,8 @@ static int client_connect(const topology *t, double timeout_s, double deadline, 
         sleep_s(0.1);
         if (now_s() >= deadline) break;
     }
-    return tg_fail(e, "bootstrap: rank %d could not connect to rank 0 at %s:%d within %g s (parallel.timeout_s); last error: %s. "
-                   "Is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?", t->rank, t->master_addr, t->master_port,
+    return tg_fail(e, "bootstrap: rank %d could not connect to rank 0 at %s within %g s (parallel.timeout_s); last error: %s. "
+                   "Is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?", t->rank, t->master_at,
                    timeout_s, last);
 }
 
@@ -396,8 +401,8 @@ static int client_create(bootstrap *bs, const topology *t, double deadline, tg_e
     uint64_t wire;
     if (hd.magic != BS_MAGIC || hd.type != MSG_WELCOME || hd.bytes != sizeof wire ||
         recv_all(fd, &wire, sizeof wire, deadline + PEER_GRACE_S) != IO_OK)
-        return tg_fail(e, "bootstrap: rank %d got a malformed reply from %s:%d (is that port another program's?)", t->rank,
-                       t->master_addr, t->master_port);
+        return tg_fail(e, "bootstrap: rank %d got a malformed reply from %s (is that port another program's?)", t->rank,
+                       t->master_at);
     snprintf(bs->session, sizeof bs->session, "%016llx", (unsigned long long)be64toh(wire));
     return 0;
 }

@@ -38,6 +38,13 @@ static int check_positive(const char *var, int v, tg_err *e) {
     return v < 1 ? tg_fail(e, "environment variable %s=%d must be at least 1", var, v) : 0;
 }
 
+static void set_master(topology *t, const char *addr, int port) {
+    const int v6 = strchr(addr, ':') != NULL;
+    snprintf(t->master_addr, sizeof t->master_addr, "%s", addr);
+    t->master_port = port;
+    snprintf(t->master_at, sizeof t->master_at, "%s%s%s:%d", v6 ? "[" : "", addr, v6 ? "]" : "", port);
+}
+
 int topology_init(topology *t, int rank, int world, int local_rank, int local_world, int tp, tg_err *e) {
     memset(t, 0, sizeof *t);
     if (world < 1) return tg_fail(e, "world size %d must be at least 1", world);
@@ -62,8 +69,7 @@ int topology_init(topology *t, int rank, int world, int local_rank, int local_wo
     t->dp_ranks = tg_malloc((size_t)t->dp * sizeof(int), "DP group ranks");
     for (int i = 0; i < t->tp; i++) t->tp_ranks[i] = t->dp_rank * tp + i;
     for (int i = 0; i < t->dp; i++) t->dp_ranks[i] = i * tp + t->tp_rank;
-    snprintf(t->master_addr, sizeof t->master_addr, "127.0.0.1");
-    t->master_port = DEFAULT_MASTER_PORT;
+    set_master(t, "127.0.0.1", DEFAULT_MASTER_PORT);
     t->source = "explicit";
     return 0;
 }
@@ -125,12 +131,11 @@ static int read_master(topology *t, const char *addr_fallback, int port_fallback
         addr = "127.0.0.1";
     }
     if (strlen(addr) >= sizeof t->master_addr) return tg_fail(e, "environment variable MASTER_ADDR is too long");
-    snprintf(t->master_addr, sizeof t->master_addr, "%s", addr);
     int port, found;
     if (env_int("MASTER_PORT", &port, &found, e)) return -1;
     if (!found) port = port_fallback ? port_fallback : DEFAULT_MASTER_PORT;
     if (port < 1 || port > 65535) return tg_fail(e, "environment variable MASTER_PORT=%d is not a TCP port (1-65535)", port);
-    t->master_port = port;
+    set_master(t, addr, port);
     return 0;
 }
 

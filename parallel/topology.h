@@ -22,6 +22,7 @@ typedef struct topology {
     int *dp_ranks;               /* dp entries: global ranks of this rank's DP group, in order */
     char master_addr[TOPO_ADDR_MAX];
     int master_port;
+    char master_at[TOPO_ADDR_MAX + 16]; /* "HOST:PORT" for messages, an IPv6 address in brackets */
     const char *source; /* where the values came from: "env", "slurm", "openmpi" or "single" */
 } topology;
 

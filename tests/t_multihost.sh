@@ -5,7 +5,7 @@
 # (10.213.7.3) where an interactive srun would run. Each gets its own
 # /etc/hosts (ip netns exec binds /etc/netns/NS/hosts over it).
 #   - scripts/launch.sh --nnodes 2 on A and B: the TCP rendezvous crosses the
-#     veths, ranks 0-1 run on A and 2-3 on B, and a TP=2 x DP=2 job of a few
+#     veths (over IPv4, and over IPv6: fd13:213::1 and ::2), ranks 0-1 run on A and 2-3 on B, and a TP=2 x DP=2 job of a few
 #     steps gives the losses of the same job on one host. The namespaces share
 #     the kernel (same host name and boot id), so the shm communicator, which
 #     serves one machine, still carries the data: what crosses is the
@@ -69,6 +69,8 @@ make_hosts() {
         ipc -n "$NL" link set "v$n" master br0 && ipc -n "$NL" link set "v$n" up || return 1
     done
     ipc -n "$NA" addr add 10.213.7.1/24 dev eth0 && ipc -n "$NB" addr add 10.213.7.2/24 dev eth0 || return 1
+    # IPv6 too (unique local addresses; nodad: usable at once)
+    ipc -n "$NA" addr add fd13:213::1/64 dev eth0 nodad && ipc -n "$NB" addr add fd13:213::2/64 dev eth0 nodad || return 1
     for ns in "$NA" "$NB" "$NL"; do
         ipc -n "$ns" link set lo up || return 1
         mkdir -p "/etc/netns/$ns" &&
@@ -119,21 +121,21 @@ if [ "$rc" = 0 ] && [ "$(echo "$ref" | grep -c loss)" = 3 ]; then ok reference_o
 else not_ok reference_one_host "rc $rc: $(oneline "$tmp/ref.err")"; fi
 
 # ---- launch.sh across two hosts ----------------------------------------------------------
-# cross NAME PORT EXTRA_SET...: launch.sh on A (node 0) and B (node 1), two
-# ranks each; sets rc_a, rc_b; output in $tmp/NAME.{a,b}.{out,err}
+# cross NAME MASTER_A MASTER_B: launch.sh on A (node 0) and B (node 1), two
+# ranks each, told rank 0's address as MASTER_A and MASTER_B; sets rc_a,
+# rc_b; output in $tmp/NAME.{a,b}.{out,err}
 cross() {
-    local name="$1" port="$2"; shift 2
-    local d="$tmp/$name" pa
+    local name="$1" d="$tmp/$1" pa
     mkdir -p "$d"
-    on "$NA" 30 "$launch" -n 2 --nnodes 2 --node-rank 0 --master "10.213.7.1:$port" --log-dir "$d/logs_a" --grace 2 \
-        -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run" "$@" >"$tmp/$name.a.out" 2>"$tmp/$name.a.err" </dev/null &
+    on "$NA" 30 "$launch" -n 2 --nnodes 2 --node-rank 0 --master "$2" --log-dir "$d/logs_a" --grace 2 \
+        -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run" >"$tmp/$name.a.out" 2>"$tmp/$name.a.err" </dev/null &
     pa=$!
-    on "$NB" 30 "$launch" -n 2 --nnodes 2 --node-rank 1 --master "mhn07:$port" --log-dir "$d/logs_b" --grace 2 \
-        -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run" "$@" >"$tmp/$name.b.out" 2>"$tmp/$name.b.err" </dev/null
+    on "$NB" 30 "$launch" -n 2 --nnodes 2 --node-rank 1 --master "$3" --log-dir "$d/logs_b" --grace 2 \
+        -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run" >"$tmp/$name.b.out" 2>"$tmp/$name.b.err" </dev/null
     rc_b=$?
     wait "$pa"; rc_a=$?
 }
-cross launch2 29411
+cross launch2 10.213.7.1:29411 mhn07:29411
 got=$(losses "$tmp/launch2/run/log.jsonl")
 if [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] && [ -n "$ref" ] && [ "$got" = "$ref" ]; then ok launch_two_hosts_job
 else not_ok launch_two_hosts_job "rc A $rc_a B $rc_b; losses '${got//$'\n'/ }' want '${ref//$'\n'/ }'; A: $(oneline "$tmp/launch2.a.err") B: $(oneline "$tmp/launch2.b.err")"; fi
@@ -146,6 +148,13 @@ if [ -e "$d/logs_b/rank_2.log" ] && [ -e "$d/logs_b/rank_3.log" ] && [ ! -e "$d/
 else
     not_ok launch_two_hosts_ranks "logs A: $(listing "$d/logs_a") B: $(listing "$d/logs_b"); $(oneline "$tmp/launch2.b.err")"
 fi
+
+# The same over IPv6 ([ADDR]:PORT, as launch.sh takes it): rank 0 must
+# listen on IPv6 as well as IPv4.
+cross launch2_ipv6 '[fd13:213::1]:29418' '[fd13:213::1]:29418'
+got=$(losses "$tmp/launch2_ipv6/run/log.jsonl")
+if [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] && [ -n "$ref" ] && [ "$got" = "$ref" ]; then ok launch_two_hosts_ipv6
+else not_ok launch_two_hosts_ipv6 "rc A $rc_a B $rc_b; A: $(oneline "$tmp/launch2_ipv6.a.err" 2) B: $(oneline "$tmp/launch2_ipv6.b.err" 2)"; fi
 
 # The same with real host names (a UTS namespace each): the CPU build's shm
 # communicator serves one machine, so the DP group across A and B is refused
@@ -223,19 +232,20 @@ else not_ok slurm_rank0_not_first_node "exit $r0: $(oneline "$d/run.0.err" 2)"; 
 
 # ---- faults ----------------------------------------------------------------------------
 # Host B never starts: rank 0 names the ranks it waited for; alone, B's
-# ranks name the address they could not reach. Both within the timeout.
+# ranks name the address they could not reach (IPv6 in brackets, so the
+# port stands apart). Both within the timeout.
 d="$tmp/absent"; mkdir -p "$d"
 t0=$(ms_now)
 on "$NA" 20 "$launch" -n 2 --nnodes 2 --node-rank 0 --master 10.213.7.1:29413 --log-dir "$d/logs_a" --grace 2 \
     -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run_a" >"$d/a.out" 2>"$d/a.err" </dev/null &
 pa=$!
-on "$NB" 20 "$launch" -n 2 --nnodes 2 --node-rank 1 --master mhn07:29414 --log-dir "$d/logs_b" --grace 2 \
+on "$NB" 20 "$launch" -n 2 --nnodes 2 --node-rank 1 --master '[fd13:213::1]:29414' --log-dir "$d/logs_b" --grace 2 \
     -- "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run_b" >"$d/b.out" 2>"$d/b.err" </dev/null
 rc_b=$?; ms_b=$(($(ms_now) - t0))
 wait "$pa"; rc_a=$?; ms_a=$(($(ms_now) - t0))
 if [ "$rc_a" != 0 ] && has "$d/a.err" "waiting for ranks 2, 3 to connect" && [ "$ms_a" -lt "$BOUND_MS" ]; then ok rendezvous_host_absent
 else not_ok rendezvous_host_absent "rc $rc_a, $ms_a ms (bound $BOUND_MS): $(oneline "$d/a.err")"; fi
-if [ "$rc_b" != 0 ] && has "$d/b.err" "could not connect to rank 0 at mhn07:29414" && [ "$ms_b" -lt "$BOUND_MS" ]; then ok rendezvous_master_absent
+if [ "$rc_b" != 0 ] && has "$d/b.err" "could not connect to rank 0 at [fd13:213::1]:29414" && [ "$ms_b" -lt "$BOUND_MS" ]; then ok rendezvous_master_absent
 else not_ok rendezvous_master_absent "rc $rc_b, $ms_b ms (bound $BOUND_MS): $(oneline "$d/b.err")"; fi
 
 # host_fault NAME SIGNAL PORT [ranks]: a long cross-host job; once it has
