@@ -31,6 +31,12 @@ Options
   -h, --help              this text
   --                      ends the options; COMMAND and its arguments follow
 
+Under Slurm, srun can start train_gpt's ranks itself (it reads SLURM_PROCID
+and the rest, and finds rank 0 on the step's first node); to use this
+launcher instead, start one per node, with each node's own variables:
+  srun -N 2 --ntasks-per-node=1 bash -c 'scripts/launch.sh -n 4 --nnodes \
+      $SLURM_NNODES --node-rank $SLURM_NODEID --master HOST:PORT -- ./train_gpt ...'
+
 Each rank gets, on top of the launcher's environment:
   RANK              node_rank * N + local rank (global rank)
   WORLD_SIZE        N * M

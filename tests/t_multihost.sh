@@ -213,6 +213,24 @@ fi
 if [ -s "$d/run/logs/rank_2.out" ] && [ -s "$d/run/logs/rank_3.out" ] && [ -s "$d/run/logs/rank_1.out" ]; then ok slurm_ranks_from_procid
 else not_ok slurm_ranks_from_procid "out.dir/logs holds: $(listing "$d/run/logs")"; fi
 
+# One launcher per node under srun (launch.sh --help's recipe): the srun
+# task's own SLURM_PROCID (0 and 1 of 2) must give way to the launcher's RANK.
+d="$tmp/slurm_launch"; mkdir -p "$d"
+for k in 0 1; do
+    ns="$NA"; [ "$k" = 1 ] && ns="$NB"
+    # shellcheck disable=SC2016  # expanded by the inner bash, as on each node
+    on "$ns" 30 env SLURM_JOB_ID=4243 SLURM_PROCID="$k" SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID="$k" SLURM_NNODES=2 \
+        SLURM_TASKS_PER_NODE='1(x2)' SLURM_STEP_NODELIST='mhn[07-08]' SLURM_LAUNCH_NODE_IPADDR=10.213.7.3 \
+        bash -c '"$0" -n 2 --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --master mhn07:29419 --log-dir "$1/logs" \
+                 --grace 2 -- "${@:2}"' "$launch" "$d" "$bin_abs" "${JOB[@]}" --set "out.dir=$d/run" \
+        >"$d/$k.out" 2>"$d/$k.err" </dev/null &
+    [ "$k" = 0 ] && p0=$!
+done
+wait $!; r1=$?; wait "$p0"; r0=$?
+got=$(losses "$d/run/log.jsonl")
+if [ "$r0" = 0 ] && [ "$r1" = 0 ] && [ -n "$ref" ] && [ "$got" = "$ref" ] && has "$d/0.out" "from env"; then ok slurm_one_launcher_per_node
+else not_ok slurm_one_launcher_per_node "exit statuses $r0 $r1; node 0: $(oneline "$d/0.err" 2) node 1: $(oneline "$d/1.err" 2)"; fi
+
 # One node, two tasks, srun run from the login node: rank 0 listens on
 # 127.0.0.1, not on the launch node's address (not this host's).
 d="$tmp/slurm1"; mkdir -p "$d"
