@@ -97,29 +97,49 @@ typedef struct comm_vtable {
  * collective that sends B bytes from each rank (ring volume, as bytes_sent
  * counts) takes latency_s + B / bus_bytes_per_s, NCCL's "bus bandwidth"
  * convention. With rows (an nccl-tests table: message size -> busbw, per
- * collective; a kind without rows uses all_reduce's) it takes B / busbw(S),
- * S the message size as nccl-tests counts it (the whole buffer: all_reduce's
- * n elements, reduce_scatter's input, all_gather's output, broadcast's
+ * collective and optionally per group size) it takes B / busbw(S), S the
+ * message size as nccl-tests counts it (the whole buffer: all_reduce's n
+ * elements, reduce_scatter's input, all_gather's output, broadcast's
  * bytes), busbw interpolated linearly in log S between rows, the last row's
- * beyond them, and below the first row the first row's time: latency. */
-#define COMM_LINK_ROWS 64
+ * beyond them, and below the first row the first row's time: latency.
+ * Which rows (comm_link_rows_for): a group of n ranks uses its collective's
+ * rows for n ranks; else its rows for any size (rows without a ranks
+ * column); else its rows for the nearest size that has some (a tie goes to
+ * the smaller size: in the shipped tables busbw grows with the group, so
+ * that is the less optimistic choice); a collective without rows of its own
+ * uses all_reduce's, by the same rule. Sizes are not interpolated: a
+ * table's rows for 2, 4 and 8 ranks are three curves, and a curve made
+ * between two would be a measurement nobody took. */
+#define COMM_LINK_ROWS 64    /* per collective and group size */
+#define COMM_LINK_DEGREES 8  /* group sizes per collective (any size counting as one) */
 typedef struct comm_link_row {
     double bytes, bus_bytes_per_s;
 } comm_link_row;
+typedef struct comm_link_set {
+    int ranks; /* the group size these rows hold for; 0: any */
+    int n;
+    comm_link_row rows[COMM_LINK_ROWS]; /* by increasing bytes */
+} comm_link_set;
 typedef struct comm_link {
     double bus_bytes_per_s, latency_s;
-    int n_rows[COLL_KINDS];
-    comm_link_row rows[COLL_KINDS][COMM_LINK_ROWS]; /* by increasing bytes */
+    int n_sets[COLL_KINDS];
+    comm_link_set sets[COLL_KINDS][COMM_LINK_DEGREES];
 } comm_link;
 
 /* The flat model: every collective latency_s + B / bus_bytes_per_s. */
 comm_link comm_link_flat(double bus_bytes_per_s, double latency_s);
 
-/* Reads a table file over l's rows: one "collective bytes busbw_GBps" line
- * per row ('#' starts a comment), collective one of all_reduce,
- * reduce_scatter, all_gather, broadcast; sizes distinct per collective; at
- * least one all_reduce row. Errors name the file and the line. */
+/* Reads a table file over l's rows: one "collective bytes busbw_GBps
+ * [ranks]" line per row ('#' starts a comment), collective one of
+ * all_reduce, reduce_scatter, all_gather, broadcast; ranks (2 or more) the
+ * group size the row was measured at, absent for a row that holds at any
+ * size; sizes distinct per collective and ranks; at least one all_reduce
+ * row. Errors name the file and the line. */
 int comm_link_load(comm_link *l, const char *path, tg_err *e);
+
+/* The rows a collective of kind k over a group of `ranks` uses (the rule
+ * above), or NULL for the flat model (no rows at all). */
+const comm_link_set *comm_link_rows_for(const comm_link *l, coll_kind k, int ranks);
 
 /* The modeled overlap of collectives with compute: collective i becomes
  * ready at ready_s[i] <= end_s and takes seconds[i] on the link, one at a
@@ -143,9 +163,9 @@ typedef struct comm_beside {
     double seconds, flops;
 } comm_beside;
 double comm_beside_hidden_s(const comm_beside *b, int n, double seconds_per_flop);
-/* Modeled seconds of one collective of kind k over a message of msg_bytes of
- * which this rank sends ring_bytes. */
-double comm_link_seconds(const comm_link *l, coll_kind k, double msg_bytes, double ring_bytes);
+/* Modeled seconds of one collective of kind k over a group of `ranks`, a
+ * message of msg_bytes of which this rank sends ring_bytes. */
+double comm_link_seconds(const comm_link *l, coll_kind k, int ranks, double msg_bytes, double ring_bytes);
 
 struct comm {
     const comm_vtable *vt;

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # The link model of projected runs and --plan (parallel/comm.h, comm_link):
 # build/test_link checks the nccl-tests table (interpolation in log size,
-# latency floor, fallbacks, parser errors) and comm_null's modeled time; then
-# --plan end to end: with a one-row table of 1 GB/s every layout's comm ms is
-# its bytes / 1 GB/s (the formula here, from --plan-json's own byte counts),
-# the shipped H100 table gives other times than the flat model, and a bad
-# interconnect.table stops the plan and a projected run with a message naming
-# the key, the file and the line; a projected DP run models the bucketed
-# all-reduce's (and ZeRO's reduce-scatters') overlap with the backward pass,
-# and a projected TP run its collectives' overlap with the products beside
-# them, labelled as modeled; --plan's TP overlap against a formula written
-# here. Prints
+# latency floor, fallbacks, rows per group size, parser errors), comm_null's
+# modeled time and each shipped table's coverage (2, 4 and 8 ranks of
+# all_reduce, reduce_scatter and all_gather); the shipped tables are what
+# configs/links/derive.py writes from its cited figures; then --plan end to
+# end: with a one-row table of 1 GB/s every layout's comm ms is its bytes /
+# 1 GB/s (the formula here, from --plan-json's own byte counts), with rows
+# per group size the TP and DP groups each take their own size's, every
+# shipped table plans, the H100 table gives other times than the flat
+# model, and a bad interconnect.table stops the plan and a projected run
+# with a message naming the key, the file and the line; the collectives per
+# layer that --plan's dry step counts (per SP and recompute mode) are the
+# ones docs/scaling.md's table states; a projected DP run models the
+# bucketed all-reduce's (and ZeRO's reduce-scatters') overlap with the
+# backward pass, and a projected TP run its collectives' overlap with the
+# products beside them, labelled as modeled; --plan's TP overlap against a
+# formula written here. Prints
 # "ok NAME" / "not ok NAME - reason".
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" link
@@ -23,7 +29,9 @@ else
     not_ok build_test_link "$(head -c 300 "$tmp/build.log")"
     exit 1
 fi
-"$tbin" "$tmp" || failed=1
+"$tbin" "$tmp" configs/links/*.txt || failed=1
+if out=$("$py" configs/links/derive.py --check 2>&1); then ok links_tables_derived
+else not_ok links_tables_derived "$out"; fi
 
 plan() { # JSON_OUT [--set ...]: --plan of configs/tiny.json on 8 devices
     local out="$1"; shift
@@ -52,7 +60,7 @@ bad = [b for b in bad if abs(b[1] - b[2]) > 0.0015 + 1e-6 * b[2]]
 talk = [r for r in slow if r["tp"] * r["dp"] > 1]
 ok = slow and talk and not bad
 print("ok plan_table_comm_time" if ok else f"not ok plan_table_comm_time - {len(slow)} rows; (layout, comm ms, bytes/1e6): {bad[:3]}")
-# the H100 table against the flat 460 GB/s + 10 us: same layouts, other times
+# the H100 table against the flat 370 GB/s + 20 us: same layouts, other times
 f = {key(r): r["comm_ms"] for r in flat}
 diff = [k for k, v in ((key(r), r["comm_ms"]) for r in h100) if k in f and abs(v - f[k]) > 0.0015]
 ok = h100 and len(h100) == len(flat) and diff
@@ -60,6 +68,83 @@ print("ok plan_h100_table_differs" if ok else f"not ok plan_h100_table_differs -
 PY
 grep -q "communication from the nccl-tests table configs/links/h100_sxm_nvlink4_x8.txt" "$tmp/h100.json.txt" &&
     ok plan_names_table || not_ok plan_names_table "$(sed -n 2p "$tmp/h100.json.txt")"
+for t in configs/links/*.txt; do
+    n=$(basename "$t" .txt)
+    if plan "$tmp/shipped_$n.json" --set "interconnect.table=$t" && grep -q "nccl-tests table $t" "$tmp/shipped_$n.json.txt"
+    then ok "plan_shipped_$n"; else not_ok "plan_shipped_$n" "$(tail -n 2 "$tmp/shipped_$n.json.txt" | tr '\n' ' ')"; fi
+done
+
+# Rows per group size: all_reduce at 1, 2 and 4 GB/s for 2, 4 and 8 ranks (reduce_scatter and
+# all_gather use them too): each layout's comm ms is its TP bytes at its TP size's busbw plus its
+# DP bytes at its DP size's.
+printf 'all_reduce 1 1 2\nall_reduce 1 2 4\nall_reduce 1 4 8\n' >"$tmp/degrees.txt"
+if plan "$tmp/degrees.json" --set "interconnect.table=$tmp/degrees.txt"; then
+    "$py" - "$tmp/degrees.json" <<'PY' || failed=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+gbps = {1: 1, 2: 1, 4: 2, 8: 4}  # a group of 1 sends nothing
+sent = lambda r, g: sum(v for k, v in r.items() if k.startswith(g + "_") and k.endswith("_bytes"))
+want = lambda r: sent(r, "tp") / gbps[r["tp"]] / 1e6 + sent(r, "dp") / gbps[r["dp"]] / 1e6
+bad = [(r["tp"], r["dp"], r["comm_ms"], round(want(r), 3)) for r in rows if abs(r["comm_ms"] - want(r)) > 0.0015 + 1e-6 * want(r)]
+sizes = {(r["tp"], r["dp"]) for r in rows}
+ok = rows and not bad and {(1, 8), (2, 4), (4, 2)} <= sizes  # tiny.json's 4 heads allow TP up to 4
+print("ok plan_table_per_group_size" if ok else
+      f"not ok plan_table_per_group_size - layouts {sorted(sizes)}; (tp, dp, comm ms, want): {bad[:3]}")
+PY
+else not_ok plan_table_per_group_size "$(tail -n 2 "$tmp/degrees.json.txt" | tr '\n' ' ')"; fi
+
+# The collectives per layer and micro-batch, from --plan's dry step of the code: tiny.json at 1 and 2
+# layers and at seq 64 and 128; the bytes each kind sends that grow with both are the layer's
+# B*s*h-sized collectives (the embedding, the head and the cross-entropy do not grow with the
+# layers, the parameter-sized SP gradient reductions not with the sequence). Divided by one such
+# collective's ring bytes they are counts, which docs/scaling.md's table must state.
+for L in 1 2; do for T in 64 128; do
+    "$bin" --plan --config configs/tiny.json --devices 4 --plan-json "$tmp/count_${L}_$T.json" --set model.n_layer=$L \
+        --set model.seq_len=$T --set train.global_batch=4 >"$tmp/count_${L}_$T.txt" 2>&1 || failed=1
+done; done
+"$py" - "$tmp" docs/scaling.md <<'PY' || failed=1
+import json, re, sys
+d, doc = sys.argv[1], sys.argv[2]
+C, G, elem, dT = 128, 4, 4, 64  # tiny.json's width, the global batch set above, float32 on the CPU
+KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+def rows(L, T):
+    try:
+        return {(r["tp"], r["sp"], r["recompute"], r["micro_batch"], r["zero"]): r
+                for r in map(json.loads, open(f"{d}/count_{L}_{T}.json"))}
+    except (OSError, ValueError):
+        return {}
+p = {(L, T): rows(L, T) for L in (1, 2) for T in (64, 128)}
+derived, odd = {}, []
+for key in p[(1, 64)]:
+    tp, sp, rc = key[0], key[1], key[2]
+    if tp == 1 or any(key not in p[k] for k in p):
+        continue
+    counts = []
+    for kind in KINDS:
+        b = lambda L, T: p[(L, T)][key][f"tp_{kind}_bytes"]
+        per_layer = b(2, 128) - b(1, 128) - b(2, 64) + b(1, 64)
+        rows_added = G // p[(1, 64)][key]["dp"] * dT  # this DP rank's sequences, 64 more positions each
+        ring = (2 if kind == "all_reduce" else 1) * (tp - 1) / tp * rows_added * C * elem
+        n = per_layer / ring
+        if abs(n - round(n)) > 1e-9:
+            odd.append((key, kind, n))
+        counts.append(round(n))
+    derived.setdefault(("on" if sp else "off", rc), set()).add(tuple(counts))
+text = open(doc, encoding="utf-8").read()
+at = text.find("Collectives of `B·s·h` elements per layer and micro-batch")
+table = {}
+for line in text[at:].split("\n")[1:] if at >= 0 else []:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 5 and cells[0] in ("on", "off") and all(c.isdigit() for c in cells[2:]):
+        table[(cells[0], cells[1])] = tuple(int(c) for c in cells[2:])
+    elif table and not line.strip().startswith("|"):
+        break
+bad = [(mode, sorted(got), table.get(mode)) for mode, got in sorted(derived.items()) if got != {table.get(mode)}]
+ok = len(derived) == 6 and len(table) == 6 and not bad and not odd
+print(f"ok docs_collective_counts ({len(derived)} modes at TP 2 and 4)" if ok else
+      f"not ok docs_collective_counts - {len(table)} doc rows, {len(derived)} modes; (mode, code's counts, doc's): {bad[:3]}"
+      f"; not whole: {odd[:2]}")
+PY
 
 bad_table() { # NAME TABLE_TEXT EXPECTED_MESSAGE_PART MODE(plan|project)
     local name="$1" msg="$3" out rc
@@ -164,7 +249,7 @@ grep -q "less what is modeled as hidden ('hidden ms'): TP collectives beside the
 "$py" - "$tmp/plan_mb0.json" <<'PY' || failed=1
 import json, sys
 L, C, T, V, mult, e, batch = 40, 1536, 1024, 51200, 128, 2, 16  # configs/megatron_weak_1.2b.json, bf16
-per_flop, latency, bw = 1 / (989e12 * 0.5), 10e-6, 460e9
+per_flop, latency, bw = 1 / (989e12 * 0.5), 20e-6, 370e9  # the interconnect.* defaults
 
 def expected_ms(r):
     tp, dp, mb = r["tp"], r["dp"], r["micro_batch"]

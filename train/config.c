@@ -90,9 +90,9 @@ static const key_spec SCHEMA[] = {
     {"parallel.project", K_BOOL, OFF(parallel.project), "false", 0, 0, NULL, "one process runs rank 0's exact shard of the tp x dp layout with a null communicator and models the communication (projection)"},
     /* 8xH100 SXM5 NVLink-4: 460-480 GB/s all-reduce busbw from nccl-tests at large sizes (Alaya NeW's
      * "NCCL-tests in practice", 2026-05-06). The latency is an assumption, not a measurement. */
-    {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "460", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default NVLink-4 per public nccl-tests runs)"},
-    {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "10", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (an assumption: measure yours with nccl-tests)"},
-    {"interconnect.table", K_STRING, OFF(interconnect.table), "", 0, 0, NULL, "projection: an nccl-tests table (\"collective bytes busbw_GBps\" lines, e.g. configs/links/h100_sxm_nvlink4_x8.txt) used instead of bus_gbps and latency_us; empty: those two"},
+    {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "370", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default H100 NVLink-4's with Ring, configs/links)"},
+    {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "20", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (default: 4xH100's measured 17-24, configs/links)"},
+    {"interconnect.table", K_STRING, OFF(interconnect.table), "", 0, 0, NULL, "projection: an nccl-tests table (\"collective bytes busbw_GBps [ranks]\" lines, e.g. configs/links/h100_sxm_nvlink4_ring.txt) used instead of bus_gbps and latency_us; empty: those two"},
     {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: the CUDA device's own from a table of GPUs, bf16 or fp32 as trained; unknown on the CPU: no MFU)"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend (cuda: a build made with make GPU=1)"},
 };
