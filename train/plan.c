@@ -356,6 +356,10 @@ static void print_time_model(const tg_config *c, const plan_opts *o, const time_
     else
         fprintf(out, "; no DP overlap (parallel.dp_bucket_mb 0)\n");
     if (tm->notes[0]) fprintf(out, "calibration notes: %s\n", tm->notes);
+    const tg_config *s = tm->kind == TIME_CALIBRATED ? &tm->table->shape : NULL;
+    if (s && (config_act_dtype(s) != config_act_dtype(c) || strcmp(s->device, c->device) != 0))
+        fprintf(out, "note: the table ran %s on %s, this config runs %s on %s: its kernels are priced at the table's rates\n",
+                tg_dtype_name(config_act_dtype(s)), s->device, tg_dtype_name(config_act_dtype(c)), c->device);
 }
 
 /* A figure in ms for the text table, or "-" without one. */
