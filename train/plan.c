@@ -40,6 +40,7 @@ typedef struct layout {
      * only: forward, backward (without recomputation), what the recompute
      * mode reruns (NAN without a time model). */
     double layer_fwd_s, layer_bwd_s, layer_rc_s;
+    double layer_fwd_comm_s, layer_bwd_comm_s; /* its TP collectives over the link, before any overlap */
 } layout;
 
 static const char *RC_NAMES[] = {"none", "selective", "full"};
@@ -95,45 +96,42 @@ static double step_flops(const tg_config *c, const layout *l, const gpt_dims *d,
     return gpt_executed_flops_per_token(d, full_params) * config_tokens_per_device(c, l->tp, l->dp);
 }
 
+/* Modeled seconds of one forward and one backward pass: compute (a
+ * meter's priced calls) and the TP collectives over the link. */
+typedef struct pass_times {
+    double fwd, bwd, fwd_comm, bwd_comm;
+} pass_times;
+
 /* A forward and a backward pass of one micro-batch through a model of
- * config c with L layers over meter: their priced seconds. */
-static int layer_pass(const tg_config *c, int L, const char *recompute, tg_ops *meter, double *fwd, double *bwd, tg_err *e) {
+ * config c with L layers over meter. */
+static int layer_pass(const tg_config *c, int L, const char *recompute, tg_ops *meter, pass_times *p, tg_err *e) {
     tg_config v = *c;
     v.model.n_layer = L;
     snprintf(v.train.recompute, sizeof v.train.recompute, "%s", recompute);
     gpt_dims d;
-    if (gpt_dims_from_config(&d, &v, v.parallel.tp, 0, e)) return -1;
-    comm *tp = comm_null_create("tp", 0, v.parallel.tp);
+    comm_link *link = tg_malloc(sizeof *link, "plan link model");
+    if (gpt_dims_from_config(&d, &v, v.parallel.tp, 0, e) || config_link(&v, link, e)) {
+        free(link);
+        return -1;
+    }
+    comm *tp = comm_null_create_modeled("tp", 0, v.parallel.tp, *link);
+    free(link);
     comm_use_memory(tp, &meter->mem);
     const int B = v.train.micro_batch, T = v.model.seq_len;
     gpt *g = gpt_create(meter, tp, &d, B, T, gpt_param_count(&d));
     int32_t *tokens = tg_calloc((size_t)B * T, sizeof(int32_t), "plan tokens");
     plan_meter_reset(meter);
+    const double comm0 = tp->modeled_seconds;
     int rc = gpt_forward(g, tokens, tokens, B, T, 1.0f, e);
-    *fwd = plan_meter_seconds(meter);
+    p->fwd = plan_meter_seconds(meter);
+    p->fwd_comm = tp->modeled_seconds - comm0;
     if (rc == 0) rc = gpt_backward(g, NULL, e);
-    *bwd = plan_meter_seconds(meter) - *fwd;
+    p->bwd = plan_meter_seconds(meter) - p->fwd;
+    p->bwd_comm = tp->modeled_seconds - comm0 - p->fwd_comm;
     free(tokens);
     gpt_free(g);
     comm_destroy(tp);
     return rc;
-}
-
-/* One layer's figures from the calibration: the difference between models
- * of 2 and 1 layers (everything else in them is the same calls), backward
- * with the layout's recompute mode and without. */
-static int layer_times_calibrated(const tg_config *v, const time_model *tm, layout *l, tg_err *e) {
-    tg_ops *meter = plan_meter_create(config_act_dtype(v), tm->calib);
-    double f1 = 0, b1 = 0, f2 = 0, b2 = 0, n1 = 0, n2 = 0, unused;
-    int rc = layer_pass(v, 1, RC_NAMES[l->rc], meter, &f1, &b1, e) || layer_pass(v, 2, RC_NAMES[l->rc], meter, &f2, &b2, e);
-    n1 = b1, n2 = b2;
-    if (rc == 0 && l->rc != RECOMPUTE_NONE)
-        rc = layer_pass(v, 1, "none", meter, &unused, &n1, e) || layer_pass(v, 2, "none", meter, &unused, &n2, e);
-    ops_destroy(meter);
-    l->layer_fwd_s = f2 - f1;
-    l->layer_bwd_s = n2 - n1;
-    l->layer_rc_s = (b2 - b1) - (n2 - n1);
-    return rc ? -1 : 0;
 }
 
 /* One layer's figures at the assumed FLOP rate: forward 24 C^2 + 4 T C
@@ -145,6 +143,30 @@ static void layer_times_flops(const tg_config *v, const time_model *tm, layout *
     l->layer_fwd_s = tokens * (24 * C * C + 4 * T * C) * tm->seconds_per_flop;
     l->layer_bwd_s = 2 * l->layer_fwd_s;
     l->layer_rc_s = l->rc == RECOMPUTE_FULL ? tokens * (16 * C * C + 4 * T * C) * tm->seconds_per_flop : 0;
+}
+
+/* One layer's figures: the difference between models of 2 and 1 layers
+ * (everything else in them is the same calls), backward with the layout's
+ * recompute mode and without. Compute from the calibration (else FLOPs at
+ * the assumed rate); the TP collectives over the modeled link. */
+static int layer_times(const tg_config *v, const time_model *tm, layout *l, tg_err *e) {
+    tg_ops *meter = plan_meter_create(config_act_dtype(v), tm->kind == TIME_CALIBRATED ? tm->calib : NULL);
+    pass_times a1 = {0}, a2 = {0}, n1, n2;
+    int rc = layer_pass(v, 1, RC_NAMES[l->rc], meter, &a1, e) || layer_pass(v, 2, RC_NAMES[l->rc], meter, &a2, e);
+    n1 = a1, n2 = a2;
+    if (rc == 0 && l->rc != RECOMPUTE_NONE)
+        rc = layer_pass(v, 1, "none", meter, &n1, e) || layer_pass(v, 2, "none", meter, &n2, e);
+    ops_destroy(meter);
+    l->layer_fwd_comm_s = a2.fwd_comm - a1.fwd_comm;
+    l->layer_bwd_comm_s = a2.bwd_comm - a1.bwd_comm; /* recomputation's collectives included */
+    if (tm->kind == TIME_FLOPS) {
+        layer_times_flops(v, tm, l);
+    } else {
+        l->layer_fwd_s = a2.fwd - a1.fwd;
+        l->layer_bwd_s = n2.bwd - n1.bwd;
+        l->layer_rc_s = (a2.bwd - a1.bwd) - (n2.bwd - n1.bwd);
+    }
+    return rc ? -1 : 0;
 }
 
 static int evaluate(const tg_config *c, const plan_opts *o, const time_model *tm, layout *l, tg_err *e) {
@@ -163,14 +185,12 @@ static int evaluate(const tg_config *c, const plan_opts *o, const time_model *tm
                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
     batch_budget_share(&l->mem, &v, l->dp);
     l->fits = (double)l->mem.total <= o->device_bytes;
-    l->compute_s = l->layer_fwd_s = l->layer_bwd_s = l->layer_rc_s = NAN;
+    l->compute_s = NAN;
     if (tm->kind == TIME_FLOPS) {
         const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
         l->compute_s = step_flops(c, l, &d, full_params) * tm->seconds_per_flop;
-        layer_times_flops(&v, tm, l);
-    } else if (tm->kind == TIME_CALIBRATED && layer_times_calibrated(&v, tm, l, e)) {
-        return -1;
     }
+    if (tm->kind != TIME_NONE && layer_times(&v, tm, l, e)) return -1;
     tg_ops *ops = tm->kind == TIME_CALIBRATED ? plan_meter_create(config_act_dtype(&v), tm->calib)
                                               : ops_null_create(config_act_dtype(&v));
     const int rc = dry_step(&v, &d, ops, tm->kind == TIME_CALIBRATED, tm, l, e); /* after compute_s (flops): it models the overlap with it */
@@ -215,7 +235,7 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
                             }
                             ls = grown;
                         }
-                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN};
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN, NAN, NAN};
                     }
                 }
     }
@@ -259,6 +279,8 @@ static void write_json_line(FILE *json, const layout *l, const time_model *tm, b
     json_ms(json, "layer_forward_ms", l->layer_fwd_s);
     json_ms(json, "layer_backward_ms", l->layer_bwd_s);
     json_ms(json, "layer_recompute_ms", l->layer_rc_s);
+    json_ms(json, "layer_forward_comm_ms", l->layer_fwd_comm_s);
+    json_ms(json, "layer_backward_comm_ms", l->layer_bwd_comm_s);
     fprintf(json, ",\"fastest\":%s", fastest ? "true" : "false");
     static const char *const group[2] = {"tp", "dp"};
     for (int g = 0; g < 2; g++)
@@ -278,7 +300,7 @@ static int shape_layout(const op_table *t, layout *l, gpt_dims *d, tg_err *e) {
                           "global_batch %d, sp %s", t->path, t->shape_line, s->model.n_embd, s->model.n_head, tp, dp, B,
                        s->train.global_batch, s->parallel.sp ? "on" : "off");
     if (gpt_dims_from_config(d, s, tp, 0, e)) return tg_wrap(e, "%s:%d: shape: ", t->path, t->shape_line);
-    *l = (layout){tp, dp, B, s->parallel.zero, s->parallel.sp, d->recompute, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN};
+    *l = (layout){tp, dp, B, s->parallel.zero, s->parallel.sp, d->recompute, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN, NAN, NAN};
     optim_shape_dims(d, dp, s->parallel.zero);
     return 0;
 }
