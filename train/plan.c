@@ -357,7 +357,7 @@ static void print_time_model(const tg_config *c, const plan_opts *o, const time_
         const tg_config *s = &tm->table->shape;
         fprintf(out, "predicted time: calibrated on %s (%s, %s; measured at %d layers x %d, micro-batch %d, global batch %d, "
                      "tp %d, dp %d, %s, recompute %s): each kernel call priced by its work (FLOPs or bytes) at the rate the "
-                     "table measured for its op, plus %.1f us a call (the table's cheapest); products at %.0f TFLOP/s\n"
+                     "table measured for its op, plus %.1f us a call (the table's cheapest); products at %.3g TFLOP/s\n"
                      "+ communication ", tm->path, tm->table->device_name[0] ? tm->table->device_name : "device not named",
                 s->device, s->model.n_layer, s->model.n_embd, s->train.micro_batch, s->train.global_batch, s->parallel.tp,
                 s->parallel.dp, s->train.precision, s->train.recompute, 1e6 * plan_calib_launch_s(tm->calib),
