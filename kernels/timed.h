@@ -26,7 +26,8 @@ void ops_timed_end_step(tg_o timed, bool count);
  * and host milliseconds per step, and the share of the ops' device time;
  * "op\tcalls_per_step\tdevice_ms_per_step\thost_ms_per_step\tshare" as
  * tab-separated text (tsv) or an aligned table. Nothing when no step was
- * counted. */
+ * counted. (out.dir/op_times.tsv has a line naming the run's shape before
+ * it, which the trainer writes: train/op_table.h.) */
 void ops_timed_write(tg_o timed, FILE *f, bool tsv);
 /* Steps counted so far. */
 int ops_timed_steps(tg_o timed);
