@@ -170,7 +170,7 @@ gp = open(os.path.join(d, "chart.gp")).read() if os.path.exists(os.path.join(d, 
 # the points, where it could cover a point or another label
 texts = re.findall(r"with labels|set label (?!'no data')", gp)
 check("chart_labels_projected", re.search(r"title 'batch \d+, projected", gp) and not texts
-      and "set key outside below" in gp,
+      and "set key outside right" in gp,
       f"chart.gp needs a 'projected' legend entry outside the plot and no text among the points: {texts}")
 # real and projected are separate series: a line style and marker each, and no line drawn through both
 series = re.findall(r"using 1:\(\$3==([01])\?\$2:1/0\) with linespoints dt (\d+) pt (\d+).*title 'batch (\d+), (real|projected)", gp)

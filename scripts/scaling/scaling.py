@@ -461,9 +461,9 @@ def write_chart(out_dir, kind, rows, info):
         " (it writes chart.png here), on any machine with gnuplot 5: gnuplot chart.gp",
         # pngcairo, or png where the gnuplot that draws this has no pngcairo (it may not be the
         # machine that ran the sweep: one without gnuplot writes this and draws nothing)
-        "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1300,600 font ',10' noenhanced }"
-        " else { set terminal png size 1300,600 noenhanced }" if info.get("terminal") != "png"
-        else "set terminal png size 1300,600 noenhanced",
+        "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1500,560 font ',10' noenhanced }"
+        " else { set terminal png size 1500,560 noenhanced }" if info.get("terminal") != "png"
+        else "set terminal png size 1500,560 noenhanced",
         "set output 'chart.png'",
         *blocks,
         "set multiplot layout 1,2 title \"" + f"{title}: {info.get('scale_text', '')} on "
@@ -474,9 +474,10 @@ def write_chart(out_dir, kind, rows, info):
         "set xlabel 'devices (tp x dp)'",
         "set grid",
         # No text is placed among the points: real and projected differ by line, marker and legend
-        # entry, and the legend sits below the plot, outside it, one entry per column, so no label
-        # can land on a point, a line or another label however close the series run.
-        "set key outside below center horizontal maxrows 2 box",
+        # entry, and the legend sits right of the plot, outside it, in the margin it reserves (below,
+        # it met the axis label), so no label can land on a point, a line, an axis label or
+        # another label however close the series run.
+        "set key outside right top vertical Left reverse box samplen 2 font ',9'",
         f"set ylabel '{ya_label}'",
         *(["set logscale y 2", "set yrange [*:*]"] if kind == "strong" else ["set yrange [0:*]"]),
         "plot " + ", \\\n     ".join([ideal_a] + plots_a) if plots_a else "plot " + ideal_a,
