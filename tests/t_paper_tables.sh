@@ -177,6 +177,24 @@ check("slurm_rows_real", mdp == want, f"real rows (tp, dp, source, step) {mdp}, 
 sys.exit(bad)
 PY
 
+# Sweep rows (a hand-made weak sweep table.tsv as scripts/weak_scaling.sh writes it): labelled
+# real or shard run beside the projection, the sweep's own efficiency kept, and a measured 112%
+# flagged as noise
+sw="$tmp/sweep_fixture"
+mkdir -p "$sw"
+printf 'label\ttp\tdp\tbatch\tmode\tstep_ms\tcomm_ms\tbudget_mib\teff\n' >"$sw/table.tsv"
+printf '1.2B\t1\t1\t8\treal\t200\t0\t1024\t100\n2.5B\t2\t1\t8\tprojected\t230\t20\t1024\t90\n' >>"$sw/table.tsv"
+printf '4.2B\t4\t1\t8\treal\t170\t30\t1024\t112\n' >>"$sw/table.tsv"
+"$py" scripts/scaling/paper_tables.py build --plans "$tmp/fake/plans" --help-text "$tmp/fake/train_gpt_help.txt" \
+    --info "$tmp/fake/info.tsv" --out "$tmp/fake_sweep" --batches 8 --sweep "weak=$sw" >/dev/null 2>&1
+got=$(awk -F'\t' '$1 == "weak_b8" {print $4 ":" $9 ":" $14 ":" ($18 ~ /^NOISE/ ? "noise" : "-")}' "$tmp/fake_sweep/tables.tsv" 2>/dev/null | paste -sd' ')
+want="1:calibrated projection:100.0:- 1:real:100.0:- 2:calibrated projection:"
+if [[ "$got" == "$want"* ]] && [[ "$got" == *" 2:shard run:90.0:- "* ]] && [[ "$got" == *" 4:real:112.0:noise "* ]]; then
+    ok sweep_rows_labelled_noise_flagged
+else
+    not_ok sweep_rows_labelled_noise_flagged "weak batch 8 rows (tp:source:efficiency:note) '$got'"
+fi
+
 # ---- dry run: prints, runs nothing, writes nothing; runs/ by default ------------
 : >"$FAKE_SRUN_LOG"
 day=$(date +%Y-%m-%d)
