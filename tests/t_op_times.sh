@@ -32,7 +32,14 @@ if run plain && run timed --set out.op_times=true; then
     tsv="$tmp/timed/op_times.tsv"
     if [ -s "$tsv" ] && out=$("$py" - "$tsv" "$tmp/timed/log.jsonl" <<'PY'
 import json, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+lines = open(sys.argv[1]).read().splitlines()
+# the first line names the run's shape (what --plan --calibrate fits to)
+assert lines[0].startswith("# shape: "), lines[0]
+shape = json.loads(lines[0][len("# shape: "):])
+want_shape = {"model.n_layer": 3, "model.n_embd": 32, "train.micro_batch": 2, "train.global_batch": 4, "parallel.tp": 1,
+              "parallel.dp": 1, "train.recompute": "none", "device": "cpu"}
+assert {k: shape.get(k) for k in want_shape} == want_shape, shape
+rows = [l.split("\t") for l in lines[1:]]
 assert rows[0] == ["op", "calls_per_step", "device_ms_per_step", "host_ms_per_step", "share"], rows[0]
 ops = {}
 for r in rows[1:]:
@@ -80,7 +87,7 @@ if timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/sp/launch" -- "$bin" 
     --set parallel.tp=2 --set parallel.sp=true --set out.op_times=true >"$tmp/sp.out" 2>&1 &&
     out=$("$py" - "$tmp/sp/op_times.tsv" 2>&1 <<'PY'
 import sys
-calls = {r[0]: float(r[1]) for r in (l.split("\t") for l in list(open(sys.argv[1]))[1:])}
+calls = {r[0]: float(r[1]) for r in (l.split("\t") for l in list(open(sys.argv[1]))[2:])}
 want = {"matmul_forward": 36, "matmul_backward": 48, "matmul_backward_dgelu": 12, "bias_backward": 18, "lmhead_forward": 4,
         "lmhead_backward": 4}
 bad = {op: (calls.get(op), n) for op, n in want.items() if calls.get(op) != n}

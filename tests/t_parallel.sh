@@ -206,9 +206,12 @@ if run sample_tp1 1 --set model.seq_len=10 --set train.global_batch=4 --set out.
 else not_ok sample_tp4_sp_equals_tp1 "'$(sample sample_tp1)' vs '$(sample sample_tp4_sp)'"; fi
 
 # --plan predicts memory with the trainer's budget: the bytes it lists for a
-# layout are exactly what that layout's real run allocated.
+# layout are exactly what that layout's real run allocated. (A CPU config has
+# no time model of its own: the 4-device plan is priced from the H200's op
+# table, so that it names a fastest layout.)
 "$bin" --plan --config "$cfg" --devices 2 --plan-json "$tmp/plan2.jsonl" >"$tmp/plan2.out" 2>&1
-"$bin" --plan --config "$cfg" --devices 4 --plan-json "$tmp/plan4.jsonl" >"$tmp/plan4.out" 2>&1
+"$bin" --plan --config "$cfg" --devices 4 --plan-json "$tmp/plan4.jsonl" \
+    --calibrate results/gpu/2026-11-27_h200/op_times_megatron_1.2b_gb8.tsv >"$tmp/plan4.out" 2>&1
 if grep -q "fastest that fits" "$tmp/plan4.out"; then ok plan_names_fastest; else not_ok plan_names_fastest "$(head -n 5 "$tmp/plan4.out" | tr '\n' ' ')"; fi
 for lay in "tp2 2 2 false none 2 0" "tp2_sp_full 2 2 true full 2 0" "tp4_sp 4 4 true none 2 0" "tp2_dp2_sp_zero 4 2 true none 2 1" \
            "dp2_zero 2 1 false none 2 1"; do

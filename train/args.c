@@ -12,6 +12,7 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: %s --config FILE [--set key.path=value ...]\n"
                "       %s --plan --config FILE [--set ...] [--devices N] [--device-gib GIB] [--plan-json FILE]\n"
+               "                 [--calibrate OP_TABLE]\n"
                "       %s --eval --config FILE [--set ...]\n"
                "       %s --sample --config FILE [--set ...] [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
                "                 [--top-k K] [--seed S] [--num-samples N]\n"
@@ -24,7 +25,9 @@ static void usage(FILE *f) {
                "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
                "--plan lists the layouts (tp, sp, recompute, micro-batch, zero) the config could run with on N devices\n"
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
-               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE.\n\n"
+               "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE. The time is\n"
+               "priced op by op from --calibrate OP_TABLE (the op_times.tsv of a run with out.op_times=true); without\n"
+               "it a CUDA config's time is FLOPs at an assumed 50%% of peak, and a CPU config has no time model.\n\n"
                "--eval prints the validation loss over out.eval_batches batches; --sample prints the prompt (default:\n"
                "<|endoftext|>, a document's start), then its continuation token by token as it is drawn: N tokens\n"
                "(default out.sample_tokens) at temperature T (default 1; 0: always the most likely token) from the K\n"
@@ -137,6 +140,10 @@ static void check_mode_options(const args *a) {
                         "--sample\n", PROG);
         exit(2);
     }
+    if (a->plan.calibrate && a->mode != MODE_PLAN) {
+        fprintf(stderr, "%s: error: --calibrate needs --plan (it fits --plan's time model to an op table)\n", PROG);
+        exit(2);
+    }
 }
 
 void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
@@ -144,7 +151,7 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     const char *config_path = NULL;
     double num;
     int took;
-    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5}, NULL, sample_opts_default(), NULL, NULL};
+    *a = (args){MODE_TRAIN, {8, 80.0 * 1024 * 1024 * 1024, 0.5, NULL}, NULL, sample_opts_default(), NULL, NULL};
     tg_err e;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -171,6 +178,8 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             a->plan.device_bytes = num * 1024 * 1024 * 1024;
         } else if (strcmp(argv[i], "--plan-json") == 0 && i + 1 < argc) {
             a->plan_json = argv[++i];
+        } else if (strcmp(argv[i], "--calibrate") == 0 && i + 1 < argc) {
+            a->plan.calibrate = argv[++i];
         } else if ((took = parse_mode_option(argc, argv, i, a)) > 0) {
             i += took - 1;
         } else if (strcmp(argv[i], "--hellaswag") == 0 && i + 1 < argc) {

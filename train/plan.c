@@ -6,8 +6,25 @@
 
 #include "model/gpt.h"
 #include "train/batch.h"
+#include "train/op_table.h"
 #include "train/optim.h"
+#include "train/plan_time.h"
 #include "parallel/comm.h"
+
+/* How a layout's compute is timed: not at all (no figure is better than a
+ * wrong one), FLOPs at an assumed rate (labelled as such), or the per-op
+ * model fitted to a measured op table (train/plan_time.h). */
+typedef enum { TIME_NONE, TIME_FLOPS, TIME_CALIBRATED } time_kind;
+static const char *const TIME_NAMES[] = {"none", "flops_assumed", "calibrated"};
+
+typedef struct time_model {
+    time_kind kind;
+    double seconds_per_flop; /* the products': assumed, or calibrated */
+    const char *path;        /* --calibrate */
+    op_table *table;
+    plan_calib *calib;
+    char notes[2048]; /* what the fit noticed, for the header */
+} time_model;
 
 typedef struct layout {
     int tp, dp, mb, zero;
@@ -19,25 +36,30 @@ typedef struct layout {
     double tp_hidden_s;  /* of comm_s: TP collectives beside products (comm_beside_hidden_s) */
     uint64_t bytes[2][COLL_KINDS]; /* sent by rank 0 per step: tp, dp groups */
     bool fits;
+    /* One transformer layer of this rank's shard, one micro-batch, compute
+     * only: forward, backward (without recomputation), what the recompute
+     * mode reruns (NAN without a time model). */
+    double layer_fwd_s, layer_bwd_s, layer_rc_s;
 } layout;
 
 static const char *RC_NAMES[] = {"none", "selective", "full"};
 
-/* The communication of one step of layout l, from the trainer's own code: a
- * dry step (train/batch.c) over the null backend, whose kernels do nothing
- * and whose memory does not exist, with counting communicators that model
- * each collective over the configured link (comm_null). Fills l->comm_s, of
- * it what the DP buckets hide behind l->compute_s and what the products
- * beside the TP collectives hide at seconds_per_flop (as a projected run
- * models them), and the bytes this rank sends per group and collective
- * kind. */
-static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, double seconds_per_flop, tg_err *e) {
+/* One step of layout l (config v, dims d) over ops, the null backend or a
+ * meter (train/plan_time.h): a dry step through the trainer's own step code
+ * (train/batch.c), whose kernels do nothing and whose memory does not
+ * exist, with counting communicators that model each collective over the
+ * configured link (comm_null). Fills l->comm_s and the bytes this rank
+ * sends per group and collective kind; with a time model (tm not NULL and
+ * not TIME_NONE) also what the DP buckets hide behind l->compute_s (a
+ * meter's priced calls when calibrated) and what the products beside the TP
+ * collectives hide, as a projected run models them. */
+static int dry_step(const tg_config *v, const gpt_dims *d, const tg_ops *ops, bool metered, const time_model *tm, layout *l,
+                    tg_err *e) {
     comm_link *link = tg_malloc(sizeof *link, "plan link model");
     if (config_link(v, link, e)) {
         free(link);
         return -1;
     }
-    tg_ops *ops = ops_null_create(config_act_dtype(v));
     comm *tp = comm_null_create_modeled("tp", 0, l->tp, *link), *dp = comm_null_create_modeled("dp", 0, l->dp, *link);
     free(link);
     comm_use_memory(tp, &ops->mem);
@@ -49,10 +71,14 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, double sec
     int32_t *share = ops->alloc(ops, batch_share_len(v, l->dp) * sizeof(int32_t), "plan tokens");
     const batch_io io = {g, o, dp, v, window, share, NULL};
     optim_report rep;
+    if (metered) plan_meter_reset(ops); /* the step alone, not the model's set-up */
     const int rc = batch_train_step(&io, 1, &rep, e);
     l->comm_s = tp->modeled_seconds + dp->modeled_seconds;
-    l->hidden = optim_hidden_modeled(o, l->compute_s / config_grad_accum(v), l->rc == RECOMPUTE_FULL);
-    l->tp_hidden_s = comm_beside_hidden_s(tp->beside, tp->n_beside, seconds_per_flop);
+    if (metered && tm) l->compute_s = plan_meter_seconds(ops);
+    if (tm && tm->kind != TIME_NONE) {
+        l->hidden = optim_hidden_modeled(o, l->compute_s / config_grad_accum(v), l->rc == RECOMPUTE_FULL);
+        l->tp_hidden_s = comm_beside_hidden_s(tp->beside, tp->n_beside, tm->seconds_per_flop);
+    }
     memcpy(l->bytes[0], tp->bytes_sent, sizeof l->bytes[0]);
     memcpy(l->bytes[1], dp->bytes_sent, sizeof l->bytes[1]);
     free(window);
@@ -61,7 +87,6 @@ static int dry_step(const tg_config *v, const gpt_dims *d, layout *l, double sec
     gpt_free(g);
     comm_destroy(tp);
     comm_destroy(dp);
-    ops_destroy(ops);
     return rc;
 }
 
@@ -70,7 +95,59 @@ static double step_flops(const tg_config *c, const layout *l, const gpt_dims *d,
     return gpt_executed_flops_per_token(d, full_params) * config_tokens_per_device(c, l->tp, l->dp);
 }
 
-static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double peak, tg_err *e) {
+/* A forward and a backward pass of one micro-batch through a model of
+ * config c with L layers over meter: their priced seconds. */
+static int layer_pass(const tg_config *c, int L, const char *recompute, tg_ops *meter, double *fwd, double *bwd, tg_err *e) {
+    tg_config v = *c;
+    v.model.n_layer = L;
+    snprintf(v.train.recompute, sizeof v.train.recompute, "%s", recompute);
+    gpt_dims d;
+    if (gpt_dims_from_config(&d, &v, v.parallel.tp, 0, e)) return -1;
+    comm *tp = comm_null_create("tp", 0, v.parallel.tp);
+    comm_use_memory(tp, &meter->mem);
+    const int B = v.train.micro_batch, T = v.model.seq_len;
+    gpt *g = gpt_create(meter, tp, &d, B, T, gpt_param_count(&d));
+    int32_t *tokens = tg_calloc((size_t)B * T, sizeof(int32_t), "plan tokens");
+    plan_meter_reset(meter);
+    int rc = gpt_forward(g, tokens, tokens, B, T, 1.0f, e);
+    *fwd = plan_meter_seconds(meter);
+    if (rc == 0) rc = gpt_backward(g, NULL, e);
+    *bwd = plan_meter_seconds(meter) - *fwd;
+    free(tokens);
+    gpt_free(g);
+    comm_destroy(tp);
+    return rc;
+}
+
+/* One layer's figures from the calibration: the difference between models
+ * of 2 and 1 layers (everything else in them is the same calls), backward
+ * with the layout's recompute mode and without. */
+static int layer_times_calibrated(const tg_config *v, const time_model *tm, layout *l, tg_err *e) {
+    tg_ops *meter = plan_meter_create(config_act_dtype(v), tm->calib);
+    double f1 = 0, b1 = 0, f2 = 0, b2 = 0, n1 = 0, n2 = 0, unused;
+    int rc = layer_pass(v, 1, RC_NAMES[l->rc], meter, &f1, &b1, e) || layer_pass(v, 2, RC_NAMES[l->rc], meter, &f2, &b2, e);
+    n1 = b1, n2 = b2;
+    if (rc == 0 && l->rc != RECOMPUTE_NONE)
+        rc = layer_pass(v, 1, "none", meter, &unused, &n1, e) || layer_pass(v, 2, "none", meter, &unused, &n2, e);
+    ops_destroy(meter);
+    l->layer_fwd_s = f2 - f1;
+    l->layer_bwd_s = n2 - n1;
+    l->layer_rc_s = (b2 - b1) - (n2 - n1);
+    return rc ? -1 : 0;
+}
+
+/* One layer's figures at the assumed FLOP rate: forward 24 C^2 + 4 T C
+ * FLOPs a token (the attention core as 6N + 12 L C T counts it), backward
+ * twice that, full recompute what gpt_executed_flops_per_token adds;
+ * selective reruns no product, so no FLOPs. */
+static void layer_times_flops(const tg_config *v, const time_model *tm, layout *l) {
+    const double C = v->model.n_embd, T = v->model.seq_len, tokens = (double)l->mb * T / l->tp;
+    l->layer_fwd_s = tokens * (24 * C * C + 4 * T * C) * tm->seconds_per_flop;
+    l->layer_bwd_s = 2 * l->layer_fwd_s;
+    l->layer_rc_s = l->rc == RECOMPUTE_FULL ? tokens * (16 * C * C + 4 * T * C) * tm->seconds_per_flop : 0;
+}
+
+static int evaluate(const tg_config *c, const plan_opts *o, const time_model *tm, layout *l, tg_err *e) {
     tg_config v = *c; /* the config as this layout would run it */
     v.parallel.tp = l->tp;
     v.parallel.dp = l->dp;
@@ -86,10 +163,19 @@ static int evaluate(const tg_config *c, const plan_opts *o, layout *l, double pe
                           cuda ? OPS_CUDA_LT_WORKSPACE_BYTES + OPS_CUDA_SCRATCH_BYTES : 0);
     batch_budget_share(&l->mem, &v, l->dp);
     l->fits = (double)l->mem.total <= o->device_bytes;
-    const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
-    const double flops = step_flops(c, l, &d, full_params), seconds_per_flop = 1 / (peak * o->compute_efficiency);
-    l->compute_s = flops * seconds_per_flop;
-    return dry_step(&v, &d, l, seconds_per_flop, e); /* after compute_s: it models the overlap with it */
+    l->compute_s = l->layer_fwd_s = l->layer_bwd_s = l->layer_rc_s = NAN;
+    if (tm->kind == TIME_FLOPS) {
+        const double full_params = 12.0 * d.L * (double)d.C * d.C + 13.0 * d.L * d.C + ((double)d.V + d.T) * d.C + 2.0 * d.C;
+        l->compute_s = step_flops(c, l, &d, full_params) * tm->seconds_per_flop;
+        layer_times_flops(&v, tm, l);
+    } else if (tm->kind == TIME_CALIBRATED && layer_times_calibrated(&v, tm, l, e)) {
+        return -1;
+    }
+    tg_ops *ops = tm->kind == TIME_CALIBRATED ? plan_meter_create(config_act_dtype(&v), tm->calib)
+                                              : ops_null_create(config_act_dtype(&v));
+    const int rc = dry_step(&v, &d, ops, tm->kind == TIME_CALIBRATED, tm, l, e); /* after compute_s (flops): it models the overlap with it */
+    ops_destroy(ops);
+    return rc;
 }
 
 /* A layout's predicted step: compute and communication, less the overlap. */
@@ -129,7 +215,7 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
                             }
                             ls = grown;
                         }
-                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, 0, {{0}}, false};
+                        ls[n++] = (layout){tp, dp, mb, zero, sp, (recompute_mode)rc, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN};
                     }
                 }
     }
@@ -137,15 +223,43 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
     return n;
 }
 
+/* A JSON string: path with its quotes, backslashes and control bytes escaped. */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* ,"key":ms with 3 decimals, or null when s is not a number. */
+static void json_ms(FILE *f, const char *key, double s) {
+    if (isnan(s)) fprintf(f, ",\"%s\":null", key);
+    else fprintf(f, ",\"%s\":%.3f", key, 1e3 * s);
+}
+
 /* One layout for --plan-json, with the bytes rank 0 sends per step by
  * group and collective, as a train line of log.jsonl names them. */
-static void write_json_line(FILE *json, const layout *l, bool fastest) {
+static void write_json_line(FILE *json, const layout *l, const time_model *tm, bool fastest) {
+    const bool timed = tm->kind != TIME_NONE;
     fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
-                  "\"fits\":%s,\"step_ms\":%.3f,\"comm_ms\":%.3f,\"dp_hidden_ms_modeled\":%.3f,"
-                  "\"zero_gather_hidden_ms_modeled\":%.3f,\"tp_hidden_ms_modeled\":%.3f,\"fastest\":%s",
+                  "\"fits\":%s,\"time_model\":\"%s\",\"calibration\":",
             l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total, l->fits ? "true" : "false",
-            1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * l->hidden.dp_s, 1e3 * l->hidden.gather_s,
-            1e3 * l->tp_hidden_s, fastest ? "true" : "false");
+            TIME_NAMES[tm->kind]);
+    if (tm->path) json_string(json, tm->path);
+    else fprintf(json, "null");
+    json_ms(json, "step_ms", timed ? predicted_s(l) : NAN);
+    json_ms(json, "compute_ms", l->compute_s);
+    json_ms(json, "comm_ms", l->comm_s);
+    json_ms(json, "dp_hidden_ms_modeled", timed ? l->hidden.dp_s : NAN);
+    json_ms(json, "zero_gather_hidden_ms_modeled", timed ? l->hidden.gather_s : NAN);
+    json_ms(json, "tp_hidden_ms_modeled", timed ? l->tp_hidden_s : NAN);
+    json_ms(json, "layer_forward_ms", l->layer_fwd_s);
+    json_ms(json, "layer_backward_ms", l->layer_bwd_s);
+    json_ms(json, "layer_recompute_ms", l->layer_rc_s);
+    fprintf(json, ",\"fastest\":%s", fastest ? "true" : "false");
     static const char *const group[2] = {"tp", "dp"};
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < COLL_KINDS; k++)
@@ -153,13 +267,120 @@ static void write_json_line(FILE *json, const layout *l, bool fastest) {
     fprintf(json, "}\n");
 }
 
+/* The layout of the shape line, checked as the trainer would (what
+ * config_validate checks of it, but for the device's build). */
+static int shape_layout(const op_table *t, layout *l, gpt_dims *d, tg_err *e) {
+    const tg_config *s = &t->shape;
+    const int tp = s->parallel.tp, dp = s->parallel.dp > 0 ? s->parallel.dp : 1, B = s->train.micro_batch;
+    if (s->model.n_embd % s->model.n_head || s->model.n_head % tp || s->train.global_batch % (B * dp) ||
+        (s->parallel.sp && (long long)B * s->model.seq_len % tp))
+        return tg_fail(e, "%s:%d: shape: no layout the trainer runs: n_embd %d, n_head %d, tp %d, dp %d, micro_batch %d, "
+                          "global_batch %d, sp %s", t->path, t->shape_line, s->model.n_embd, s->model.n_head, tp, dp, B,
+                       s->train.global_batch, s->parallel.sp ? "on" : "off");
+    if (gpt_dims_from_config(d, s, tp, 0, e)) return tg_wrap(e, "%s:%d: shape: ", t->path, t->shape_line);
+    *l = (layout){tp, dp, B, s->parallel.zero, s->parallel.sp, d->recompute, {0}, 0, 0, {0, 0}, 0, {{0}}, false, NAN, NAN, NAN};
+    optim_shape_dims(d, dp, s->parallel.zero);
+    return 0;
+}
+
+/* Fits the time model to the op table at path: a dry step at the shape its
+ * shape line names, over a counting meter, gives each op's work. */
+static int plan_calibrate(const char *path, time_model *tm, tg_err *e) {
+    tm->path = path;
+    tm->table = tg_malloc(sizeof *tm->table, "op table");
+    if (op_table_read(path, tm->table, e)) return -1;
+    const op_table *t = tm->table;
+    if (!t->has_shape)
+        return tg_fail(e, "%s: no shape line ('%s{...}' before the header) naming the model, batch, layout and precision "
+                          "the table was measured at: a run with out.op_times=true writes it; add it to an older table "
+                          "from that run's command", path, OP_TABLE_SHAPE_PREFIX);
+    layout l;
+    gpt_dims d;
+    if (shape_layout(t, &l, &d, e)) return -1;
+    tg_ops *counted = plan_meter_create(config_act_dtype(&t->shape), NULL);
+    int rc = dry_step(&t->shape, &d, counted, true, NULL, &l, e);
+    if (rc == 0 && !(tm->calib = plan_calib_fit(t, counted, tm->notes, sizeof tm->notes, e))) rc = -1;
+    ops_destroy(counted);
+    if (rc) return -1;
+    tm->kind = TIME_CALIBRATED;
+    tm->seconds_per_flop = plan_calib_seconds_per_flop(tm->calib);
+    return 0;
+}
+
+/* The time model of c: --calibrate's table fitted, else FLOPs at an
+ * assumed rate on CUDA, else none. */
+static int time_model_init(const tg_config *c, const plan_opts *o, time_model *tm, tg_err *e) {
+    memset(tm, 0, sizeof *tm);
+    if (o->calibrate) return plan_calibrate(o->calibrate, tm, e);
+    if (strcmp(c->device, "cuda") != 0) return 0;
+    tm->kind = TIME_FLOPS;
+    tm->seconds_per_flop = 1 / ((c->device_peak_tflops > 0 ? c->device_peak_tflops : 989.0) * 1e12 * o->compute_efficiency);
+    return 0;
+}
+
+static void time_model_free(time_model *tm) {
+    plan_calib_free(tm->calib);
+    free(tm->table);
+}
+
+static void print_time_model(const tg_config *c, const plan_opts *o, const time_model *tm, FILE *out) {
+    if (tm->kind == TIME_NONE) {
+        fprintf(out, "predicted time: none: device %s has no time model (give --calibrate OP_TABLE, a table written with "
+                     "out.op_times=true, to price the layouts); communication ", c->device);
+    } else if (tm->kind == TIME_FLOPS) {
+        fprintf(out, "predicted time, assumed (no --calibrate): model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) "
+                     "+ communication ", 100 * o->compute_efficiency, 1 / (tm->seconds_per_flop * o->compute_efficiency * 1e12),
+                c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16");
+    } else {
+        const tg_config *s = &tm->table->shape;
+        fprintf(out, "predicted time: calibrated on %s (%s, %s; measured at %d layers x %d, micro-batch %d, global batch %d, "
+                     "tp %d, dp %d, %s, recompute %s): each kernel call priced by its work (FLOPs or bytes) at the rate the "
+                     "table measured for its op, plus %.1f us a call (the table's cheapest); products at %.0f TFLOP/s\n"
+                     "+ communication ", tm->path, tm->table->device_name[0] ? tm->table->device_name : "device not named",
+                s->device, s->model.n_layer, s->model.n_embd, s->train.micro_batch, s->train.global_batch, s->parallel.tp,
+                s->parallel.dp, s->train.precision, s->train.recompute, 1e6 * plan_calib_launch_s(tm->calib),
+                1e-12 / tm->seconds_per_flop);
+    }
+    if (c->interconnect.table[0])
+        fprintf(out, "from the nccl-tests table %s (interconnect.table)", c->interconnect.table);
+    else
+        fprintf(out, "at %g GB/s and %g us per collective (interconnect.*)", c->interconnect.bus_gbps, c->interconnect.latency_us);
+    if (tm->kind == TIME_NONE) {
+        fprintf(out, "\n");
+        return;
+    }
+    fprintf(out, ",\nless what is modeled as hidden ('hidden ms'): TP collectives beside the products that need none of"
+                 " their result");
+    if (c->parallel.dp_bucket_mb > 0)
+        fprintf(out, ", DP buckets behind the backward pass (and ZeRO's gather behind the next forward)\n");
+    else
+        fprintf(out, "; no DP overlap (parallel.dp_bucket_mb 0)\n");
+    if (tm->notes[0]) fprintf(out, "calibration notes: %s\n", tm->notes);
+    const tg_config *s = tm->kind == TIME_CALIBRATED ? &tm->table->shape : NULL;
+    if (s && (config_act_dtype(s) != config_act_dtype(c) || strcmp(s->device, c->device) != 0))
+        fprintf(out, "note: the table ran %s on %s, this config runs %s on %s: its kernels are priced at the table's rates\n",
+                tg_dtype_name(config_act_dtype(s)), s->device, tg_dtype_name(config_act_dtype(c)), c->device);
+}
+
+/* A figure in ms for the text table, or "-" without one. */
+static const char *ms_text(double s, char *buf, size_t n) {
+    if (isnan(s)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.1f", 1e3 * s);
+    return buf;
+}
+
 int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e) {
-    const double peak = (c->device_peak_tflops > 0 ? c->device_peak_tflops : 989.0) * 1e12;
+    time_model tm;
+    if (time_model_init(c, o, &tm, e)) {
+        time_model_free(&tm);
+        return -1;
+    }
     layout *ls;
     int n = enumerate(c, o, &ls);
     for (int i = 0; i < n; i++)
-        if (evaluate(c, o, &ls[i], peak, e)) {
+        if (evaluate(c, o, &tm, &ls[i], e)) {
             free(ls);
+            time_model_free(&tm);
             return -1;
         }
     qsort(ls, (size_t)n, sizeof(layout), by_time);
@@ -167,34 +388,28 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
     fprintf(out, "plan: %d layers x %d wide, %d heads, context %d, global batch %d, on %d devices of %.1f GiB\n",
             c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len, c->train.global_batch, o->devices,
             o->device_bytes / GiB);
-    fprintf(out, "predicted time: model FLOPs at %.0f%% of %.0f TFLOP/s (device_peak_tflops%s) + communication ",
-            100 * o->compute_efficiency, peak / 1e12, c->device_peak_tflops > 0 ? "" : " unset: H100/H200 dense bf16");
-    if (c->interconnect.table[0])
-        fprintf(out, "from the nccl-tests table %s (interconnect.table)", c->interconnect.table);
-    else
-        fprintf(out, "at %g GB/s and %g us per collective (interconnect.*)", c->interconnect.bus_gbps, c->interconnect.latency_us);
-    fprintf(out, ",\nless what is modeled as hidden ('hidden ms'): TP collectives beside the products that need none of"
-                 " their result");
-    if (c->parallel.dp_bucket_mb > 0)
-        fprintf(out, ", DP buckets behind the backward pass (and ZeRO's gather behind the next forward)\n");
-    else
-        fprintf(out, "; no DP overlap (parallel.dp_bucket_mb 0)\n");
-    fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
-            "GiB/device", "bytes", "fits", "step ms", "comm ms", "hidden ms");
+    print_time_model(c, o, &tm, out);
+    fprintf(out, "%4s %4s %4s %-9s %4s %4s %12s %12s %5s %10s %10s %10s %10s\n", "tp", "dp", "sp", "recompute", "mb", "zero",
+            "GiB/device", "bytes", "fits", "step ms", "compute ms", "comm ms", "hidden ms");
+    const bool timed = tm.kind != TIME_NONE;
     int best = -1;
     for (int i = 0; i < n; i++) {
         const layout *l = &ls[i];
-        if (best < 0 && l->fits) best = i;
-        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10.1f %10.1f %10.1f%s\n", l->tp, l->dp,
+        if (timed && best < 0 && l->fits) best = i;
+        char step[32], compute[32], hidden[32];
+        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10s %10s %10.1f %10s%s\n", l->tp, l->dp,
                 l->sp ? "on" : "off", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total,
-                l->fits ? "yes" : "no", 1e3 * predicted_s(l), 1e3 * l->comm_s, 1e3 * hidden_s(l),
-                best == i ? "  <- fastest that fits" : "");
-        if (json) write_json_line(json, l, best == i);
+                l->fits ? "yes" : "no", ms_text(timed ? predicted_s(l) : NAN, step, sizeof step),
+                ms_text(l->compute_s, compute, sizeof compute), 1e3 * l->comm_s,
+                ms_text(timed ? hidden_s(l) : NAN, hidden, sizeof hidden), best == i ? "  <- fastest that fits" : "");
+        if (json) write_json_line(json, l, &tm, best == i);
     }
     if (n == 0) fprintf(out, "no layout: %d devices allow no tp dividing n_head (%d) with dp dividing global_batch (%d)\n",
                         o->devices, c->model.n_head, c->train.global_batch);
+    else if (!timed) fprintf(out, "no time model: the layouts are listed by micro-batch, then memory, none marked fastest\n");
     else if (best < 0) fprintf(out, "no layout fits in %.1f GiB per device\n", o->device_bytes / GiB);
     free(ls);
+    time_model_free(&tm);
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* `train_gpt --plan`: the layouts (tp, sp, recompute, micro_batch, zero) a
  * config could run with on G devices of M bytes, each with its memory per
  * device from the same budget code the trainer allocates with, whether it
- * fits, and a predicted step time (compute at an assumed fraction of peak,
- * plus the communication of the layout over the modeled interconnect). */
+ * fits, and a predicted step time: compute from a time model (--calibrate:
+ * fitted to a measured op table, train/plan_time.h; else on CUDA FLOPs at an
+ * assumed fraction of peak, labelled so; else none), plus the communication
+ * of the layout over the modeled interconnect. */
 #ifndef TRAIN_PLAN_H
 #define TRAIN_PLAN_H
 
@@ -13,7 +15,8 @@
 typedef struct plan_opts {
     int devices;
     double device_bytes;
-    double compute_efficiency; /* assumed fraction of peak the kernels reach */
+    double compute_efficiency; /* assumed fraction of peak the kernels reach (no calibration) */
+    const char *calibrate;     /* --calibrate: an op table (out.op_times) to fit the time model to, or NULL */
 } plan_opts;
 
 /* Prints the table (and one JSON object per layout when json != NULL). */

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "kernels/timed.h"
+#include "train/op_table.h"
 #include "train/run.h"
 #include "util/fs.h"
 #include "train/runlog.h"
@@ -229,6 +230,9 @@ void report_op_times(const run *r) {
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (!mem) return;
+    char *shape = op_table_shape_line(&r->cfg, r->ops->device); /* what --plan --calibrate fits to */
+    if (shape) fputs(shape, mem);
+    free(shape);
     ops_timed_write(r->timed, mem, true);
     fclose(mem);
     char path[4200];
