@@ -57,7 +57,7 @@ def job_list(batches):
         if m[5] == 1:  # no pipeline: the whole model is one step here too
             jobs.append((f"sp_{name}", P.SP_CONFIG, 8, dims + [f"model.n_layer={L}", f"train.global_batch={gb}"]))
         # one and two layers, at two micro-batch sizes at least: a layer's activations by difference
-        mem_batch = mb if mb > 1 else 2
+        mem_batch = P.SP_MEM_BATCH[name]
         for n in (1, 2):
             jobs.append((f"spmem_{name}_L{n}", P.SP_CONFIG, 8, dims + [f"model.n_layer={n}", f"train.global_batch={mem_batch}"]))
             if name == "22B":
@@ -330,9 +330,36 @@ class Tables:
         self.table("arXiv 2205.05198 Table 2, activation memory of one layer (16-bit activations)", head, rows, "memory")
 
     # 2205.05198 Table 4 (one 22B layer)
+    def layer_comm(self, name, tp, sp, rc, mb):
+        """One layer's communication for one micro-batch, and the part of it not modeled as hidden
+        behind compute, in ms: the difference between the plans of a 2- and a 1-layer model
+        (comm_ms, less tp_hidden_ms_modeled), over the step's micro-batches."""
+        l1, l2 = self.plan(f"spmem_{name}_L1"), self.plan(f"spmem_{name}_L2")
+        o1, o2 = pick(l1, tp, 1, sp, rc, mb), pick(l2, tp, 1, sp, rc, mb)
+        if not o1 or not o2 or num(o1.get("comm_ms")) is None or num(o2.get("comm_ms")) is None:
+            return None, None
+        n_micro = P.SP_MEM_BATCH[name] // mb
+        comm = (o2["comm_ms"] - o1["comm_ms"]) / n_micro
+        hidden = ((num(o2.get("tp_hidden_ms_modeled")) or 0.0) - (num(o1.get("tp_hidden_ms_modeled")) or 0.0)) / n_micro
+        return comm, comm - hidden
+
+    def layer_ms(self, name, o, tp, sp, rc, mb):
+        """(forward, backward with recompute, layer total) of one layer and micro-batch in ms: the
+        planner's compute (layer_*_ms) plus the communication it leaves exposed; None without a
+        time model. Also (comm, exposed comm)."""
+        fw, bw, rec = (plan_ms(o, k) for k in ("layer_forward_ms", "layer_backward_ms", "layer_recompute_ms"))
+        comm, exposed = self.layer_comm(name, tp, sp, rc, mb)
+        if o is not None and (fw is None or bw is None) and plan_source(o) != "no time model":
+            self.missing.append(f"{name} tp {tp} sp {'on' if sp else 'off'} {rc}: the planner gives no per-layer "
+                                "times (layer_forward_ms, layer_backward_ms: a planner with --calibrate)")
+        back = bw + (rec or 0.0) if bw is not None else None
+        total = fw + back + exposed if fw is not None and back is not None and exposed is not None else None
+        return fw, back, total, comm, exposed
+
     def layer_time(self):
-        head = ["layout", "sp", "recompute", "source", "forward (ms)", "backward incl. recompute (ms)", "combined (ms)",
-                "overhead (%)", "paper forward", "paper backward", "paper combined", "paper overhead (%)"]
+        head = ["layout", "sp", "recompute", "source", "forward compute (ms)", "backward compute incl. recompute (ms)",
+                "comm (ms)", "comm exposed (ms)", "combined (ms)", "overhead (%)", "paper forward", "paper backward",
+                "paper combined", "paper overhead (%)"]
         m = P.SP_MODELS[0]
         lines = self.plan("sp_22B")
         rows, base, pbase = [], None, None
@@ -340,17 +367,13 @@ class Tables:
             o = pick(lines, 8, 1, sp, rc, m[8])
             if o is None:
                 self.missing.append(f"22B tp 8 sp {'on' if sp else 'off'} {rc}: no layout")
-            fw, bw, rec = (plan_ms(o, k) for k in ("layer_forward_ms", "layer_backward_ms", "layer_recompute_ms"))
-            back = bw + (rec or 0.0) if bw is not None else None
-            comb = fw + back if fw is not None and back is not None else None
+            fw, back, comb, comm, exposed = self.layer_ms("22B", o, 8, sp, rc, m[8])
             if rc == "none" and not sp:
                 base, pbase = comb, pf + pb
             over = 100.0 * (comb / base - 1) if comb and base else None
-            if o is not None and comb is None and plan_source(o) != "no time model":
-                self.missing.append(f"22B tp 8 sp {'on' if sp else 'off'} {rc}: the planner gives no per-layer times "
-                                    "(layer_forward_ms, layer_backward_ms: a planner with --calibrate)")
-            rows.append([row, "on" if sp else "off", rc, plan_source(o), fmt(fw), fmt(back), fmt(comb), fmt(over, 1),
-                         fmt(pf, 1), fmt(pb, 1), fmt(pf + pb, 1), fmt(100.0 * ((pf + pb) / pbase - 1), 0)])
+            rows.append([row, "on" if sp else "off", rc, plan_source(o), fmt(fw), fmt(back), fmt(comm), fmt(exposed),
+                         fmt(comb), fmt(over, 1), fmt(pf, 1), fmt(pb, 1), fmt(pf + pb, 1),
+                         fmt(100.0 * ((pf + pb) / pbase - 1), 0)])
         self.table("arXiv 2205.05198 Table 4, one 22B layer at TP 8 (micro-batch 4, s 2048)", head, rows, "layer_time")
 
     # 2205.05198 Table 5 (per layer, each model at its TP)
@@ -369,11 +392,7 @@ class Tables:
                 if o is None:
                     self.missing.append(f"{name} tp {t} sp {'on' if sp else 'off'} {rc} mb {mb}: no layout")
                 src = plan_source(o)
-                ks = [plan_ms(o, k) for k in ("layer_forward_ms", "layer_backward_ms", "layer_recompute_ms")]
-                per.append(ks[0] + ks[1] + (ks[2] or 0.0) if ks[0] is not None and ks[1] is not None else None)
-                if o is not None and per[-1] is None and src != "no time model":
-                    self.missing.append(f"{name} tp {t} sp {'on' if sp else 'off'} {rc}: the planner gives no per-layer times "
-                                        "(layer_forward_ms, layer_backward_ms: a planner with --calibrate)")
+                per.append(self.layer_ms(name, o, t, sp, rc, mb)[2])
                 step.append(plan_ms(o, "step_ms") if pp == 1 else None)
             inc = 100.0 * (per[0] / per[1] - 1) if per[0] and per[1] else None
             full_s, present_s, paper_inc, mfu = P.SP_ITERATION[name]

@@ -39,6 +39,9 @@ SP_MODELS = [
     ("1T", 160, 25600, 128, 8, 64, 512, 512, 1),
 ]
 SP_SEQ = 2048
+# The global batch of the 1- and 2-layer plans that give a layer's memory and communication by
+# difference: at least two micro-batch sizes (1 and 2, or 1, 2 and 4 for 22B).
+SP_MEM_BATCH = {m[0]: max(m[8], 2) for m in SP_MODELS}
 SP_CONFIG = "configs/megatron_22b_sp_off_full.json"  # the others are built from it with --set
 SP_SOURCE = "arXiv 2205.05198 Tables 2-5 (section 6)"
 
