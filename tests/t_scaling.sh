@@ -61,7 +61,8 @@ PY
 
 for kind in weak strong; do
     t0=$SECONDS
-    if "scripts/${kind}_scaling.sh" --out "$tmp/$kind" >"$tmp/$kind.out" 2>&1; then
+    # one run per configuration (--repeat 1): t_paper_tables checks the repeats and their medians
+    if "scripts/${kind}_scaling.sh" --repeat 1 --out "$tmp/$kind" >"$tmp/$kind.out" 2>&1; then
         ok "${kind}_sweep_runs ($((SECONDS - t0))s)"
     else
         not_ok "${kind}_sweep_runs" "exit status $?: $(tail -n 6 "$tmp/$kind.out" | tr '\n' ' ' | cut -c1-400)"
@@ -134,7 +135,7 @@ want = [(b, t) for b in batches for t in tps]
 check("rows", sorted(seen) == sorted(want), f"rows (batch, tp) {sorted(seen)}, want {sorted(want)}")
 
 # every figure a number
-text_cols = {"model", "params", "sp", "recompute", "run", "efficiency note"}
+text_cols = {"model", "params", "sp", "recompute", "run", "efficiency note", "step spread (%)"}  # spread: "-" for one run
 nan = [(r["global batch"], r["tp"], c, v) for r in rows for c, v in r.items() if c not in text_cols and number(v) is None]
 nan += [(r["global batch"], r["tp"], "params", r["params"]) for r in rows
         if not re.fullmatch(r"\d+(\.\d+)?[kMB]", r["params"])]
@@ -165,8 +166,12 @@ sig = open(png, "rb").read(8) if os.path.exists(png) else b""
 check("chart_png", sig == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000,
       f"{png} missing or not a PNG (first bytes {sig!r})")
 gp = open(os.path.join(d, "chart.gp")).read() if os.path.exists(os.path.join(d, "chart.gp")) else ""
-check("chart_labels_projected", re.search(r"title 'batch \d+, projected", gp) and '("projected") with labels' in gp,
-      "chart.gp has no 'projected' legend entry or point label")
+# projected points are named in the legend, which sits outside the plot; no text is placed among
+# the points, where it could cover a point or another label
+texts = re.findall(r"with labels|set label (?!'no data')", gp)
+check("chart_labels_projected", re.search(r"title 'batch \d+, projected", gp) and not texts
+      and "set key outside right" in gp,
+      f"chart.gp needs a 'projected' legend entry outside the plot and no text among the points: {texts}")
 # real and projected are separate series: a line style and marker each, and no line drawn through both
 series = re.findall(r"using 1:\(\$3==([01])\?\$2:1/0\) with linespoints dt (\d+) pt (\d+).*title 'batch (\d+), (real|projected)", gp)
 styles = {(m, dt, pt) for m, dt, pt, _, _ in series}
@@ -205,7 +210,7 @@ for d in "${path_dirs[@]}"; do
 done
 ng="$tmp/no_gnuplot"
 mkdir -p "$ng" && printf 'stale' >"$ng/chart.png"
-PATH="$nognu" scripts/weak_scaling.sh --batches 8 --tp 1,2 --steps 2 --out "$ng" >"$tmp/no_gnuplot.stdout" 2>"$tmp/no_gnuplot.stderr"; rc=$?
+PATH="$nognu" scripts/weak_scaling.sh --batches 8 --tp 1,2 --steps 2 --repeat 1 --out "$ng" >"$tmp/no_gnuplot.stdout" 2>"$tmp/no_gnuplot.stderr"; rc=$?
 err="$tmp/no_gnuplot.stderr"
 draw="(cd $ng && gnuplot chart.gp)"
 line_of() { awk -v a="$1" -v b="$2" 'index($0, a) && (b == "" || index($0, b)) {n = NR; if (!last) exit} END {if (n) print n}' last="$3" "$err"; } # FIRST_TEXT SECOND_TEXT LAST(0|1)

@@ -51,6 +51,9 @@ Options (environment variables in brackets):
   --steps N            optimizer steps per configuration, the first being the
                        warm-up; the step time is the median of the others
                        (default: paper 5, tiny 4)
+  --repeat N           runs of each configuration (default: tiny 3, paper 1); the
+                       table gives the median of their step times and their
+                       spread, and flags an efficiency above 100% as noise
   --devices N          [DEVICES] devices available for real runs (default: the
                        GPUs nvidia-smi -L lists; on the CPU 2 for tiny, 1 for
                        paper). On the CPU a device is OMP_NUM_THREADS cores
@@ -68,8 +71,9 @@ Options (environment variables in brackets):
   --out DIR            results directory (default: in the repository,
                        results/<weak|strong>_scaling_<scale>_<YYYY-mm-dd>);
                        runs already there are replaced
-  --dry-run            print each run's command line (real or projected) and
-                       stop; writes only the tiny configs into --out
+  --dry-run            print each configuration's command line (real or
+                       projected; once, however many repeats) and stop;
+                       writes only the tiny configs into --out
   -h, --help           this text
 Also: TRAIN_GPT (the binary, default train_gpt in the repository), KEEP_CHECKPOINTS=1 (keep
 the checkpoint the trainer writes at the end of each run; removed by default).
@@ -134,17 +138,17 @@ sc_main() {
     orig_cmd="${env_part}scripts/${sc_kind}_scaling.sh$(printf ' %q' "$@")"
 
     local scale="${SCALE:-}" batches="8,20" tps="" dp=1 sp="" recompute="" micro="" steps="" devices="${DEVICES:-}"
-    local device="${DEVICE:-}" peak="${PEAK_TFLOPS:-}" timeout_s="" out="" extra=() dry_run=0
+    local device="${DEVICE:-}" peak="${PEAK_TFLOPS:-}" timeout_s="" out="" extra=() dry_run=0 repeat=""
     while [ $# -gt 0 ]; do
         case "$1" in
             -h|--help) sc_usage "$sc_kind"; exit 0 ;;
             --dry-run) dry_run=1; shift ;;
-            --scale|--batches|--tp|--dp|--sp|--recompute|--micro-batch|--steps|--devices|--device|--peak-tflops|--set|--timeout|--out)
+            --scale|--batches|--tp|--dp|--sp|--recompute|--micro-batch|--steps|--repeat|--devices|--device|--peak-tflops|--set|--timeout|--out)
                 [ $# -ge 2 ] || sc_die "$1 needs a value"
                 case "$1" in
                     --scale) scale="$2" ;; --batches) batches="$2" ;; --tp) tps="$2" ;; --dp) dp="$2" ;;
                     --sp) sp="$2" ;; --recompute) recompute="$2" ;; --micro-batch) micro="$2" ;;
-                    --steps) steps="$2" ;; --devices) devices="$2" ;; --device) device="$2" ;;
+                    --steps) steps="$2" ;; --repeat) repeat="$2" ;; --devices) devices="$2" ;; --device) device="$2" ;;
                     --peak-tflops) peak="$2" ;; --timeout) timeout_s="$2" ;; --out) out="$2" ;;
                     --set) [[ "$2" == *=* ]] || sc_die "--set needs KEY=VALUE, got '$2'"; extra+=("$2") ;;
                 esac
@@ -162,6 +166,7 @@ sc_main() {
     [ -n "$tps" ] || { if [ "$scale" = paper ]; then tps=1,2,4,8; else tps=1,2,4; fi; }
     [ -n "$steps" ] || { if [ "$scale" = paper ]; then steps=5; else steps=4; fi; }
     [ -n "$timeout_s" ] || { if [ "$scale" = paper ]; then timeout_s=1800; else timeout_s=120; fi; }
+    [ -n "$repeat" ] || { if [ "$scale" = paper ]; then repeat=1; else repeat=3; fi; }
     if [ -z "$device" ]; then
         if [ "$scale" = paper ] && [ "$ngpu" -gt 0 ]; then device=cuda; else device=cpu; fi
     fi
@@ -171,7 +176,7 @@ sc_main() {
         [ "$devices" -ge 1 ] || devices=1
     fi
     sc_list --batches "$batches"; sc_list --tp "$tps"; sc_posint --dp "$dp"; sc_posint --devices "$devices"
-    sc_posint --steps "$steps"; sc_posint --timeout "$timeout_s"
+    sc_posint --steps "$steps"; sc_posint --timeout "$timeout_s"; sc_posint --repeat "$repeat"
     [ "$steps" -ge 2 ] || sc_die "--steps must be at least 2 (one warm-up step, then the timed ones)"
     [ -z "$micro" ] || sc_posint --micro-batch "$micro"
     [ -z "$sp" ] || [[ "$sp" =~ ^(true|false)$ ]] || sc_die "--sp must be true or false, got '$sp'"
@@ -316,43 +321,47 @@ JSON
                 sc_die "global batch $b is not a multiple of dp x micro-batch = $dp x $mb"
             fi
             if [ $(( t * dp )) -le "$devices" ]; then mode=real; else mode=projected; fi
-            name="b${b}_tp${t}_dp${dp}_${label}"
-            dir="$out/runs/$name"
-            rm -rf "$dir" "$dir.out"
-            local args=(--config "$cfg" --set "parallel.tp=$t" --set "parallel.dp=$dp" --set "parallel.sp=$sp"
-                --set "train.recompute=$recompute" --set "train.global_batch=$b" --set "train.micro_batch=$mb"
-                --set "train.steps=$steps" --set "data.train=$out/data/train_*.bin" --set "data.val="
-                --set "out.dir=$dir" --set out.resume=false --set out.log_every=1 --set out.eval_every=0
-                --set out.eval_batches=0 --set out.sample_every=0 --set out.sample_tokens=0 --set "device=$device"
-                "${peak_set[@]}" "${keep_final[@]}")
-            for v in "${extra[@]}"; do args+=(--set "$v"); done
-            if [ "$dry_run" = 1 ]; then
-                if [ "$mode" = real ]; then
-                    printf '%q ' timeout --foreground -k 10 "$timeout_s" scripts/launch.sh -n $(( t * dp )) --log-dir "$dir/launch" -- "$bin" "${args[@]}"
-                else
-                    printf '%q ' timeout --foreground -k 10 "$timeout_s" "$bin" "${args[@]}" --set parallel.project=true
+            local rep
+            for (( rep = 1; rep <= repeat; rep++ )); do
+                name="b${b}_tp${t}_dp${dp}_${label}"
+                [ "$repeat" = 1 ] || name="${name}_r$rep"
+                dir="$out/runs/$name"
+                rm -rf "$dir" "$dir.out"
+                local args=(--config "$cfg" --set "parallel.tp=$t" --set "parallel.dp=$dp" --set "parallel.sp=$sp"
+                    --set "train.recompute=$recompute" --set "train.global_batch=$b" --set "train.micro_batch=$mb"
+                    --set "train.steps=$steps" --set "data.train=$out/data/train_*.bin" --set "data.val="
+                    --set "out.dir=$dir" --set out.resume=false --set out.log_every=1 --set out.eval_every=0
+                    --set out.eval_batches=0 --set out.sample_every=0 --set out.sample_tokens=0 --set "device=$device"
+                    "${peak_set[@]}" "${keep_final[@]}")
+                for v in "${extra[@]}"; do args+=(--set "$v"); done
+                if [ "$dry_run" = 1 ]; then
+                    if [ "$mode" = real ]; then
+                        printf '%q ' timeout --foreground -k 10 "$timeout_s" scripts/launch.sh -n $(( t * dp )) --log-dir "$dir/launch" -- "$bin" "${args[@]}"
+                    else
+                        printf '%q ' timeout --foreground -k 10 "$timeout_s" "$bin" "${args[@]}" --set parallel.project=true
+                    fi
+                    echo "# $mode"
+                    break # one line per configuration, however many repeats
                 fi
-                echo "# $mode"
-                continue
-            fi
-            sc_say "[$n/$total] batch $b, tp $t, dp $dp, $label: $mode"
-            t0=$SECONDS
-            if [ "$mode" = real ]; then
-                timeout --foreground -k 10 "$timeout_s" scripts/launch.sh -n $(( t * dp )) --log-dir "$dir/launch" -- \
-                    "$bin" "${args[@]}" >"$dir.out" 2>&1
-            else
-                timeout --foreground -k 10 "$timeout_s" "$bin" "${args[@]}" --set parallel.project=true >"$dir.out" 2>&1
-            fi
-            rc=$?
-            if [ "$rc" -ne 0 ]; then
-                sc_say "  failed (status $rc$([ "$rc" -eq 124 ] && echo ", timed out after ${timeout_s}s")); last lines of $dir.out:"
-                tail -n 5 "$dir.out" | sed 's/^/    /' >&2
-            else
-                sc_say "  done in $((SECONDS - t0))s"
-            fi
-            [ "${KEEP_CHECKPOINTS:-0}" = 1 ] || rm -rf "$dir"/step_[0-9]*
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$cfg" "$t" "$dp" "$sp" "$recompute" \
-                "$b" "$mb" "$mode" "$dir" "$rc" "$sets_joined" >>"$manifest"
+                sc_say "[$n/$total] batch $b, tp $t, dp $dp, $label: $mode$([ "$repeat" = 1 ] || echo ", run $rep of $repeat")"
+                t0=$SECONDS
+                if [ "$mode" = real ]; then
+                    timeout --foreground -k 10 "$timeout_s" scripts/launch.sh -n $(( t * dp )) --log-dir "$dir/launch" -- \
+                        "$bin" "${args[@]}" >"$dir.out" 2>&1
+                else
+                    timeout --foreground -k 10 "$timeout_s" "$bin" "${args[@]}" --set parallel.project=true >"$dir.out" 2>&1
+                fi
+                rc=$?
+                if [ "$rc" -ne 0 ]; then
+                    sc_say "  failed (status $rc$([ "$rc" -eq 124 ] && echo ", timed out after ${timeout_s}s")); last lines of $dir.out:"
+                    tail -n 5 "$dir.out" | sed 's/^/    /' >&2
+                else
+                    sc_say "  done in $((SECONDS - t0))s"
+                fi
+                [ "${KEEP_CHECKPOINTS:-0}" = 1 ] || rm -rf "$dir"/step_[0-9]*
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$cfg" "$t" "$dp" "$sp" "$recompute" \
+                    "$b" "$mb" "$mode" "$dir" "$rc" "$sets_joined" "$rep" >>"$manifest"
+            done
         done
     done
 
@@ -383,7 +392,7 @@ JSON
         printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
         printf 'command\t%s\n' "$orig_cmd"
         printf 'binary\t%s\n' "$bin, git $rev, device=$device, precision $(cget "$first_cfg" train.precision 2>/dev/null || echo '?')"
-        printf 'steps_text\t%s\n' "$steps per configuration; step time = median of steps 2..$steps (step 1 is the warm-up)"
+        printf 'steps_text\t%s\n' "$steps per configuration, run $repeat time(s); step time = median of steps 2..$steps (step 1 is the warm-up), then the median over the runs"
         printf 'interconnect_text\t%s\n' "one process runs rank 0's shard with comm_null; $link_text"
         printf 'terminal\t%s\n' "$gp_term"
     } >"$out/info.tsv"

@@ -10,8 +10,9 @@
       tokens below VOCAB (fixed seed).
   scaling.py table --kind weak|strong --manifest FILE --info FILE --out DIR [--help-text FILE]
       reads every run of the manifest (one tab-separated line per run:
-      label config tp dp sp recompute batch micro mode run_dir rc sets,
-      sets being the run's extra k=v overrides joined by \\x1f) and its
+      label config tp dp sp recompute batch micro mode run_dir rc sets [repeat],
+      sets being the run's extra k=v overrides joined by \\x1f; the runs of one
+      configuration repeated become one row, their medians) and its
       run_dir/log.jsonl, and writes DIR/table.md, DIR/table.tsv (the same
       figures, machine-readable) and DIR/chart.gp (a self-contained gnuplot
       script that draws DIR/chart.png when run in DIR; this draws nothing).
@@ -177,13 +178,8 @@ def analyse(run, help_text, info):
         why.append("log.jsonl's projected flag disagrees with the layout")
     fpt = num(timed[-1].get("flops_per_token")) if timed else None
     r["flops_per_token"] = fpt if fpt is not None else 6.0 * n_params + 12.0 * L * C * T
-    if r["step_ms"]:
-        r["tok_per_s"] = run["batch"] * T / (r["step_ms"] / 1000.0)
-        r["tflops_per_device"] = r["flops_per_token"] * r["tok_per_s"] / r["devices"] / 1e12
-    else:
-        r["tok_per_s"] = r["tflops_per_device"] = None
+    speed(r, info)
     peak = info.get("peak_tflops")
-    r["mfu"] = (100.0 * r["tflops_per_device"] / peak) if (peak and r["tflops_per_device"] is not None) else None
     if not peak:
         why.append("no device peak (set PEAK_TFLOPS)")
     # comm bytes per step per rank, all groups and kinds (a step's figure; the last timed one)
@@ -209,6 +205,42 @@ def analyse(run, help_text, info):
     return r
 
 
+def speed(r, info):
+    """tokens/s, TFLOP/s per device and MFU of a row from its step time."""
+    if r["step_ms"]:
+        r["tok_per_s"] = r["batch"] * r["seq_len"] / (r["step_ms"] / 1000.0)
+        r["tflops_per_device"] = r["flops_per_token"] * r["tok_per_s"] / r["devices"] / 1e12
+    else:
+        r["tok_per_s"] = r["tflops_per_device"] = None
+    peak = info.get("peak_tflops")
+    r["mfu"] = (100.0 * r["tflops_per_device"] / peak) if (peak and r["tflops_per_device"] is not None) else None
+
+
+def merge_repeats(rows, info):
+    """One row per configuration from its repeated runs (manifest field 13, the repeat): the
+    median of their step, comm and hidden times, and the spread of the step times
+    ((max - min) / median, %), so that a tiny sweep's noise shows instead of passing for
+    scaling. A single run has spread None."""
+    groups = {}
+    for r in rows:
+        key = (r["label"], r["tp"], r["dp"], r["sp"], r["recompute"], r["batch"], r["micro"], r["mode"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for g in groups.values():
+        m = dict(g[0])
+        m["repeats"] = len(g)
+        m["why"] = [w for r in g for w in r["why"]]
+        good = [r for r in g if r["step_ms"]]
+        for k in ("step_ms", "comm_ms", "hidden_ms"):
+            vals = [r[k] for r in good if r.get(k) is not None]
+            m[k] = statistics.median(vals) if vals and len(vals) == len(good) else (None if k != "hidden_ms" else 0.0)
+        steps = [r["step_ms"] for r in good]
+        m["spread"] = 100.0 * (max(steps) - min(steps)) / m["step_ms"] if len(steps) > 1 and m["step_ms"] else None
+        speed(m, info)
+        out.append(m)
+    return out
+
+
 def ratio(kind, r, b, time_key):
     """Efficiency (%) of row r against baseline b from the times under time_key (weak: FLOP/s per
     device; strong: speedup / device ratio), and the strong speedup (None for weak)."""
@@ -229,6 +261,13 @@ def efficiency_note(r, b):
         notes.append(f"projected: compute measured, communication modeled ({fmt(r['comm_ms'])} ms), "
                      "against a measured baseline")
     if r["eff"] is not None and r["eff"] > 100.0 + 1e-9:
+        # no layout runs faster per device than one device does: where both rows were measured
+        # the same way, a figure above 100% is noise, and the repeats' spread says how much
+        spread = [x["spread"] for x in (r, b) if x.get("spread") is not None]
+        if r["mode"] == b["mode"]:
+            notes.append("NOISE: above 100% where both rows were measured alike"
+                         + (f" (step times spread up to {fmt(max(spread), 1)}% over {r.get('repeats', 1)} repeats)"
+                            if spread else " (one run each: repeat the sweep with --repeat N)"))
         why = []
         if r["compute_eff"] is not None and r["compute_eff"] > 100.0:
             why.append(f"its compute alone is faster per device than at tp=1 (compute-only {fmt(r['compute_eff'], 1)}%)")
@@ -277,7 +316,9 @@ def columns(kind):
         ("global batch", lambda r: str(r["batch"])),
         ("micro batch", lambda r: str(r["micro"])),
         ("run", lambda r: r["mode"]),
+        ("repeats", lambda r: str(r.get("repeats", 1))),
         ("step time (ms)", lambda r: fmt(r["step_ms"])),
+        ("step spread (%)", lambda r: fmt(r.get("spread"), 1) if r.get("spread") is not None else "-"),
         ("comm time (ms)", lambda r: fmt(r["comm_ms"])),
         ("tokens/s", lambda r: fmt(r["tok_per_s"], 0) if r["tok_per_s"] is not None else "n/a"),
         ("TFLOP/s per device", lambda r: fmt(r["tflops_per_device"])),
@@ -333,6 +374,9 @@ def write_table(out_dir, kind, rows, info):
         "`projected` = one process running rank 0's exact shard with the null communicator, "
         "compute time measured and communication time modeled (see *projection* above). "
         "Projected figures are a model, not a measurement.",
+        "- **repeats**: runs of the configuration (`--repeat N`); the row's times are their medians, and "
+        "**step spread** = (slowest - fastest) / median of their step times: a scaling efficiency within it "
+        "of 100% is noise. An efficiency above 100% between rows measured alike is flagged NOISE.",
         "- **step time**: median over the steps after the first (warm-up) of the logged `step_ms` "
         "(real: wall time; projected: compute + modeled communication). **comm time**: median `comm_ms` "
         "(real: time inside collectives; projected: modeled).",
@@ -363,7 +407,7 @@ def write_table(out_dir, kind, rows, info):
                  "device than at tp=1, or communication a smaller share of the step than at tp=1).")
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    keys = ["label", "n_params", "tp", "dp", "devices", "sp", "recompute", "batch", "micro", "mode", "step_ms",
+    keys = ["label", "n_params", "tp", "dp", "devices", "sp", "recompute", "batch", "micro", "mode", "repeats", "spread", "step_ms",
             "comm_ms", "tok_per_s", "tflops_per_device", "mfu", "budget_mib", "peak_mib", "comm_mib", "speedup",
             "eff", "compute_eff", "eff_note", "run_dir"]
     with open(os.path.join(out_dir, "table.tsv"), "w") as f:
@@ -404,8 +448,6 @@ def write_chart(out_dir, kind, rows, info):
             if any(m == "projected" for _, _, m in pts):
                 plots.append(f"{name} using 1:($3==1?$2:1/0) with linespoints dt 2 pt 6 ps 1.6 lw 2 lc rgb '{col}' "
                              f"title 'batch {batch}, projected (modeled comm)'")
-                plots.append(f"{name} using 1:($3==1?$2:1/0):(\"projected\") with labels offset 0,1 "
-                             f"font ',8' tc rgb '{col}' notitle")
     xs = sorted({r["devices"] for r in rows})
     if kind == "weak":
         ideal_a = "100 with lines lc rgb 'gray' dt 2 title 'ideal (100%)'"
@@ -419,9 +461,9 @@ def write_chart(out_dir, kind, rows, info):
         " (it writes chart.png here), on any machine with gnuplot 5: gnuplot chart.gp",
         # pngcairo, or png where the gnuplot that draws this has no pngcairo (it may not be the
         # machine that ran the sweep: one without gnuplot writes this and draws nothing)
-        "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1300,520 font ',10' noenhanced }"
-        " else { set terminal png size 1300,520 noenhanced }" if info.get("terminal") != "png"
-        else "set terminal png size 1300,520 noenhanced",
+        "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1500,560 font ',10' noenhanced }"
+        " else { set terminal png size 1500,560 noenhanced }" if info.get("terminal") != "png"
+        else "set terminal png size 1500,560 noenhanced",
         "set output 'chart.png'",
         *blocks,
         "set multiplot layout 1,2 title \"" + f"{title}: {info.get('scale_text', '')} on "
@@ -431,14 +473,17 @@ def write_chart(out_dir, kind, rows, info):
         "set xtics (" + ", ".join(f"\"{x}\" {x}" for x in xs) + ")",
         "set xlabel 'devices (tp x dp)'",
         "set grid",
-        "set key top left box opaque" if kind == "strong" else "set key bottom left box opaque",
+        # No text is placed among the points: real and projected differ by line, marker and legend
+        # entry, and the legend sits right of the plot, outside it, in the margin it reserves (below,
+        # it met the axis label), so no label can land on a point, a line, an axis label or
+        # another label however close the series run.
+        "set key outside right top vertical Left reverse box samplen 2 font ',9'",
         f"set ylabel '{ya_label}'",
         *(["set logscale y 2", "set yrange [*:*]"] if kind == "strong" else ["set yrange [0:*]"]),
         "plot " + ", \\\n     ".join([ideal_a] + plots_a) if plots_a else "plot " + ideal_a,
         f"set ylabel '{yb_label}'",
         "unset logscale y",
         "set yrange [0:*]",
-        "set key top right box opaque" if kind == "strong" else "set key bottom left box opaque",
         "plot " + ", \\\n     ".join(plots_b) if plots_b
         else "set label 'no data' at graph 0.5,0.5 center; set yrange [0:1]; plot -1 notitle",
         "unset multiplot",
@@ -474,7 +519,7 @@ def cmd_table(argv):
             runs.append(dict(label=p[0], config=p[1], tp=int(p[2]), dp=int(p[3]), sp=p[4], recompute=p[5],
                              batch=int(p[6]), micro=int(p[7]), mode=p[8], run_dir=p[9], rc=int(p[10]),
                              sets=[s for s in (p[11] if len(p) > 11 else "").split("\x1f") if s]))
-    rows = [analyse(r, help_text, info) for r in runs]
+    rows = merge_repeats([analyse(r, help_text, info) for r in runs], info)
     add_efficiency(rows, a.kind)
     write_table(a.out, a.kind, rows, info)
     write_chart(a.out, a.kind, rows, info)
