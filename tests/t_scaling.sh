@@ -258,6 +258,17 @@ paper_dry paper_weak_dry_run_8_devices weak 8 "$w8;$w8"
 paper_dry paper_strong_dry_run_1_device strong 1 "$s1;$s1"
 paper_dry paper_strong_dry_run_8_devices strong 8 "$s8;$s8"
 
+# without --out a sweep writes under runs/ (git ignores it), never into the
+# tracked results/: run from a mirror of the scripts so the real tree stays clean
+mirror="$tmp/mirror"
+mkdir -p "$mirror" && cp -r scripts configs "$mirror/"
+got=$(abs_bin=$(realpath "$TRAIN_GPT") && cd "$mirror" && TRAIN_GPT="$abs_bin" DEVICES=1 SCALE=paper scripts/weak_scaling.sh --dry-run --device cpu 2>&1 | head -n 1)
+if grep -qF -- "--set out.dir=$mirror/runs/weak_scaling_paper_" <<<"$got" && [ ! -e "$mirror/results" ]; then
+    ok sweep_default_out_under_runs
+else
+    not_ok sweep_default_out_under_runs "first command: $(cut -c1-300 <<<"$got"); results/: $(ls "$mirror/results" 2>&1 | head -n 2)"
+fi
+
 # bad arguments: exit 2 and say what is wrong, before running anything
 check_bad() { # NAME EXPECTED_MESSAGE ARGS...
     local name="$1" msg="$2"; shift 2

@@ -69,7 +69,8 @@ Options (environment variables in brackets):
                        --set interconnect.table=configs/links/h100_sxm_nvlink4_x8.txt
   --timeout S          seconds one run may take (default: paper 1800, tiny 120)
   --out DIR            results directory (default: in the repository,
-                       results/<weak|strong>_scaling_<scale>_<YYYY-mm-dd>);
+                       runs/<weak|strong>_scaling_<scale>_<YYYY-mm-dd>, which
+                       git ignores; name results/... to keep a table);
                        runs already there are replaced
   --dry-run            print each configuration's command line (real or
                        projected; once, however many repeats) and stop;
@@ -187,7 +188,7 @@ sc_main() {
     command -v gnuplot >/dev/null 2>&1 || have_gnuplot=0
     [ -x "$py" ] || sc_die "$py is missing"
 
-    [ -n "$out" ] || out="$root/results/${sc_kind}_scaling_${scale}_$(date +%Y-%m-%d)"
+    [ -n "$out" ] || out="$root/runs/${sc_kind}_scaling_${scale}_$(date +%Y-%m-%d)"
     local bin="${TRAIN_GPT:-$root/train_gpt}"
     [[ "$bin" != */* || "$bin" == /* ]] || bin="$PWD/$bin"
     mkdir -p "$out" || sc_die "cannot create $out"
