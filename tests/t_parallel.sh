@@ -77,7 +77,7 @@ for lay in "tp2_sp_drop 2 --set parallel.tp=2 --set parallel.sp=true --set train
            "tp2_dp2_zero_drop 4 --set parallel.tp=2 --set parallel.zero=1 --set train.recompute=selective" "dp2_drop 2"; do
     # shellcheck disable=SC2086
     set -- $lay
-    name="$1" n="$2"; shift 2
+    name="$1" n="$2" out=""; shift 2
     if run "$name" "$n" --set model.dropout=0.1 "$@" && out=$(compare "$tmp/ref_drop" "$tmp/$name" $STEPS); then ok "${name}_matches_tp1 ($out)"
     else not_ok "${name}_matches_tp1" "${out:-job failed: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')}"; fi
 done
