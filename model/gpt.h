@@ -40,6 +40,9 @@ typedef struct gpt_dims {
     int NH_local, V_local; /* heads and padded vocab rows of this rank */
     int vocab_start;       /* first vocabulary row of this rank */
     bool sp;               /* sequence parallel: the residual stream is split by rows over TP */
+    bool sp_regather;      /* SP: LayerNorm outputs kept as this rank's rows and all-gathered again in the backward
+                            * pass (Megatron's way); false: kept as all rows, tp times the memory, one all-gather
+                            * less per LayerNorm */
     recompute_mode recompute;
     float dropout;         /* model.dropout: sizes the backward's mask scratch */
     int param_align;       /* every tensor's stride in the flat buffers is also a multiple of this (0: no demand;
@@ -116,6 +119,7 @@ typedef struct gpt_shape {
     bool sp;
     recompute_mode recompute;
     float dropout;
+    bool sp_regather;      /* under sp: gpt_dims.sp_regather */
 } gpt_shape;
 
 /* TP rank tp_rank's dimensions of the model of shape s. */

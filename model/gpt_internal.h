@@ -41,15 +41,16 @@ struct gpt_acts {
     act_buf tokens, targets;        /* [N] int32: gpt_forward's uploads */
     const int32_t *tokens_in, *targets_in; /* the micro-batch's: those buffers, or gpt_forward_resident's */
     act_buf resid;                  /* [L+1][Ns, C]: block inputs, then the last output */
-    act_buf ln1, ln1_mean, ln1_rstd;/* [N, C] (gathered under SP), [Ns] */
+    act_buf ln1, ln1_mean, ln1_rstd;/* [Ns, C] under SP's regather, else [N, C] (gathered under SP); [Ns] */
     act_buf qkv, atty, lse;         /* [N, 3C/t], [N, C/t], [B, NH/t, T] float32: attention keeps no T x T */
     act_buf res2;                   /* [Ns, C] residual after attention */
     act_buf ln2, ln2_mean, ln2_rstd;
     act_buf fch, fch_gelu;          /* [N, 4C/t]: pre-GELU (kept), GELU output (recomputed by selective) */
-    act_buf lnf, lnf_mean, lnf_rstd;/* [N, C] (gathered), [Ns] */
+    act_buf lnf, lnf_mean, lnf_rstd;/* as ln1 */
     act_buf logits;                 /* [N, V/t], then its gradient */
     act_buf losses, rowmax, xstats; /* [N], [N], [2N] */
-    act_buf proj, ln_shard;         /* forward scratch: [N, C], [Ns, C] (SP) */
+    act_buf proj, ln_shard;         /* forward scratch: [N, C], [Ns, C] (SP without regather) */
+    act_buf ln_full;                /* [N, C] (SP's regather): a LayerNorm's rows gathered, forward and backward */
     act_buf dres, dres_full, dln_full, dln, dqkv, datty, dfc; /* backward scratch */
     act_buf ddrop;                  /* [Ns, C]: a gradient through a dropout mask */
     int B, T;                       /* shape of the last forward */

@@ -46,6 +46,7 @@ int gpt_dims_of(gpt_dims *d, const gpt_shape *s, int tp, int tp_rank, tg_err *e)
     d->V_local = d->Vp / tp;
     d->vocab_start = tp_rank * d->V_local;
     d->sp = s->sp && tp > 1;
+    d->sp_regather = d->sp && s->sp_regather;
     d->recompute = s->recompute;
     d->dropout = s->dropout;
     return 0;
@@ -158,6 +159,12 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, ac
     const int full = d->recompute == RECOMPUTE_FULL ? 1 : L;
     const int sel = d->recompute == RECOMPUTE_NONE ? L : 1;
     const size_t sp_only = d->sp ? 1 : 0;
+    /* A LayerNorm's output as kept: this rank's rows when SP gathers it
+     * again in the backward pass (into ln_full, the one buffer of all rows
+     * every LayerNorm's gather fills), else all rows (gathered from
+     * ln_shard under SP). */
+    const size_t ln_kept = d->sp_regather ? Ns * C : N * C, ln_full = d->sp_regather ? N * C : 0;
+    const size_t ln_shard = d->sp && !d->sp_regather ? Ns * C : 0;
     /* Float32 whatever the activation type: token ids, LayerNorm and
      * softmax statistics, losses. */
     const act_buf *const f32[] = {&a->tokens, &a->targets, &a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd,
@@ -165,16 +172,17 @@ int gpt_act_table(gpt_acts *a, const gpt_dims *d, int B, int T, tg_dtype act, ac
     struct { act_buf *b; size_t size; int slots; act_kind kind; } rows[] = {
         {&a->tokens, N, 1, ACT_KEPT}, {&a->targets, N, 1, ACT_KEPT},
         {&a->resid, Ns * C, L + 1, ACT_KEPT},
-        {&a->ln1, N * C, full, ACT_KEPT}, {&a->ln1_mean, Ns, full, ACT_KEPT}, {&a->ln1_rstd, Ns, full, ACT_KEPT},
+        {&a->ln1, ln_kept, full, ACT_KEPT}, {&a->ln1_mean, Ns, full, ACT_KEPT}, {&a->ln1_rstd, Ns, full, ACT_KEPT},
         {&a->qkv, N * 3 * C / t, full, ACT_KEPT}, {&a->atty, N * C / t, full, ACT_KEPT},
         {&a->lse, N * (size_t)d->NH_local, full, ACT_ATTENTION},
         {&a->res2, Ns * C, full, ACT_KEPT},
-        {&a->ln2, N * C, full, ACT_KEPT}, {&a->ln2_mean, Ns, full, ACT_KEPT}, {&a->ln2_rstd, Ns, full, ACT_KEPT},
+        {&a->ln2, ln_kept, full, ACT_KEPT}, {&a->ln2_mean, Ns, full, ACT_KEPT}, {&a->ln2_rstd, Ns, full, ACT_KEPT},
         {&a->fch, N * 4 * C / t, full, ACT_KEPT}, {&a->fch_gelu, N * 4 * C / t, sel, ACT_KEPT},
-        {&a->lnf, N * C, 1, ACT_KEPT}, {&a->lnf_mean, Ns, 1, ACT_KEPT}, {&a->lnf_rstd, Ns, 1, ACT_KEPT},
+        {&a->lnf, ln_kept, 1, ACT_KEPT}, {&a->lnf_mean, Ns, 1, ACT_KEPT}, {&a->lnf_rstd, Ns, 1, ACT_KEPT},
         {&a->logits, N * (size_t)d->V_local, 1, ACT_LOGITS},
         {&a->losses, N, 1, ACT_KEPT}, {&a->rowmax, N, 1, ACT_KEPT}, {&a->xstats, 2 * N, 1, ACT_KEPT},
-        {&a->proj, N * C, 1, ACT_SCRATCH}, {&a->ln_shard, sp_only * Ns * C, 1, ACT_SCRATCH},
+        {&a->proj, N * C, 1, ACT_SCRATCH}, {&a->ln_shard, ln_shard, 1, ACT_SCRATCH},
+        {&a->ln_full, ln_full, 1, ACT_SCRATCH},
         {&a->dres, Ns * C, 1, ACT_SCRATCH}, {&a->dres_full, sp_only * N * C, 1, ACT_SCRATCH},
         {&a->dln_full, N * C, 1, ACT_SCRATCH}, {&a->dln, sp_only * Ns * C, 1, ACT_SCRATCH},
         {&a->dqkv, N * 3 * C / t, 1, ACT_SCRATCH}, {&a->datty, N * C / t, 1, ACT_SCRATCH},

@@ -15,31 +15,40 @@ int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e) {
     return map_reduce_rows(g->tp, g->d.sp, rows, full, rows_local(g, N) * g->d.C, g->ops->act, e);
 }
 
+/* LayerNorm (weight w of layer `layer`) whose output slot `slot` of out
+ * is kept: as this rank's rows under SP's regather, else as all rows (under
+ * SP written as rows to ln_shard and gathered into it). */
+static ln_dest ln_at(const gpt *g, const act_buf *out, const act_buf *mean, const act_buf *rstd, int slot, param_kind w,
+                     int layer) {
+    const gpt_acts *a = g->acts;
+    void *kept = act_at(out, slot), *rows = kept, *full = kept;
+    if (g->d.sp_regather) full = a->ln_full.base;
+    else if (g->d.sp) rows = a->ln_shard.base;
+    return (ln_dest){rows, full, act_at(mean, slot), act_at(rstd, slot), w, layer};
+}
+
 ln_dest ln_reading_resid(const gpt *g, int l) {
-    gpt_acts *a = g->acts;
-    if (l == g->d.L) return (ln_dest){a->lnf.base, a->lnf_mean.base, a->lnf_rstd.base, P_LNF_W, 0};
-    return (ln_dest){act_at(&a->ln1, l), act_at(&a->ln1_mean, l), act_at(&a->ln1_rstd, l), P_LN1_W, l};
+    const gpt_acts *a = g->acts;
+    if (l == g->d.L) return ln_at(g, &a->lnf, &a->lnf_mean, &a->lnf_rstd, 0, P_LNF_W, 0);
+    return ln_at(g, &a->ln1, &a->ln1_mean, &a->ln1_rstd, l, P_LN1_W, l);
 }
 
 ln_dest ln2_of(const gpt *g, int l) {
-    gpt_acts *a = g->acts;
-    return (ln_dest){act_at(&a->ln2, l), act_at(&a->ln2_mean, l), act_at(&a->ln2_rstd, l), P_LN2_W, l};
+    const gpt_acts *a = g->acts;
+    return ln_at(g, &a->ln2, &a->ln2_mean, &a->ln2_rstd, l, P_LN2_W, l);
 }
-
-/* Where a LayerNorm writes this rank's rows: under SP a shard, gathered next. */
-static void *ln_rows(const gpt *g, const ln_dest *ln) { return g->d.sp ? g->acts->ln_shard.base : ln->out_full; }
 
 /* Delivers a LayerNorm's rows as all rows: under SP starts their
  * all-gather and leaves it in flight (acts->ln_gather) for the
  * column-parallel product that reads them (column_product), which is the
- * next thing to read ln->out_full. */
+ * next thing to read ln->full. */
 static int deliver_rows(gpt *g, const ln_dest *ln, void *rows, int N, tg_err *e) {
     if (g->acts->ln_gather) { /* a product skipped its gather: the model's own bug */
         fprintf(stderr, "internal error: a LayerNorm's all-gather was started before the last one was used\n");
         abort();
     }
     comm_req *req = NULL;
-    if (!gather_rows_start(g, ln->out_full, rows, N, &req, e)) return -1;
+    if (!gather_rows_start(g, ln->full, rows, N, &req, e)) return -1;
     g->acts->ln_gather = req;
     return 0;
 }
@@ -73,7 +82,7 @@ static void product_rows(gpt *g, const rows_job *job, int row0, int rows, const 
 }
 
 int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
-    const gathered_rows in = {ln->out_full, ln_rows(g, ln), g->acts->ln_gather};
+    const gathered_rows in = {ln->full, ln->rows, g->acts->ln_gather};
     g->acts->ln_gather = NULL;
     const col_product_rows args = {p, out};
     const rows_job job = {product_rows, &args, 2.0 * g->d.C * p->OC};
@@ -81,7 +90,7 @@ int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, i
 }
 
 int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {
-    void *out = ln_rows(g, ln);
+    void *out = ln->rows;
     g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
     return deliver_rows(g, ln, out, N, e);
@@ -97,7 +106,7 @@ int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const 
     const void *bias = gpt_param(g, (param_kind)(w + 1), l);
     const int rows = (int)rows_local(g, N), site = w == P_ATTPROJ_W ? SITE_ATTN_RESIDUAL : SITE_MLP_RESIDUAL;
     const tg_dropout drop = row_site(g, l, site, row_start_of(g, N));
-    void *ln_out = ln_rows(g, ln);
+    void *ln_out = ln->rows;
     o->bias_residual_layernorm(o, out, ln_out, ln->mean, ln->rstd, sum, bias, res, gpt_param(g, ln->w, ln->layer),
                                gpt_param(g, (param_kind)(ln->w + 1), ln->layer), rows, g->d.C, drop);
     return deliver_rows(g, ln, ln_out, N, e);
@@ -115,16 +124,26 @@ static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, 
 static void *dln_rows(const gpt *g) { return g->d.sp ? g->acts->dln.base : g->acts->dln_full.base; }
 
 /* Part of a column-parallel layer's backward: the input gradient into dinp
- * (if not NULL) and, when weight_grads, the weight (and bias) gradients.
+ * (if not NULL) and, when weight_grads, the weight (and bias) gradients,
+ * the only part that reads the layer's input (ln's rows, all of them).
  * The LM head (w == P_WTE) is the tied embedding, read transposed. */
 static void column_grads(gpt *g, param_kind w, int l, void *dinp, bool weight_grads, bool has_bias, const void *dout,
                          const ln_dest *ln, int N, int OC) {
     const tg_ops *o = g->ops;
-    const void *weight = gpt_param(g, w, l);
+    const void *weight = gpt_param(g, w, l), *inp = weight_grads ? ln->full : NULL;
     float *dw = weight_grads ? gpt_grad(g, w, l) : NULL;
     float *dbias = weight_grads && has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
-    if (w == P_WTE) o->lmhead_backward(o, dinp, dw, dout, ln->out_full, weight, N, g->d.C, OC);
-    else o->matmul_backward(o, dinp, dw, dbias, dout, ln->out_full, weight, N, g->d.C, OC);
+    if (w == P_WTE) o->lmhead_backward(o, dinp, dw, dout, inp, weight, N, g->d.C, OC);
+    else o->matmul_backward(o, dinp, dw, dbias, dout, inp, weight, N, g->d.C, OC);
+}
+
+/* Under SP's regather: all rows of LayerNorm ln again, gathered from the
+ * rows it kept into ln->full (which later LayerNorms' gathers overwrote),
+ * left in flight in *req; *req NULL otherwise (ln->full holds them). */
+static int regather_start(gpt *g, const ln_dest *ln, int N, comm_req **req, tg_err *e) {
+    *req = NULL;
+    if (!g->d.sp_regather) return 0;
+    return gather_rows_start(g, ln->full, ln->rows, N, req, e) ? 0 : -1;
 }
 
 int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
@@ -132,7 +151,13 @@ int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const v
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const int C = g->d.C;
+    comm_req *gather;
+    if (regather_start(g, ln, N, &gather, e)) return -1;
     column_grads(g, w, l, a->dln_full.base, false, has_bias, dout, ln, N, OC);
+    if (gather) {
+        comm_note_beside(g->tp, gather, 2.0 * N * C * OC);
+        if (comm_wait(gather, e)) return -1;
+    }
     comm_req *r = map_reduce_rows_start(g->tp, g->d.sp, dln_rows(g), a->dln_full.base, rows_local(g, N) * C, o->act, e);
     if (!r) return -1;
     column_grads(g, w, l, NULL, true, has_bias, dout, ln, N, OC);

@@ -20,10 +20,14 @@ static inline int row_start_of(const gpt *g, int N) { return g->d.sp ? g->d.tp_r
 void *gather_rows_start(gpt *g, void *full, void *rows, int N, comm_req **req, tg_err *e);
 int reduce_rows(gpt *g, void *rows, void *full, int N, tg_err *e);
 
-/* One LayerNorm of the forward: its output on all rows (gathered under
- * SP), its statistics on this rank's rows, its weights. */
+/* One LayerNorm: where it writes this rank's rows, where the product
+ * after it reads all rows (gathered there under SP; the same buffer
+ * without SP), its statistics on this rank's rows, its weights. Under SP
+ * the buffer kept for the backward pass is `rows` when gpt_dims.sp_regather
+ * (`full` is then the shared acts->ln_full, gathered again in the backward
+ * pass), else `full`. */
 typedef struct ln_dest {
-    void *out_full;
+    void *rows, *full;
     float *mean, *rstd;
     param_kind w; /* the weight; the bias is the next kind */
     int layer;
@@ -90,10 +94,11 @@ int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const 
 /* Backward of a column-parallel layer (weight w, and its bias when
  * has_bias; w == P_WTE: the vocab-parallel LM head, dout its logits'
  * gradient) reading LayerNorm ln of residual rows ln_in: the input gradient
- * on all rows first, then its TP reduction beside the layer's weight (and
- * bias) gradients, which leave the reduction's buffers alone (on a GPU the
- * communicator's stream runs it while the products run), then the
- * LayerNorm's backward. */
+ * on all rows first (under SP's regather beside the all-gather of ln's kept
+ * rows, which only the weight gradient reads), then its TP reduction beside
+ * the layer's weight (and bias) gradients, which leave the reduction's
+ * buffers alone (on a GPU the communicator's stream runs it while the
+ * products run), then the LayerNorm's backward. */
 int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const void *dout, int OC, const ln_dest *ln,
                              const void *ln_in, int N, tg_err *e);
 

@@ -2,8 +2,9 @@
 # Tensor, sequence and data parallelism as real multi-process runs through
 # scripts/launch.sh, against a single-rank run of the same config and seed:
 # losses and final weights within 1e-5 relative (tests/parallel/compare.py),
-# recompute modes bitwise equal to none at the same layout, a layout run twice
-# bitwise equal, communicated bytes equal to the formula for the layout,
+# recompute modes bitwise equal to none at the same layout, SP's LayerNorm
+# outputs kept as row shards (parallel.sp_regather) or gathered bitwise
+# equal, a layout run twice bitwise equal, communicated bytes equal to the formula for the layout,
 # activation memory falling with tp under SP, a killed rank failing the job
 # cleanly, and checkpoints resuming at other layouts.
 # tier: check (make check: the quick tier, tests/run.sh --check)
@@ -48,6 +49,12 @@ if run ref 1; then ok reference_run; else not_ok reference_run "$(tail -n 4 "$tm
 
 check_equiv tp2 2 --set parallel.tp=2
 check_equiv tp2_sp 2 --set parallel.tp=2 --set parallel.sp=true
+# SP keeping its LayerNorm outputs gathered (parallel.sp_regather=false)
+# rather than as row shards gathered again in the backward pass: the same
+# values, so the same bits as the default
+check_equiv tp2_sp_keep 2 --set parallel.tp=2 --set parallel.sp=true --set parallel.sp_regather=false
+if out=$(compare "$tmp/tp2_sp" "$tmp/tp2_sp_keep" $STEPS --bitwise); then ok "tp2_sp_regather_bitwise_equals_keep ($out)"
+else not_ok tp2_sp_regather_bitwise_equals_keep "$out"; fi
 check_equiv tp3 3 --set parallel.tp=3
 check_equiv tp3_sp 3 --set parallel.tp=3 --set parallel.sp=true
 check_equiv tp4 4 --set parallel.tp=4
@@ -66,14 +73,17 @@ check_equiv tp2_dp2_sp_zero_buckets 4 --set parallel.tp=2 --set parallel.sp=true
 # the masks of one rank (recomputation included).
 if run ref_drop 1 --set model.dropout=0.1; then ok reference_run_dropout; else not_ok reference_run_dropout "$(tail -n 3 "$tmp/ref_drop.out" | tr '\n' ' ')"; fi
 for lay in "tp2_sp_drop 2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=full" \
+           "tp2_sp_drop_keep 2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=full --set parallel.sp_regather=false" \
            "tp2_dp2_zero_drop 4 --set parallel.tp=2 --set parallel.zero=1 --set train.recompute=selective" "dp2_drop 2"; do
     # shellcheck disable=SC2086
     set -- $lay
-    name="$1" n="$2"; shift 2
+    name="$1" n="$2" out=""; shift 2
     if run "$name" "$n" --set model.dropout=0.1 "$@" && out=$(compare "$tmp/ref_drop" "$tmp/$name" $STEPS); then ok "${name}_matches_tp1 ($out)"
     else not_ok "${name}_matches_tp1" "${out:-job failed: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')}"; fi
 done
 if ! compare "$tmp/ref" "$tmp/ref_drop" $STEPS >/dev/null; then ok dropout_changes_the_run; else not_ok dropout_changes_the_run "the same losses and weights as without dropout"; fi
+if out=$(compare "$tmp/tp2_sp_drop" "$tmp/tp2_sp_drop_keep" $STEPS --bitwise); then ok "tp2_sp_drop_full_regather_bitwise_equals_keep ($out)"
+else not_ok tp2_sp_drop_full_regather_bitwise_equals_keep "$out"; fi
 
 # recomputation at a parallel layout: bitwise equal to none there
 for mode in selective full; do
@@ -118,6 +128,7 @@ check_equiv tp2_sp_dp2_buckets 4 --set parallel.tp=2 --set parallel.sp=true --se
 # all-gathers (2 per layer forward, final LayerNorm, 2 per layer backward,
 # embedding backward), and once a step the replicated gradients are summed
 # (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per layer).
+# SP's regather (the default) adds an all-gather per LayerNorm in backward.
 # Once a step: the grad norm (1 float). DP: the gradients (all-reduce, or
 # ZeRO's reduce-scatter + all-gather of the padded buffer), the loss (1 float).
 "$py" tests/parallel/bytes_formula.py runs "$tmp" "$L" "$C" "$V" "$T" "$B" "$G" >"$tmp/bytes.out" 2>&1
@@ -132,6 +143,13 @@ a1=$(act ref) a2=$(act tp2_sp) a4=$(act tp4_sp) n2=$(act tp2)
 if awk -v a="$a1" -v b="$a2" -v c="$a4" -v d="$n2" 'BEGIN { exit !(a > b && b > c && d > b && c > 0) }'; then
     ok "activations_fall_with_tp_under_sp (tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4 bytes)"
 else not_ok activations_fall_with_tp_under_sp "tp1 $a1, tp2 $n2, tp2+sp $a2, tp4+sp $a4"; fi
+# Under SP's regather a LayerNorm's output is kept as this rank's rows, not
+# all rows: (2L + 1) x (N - N/tp) x C float32 fewer activation bytes than
+# keeping them gathered (ln_1 and ln_2 of each layer, and ln_f).
+k2=$(act tp2_sp_keep) want=$(((2 * L + 1) * (B * T - B * T / 2) * C * 4))
+if [ -n "$a2" ] && [ -n "$k2" ] && [ $((k2 - a2)) -eq "$want" ]; then
+    ok "sp_regather_keeps_layernorm_shards (tp2+sp $a2 bytes, gathered $k2: $want fewer)"
+else not_ok sp_regather_keeps_layernorm_shards "tp2+sp ${a2:-?}, gathered ${k2:-?}: want $want fewer"; fi
 
 # Rank 0 prints; the other ranks write their output into the run directory.
 if [ -s "$tmp/tp4/logs/rank_3.out" ] && grep -q "^step" "$tmp/tp4/logs/rank_3.out" && grep -q "^step" "$tmp/tp4.out" &&
@@ -139,7 +157,7 @@ if [ -s "$tmp/tp4/logs/rank_3.out" ] && grep -q "^step" "$tmp/tp4/logs/rank_3.ou
 else not_ok per_rank_logs_in_run_dir "$(ls "$tmp/tp4/logs" 2>&1 | tr '\n' ' ')"; fi
 
 # The budget is what the run allocates: the exact bytes, at every layout.
-for name in ref tp2 tp3_sp tp4_sp dp2_zero tp2_dp2_sp_zero tp2_sp_selective tp2_sp_full; do
+for name in ref tp2 tp3_sp tp4_sp dp2_zero tp2_dp2_sp_zero tp2_sp_selective tp2_sp_full tp2_sp_keep tp2_sp_drop_keep; do
     line=$(grep budget_bytes "$tmp/$name/log.jsonl" | head -n 1)
     total=$(sed -nE 's/.*"total":([0-9]+).*/\1/p' <<<"$line") alloc=$(sed -nE 's/.*"allocated_bytes":([0-9]+).*/\1/p' <<<"$line")
     if [ -n "$total" ] && [ "$total" = "$alloc" ]; then ok "budget_equals_allocation_$name ($total bytes)"
@@ -212,9 +230,10 @@ else not_ok sample_tp4_sp_equals_tp1 "'$(sample sample_tp1)' vs '$(sample sample
 "$bin" --plan --config "$cfg" --devices 2 --plan-json "$tmp/plan2.jsonl" >"$tmp/plan2.out" 2>&1
 "$bin" --plan --config "$cfg" --devices 4 --plan-json "$tmp/plan4.jsonl" \
     --calibrate results/gpu/2026-11-27_h200/op_times_megatron_1.2b_gb8.tsv >"$tmp/plan4.out" 2>&1
+"$bin" --plan --config "$cfg" --devices 2 --set parallel.sp_regather=false --plan-json "$tmp/plan2_keep.jsonl" >"$tmp/plan2_keep.out" 2>&1
 if grep -q "fastest that fits" "$tmp/plan4.out"; then ok plan_names_fastest; else not_ok plan_names_fastest "$(head -n 5 "$tmp/plan4.out" | tr '\n' ' ')"; fi
 for lay in "tp2 2 2 false none 2 0" "tp2_sp_full 2 2 true full 2 0" "tp4_sp 4 4 true none 2 0" "tp2_dp2_sp_zero 4 2 true none 2 1" \
-           "dp2_zero 2 1 false none 2 1"; do
+           "dp2_zero 2 1 false none 2 1" "tp2_sp_keep 2_keep 2 true none 2 0"; do
     # shellcheck disable=SC2086
     set -- $lay
     want=$("$py" - "$tmp/plan$2.jsonl" "$3" "$4" "$5" "$6" "$7" <<'PY'

@@ -25,7 +25,7 @@ typedef struct layout_case {
 
 /* The model of a case, laid out as ZeRO shapes it (nothing runs on it). */
 static gpt *model_of(const layout_case *lc, const tg_ops *ops, comm *tp) {
-    const gpt_shape s = {lc->L, 4, 20, 7, 37, 8, false, RECOMPUTE_NONE, 0.0f};
+    const gpt_shape s = {lc->L, 4, 20, 7, 37, 8, false, RECOMPUTE_NONE, 0.0f, false};
     gpt_dims d;
     tg_err e;
     if (gpt_dims_of(&d, &s, lc->tp, lc->tp_rank, &e)) {

@@ -82,6 +82,7 @@ static const key_spec SCHEMA[] = {
     {"parallel.tp", K_INT, OFF(parallel.tp), "1", 1, 1024, NULL, "tensor-parallel degree (must divide model.n_head)"},
     {"parallel.dp", K_INT, OFF(parallel.dp), "0", 0, 1 << 20, NULL, "data-parallel degree (0: world size / tp)"},
     {"parallel.sp", K_BOOL, OFF(parallel.sp), "false", 0, 0, NULL, "sequence parallelism over the TP group"},
+    {"parallel.sp_regather", K_BOOL, OFF(parallel.sp_regather), "true", 0, 0, NULL, "under parallel.sp, keep each LayerNorm's output for the backward pass as this rank's 1/tp of the rows and all-gather it again there (Megatron's way: activations within 2205.05198's 34sbh/t a layer, one more all-gather per LayerNorm); false: keep all rows as gathered in the forward pass (tp times that memory, no extra all-gather); the results are bitwise the same"},
     {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
     {"parallel.dp_bucket_mb", K_FLOAT, OFF(parallel.dp_bucket_mb), "25", 0, 1e6, NULL, "the data-parallel gradient all-reduce starts during the last micro-batch's backward pass, in buckets of whole layers of about this many MiB, overlapping the layers still to run (0: one all-reduce after the backward pass); under ZeRO the same buckets are reduce-scattered, each rank's shard is its 1/dp of every bucket, and the updated weights are all-gathered bucket by bucket beside the next step's forward pass"},
     {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
@@ -530,6 +531,6 @@ int gpt_dims_from_config(gpt_dims *d, const tg_config *c, int tp, int tp_rank, t
                               : strcmp(c->train.recompute, "selective") == 0 ? RECOMPUTE_SELECTIVE
                                                                               : RECOMPUTE_NONE;
     const gpt_shape s = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.seq_len, c->model.vocab_size,
-                         c->model.vocab_multiple, c->parallel.sp, rc, (float)c->model.dropout};
+                         c->model.vocab_multiple, c->parallel.sp, rc, (float)c->model.dropout, c->parallel.sp_regather};
     return gpt_dims_of(d, &s, tp, tp_rank, e);
 }

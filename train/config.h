@@ -62,6 +62,7 @@ typedef struct tg_config {
     struct {
         int tp, dp;
         bool sp;
+        bool sp_regather; /* SP: LayerNorm outputs kept as row shards, all-gathered again in backward */
         int zero;
         double dp_bucket_mb;
         double timeout_s;

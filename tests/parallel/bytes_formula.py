@@ -12,7 +12,10 @@ backward, embedding backward), and once a step the replicated gradients are
 summed (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per
 layer). Full recomputation reruns each layer's forward collectives up to its
 MLP projection in the backward pass: without SP the attention's all-reduce,
-with SP its reduce-scatter and both LayerNorms' all-gathers. Once a step: the grad norm (1 float). DP: the gradients
+with SP its reduce-scatter and both LayerNorms' all-gathers. SP with
+parallel.sp_regather (the default) keeps LayerNorm outputs as row shards and
+all-gathers them again in the backward pass: 2 more per layer and the final
+LayerNorm's. Once a step: the grad norm (1 float). DP: the gradients
 (all-reduce, or ZeRO's reduce-scatter + all-gather of the buffer, the gather in
 the working weights' type: float32 here), the loss (1 float).
 
@@ -40,10 +43,10 @@ def n_params(tp):
     return Vp // tp * C + T * C + L * per_layer + 2 * C
 
 
-def expected(tp, dp, sp, zero, mb=B, recompute="none"):
+def expected(tp, dp, sp, zero, mb=B, recompute="none", regather=True):
     N, A = mb * T, G // (mb * dp)
     rebuilt = L if recompute == "full" else 0
-    reductions, gathers = 4 * L + rebuilt, 4 * L + 2 * rebuilt
+    reductions, gathers = 4 * L + rebuilt, 4 * L + 2 * rebuilt + (2 * L + 1 if regather else 0)
     e = dict.fromkeys(KEYS, 0)
     if not sp:
         e["tp_all_reduce"] = A * ((2 + reductions) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
@@ -63,10 +66,12 @@ def expected(tp, dp, sp, zero, mb=B, recompute="none"):
 
 def check_runs():
     bad = 0
-    for name, tp, dp, sp, zero in [("tp2", 2, 1, 0, 0), ("tp4_sp", 4, 1, 1, 0), ("tp2_dp2", 2, 2, 0, 0),
-                                   ("dp2_zero", 1, 2, 0, 1), ("tp2_dp2_sp_zero", 2, 2, 1, 1), ("tp3_sp", 3, 1, 1, 0)]:
+    for name, tp, dp, sp, zero, *rest in [("tp2", 2, 1, 0, 0), ("tp4_sp", 4, 1, 1, 0), ("tp2_dp2", 2, 2, 0, 0),
+                                          ("dp2_zero", 1, 2, 0, 1), ("tp2_dp2_sp_zero", 2, 2, 1, 1), ("tp3_sp", 3, 1, 1, 0),
+                                          ("tp2_sp_keep", 2, 1, 1, 0, "none", False),
+                                          ("tp2_sp_drop_keep", 2, 1, 1, 0, "full", False)]:
         lines = [json.loads(l) for l in open(f"{tmp}/{name}/log.jsonl") if '"loss"' in l]
-        want = expected(tp, dp, sp, zero)
+        want = expected(tp, dp, sp, zero, B, *rest)
         got = {k: lines[-1][k + "_bytes"] for k in want}
         if got == want:
             print(f"ok bytes_{name}_equal_formula")
@@ -77,10 +82,11 @@ def check_runs():
 
 
 def check_plan():
-    rows = [json.loads(l) for devices in (2, 4) for l in open(f"{tmp}/plan{devices}.jsonl")]
+    plans = [(f"plan{devices}", True) for devices in (2, 4)] + [("plan2_keep", False)]
+    rows = [(json.loads(l), regather) for name, regather in plans for l in open(f"{tmp}/{name}.jsonl")]
     wrong = []
-    for r in rows:
-        want = expected(r["tp"], r["dp"], r["sp"], r["zero"], r["micro_batch"], r["recompute"])
+    for r, regather in rows:
+        want = expected(r["tp"], r["dp"], r["sp"], r["zero"], r["micro_batch"], r["recompute"], regather)
         got = {k: r[k + "_bytes"] for k in want}
         if got != want:
             wrong.append(f'{r["tp"]}x{r["dp"]} sp {r["sp"]} {r["recompute"]} mb {r["micro_batch"]} zero {r["zero"]}: '
