@@ -242,7 +242,8 @@ grep -q "less what is modeled as hidden ('hidden ms'): TP collectives beside the
 # beside products hides the shorter of its link time and theirs (FLOPs at 50% of 989 TFLOP/s):
 # without SP the backward all-reduce of each column-parallel layer's input gradient (c_fc, c_attn,
 # the LM head) beside its weight gradient; under SP each LayerNorm's all-gather beside the next
-# product's own rows (again under full recompute), each row-parallel layer's output-gradient
+# product's own rows (again under full recompute), each LayerNorm's kept rows all-gathered again
+# in backward beside the input-gradient product (parallel.sp_regather), each row-parallel layer's output-gradient
 # all-gather beside its own rows of the input gradient, and the column-parallel reduce-scatters
 # beside the weight gradients. Nothing else: the forward's reductions, the cross-entropy's and
 # the embedding's gather hide nothing.
@@ -263,7 +264,10 @@ def expected_ms(r):
         layer = forward * (2 if r["recompute"] == "full" else 1)
         layer += hide(ring, 2 * N / tp * C * 4 * C / tp) + hide(ring, 2 * N / tp * C * C / tp)
         layer += hide(ring, 2 * N * C * 4 * C / tp) + hide(ring, 2 * N * C * 3 * C / tp)
-        head = hide(ring, 2 * N / tp * C * V_local) + hide(ring, 2 * N * C * V_local)
+        # parallel.sp_regather (the default): each LayerNorm's kept rows all-gathered again in
+        # backward, beside the column-parallel layer's input-gradient product (c_attn, c_fc, LM head)
+        layer += hide(ring, 2 * N * C * 4 * C / tp) + hide(ring, 2 * N * C * 3 * C / tp)
+        head = hide(ring, 2 * N / tp * C * V_local) + 2 * hide(ring, 2 * N * C * V_local)
     else:
         ring = 2 * (tp - 1) / tp * rows  # all-reduce
         layer = hide(ring, 2 * N * C * 4 * C / tp) + hide(ring, 2 * N * C * 3 * C / tp)

@@ -86,15 +86,17 @@ check(f"tp_shards_priced (tp2/tp1 layer forward {ratio and round(ratio, 3)})", r
       and all(r["time_model"] == "calibrated" and r["calibration"].endswith("op_times_megatron_1.2b_gb8.tsv") for r in tp8),
       (a, b))
 # a layer's TP collectives over the link: none at TP 1; the backward's equal the forward's, and full
-# recompute adds the forward's but the MLP projection's (1 of 2 all-reduces; under SP 3 of 4 collectives)
+# recompute adds the forward's but the MLP projection's (1 of 2 all-reduces; under SP 3 of 4 collectives);
+# under SP the backward also all-gathers both LayerNorms' kept rows again (parallel.sp_regather): 2 of 4 more
 comm = {(r["tp"], r["sp"], r["recompute"]): (r["layer_forward_comm_ms"], r["layer_backward_comm_ms"]) for r in tp8
         if r["micro_batch"] == 2 and r["zero"] == 0}
 want = {(1, False, "none"): (0, 0)}
-for sp, share in ((False, 0.5), (True, 0.75)):
+for sp, share, regather in ((False, 0.5, 0), (True, 0.75, 0.5)):
     f = comm.get((2, sp, "none"), (1, 0))[0]
-    want.update({(2, sp, "none"): (f, f), (2, sp, "selective"): (f, f), (2, sp, "full"): (f, f * (1 + share))})
+    b = f * (1 + regather)
+    want.update({(2, sp, "none"): (f, b), (2, sp, "selective"): (f, b), (2, sp, "full"): (f, b + f * share)})
 wrong = {k: (comm.get(k), w) for k, w in want.items() if not comm.get(k) or any(abs(a - b) > 2e-3 for a, b in zip(comm[k], w))}
-check("layer_comm_priced (TP 2: full recompute reruns 1 of 2 forward all-reduces, under SP 3 of 4 collectives)",
+check("layer_comm_priced (TP 2: full recompute reruns 1 of 2 forward all-reduces, under SP 3 of 4 collectives; SP regathers 2)",
       not wrong and want[(2, False, "none")][0] > 0, wrong)
 cpu, cuda = rows("cpu"), rows("cuda")
 nulls = ("step_ms", "compute_ms", "layer_forward_ms", "layer_backward_ms", "layer_recompute_ms", "tp_hidden_ms_modeled")
