@@ -39,7 +39,7 @@ CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.c
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
 LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
-           parallel/comm_nccl_create.c
+           parallel/comm_nccl_create.c parallel/comm_nccl_time.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs;
 # or, with CUDA_SM=90a (80, 90, ...: make's command line or the environment),
