@@ -39,10 +39,18 @@ CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.c
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
 LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
-           parallel/comm_nccl_create.c
+           parallel/comm_nccl_create.c parallel/comm_nccl_time.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
-# Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs.
+# Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs;
+# or, with CUDA_SM=90a (80, 90, ...: make's command line or the environment),
+# machine code for that one architecture only: the shorter build for the GPU
+# at hand (a lent H100/H200). Objects already built are not rebuilt when it
+# changes: make clean first.
+ifdef CUDA_SM
+CUDA_ARCH ?= -gencode arch=compute_$(CUDA_SM),code=sm_$(CUDA_SM)
+else
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+endif
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -Wall,-Wextra -DTG_CUDA -MMD -MP
 LIB_OBJ_EXTRA = $(CUDA_SRC:%.cu=$(BUILD)/%.o)

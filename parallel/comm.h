@@ -172,7 +172,9 @@ struct comm {
     char name[32];  /* "tp" or "dp", for messages and logs */
     int rank, size; /* within this group */
     uint64_t bytes_sent[COLL_KINDS];
-    double seconds;         /* wall time spent inside collectives (the comm_* calls below) */
+    double seconds;         /* wall time spent inside collectives (the comm_* calls below); device_timed: their device time */
+    int device_timed;       /* the implementation adds its collectives' device time to seconds itself (comm_nccl: CUDA
+                               events on its stream), and the calls below add no host time */
     double modeled_seconds; /* comm_null with a link: the time the collectives would take */
     comm_link link;
     comm_memory mem;        /* where the buffers live (COMM_HOST_MEMORY unless comm_use_memory) */
@@ -268,8 +270,10 @@ static inline double comm_clock(void) {
  * NCCL collectives on host buffers complete in the start.
  *
  * Accounting: c->seconds gains the time spent inside starts and waits (the
- * blocking call's whole time); bytes_sent[kind] gains the collective's ring
- * bytes once, when its wait succeeds. */
+ * blocking call's whole time), or, where c->device_timed (comm_nccl), the
+ * time the collective ran on the device, added when the host learns it
+ * ended (a wait on the host, comm_settle); bytes_sent[kind] gains the
+ * collective's ring bytes once, when its wait succeeds. */
 comm_req *comm_all_reduce_start(comm *c, void *buf, size_t n, tg_dtype t, reduce_op op, tg_err *e);
 comm_req *comm_reduce_scatter_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);
 comm_req *comm_all_gather_start(comm *c, void *out, const void *in, size_t n, tg_dtype t, tg_err *e);

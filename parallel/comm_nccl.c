@@ -87,6 +87,8 @@
  * host communicators). MAX uses fmaxf: a NaN loses to a number, unlike
  * comm_shm's MAX.
  *
+ * Time accounting is the collectives' device time, from CUDA events on the
+ * comm stream (comm_nccl_time.c), not the host's time inside the calls.
  * Byte accounting is the ring formula of comm.h (comm_ring_bytes_of with
  * the element size, comm_broadcast_bytes), carried by the request and
  * counted by comm_wait, as for comm_null and comm_shm. */
@@ -131,7 +133,8 @@ static comm_req *nccl_all_reduce(comm *c, void *buf, size_t n, tg_dtype t, reduc
     }
     comm_req *r = nccl_req_get(c, COLL_ALL_REDUCE, comm_ring_bytes_of(COLL_ALL_REDUCE, c->size, n, tg_dtype_bytes(t)), what, e);
     if (!r || n == 0) return r;
-    if (nccl_check_buffer(c, what, "in/out", buf, e) || nccl_order_after_compute(c, r, e)) return dropped(c, r);
+    if (nccl_check_buffer(c, what, "in/out", buf, e) || nccl_order_after_compute(c, r, e) || nccl_time_begin(c, what, e))
+        return dropped(c, r);
     ncclResult_t res = ncclAllReduce(buf, buf, n, nccl_type(t), op == REDUCE_MAX ? ncclMax : ncclSum, s->nc, s->stream);
     return enqueued(c, r, "ncclAllReduce", res, e);
 }
@@ -158,7 +161,7 @@ static comm_req *nccl_reduce_scatter(comm *c, void *out, const void *in, size_t 
     comm_req *r = nccl_req_get(c, COLL_REDUCE_SCATTER, comm_ring_bytes_of(COLL_REDUCE_SCATTER, c->size, n * p, es), what, e);
     if (!r || n == 0) return r;
     if (nccl_check_buffer(c, what, "in", in, e) || nccl_check_buffer(c, what, "out", out, e) ||
-        nccl_order_after_compute(c, r, e))
+        nccl_order_after_compute(c, r, e) || nccl_time_begin(c, what, e))
         return dropped(c, r);
     ncclResult_t res = ncclReduceScatter(in, disjoint ? out : mine, n, nccl_type(t), ncclSum, s->nc, s->stream);
     if (nccl_enqueued(c, r, "ncclReduceScatter", res, e)) return dropped(c, r);
@@ -190,7 +193,7 @@ static comm_req *nccl_all_gather(comm *c, void *out, const void *in, size_t n, t
     comm_req *r = nccl_req_get(c, COLL_ALL_GATHER, comm_ring_bytes_of(COLL_ALL_GATHER, c->size, n * p, es), what, e);
     if (!r || n == 0) return r;
     if (nccl_check_buffer(c, what, "in", in, e) || nccl_check_buffer(c, what, "out", out, e) ||
-        nccl_order_after_compute(c, r, e))
+        nccl_order_after_compute(c, r, e) || nccl_time_begin(c, what, e))
         return dropped(c, r);
     if (via_block) {
         cudaError_t err = cudaMemcpyAsync(mine, in, block, cudaMemcpyDeviceToDevice, s->stream);
@@ -216,7 +219,8 @@ static comm_req *nccl_broadcast(comm *c, void *buf, size_t bytes, int root, tg_e
     }
     comm_req *r = nccl_req_get(c, COLL_BROADCAST, comm_broadcast_bytes(c->size, c->rank, root, bytes), what, e);
     if (!r || bytes == 0) return r;
-    if (nccl_check_buffer(c, what, "in/out", buf, e) || nccl_order_after_compute(c, r, e)) return dropped(c, r);
+    if (nccl_check_buffer(c, what, "in/out", buf, e) || nccl_order_after_compute(c, r, e) || nccl_time_begin(c, what, e))
+        return dropped(c, r);
     return enqueued(c, r, "ncclBroadcast", ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->nc, s->stream), e);
 }
 
@@ -231,7 +235,7 @@ static int wait_on_host(comm *c, comm_req *r, tg_err *e) {
         q->enqueued = 0;
         return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, r->what);
     }
-    return q->enqueued ? nccl_finish(c, r, 1, e) : 0;
+    return q->enqueued ? nccl_finish(c, r, e) : 0;
 }
 
 /* The wait: on the host, or under deferred waits only ordering the compute
@@ -245,7 +249,7 @@ static int nccl_wait(comm *c, comm_req *r, tg_err *e) {
 
 /* A max all-reduce of one float that stays 0: returns when every member has
  * reached it (and this rank's compute stream has reached it). Not counted,
- * not timed. */
+ * not timed (no span). */
 static int nccl_barrier(comm *c, tg_err *e) {
     nccl_impl *s = c->impl;
     char what[64];
@@ -257,7 +261,7 @@ static int nccl_barrier(comm *c, tg_err *e) {
     if (!rc)
         rc = nccl_enqueued(c, r, "ncclAllReduce",
                            ncclAllReduce(s->barrier_buf, s->barrier_buf, 1, ncclFloat, ncclMax, s->nc, s->stream), e);
-    if (!rc) rc = nccl_mark_done(c, r, e) || nccl_finish(c, r, 0, e);
+    if (!rc) rc = nccl_mark_done(c, r, e) || nccl_finish(c, r, e);
     comm_req_put(c, r);
     return rc ? -1 : 0;
 }
@@ -398,6 +402,7 @@ void nccl_impl_free(const char *name, nccl_impl *s) {
     if (s->nc) ncclCommAbort(s->nc);
     s->nc = NULL;
     if (s->tail) cudaEventDestroy(s->tail);
+    nccl_time_free(s);
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->barrier_buf) cudaFree(s->barrier_buf);
     if (s->stage) cudaFree(s->stage);

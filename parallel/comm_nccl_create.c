@@ -113,6 +113,7 @@ static comm *create(bootstrap *bs, const group_spec *g, const comm_memory *mem, 
     if (!use_nccl) return c;
     c->vt = &NCCL_VT;
     c->impl = s;
+    c->device_timed = 1;
     snprintf(c->name, sizeof c->name, "%s", g->name);
     c->rank = g->index;
     c->size = g->size;

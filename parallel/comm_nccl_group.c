@@ -94,6 +94,7 @@ static int launch(comm *c, tg_err *e) {
     const int any = s->group_first != NULL;
     s->group_ops = 0;
     s->group_first = s->group_last = NULL;
+    if (any && nccl_time_end(c, what, e)) return -1;
     const cudaError_t err = any ? cudaEventRecord(s->tail, s->stream) : cudaSuccess;
     if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaEventRecord(tail, comm stream) after ncclGroupEnd", err, e);
     return 0;

@@ -1,6 +1,7 @@
 /* Private to the NCCL communicator (comm_nccl.c: the collectives;
  * comm_nccl_wait.c: enqueueing, waiting and failure; comm_nccl_group.c:
- * groups; comm_nccl_create.c: creation). */
+ * groups; comm_nccl_time.c: their device time; comm_nccl_create.c:
+ * creation). */
 #ifndef PARALLEL_COMM_NCCL_IMPL_H
 #define PARALLEL_COMM_NCCL_IMPL_H
 
@@ -9,6 +10,16 @@
 #include <stdint.h>
 
 #include "parallel/comm.h"
+
+/* A collective's (or a group's) time on the comm stream: two timing events. */
+typedef struct {
+    cudaEvent_t start, end;
+} nccl_span;
+/* Spans recorded and not yet read: [head, n) of v (cap made). */
+typedef struct {
+    nccl_span *v;
+    int head, n, cap;
+} nccl_spans;
 
 typedef struct {
     ncclComm_t nc;           /* NULL once aborted */
@@ -29,6 +40,12 @@ typedef struct {
     int group_open;          /* ncclGroupStart called, its ncclGroupEnd not yet */
     int group_ops;           /* collectives in it */
     comm_req *group_first, *group_last; /* their requests in start order (nccl_req.group_next) */
+    /* Device time (comm_nccl_time.c) */
+    nccl_spans live;         /* spans of collectives run op by op */
+    nccl_spans graph;        /* spans recorded in the last capture, read after each launch */
+    int span_open;           /* a span's start recorded, its end not yet */
+    int graph_building;      /* a capture is recording spans into `graph` */
+    int untimed;             /* a span could not be read: timing stopped */
 } nccl_impl;
 
 /* A request's part: its two events, made with the request and reused. */
@@ -61,7 +78,7 @@ int nccl_enqueued(comm *c, comm_req *r, const char *call, ncclResult_t res, tg_e
  * hands r to the group, which records it at its end). */
 int nccl_mark_done(comm *c, comm_req *r, tg_err *e);
 /* The wait of an enqueued request (see comm_nccl.c, "Waiting"). */
-int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e);
+int nccl_finish(comm *c, comm_req *r, tg_err *e);
 /* A deferred wait: the compute stream waits for the request's `done`. */
 int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e);
 /* comm_settle: polls `tail` until every collective enqueued so far ended. */
@@ -84,6 +101,21 @@ void nccl_group_drop(nccl_impl *s);
 /* Fails (aborting) when a collective that must complete within its start
  * is started inside a group; `why` says what it is. */
 int nccl_refuse_in_group(comm *c, const char *what, const char *why, tg_err *e);
+
+/* ---- comm_nccl_time.c ---- */
+/* Records a span's start on the comm stream, just before NCCL's call (in a
+ * group: the first collective's only). */
+int nccl_time_begin(comm *c, const char *what, tg_err *e);
+/* Records the open span's end, after the call (a group: after its launch). */
+int nccl_time_end(comm *c, const char *what, tg_err *e);
+/* Adds the spans that have run to c->seconds (after a wait on the host). */
+int nccl_time_read(comm *c, tg_err *e);
+/* The same once every collective has run (comm_settle); `replayed`: also
+ * the captured graph's spans, recorded by the launch just settled. */
+int nccl_time_read_settled(comm *c, int replayed, tg_err *e);
+/* The capture ended: its spans are the graph's. */
+void nccl_time_capture_end(nccl_impl *s);
+void nccl_time_free(nccl_impl *s);
 
 /* ---- comm_nccl_create.c / comm_nccl.c ---- */
 extern const comm_vtable NCCL_VT;

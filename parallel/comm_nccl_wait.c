@@ -172,6 +172,7 @@ int nccl_mark_done(comm *c, comm_req *r, tg_err *e) {
     if (c->in_group) return nccl_group_add(c, r, e); /* NCCL enqueues it only at the group's end */
     nccl_impl *s = c->impl;
     nccl_req *q = r->impl;
+    if (nccl_time_end(c, r->what, e)) return -1;
     cudaError_t err = cudaEventRecord(q->done, s->stream);
     if (err != cudaSuccess) return nccl_fail_cuda(c, r->what, "cudaEventRecord(done, comm stream)", err, e);
     err = cudaEventRecord(s->tail, s->stream);
@@ -208,9 +209,8 @@ static int async_error(comm *c, const char *what, tg_err *e) {
  * until it is done, watching for NCCL errors and the deadline. The wait for
  * the compute stream to reach the collective (`ready`: the kernels queued
  * before its start) comes first and is not communication: the deadline
- * starts after it, and for the timed calls (all but barrier) it is taken
- * back out of c->seconds, to which comm_wait adds the whole wait. */
-int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e) {
+ * starts after it. Then the spans that have run are read (c->seconds). */
+int nccl_finish(comm *c, comm_req *r, tg_err *e) {
     nccl_impl *s = c->impl;
     nccl_req *q = r->impl;
     const char *what = r->what;
@@ -219,15 +219,13 @@ int nccl_finish(comm *c, comm_req *r, int timed, tg_err *e) {
     if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaStreamWaitEvent(compute stream, done)", err, e);
     /* `ready` depends on compute kernels and collectives already waited
      * for, so this wait cannot be held up by a peer */
-    double t_sync = comm_clock();
     err = cudaEventSynchronize(q->ready);
     if (err != cudaSuccess) return nccl_fail_cuda(c, what, "cudaEventSynchronize(ready) (compute work before the collective)", err, e);
-    double t_ready = comm_clock();
-    if (timed) c->seconds -= t_ready - t_sync;
+    const double t_ready = comm_clock();
     s->deadline = t_ready + s->timeout_s;
     for (;;) {
         err = cudaEventQuery(q->done);
-        if (err == cudaSuccess) return 0;
+        if (err == cudaSuccess) return nccl_time_read(c, e);
         if (err != cudaErrorNotReady) return nccl_fail_cuda(c, what, "cudaEventQuery(done) while waiting for the collective", err, e);
         /* "not ready" is no error: make sure it is not left as the thread's
          * last error, where the next kernel launch check would find it */
@@ -251,7 +249,11 @@ int nccl_order_compute_after(comm *c, comm_req *r, tg_err *e) {
 
 /* The waits recorded during a capture ordered work that has not run (their
  * `tail` marks nothing a launch does). */
-void nccl_capture_end(comm *c) { ((nccl_impl *)c->impl)->unsettled = 0; }
+void nccl_capture_end(comm *c) {
+    nccl_impl *s = c->impl;
+    s->unsettled = 0;
+    nccl_time_capture_end(s);
+}
 
 void nccl_replayed(comm *c) {
     nccl_impl *s = c->impl;
@@ -271,6 +273,7 @@ int nccl_settle_all(comm *c, tg_err *e) {
     const char *what = s->replay_pending ? "the step's collectives (a launch of the captured step)"
                                          : "the step's collectives (deferred waits)";
     if (s->broken) return tg_fail(e, "group %s: %s: the communicator is broken by an earlier failure", c->name, what);
+    const int replayed = s->replay_pending;
     if (s->replay_pending) {
         s->replay_pending = 0;
         const cudaError_t err = cudaEventRecord(s->tail, (cudaStream_t)c->mem.stream);
@@ -282,7 +285,7 @@ int nccl_settle_all(comm *c, tg_err *e) {
         const cudaError_t err = cudaEventQuery(s->tail);
         if (err == cudaSuccess) {
             s->unsettled = 0;
-            return 0;
+            return nccl_time_read_settled(c, replayed, e);
         }
         if (err != cudaErrorNotReady) return nccl_fail_cuda(c, what, "cudaEventQuery(tail) while settling", err, e);
         if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();

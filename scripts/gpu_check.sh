@@ -12,7 +12,8 @@ prog=gpu_check
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 2
 
-SECTIONS=(environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile)
+SECTIONS=(environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile
+          multi-gpu multi-gpu-scaling)
 
 usage() {
     cat <<EOF
@@ -24,7 +25,8 @@ costs its section only):
   environment        nvidia-smi, driver, scripts/find_cuda.sh (what the build will use; fails the section when
                      the toolkit is not found), nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention
-                     (first: scripts/device_deps.sh install),
+                     (first: scripts/device_deps.sh install; CUDA_SM=90a in the environment builds machine
+                     code for that architecture only, the Makefile's shorter build for the GPU at hand),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin
   attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
@@ -50,6 +52,13 @@ costs its section only):
                      micro-batch 16 x 1024, bf16: why they reach a fraction of the tensor cores' rate;
                      then scripts/attention_reference.py, PyTorch's causal attention timed alone at the
                      benchmark shapes (the reference for the per-op timer's attention rows)
+  multi-gpu          with 2 GPUs or more, tests/gpu/multi_gpu.sh layouts: over NCCL, TP 2/4/8 (as many as
+                     there are GPUs), TP+SP, DP 2, DP 2 + ZeRO (and TP 2 x DP 2 with 4) against TP=1 on one
+                     of them (rel < 1e-4), the widest TP twice bitwise; with one GPU it says so ("skipped")
+  multi-gpu-scaling  with 2 GPUs or more, tests/gpu/multi_gpu.sh sweeps: SCALE=paper weak and strong sweeps
+                     with DEVICES = the GPUs (real rows) and DEVICES=1 (the same layouts projected), and
+                     each real row beside its projection (scripts/projection_error.py): the projection's
+                     error; tables, charts and runs in the archive
 --from SECTION starts there and runs the rest; named SECTIONs run just those.
 --budget SECONDS bounds the whole run (a lent machine's command limit): a
 section gets at most what is left less ${reserve}s (for the archive), and one
@@ -64,6 +73,9 @@ session of its own, and whatever it leaves running when it ends or times out
 is killed before the next one starts. The exit status is 0 when every
 section run passed. BENCH_COMMIT=SHA gives bench.json its commit where the
 tree is not a git checkout (and the summary's commit line too).
+BENCH_ARGS="--steps 33" adds options to both bench sections' scripts/bench_gpu.sh
+(after --quick, so they win: 33 steps, 30 of them timed); CUDA_SM=90a makes the
+build section build for that architecture only (Makefile).
 Without a GPU, every section after 'environment' reports "skip" and the exit status is 1.
 EOF
 }
@@ -104,6 +116,10 @@ started_at=$SECONDS
 
 have_gpu() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row (git-ignored, never committed)
+# BENCH_ARGS: more options of scripts/bench_gpu.sh for the bench sections (e.g. --steps 33: 30 timed steps);
+# options only (letters, digits, '-', '.', ',', spaces), as they go into a command line
+bench_args="${BENCH_ARGS:-}"
+[[ "$bench_args" =~ ^[-A-Za-z0-9.,\ ]*$ ]] || die "BENCH_ARGS may hold only options of scripts/bench_gpu.sh (letters, digits, '-', '.', ',', spaces), got '$bench_args'"
 
 # section_cmd NAME: the command of a section (run with bash -c).
 section_cmd() {
@@ -127,12 +143,14 @@ section_cmd() {
         budget) echo 'bash tests/gpu/run_gpu.sh memory' ;;
         sanitizer) echo 'bash tests/gpu/run_gpu.sh sanitizer' ;;
         bench-124m)
-            if [ -d "$llmc_src" ]; then echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
-            else echo "LLMC_SRC= OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models gpt2_124m"; fi ;;
-        bench-1.2b) echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick --models megatron_1.2b" ;;
+            if [ -d "$llmc_src" ]; then echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
+            else echo "LLMC_SRC= OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models gpt2_124m"; fi ;;
+        bench-1.2b) echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models megatron_1.2b" ;;
         scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh --out "$TG_TMP/weak"; a=$?;
             SCALE=paper DEVICES=1 scripts/strong_scaling.sh --out "$TG_TMP/strong"; exit $((a | $?))' ;; # both run; results in the archive
         hf) echo 'DEVICE=cuda bash tests/gpu/hf_interop.sh' ;;
+        multi-gpu) echo 'bash tests/gpu/multi_gpu.sh layouts' ;;
+        multi-gpu-scaling) echo 'bash tests/gpu/multi_gpu.sh sweeps' ;;
         profile) echo 'ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
             [ -n "$ncu" ] || { echo "ncu (Nsight Compute) not found"; exit 1; }; rc=0
             for k in flash_forward_mma_kernel flash_dq_mma_kernel flash_dkv_mma_kernel; do
@@ -166,6 +184,9 @@ section_cap() {
 section_note() {
     if [ "$1" = bench-124m ] && [ ! -d "$llmc_src" ]; then
         echo "; llm.c not measured: no $llmc_src (llm.c's source: LLMC_SRC, default .peer/llm.c)"
+    fi
+    if [[ "$1" == multi-gpu* ]] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
+        echo "; skipped: fewer than 2 GPUs"
     fi
 }
 

@@ -8,7 +8,8 @@ source "$(dirname "$0")/lib.sh" gpu_check
 gc=scripts/gpu_check.sh
 check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
 "$gc" --help >"$tmp/help" 2>&1; rc=$?
-miss=""; for s in environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile; do
+miss=""; for s in environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile \
+    multi-gpu multi-gpu-scaling; do
     grep -q "^  $s " "$tmp/help" || miss="$miss $s"; done
 check gpu_check_help_lists_sections "rc $rc, missing:$miss" test "$rc" = 0 -a -z "$miss"
 "$gc" --out "$tmp/x" frobnicate >"$tmp/bad" 2>&1; rc=$?
@@ -145,6 +146,27 @@ check gpu_check_attention_section "rc $rc; $row" \
 flops=$(python3 scripts/attention_reference.py --flops 2>&1)
 check attention_reference_flops "$flops" \
     eval '[ "$(grep -c "forward 2.5770e+10 FLOP a layer, backward 6.4425e+10" <<<"$flops")" = 2 ]'
+# The multi-GPU sections with one GPU (the stand-in above): they run nothing, and their rows say why.
+PATH="$tmp/gpubin:$PATH" "$gc" --out "$tmp/one_gpu" --limit 60 multi-gpu multi-gpu-scaling >/dev/null 2>&1; rc=$?
+rows=$(grep '^| multi-gpu' "$tmp/one_gpu/summary.md" 2>/dev/null | cut -d'|' -f2-3 | tr '\n' ';')
+check gpu_check_multi_gpu_skipped_on_one_gpu "rc $rc; $rows" \
+    eval '[ $rc = 0 ] && [ "$rows" = " multi-gpu | passed (0 ok); skipped: fewer than 2 GPUs ; multi-gpu-scaling | passed (0 ok); skipped: fewer than 2 GPUs ;" ]'
+# The multi-gpu-scaling section rehearsed with two stand-in GPUs and this machine's CPU trainer at
+# tiny scale (tests/gpu/multi_gpu.sh sweeps): both sweeps run twice, at DEVICES=2 (TP 2 real) and
+# DEVICES=1 (TP 2 projected), and the archive holds each sweep's tables and the real row beside its
+# projection (scripts/projection_error.py).
+mkdir -p "$tmp/twobin"
+printf '#!/bin/sh\ncase "$*" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"; echo "GPU 1: NVIDIA H200 (UUID: GPU-1)" ;; esac\nexit 0\n' \
+    >"$tmp/twobin/nvidia-smi" && chmod +x "$tmp/twobin/nvidia-smi"
+PATH="$tmp/twobin:$PATH" SCALE=tiny MG_TP_LIST=1,2 MG_SWEEP_BIN="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" MG_SWEEP_ARGS="--batches 4 --steps 2 --device cpu" \
+    OMP_NUM_THREADS=1 "$gc" --out "$tmp/mg_scaling" --limit 300 multi-gpu-scaling >"$tmp/mg_scaling.out" 2>&1; rc=$?
+row=$(grep '^| multi-gpu-scaling |' "$tmp/mg_scaling/summary.md" 2>/dev/null)
+tar -xzf "$tmp/mg_scaling/logs.tar.gz" -C "$tmp/mg_scaling" 2>/dev/null
+sd="$tmp/mg_scaling/logs/multi-gpu-scaling.scratch/multi_gpu_sweeps"
+pairs=$(cat "$sd"/{weak,strong}_projection_error.md 2>/dev/null | grep -cE '^\| tiny-[a-z0-9]+ \| 2 \| 1 \| 4 \| [0-9.]+ \| [0-9.]+ \| [-+][0-9.]+% \|')
+check gpu_check_multi_gpu_scaling_rehearsed "rc $rc; $row; $pairs real rows beside their projection" \
+    eval '[ $rc = 0 ] && [[ "$row" == "| multi-gpu-scaling | passed (2 ok) |"* ]] && [ "$pairs" = 2 ] &&
+          [ -f "$sd/weak_real/table.md" ] && [ -f "$sd/strong_projected/table.md" ]'
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     echo "skip gpu_check_no_gpu_runs - this machine has a GPU: run scripts/gpu_check.sh itself"; exit "$failed"
 fi
@@ -157,7 +179,7 @@ check gpu_check_summary_rows "$(cat "$tmp/run/summary.md" | tr '\n' ' ')" \
     eval 'grep -q "^| environment |" "$tmp/run/summary.md" && grep -q "^| kernels | skipped: no GPU" "$tmp/run/summary.md"'
 "$gc" --out "$tmp/from" --limit 60 --from scaling >"$tmp/from.out" 2>&1
 check gpu_check_from_runs_the_rest "$(grep -c '^| ' "$tmp/from/summary.md") rows" \
-    eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf profile " ]'
+    eval '[ "$(grep "^| " "$tmp/from/summary.md" | grep -v "^| section\|^|---" | cut -d"|" -f2 | tr -d " " | tr "\n" " ")" = "scaling hf profile multi-gpu multi-gpu-scaling " ]'
 # bench-124m measures llm.c from LLMC_SRC (default .peer/llm.c) when that folder exists; without it the
 # command has no --llmc and the summary says llm.c is not measured
 mkdir -p "$tmp/llmc_src"
@@ -165,6 +187,12 @@ LLMC_SRC="$tmp/llmc_src" "$gc" --out "$tmp/with_llmc" --limit 60 bench-124m >/de
 check gpu_check_bench_passes_llmc "$(grep '^| bench-124m' "$tmp/with_llmc/summary.md")" \
     eval 'grep "^| bench-124m |" "$tmp/with_llmc/summary.md" | grep -q -- "--llmc $tmp/llmc_src\`" &&
           ! grep -q "llm.c not measured" "$tmp/with_llmc/summary.md"'
+# BENCH_ARGS reaches both bench sections' commands (after --quick, which they override: 30 timed steps)
+BENCH_ARGS="--steps 33 --no-compile" "$gc" --out "$tmp/bench_args" --limit 60 bench-124m bench-1.2b >/dev/null 2>&1
+check gpu_check_bench_args "$(grep '^| bench-' "$tmp/bench_args/summary.md" | tr '\n' ' ')" \
+    eval '[ "$(grep -c "^| bench-.*scripts/bench_gpu.sh --quick --steps 33 --no-compile --models " "$tmp/bench_args/summary.md")" = 2 ]'
+BENCH_ARGS='--steps 33; reboot' "$gc" --out "$tmp/bench_bad" bench-124m >"$tmp/bench_bad.out" 2>&1; rc=$?
+check gpu_check_bench_args_refuses_a_command "rc $rc: $(cat "$tmp/bench_bad.out")" eval '[ $rc = 2 ] && grep -q "BENCH_ARGS may hold only" "$tmp/bench_bad.out"'
 LLMC_SRC="$tmp/no_llmc_here" "$gc" --out "$tmp/without_llmc" --limit 60 bench-124m >/dev/null 2>&1
 check gpu_check_bench_says_no_llmc "$(grep '^| bench-124m' "$tmp/without_llmc/summary.md")" \
     eval 'grep "^| bench-124m |" "$tmp/without_llmc/summary.md" | grep -q "llm.c not measured: no $tmp/no_llmc_here" &&

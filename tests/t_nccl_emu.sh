@@ -38,7 +38,15 @@
 #    returns (NCCL's abort waits until no graph holds the communicator's
 #    collectives, so the graph goes first: seen failing without);
 #  - two ranks on one device: refused at creation with NCCL's message;
-#  - no rendezvous folder left behind by runs that ended well.
+#  - no rendezvous folder left behind by runs that ended well;
+#  - the comm time of a step is the collectives' device time (CUDA events on
+#    the communicator's stream, comm_nccl_time.c): test_nccl's
+#    *_seconds_are_device_time, each collective made to last 2 ms
+#    (EMU_NCCL_DELAY_MS), and the trainer's comm_ms of steps launched as a
+#    graph above 0 (host timing counted nothing there);
+#  - scripts/gpu_check.sh's multi-gpu section rehearsed: a stand-in nvidia-smi
+#    lists two H200s and the emulated trainer stands in for the GPU build
+#    (tests/gpu/multi_gpu.sh layouts at the tiny model above).
 # lane: emu
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" nccl_emu
@@ -64,7 +72,10 @@ for lazy in 0 2; do
     for lay in "2 2" "2 1" "4 2"; do
         set -- $lay
         name="test_nccl_w$1_tp$2_lazy$lazy"
-        EMU_LAZY=$lazy launch "$name" "$1" -- "$nccl_bin" "$2"
+        # each collective of several ranks lasts at least 2 ms: test_nccl's *_seconds_are_device_time checks
+        # that the communicator's seconds hold that much per collective (CUDA events), also where the host
+        # only enqueues (deferred waits on the lazy device; a launch of a graph)
+        EMU_NCCL_DELAY_MS=2 EMU_LAZY=$lazy launch "$name" "$1" -- "$nccl_bin" "$2"
         rc=$?
         sed -nE "s|^(not )?ok (.*)|\1ok $name: \2|p" "$tmp/$name.out"
         grep -q '^not ok' "$tmp/$name.out" && failed=1
@@ -229,4 +240,27 @@ if [ -n "$victim" ] && [ $rc = 1 ] && [ $dt -le 10 ] && grep -q "step 2: capture
     ! grep -q "emu: ERROR" "$tmp/$name.out"
 then ok "nccl_graph_rank_stopped_times_out (${dt} s)"
 else not_ok nccl_graph_rank_stopped_times_out "rank 1 '$victim', exit $rc after ${dt} s: $(grep -m2 'ERROR\|error' "$tmp/$name.out" | tr '\n' ' ' | cut -c1-400)"; fi
+
+# The comm time of the steps launched as a CUDA graph (3 on, captured at step 2) over NCCL at TP 2: their
+# collectives' device time, above 0 (host timing counted nothing for a launch: 0.000).
+comm=$(grep '"loss"' "$tmp/nccl_tp2_fp32_lazy0/log.jsonl" 2>/dev/null | grep -o '"comm_ms":[0-9.]*' | cut -d: -f2 | tr '\n' ' ')
+if [ -n "$comm" ] && awk -v c="$comm" 'BEGIN { n = split(c, v, " "); exit !(n == 3 && v[3] > 0) }'
+then ok "trainer_nccl_graph_step_comm_ms_is_device_time (comm_ms of steps 1-3: $comm)"
+else not_ok trainer_nccl_graph_step_comm_ms_is_device_time "comm_ms of steps 1-3: '${comm}', want step 3's (a launch) above 0"; fi
+
+# scripts/gpu_check.sh's multi-gpu section rehearsed on the emulation: two stand-in H200s (nvidia-smi),
+# the emulated trainer and NCCL for the GPU build, the tiny model above; every layout of two GPUs must
+# match TP=1 and the widest run twice be bitwise equal, and the summary row say so.
+mkdir -p "$tmp/twobin"
+printf '#!/bin/sh\ncase "$*" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"; echo "GPU 1: NVIDIA H200 (UUID: GPU-1)" ;; esac\nexit 0\n' \
+    >"$tmp/twobin/nvidia-smi" && chmod +x "$tmp/twobin/nvidia-smi"
+PATH="$tmp/twobin:$PATH" EMU_DEVICES=2 TRAIN_GPT="$emu_bin" MG_VOCAB=300 \
+    MG_RUN_ARGS="--set model.n_layer=2 --set model.n_head=4 --set model.n_embd=64 --set model.vocab_size=300 --set model.seq_len=16 --set train.micro_batch=2 --set train.global_batch=4" \
+    scripts/gpu_check.sh --out "$tmp/multi_gpu" --limit 300 multi-gpu >"$tmp/multi_gpu.out" 2>&1
+rc=$?
+row=$(grep '^| multi-gpu |' "$tmp/multi_gpu/summary.md" 2>/dev/null)
+tar -xzf "$tmp/multi_gpu/logs.tar.gz" -C "$tmp/multi_gpu" logs/multi-gpu.log 2>/dev/null
+got=$(grep -cE '^ok multi_gpu_nccl_(tp2|tp2_sp|dp2|dp2_zero)_matches_tp1 |^ok multi_gpu_nccl_tp2_twice_bitwise ' "$tmp/multi_gpu/logs/multi-gpu.log" 2>/dev/null)
+if [ $rc = 0 ] && [[ "$row" == "| multi-gpu | passed (5 ok) |"* ]] && [ "$got" = 5 ]; then ok "gpu_check_multi_gpu_rehearsed ($row)"
+else not_ok gpu_check_multi_gpu_rehearsed "exit $rc, $got of 5 layouts ok; $row $(grep -m3 '^not ok' "$tmp/multi_gpu/logs/multi-gpu.log" 2>/dev/null | tr '\n' ' ' | cut -c1-300)"; fi
 exit "$failed"

@@ -31,7 +31,11 @@
  *       (grouped sums over more than two members: within a bound), equal
  *       bytes. An all_reduce and an all_gather captured in a CUDA graph
  *       (comm_capture_begin) and launched twice on fresh inputs: bitwise
- *       the blocking calls', with their bytes. On a fresh communicator "grp" (each rank alone, NCCL): 4101
+ *       the blocking calls', with their bytes. The seconds the communicator
+ *       counts are its collectives' device time (CUDA events): a deferred
+ *       pair and a launch of a graph add more than 0 (and at least
+ *       EMU_NCCL_DELAY_MS each under the emulation told so), no more than
+ *       the wall time. On a fresh communicator "grp" (each rank alone, NCCL): 4101
  *       all_gathers in one group (several NCCL groups: comm_nccl_group.c
  *       caps them at 2048), each into its own slot; a wait inside a group
  *       refused, naming the group, and the request completed after the end;
@@ -560,6 +564,82 @@ static int graph_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
     return bad;
 }
 
+/* ---- device time ------------------------------------------------------------- */
+
+/* The least each collective of several members takes where the emulation
+ * is told to make it last (EMU_NCCL_DELAY_MS, tests/emu/emu_nccl_ranks.cpp),
+ * else 0. */
+static double coll_min_s(const comm *c) {
+    const char *v = getenv("EMU_NCCL_DELAY_MS");
+    return c->size > 1 && v ? 1e-3 * atof(v) : 0.0;
+}
+
+/* What the NCCL communicator counts in c->seconds is its collectives' time
+ * on the device (CUDA events on its stream, comm_nccl_time.c), not the
+ * host's inside the calls: an all_reduce and an all_gather under deferred
+ * waits, whose starts and waits only enqueue (on the lazy device the
+ * collectives run inside comm_settle, which host timing does not count),
+ * then the same two as a CUDA graph, whose launch calls no collective at
+ * all. Each adds more than 0 seconds (at least each collective's
+ * EMU_NCCL_DELAY_MS), and no more than the wall time around it. */
+static int device_time_work(gpu *g, comm *c, size_t n, char *why, size_t cap) {
+    const size_t one = n * sizeof(float), all = one * (size_t)c->size;
+    float *ar, *ag;
+    CK(cudaMalloc((void **)&ar, one + 4));
+    CK(cudaMalloc((void **)&ag, all + 4));
+    CK(cudaMemsetAsync(ar, 0, one, g->stream));
+    CK(cudaMemsetAsync(ag, 0, all, g->stream));
+    tg_err e = {{0}};
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int bad = 0;
+    for (int way = 0; way < 2 && !bad; way++) { /* 0: op by op, deferred; 1: a CUDA graph */
+        const double s0 = c->seconds, t0 = comm_clock();
+        if (way == 1) {
+            CK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeGlobal));
+            comm_capture_begin(c);
+        }
+        comm_defer_waits(c, 1);
+        comm_req *r0 = comm_all_reduce_start(c, ar, n, TG_F32, REDUCE_SUM, &e);
+        comm_req *r1 = r0 ? comm_all_gather_start(c, ag, ar, n, TG_F32, &e) : NULL;
+        tg_err later;
+        bad = !r1 || comm_wait(r1, &e) != 0;
+        if (r0 && comm_wait(r0, bad ? &later : &e)) bad = 1;
+        comm_defer_waits(c, 0);
+        if (way == 1) {
+            const cudaError_t end = cudaStreamEndCapture(g->stream, &graph);
+            comm_capture_end(c);
+            if (!bad && end != cudaSuccess) snprintf(e.msg, sizeof e.msg, "capture: %s", cudaGetErrorString(end));
+            bad |= end != cudaSuccess;
+            if (!bad) CK(cudaGraphInstantiate(&exec, graph, 0));
+        }
+        const double s1 = c->seconds, t1 = comm_clock(); /* the capture's collectives have not run */
+        if (!bad && way == 1) {
+            CK(cudaGraphLaunch(exec, g->stream));
+            comm_replayed(c);
+        }
+        if (!bad) bad = comm_settle(c, &e) != 0;
+        const double got = c->seconds - (way == 1 ? s1 : s0), wall = comm_clock() - (way == 1 ? t1 : t0);
+        const double least = 2 * coll_min_s(c) * 0.9;
+        const char *how = way ? "a launch of the graph" : "deferred";
+        if (bad)
+            snprintf(why, cap, "n=%zu %s: %.250s", n, how, e.msg);
+        else if (way == 1 && s1 != s0)
+            snprintf(why, cap, "n=%zu: the capture added %g s (its collectives had not run)", n, s1 - s0);
+        else if (!(got > 0 && got >= least && got <= wall + 1e-4))
+            snprintf(why, cap, "n=%zu %s: seconds grew by %.6f, want more than 0 and %.6f, at most the wall time %.6f", n, how, got,
+                     least, wall);
+        else
+            continue;
+        bad = 1;
+    }
+    if (exec) CK(cudaGraphExecDestroy(exec));
+    if (graph) CK(cudaGraphDestroy(graph));
+    CK(cudaFree(ar));
+    CK(cudaFree(ag));
+    return bad;
+}
+
 /* ---- groups ------------------------------------------------------------------- */
 
 /* GROUP_MANY all_gathers of one float per member from a buffer of inputs
@@ -814,6 +894,13 @@ int main(int argc, char **argv) {
         char name[64];
         snprintf(name, sizeof name, "%s_graph", t[gi].name);
         report(&j, name, !bad, why);
+    }
+    /* the collectives' seconds are their device time */
+    for (int gi = 0; gi < NCOMM; gi++) {
+        if (!t[gi].nccl) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s_seconds_are_device_time", t[gi].name);
+        report(&j, name, !device_time_work(&g, t[gi].c, 4099, why, sizeof why), why);
     }
     /* host buffers are staged through the device */
     for (int gi = 0; gi < NCOMM; gi++) {

@@ -136,7 +136,8 @@ pids+=($!)
 if [ "${1:-}" = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
     # the NCCL communicator in place of its stub.
-    nccl_src=(parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c parallel/comm_nccl_create.c)
+    nccl_src=(parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c parallel/comm_nccl_create.c
+              parallel/comm_nccl_time.c)
     for c in $(make -s --no-print-directory print-LIB_SRC) train_gpt.c; do
         [[ " ${kernel_src[*]} " == *" $c "* ]] && continue
         [ "$c" = parallel/comm_nccl_none.c ] && continue

@@ -86,8 +86,18 @@ void reduce_into(void *dst, const std::vector<std::vector<char>> &in, size_t fir
     }
 }
 
+/* EMU_NCCL_DELAY_MS: how long each collective of several ranks lasts at
+ * least on its stream (tests of its timing: tests/test_nccl.c). */
+void delay_if_asked() {
+    static const double ms = getenv("EMU_NCCL_DELAY_MS") ? atof(getenv("EMU_NCCL_DELAY_MS")) : 0.0;
+    if (ms <= 0) return;
+    const struct timespec ts = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+}
+
 /* This rank's result of a collective from every rank's input. */
 void write_result(const collective &c, const std::vector<std::vector<char>> &all) {
+    delay_if_asked();
     const size_t bytes = c.count * emu_nccl_type_bytes(c.type);
     switch (c.kind) {
     case ALL_REDUCE: reduce_into(c.dst, all, 0, c.count, c.type, c.op); break;

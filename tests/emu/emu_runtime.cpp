@@ -402,6 +402,7 @@ struct emu_event {
     int recorded;
     double t_ms;       /* host clock at the record: the emulator runs synchronously */
     int record_called; /* cudaEventRecord was called on it (also when captured, before the graph ran) */
+    int timing;        /* made without cudaEventDisableTiming: cudaEventElapsedTime may read it */
 };
 static double now_ms() { return emu_now_s() * 1e3; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
@@ -432,12 +433,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new emu_event{0, 0.0, 0};
+    *e = new emu_event{0, 0.0, 0, 1};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-    (void)flags;
-    return cudaEventCreate(e);
+    *e = new emu_event{0, 0.0, 0, (flags & cudaEventDisableTiming) ? 0 : 1};
+    return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     emu_lazy_event_destroyed(e);
@@ -472,6 +473,19 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         emu_event_mark(e);
     return cudaSuccess;
 }
+/* cudaEventRecordExternal inside a capture makes the record a node of the
+ * graph, which marks the event at every launch, so the host may read it
+ * after one (a plain record there only orders streams inside the capture).
+ * Outside a capture the flag changes nothing. */
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+    if (flags & ~(unsigned)cudaEventRecordExternal) {
+        emu_error("cudaEventRecordWithFlags: unknown flags %#x", flags);
+        return fail(cudaErrorInvalidValue);
+    }
+    const cudaError_t r = cudaEventRecord(e, s);
+    if (r == cudaSuccess && (flags & cudaEventRecordExternal) && emu::capturing(s)) emu_capture_event_recorded(e);
+    return r;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     REFUSED_IN_CAPTURE("cudaEventSynchronize");
     if (emu_capture_event_unusable(e, "cudaEventSynchronize")) return fail(cudaErrorInvalidValue);
@@ -488,6 +502,12 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
     REFUSED_IN_CAPTURE("cudaEventElapsedTime");
+    if (!start->timing || !stop->timing) { /* what a GPU answers for such an event */
+        emu_error("cudaEventElapsedTime on an event made with cudaEventDisableTiming");
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    if (emu_capture_event_unusable(start, "cudaEventElapsedTime") || emu_capture_event_unusable(stop, "cudaEventElapsedTime"))
+        return fail(cudaErrorInvalidValue);
     if (emu_lazy_event_queued(start) || emu_lazy_event_queued(stop)) return fail(cudaErrorNotReady);
     if (!start->recorded || !stop->recorded) {
         emu_error("cudaEventElapsedTime on an event never recorded");
@@ -509,6 +529,7 @@ const char *cudaGetErrorName(cudaError_t err) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
