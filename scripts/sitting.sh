@@ -8,8 +8,12 @@
 #   BENCH_COMMIT=<sha> bash scripts/sitting.sh 1|2
 #                                        there: command 1 or 2, into $OUT
 # The device tool's call for each (the tree travels without .git: give the commit):
-#   command 1, timeout_s 450: BENCH_COMMIT=<sha> bash scripts/sitting.sh 1
-#   command 2, timeout_s 330: BENCH_COMMIT=<sha> bash scripts/sitting.sh 2  (at once, while warm)
+#   command 1, timeout_s 420: BENCH_COMMIT=<sha> bash scripts/sitting.sh 1
+#   command 2, timeout_s 300: BENCH_COMMIT=<sha> bash scripts/sitting.sh 2  (at once, while warm)
+# The machine's start (a minute or more) and the transfers count against the 15 minutes too:
+# before command 2 read status's budget_left_s, and where it is under 300 + 60 give command 2
+# timeout_s = budget_left_s - 60 and SITTING_LIMIT_S=<that timeout_s>, so that its sections'
+# budgets shrink with it (each command ends 20 s inside SITTING_LIMIT_S).
 #   carry: .devdeps assets/data assets/vocab .peer/llm.c .peer/cudnn-frontend/include
 # Command 1, the correctness of every kernel changed since the last sitting and
 # the 124M benchmark: environment build (CUDA_SM=90a: Hopper's code only), then
@@ -59,11 +63,12 @@ command_1() {
     # llm.c's build (40 s on the last sitting's 16 cores) beside the checks, bounded: bench-124m waits for it
     timeout -k 5 240 bash scripts/build_llmc.sh .peer/llm.c runs/llmc_build >"$OUT/llmc_prebuild.log" 2>&1 &
     local p=$!
-    left=$((430 - SECONDS - 130))
+    local limit=$((${SITTING_LIMIT_S:-420} - 20))
+    left=$((limit - SECONDS - 130))
     scripts/gpu_check.sh --out "$OUT/b" --budget $((left > 25 ? left : 25)) kernels attention whole-model recompute-bitwise \
         tp2-shm nccl budget
     wait "$p"
-    left=$((430 - SECONDS))
+    left=$((limit - SECONDS))
     BENCH_ARGS="--steps 33" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) bench-124m
 }
 command_2() {
@@ -73,11 +78,15 @@ command_2() {
         args="$args --no-compile"
         echo "$prog: torch $torch, as at the last sitting: bench-1.2b leaves torch.compile out (reuse 2026-11-27_h200's rows)"
     fi
-    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget 310 hf sanitizer bench-1.2b scaling
+    local limit=$((${SITTING_LIMIT_S:-300} - 20 - SECONDS))
+    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) hf sanitizer bench-1.2b scaling
 }
 
 run() { # N
     [ -n "${OUT:-}" ] || die "OUT is not set (the device tool sets it; rehearse sets it here)"
+    if ! [[ "${SITTING_LIMIT_S:-60}" =~ ^[0-9]{2,5}$ ]] || [ "${SITTING_LIMIT_S:-60}" -lt 60 ]; then
+        die "SITTING_LIMIT_S must be the call's timeout_s in seconds (60 or more), not '${SITTING_LIMIT_S}'"
+    fi
     mkdir -p "$OUT" || die "cannot create OUT $OUT"
     carried_ok || echo "$prog: going on without it (its sections will say so)"
     source scripts/device_deps.sh install

@@ -175,10 +175,13 @@ done
 # reported, not compared: on a model this small it is dominated by what
 # projection rightly leaves out (the shared-memory communicator's 4 MiB
 # slots, the checkpoint staging of the real run).
+# A timing that misses by load alone (another suite's burst on a shared core) gets one rerun of
+# the projected job; memory, bytes and flags are compared on every attempt.
 for lay in "tp2 2 2" "tp4_sp 4 4 --set parallel.sp=true" "tp2_dp2_zero 2 4 --set parallel.dp=2 --set parallel.zero=1"; do
     # shellcheck disable=SC2086
     set -- $lay
     name="$1" t="$2" ranks="$3"; shift 3
+    for attempt in 1 2; do
     rm -rf "$tmp/proj_$name"
     if timeout -k 5 120 "$bin" --config "$cfg" --set out.dir="$tmp/proj_$name" --set parallel.project=true \
         --set parallel.tp="$t" "$@" >"$tmp/proj_$name.out" 2>&1; then
@@ -204,8 +207,12 @@ timing = f"compute ms real {real:.2f} projected {proj:.2f}" + ("" if sys.argv[3]
 print("; ".join(bad) if bad else f"allocated {pb['allocated_bytes']} B, {timing}, peak {rp} vs {pp} MiB")
 sys.exit(1 if bad else 0)
 PY
-        ); then ok "projection_matches_real_${name} ($out)"; else not_ok "projection_matches_real_${name}" "$out"; fi
-    else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; fi
+        ); then ok "projection_matches_real_${name} ($out, attempt $attempt)"; break
+        elif [ "$attempt" = 1 ] && [ "$out" = "${out#*;}" ] && [[ "$out" == "compute ms real"* ]]; then
+            echo "# projection_matches_real_${name}: $out; the projected job runs once more"
+        else not_ok "projection_matches_real_${name}" "$out"; break; fi
+    else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; break; fi
+    done
 done
 
 # A projection of a wide layout (tp 4 x dp 16) runs to the end.
