@@ -247,6 +247,7 @@ bool time_candidates(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candi
             tg_warn("train_gpt", "%s: no device memory to time cuBLASLt's algorithms; the heuristic's first runs", what);
             return false;
         }
+        CUDA_CHECK(cudaMemsetAsync(D, 0, d_span_bytes(p->key), ctx->stream)); /* no NaNs or denormals to time on */
     }
     int best = -1;
     for (int i = 0; i < p->found; i++) {
@@ -283,7 +284,7 @@ void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_cand
         for (int i = 0; i < p->found; i++)
             if (memcmp(&cands.r[i].algo, &pin->algo, sizeof pin->algo) == 0) {
                 p->heuristic = cands.r[i];
-                if (t->record[0]) lt_tuner_keep(t, lt_choice(*pin)); /* this run's record names it too */
+                if (t->record[0] && !pin->recorded) lt_tuner_keep(t, lt_choice(*pin)); /* this run's record names it too */
                 return;
             }
         die_not_offered(what, *t, *pin, p->found);

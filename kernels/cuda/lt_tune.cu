@@ -223,8 +223,10 @@ void lt_tuner_keep(lt_tuner *t, const lt_choice &c) {
     lt_choice *same = (lt_choice *)lt_tuner_find(t, c.key);
     if (same) *same = c;
     else append(t, c);
+    if (!t->record[0]) return;
+    ((lt_choice *)lt_tuner_find(t, c.key))->recorded = true;
     tg_err e;
-    if (t->record[0] && write_record(t, &e)) tg_die("train_gpt", &e);
+    if (write_record(t, &e)) tg_die("train_gpt", &e);
 }
 
 void lt_tuner_events(lt_tuner *t, cudaEvent_t *start, cudaEvent_t *stop) {

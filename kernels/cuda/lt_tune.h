@@ -49,6 +49,7 @@ struct lt_choice {
     int chosen, of;          /* the heuristic's rank of the algorithm (0 = first), among `of` */
     float ms, first_ms;      /* timed: the chosen one's and the heuristic's first's, ms a call; < 0 untimed */
     int line;                /* its line in `source`, 0 if made in this run */
+    bool recorded;           /* written to this run's record */
     char what[64];
 };
 
@@ -63,8 +64,8 @@ struct lt_tuner {
 
 /* The choice the tuner holds for key, or NULL. */
 const lt_choice *lt_tuner_find(const lt_tuner *t, const lt_key &key);
-/* Keeps c (replacing a choice for the same key) and rewrites the record;
- * stops the program when the record cannot be written. */
+/* Keeps c (replacing a choice for the same key) and rewrites the record
+ * (marking c recorded); stops the program when it cannot be written. */
 void lt_tuner_keep(lt_tuner *t, const lt_choice &c);
 /* The timing events, created on first use. */
 void lt_tuner_events(lt_tuner *t, cudaEvent_t *start, cudaEvent_t *stop);
