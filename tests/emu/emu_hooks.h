@@ -10,9 +10,6 @@ extern "C" {
 long emu_lt_heuristic_calls(void);
 /* cublasLtMatmul calls so far that ran with this epilogue (a cublasLtEpilogue_t value). */
 long emu_lt_matmul_calls(unsigned epilogue);
-/* cublasLtMatmul calls so far that ran the emulated algorithm of this id
- * (the heuristic's rank of it, 0 first). */
-long emu_lt_algo_calls(int id);
 /* 1 when cuBLASLt refuses every epilogue (EMU_LT_NO_EPILOGUE=1: the
  * heuristic; =matmul: cublasLtMatmul), so the fused paths' fallbacks run;
  * 0 otherwise. */

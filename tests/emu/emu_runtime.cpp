@@ -1456,8 +1456,6 @@ static int emu_lt_fastest(int m, int n, int k) {
  * from the fastest, far above the host time of the emulated products, so
  * that timing them always finds the fastest; the fastest adds nothing. */
 static double emu_lt_algo_cost_ms(int m, int n, int k, int id) { return 1000.0 * std::abs(id - emu_lt_fastest(m, n, k)); }
-static std::map<int, long> g_lt_algo_calls; /* by algorithm id */
-extern "C" long emu_lt_algo_calls(int id) { return g_lt_algo_calls[id]; }
 
 static long g_lt_heuristic_calls = 0;
 static std::map<unsigned, long> g_lt_matmul_calls; /* by epilogue */
@@ -1588,7 +1586,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     if (algo && algo->data[0] == 0xe3e3e3e3ull) {
         const int id = (int)algo->data[7];
         if (id < 0 || id >= EMU_LT_ALGOS) emu_error("cublasLtMatmul: algorithm id %d was never offered", id);
-        g_lt_algo_calls[id]++;
         g_lt_virtual_ms += emu_lt_algo_cost_ms(m, n, k, id);
     }
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
