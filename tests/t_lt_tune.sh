@@ -83,6 +83,14 @@ unknown_field|${first}s/^/speed=9	/|$tmp/unknown_field.tsv:$first: field speed: 
 twice|${first}p|$tmp/twice.tsv:$((first + 1)): the product of line $first again
 not_offered|${first}s/algo=\\([0-9a-f]\\{127\\}\\)./algo=\\19/|$tmp/not_offered.tsv:$first: field algo: the algorithm recorded for
 EOF
+    # "time" over an out.dir whose record another GPU or cuBLAS wrote (an
+    # algorithm not offered here): a warning, that product timed afresh
+    mkdir -p "$tmp/stale" && cp "$tmp/not_offered.tsv" "$tmp/stale/lt_algos.tsv"
+    if train stale "$emu_bin" "${base[@]}" --set kernels.lt_tune=time &&
+        grep -q "warning: $tmp/stale/lt_algos.tsv:$first: the algorithm recorded for .* timed afresh" "$tmp/stale.out" &&
+        [ "$(grep -c "^cuBLASLt" "$tmp/stale.out")" = 1 ] && [ "$(key_algo "$rec")" = "$(key_algo "$tmp/stale/lt_algos.tsv")" ]
+    then ok lt_tune_time_retimes_a_stale_record_in_out_dir
+    else not_ok lt_tune_time_retimes_a_stale_record_in_out_dir "$(grep -m2 "rror\|warning" "$tmp/stale.out" | tr '\n' ' ')"; fi
     if train missing_file "$emu_bin" "${base[@]}" --set kernels.lt_tune="$tmp/none.tsv"; then rc=0; else rc=$?; fi
     if [ $rc = 1 ] && grep -q "kernels.lt_tune: $tmp/none.tsv: cannot open the cuBLASLt algorithm record" "$tmp/missing_file.out"
     then ok lt_tune_refuses_a_missing_record

@@ -287,7 +287,11 @@ void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_cand
                 if (t->record[0] && !pin->recorded) lt_tuner_keep(t, lt_choice(*pin)); /* this run's record names it too */
                 return;
             }
-        die_not_offered(what, *t, *pin, p->found);
+        /* a record pinned on purpose must hold; one "time" found in
+         * out.dir may come from another GPU or cuBLAS: timed afresh */
+        if (t->mode == LT_TUNE_FILE) die_not_offered(what, *t, *pin, p->found);
+        tg_warn("train_gpt", "%s:%d: the algorithm recorded for %s is not among the %d cuBLASLt offers here; timed afresh",
+                t->source, pin->line, what, p->found);
     }
     cudaStreamCaptureStatus capture;
     CUDA_CHECK(cudaStreamIsCapturing(ctx->stream, &capture));
