@@ -149,7 +149,9 @@ void append(lt_tuner *t, const lt_choice &c) {
 /* Reads every record line of path into t's choices. */
 int load_record(lt_tuner *t, const char *path, tg_err *e) {
     FILE *f = fopen(path, "r");
-    if (!f) return tg_fail(e, "%s: cannot open the cuBLASLt algorithm record: %s", path, strerror(errno));
+    if (!f)
+        return tg_fail(e, "%s: cannot open the cuBLASLt algorithm record: %s (kernels.lt_tune is off, time or such a file)",
+                       path, strerror(errno));
     char text[2048];
     int line = 0, rc = 0;
     while (rc == 0 && fgets(text, sizeof text, f)) {
