@@ -13,7 +13,11 @@
  *
  * The table grows by doubling up to CUDA_LT_PLANS_MAX plans. Past that, or
  * out of host memory, a product builds its plan, runs and destroys it, as
- * every product did before the table: slower, never different. */
+ * every product did before the table: slower, never different.
+ *
+ * Which algorithm: the heuristic's first (kernels.lt_tune off), or, chosen
+ * once on the plan's first call (choose_algorithm), the one a record pins
+ * or the fastest of its top candidates as timed then (lt_tune.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
