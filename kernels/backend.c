@@ -60,4 +60,9 @@ tg_ops *ops_cuda_create(int device, tg_dtype act, tg_err *e) {
     tg_fail(e, "this train_gpt was built without CUDA: rebuild with make GPU=1");
     return NULL;
 }
+
+int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int write, tg_err *e) {
+    (void)o, (void)tune, (void)record, (void)write, (void)e;
+    return 0; /* no CUDA backend to tune */
+}
 #endif

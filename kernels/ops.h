@@ -384,6 +384,14 @@ tg_ops *ops_cpu_bf16_create(tg_err *e);
  * with activations in `act`; NULL with a message when this build has no
  * CUDA (make GPU=1) or the device cannot be used. */
 tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e);
+/* How the CUDA backend o picks cuBLASLt's algorithms (kernels.lt_tune,
+ * kernels/cuda/lt_tune.h): tune "off" (the heuristic's first), "time" (the
+ * fastest of its top candidates, timed on a product's first call) or a
+ * record file whose choices are pinned. record: the file this run's choices
+ * go to when write is non-zero (time: pinned from when it exists already);
+ * NULL: none. Fails on a record that cannot be read, naming file, line and
+ * field. */
+int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int write, tg_err *e);
 /* Visible CUDA devices (0 without CUDA or without a device). */
 int ops_cuda_device_count(void);
 /* True when this binary was built with make GPU=1. */

@@ -61,6 +61,7 @@ static const key_spec SCHEMA[] = {
     {"train.on_nonfinite", K_ENUM, OFF(train.on_nonfinite), "stop", 0, 0, "stop|skip", "a step whose loss or gradient norm is not finite: stop (exit non-zero, save nothing of that state) or skip (drop its update, log it, go on)"},
     {"train.max_skipped", K_INT, OFF(train.max_skipped), "5", 1, 1 << 20, NULL, "on_nonfinite = skip: stop once this many steps in a row were skipped"},
     {"train.cuda_graph", K_BOOL, OFF(train.cuda_graph), "true", 0, 0, NULL, "on a GPU, capture the training step as one CUDA graph at the second step and replay it from the third (one process, or any layout over parallel.comm=nccl, whose collectives the graph holds; out.op_times off; otherwise each op is launched on its own)"},
+    {"kernels.lt_tune", K_STRING, OFF(kernels.lt_tune), "off", 0, 0, NULL, "on a GPU, which cuBLASLt algorithm each product runs: off (the heuristic's first), time (the fastest of the heuristic's top 8, timed once on the product's first call; a run's choices are written to out.dir/lt_algos.tsv and, when that file is there already, pinned from it), or the path of such a file, whose choices are pinned (bitwise the same run to run; another algorithm may round differently)"},
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
     {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},
@@ -461,6 +462,9 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (strcmp(c->parallel.comm, "nccl") == 0 && strcmp(c->device, "cuda") != 0)
         return tg_fail(e, "%s: parallel.comm = \"nccl\" needs device = \"cuda\"", FROM("parallel.comm device"));
     if (c->out.dir[0] == '\0') return tg_fail(e, "%s: out.dir must not be empty", FROM("out.dir"));
+    if (c->kernels.lt_tune[0] == '\0')
+        return tg_fail(e, "%s: kernels.lt_tune must be off, time or the path of a cuBLASLt algorithm record",
+                       FROM("kernels.lt_tune"));
     if (c->out.hellaswag[0] && B < HS_ENDINGS)
         return tg_fail(e, "%s: out.hellaswag needs train.micro_batch (%d) of at least %d: a forward pass holds whole "
                           "examples, one row per ending", FROM("out.hellaswag train.micro_batch"), B, HS_ENDINGS);

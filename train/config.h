@@ -74,6 +74,9 @@ typedef struct tg_config {
         double bus_gbps, latency_us;
         char table[CFG_PATH_MAX]; /* nccl-tests table file; empty: the flat bus_gbps + latency_us model */
     } interconnect;
+    struct {
+        char lt_tune[CFG_PATH_MAX]; /* off | time | a record file of cuBLASLt algorithms to pin */
+    } kernels;
     double device_peak_tflops;
     char device[CFG_WORD_MAX];
     char source[CFG_PATH_MAX]; /* the config file, for messages (not a key) */

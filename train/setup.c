@@ -66,6 +66,21 @@ static const tg_ops *open_backend(const tg_config *c, int local_rank) {
     return o;
 }
 
+/* kernels.lt_tune on the CUDA backend: its choices recorded in
+ * out.dir/lt_algos.tsv by a training run's rank 0 (every rank reads the
+ * record there under "time", so that a resumed run pins what it chose). */
+static void tune_products(const run *r) {
+    const tg_config *c = &r->cfg;
+    if (strcmp(c->device, "cuda") != 0) return;
+    char record[CFG_PATH_MAX + 32];
+    snprintf(record, sizeof record, "%s/lt_algos.tsv", c->out.dir);
+    tg_err e;
+    if (ops_cuda_lt_tune(r->ops, c->kernels.lt_tune, record, r->rank == 0 && r->purpose == RUN_TRAIN, &e)) {
+        tg_wrap(&e, "%s: kernels.lt_tune", c->source);
+        tg_die(PROG, &e);
+    }
+}
+
 /* parallel.comm = auto: NCCL on CUDA when every rank of the node has its
  * own GPU (NCCL refuses two ranks on one), else the shm communicator. */
 static bool use_nccl(const tg_config *c, const topology *t) {
@@ -310,6 +325,7 @@ void run_setup(run *r) {
     /* After the config's own checks (run_resolve_topology), before anything is built or the budget printed. */
     if (model_files_check_shape(c, r->purpose != RUN_TRAIN, &e)) tg_die(PROG, &e);
     r->ops = open_backend(c, r->topo.local_rank);
+    tune_products(r);
     if (c->out.op_times && r->purpose == RUN_TRAIN) {
         if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);
         r->ops = r->timed;

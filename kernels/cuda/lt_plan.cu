@@ -13,38 +13,40 @@
  *
  * The table grows by doubling up to CUDA_LT_PLANS_MAX plans. Past that, or
  * out of host memory, a product builds its plan, runs and destroys it, as
- * every product did before the table: slower, never different. */
+ * every product did before the table: slower, never different.
+ *
+ * Which algorithm: the heuristic's first (kernels.lt_tune off), or, chosen
+ * once on the plan's first call (choose_algorithm), the one a record pins
+ * or the fastest of its top candidates as timed then (lt_tune.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/lt_plan.h"
+#include "kernels/cuda/lt_tune.h"
 #include "util/err.h"
 
 #define FIRST_CAPACITY 16
-
-/* Everything the heuristic's choice depends on; equal keys get the same
- * algorithm, hence bitwise the same result. 4-byte fields only, so two keys
- * compare with memcmp (no padding). An absent epilogue pointer has
- * alignment 0. */
-struct lt_key {
-    int32_t trans_a, trans_b, m, n, k, lda, ldb, ldd;
-    int32_t ab, d, epilogue;
-    uint32_t align_a, align_b, align_d, align_bias, align_aux;
-};
 
 struct lt_plan {
     lt_key key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulHeuristicResult_t heuristic;
+    cublasLtMatmulHeuristicResult_t heuristic; /* the algorithm the plan runs */
     cublasStatus_t status; /* the heuristic's */
-    int found;             /* algorithms it returned: 0 (none for this key) or 1 */
+    int found;             /* algorithms it returned: 0 (none for this key) or more */
 };
 
 struct cuda_lt_plans {
     lt_plan *plans;
     int count, capacity;
+    lt_tuner tuner; /* kernels.lt_tune: which of the heuristic's algorithms a plan runs */
+};
+
+/* A plan's candidates, the heuristic's order: only while its first call chooses. */
+struct lt_candidates {
+    cublasLtMatmulHeuristicResult_t r[LT_TUNE_CANDIDATES];
 };
 
 namespace {
@@ -102,7 +104,7 @@ const void *alignment_stand_in(const void *p, uint32_t align) {
  * (alignment_stand_in), set before the heuristic, which reads their
  * alignment from them. The bias (or bias gradient) and the GELU input have
  * D's type, as cublasLt.h documents for these epilogues. */
-void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan *p) {
+void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan *p, lt_candidates *c) {
     memset(p, 0, sizeof *p);
     p->key = key;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -129,11 +131,18 @@ void build_plan(cuda_ctx *ctx, const lt_key &key, const lt_epilogue &ep, lt_plan
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
-    p->status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &p->heuristic, &p->found);
-    /* a result's other fields are valid only if its state is SUCCESS */
-    if (p->status == CUBLAS_STATUS_SUCCESS && p->found > 0 && p->heuristic.state != CUBLAS_STATUS_SUCCESS)
-        p->status = p->heuristic.state;
+    /* off asks for the first algorithm only, as before kernels.lt_tune */
+    const int wanted = ctx->lt_plans->tuner.mode == LT_TUNE_OFF ? 1 : LT_TUNE_CANDIDATES;
+    p->status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->a, p->b, p->d, p->d, pref, wanted, c->r, &p->found);
+    /* a result's other fields are valid only if its state is SUCCESS:
+     * the first decides, as it did alone; later ones that failed are dropped */
+    if (p->status == CUBLAS_STATUS_SUCCESS && p->found > 0 && c->r[0].state != CUBLAS_STATUS_SUCCESS) p->status = c->r[0].state;
     if (p->status != CUBLAS_STATUS_SUCCESS) p->found = 0;
+    int kept = 0;
+    for (int i = 0; i < p->found; i++)
+        if (c->r[i].state == CUBLAS_STATUS_SUCCESS) c->r[kept++] = c->r[i];
+    p->found = kept;
+    if (kept > 0) p->heuristic = c->r[0];
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
 }
 
@@ -190,6 +199,122 @@ __attribute__((noreturn)) void die_no_algorithm(const char *what, const lt_plan 
     tg_die("train_gpt", &e);
 }
 
+
+/* The operands of one product, as lt_product was given them. */
+struct lt_operands {
+    const void *A, *B;
+    void *D;
+    float beta;
+};
+
+/* One call of the plan's product with algorithm `algo` into D (also C). */
+cublasStatus_t run_with(cuda_ctx *ctx, const lt_plan &p, const cublasLtMatmulAlgo_t &algo, const lt_operands &x, void *D) {
+    const float alpha = 1.0f;
+    return cublasLtMatmul(ctx->lt, p.desc, &alpha, x.A, p.a, x.B, p.b, &x.beta, D, p.d, D, p.d, &algo, ctx->lt_workspace,
+                          ctx->lt_workspace_bytes, ctx->stream);
+}
+
+/* Milliseconds a call of candidate `algo` takes (CUDA events on the
+ * compute stream around TIMED_REPS calls, after one untimed call), or -1
+ * when cuBLASLt refuses it. Into D: what the caller then writes anyway. */
+float time_candidate(cuda_ctx *ctx, const lt_plan &p, const cublasLtMatmulAlgo_t &algo, const lt_operands &x, void *D) {
+    const int TIMED_REPS = 3;
+    if (run_with(ctx, p, algo, x, D) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    cudaEvent_t start, stop;
+    lt_tuner_events(&ctx->lt_plans->tuner, &start, &stop);
+    CUDA_CHECK(cudaEventRecord(start, ctx->stream));
+    for (int r = 0; r < TIMED_REPS; r++) CUBLAS_CHECK(run_with(ctx, p, algo, x, D));
+    CUDA_CHECK(cudaEventRecord(stop, ctx->stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / TIMED_REPS;
+}
+
+/* Bytes D spans: n columns of ldd, the last one m rows. */
+size_t d_span_bytes(const lt_key &k) {
+    return ((size_t)(k.n - 1) * (size_t)k.ldd + (size_t)k.m) * (k.d == CUDA_R_16BF ? 2 : 4);
+}
+
+/* Times every candidate and keeps the fastest (the earliest on a tie) in
+ * c: the product writes D with beta = 0, so the candidates time into D
+ * itself; one that accumulates (beta != 0) times into a copy-sized
+ * temporary instead, so that D is added to once, by the real call. False
+ * when nothing could be timed (no memory for the temporary, or cuBLASLt
+ * refusing every candidate): the heuristic's first then runs. */
+bool time_candidates(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candidates &cands, const lt_operands &x,
+                     lt_choice *c) {
+    void *D = x.D;
+    if (x.beta != 0.0f) {
+        if (cudaMalloc(&D, d_span_bytes(p->key)) != cudaSuccess) {
+            cudaGetLastError();
+            tg_warn("train_gpt", "%s: no device memory to time cuBLASLt's algorithms; the heuristic's first runs", what);
+            return false;
+        }
+        CUDA_CHECK(cudaMemsetAsync(D, 0, d_span_bytes(p->key), ctx->stream)); /* no NaNs or denormals to time on */
+    }
+    int best = -1;
+    for (int i = 0; i < p->found; i++) {
+        const float ms = time_candidate(ctx, *p, cands.r[i].algo, x, D);
+        if (i == 0) c->first_ms = ms;
+        if (ms >= 0.0f && (best < 0 || ms < c->ms)) best = i, c->ms = ms;
+    }
+    if (D != x.D) CUDA_CHECK(cudaFree(D));
+    if (best < 0) return false;
+    c->chosen = best;
+    c->algo = cands.r[best].algo;
+    return true;
+}
+
+__attribute__((noreturn)) void die_not_offered(const char *what, const lt_tuner &t, const lt_choice &pin, int found) {
+    tg_err e;
+    tg_fail(&e,
+            "%s:%d: field algo: the algorithm recorded for %s (m=%d n=%d k=%d) is not among the %d cuBLASLt offers for it here "
+            "(another cuBLAS version or GPU?); kernels.lt_tune=time chooses afresh",
+            t.source, pin.line, what, pin.key.m, pin.key.n, pin.key.k, found);
+    tg_die("train_gpt", &e);
+}
+
+/* The algorithm a new plan runs (kernels.lt_tune, lt_tune.h): the one its
+ * record pins, else the fastest of the candidates (time) or the
+ * heuristic's first, kept in the tuner's record. Nothing is timed while
+ * the stream captures a graph (the timing waits for the device): such a
+ * plan runs the heuristic's first, unrecorded. */
+void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candidates &cands, const lt_operands &x) {
+    lt_tuner *t = &ctx->lt_plans->tuner;
+    if (t->mode == LT_TUNE_OFF || p->found == 0) return;
+    const lt_choice *pin = lt_tuner_find(t, p->key);
+    if (pin) {
+        for (int i = 0; i < p->found; i++)
+            if (memcmp(&cands.r[i].algo, &pin->algo, sizeof pin->algo) == 0) {
+                p->heuristic = cands.r[i];
+                if (t->record[0] && !pin->recorded) lt_tuner_keep(t, lt_choice(*pin)); /* this run's record names it too */
+                return;
+            }
+        /* a record pinned on purpose must hold; one "time" found in
+         * out.dir may come from another GPU or cuBLAS: timed afresh */
+        if (t->mode == LT_TUNE_FILE) die_not_offered(what, *t, *pin, p->found);
+        tg_warn("train_gpt", "%s:%d: the algorithm recorded for %s is not among the %d cuBLASLt offers here; timed afresh",
+                t->source, pin->line, what, p->found);
+    }
+    cudaStreamCaptureStatus capture;
+    CUDA_CHECK(cudaStreamIsCapturing(ctx->stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) return;
+    lt_choice c;
+    memset(&c, 0, sizeof c);
+    c.key = p->key;
+    c.of = p->found;
+    c.ms = c.first_ms = -1.0f;
+    c.algo = cands.r[0].algo;
+    snprintf(c.what, sizeof c.what, "%s", what);
+    if (t->mode == LT_TUNE_TIME && !time_candidates(ctx, what, p, cands, x, &c)) return;
+    p->heuristic = cands.r[c.chosen];
+    if (t->record[0] && t->mode == LT_TUNE_TIME)
+        printf("cuBLASLt %s (m=%d n=%d k=%d): algorithm %d of %d, %.4g ms a call (the heuristic's first: %.4g)\n", what,
+               p->key.m, p->key.n, p->key.k, c.chosen, c.of, c.ms, c.first_ms);
+    lt_tuner_keep(t, c);
+}
+
 } // namespace
 
 bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
@@ -199,10 +324,15 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
                         ptr_alignment(A), ptr_alignment(B), ptr_alignment(D),
                         uses_bias(ep.kind) ? ptr_alignment(ep.bias) : 0u, uses_aux(ep.kind) ? ptr_alignment(ep.aux) : 0u};
     lt_plan once; /* a plan the full table cannot keep: built, used and destroyed here */
+    lt_candidates cands;
     lt_plan *plan = find_plan(ctx->lt_plans, key);
     bool kept = plan != NULL;
     if (!kept) {
-        build_plan(ctx, key, ep, &once);
+        build_plan(ctx, key, ep, &once, &cands);
+        if (once.found > 0) {
+            set_epilogue_pointers(once.desc, ep);
+            choose_algorithm(ctx, what, &once, cands, lt_operands{A, B, D, beta});
+        }
         if (once.status != CUBLAS_STATUS_SUCCESS && once.status != CUBLAS_STATUS_NOT_SUPPORTED &&
             ep.kind != CUBLASLT_EPILOGUE_DEFAULT)
             warn_fallback(what, once, "cublasLtMatmulAlgoGetHeuristic", once.status);
@@ -243,8 +373,11 @@ void lt_gemm(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m,
 
 struct cuda_lt_plans *cuda_lt_plans_create(void) { return (cuda_lt_plans *)calloc(1, sizeof(cuda_lt_plans)); }
 
+lt_tuner *lt_plans_tuner(struct cuda_lt_plans *plans) { return &plans->tuner; }
+
 void cuda_lt_plans_destroy(struct cuda_lt_plans *t) {
     if (!t) return;
+    lt_tuner_release(&t->tuner);
     for (int i = 0; i < t->count; i++) destroy_plan(&t->plans[i]);
     free(t->plans);
     free(t);

@@ -1,6 +1,7 @@
 /* cuBLASLt products for the launchers of matmul.cu (C++ only). A product's
- * plan (matmul descriptor, the three layouts, the algorithm the heuristic
- * chose) is built once per key and kept in the context's table
+ * plan (matmul descriptor, the three layouts, the algorithm: the
+ * heuristic's first, or the one kernels.lt_tune picks among its top
+ * candidates, lt_tune.h) is built once per key and kept in the context's table
  * (lt_plan.cu); a call then only sets its pointers and runs. */
 #ifndef KERNELS_CUDA_LT_PLAN_H
 #define KERNELS_CUDA_LT_PLAN_H

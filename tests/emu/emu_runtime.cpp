@@ -28,6 +28,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -404,7 +405,10 @@ struct emu_event {
     int record_called; /* cudaEventRecord was called on it (also when captured, before the graph ran) */
     int timing;        /* made without cudaEventDisableTiming: cudaEventElapsedTime may read it */
 };
-static double now_ms() { return emu_now_s() * 1e3; }
+/* Time the emulated cuBLASLt algorithms cost on top of the host's
+ * (emu_lt_algo_cost_ms), so that events can tell them apart. */
+static double g_lt_virtual_ms = 0.0;
+static double now_ms() { return emu_now_s() * 1e3 + g_lt_virtual_ms; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     *s = new emu_stream{0};
     emu_lazy_stream_created(*s, (flags & cudaStreamNonBlocking) != 0);
@@ -1451,14 +1455,34 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
+/* The heuristic offers EMU_LT_ALGOS algorithms for every valid problem
+ * (fewer when asked for fewer), ids 0, 1, ... in algo.data[7]; each
+ * remembers the alignments the preference promised (A B C D) and those of
+ * the epilogue's pointers (bias, aux), and cublasLtMatmul checks the
+ * pointers keep them. They compute the same product; they differ only in
+ * the time they cost (emu_lt_algo_cost_ms). */
+#define EMU_LT_ALGOS 5
+/* The id of the fastest algorithm for an m x n x k product: 0 (the
+ * heuristic's first, as cuBLASLt ranks them), or under EMU_LT_FASTEST=shape
+ * (m + n + k) mod EMU_LT_ALGOS, so that tuning has a different answer per
+ * shape to find. */
+static int emu_lt_fastest(int m, int n, int k) {
+    static const bool by_shape = [] {
+        const char *v = getenv("EMU_LT_FASTEST");
+        return v && strcmp(v, "shape") == 0;
+    }();
+    return by_shape ? (m + n + k) % EMU_LT_ALGOS : 0;
+}
+/* What running algorithm `id` adds to the events' clock: 1 s per id away
+ * from the fastest, far above the host time of the emulated products, so
+ * that timing them always finds the fastest; the fastest adds nothing. */
+static double emu_lt_algo_cost_ms(int m, int n, int k, int id) { return 1000.0 * std::abs(id - emu_lt_fastest(m, n, k)); }
+
 static long g_lt_heuristic_calls = 0;
 static std::map<unsigned, long> g_lt_matmul_calls; /* by epilogue */
 long emu_lt_heuristic_calls(void) { return g_lt_heuristic_calls; }
 long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]; }
 
-/* One algorithm for every valid problem; it remembers the alignments the
- * preference promised (A B C D) and those of the epilogue's pointers (bias,
- * aux), and cublasLtMatmul checks the pointers keep them. */
 /* EMU_LT_NO_EPILOGUE=1: the heuristic finds no algorithm for any epilogue, as
  * a GPU's cuBLASLt may for some shapes, types or alignments, so that the
  * unfused paths the kernels fall back to run here too. =matmul: the
@@ -1494,15 +1518,19 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         return CUBLAS_STATUS_INVALID_VALUE;
     if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues() == REFUSE_HEURISTIC)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* as cuBLASLt answers a shape it has no algorithm for */
-    memset(&results[0], 0, sizeof results[0]);
-    results[0].algo.data[0] = 0xe3e3e3e3ull;
-    for (int i = 0; i < 4; i++) results[0].algo.data[1 + i] = pref->align[i];
-    results[0].algo.data[5] = uses_bias(op->epilogue) ? pointer_alignment(op->bias) : 1;
-    results[0].algo.data[6] = uses_aux(op->epilogue) ? pointer_alignment(op->aux) : 1;
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *returned = 1;
+    const int offered = std::min(requested, EMU_LT_ALGOS);
+    for (int r = 0; r < offered; r++) {
+        memset(&results[r], 0, sizeof results[r]);
+        results[r].algo.data[0] = 0xe3e3e3e3ull;
+        for (int i = 0; i < 4; i++) results[r].algo.data[1 + i] = pref->align[i];
+        results[r].algo.data[5] = uses_bias(op->epilogue) ? pointer_alignment(op->bias) : 1;
+        results[r].algo.data[6] = uses_aux(op->epilogue) ? pointer_alignment(op->aux) : 1;
+        results[r].algo.data[7] = (uint64_t)r; /* the algorithm's id */
+        results[r].workspaceSize = 0;
+        results[r].state = CUBLAS_STATUS_SUCCESS;
+        results[r].wavesCount = 1.0f;
+    }
+    *returned = offered;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1576,6 +1604,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                      overlaps(ep.bgrad, bias_bytes, A, a_bytes) || overlaps(ep.bgrad, bias_bytes, B, b_bytes)))
         emu_error("cublasLtMatmul: the bias gradient overlaps an operand");
     g_lt_matmul_calls[op->epilogue]++;
+    if (algo && algo->data[0] == 0xe3e3e3e3ull) {
+        const int id = (int)algo->data[7];
+        if (id < 0 || id >= EMU_LT_ALGOS) emu_error("cublasLtMatmul: algorithm id %d was never offered", id);
+        g_lt_virtual_ms += emu_lt_algo_cost_ms(m, n, k, id);
+    }
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     gemm_one(ta, tb, m, n, k, al, A, Adesc->type, Adesc->ld, B, Bdesc->type, Bdesc->ld, be, C, Cdesc->type, Cdesc->ld, D,
              Ddesc->type, Ddesc->ld, ep);
