@@ -10,6 +10,7 @@
 #include "train/optim.h"
 #include "train/plan_time.h"
 #include "parallel/comm.h"
+#include "util/json.h"
 
 /* How a layout's compute is timed: not at all (no figure is better than a
  * wrong one), FLOPs at an assumed rate (labelled as such), or the per-op
@@ -243,17 +244,6 @@ static int enumerate(const tg_config *c, const plan_opts *o, layout **out) {
     return n;
 }
 
-/* A JSON string: path with its quotes, backslashes and control bytes escaped. */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* ,"key":ms with 3 decimals, or null when s is not a number. */
 static void json_ms(FILE *f, const char *key, double s) {
     if (isnan(s)) fprintf(f, ",\"%s\":null", key);
@@ -268,8 +258,9 @@ static void write_json_line(FILE *json, const layout *l, const time_model *tm, b
                   "\"fits\":%s,\"time_model\":\"%s\",\"calibration\":",
             l->tp, l->dp, l->sp ? "true" : "false", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total, l->fits ? "true" : "false",
             TIME_NAMES[tm->kind]);
-    if (tm->path) json_string(json, tm->path);
-    else fprintf(json, "null");
+    char *path = tm->path ? json_quote(tm->path) : NULL;
+    fprintf(json, "%s", path ? path : "null");
+    free(path);
     json_ms(json, "step_ms", timed ? predicted_s(l) : NAN);
     json_ms(json, "compute_ms", l->compute_s);
     json_ms(json, "comm_ms", l->comm_s);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/fs.h"
+#include "util/json.h"
 
 /* Appends printf-formatted text to the line in memory. */
 static void put(jsonl_line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -66,11 +67,9 @@ void jsonl_bool(jsonl_line *l, const char *k, bool v) {
 
 void jsonl_str(jsonl_line *l, const char *k, const char *v) {
     key(l, k);
-    cJSON *s = cJSON_CreateString(v);
-    char *text = s ? cJSON_PrintUnformatted(s) : NULL;
+    char *text = json_quote(v);
     put(l, "%s", text ? text : "null");
     free(text);
-    cJSON_Delete(s);
 }
 
 void jsonl_raw(jsonl_line *l, const char *k, const char *json) {

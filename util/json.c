@@ -94,3 +94,10 @@ cJSON *json_parse_exact(const char *text, size_t len, const char *path, tg_err *
     cJSON_Delete(root);
     return NULL;
 }
+
+char *json_quote(const char *s) {
+    cJSON *str = cJSON_CreateString(s);
+    char *text = str ? cJSON_PrintUnformatted(str) : NULL;
+    cJSON_Delete(str);
+    return text;
+}

@@ -15,4 +15,8 @@
 struct cJSON;
 struct cJSON *json_parse_exact(const char *text, size_t len, const char *path, tg_err *e);
 
+/* s as a JSON string, quotes included and every byte escaped as JSON
+ * requires (paths may hold any byte); NULL when out of memory. free() it. */
+char *json_quote(const char *s);
+
 #endif
