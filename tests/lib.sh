@@ -53,3 +53,21 @@ run_dir_listing() {
     (cd "$1" && find . -mindepth 1 ! -name .train_gpt.lock | sort &&
         find . -type f ! -name .train_gpt.lock -print0 | sort -z | xargs -0 -r sha256sum)
 }
+
+# sweep_fixture_start DIR: a sweep's results folder for scripts/scaling/scaling.py
+# to tabulate: the tiny model's config.json and an empty manifest.tsv, into
+# which a suite writes its own runs' logs and rows.
+sweep_fixture_start() {
+    mkdir -p "$1"
+    echo '{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 512, "vocab_multiple": 128, "seq_len": 64}}' >"$1/cfg.json"
+    : >"$1/manifest.tsv"
+}
+
+# sweep_fixture_table DIR KIND: scaling.py's table of DIR's manifest (peak 1
+# TFLOP/s, PNG charts) into DIR: table.tsv, table.md, out.txt.
+sweep_fixture_table() {
+    printf 'peak_tflops\t1\nterminal\tpng\n' >"$1/info.tsv"
+    : >"$1/help.txt"
+    "$py" scripts/scaling/scaling.py table --kind "$2" --manifest "$1/manifest.tsv" --info "$1/info.tsv" --out "$1" \
+        --help-text "$1/help.txt" >"$1/out.txt" 2>&1
+}

@@ -222,9 +222,7 @@ else not_ok results_untouched "results/ changed: $(git status --porcelain result
 # Fixture: tp 1 and tp 2 both real, two runs each; tp 2's median step (48 ms) is more than
 # twice as fast as tp 1's (100 ms), so its strong efficiency is 104%: noise, flagged.
 fx="$tmp/repeat_fixture"
-mkdir -p "$fx"
-echo '{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 512, "vocab_multiple": 128, "seq_len": 64}}' >"$fx/cfg.json"
-: >"$fx/manifest.tsv"
+sweep_fixture_start "$fx"
 for row in "1 1 90" "1 2 110" "2 1 44" "2 2 52"; do
     read -r t r ms <<<"$row"
     d="$fx/tp${t}_r$r"
@@ -238,10 +236,7 @@ for row in "1 1 90" "1 2 110" "2 1 44" "2 2 52"; do
     } >"$d/log.jsonl"
     printf 'tiny\t%s\t%s\t1\tfalse\tnone\t8\t8\treal\t%s\t0\t\t%s\n' "$fx/cfg.json" "$t" "$d" "$r" >>"$fx/manifest.tsv"
 done
-printf 'peak_tflops\t1\nterminal\tpng\n' >"$fx/info.tsv"
-: >"$fx/help.txt"
-"$py" scripts/scaling/scaling.py table --kind strong --manifest "$fx/manifest.tsv" --info "$fx/info.tsv" --out "$fx" \
-    --help-text "$fx/help.txt" >"$fx/out.txt" 2>&1
+sweep_fixture_table "$fx" strong
 "$py" - "$fx/table.tsv" <<'PY' || failed=1
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))

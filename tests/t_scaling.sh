@@ -27,9 +27,7 @@ unset DEVICE PEAK_TFLOPS
 # why it exceeds 100%; its compute is 15 - 1 + 0.75 ms (the step less the comm
 # it waited for).
 fx="$tmp/fixture"
-mkdir -p "$fx"
-echo '{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 512, "vocab_multiple": 128, "seq_len": 64}}' >"$fx/cfg.json"
-: >"$fx/manifest.tsv"
+sweep_fixture_start "$fx"
 for row in "1 real 100 0" "2 real 60 20" "4 projected 15 1"; do
     read -r t mode ms cms <<<"$row"
     mkdir -p "$fx/tp$t"
@@ -42,10 +40,7 @@ for row in "1 real 100 0" "2 real 60 20" "4 projected 15 1"; do
     } >"$fx/tp$t/log.jsonl"
     printf 'tiny\t%s\t%s\t1\tfalse\tnone\t8\t8\t%s\t%s\t0\t\n' "$fx/cfg.json" "$t" "$mode" "$fx/tp$t" >>"$fx/manifest.tsv"
 done
-printf 'peak_tflops\t1\nterminal\tpng\n' >"$fx/info.tsv"
-: >"$fx/help.txt"
-"$py" scripts/scaling/scaling.py table --kind strong --manifest "$fx/manifest.tsv" --info "$fx/info.tsv" --out "$fx" \
-    --help-text "$fx/help.txt" >"$fx/out.txt" 2>&1
+sweep_fixture_table "$fx" strong
 "$py" - "$fx/table.tsv" <<'PY' || failed=1
 import csv, sys
 rows = {r["tp"]: r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")}
