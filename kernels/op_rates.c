@@ -5,9 +5,10 @@
 #include <string.h>
 
 /* Ceilings by GPU name, first match wins (longer names before their
- * prefixes; GH200's memory differs by model, so it has no row). Products:
- * dense bf16 with fp32 accumulation. "measured" figures come from a
- * sitting's committed tables; the rest are NVIDIA's data sheets. */
+ * prefixes; GH200's row, with no figures, keeps it from matching H200's:
+ * its memory differs by model). Products: dense bf16 with fp32
+ * accumulation. "measured" figures come from a sitting's committed
+ * results; the rest are NVIDIA's data sheets. */
 static const struct {
     const char *match;
     double tflops, gbs;

@@ -7,7 +7,8 @@
 # the live work exactly. On the committed H200 tables: the fractions against
 # the H200's ceilings, attention's FLOPs as issue 36 defines them, an
 # unknown device name; the committed op_rates.md is what
-# scripts/op_rates_md.sh writes today; bad uses of --op-rates.
+# scripts/op_rates_md.sh writes today; bad uses of --op-rates, and a short
+# row in a table with the rate columns.
 # tier: check (make check: the quick tier, tests/run.sh --check)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" op_rates
@@ -29,7 +30,9 @@ lines = open(sys.argv[1]).read().splitlines()
 head = ["op", "calls_per_step", "device_ms_per_step", "host_ms_per_step", "share",
         "work_per_step", "work_unit", "rate", "rate_unit", "ceiling_fraction"]
 hi = next((i for i, l in enumerate(lines) if l.startswith("op\t")), None)
-rows = {l.split("\t")[0]: l.split("\t") for l in lines[hi + 1:]} if hi is not None else {}
+split = [l.split("\t") for l in lines[hi + 1:]] if hi is not None else []
+width = {r[0]: len(r) for r in split}
+rows = {r[0]: r + ["NA"] * (10 - len(r)) for r in split}  # a short row fails every_row_has_every_column
 bad = 0
 def check(name, cond, why):
     global bad
@@ -37,13 +40,13 @@ def check(name, cond, why):
     bad += not cond
 
 check("rate_columns_in_header", hi is not None and lines[hi].split("\t") == head, lines[hi] if hi is not None else lines[:3])
-check("every_row_has_every_column", rows and all(len(r) == 10 for r in rows.values()),
-      [r for r in rows.values() if len(r) != 10][:2])
+check("every_row_has_every_column", width and all(n == 10 for n in width.values()),
+      [op for op, n in width.items() if n != 10][:4])
 # rate = work / device time (TFLOP/s for FLOP, GB/s for bytes); the table rounds the time to
 # 1e-4 ms, so only rows of 0.01 ms and up, within that rounding
 wrong, checked = [], 0
 for op, r in rows.items():
-    if len(r) != 10 or r[5] == "NA" or float(r[2]) < 0.01:
+    if r[5] == "NA" or float(r[2]) < 0.01:
         continue
     scale = {"FLOP": ("TFLOP/s", 1e12), "byte": ("GB/s", 1e9)}.get(r[6])
     want = scale and float(r[5]) / (float(r[2]) * 1e-3) / scale[1]
@@ -56,7 +59,7 @@ units = {"matmul_forward": "FLOP", "matmul_backward": "FLOP", "lmhead_forward": 
          "upload": "byte", "loss_finish": "NA", "grad_clip_factor": "NA"}
 got = {op: rows.get(op, [None] * 10)[6] for op in units}
 check("op_units", got == units, {op: (got[op], u) for op, u in units.items() if got[op] != u})
-scalar = [rows[op][5:] for op in ("loss_finish", "grad_clip_factor") if op in rows]
+scalar = [rows[op][5:] for op in ("loss_finish", "grad_clip_factor") if width.get(op) == 10]
 check("scalar_ops_all_na", len(scalar) == 2 and all(set(r) == {"NA"} for r in scalar), scalar)
 
 # hand-computed at the tiny config: B 2, T 16, C 32, 2 layers, 2 micro-batches a step, vocab 300
@@ -146,4 +149,9 @@ bad format 2 "usage: --op-rates OP_TABLE [tsv|md]" "$h200/op_times_gpt2_124m_gb1
 bad missing 1 "$tmp/none.tsv: cannot open the op table" "$tmp/none.tsv"
 bad no_shape 1 "$tmp/no_shape.tsv: no shape line" "$tmp/no_shape.tsv"
 bad no_rows 1 "$tmp/no_rows.tsv: no header line" "$tmp/no_rows.tsv"
+# a table with the rate columns: a row short of one is refused by its line
+if [ -s "$tsv" ]; then
+    awk -F'\t' -v OFS='\t' 'NR == 5 { NF = 9 } 1' "$tsv" >"$tmp/short.tsv"
+    bad short_row 1 "$tmp/short.tsv:5: 9 tab-separated fields, want 10" "$tmp/short.tsv"
+else not_ok op_rates_bad_short_row "no table from the CPU run"; fi
 exit "$failed"
