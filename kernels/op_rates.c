@@ -50,15 +50,23 @@ static void row_rate(const op_rate_row *r, op_unit unit, const op_ceilings *c, d
     if (ceiling > 0) *fraction = *rate / ceiling;
 }
 
+/* The device's name on one line: a control character (a name from a
+ * table's shape line may hold one) becomes '?'. */
+static void write_name(FILE *f, const char *name) {
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+}
+
 static void write_ceilings(FILE *f, const char *device_name, tg_dtype act, const op_ceilings *c, int known,
                            op_rates_format fmt) {
     fputs(fmt == OP_RATES_TSV ? OP_RATES_CEILING_PREFIX : fmt == OP_RATES_MARKDOWN ? "Ceilings: " : "ceilings: ", f);
     if (!known) {
-        fprintf(f, "none: device '%s' is not in the table of ceilings (kernels/op_rates.c), so every ceiling_fraction is NA\n",
-                device_name);
+        fputs("none: device '", f);
+        write_name(f, device_name);
+        fputs("' is not in the table of ceilings (kernels/op_rates.c), so every ceiling_fraction is NA\n", f);
         return;
     }
-    fprintf(f, "%s, %s: products ", device_name, tg_dtype_name(act));
+    write_name(f, device_name);
+    fprintf(f, ", %s: products ", tg_dtype_name(act));
     if (c->tflops > 0) fprintf(f, "%.0f TFLOP/s (%s)", c->tflops, c->tflops_source);
     else fputs("unknown", f);
     fprintf(f, ", device memory %.0f GB/s (%s); ceiling_fraction: FLOP ops against the products', byte ops against the "

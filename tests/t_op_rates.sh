@@ -129,6 +129,12 @@ if "$bin" --op-rates "$tmp/x1.tsv" >"$tmp/x1.out" 2>&1 && grep -q "^# ceilings: 
     grep -qP '^matmul_forward\t.*\tFLOP\t669.8\tTFLOP/s\tNA$' "$tmp/x1.out"; then ok unknown_device_name_no_fraction
 else not_ok unknown_device_name_no_fraction "$(grep -m3 "ceilings\|^matmul_forward" "$tmp/x1.out" | tr '\n' ' ')"; fi
 
+# a control character in the shape line's device name stays off the table's lines
+sed '1s/"device_name":"NVIDIA H200"/"device_name":"NVIDIA\\nX1"/' "$h200/op_times_gpt2_124m_gb16.tsv" >"$tmp/nl.tsv"
+if "$bin" --op-rates "$tmp/nl.tsv" >"$tmp/nl.out" 2>&1 && grep -q "^# ceilings: none: device 'NVIDIA?X1' is not" "$tmp/nl.out" &&
+    [ "$(wc -l <"$tmp/nl.out")" -eq "$(($(wc -l <"$tmp/nl.tsv") + 1))" ]; then ok device_name_control_char_one_line
+else not_ok device_name_control_char_one_line "$(head -n 3 "$tmp/nl.out" | cut -c1-120 | tr '\n' ' ')"; fi
+
 # the committed, derived markdown is what the script writes now
 if TRAIN_GPT="$bin" bash scripts/op_rates_md.sh "$h200" "$tmp/op_rates.md" >"$tmp/md.out" 2>&1 &&
     cmp -s "$tmp/op_rates.md" "$h200/op_rates.md" && grep -q "^# Per-op rates (derived)" "$h200/op_rates.md"; then
