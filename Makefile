@@ -21,9 +21,9 @@ PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/co
 CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \
                  kernels/cpu/gelu.c kernels/cpu/xent.c kernels/cpu/vector.c kernels/cpu/optimizer.c \
                  kernels/cpu/ops_cpu.c
-KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
+KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/op_work.c kernels/op_rates.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c model/gpt_mappings.c
-TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_digest.c train/ckpt_data.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c train/plan_time.c train/op_table.c \
+TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_digest.c train/ckpt_data.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c train/plan_time.c train/op_table.c train/op_table_rates.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
             train/batch.c train/modes.c train/hellaswag.c
 LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)
@@ -103,7 +103,7 @@ $(BUILD)/commit.stamp: FORCE
 	@echo '$(TG_COMMIT)' | cmp -s - $@ || echo '$(TG_COMMIT)' > $@
 
 # Every program links its own object(s) with the library objects (one rule).
-PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels test_nccl bench_attention
+PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels test_nccl bench_attention bench_copy
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
@@ -114,10 +114,12 @@ test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)
 test_comm_OBJ = $(BUILD)/tests/test_comm.o
 test_zero_shards_OBJ = $(BUILD)/tests/test_zero_shards.o
 # Only with make GPU=1 (the emulation, tests/emu/build.sh, builds its own);
-# so is bench_attention (tests/gpu/bench_attention.c: the attention timed alone).
+# so are bench_attention (tests/gpu/bench_attention.c: the attention timed alone)
+# and bench_copy (tests/gpu/bench_copy.c: a device copy's GB/s, the memory ceiling).
 test_cuda_kernels_OBJ = $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ)
 test_nccl_OBJ = $(BUILD)/tests/test_nccl.o
 bench_attention_OBJ = $(BUILD)/tests/gpu/bench_attention.o
+bench_copy_OBJ = $(BUILD)/tests/gpu/bench_copy.o
 
 .SECONDEXPANSION:
 $(PROGRAMS:%=$(BUILD)/%): $(BUILD)/%: $$(%_OBJ) $(LIB_OBJ)

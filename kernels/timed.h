@@ -23,11 +23,12 @@ const tg_ops *ops_timed_inner(tg_o timed);
  * without, they are dropped (warm-up, evaluation, samples). */
 void ops_timed_end_step(tg_o timed, bool count);
 /* One line per op that ran in a counted step, slowest first: calls, device
- * and host milliseconds per step, and the share of the ops' device time;
- * "op\tcalls_per_step\tdevice_ms_per_step\thost_ms_per_step\tshare" as
- * tab-separated text (tsv) or an aligned table. Nothing when no step was
- * counted. (out.dir/op_times.tsv has a line naming the run's shape before
- * it, which the trainer writes: train/op_table.h.) */
+ * and host milliseconds per step, the share of the ops' device time, and
+ * the rate columns (work per step, rate, fraction of the device's ceiling:
+ * kernels/op_rates.h), after a line naming the ceilings; as tab-separated
+ * text (tsv, OP_RATES_TSV_HEADER) or an aligned table. Nothing when no step
+ * was counted. (out.dir/op_times.tsv has a line naming the run's shape
+ * before it, which the trainer writes: train/op_table.h.) */
 void ops_timed_write(tg_o timed, FILE *f, bool tsv);
 /* Steps counted so far. */
 int ops_timed_steps(tg_o timed);

@@ -25,6 +25,7 @@ costs its section only):
   environment        nvidia-smi, driver, scripts/find_cuda.sh (what the build will use; fails the section when
                      the toolkit is not found), nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention
+                     build/gpu/bench_copy
                      (first: scripts/device_deps.sh install; CUDA_SM=90a in the environment builds machine
                      code for that architecture only, the Makefile's shorter build for the GPU at hand),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
@@ -32,7 +33,9 @@ costs its section only):
   attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
                      forward and the backward in every block shape built for the head size (the tuned one
                      first; each checked against it), medians of 20 calls by CUDA events; then
-                     scripts/attention_reference.py, PyTorch's causal attention at the same shapes
+                     scripts/attention_reference.py, PyTorch's causal attention at the same shapes; then
+                     build/gpu/bench_copy: a 1 GiB device-to-device copy's GB/s (read + write), the measured
+                     memory ceiling of the op table's rates (kernels/op_rates.c)
   whole-model        run_gpu.sh cpu_match and bf16: CUDA fp32 against the CPU, bf16 against fp32
   tp2-shm            run_gpu.sh tp2_shm: TP=2+SP, and DP=2 under ZeRO, through the shm communicator on one GPU
   nccl               run_gpu.sh nccl_unit and nccl
@@ -131,10 +134,10 @@ section_cmd() {
             python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
             python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable";
             exit $found' ;; # what the build will use; it fails the section when the toolkit is not found
-        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention &&
+        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy &&
             python3 scripts/kernel_resources.py --build build/gpu --launches /dev/null' ;; # this nvcc's registers, spills, shared memory
         kernels) echo 'bash tests/gpu/run_gpu.sh kernels' ;;
-        attention) echo 'build/gpu/bench_attention; rc=$?; python3 scripts/attention_reference.py || rc=1; exit $rc' ;;
+        attention) echo 'build/gpu/bench_attention; rc=$?; python3 scripts/attention_reference.py || rc=1; build/gpu/bench_copy || rc=1; exit $rc' ;;
         whole-model) echo 'TG_TMP=$TG_TMP/cpu_match bash tests/gpu/run_gpu.sh cpu_match; a=$?;
             TG_TMP=$TG_TMP/bf16 bash tests/gpu/run_gpu.sh bf16; exit $((a | $?))' ;; # both run, each its own scratch
         tp2-shm) echo 'bash tests/gpu/run_gpu.sh tp2_shm' ;;

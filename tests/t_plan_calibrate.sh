@@ -131,7 +131,7 @@ if timeout -k 5 120 "$bin" --config "$tmp/cfg.json" --set out.op_times=true >"$t
     out=$("$py" - "$tmp/run/op_times.tsv" "$tmp/self.jsonl" 2>&1 <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
-table = sum(float(l.split("\t")[2]) for l in lines[2:])
+table = sum(float(l.split("\t")[2]) for l in lines[3:])  # after the shape, ceilings and header lines
 r = [r for r in map(json.loads, open(sys.argv[2])) if (r["tp"], r["micro_batch"], r["recompute"]) == (1, 2, "none")][0]
 assert r["time_model"] == "calibrated" and abs(r["compute_ms"] - table) <= 1e-3 + 1e-3 * table, (r["compute_ms"], table)
 print(f"{r['compute_ms']:.3f} ms, the table's ops {table:.3f} ms")
@@ -139,10 +139,10 @@ PY
     ); then ok "cpu_table_calibrates_itself ($out)"
 else not_ok cpu_table_calibrates_itself "${out:-} $(tail -n 2 "$tmp/run.out" "$tmp/self.txt" 2>/dev/null | tr '\n' ' ')"; fi
 
-# the planner prices every op the per-op timer can write, under the timer's names
+# the planner prices every op the per-op timer can write, under the timer's names (kernels/op_work.h's list)
 out=$("$py" - <<'PY' 2>&1
 import re
-timer = set(re.findall(r"^\s*X\((\w+),", open("kernels/timed.c").read().split("#define TIMED_OPS", 1)[1].split("enum", 1)[0], re.M))
+timer = set(re.findall(r"^\s*X\((\w+),", open("kernels/op_work.h").read().split("#define TIMED_OPS", 1)[1].split("op_unit op_work_unit", 1)[0], re.M))
 planner = set(re.findall(r"X\((\w+), CLASS_\w+\)", open("train/plan_time.c").read()))
 assert timer and timer == planner, f"timed only: {sorted(timer - planner)}; planner only: {sorted(planner - timer)}"
 print(len(timer), "ops")

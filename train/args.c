@@ -6,6 +6,7 @@
 
 #include "kernels/ops.h"
 #include "train/model_files.h"
+#include "train/op_table_rates.h"
 #include "train/run.h"
 
 
@@ -20,6 +21,7 @@ static void usage(FILE *f) {
                "       %s --export-llmc FILE --config FILE [--set ...]   (the model as an llm.c gpt2_*.bin)\n"
                "       %s --version   (the commit and the backends compiled in)\n"
                "       %s --peak-tflops \"DEVICE NAME\" [bf16|fp32]   (dense peak TFLOP/s; 0: unknown)\n"
+               "       %s --op-rates OP_TABLE [tsv|md]   (an op table with its rates re-derived, see below)\n"
                "       %s --help\n\n"
                "Trains GPT-2 on token shards made by ./prepare. Every key below may be set in the JSON\n"
                "config (as {\"section\": {\"key\": value}}) or overridden with --set section.key=value.\n\n"
@@ -27,7 +29,10 @@ static void usage(FILE *f) {
                "(default 8) of GIB GiB each (default 80): memory per device from the trainer's own budget, whether it\n"
                "fits, and a predicted step time; --plan-json also writes one JSON object per layout to FILE. The time is\n"
                "priced op by op from --calibrate OP_TABLE (the op_times.tsv of a run with out.op_times=true); without\n"
-               "it a CUDA config's time is FLOPs at an assumed 50%% of peak, and a CPU config has no time model.\n\n"
+               "it a CUDA config's time is FLOPs at an assumed 50%% of peak, and a CPU config has no time model.\n"
+               "--op-rates prints OP_TABLE with each op's work per step (FLOPs or bytes, from a dry step at the shape\n"
+               "its first line names), rate (TFLOP/s or GB/s) and fraction of the device's ceiling: as a table\n"
+               "--calibrate reads (tsv, the default) or as markdown (md).\n\n"
                "--eval prints the validation loss over out.eval_batches batches; --sample prints the prompt (default:\n"
                "<|endoftext|>, a document's start), then its continuation token by token as it is drawn: N tokens\n"
                "(default out.sample_tokens) at temperature T (default 1; 0: always the most likely token) from the K\n"
@@ -44,7 +49,7 @@ static void usage(FILE *f) {
                "refuses to replace FILE. model.init_from reads such files (version 3 or 5) as well as checkpoint dirs.\n"
                "Model shape keys (n_layer, n_head, n_embd, vocab_size, seq_len) left out of the config and --set come\n"
                "from the checkpoint the run starts from (its config.json or llm.c header), else the defaults below.\n\n",
-            PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG);
+            PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG, PROG);
     config_print_help(f);
 }
 
@@ -58,6 +63,16 @@ static void print_peak_tflops(int argc, char **argv, int i) {
     }
     printf("%g\n", ops_peak_tflops(argv[i + 1], strcmp(prec, "fp32") == 0 ? TG_F32 : TG_BF16));
     exit(0);
+}
+
+/* --op-rates OP_TABLE [tsv|md]: the table with its rates, then exit. */
+static void print_op_rates(int argc, char **argv, int i) {
+    const char *format = i + 2 < argc ? argv[i + 2] : "tsv";
+    if (i + 1 >= argc || (strcmp(format, "tsv") != 0 && strcmp(format, "md") != 0) || i + 3 < argc) {
+        fprintf(stderr, "%s: error: usage: --op-rates OP_TABLE [tsv|md]\n", PROG);
+        exit(2);
+    }
+    exit(op_table_rates_main(argv[i + 1], format));
 }
 
 #ifndef TG_COMMIT
@@ -161,6 +176,8 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
             print_version();
         } else if (strcmp(argv[i], "--peak-tflops") == 0) {
             print_peak_tflops(argc, argv, i);
+        } else if (strcmp(argv[i], "--op-rates") == 0) {
+            print_op_rates(argc, argv, i);
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             if (config_path && tg_fail(&e, "--config given twice ('%s', then '%s'): give one", config_path, argv[i + 1]))
                 tg_die(PROG, &e);

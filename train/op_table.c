@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/op_rates.h"
 #include "util/json.h"
 
-static const char HEADER[] = "op\tcalls_per_step\tdevice_ms_per_step\thost_ms_per_step\tshare";
+/* The timer's columns; a table written since the rate columns came has
+ * those after them (kernels/op_rates.h), which the calibration reads past. */
+static const char HEADER[] = OP_RATES_TSV_HEADER_TIMES;
 static const char *const FIELDS[] = {"op", "calls_per_step", "device_ms_per_step", "host_ms_per_step", "share"};
 
 char *op_table_shape_line(const tg_config *c, const char *device_name) {
@@ -85,15 +88,17 @@ static int parse_figure(const op_table *t, int line, int field, const char *text
 }
 
 static int read_row(op_table *t, char *text, int line, tg_err *e) {
-    char *f[5];
+    char *f[OP_RATES_TSV_COLUMNS];
+    const int want = t->columns;
     int n = 0;
-    for (char *p = text, *tab; n < 5; p = tab + 1) {
+    for (char *p = text, *tab; n < want; p = tab + 1) {
         f[n++] = p;
         if (!(tab = strchr(p, '\t'))) break;
         *tab = '\0';
     }
-    if (n != 5 || strchr(f[4], '\t'))
-        return tg_fail(e, "%s:%d: %d tab-separated fields, want 5 (%s)", t->path, line, n == 5 ? 6 : n, HEADER);
+    if (n != want || strchr(f[want - 1], '\t'))
+        return tg_fail(e, "%s:%d: %d tab-separated fields, want %d (%s)", t->path, line, n == want ? want + 1 : n, want,
+                       want == 5 ? HEADER : OP_RATES_TSV_HEADER);
     if (!f[0][0] || strlen(f[0]) >= sizeof t->rows[0].name)
         return tg_fail(e, "%s:%d: op: '%s' is not an op name", t->path, line, f[0]);
     for (int i = 0; i < t->n; i++)
@@ -101,9 +106,8 @@ static int read_row(op_table *t, char *text, int line, tg_err *e) {
             return tg_fail(e, "%s:%d: op: '%s' again (first on line %d)", t->path, line, f[0], t->rows[i].line);
     if (t->n == OP_TABLE_ROWS) return tg_fail(e, "%s:%d: more than %d ops", t->path, line, OP_TABLE_ROWS);
     op_row *r = &t->rows[t->n];
-    double unused;
     if (parse_figure(t, line, 1, f[1], &r->calls, e) || parse_figure(t, line, 2, f[2], &r->device_ms, e) ||
-        parse_figure(t, line, 3, f[3], &unused, e) || parse_figure(t, line, 4, f[4], &unused, e))
+        parse_figure(t, line, 3, f[3], &r->host_ms, e) || parse_figure(t, line, 4, f[4], &r->share, e))
         return -1;
     snprintf(r->name, sizeof r->name, "%s", f[0]);
     r->line = line;
@@ -119,8 +123,10 @@ static int read_line(op_table *t, char *text, int line, bool *header_seen, tg_er
     }
     if (text[0] == '#') return 0;
     if (!*header_seen) {
-        if (strcmp(text, HEADER) != 0)
-            return tg_fail(e, "%s:%d: want the header '%s' (tab-separated), found '%.80s'", t->path, line, HEADER, text);
+        if (strcmp(text, HEADER) != 0 && strcmp(text, OP_RATES_TSV_HEADER) != 0)
+            return tg_fail(e, "%s:%d: want the header '%s' (tab-separated), found '%.80s'", t->path, line,
+                           OP_RATES_TSV_HEADER, text);
+        t->columns = strcmp(text, HEADER) == 0 ? 5 : OP_RATES_TSV_COLUMNS;
         *header_seen = true;
         return 0;
     }

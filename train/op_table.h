@@ -3,9 +3,11 @@
  * line names the shape the run had:
  *   # shape: {"model.n_layer":40,...,"train.micro_batch":8,...,"device":"cuda","device_name":"..."}
  * (config keys and their values, plus the device's own name), then the
- * header "op\tcalls_per_step\tdevice_ms_per_step\thost_ms_per_step\tshare"
- * and one row per op. Other lines starting with '#' are comments. Tables
- * without the shape line are read too (older runs); the calibration needs it. */
+ * ceilings line and the header of kernels/op_rates.h (the timer's five
+ * columns "op calls_per_step device_ms_per_step host_ms_per_step share",
+ * then the rate columns) and one row per op. Other lines starting with '#'
+ * are comments. Tables without the shape line or the rate columns are read
+ * too (older runs); the calibration needs the shape line. */
 #ifndef TRAIN_OP_TABLE_H
 #define TRAIN_OP_TABLE_H
 
@@ -19,7 +21,7 @@
 
 typedef struct op_row {
     char name[48];
-    double calls, device_ms; /* per step */
+    double calls, device_ms, host_ms, share; /* per step */
     int line;
 } op_row;
 
@@ -27,6 +29,7 @@ typedef struct op_table {
     char path[CFG_PATH_MAX];
     op_row rows[OP_TABLE_ROWS];
     int n;
+    int columns;            /* of the header: 5 (older tables) or OP_RATES_TSV_COLUMNS */
     bool has_shape;
     int shape_line;
     tg_config shape;        /* defaults with the shape line's keys applied */

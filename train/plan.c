@@ -296,6 +296,18 @@ static int shape_layout(const op_table *t, layout *l, gpt_dims *d, tg_err *e) {
     return 0;
 }
 
+tg_ops *plan_meter_at_table_shape(const op_table *t, tg_err *e) {
+    layout l;
+    gpt_dims d;
+    if (shape_layout(t, &l, &d, e)) return NULL;
+    tg_ops *counted = plan_meter_create(config_act_dtype(&t->shape), NULL);
+    if (dry_step(&t->shape, &d, counted, true, NULL, &l, e)) {
+        ops_destroy(counted);
+        return NULL;
+    }
+    return counted;
+}
+
 /* Fits the time model to the op table at path: a dry step at the shape its
  * shape line names, over a counting meter, gives each op's work. */
 static int plan_calibrate(const char *path, time_model *tm, tg_err *e) {
@@ -307,14 +319,11 @@ static int plan_calibrate(const char *path, time_model *tm, tg_err *e) {
         return tg_fail(e, "%s: no shape line ('%s{...}' before the header) naming the model, batch, layout and precision "
                           "the table was measured at: a run with out.op_times=true writes it; add it to an older table "
                           "from that run's command", path, OP_TABLE_SHAPE_PREFIX);
-    layout l;
-    gpt_dims d;
-    if (shape_layout(t, &l, &d, e)) return -1;
-    tg_ops *counted = plan_meter_create(config_act_dtype(&t->shape), NULL);
-    int rc = dry_step(&t->shape, &d, counted, true, NULL, &l, e);
-    if (rc == 0 && !(tm->calib = plan_calib_fit(t, counted, tm->notes, sizeof tm->notes, e))) rc = -1;
+    tg_ops *counted = plan_meter_at_table_shape(t, e);
+    if (!counted) return -1;
+    tm->calib = plan_calib_fit(t, counted, tm->notes, sizeof tm->notes, e);
     ops_destroy(counted);
-    if (rc) return -1;
+    if (!tm->calib) return -1;
     tm->kind = TIME_CALIBRATED;
     tm->seconds_per_flop = plan_calib_seconds_per_flop(tm->calib);
     return 0;

@@ -10,7 +10,9 @@
 
 #include <stdio.h>
 
+#include "kernels/ops.h"
 #include "train/config.h"
+#include "train/op_table.h"
 
 typedef struct plan_opts {
     int devices;
@@ -21,6 +23,11 @@ typedef struct plan_opts {
 
 /* Prints the table (and one JSON object per layout when json != NULL). */
 int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg_err *e);
+
+/* A dry step at the shape op table t's shape line names (t must have one),
+ * over a new counting meter (train/plan_time.h): each op's calls and work
+ * in a step at that shape. NULL with e on error; ops_destroy frees it. */
+tg_ops *plan_meter_at_table_shape(const op_table *t, tg_err *e);
 
 /* The --plan mode: the table on stdout, the JSON lines into json_path (if
  * not NULL). Returns the exit status (1 with a message on an error). */

@@ -1,9 +1,10 @@
 /* The planner's per-op time model (`--plan --calibrate OP_TABLE`).
  *
  * A meter is the null backend (kernels that do nothing, no memory) that
- * also notes each kernel call's work from its arguments: FLOPs for the
- * products and the attention core, bytes moved for everything else, one
- * unit per call for the scalar ops. The planner's dry step runs the
+ * also notes each kernel call's work from its arguments (kernels/op_work.h,
+ * the model the op table's rate columns share): FLOPs for the products and
+ * the attention core, bytes moved for everything else, one unit per call
+ * for the scalar ops. The planner's dry step runs the
  * trainer's own step code over a meter, so it meters exactly the calls a
  * step makes at a layout: shard shapes, micro-batches, recomputation.
  *
@@ -27,6 +28,9 @@ typedef struct plan_calib plan_calib;
 /* A meter over the null backend of activation type act; with calib it
  * prices every call, without it only counts. ops_destroy frees it. */
 tg_ops *plan_meter_create(tg_dtype act, const plan_calib *calib);
+/* The calls and work (kernels/op_work.h's units) of the op named name
+ * since the last reset; 0 for a name the meter does not know. */
+double plan_meter_work(tg_o meter, const char *name, double *calls);
 /* Modeled seconds of the calls since the last reset (0 without calib). */
 double plan_meter_seconds(tg_o meter);
 void plan_meter_reset(tg_o meter);

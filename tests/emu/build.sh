@@ -111,7 +111,7 @@ sed "s|x->scratch_bytes = CUDA_SCRATCH_BYTES;|${hook//&/\\&}|" kernels/cuda/ops_
 grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the EMU_SCRATCH_BYTES hook did not apply" >&2
 printf '#line 1 "kernels/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
 compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
-kernel_src=(kernels/cpu/*.c kernels/backend.c kernels/timed.c util/rng.c parallel/comm.c parallel/comm_null.c util/err.c)
+kernel_src=(kernels/cpu/*.c kernels/backend.c kernels/timed.c kernels/op_work.c kernels/op_rates.c util/rng.c parallel/comm.c parallel/comm_null.c util/err.c)
 # TG_CUDA_EMU: the tests may also read the emulation's own counters (tests/emu/emu_hooks.h).
 for c in "${kernel_src[@]}" tests/kernels/*.c; do
     [ "$c" = tests/kernels/main_cpu.c ] && continue

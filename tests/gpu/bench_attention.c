@@ -14,8 +14,11 @@
  * (8,16,1024,128). Each time is the device's (CUDA events around one call,
  * after N warm-up calls; --warmup 5 and --runs 20 by default): median,
  * min and max. TFLOP/s counts the causal half of the products, as
- * scripts/attention_reference.py does: forward 2 B NH T^2 HS, backward 2.5
- * times that. Without dropout, bf16.
+ * scripts/attention_reference.py and the op table's rate columns do
+ * (kernels/op_work.h): forward 2 B NH T^2 HS (issue 36's 2 B T^2 C a
+ * layer), backward 2.5 times that; of_ceiling is that rate over the
+ * device's products' ceiling (kernels/op_rates.h, named on a '#' line; NA
+ * for a device not in its table). Without dropout, bf16.
  *
  * Every shape's result is checked against the tuned shape's: the same bits
  * for every backward shape and for a forward shape with the same keys per
@@ -32,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/op_rates.h"
 #include "kernels/ops.h"
 #include "util/dtype.h"
 #include "util/err.h"
@@ -226,18 +230,24 @@ static int check_shape(tg_o o, const void *got_dev, const void *want_dev, size_t
     return ok;
 }
 
-static double causal_forward_tflop(const attn_case *c) {
-    return 2.0 * c->B * c->NH * (double)c->T * c->T * c->HS * 1e-12;
+/* TFLOP of `products` causal products (forward 2, backward 5). */
+static double attention_tflop(const attn_case *c, int products) {
+    return op_work_attention_flops(c->B, c->T, c->NH, c->HS, products) * 1e-12;
 }
 
-static void print_row(const attn_case *c, const char *op, const char *shape, timing t, double tflop, const char *check) {
-    printf("%d,%d,%d,%d\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, t.median, t.min, t.max,
-           tflop / (t.median * 1e-3), check);
+/* A row; ceiling: the products' TFLOP/s (<= 0: unknown, NA). */
+static void print_row(const attn_case *c, const char *op, const char *shape, timing t, double tflop, double ceiling,
+                      const char *check) {
+    const double rate = tflop / (t.median * 1e-3);
+    char of[16] = "NA";
+    if (ceiling > 0) snprintf(of, sizeof of, "%.3f", rate / ceiling);
+    printf("%d,%d,%d,%d\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, t.median, t.min,
+           t.max, rate, of, check);
     fflush(stdout);
 }
 
 /* The forward in each of its shapes: rows, and the failed checks. */
-static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
+static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling) {
     cuda_flash_shape shapes[MAX_SHAPES];
     const int n = cuda_attention_forward_shapes(c->HS, shapes, MAX_SHAPES);
     int failed = 0;
@@ -249,7 +259,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
                  16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
                  shapes[k].blocks_per_sm);
         failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
-        print_row(c, "forward", name, t, causal_forward_tflop(c), verdict);
+        print_row(c, "forward", name, t, attention_tflop(c, 2), ceiling, verdict);
     }
     return failed;
 }
@@ -257,7 +267,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
 /* The backward in each of its shapes (the dq kernel's row tiles and the dk,
  * dv kernel's key tiles), from the tuned forward's output and lse: rows,
  * and the failed checks. */
-static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
+static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling) {
     cuda_flash_bwd_shape shapes[MAX_SHAPES];
     const int n = cuda_attention_backward_shapes(c->HS, shapes, MAX_SHAPES);
     int failed = 0;
@@ -270,21 +280,21 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
         snprintf(name, sizeof name, "%sdq: %d query rows a warp, dk dv: %d keys a warp", k == 0 ? "tuned: " : "",
                  16 * shapes[k].dq_row_tiles, 16 * shapes[k].dkv_key_tiles);
         failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
-        print_row(c, "backward", name, t, 2.5 * causal_forward_tflop(c), verdict);
+        print_row(c, "backward", name, t, attention_tflop(c, 5), ceiling, verdict);
     }
     return failed;
 }
 
 /* One case (a head size with shapes built): the forward's shapes, then the
  * backward's. Returns the failed checks. */
-static int bench_case(tg_o o, const attn_case *c, const bench_opts *opts) {
+static int bench_case(tg_o o, const attn_case *c, const bench_opts *opts, double ceiling) {
     attn_buffers buf = buffers_alloc(o, c);
     /* the tuned forward's output: the reference of the forward's checks */
     o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
-    int failed = bench_forward(o, c, &buf, opts);
+    int failed = bench_forward(o, c, &buf, opts, ceiling);
     /* the other shapes rewrote lse: the tuned forward again, for the backward's input (the same bits) */
     o->attention_forward(o, buf.tuned_out, buf.lse, buf.qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
-    failed += bench_backward(o, c, &buf, opts);
+    failed += bench_backward(o, c, &buf, opts, ceiling);
     buffers_free(o, &buf);
     return failed;
 }
@@ -301,7 +311,12 @@ int main(int argc, char **argv) {
     }
     printf("# bench_attention on %s: bf16, causal, no dropout; %d warm-up calls, then %d timed (device events)\n", gpu->device,
            opts.warmup, opts.runs);
-    printf("shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tcheck\n");
+    op_ceilings ceil;
+    if (op_ceilings_find(gpu->device, TG_BF16, &ceil))
+        printf("# ceiling: %.0f TFLOP/s, the products' (%s; kernels/op_rates.c)\n", ceil.tflops, ceil.tflops_source);
+    else
+        printf("# ceiling: none: the device is not in the table of ceilings (kernels/op_rates.c), so of_ceiling is NA\n");
+    printf("shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tof_ceiling\tcheck\n");
     int failed = 0;
     for (int i = 0; i < opts.n_cases; i++) {
         const attn_case *c = &opts.cases[i];
@@ -312,7 +327,7 @@ int main(int argc, char **argv) {
             failed++;
             continue;
         }
-        failed += bench_case(gpu, c, &opts);
+        failed += bench_case(gpu, c, &opts, ceil.tflops);
     }
     ops_destroy(gpu);
     printf("# %s\n", failed ? "some checks failed" : "every check passed");
