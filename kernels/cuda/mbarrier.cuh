@@ -22,7 +22,9 @@
  * counts without waiting (a producer telling a consumer group it may go).
  *
  * setmaxnreg: each warpgroup (128 threads, 4 whole warps) executes it
- * uniformly; the count is a multiple of 8 in [24, 256].
+ * uniformly; the count is a multiple of 8 in [24, 256]. ptxas honours it
+ * only in a kernel whose registers at entry it can fix: declare the kernel
+ * __launch_bounds__(threads, 1), else ptxas ignores it (C7508).
  *
  * Under the emulation (tests/emu/emu_tma.cpp) each of these is checked:
  * the phases exactly as above, a wait that cannot complete yields to the

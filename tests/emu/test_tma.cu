@@ -206,7 +206,7 @@ static __device__ void consume_rows(const uint16_t *tile, uint16_t *out, int c, 
     for (int col = col0; col < col0 + 16; col++) dst[col] = tile[box_offset(r, col, PIPE_HS * 2, 128) / 2];
 }
 
-__global__ void __launch_bounds__(384) pipeline_kernel(const __grid_constant__ CUtensorMap keys, uint16_t *out, int *order,
+__global__ void __launch_bounds__(384, 1) pipeline_kernel(const __grid_constant__ CUtensorMap keys, uint16_t *out, int *order,
                                                        int B, int T, int NH) {
     __shared__ __align__(1024) uint16_t tiles[PIPE_STAGES][PIPE_ROWS * PIPE_HS];
     __shared__ __align__(8) uint64_t full[PIPE_STAGES], empty[PIPE_STAGES];
@@ -489,7 +489,11 @@ __global__ void misuse_kernel(const __grid_constant__ CUtensorMap map, int what)
         mbar_wait(&bar, 0);
         break;
     case SHORT_ANNOUNCED: /* two boxes issued, one announced: the phase completes with the second in flight */
-        if (issuer) mbar_arrive_expect_tx(&bar, bytes), tma_load_2d(smem, &map, &bar, 0, 0), tma_load_2d(smem + 2048, &map, &bar, 0, 16);
+        if (issuer) {
+            mbar_arrive_expect_tx(&bar, bytes);
+            tma_load_2d(smem, &map, &bar, 0, 0);
+            tma_load_2d(smem + 2048, &map, &bar, 0, 16);
+        }
         mbar_wait(&bar, 0);
         break;
     case NEVER_ARRIVES: /* 1024 bytes announced that no copy brings */
