@@ -38,7 +38,7 @@ CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.c
            kernels/cuda/residual_ln.cu \
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/lt_tune.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
-LIB_SRC += kernels/cuda/ops_cuda.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
+LIB_SRC += kernels/cuda/ops_cuda.c kernels/cuda/tensor_map.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
            parallel/comm_nccl_create.c parallel/comm_nccl_time.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # Ampere (sm_80) and Hopper (sm_90a) machine code, plus PTX for newer GPUs;
@@ -75,6 +75,14 @@ $(BUILD)/%.o $(BUILD)/%.o.ptxas: %.cu $(BUILD)/cuda.mk
 # The CUDA objects and their reports (tests/t_kernel_resources.sh reads them).
 cuda-objects: $(LIB_OBJ_EXTRA) $(LIB_OBJ_EXTRA:%=%.ptxas)
 
+# tests/emu/test_tma.cu on the GPU: Hopper's bulk tensor copies, mbarriers and
+# named barriers (kernels/cuda/tma.cuh, mbarrier.cuh) against the host's
+# reference. Its own rule: no ptxas report, so that scripts/kernel_resources.py
+# does not take its test kernels for the backend's.
+$(BUILD)/tests/emu/test_tma.o: tests/emu/test_tma.cu $(BUILD)/cuda.mk
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
 .PHONY: cuda-objects
 else
 BUILD = build
@@ -103,7 +111,7 @@ $(BUILD)/commit.stamp: FORCE
 	@echo '$(TG_COMMIT)' | cmp -s - $@ || echo '$(TG_COMMIT)' > $@
 
 # Every program links its own object(s) with the library objects (one rule).
-PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels test_nccl bench_attention bench_copy
+PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels test_nccl bench_attention bench_copy test_tma
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
@@ -120,6 +128,7 @@ test_cuda_kernels_OBJ = $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ)
 test_nccl_OBJ = $(BUILD)/tests/test_nccl.o
 bench_attention_OBJ = $(BUILD)/tests/gpu/bench_attention.o
 bench_copy_OBJ = $(BUILD)/tests/gpu/bench_copy.o
+test_tma_OBJ = $(BUILD)/tests/emu/test_tma.o
 
 .SECONDEXPANSION:
 $(PROGRAMS:%=$(BUILD)/%): $(BUILD)/%: $$(%_OBJ) $(LIB_OBJ)
@@ -172,7 +181,7 @@ test-sanitizers:
 # The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says
 # so and runs nothing.
 test-gpu:
-	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl
+	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/test_tma
 	bash tests/gpu/run_gpu.sh
 
 # ---- fuzzing (tests/fuzz/README.md) ----

@@ -51,8 +51,9 @@ kernels() {
     if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
 # the emulator's own unit tests: the tensor-core product against a plain
-# product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs
-for t in mma async_copy graph; do
+# product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs;
+# Hopper's bulk tensor copies, mbarriers, named barriers and tensor maps
+for t in mma async_copy graph tma; do
     "build/emu/test_emu_$t" >"$tmp/$t.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
     grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"

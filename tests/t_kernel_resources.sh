@@ -103,6 +103,15 @@ if ! make -s GPU=1 -j2 cuda-objects >"$tmp/make.out" 2>&1; then
     not_ok cuda_objects "$(tail -n 5 "$tmp/make.out" | tr '\n' ' ')"
     exit 1
 fi
+# Hopper's wrappers (kernels/cuda/mbarrier.cuh, tma.cuh) in tests/emu/test_tma.cu's kernels, as ptxas
+# takes them for sm_90a: every one compiles, setmaxnreg is honoured (ptxas ignores it, C7508, in a
+# kernel whose registers at entry it cannot fix: __launch_bounds__(threads, 1)), nothing spills
+nvcc_bin=$(make -s --no-print-directory GPU=1 print-NVCC)
+if "$nvcc_bin" -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a --resource-usage -c tests/emu/test_tma.cu \
+    -o "$tmp/test_tma.o" >"$tmp/tma_ptxas.out" 2>&1 && grep -q "bytes smem" "$tmp/tma_ptxas.out" &&
+    ! grep -q "setmaxnreg' ignored" "$tmp/tma_ptxas.out" && ! grep -qE "[1-9][0-9]* bytes spill" "$tmp/tma_ptxas.out"; then
+    ok hopper_wrappers_compile_for_sm_90a
+else not_ok hopper_wrappers_compile_for_sm_90a "$(grep -m3 -iE "error|ignored|[1-9][0-9]* bytes spill" "$tmp/tma_ptxas.out" | tr '\n' ' ')"; fi
 if ! bash tests/emu/build.sh >"$tmp/emu_build.out" 2>&1; then
     not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
     exit 1

@@ -102,6 +102,9 @@ compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp 
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
+compile "$OUT/obj/emu_tma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
+# the host side of the bulk tensor copies (tensor maps), C as in the GPU build
+compile "$OUT/obj/kernels_cuda_tensor_map.o" $CC $CFLAGS $EMU_INC kernels/cuda/tensor_map.c
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -151,8 +154,9 @@ if [ "${1:-}" = train ]; then
     done
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
-# and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
-emu_tests=(mma async_copy graph lazy)
+# and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu),
+# Hopper's mbarriers, bulk tensor copies and named barriers (test_tma.cu).
+emu_tests=(mma async_copy graph lazy tma)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 for t in "${emu_tests[@]}"; do
@@ -195,7 +199,10 @@ for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$
 $CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" -o "$OUT/bench_attention_emu" -lm
 echo "built $OUT/bench_attention_emu"
 for t in "${emu_tests[@]}"; do
-    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
+    extra=()
+    [ "$t" = tma ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+        "$OUT/obj/emu_tma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
 if [ "${1:-}" = train ]; then

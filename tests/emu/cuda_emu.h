@@ -30,6 +30,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
 /* Static shared memory: one copy per kernel (blocks run one at a time), all
  * in one ELF section that the launcher fills with 0xff (NaN) before every
  * block, so reads of shared memory never written in this block show. */
@@ -94,6 +95,27 @@ void *dynamic_shared();
 void cp_async16(void *dst_shared, const void *src_global);
 void cp_async_commit();
 void cp_async_wait(int newest_pending);
+/* Hopper (emu_tma.cpp; kernels/cuda/mbarrier.cuh and tma.cuh): mbarrier
+ * phases as the PTX ISA defines them (a phase completes when its pending
+ * arrivals and its transaction bytes are both zero); a try_wait that
+ * fails gives way to the other threads. A bulk tensor load's destination
+ * reads NaN from its issue; the load lands (reading global memory then,
+ * zeros outside the tensor, the map's swizzle on the absolute shared
+ * address) when a wait on its barrier needs it. Stores land at their
+ * wait. Named barriers: `threads` threads meet at id; setmaxnreg: checked
+ * warpgroup-uniform. `map` is a CUtensorMap (cuda.h). */
+void mbar_init(uint64_t *bar, unsigned count);
+uint64_t mbar_arrive(uint64_t *bar, unsigned expect_tx_bytes);
+void mbar_expect_tx(uint64_t *bar, unsigned bytes);
+bool mbar_try_wait(uint64_t *bar, unsigned parity);
+void mbar_inval(uint64_t *bar);
+void named_bar(int id, int threads, bool wait);
+void setmaxnreg(int regs, bool inc);
+void tma_prefetch(const void *map);
+void tma_load(void *dst, const void *map, uint64_t *bar, const int *coords, int rank);
+void tma_store(const void *map, const void *src, const int *coords, int rank);
+void tma_store_commit();
+void tma_store_wait(int newest_pending);
 
 template <typename F, typename Tuple>
 struct kernel_call {

@@ -28,6 +28,9 @@ void emu_errors_forgive(long to);
  * per pair of source lines). Only in the race check's build (EMU_RACE=1,
  * tests/emu/emu_race.cpp). */
 long emu_races(void);
+/* Why the emulated cuTensorMapEncodeTiled last refused a map (the driver's
+ * rule broken), or "" after a map it accepted (tests/emu/emu_tma.cpp). */
+const char *emu_tensor_map_refusal(void);
 #ifdef __cplusplus
 }
 #endif

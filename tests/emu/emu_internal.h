@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <functional>
+#include <string>
 
 /* Prints "emu: ERROR ..." and counts it (exit status 3 at the end). */
 void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -121,5 +122,31 @@ emu_space emu_race_space(const void *p, const char **base);
 void emu_race_access(const void *p, size_t bytes, bool write, const void *pc);
 /* A device allocation freed (cudaFree): the check drops what it kept of it. */
 void emu_race_free(const void *base, size_t bytes);
+
+/* ---- Hopper's mbarriers, bulk tensor copies, named barriers and
+ * setmaxnreg (emu_tma.cpp), on the launcher of emu_runtime.cpp ---- */
+namespace emu {
+struct thread_pos {
+    int tid, nthreads;
+    uint32_t block; /* serial of the running block, from 1, over the whole run */
+    const char *kernel;
+};
+/* Where the running thread is; false outside a kernel. */
+bool thread_position(thread_pos *p);
+/* The running thread gives way to the others (a wait that cannot finish
+ * yet); a round where every thread only spins is a deadlock. */
+void spin();
+/* A state change another thread may be waiting for. */
+void progress();
+/* The start of the block's shared memory region that [p, p + bytes) lies in, or NULL. */
+const char *shared_base(const void *p, size_t bytes);
+} // namespace emu
+/* Called by the launcher: a thread returned (its bulk stores must be
+ * waited for); the block ended (its bulk loads must have landed); and, for
+ * a deadlock's message, what the block's threads wait for ("" if nothing
+ * of emu_tma's). */
+void emu_tma_thread_exit(int tid);
+void emu_tma_block_end();
+std::string emu_tma_waits();
 
 #endif

@@ -673,6 +673,7 @@ void fiber_main() {
         g_block.copies_exit_reported = true;
     }
     f->copies.clear();
+    emu_tma_thread_exit(f->tid); /* bulk stores still reading shared memory (emu_tma.cpp) */
     f->state = DONE;
     g_progress++;
     block_state &b = g_block;
@@ -787,12 +788,13 @@ void run_block(const dim3 &b) {
         }
         g_cur = NULL;
         if (B.live > 0 && g_progress == before) {
-            emu_error("%s: block (%u,%u,%u): deadlock: %d of %d threads wait forever (block barrier %d arrived from %s:%d)",
+            emu_error("%s: block (%u,%u,%u): deadlock: %d of %d threads wait forever (block barrier %d arrived from %s:%d)%s",
                       B.kernel, blockIdx.x, blockIdx.y, blockIdx.z, B.live, B.nthreads, B.bar.arrived,
-                      B.bar.file ? B.bar.file : "-", B.bar.line);
+                      B.bar.file ? B.bar.file : "-", B.bar.line, emu_tma_waits().c_str());
             abort();
         }
     }
+    emu_tma_block_end(); /* bulk copies never waited for (emu_tma.cpp) */
 }
 
 /* Why a launch of `kernel` with `shmem` bytes of dynamic shared memory
@@ -863,6 +865,15 @@ const char *shared_region(const void *p, size_t bytes) {
 namespace emu {
 
 int lane_id() { return g_cur->lane; }
+
+bool thread_position(thread_pos *p) {
+    if (!g_cur) return false;
+    *p = thread_pos{g_cur->tid, g_block.nthreads, g_block_serial, g_block.kernel};
+    return true;
+}
+void spin() { yield(); }
+void progress() { g_progress++; }
+const char *shared_base(const void *p, size_t bytes) { return shared_region(p, bytes); }
 
 void syncthreads(const char *file, int line) {
     if (!g_cur) {

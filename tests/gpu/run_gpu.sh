@@ -74,6 +74,15 @@ if want kernels; then
         fi
         count_binary kernels "$tmp/kernels.out" "$rc"
     fi
+    # Hopper's bulk tensor copies, mbarriers and named barriers (tests/emu/test_tma.cu built by nvcc):
+    # box loads in each swizzle against the host's reference, a producer/consumer pipeline, a store;
+    # it says "skip" below compute capability 9.0
+    if [ -x build/gpu/test_tma ]; then
+        timeout -k 10 120 build/gpu/test_tma >"$tmp/tma.out" 2>&1
+        count_binary tma "$tmp/tma.out" $?
+    else
+        bad tma "build/gpu/test_tma is missing: make GPU=1 build/gpu/test_tma"
+    fi
 fi
 
 # the NCCL communicator's own tests (build/gpu/test_nccl): world 1, and TP and DP groups of 2 GPUs when there are 2

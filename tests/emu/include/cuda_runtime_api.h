@@ -115,6 +115,17 @@ cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t err);
 const char *cudaGetErrorName(cudaError_t err);
 cudaError_t cudaFuncSetAttribute(const void *func, int attr, int value);
+/* Driver entry points (emu_tma.cpp): only cuTensorMapEncodeTiled, the
+ * emulation's stand-in; any other symbol answers NULL and SymbolNotFound. */
+enum cudaDriverEntryPointQueryResult {
+    cudaDriverEntryPointSuccess = 0,
+    cudaDriverEntryPointSymbolNotFound = 1,
+    cudaDriverEntryPointVersionNotSufficent = 2
+};
+#define cudaEnableDefault 0x0
+#define CUDART_VERSION 12080
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus);
 #define cudaFuncAttributeMaxDynamicSharedMemorySize 8
 /* Graphs (tests/emu/emu_graph.cpp): a capture records the capturing
  * stream's work; a launch replays it in order. */
