@@ -102,8 +102,8 @@ static void m_layernorm_forward(tg_o o, void *out, float *mean, float *rstd, con
     note(o, M_layernorm_forward, act(o, 2.0 * N * C));
 }
 static void m_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                                 const float *mean, const float *rstd, int N, int C) {
-    (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd;
+                                 const float *mean, const float *rstd, int N, int C, bool dacc, bool acc) {
+    (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)dacc, (void)acc;
     note(o, M_layernorm_backward, act(o, 4.0 * N * C));
 }
 static void m_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
@@ -115,13 +115,13 @@ static double backward_flops(const void *dinp, const void *dw, int N, int C, int
     return 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL));
 }
 static void m_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
-                              int N, int C, int OC) {
-    (void)dbias, (void)dout, (void)inp, (void)w;
+                              int N, int C, int OC, bool acc) {
+    (void)dbias, (void)dout, (void)inp, (void)w, (void)acc;
     note(o, M_matmul_backward, backward_flops(dinp, dw, N, C, OC));
 }
 static void m_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                    const void *w, const void *pre, int N, int C, int OC) {
-    (void)dpre_bias, (void)dout, (void)inp, (void)w, (void)pre;
+                                    const void *w, const void *pre, int N, int C, int OC, bool acc) {
+    (void)dpre_bias, (void)dout, (void)inp, (void)w, (void)pre, (void)acc;
     note(o, M_matmul_backward_dgelu, backward_flops(dpre, dw, N, C, OC));
 }
 static void m_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
@@ -129,8 +129,8 @@ static void m_lmhead_forward(tg_o o, void *logits, const void *x, const void *wt
     note(o, M_lmhead_forward, 2.0 * N * C * V);
 }
 static void m_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
-                              int V) {
-    (void)dlogits, (void)x, (void)wte;
+                              int V, bool acc) {
+    (void)dlogits, (void)x, (void)wte, (void)acc;
     note(o, M_lmhead_backward, backward_flops(dx, dwte, N, C, V));
 }
 /* Causal attention: half of the T x T scores; 2 products forward, 5 backward. */
@@ -164,13 +164,15 @@ static void m_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropou
     (void)out, (void)in, (void)d;
     note(o, M_dropout, act(o, 2.0 * N * C));
 }
-static void m_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C) { (void)dbias, (void)dout, note(o, M_bias_backward, act(o, (double)N * C)); }
+static void m_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc) {
+    (void)dbias, (void)dout, (void)acc, note(o, M_bias_backward, act(o, (double)N * C));
+}
 static void m_position_forward(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C) {
     (void)out, (void)wpe, (void)row_start, (void)T;
     note(o, M_position_forward, act(o, 3.0 * N * C));
 }
-static void m_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
-    (void)dwpe, (void)dout, (void)row_start, (void)T;
+static void m_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc) {
+    (void)dwpe, (void)dout, (void)row_start, (void)T, (void)acc;
     note(o, M_position_backward, act(o, (double)N * C) + 8.0 * N * C);
 }
 static void m_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
