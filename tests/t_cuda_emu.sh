@@ -5,7 +5,9 @@
 # bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
 # whole trainer on the emulated device: fp32 matches the CPU trainer (also as
-# two processes under ZeRO), and the recompute modes stay bitwise equal in bf16 with dropout. The kernels
+# two processes under ZeRO), the recompute modes stay bitwise equal in bf16 with dropout, and every
+# gradient NaN before each step (train.poison_grads) changes no bit (the first micro-batch writes
+# them all: one process, ZeRO over two, the step replayed as a CUDA graph). The kernels
 # also run under the emulation's data-race check and AddressSanitizer, with cuBLASLt refusing its
 # epilogues, and on the lazy device (stream work runs only when the host waits for it). What
 # emulation cannot show (real cuBLAS, speed, races the checks' sizes do not reach) waits for
