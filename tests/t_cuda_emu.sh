@@ -7,7 +7,7 @@
 # whole trainer on the emulated device: fp32 matches the CPU trainer (also as
 # two processes under ZeRO), the recompute modes stay bitwise equal in bf16 with dropout, and every
 # gradient NaN before each step (train.poison_grads) changes no bit (the first micro-batch writes
-# them all: one process, ZeRO over two, the step replayed as a CUDA graph). The kernels
+# them all: one process, ZeRO over two, TP 2 with SP, the step replayed as a CUDA graph). The kernels
 # also run under the emulation's data-race check and AddressSanitizer, with cuBLASLt refusing its
 # epilogues, and on the lazy device (stream work runs only when the host waits for it). What
 # emulation cannot show (real cuBLAS, speed, races the checks' sizes do not reach) waits for
@@ -179,6 +179,14 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
         out=$("$py" tests/parallel/compare.py "$tmp/bf16_zero" "$tmp/bf16_zero_nan" 3 --bitwise 2>&1)
     then ok "trainer_cuda_bf16_dp2_zero_poisoned_grads_change_nothing ($out)"
     else not_ok trainer_cuda_bf16_dp2_zero_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/bf16_zero_nan.out" | tr '\n' ' ')"; fi
+    # TP 2 with SP, one sequence a micro-batch (each rank's 8 rows are at
+    # half of wpe's 16 positions: position_backward writes the others' zeros),
+    # full recompute: every gradient NaN before each step, the same bits
+    tp_sp=("${drop[@]}" --set parallel.tp=2 --set parallel.sp=true --set train.recompute=full --set train.micro_batch=1)
+    if train_2 bf16_tp2_sp "${tp_sp[@]}" && train_2 bf16_tp2_sp_nan "${tp_sp[@]}" --set train.poison_grads=true &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_tp2_sp" "$tmp/bf16_tp2_sp_nan" 3 --bitwise 2>&1)
+    then ok "trainer_cuda_bf16_tp2_sp_poisoned_grads_change_nothing ($out)"
+    else not_ok trainer_cuda_bf16_tp2_sp_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/bf16_tp2_sp_nan.out" | tr '\n' ' ')"; fi
     mkdir -p "$tmp/bf16_zero_resume" && cp -a "$tmp/bf16_zero/step_00000002" "$tmp/bf16_zero_resume/" 2>/dev/null
     grep -E '"step":[0-2],' "$tmp/bf16_zero/log.jsonl" >"$tmp/bf16_zero_resume/log.jsonl" 2>/dev/null
     if train_2 bf16_zero_resume "${zero_bf16[@]}" --set out.resume=true &&
