@@ -51,23 +51,23 @@ double op_work_adamw_bytes(tg_o o, const tg_spans *spans);
       (out, mean, rstd, inp, w, b, N, C), OP_UNIT_BYTE, op_work_act_bytes(o, 2.0 * N * C))                                 \
     X(layernorm_backward,                                                                                                  \
       (tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,     \
-       const float *rstd, int N, int C),                                                                                   \
-      (dinp, dw, db, dout, inp, w, mean, rstd, N, C), OP_UNIT_BYTE, op_work_act_bytes(o, 4.0 * N * C))                     \
+       const float *rstd, int N, int C, bool dacc, bool acc),                                                              \
+      (dinp, dw, db, dout, inp, w, mean, rstd, N, C, dacc, acc), OP_UNIT_BYTE, op_work_act_bytes(o, 4.0 * N * C))                     \
     X(matmul_forward, (tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC),         \
       (out, inp, w, bias, N, C, OC), OP_UNIT_FLOP, 2.0 * N * C * OC)                                                       \
     X(matmul_backward,                                                                                                     \
       (tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N, int C,       \
-       int OC),                                                                                                            \
-      (dinp, dw, dbias, dout, inp, w, N, C, OC), OP_UNIT_FLOP, op_work_backward_flops(dinp, dw, N, C, OC))                 \
+       int OC, bool acc),                                                                                                  \
+      (dinp, dw, dbias, dout, inp, w, N, C, OC, acc), OP_UNIT_FLOP, op_work_backward_flops(dinp, dw, N, C, OC))                 \
     X(matmul_backward_dgelu,                                                                                               \
       (tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp, const void *w, const void *pre,  \
-       int N, int C, int OC),                                                                                              \
-      (dpre, dpre_bias, dw, dout, inp, w, pre, N, C, OC), OP_UNIT_FLOP, op_work_backward_flops(dpre, dw, N, C, OC))        \
+       int N, int C, int OC, bool acc),                                                                                    \
+      (dpre, dpre_bias, dw, dout, inp, w, pre, N, C, OC, acc), OP_UNIT_FLOP, op_work_backward_flops(dpre, dw, N, C, OC))        \
     X(lmhead_forward, (tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V),                         \
       (logits, x, wte, N, C, V), OP_UNIT_FLOP, 2.0 * N * C * V)                                                            \
     X(lmhead_backward,                                                                                                     \
-      (tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C, int V),           \
-      (dx, dwte, dlogits, x, wte, N, C, V), OP_UNIT_FLOP, op_work_backward_flops(dx, dwte, N, C, V))                       \
+      (tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C, int V, bool acc), \
+      (dx, dwte, dlogits, x, wte, N, C, V, acc), OP_UNIT_FLOP, op_work_backward_flops(dx, dwte, N, C, V))                       \
     X(attention_forward,                                                                                                   \
       (tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop),                     \
       (out, lse, qkv, B, T, NH, HS, drop), OP_UNIT_FLOP, op_work_attention_flops(B, T, NH, HS, 2))                         \
@@ -88,12 +88,13 @@ double op_work_adamw_bytes(tg_o o, const tg_spans *spans);
       (out, ln_out, mean, rstd, x, bias, res, w, b, N, C, drop), OP_UNIT_BYTE, op_work_act_bytes(o, 4.0 * N * C))          \
     X(dropout, (tg_o o, void *out, const void *in, int N, int C, tg_dropout drop), (out, in, N, C, drop), OP_UNIT_BYTE,   \
       op_work_act_bytes(o, 2.0 * N * C))                                                                                   \
-    X(bias_backward, (tg_o o, float *dbias, const void *dout, int N, int C), (dbias, dout, N, C), OP_UNIT_BYTE,           \
+    X(bias_backward, (tg_o o, float *dbias, const void *dout, int N, int C, bool acc), (dbias, dout, N, C, acc),          \
+      OP_UNIT_BYTE,                                                                                                        \
       op_work_act_bytes(o, (double)N * C))                                                                                 \
     X(position_forward, (tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C),                          \
       (out, wpe, row_start, N, T, C), OP_UNIT_BYTE, op_work_act_bytes(o, 3.0 * N * C))                                     \
-    X(position_backward, (tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C),                      \
-      (dwpe, dout, row_start, N, T, C), OP_UNIT_BYTE, op_work_act_bytes(o, (double)N * C) + 8.0 * N * C)                   \
+    X(position_backward, (tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc),            \
+      (dwpe, dout, row_start, N, T, C, acc), OP_UNIT_BYTE, op_work_act_bytes(o, (double)N * C) + 8.0 * N * C)                   \
     X(xent_partial,                                                                                                        \
       (tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets, int N, int V,    \
        int n_real, int vocab_start),                                                                                       \

@@ -10,9 +10,30 @@
  *            AdamW moments, LayerNorm statistics, losses and softmax stats.
  * Shapes: N = B*T rows, C = width, OC = output width; weights are stored as
  * Hugging Face GPT-2 does, [in, out].
- * Convention: outputs named d* of weights and biases ACCUMULATE (+=), so
- * gradient accumulation over micro-batches needs no extra pass; activation
- * gradients are overwritten unless a comment says otherwise. */
+ * Convention: the ops that make gradients of weights and biases (outputs
+ * named d* of parameters) take `bool acc`: false, the step's first
+ * micro-batch, WRITES them (=, whatever the buffer held, NaN included:
+ * no separate zeroing pass); true, the later micro-batches, ACCUMULATES
+ * (+=). A write is bitwise the old zero-then-add: each op computes
+ * (acc ? old : 0.0f) + its sum, or starts its sum at +0 where cuBLASLt's
+ * beta is 0. Which op writes each parameter's gradient first (model/gpt.c,
+ * gpt_backward, the audit):
+ *   matmul_backward dw, dbias (c_attn, c_fc, both c_proj; the dinp-only calls
+ *     under SP write no parameter); matmul_backward_dgelu dw and dpre_bias
+ *     (c_fc's bias: the fused DGELU_BGRAD path's scratch is written or added
+ *     to it); bias_backward (the row-parallel biases); layernorm_backward dw,
+ *     db; position_backward dwpe: every position of the T rows, also those
+ *     none of this rank's rows hit (SP) - each gets its (empty) sum;
+ *   lmhead_backward dwte: every row of this rank's vocabulary (a product
+ *     over all of them, rows no token hits and padding included), so it runs
+ *     first, and the embedding's scatter (encoder_backward, which only
+ *     touches rows of tokens) always accumulates after it;
+ *   attention has no parameters; TP shards are the tensors of this rank,
+ *   written by the same ops; SP's replicated gradients are summed over TP
+ *   after the last micro-batch, and DP's (all-reduce or ZeRO's buckets) are
+ *   reduced during or after the last micro-batch's backward, so nothing
+ *   reads a gradient before the first micro-batch wrote all of it.
+ * Activation gradients are overwritten unless a comment says otherwise. */
 #ifndef KERNELS_OPS_H
 #define KERNELS_OPS_H
 
@@ -225,42 +246,46 @@ struct tg_ops {
      * [vocab_start, vocab_start + vocab_local)) + wpe[t] (if wpe != NULL). */
     void (*encoder_forward)(tg_o o, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T, int C,
                             int vocab_start, int vocab_local);
-    /* dwte, dwpe accumulate; either may be NULL. */
+    /* dwte, dwpe accumulate (a scatter over the tokens: the model runs it
+     * after lmhead_backward wrote dwte); either may be NULL. */
     void (*encoder_backward)(tg_o o, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C,
                              int vocab_start, int vocab_local);
 
     /* LayerNorm over the last dim, eps 1e-5; saves mean and 1/std per row. */
     void (*layernorm_forward)(tg_o o, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b,
                               int N, int C);
-    /* dinp ACCUMULATES (it is the residual stream's gradient), dw, db too. */
+    /* dinp (the residual stream's gradient) ACCUMULATES when dacc, else is
+     * written (the first op of a backward pass that makes it: ln_f's, so
+     * that it needs no zeroing either); dw, db as acc says. */
     void (*layernorm_backward)(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                               const float *mean, const float *rstd, int N, int C);
+                               const float *mean, const float *rstd, int N, int C, bool dacc, bool acc);
 
     /* out[N,OC] = inp[N,C] @ w[C,OC] (+ bias if non-NULL). */
     void (*matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
-    /* dinp = dout @ w^T (skipped if NULL); dw += inp^T @ dout (skipped if
-     * NULL); dbias += column sums (if non-NULL). The model makes dinp first
-     * and the rest in a second call, beside dinp's TP reduction. */
+    /* dinp = dout @ w^T (skipped if NULL); dw (+)= inp^T @ dout (skipped if
+     * NULL); dbias (+)= column sums (if non-NULL), as acc says. The model
+     * makes dinp first and the rest in a second call, beside dinp's TP
+     * reduction. */
     void (*matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
-                            int N, int C, int OC);
+                            int N, int C, int OC, bool acc);
     /* The backward of a linear layer whose input is gelu(pre), with the
      * GELU's backward and the bias gradient of the layer before it (the
      * MLP's c_proj after c_fc): w[C,OC], inp = gelu(pre) [N,C],
      *   dpre[N,C] = gelu'(pre) * (dout @ w^T)      (overwritten)
-     *   dpre_bias[C] += column sums of dpre         (if non-NULL)
-     *   dw[C,OC] += inp^T @ dout                     (if non-NULL)
+     *   dpre_bias[C] (+)= column sums of dpre        (if non-NULL; acc)
+     *   dw[C,OC] (+)= inp^T @ dout                    (if non-NULL; acc)
      * exactly matmul_backward (dinp = dpre, no dbias), then gelu_backward in
      * place on dpre, then bias_backward of dpre into dpre_bias; CUDA fuses
      * the first two (and in fp32 the third) into cuBLASLt's epilogue. */
     void (*matmul_backward_dgelu)(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                  const void *w, const void *pre, int N, int C, int OC);
+                                  const void *w, const void *pre, int N, int C, int OC, bool acc);
     /* logits[N,V] = x[N,C] @ wte[V,C]^T (the LM head tied to the embedding). */
     void (*lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
-    /* dx = dlogits @ wte (skipped if NULL); dwte += dlogits^T @ x (skipped
-     * if NULL). The model makes dx first and dwte in a second call, beside
-     * dx's TP reduction. */
+    /* dx = dlogits @ wte (skipped if NULL); dwte (+)= dlogits^T @ x (skipped
+     * if NULL; acc). The model makes dx first and dwte in a second call,
+     * beside dx's TP reduction. */
     void (*lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
-                            int V);
+                            int V, bool acc);
 
     /* Causal self-attention of this rank's NH heads. qkv rows hold
      * [q heads | k heads | v heads], each NH*HS wide. No T x T buffer: lse
@@ -294,12 +319,14 @@ struct tg_ops {
     /* out = dropout(in) over N rows of C (in place allowed): the embedding's
      * dropout forward, and every dropout's backward (the same mask). */
     void (*dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
-    /* dbias[c] += sum over rows of dout[:, c]. */
-    void (*bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C);
+    /* dbias[c] (+)= sum over rows of dout[:, c], as acc says. */
+    void (*bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C, bool acc);
     /* Rows [row_start, row_start + N) of the flattened [B, T] token grid:
-     * out[n] += wpe[(row_start + n) % T], and its gradient dwpe[...] += dout[n]. */
+     * out[n] += wpe[(row_start + n) % T], and its gradient dwpe[...] += dout[n]
+     * (acc false: each of dwpe's T rows written with its rows' sum, zero for
+     * a position none of them is at). */
     void (*position_forward)(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
-    void (*position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
+    void (*position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc);
 
     /* Vocab-parallel cross-entropy in two passes over the logits, so that a
      * TP group can combine the per-row statistics between them (Megatron's

@@ -40,26 +40,28 @@ static void layernorm_forward(tg_o o, void *out, float *mean, float *rstd, const
     (void)o; (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
 }
 static void layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                               const float *mean, const float *rstd, int N, int C) {
+                               const float *mean, const float *rstd, int N, int C, bool dacc, bool acc) {
     (void)o; (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean; (void)rstd; (void)N; (void)C;
+    (void)dacc; (void)acc;
 }
 static void matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     (void)o; (void)out; (void)inp; (void)w; (void)bias; (void)N; (void)C; (void)OC;
 }
 static void matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
-                            int N, int C, int OC) {
-    (void)o; (void)dinp; (void)dw; (void)dbias; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC;
+                            int N, int C, int OC, bool acc) {
+    (void)o; (void)dinp; (void)dw; (void)dbias; (void)dout; (void)inp; (void)w; (void)N; (void)C; (void)OC; (void)acc;
 }
 static void matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                  const void *w, const void *pre, int N, int C, int OC) {
+                                  const void *w, const void *pre, int N, int C, int OC, bool acc) {
     (void)o; (void)dpre; (void)dpre_bias; (void)dw; (void)dout; (void)inp; (void)w; (void)pre; (void)N; (void)C; (void)OC;
+    (void)acc;
 }
 static void lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
     (void)o; (void)logits; (void)x; (void)wte; (void)N; (void)C; (void)V;
 }
 static void lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
-                            int V) {
-    (void)o; (void)dx; (void)dwte; (void)dlogits; (void)x; (void)wte; (void)N; (void)C; (void)V;
+                            int V, bool acc) {
+    (void)o; (void)dx; (void)dwte; (void)dlogits; (void)x; (void)wte; (void)N; (void)C; (void)V; (void)acc;
 }
 static void attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout d) {
     (void)o; (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH; (void)HS; (void)d;
@@ -85,12 +87,14 @@ static void bias_residual_layernorm(tg_o o, void *out, void *ln_out, float *mean
 static void dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout d) {
     (void)o; (void)out; (void)in; (void)N; (void)C; (void)d;
 }
-static void bias_backward(tg_o o, float *dbias, const void *dout, int N, int C) { (void)o; (void)dbias; (void)dout; (void)N; (void)C; }
+static void bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc) {
+    (void)o; (void)dbias; (void)dout; (void)N; (void)C; (void)acc;
+}
 static void position_forward(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C) {
     (void)o; (void)out; (void)wpe; (void)row_start; (void)N; (void)T; (void)C;
 }
-static void position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
-    (void)o; (void)dwpe; (void)dout; (void)row_start; (void)N; (void)T; (void)C;
+static void position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc) {
+    (void)o; (void)dwpe; (void)dout; (void)row_start; (void)N; (void)T; (void)C; (void)acc;
 }
 static void xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
                          int N, int V, int n_real, int vocab_start) {

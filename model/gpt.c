@@ -61,6 +61,10 @@ gpt *gpt_create(const tg_ops *ops, comm *tp, const gpt_dims *d, int B, int T, si
     g->grads = ops->alloc(ops, g->n_alloc * sizeof(float), "gradients");
     if (has_separate_master(g)) ops->zero(ops, g->master, g->n_alloc * sizeof(float));
     ops->zero(ops, g->params, g->n_alloc * tg_dtype_bytes(ops->act));
+    /* Once: no backward pass writes the alignment gaps between tensors or
+     * the elements past n_params, but DP's reductions sum them (buckets and
+     * ZeRO's chunks span them), so they must hold numbers. Each step's first
+     * micro-batch writes every tensor's gradient (gpt_backward, acc false). */
     ops->zero(ops, g->grads, g->n_alloc * sizeof(float));
     g->acts = acts_create(ops, d, B, T);
     g->stats = ops->alloc(ops, sizeof *g->stats, "step scalars");
@@ -108,7 +112,15 @@ void gpt_set_weights(gpt *g, const float *host) {
     g->ops->cast_params(g->ops, g->params, full, g->n_params);
 }
 
-void gpt_zero_grads(gpt *g) { g->ops->zero(g->ops, g->grads, g->n_alloc * sizeof(float)); }
+void gpt_poison_grads(gpt *g) {
+    size_t most = 0;
+    for (int i = 0; i < g->n_tensors; i++) most = g->tensors[i].numel > most ? g->tensors[i].numel : most;
+    float *nan = tg_malloc(most * sizeof(float), "NaN gradients");
+    for (size_t j = 0; j < most; j++) nan[j] = NAN;
+    for (int i = 0; i < g->n_tensors; i++)
+        g->ops->upload(g->ops, g->grads + g->tensors[i].offset, nan, g->tensors[i].numel * sizeof(float));
+    free(nan);
+}
 
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0) {
     g->drop = (gpt_dropout){p, seed, token0};
@@ -294,19 +306,22 @@ static int grads_ready(const gpt_grad_hook *hook, gpt *g, int layer, tg_err *e) 
     return hook ? hook->ready(hook->ctx, g, layer, e) : 0;
 }
 
-int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
+int gpt_backward(gpt *g, const gpt_grad_hook *hook, bool acc, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
     const int B = a->B, T = a->T, N = B * T, C = d->C, Ns = (int)rows_local(g, N);
+    a->grad_acc = acc;
 
-    o->zero(o, a->dres.base, (size_t)Ns * C * a->dres.elem);
+    /* ln_f's backward writes dres, the residual stream's gradient; the blocks add to it */
     const ln_dest lnf = ln_reading_resid(g, d->L);
     if (column_parallel_backward(g, P_WTE, false, 0, a->logits.base, d->V_local, &lnf, act_at(&a->resid, d->L), N, e))
         return -1;
 
     /* a->dres is the gradient of the residual stream, updated in place
-     * through each block from the top down. */
+     * through each block from the top down. The LM head's product wrote
+     * (or added) every row of dwte first; the embedding's scatter adds the
+     * rows its tokens hit at the end. */
     for (int l = d->L - 1; l >= 0; l--)
         if (block_backward(g, l, B, T, e) || grads_ready(hook, g, l, e)) return -1;
 
@@ -315,9 +330,11 @@ int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e) {
     comm_req *gather;
     const void *dx = gather_rows_start(g, a->dres_full.base, demb, N, &gather, e);
     if (!dx) return -1;
-    o->position_backward(o, gpt_grad(g, P_WPE, 0), demb, row_start, Ns, T, C); /* beside the gather: both read demb */
+    float *dwpe = gpt_grad(g, P_WPE, 0);
+    o->position_backward(o, dwpe, demb, row_start, Ns, T, C, acc); /* beside the gather: both read demb */
+    if (!acc && T < d->T) o->zero(o, dwpe + (size_t)T * C, (size_t)(d->T - T) * C * sizeof(float)); /* positions past T */
     if (gather && comm_wait(gather, e)) return -1;
-    o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, a->tokens_in, B, T, C, d->vocab_start, d->V_local);
+    o->encoder_backward(o, gpt_grad(g, P_WTE, 0), NULL, dx, a->tokens_in, B, T, C, d->vocab_start, d->V_local); /* adds */
     return grads_ready(hook, g, -1, e);
 }
 

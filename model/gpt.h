@@ -160,8 +160,8 @@ void gpt_init_weights(gpt *g, uint64_t seed);
 /* Sets the weights from host memory (n_params float32 in this rank's
  * layout): the master weights and their working copy. Without a master
  * (d.master_in_optim) the float32 weights stay in g->grads, until the next
- * gpt_zero_grads, for the optimizer to take its master from
- * (optim_take_weights). */
+ * backward pass writes its gradients there, for the optimizer to take its
+ * master from (optim_take_weights). */
 void gpt_set_weights(gpt *g, const float *host);
 
 /* Told during gpt_forward_resident before a layer's weights are first
@@ -195,8 +195,11 @@ typedef struct gpt_grad_hook {
     void *ctx;
 } gpt_grad_hook;
 
-/* Accumulates this micro-batch's gradients into g->grads; hook may be NULL. */
-int gpt_backward(gpt *g, const gpt_grad_hook *hook, tg_err *e);
+/* This micro-batch's gradients into g->grads: acc false (a step's first
+ * micro-batch) writes every parameter's gradient, whatever the buffer held;
+ * true adds them to it (kernels/ops.h's convention, and its audit of which
+ * op writes what). hook may be NULL. */
+int gpt_backward(gpt *g, const gpt_grad_hook *hook, bool acc, tg_err *e);
 /* The gradients of parameter kind k in one contiguous range of g->grads:
  * for a per-layer kind, its tensors of layers [lo, hi) (alignment gaps
  * included); for the others, the tensor itself (lo and hi ignored). */
@@ -208,7 +211,11 @@ bool gpt_kind_per_layer(param_kind k);
 int gpt_sync_replicated_grads(gpt *g, tg_err *e);
 /* True for tensors every TP rank holds whole (counted once in norms). */
 bool gpt_is_replicated(const gpt_tensor *t);
-void gpt_zero_grads(gpt *g);
+/* Fills the gradient of every tensor with NaN (the alignment gaps between
+ * them keep their zeros): a test that the next backward pass with acc
+ * false writes every element (train.poison_grads). Uploads, outside any
+ * captured step. */
+void gpt_poison_grads(gpt *g);
 /* Keys the dropout masks of the next forward (and its backward). Their step
  * is g->stats->in.step, read by the kernels when they run: uploaded before
  * the step's work is enqueued (optim_begin_step), so the same work (a CUDA

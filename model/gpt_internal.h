@@ -54,6 +54,7 @@ struct gpt_acts {
     act_buf dres, dres_full, dln_full, dln, dqkv, datty, dfc; /* backward scratch */
     act_buf ddrop;                  /* [Ns, C]: a gradient through a dropout mask */
     int B, T;                       /* shape of the last forward */
+    bool grad_acc;                  /* gpt_backward's acc: parameter gradients add to g->grads (false: written) */
     comm_req *ln_gather;            /* SP: a LayerNorm's all-gather in flight, for the product that reads it */
 };
 

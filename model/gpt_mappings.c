@@ -113,11 +113,13 @@ int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const 
 }
 
 /* The backward of LayerNorm ln of this rank's residual rows ln_in, from
- * dln (their gradient, summed over TP); dres accumulates. */
+ * dln (their gradient, summed over TP); dres accumulates, except from ln_f,
+ * the backward pass's first, which writes it (no zeroing before). */
 static void layernorm_backward_of(gpt *g, const ln_dest *ln, const void *ln_in, const void *dln, int N) {
+    const bool dres_acc = ln->w != P_LNF_W;
     g->ops->layernorm_backward(g->ops, g->acts->dres.base, gpt_grad(g, ln->w, ln->layer),
                                gpt_grad(g, (param_kind)(ln->w + 1), ln->layer), dln, ln_in, gpt_param(g, ln->w, ln->layer),
-                               ln->mean, ln->rstd, (int)rows_local(g, N), g->d.C);
+                               ln->mean, ln->rstd, (int)rows_local(g, N), g->d.C, dres_acc, g->acts->grad_acc);
 }
 
 /* This rank's rows of dln_full (all rows' partial gradient), summed over TP. */
@@ -133,8 +135,9 @@ static void column_grads(gpt *g, param_kind w, int l, void *dinp, bool weight_gr
     const void *weight = gpt_param(g, w, l), *inp = weight_grads ? ln->full : NULL;
     float *dw = weight_grads ? gpt_grad(g, w, l) : NULL;
     float *dbias = weight_grads && has_bias ? gpt_grad(g, (param_kind)(w + 1), l) : NULL;
-    if (w == P_WTE) o->lmhead_backward(o, dinp, dw, dout, inp, weight, N, g->d.C, OC);
-    else o->matmul_backward(o, dinp, dw, dbias, dout, inp, weight, N, g->d.C, OC);
+    const bool acc = g->acts->grad_acc;
+    if (w == P_WTE) o->lmhead_backward(o, dinp, dw, dout, inp, weight, N, g->d.C, OC, acc);
+    else o->matmul_backward(o, dinp, dw, dbias, dout, inp, weight, N, g->d.C, OC, acc);
 }
 
 /* Under SP's regather: all rows of LayerNorm ln again, gathered from the
@@ -181,7 +184,8 @@ static int row_parallel_dout(gpt *g, param_kind w, int l, int N, gathered_rows *
     void *full = gather_rows_start(g, g->acts->dres_full.base, dbranch, N, &gather, e);
     if (!full) return -1;
     *dout = (gathered_rows){full, dbranch, gather};
-    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
+    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C,
+                          g->acts->grad_acc);
     return 0;
 }
 
@@ -198,8 +202,8 @@ static void input_grad_of_rows(gpt *g, const rows_job *job, int row0, int rows, 
     void *dinp = (char *)a->dinp + offset;
     if (a->pre)
         g->ops->matmul_backward_dgelu(g->ops, dinp, NULL, NULL, dout, NULL, a->w, (const char *)a->pre + offset, rows, a->K,
-                                      g->d.C);
-    else g->ops->matmul_backward(g->ops, dinp, NULL, NULL, dout, NULL, a->w, rows, a->K, g->d.C);
+                                      g->d.C, false);
+    else g->ops->matmul_backward(g->ops, dinp, NULL, NULL, dout, NULL, a->w, rows, a->K, g->d.C, false); /* no parameter */
 }
 
 int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *inp, const void *pre, float *dpre_bias, int N,
@@ -207,17 +211,18 @@ int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *i
     const tg_ops *o = g->ops;
     const void *weight = gpt_param(g, w, l);
     float *dw = gpt_grad(g, w, l);
+    const bool acc = g->acts->grad_acc;
     gathered_rows dout;
     if (row_parallel_dout(g, w, l, N, &dout, e)) return -1;
     if (!dout.gather) { /* all rows here: one op (cuBLASLt fuses the GELU's backward and, in fp32, its bias gradient) */
-        if (pre) o->matmul_backward_dgelu(o, dinp, dpre_bias, dw, dout.full, inp, weight, pre, N, K, g->d.C);
-        else o->matmul_backward(o, dinp, dw, NULL, dout.full, inp, weight, N, K, g->d.C);
+        if (pre) o->matmul_backward_dgelu(o, dinp, dpre_bias, dw, dout.full, inp, weight, pre, N, K, g->d.C, acc);
+        else o->matmul_backward(o, dinp, dw, NULL, dout.full, inp, weight, N, K, g->d.C, acc);
         return 0;
     }
     const input_grad_rows args = {dinp, weight, pre, K};
     const rows_job job = {input_grad_of_rows, &args, 2.0 * g->d.C * K};
     if (over_gathered_rows(g, &dout, &job, N, e)) return -1;
-    if (pre && dpre_bias) o->bias_backward(o, dpre_bias, dinp, N, K);
-    o->matmul_backward(o, NULL, dw, NULL, dout.full, inp, weight, N, K, g->d.C);
+    if (pre && dpre_bias) o->bias_backward(o, dpre_bias, dinp, N, K, acc);
+    o->matmul_backward(o, NULL, dw, NULL, dout.full, inp, weight, N, K, g->d.C, acc);
     return 0;
 }

@@ -5,7 +5,9 @@
 # bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
 # so the chunked paths run, and blocks and threads in reverse order; then the
 # whole trainer on the emulated device: fp32 matches the CPU trainer (also as
-# two processes under ZeRO), and the recompute modes stay bitwise equal in bf16 with dropout. The kernels
+# two processes under ZeRO), the recompute modes stay bitwise equal in bf16 with dropout, and every
+# gradient NaN before each step (train.poison_grads) changes no bit (the first micro-batch writes
+# them all: one process, ZeRO over two, TP 2 with SP, the step replayed as a CUDA graph). The kernels
 # also run under the emulation's data-race check and AddressSanitizer, with cuBLASLt refusing its
 # epilogues, and on the lazy device (stream work runs only when the host waits for it). What
 # emulation cannot show (real cuBLAS, speed, races the checks' sizes do not reach) waits for
@@ -121,6 +123,13 @@ if EMU_LT_NO_EPILOGUE=matmul train cuda_fp32_epilogue_refused "$emu_bin" --set d
     grep -q "cublasLtMatmul answered cuBLAS status 15" "$tmp/cuda_fp32_epilogue_refused.out"
 then ok "trainer_cuda_epilogue_refused_at_matmul_falls_back ($out)"
 else not_ok trainer_cuda_epilogue_refused_at_matmul_falls_back "${out:-} $(tail -n 3 "$tmp/cuda_fp32_epilogue_refused.out" | tr '\n' ' ')"; fi
+# No gradient zeroing pass (kernels/ops.h, acc): every gradient NaN before
+# each step (train.poison_grads, the emulation's fresh memory is NaN too),
+# two micro-batches a step, the same bits as the plain run
+if train cuda_fp32_nan "$emu_bin" --set device=cuda --set train.precision=fp32 --set train.poison_grads=true &&
+    out=$("$py" tests/parallel/compare.py "$tmp/cuda_fp32" "$tmp/cuda_fp32_nan" 3 --bitwise 2>&1)
+then ok "trainer_cuda_poisoned_grads_change_nothing ($out)"
+else not_ok trainer_cuda_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/cuda_fp32_nan.out" | tr '\n' ' ')"; fi
 grep -q "backend: cuda" "$tmp/cuda_fp32.out" && ok trainer_ran_the_cuda_backend || not_ok trainer_ran_the_cuda_backend "$(grep -m1 backend "$tmp/cuda_fp32.out")"
 # ZeRO as two emulated processes through the shm communicator, in buckets of
 # one layer: the CUDA AdamW and norm walk a rank's chunk of every bucket
@@ -166,6 +175,21 @@ if train bf16_none "$emu_bin" "${drop[@]}"; then
         out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_zero" 3 --rtol 2e-3 --weight-rtol 1e-1 2>&1); then
         ok "trainer_cuda_bf16_dp2_zero_matches_bf16 ($out)"
     else not_ok trainer_cuda_bf16_dp2_zero_matches_bf16 "${out:-} $(tail -n 3 "$tmp/bf16_zero.out" | tr '\n' ' ')"; fi
+    # gradients NaN before each step: ZeRO's master taken through the
+    # gradient buffer, buckets reduce-scattered during the last micro-batch,
+    # the step-2 save gathering optimizer state through the gradient buffer
+    if train_2 bf16_zero_nan "${zero_bf16[@]}" --set out.save_every=2 --set train.poison_grads=true &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_zero" "$tmp/bf16_zero_nan" 3 --bitwise 2>&1)
+    then ok "trainer_cuda_bf16_dp2_zero_poisoned_grads_change_nothing ($out)"
+    else not_ok trainer_cuda_bf16_dp2_zero_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/bf16_zero_nan.out" | tr '\n' ' ')"; fi
+    # TP 2 with SP, one sequence a micro-batch (each rank's 8 rows are at
+    # half of wpe's 16 positions: position_backward writes the others' zeros),
+    # full recompute: every gradient NaN before each step, the same bits
+    tp_sp=("${drop[@]}" --set parallel.tp=2 --set parallel.sp=true --set train.recompute=full --set train.micro_batch=1)
+    if train_2 bf16_tp2_sp "${tp_sp[@]}" && train_2 bf16_tp2_sp_nan "${tp_sp[@]}" --set train.poison_grads=true &&
+        out=$("$py" tests/parallel/compare.py "$tmp/bf16_tp2_sp" "$tmp/bf16_tp2_sp_nan" 3 --bitwise 2>&1)
+    then ok "trainer_cuda_bf16_tp2_sp_poisoned_grads_change_nothing ($out)"
+    else not_ok trainer_cuda_bf16_tp2_sp_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/bf16_tp2_sp_nan.out" | tr '\n' ' ')"; fi
     mkdir -p "$tmp/bf16_zero_resume" && cp -a "$tmp/bf16_zero/step_00000002" "$tmp/bf16_zero_resume/" 2>/dev/null
     grep -E '"step":[0-2],' "$tmp/bf16_zero/log.jsonl" >"$tmp/bf16_zero_resume/log.jsonl" 2>/dev/null
     if train_2 bf16_zero_resume "${zero_bf16[@]}" --set out.resume=true &&
@@ -191,6 +215,12 @@ for v in fp32 bf16 fp32_dropout bf16_dropout; do
         else not_ok "trainer_cuda_graph_replay_bitwise_$v" "no capture at step 2: $(grep -m1 -i graph "$tmp/graph_on_$v.out")"; fi
     else not_ok "trainer_cuda_graph_replay_bitwise_$v" "${out:-} $(tail -n 2 "$tmp/graph_on_$v.out" | tr '\n' ' ')"; fi
 done
+# the gradients NaN before every replay of the step's graph: its first micro-batch writes them
+if train graph_on_bf16_dropout_nan "$emu_bin" --set device=cuda --set train.precision=bf16 "${graph[@]}" --set model.dropout=0.1 \
+    --set train.poison_grads=true && grep -q "^step 2: captured as a CUDA graph" "$tmp/graph_on_bf16_dropout_nan.out" &&
+    out=$("$py" tests/parallel/compare.py "$tmp/graph_on_bf16_dropout" "$tmp/graph_on_bf16_dropout_nan" 6 --bitwise 2>&1)
+then ok "trainer_cuda_graph_poisoned_grads_change_nothing ($out)"
+else not_ok trainer_cuda_graph_poisoned_grads_change_nothing "${out:-} $(tail -n 3 "$tmp/graph_on_bf16_dropout_nan.out" | tr '\n' ' ')"; fi
 # the replayed graph's dropout masks are the CPU's: each step's own, not one frozen step's
 if train cpu_dropout "$bin" "${graph[@]}" --set model.dropout=0.1 &&
     out=$("$py" tests/parallel/compare.py "$tmp/cpu_dropout" "$tmp/graph_on_fp32_dropout" 6 --rtol 1e-4 2>&1)

@@ -51,9 +51,11 @@ static int micro_batches(const batch_io *io, bool train, tg_err *e) {
         const int32_t *inputs = io->share + (size_t)m * B * T;
         const gpt_weight_hook *weights = io->opt && m == 0 ? optim_forward_hook(io->opt) : NULL;
         if (gpt_forward_resident(io->model, weights, inputs, inputs + 1, B, T, dloss, e)) return -1;
-        /* The last micro-batch's backward starts the DP reduction as it goes. */
+        /* The first micro-batch's backward writes every gradient (no
+         * zeroing pass before it), the later ones add to them; the last one
+         * starts the DP reduction as it goes. */
         const gpt_grad_hook *hook = train && m == accum - 1 ? optim_backward_hook(io->opt, io->model) : NULL;
-        if (train && gpt_backward(io->model, hook, e)) return -1;
+        if (train && gpt_backward(io->model, hook, m > 0, e)) return -1;
     }
     /* On the device: the mean over micro-batches, this rank's DP share, summed over DP. */
     const tg_ops *ops = io->model->ops;
@@ -76,7 +78,6 @@ int batch_eval_loss(const batch_io *io, float *mean, tg_err *e) {
 
 /* A training step's work after its uploads: the same ops every step. */
 static int step_work(const batch_io *io, tg_err *e) {
-    gpt_zero_grads(io->model);
     if (micro_batches(io, true, e)) return -1;
     return optim_enqueue(io->opt, io->model, io->cfg, e);
 }
@@ -169,6 +170,7 @@ static int enqueue_step_deferred(const batch_io *io, int step, tg_err *e) {
 
 int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e) {
     upload_share(io);
+    if (io->cfg->train.poison_grads) gpt_poison_grads(io->model); /* the step must write every gradient */
     optim_begin_step(io->opt, io->model, io->cfg, step);
     if (enqueue_step_deferred(io, step, e)) return -1;
     optim_read(io->opt, io->model, io->cfg, step, rep);

@@ -56,8 +56,8 @@ int batch_loss(const batch_io *io, bool train, tg_err *e);
 /* batch_loss without training, and its mean read back (one wait). */
 int batch_eval_loss(const batch_io *io, float *mean, tg_err *e);
 
-/* A training step on the window: zeroed gradients, batch_loss, then the
- * optimizer (which applies nothing for a non-finite loss or norm, and
+/* A training step on the window: batch_loss (its first micro-batch writes
+ * the gradients, the others add to them), then the optimizer (which applies nothing for a non-finite loss or norm, and
  * reports the loss and norm), as one graph when io->graph is usable. */
 int batch_train_step(const batch_io *io, int step, optim_report *rep, tg_err *e);
 

@@ -44,6 +44,7 @@ typedef struct tg_config {
         char on_nonfinite[CFG_WORD_MAX]; /* stop | skip */
         int max_skipped;                  /* skip: stop after this many in a row */
         bool cuda_graph;                  /* replay the step as a CUDA graph where it can */
+        bool poison_grads;                /* test: NaN in every gradient before each step (gpt_poison_grads) */
     } train;
     struct {
         char train[CFG_PATH_MAX], val[CFG_PATH_MAX];

@@ -126,7 +126,7 @@ static int layer_pass(const tg_config *c, int L, const char *recompute, tg_ops *
     int rc = gpt_forward(g, tokens, tokens, B, T, 1.0f, e);
     p->fwd = plan_meter_seconds(meter);
     p->fwd_comm = tp->modeled_seconds - comm0;
-    if (rc == 0) rc = gpt_backward(g, NULL, e);
+    if (rc == 0) rc = gpt_backward(g, NULL, false, e); /* a step's first micro-batch: it writes the gradients */
     p->bwd = plan_meter_seconds(meter) - p->fwd;
     p->bwd_comm = tp->modeled_seconds - comm0 - p->fwd_comm;
     free(tokens);

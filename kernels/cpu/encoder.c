@@ -59,13 +59,16 @@ void CPU_KERNEL(position_forward)(tg_o o, void *out, const void *wpe, int row_st
     }
 }
 
-void CPU_KERNEL(position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
+void CPU_KERNEL(position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc) {
     (void)o;
     const act_t *dy = dout;
-    /* Each position's rows are summed in row order by one thread. */
+    /* Each position's rows are summed in row order by one thread, onto 0
+     * when writing (every position, also one no local row is at). */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         float *d = dwpe + (size_t)t * C;
+        if (!acc)
+            for (int c = 0; c < C; c++) d[c] = 0.0f;
         int first = ((t - row_start) % T + T) % T; /* first local row at position t */
         for (int n = first; n < N; n += T) {
             const act_t *g = dy + (size_t)n * C;

@@ -7,6 +7,7 @@
 #ifndef KERNELS_CPU_KERNELS_H
 #define KERNELS_CPU_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,15 +22,15 @@ void CPU_KERNEL(encoder_backward)(tg_o o, float *dwte, float *dwpe, const void *
 void CPU_KERNEL(layernorm_forward)(tg_o o, void *out, float *mean, float *rstd, const void *inp, const void *w,
                                    const void *b, int N, int C);
 void CPU_KERNEL(layernorm_backward)(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp,
-                                    const void *w, const float *mean, const float *rstd, int N, int C);
+                                    const void *w, const float *mean, const float *rstd, int N, int C, bool dacc, bool acc);
 void CPU_KERNEL(matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
 void CPU_KERNEL(matmul_backward)(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
-                                 const void *w, int N, int C, int OC);
+                                 const void *w, int N, int C, int OC, bool acc);
 void CPU_KERNEL(matmul_backward_dgelu)(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                       const void *w, const void *pre, int N, int C, int OC);
+                                       const void *w, const void *pre, int N, int C, int OC, bool acc);
 void CPU_KERNEL(lmhead_forward)(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
 void CPU_KERNEL(lmhead_backward)(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N,
-                                 int C, int V);
+                                 int C, int V, bool acc);
 void CPU_KERNEL(attention_forward)(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
                                    tg_dropout drop);
 void CPU_KERNEL(attention_backward)(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
@@ -42,9 +43,9 @@ void CPU_KERNEL(bias_residual_layernorm)(tg_o o, void *out, void *ln_out, float 
                                          const void *bias, const void *res, const void *w, const void *b, int N, int C,
                                          tg_dropout drop);
 void CPU_KERNEL(dropout)(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
-void CPU_KERNEL(bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C);
+void CPU_KERNEL(bias_backward)(tg_o o, float *dbias, const void *dout, int N, int C, bool acc);
 void CPU_KERNEL(position_forward)(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
-void CPU_KERNEL(position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
+void CPU_KERNEL(position_backward)(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc);
 void CPU_KERNEL(xent_partial)(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits,
                               const int32_t *targets, int N, int V, int n_real, int vocab_start);
 void CPU_KERNEL(xent_rescale)(tg_o o, float *stats, const float *local_max, const float *rowmax, int N);

@@ -38,10 +38,10 @@ void CPU_KERNEL(bias_residual_layernorm)(tg_o o, void *out, void *ln_out, float 
     CPU_KERNEL(layernorm_forward)(o, ln_out, mean, rstd, out, w, b, N, C);
 }
 
-/* dw, db: column sums over rows, in blocks of columns, each block walking
- * all rows in order (deterministic). */
+/* dw, db (+)= column sums over rows (acc), in blocks of columns, each block
+ * walking all rows in order (deterministic). */
 static void layernorm_param_grads(float *dw, float *db, const act_t *dout, const act_t *inp, const float *mean,
-                                  const float *rstd, int N, int C) {
+                                  const float *rstd, int N, int C, bool acc) {
     const int block = 64;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += block) {
@@ -56,14 +56,14 @@ static void layernorm_param_grads(float *dw, float *db, const act_t *dout, const
             }
         }
         for (int c = c0; c < c1; c++) {
-            dw[c] += accw[c - c0];
-            db[c] += accb[c - c0];
+            dw[c] = (acc ? dw[c] : 0.0f) + accw[c - c0];
+            db[c] = (acc ? db[c] : 0.0f) + accb[c - c0];
         }
     }
 }
 
 void CPU_KERNEL(layernorm_backward)(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp,
-                                    const void *w, const float *mean, const float *rstd, int N, int C) {
+                                    const void *w, const float *mean, const float *rstd, int N, int C, bool dacc, bool acc) {
     (void)o;
     const act_t *wt = w;
     /* dinp rows are independent. */
@@ -83,8 +83,8 @@ void CPU_KERNEL(layernorm_backward)(tg_o o, void *dinp, float *dw, float *db, co
         act_t *d = (act_t *)dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float xhat = (act_load(x[c]) - m) * s;
-            d[c] = act_store(act_load(d[c]) + (act_load(wt[c]) * act_load(g[c]) - sum_dn - xhat * sum_dn_xhat) * s);
+            d[c] = act_store((dacc ? act_load(d[c]) : 0.0f) + (act_load(wt[c]) * act_load(g[c]) - sum_dn - xhat * sum_dn_xhat) * s);
         }
     }
-    layernorm_param_grads(dw, db, dout, inp, mean, rstd, N, C);
+    layernorm_param_grads(dw, db, dout, inp, mean, rstd, N, C, acc);
 }

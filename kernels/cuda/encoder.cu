@@ -50,19 +50,21 @@ __global__ void position_forward_kernel(T *out, const T *wpe, long long row_star
     }
 }
 
-/* dwpe[t, c] += dout[n, c] over the local rows n at position t, in row
- * order; local row n is at position (row_start + n) % T. One thread per
- * (t, c). The encoder's dwpe is the case row_start = 0, N = B * T. */
+/* dwpe[t, c] (+)= dout[n, c] over the local rows n at position t, in row
+ * order, onto dwpe's value (acc) or onto 0 (every position written, also
+ * one no local row is at); local row n is at position (row_start + n) % T.
+ * One thread per (t, c). The encoder's dwpe is the case row_start = 0,
+ * N = B * T. */
 template <typename T>
-__global__ void position_backward_kernel(float *dwpe, const T *dout, long long row_start, int N, int T_len, int C) {
+__global__ void position_backward_kernel(float *dwpe, const T *dout, long long row_start, int N, int T_len, int C, bool acc) {
     size_t total = (size_t)T_len * C;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         long long t = (long long)(i / (size_t)C);
         size_t c = i % (size_t)C;
         long long first = ((t - row_start) % T_len + T_len) % T_len; /* first local row at position t */
-        float acc = dwpe[i];
-        for (long long n = first; n < N; n += T_len) acc += tg_load(dout, (size_t)n * C + c);
-        dwpe[i] = acc;
+        float sum = acc ? dwpe[i] : 0.0f;
+        for (long long n = first; n < N; n += T_len) sum += tg_load(dout, (size_t)n * C + c);
+        dwpe[i] = sum;
     }
 }
 
@@ -196,7 +198,7 @@ void encoder_backward(cuda_ctx *ctx, float *dwte, float *dwpe, const void *dout,
     if (dwte && vocab_local > 0) dwte_backward<T>(ctx, dwte, (const T *)dout, tokens, B * T_len, C, vocab_start, vocab_local);
     if (dwpe) {
         position_backward_kernel<T><<<grid_for((size_t)T_len * C), THREADS, 0, ctx->stream>>>(dwpe, (const T *)dout, 0, B * T_len,
-                                                                                             T_len, C);
+                                                                                             T_len, C, true);
         CUDA_LAUNCHED("position_backward_kernel");
     }
 }
@@ -209,9 +211,9 @@ void position_forward(cudaStream_t stream, void *out, const void *wpe, int row_s
 }
 
 template <typename T>
-void position_backward(cudaStream_t stream, float *dwpe, const void *dout, int row_start, int N, int T_len, int C) {
+void position_backward(cudaStream_t stream, float *dwpe, const void *dout, int row_start, int N, int T_len, int C, bool acc) {
     position_backward_kernel<T><<<grid_for((size_t)T_len * C), THREADS, 0, stream>>>(dwpe, (const T *)dout, row_start, N, T_len,
-                                                                                    C);
+                                                                                    C, acc);
     CUDA_LAUNCHED("position_backward_kernel");
 }
 
@@ -240,9 +242,9 @@ void cuda_position_forward(tg_o o, void *out, const void *wpe, int row_start, in
     else position_forward<float>(stream, out, wpe, row_start, N, T, C);
 }
 
-void cuda_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C) {
-    if ((size_t)N * T * C == 0) return;
+void cuda_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc) {
+    if ((size_t)T * C == 0 || (N <= 0 && acc)) return; /* no rows to add (writing, still the zeros) */
     cudaStream_t stream = cuda_ctx_of(o)->stream;
-    if (o->act == TG_BF16) position_backward<__nv_bfloat16>(stream, dwpe, dout, row_start, N, T, C);
-    else position_backward<float>(stream, dwpe, dout, row_start, N, T, C);
+    if (o->act == TG_BF16) position_backward<__nv_bfloat16>(stream, dwpe, dout, row_start, N, T, C, acc);
+    else position_backward<float>(stream, dwpe, dout, row_start, N, T, C, acc);
 }

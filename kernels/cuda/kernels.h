@@ -35,12 +35,12 @@ void cuda_encoder_forward(tg_o o, void *out, const int32_t *tokens, const void *
 void cuda_encoder_backward(tg_o o, float *dwte, float *dwpe, const void *dout, const int32_t *tokens, int B, int T, int C,
                            int vocab_start, int vocab_local);
 void cuda_position_forward(tg_o o, void *out, const void *wpe, int row_start, int N, int T, int C);
-void cuda_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C);
+void cuda_position_backward(tg_o o, float *dwpe, const void *dout, int row_start, int N, int T, int C, bool acc);
 
 void cuda_layernorm_forward(tg_o o, void *out, float *mean, float *rstd, const void *inp, const void *w, const void *b, int N,
                             int C);
 void cuda_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                             const float *mean, const float *rstd, int N, int C);
+                             const float *mean, const float *rstd, int N, int C, bool dacc, bool acc);
 
 void cuda_gelu_forward(tg_o o, void *out, const void *inp, size_t n);
 void cuda_gelu_backward(tg_o o, void *dinp, const void *inp, const void *dout, size_t n);
@@ -50,7 +50,7 @@ void cuda_bias_residual_add(tg_o o, void *out, const void *x, const void *bias, 
 void cuda_bias_residual_layernorm(tg_o o, void *out, void *ln_out, float *mean, float *rstd, const void *x, const void *bias,
                                   const void *res, const void *w, const void *b, int N, int C, tg_dropout drop);
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
-void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C);
+void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc);
 
 void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
 void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N);
@@ -65,12 +65,12 @@ void cuda_to_float(tg_o o, float *dst, const void *src, size_t n);
 
 void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
 void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
-                          int C, int OC);
+                          int C, int OC, bool acc);
 void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                const void *w, const void *pre, int N, int C, int OC);
+                                const void *w, const void *pre, int N, int C, int OC, bool acc);
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V);
 void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
-                          int V);
+                          int V, bool acc);
 
 void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,

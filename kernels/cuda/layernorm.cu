@@ -4,7 +4,8 @@
  * values, warp reductions by butterfly shuffles (kernels/cuda/layernorm.cuh,
  * shared with the fused residual + LayerNorm); mean and 1/std saved in
  * float32.
- * Backward (dinp, dw and db all ACCUMULATE), without atomics, in one pass
+ * Backward (dinp added to, or written: dacc; dw and db added to, or written
+ * on a step's first micro-batch: acc, in the finish), without atomics, in one pass
  * over the rows: the rows are cut into fixed groups, one block of 8 warps
  * each; a warp takes every 8th row of its group, reduces the row's two sums
  * of the dinp formula in the warp, adds each column's gradient to dinp and
@@ -68,12 +69,13 @@ struct ln_row_sums {
 };
 
 /* dinp of one row (d, g, x: the row's), element by element: lane l takes
- * columns l, l + 32, ... With ACC, also each column's terms of dw and db
- * added to acc_w[c] and acc_b[c] (the fused kernel); without, the row alone
- * (layernorm_backward_dinp_kernel, for rows too wide for the fused one). */
+ * columns l, l + 32, ...; added to d (dacc) or written there. With ACC,
+ * also each column's terms of dw and db added to acc_w[c] and acc_b[c] (the
+ * fused kernel); without, the row alone (layernorm_backward_dinp_kernel,
+ * for rows too wide for the fused one). */
 template <typename T, bool ACC>
 __device__ __forceinline__ void ln_backward_row(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w, float m,
-                                                float s, int C, int lane) {
+                                                float s, int C, int lane, bool dacc) {
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
     for (int c = lane; c < C; c += 32) {
         const float xhat = (tg_load(x, c) - m) * s, dn = tg_load(w, c) * tg_load(g, c);
@@ -83,12 +85,23 @@ __device__ __forceinline__ void ln_backward_row(T *d, float *acc_w, float *acc_b
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
     for (int c = lane; c < C; c += 32) {
         const float gv = tg_load(g, c), xhat = (tg_load(x, c) - m) * s, dn = tg_load(w, c) * gv;
-        tg_store(d, c, tg_load(d, c) + (dn - r.dn - xhat * r.dn_xhat) * s);
+        tg_store(d, c, (dacc ? tg_load(d, c) : 0.0f) + (dn - r.dn - xhat * r.dn_xhat) * s);
         if (ACC) {
             acc_w[c] += xhat * gv;
             acc_b[c] += gv;
         }
     }
+}
+
+/* The pack of dinp its gradient is added to: d's (dacc), or zeros (written:
+ * 0 + the gradient, the bits of an add onto a zeroed dinp). */
+template <typename T>
+__device__ __forceinline__ vec_pack<T> ln_dinp_pack(const T *d, bool dacc) {
+    if (dacc) return vec_load(d);
+    vec_pack<T> z;
+#pragma unroll
+    for (int j = 0; j < vec_pack<T>::N; j++) tg_store(z.e, j, 0.0f);
+    return z;
 }
 
 /* One pack's terms of the two row sums (ln_row_sums before the mean). */
@@ -127,14 +140,14 @@ __device__ __forceinline__ vec_pack<T> ln_pack_grad(float *acc_w, float *acc_b, 
  * last bits; dw and db do not (each column adds its rows in the same order). */
 template <typename T>
 __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
-                                                       float m, float s, int C, int lane) {
+                                                       float m, float s, int C, int lane, bool dacc) {
     constexpr int P = vec_pack<T>::N;
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
     for (int c = lane * P; c < C; c += 32 * P)
         ln_pack_sums<T>(sum_dn, sum_dn_xhat, vec_load(x + c), vec_load(g + c), vec_load(w + c), m, s);
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
     for (int c = lane * P, at = lane; c < C; c += 32 * P, at += 32 * P) {
-        const vec_pack<T> dv = vec_load(d + c), xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c);
+        const vec_pack<T> dv = ln_dinp_pack(d + c, dacc), xv = vec_load(x + c), gv = vec_load(g + c), wv = vec_load(w + c);
         vec_store(d + c, ln_pack_grad<T>(acc_w, acc_b, at, dv, xv, gv, wv, m, s, r));
     }
 }
@@ -151,13 +164,13 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
  * asked for 2, ptxas spilled 216 bytes). */
 template <typename T, int MAXP>
 __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
-                                                     float m, float s, int C, int lane) {
+                                                     float m, float s, int C, int lane, bool dacc) {
     constexpr int P = vec_pack<T>::N;
     vec_pack<T> xv[MAXP], gv[MAXP], dv[MAXP];
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
         const int c = (lane + 32 * i) * P;
-        if (c < C) xv[i] = vec_load(x + c), gv[i] = vec_load(g + c), dv[i] = vec_load(d + c);
+        if (c < C) xv[i] = vec_load(x + c), gv[i] = vec_load(g + c), dv[i] = ln_dinp_pack(d + c, dacc);
     }
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
 #pragma unroll
@@ -199,7 +212,7 @@ template <typename T, int MAXP>
 __global__ void __launch_bounds__(LN_WARPS * 32)
     layernorm_backward_fused_kernel(T *dinp, float *partial_dw, float *partial_db, const T *dout, const T *inp, const T *w,
                                     const float *mean, const float *rstd, int N, int C, int rows_per_group, int stride,
-                                    bool packs) {
+                                    bool packs, bool dacc) {
     extern __shared__ __align__(16) float ln_acc[]; /* [LN_WARPS][2][stride] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = blockIdx.x;
     float *acc_w = ln_acc + (size_t)warp * 2 * stride, *acc_b = acc_w + stride;
@@ -210,11 +223,12 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
     for (int r = group * rows_per_group + warp; r < row_end; r += LN_WARPS) {
         const size_t base = (size_t)r * C;
         if constexpr (MAXP > 0)
-            ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+            ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane,
+                                          dacc);
         else if (packs)
-            ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+            ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane, dacc);
         else
-            ln_backward_row<T, true>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane);
+            ln_backward_row<T, true>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane, dacc);
     }
     __syncthreads();
     const ln_acc_layout at = {packs ? vec_pack<T>::N : 1};
@@ -234,11 +248,11 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
  * the fused one does, for rows whose sums do not fit its shared memory. */
 template <typename T>
 __global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
-                                               const float *rstd, int N, int C) {
+                                               const float *rstd, int N, int C, bool dacc) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return; /* the whole warp leaves together */
     const size_t base = (size_t)row * C;
-    ln_backward_row<T, false>(dinp + base, NULL, NULL, dout + base, inp + base, w, mean[row], rstd[row], C, lane);
+    ln_backward_row<T, false>(dinp + base, NULL, NULL, dout + base, inp + base, w, mean[row], rstd[row], C, lane, dacc);
 }
 
 /* Grid (column tiles, groups), block (COL_TILE, COL_ROWS): the block sums
@@ -271,13 +285,15 @@ __global__ void layernorm_param_partials_kernel(float *partial_dw, float *partia
     }
 }
 
-/* dw[c] += sum over groups (in order) of partial_dw[group * C + c]; same for
- * db: a block per STAGE_COLS columns (tg_reduce::add_staged_groups_sum). */
-__global__ void __launch_bounds__(STAGE_THREADS)
-    layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw, const float *partial_db, int groups, int C) {
+/* dw[c] (+)= sum over groups (in order) of partial_dw[group * C + c] (acc:
+ * adds, else writes); same for db: a block per STAGE_COLS columns
+ * (tg_reduce::add_staged_groups_sum). */
+__global__ void __launch_bounds__(STAGE_THREADS) layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw,
+                                                                               const float *partial_db, int groups, int C,
+                                                                               bool acc) {
     __shared__ tg_reduce::staged_groups stage;
-    tg_reduce::add_staged_groups_sum(stage, dw, partial_dw, groups, C);
-    tg_reduce::add_staged_groups_sum(stage, db, partial_db, groups, C);
+    tg_reduce::add_staged_groups_sum(stage, dw, partial_dw, groups, C, acc);
+    tg_reduce::add_staged_groups_sum(stage, db, partial_db, groups, C, acc);
 }
 
 template <typename T>
@@ -311,12 +327,12 @@ static int ln_acc_stride(int C, bool packs) {
 template <typename T, int MAXP>
 void layernorm_backward_fused(cuda_ctx *ctx, tg_reduce::row_groups gr, size_t shared, T *dinp, float *partial_dw,
                               float *partial_db, const T *dout, const T *inp, const T *w, const float *mean, const float *rstd,
-                              int N, int C, int stride, bool packs) {
+                              int N, int C, int stride, bool packs, bool dacc) {
     if (shared > (48u << 10)) /* over the default: opt in */
         CUDA_CHECK(cudaFuncSetAttribute((const void *)layernorm_backward_fused_kernel<T, MAXP>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     layernorm_backward_fused_kernel<T, MAXP><<<(unsigned)gr.n_groups, LN_WARPS * 32, shared, ctx->stream>>>(
-        dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, gr.rows_per_group, stride, packs);
+        dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, gr.rows_per_group, stride, packs, dacc);
     CUDA_LAUNCHED("layernorm_backward_fused_kernel");
 }
 
@@ -325,9 +341,9 @@ void layernorm_backward_fused(cuda_ctx *ctx, tg_reduce::row_groups gr, size_t sh
 template <typename T>
 void layernorm_backward_unfused(cuda_ctx *ctx, T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
                                 const float *rstd, int N, int C, tg_reduce::row_groups gr, float *partial_dw,
-                                float *partial_db) {
+                                float *partial_db, bool dacc) {
     layernorm_backward_dinp_kernel<T><<<tg_blocks((size_t)N, ROW_THREADS / 32), ROW_THREADS, 0, ctx->stream>>>(
-        dinp, dout, inp, w, mean, rstd, N, C);
+        dinp, dout, inp, w, mean, rstd, N, C, dacc);
     CUDA_LAUNCHED("layernorm_backward_dinp_kernel");
     dim3 grid(tg_blocks((size_t)C, COL_TILE), (unsigned)gr.n_groups), block(COL_TILE, COL_ROWS);
     layernorm_param_partials_kernel<T><<<grid, block, 0, ctx->stream>>>(partial_dw, partial_db, dout, inp, mean, rstd, N, C,
@@ -337,7 +353,7 @@ void layernorm_backward_unfused(cuda_ctx *ctx, T *dinp, const T *dout, const T *
 
 template <typename T>
 void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *dout, const T *inp, const T *w, const float *mean,
-                        const float *rstd, int N, int C) {
+                        const float *rstd, int N, int C, bool dacc, bool acc) {
     const tg_reduce::row_groups gr = ln_groups_of(ctx, N, C);
     float *partial_dw = (float *)ctx->scratch;
     float *partial_db = partial_dw + (size_t)gr.n_groups * C;
@@ -348,12 +364,13 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
         const int held = ln_held_packs<T>(C, packs);
         const auto fused = held == 4 ? layernorm_backward_fused<T, 4> : held == 8 ? layernorm_backward_fused<T, 8>
                                                                                    : layernorm_backward_fused<T, 0>;
-        fused(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride, packs);
+        fused(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride, packs, dacc);
     } else {
-        layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db);
+        layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db, dacc);
     }
     const unsigned finish_blocks = tg_blocks((size_t)C, STAGE_COLS);
-    layernorm_param_finish_kernel<<<finish_blocks, STAGE_THREADS, 0, ctx->stream>>>(dw, db, partial_dw, partial_db, gr.n_groups, C);
+    layernorm_param_finish_kernel<<<finish_blocks, STAGE_THREADS, 0, ctx->stream>>>(dw, db, partial_dw, partial_db,
+                                                                                     gr.n_groups, C, acc);
     CUDA_LAUNCHED("layernorm_param_finish_kernel");
 }
 
@@ -368,12 +385,18 @@ void cuda_layernorm_forward(tg_o o, void *out, float *mean, float *rstd, const v
 }
 
 void cuda_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w,
-                             const float *mean, const float *rstd, int N, int C) {
-    if (N <= 0 || C <= 0) return;
+                             const float *mean, const float *rstd, int N, int C, bool dacc, bool acc) {
+    if (C <= 0) return;
     cuda_ctx *ctx = cuda_ctx_of(o);
+    if (N <= 0) { /* no rows: empty sums */
+        if (!acc) CUDA_CHECK(cudaMemsetAsync(dw, 0, (size_t)C * sizeof(float), ctx->stream));
+        if (!acc) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)C * sizeof(float), ctx->stream));
+        return;
+    }
     if (o->act == TG_BF16)
         layernorm_backward(ctx, (__nv_bfloat16 *)dinp, dw, db, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)inp,
-                           (const __nv_bfloat16 *)w, mean, rstd, N, C);
+                           (const __nv_bfloat16 *)w, mean, rstd, N, C, dacc, acc);
     else
-        layernorm_backward(ctx, (float *)dinp, dw, db, (const float *)dout, (const float *)inp, (const float *)w, mean, rstd, N, C);
+        layernorm_backward(ctx, (float *)dinp, dw, db, (const float *)dout, (const float *)inp, (const float *)w, mean, rstd, N, C,
+                           dacc, acc);
 }

@@ -12,8 +12,9 @@
  * operands' real alignment) once per shape and keeps it in the context.
  * Products accumulate in float32 (CUBLAS_COMPUTE_32F: no TF32, so the fp32
  * path matches the CPU); bf16 operands use the tensor cores. Weight
- * gradients are float32 and accumulate (beta = 1): bf16 A/B with float32
- * C/D. The bias gradient is cuda_bias_backward's deterministic column sum
+ * gradients are float32, bf16 A/B with float32 C/D, written on a step's
+ * first micro-batch (beta = 0) and accumulated on the others (beta = 1):
+ * acc, kernels/ops.h. Both run the same plan (beta is not in its key). The bias gradient is cuda_bias_backward's deterministic column sum
  * (residual.cu), as the CPU twin calls cpu_bias_backward.
  *
  * Epilogues: the forward's bias is cuBLASLt's BIAS epilogue. The MLP's
@@ -52,14 +53,15 @@ void broadcast_rows(tg_o o, void *out, const void *bias, int N, int OC) {
     CUDA_LAUNCHED("broadcast_rows_kernel");
 }
 
-/* dst[i] += src[i] for i < n (float32). */
-__global__ void accumulate_kernel(float *dst, const float *src, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dst[i] += src[i];
+/* dst[i] (+)= src[i] for i < n (float32): added (acc), else written. */
+__global__ void accumulate_kernel(float *dst, const float *src, int n, bool acc) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        dst[i] = (acc ? dst[i] : 0.0f) + src[i];
 }
 
-void accumulate(tg_o o, float *dst, const float *src, int n) {
+void accumulate(tg_o o, float *dst, const float *src, int n, bool acc) {
     const unsigned threads = 256;
-    accumulate_kernel<<<tg_blocks((size_t)n, threads), threads, 0, cuda_ctx_of(o)->stream>>>(dst, src, n);
+    accumulate_kernel<<<tg_blocks((size_t)n, threads), threads, 0, cuda_ctx_of(o)->stream>>>(dst, src, n, acc);
     CUDA_LAUNCHED("accumulate_kernel");
 }
 
@@ -75,12 +77,12 @@ bool dinp_product(cuda_ctx *ctx, cudaDataType t, void *dinp, const void *dout, c
     return lt_product(ctx, "matmul backward (dinp)", true, false, C, N, OC, w, OC, dout, OC, t, dinp, C, t, 0.0f, ep);
 }
 
-/* dw[C, OC] += inp^T [C, N] @ dout [N, OC]. Column-major: dw^T [OC, C] = dout^T [OC, N] @ inp [N, C]:
+/* dw[C, OC] (+)= inp^T [C, N] @ dout [N, OC]. Column-major: dw^T [OC, C] = dout^T [OC, N] @ inp [N, C]:
  *   dout row-major [N, OC] = column-major [OC, N], ld OC:          A, op N   (m = OC, k = N)
  *   inp  row-major [N, C]  = column-major [C, N], ld C; inp [N, C]: B, op T   (n = C)
- *   dw   row-major [C, OC] float32 = column-major [OC, C], ld OC:   D, beta 1 */
-void dw_product(cuda_ctx *ctx, cudaDataType t, float *dw, const void *dout, const void *inp, int N, int C, int OC) {
-    lt_gemm(ctx, "matmul backward (dw)", false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, 1.0f);
+ *   dw   row-major [C, OC] float32 = column-major [OC, C], ld OC:   D, beta 1 (acc) or 0 */
+void dw_product(cuda_ctx *ctx, cudaDataType t, float *dw, const void *dout, const void *inp, int N, int C, int OC, bool acc) {
+    lt_gemm(ctx, "matmul backward (dw)", false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
 }
 
 } // namespace
@@ -102,18 +104,26 @@ void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, cons
 }
 
 void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
-                          int C, int OC) {
-    if (N <= 0) return; /* no rows: no gradient to add */
+                          int C, int OC, bool acc) {
     cuda_ctx *ctx = cuda_ctx_of(o);
+    if (N <= 0) { /* no rows: no gradient to add; written, an empty sum */
+        if (dw && !acc) CUDA_CHECK(cudaMemsetAsync(dw, 0, (size_t)C * OC * sizeof(float), ctx->stream));
+        if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
+        return;
+    }
     const cudaDataType t = act_type(o);
     if (dinp) dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
-    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC);
-    if (dbias) cuda_bias_backward(o, dbias, dout, N, OC);
+    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC, acc);
+    if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
 }
 
 void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
-                                const void *w, const void *pre, int N, int C, int OC) {
-    if (N <= 0) return;
+                                const void *w, const void *pre, int N, int C, int OC, bool acc) {
+    if (N <= 0) { /* no rows: empty sums */
+        cuda_matmul_backward(o, NULL, dw, NULL, NULL, NULL, NULL, 0, C, OC, acc);
+        if (dpre_bias) cuda_bias_backward(o, dpre_bias, NULL, 0, C, acc);
+        return;
+    }
     cuda_ctx *ctx = cuda_ctx_of(o);
     const cudaDataType t = act_type(o);
     /* dpre = gelu'(pre) * (dout @ w^T): the input-gradient product with the
@@ -125,8 +135,8 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
      * fp32: cuBLASLt writes it in D's type (cublasLt.h, BIAS_POINTER), so in
      * bf16 it would round each micro-batch's bias gradient to bf16, and our
      * float32 column sum of dpre keeps it exact instead. The epilogue
-     * overwrites its bias output while ours accumulates: it writes into the
-     * scratch, which is then added to dpre_bias. */
+     * overwrites its bias output while ours may accumulate: it writes into
+     * the scratch, which is then added to dpre_bias (or written there: acc). */
     const bool bgrad = dpre_bias && o->act == TG_F32 && (size_t)C * sizeof(float) <= ctx->scratch_bytes;
     const lt_epilogue ep = {bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU, bgrad ? ctx->scratch : NULL, pre};
     const bool fused = C % 8 == 0 && dinp_product(ctx, t, dpre, dout, w, N, C, OC, ep);
@@ -134,9 +144,9 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
         dinp_product(ctx, t, dpre, dout, w, N, C, OC, NO_EPILOGUE);
         cuda_gelu_backward(o, dpre, pre, dpre, (size_t)N * C);
     }
-    if (fused && bgrad) accumulate(o, dpre_bias, (const float *)ctx->scratch, C);
-    else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C);
-    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC);
+    if (fused && bgrad) accumulate(o, dpre_bias, (const float *)ctx->scratch, C, acc);
+    else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C, acc);
+    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC, acc);
 }
 
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
@@ -151,18 +161,22 @@ void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, i
 }
 
 void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
-                          int V) {
-    if (N <= 0) return;
+                          int V, bool acc) {
     cuda_ctx *ctx = cuda_ctx_of(o);
+    if (N <= 0) { /* no rows: dwte, if written, an empty sum */
+        if (dwte && !acc) CUDA_CHECK(cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), ctx->stream));
+        return;
+    }
     const cudaDataType t = act_type(o);
     /* dx[N, C] = dlogits[N, V] @ wte[V, C]. Column-major: dx^T [C, N] = wte^T [C, V] @ dlogits^T [V, N]:
      *   wte     row-major [V, C] = column-major [C, V], ld C: A, op N   (m = C, k = V)
      *   dlogits row-major [N, V] = column-major [V, N], ld V: B, op N   (n = N)
      *   dx      row-major [N, C] = column-major [C, N], ld C: D, beta 0 */
     if (dx) lt_gemm(ctx, "lm head backward (dx)", false, false, C, N, V, wte, C, dlogits, V, t, dx, C, t, 0.0f);
-    /* dwte[V, C] += dlogits^T [V, N] @ x [N, C]. Column-major: dwte^T [C, V] = x^T [C, N] @ dlogits [N, V]:
+    /* dwte[V, C] (+)= dlogits^T [V, N] @ x [N, C]. Column-major: dwte^T [C, V] = x^T [C, N] @ dlogits [N, V]:
      *   x       row-major [N, C] = column-major [C, N], ld C:                  A, op N   (m = C, k = N)
      *   dlogits row-major [N, V] = column-major [V, N], ld V; dlogits [N, V]: B, op T   (n = V)
-     *   dwte    row-major [V, C] float32 = column-major [C, V], ld C:          D, beta 1 */
-    if (dwte) lt_gemm(ctx, "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F, 1.0f);
+     *   dwte    row-major [V, C] float32 = column-major [C, V], ld C:          D, beta 1 (acc) or 0 */
+    if (dwte)
+        lt_gemm(ctx, "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F, acc ? 1.0f : 0.0f);
 }

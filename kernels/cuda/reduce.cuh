@@ -91,7 +91,7 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
 
 /* The finish of a column sum over row groups, block-wide (every thread of
  * a block of STAGE_THREADS calls it; block b owns columns [STAGE_COLS b,
- * + STAGE_COLS)): dst[c] += the sum over g = 0 .. groups - 1 of
+ * + STAGE_COLS)): dst[c] (+)= (acc: adds, else writes) the sum over g = 0 .. groups - 1 of
  * partial[g * C + c], added in g's order (a plain loop's bits), for the
  * block's columns below C. STAGE_GROUPS groups of its columns at a time are
  * staged in `stage`, every thread loading STAGE_LOADS of them at once; a
@@ -104,7 +104,8 @@ __device__ __forceinline__ float tile_column_sum(const float (&part)[ROWS][COLS]
 #define STAGE_LOADS (STAGE_GROUPS * STAGE_COLS / STAGE_THREADS)
 typedef float staged_groups[STAGE_GROUPS][STAGE_COLS]; /* 32 KiB */
 
-__device__ __forceinline__ void add_staged_groups_sum(staged_groups stage, float *dst, const float *partial, int groups, int C) {
+__device__ __forceinline__ void add_staged_groups_sum(staged_groups stage, float *dst, const float *partial, int groups, int C,
+                                                      bool acc) {
     const int t = (int)threadIdx.x, col = t % STAGE_COLS, c = (int)blockIdx.x * STAGE_COLS + col, row = t / STAGE_COLS;
     float sum = 0.0f;
     for (int g0 = 0; g0 < groups; g0 += STAGE_GROUPS) {
@@ -122,7 +123,7 @@ __device__ __forceinline__ void add_staged_groups_sum(staged_groups stage, float
             for (int k = 0; k < n; k++) sum += stage[k][col];
         __syncthreads(); /* the stage is free again, for the next round or the next call */
     }
-    if (t < STAGE_COLS && c < C) dst[c] += sum;
+    if (t < STAGE_COLS && c < C) dst[c] = (acc ? dst[c] : 0.0f) + sum;
 }
 
 } // namespace tg_reduce

@@ -122,11 +122,12 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
     }
 }
 
-/* dbias[c] += the sum over groups (in order) of partial[group * C + c]:
+/* dbias[c] (+)= the sum over groups (in order) of partial[group * C + c]:
  * a block per STAGE_COLS columns (tg_reduce::add_staged_groups_sum). */
-__global__ void __launch_bounds__(STAGE_THREADS) column_finish_kernel(float *dbias, const float *partial, int groups, int C) {
+__global__ void __launch_bounds__(STAGE_THREADS)
+    column_finish_kernel(float *dbias, const float *partial, int groups, int C, bool acc) {
     __shared__ tg_reduce::staged_groups stage;
-    tg_reduce::add_staged_groups_sum(stage, dbias, partial, groups, C);
+    tg_reduce::add_staged_groups_sum(stage, dbias, partial, groups, C, acc);
 }
 
 template <typename T>
@@ -156,7 +157,7 @@ void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dr
 }
 
 template <typename T>
-void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) {
+void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C, bool acc) {
     /* Row groups of GROUP_ROWS_MIN rows (a grid of column tiles x groups has
      * blocks enough), partials of one float per group and column. */
     const tg_reduce::row_groups gr = tg_reduce::row_groups_of(
@@ -175,7 +176,8 @@ void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C) 
         column_partials_kernel<T><<<grid, block, 0, ctx->stream>>>(partial, (const T *)dout, N, C, rows_per_group);
         CUDA_LAUNCHED("column_partials_kernel");
     }
-    column_finish_kernel<<<tg_blocks((size_t)C, STAGE_COLS), STAGE_THREADS, 0, ctx->stream>>>(dbias, partial, n_groups, C);
+    const unsigned finish_blocks = tg_blocks((size_t)C, STAGE_COLS);
+    column_finish_kernel<<<finish_blocks, STAGE_THREADS, 0, ctx->stream>>>(dbias, partial, n_groups, C, acc);
     CUDA_LAUNCHED("column_finish_kernel");
 }
 
@@ -197,9 +199,13 @@ void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout dr
     else dropout<float>(stream, out, in, N, C, drop);
 }
 
-void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C) {
-    if (N <= 0 || C <= 0) return;
+void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc) {
+    if (C <= 0) return;
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act == TG_BF16) bias_backward<__nv_bfloat16>(ctx, dbias, dout, N, C);
-    else bias_backward<float>(ctx, dbias, dout, N, C);
+    if (N <= 0) { /* no rows: an empty sum */
+        if (!acc) CUDA_CHECK(cudaMemsetAsync(dbias, 0, (size_t)C * sizeof(float), ctx->stream));
+        return;
+    }
+    if (o->act == TG_BF16) bias_backward<__nv_bfloat16>(ctx, dbias, dout, N, C, acc);
+    else bias_backward<float>(ctx, dbias, dout, N, C, acc);
 }

@@ -47,6 +47,7 @@ void kcheck_dropout(tally *t);
 void kcheck_residual_layernorm(tally *t);
 void kcheck_adamw(tally *t);
 void kcheck_timed(tally *t);
+void kcheck_grad_writes(tally *t);
 
 /* The optimizer checks' spans (tests/kernels/optimizer.c), scaled by k;
  * *len: the buffer length they need, *moments: the moments' length. */

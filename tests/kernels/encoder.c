@@ -55,7 +55,7 @@ void kcheck_position(tally *t) {
         }
     cpu_position_forward(NULL, acc, wpe, row_start, N, T, C);
     expect_close(t, "position_forward_row_shard", acc, pw, N * C, 1e-6, 1e-7);
-    cpu_position_backward(NULL, dwpe, x, row_start, N, T, C);
+    cpu_position_backward(NULL, dwpe, x, row_start, N, T, C, true);
     expect_close(t, "position_backward_row_shard", dwpe, dw, T * C, 1e-5, 1e-6);
     free(x); free(wpe); free(acc); free(dwpe); free(pw); free(dw);
 }
@@ -119,8 +119,8 @@ void cuda_test_position(env *e, int row_start, int N, int T, int C) {
     e->gpu->position_forward(e->gpu, out.g, wpe.g, row_start, N, T, C);
     check(e, out, e->tol, "position_forward rows [%d,+%d) T=%d C=%d", row_start, N, T, C);
     twin dout = tw_rand(e, ACT, (size_t)N * C, -1, 1), dwpe = tw_rand(e, F32, (size_t)T * C, -1, 1);
-    e->cpu->position_backward(e->cpu, dwpe.c, dout.c, row_start, N, T, C);
-    e->gpu->position_backward(e->gpu, dwpe.g, dout.g, row_start, N, T, C);
+    e->cpu->position_backward(e->cpu, dwpe.c, dout.c, row_start, N, T, C, true);
+    e->gpu->position_backward(e->gpu, dwpe.g, dout.g, row_start, N, T, C, true);
     check(e, dwpe, e->tol, "position_backward rows [%d,+%d) T=%d C=%d", row_start, N, T, C);
     tw_free(e, wpe);
     tw_free(e, out);

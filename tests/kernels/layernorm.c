@@ -40,7 +40,7 @@ void kcheck_layernorm(tally *t) {
     /* backward: dinp, dw, db accumulate onto random starting values */
     float *dx = randf(N * C, 14, 1), *dw = randf(C, 15, 1), *db = randf(C, 16, 1);
     double *dx0 = to_d(dx, N * C), *dw0 = to_d(dw, C), *db0 = to_d(db, C);
-    cpu_layernorm_backward(NULL, dx, dw, db, R, x, w, mean, rstd, N, C);
+    cpu_layernorm_backward(NULL, dx, dw, db, R, x, w, mean, rstd, N, C, true, true);
     ln_ctx k = {N, C, wd, bd, xd, 0};
     const double *inputs[3] = {xd, wd, bd};
     const int sizes[3] = {N * C, C, C};
@@ -93,11 +93,11 @@ void cuda_test_layernorm(env *e, int N, int C) {
     twin mean_r = tw_ref(e, mean), rstd_r = tw_ref(e, rstd);
     twin dout = tw_rand(e, ACT, NC, -1, 1), dinp = tw_rand(e, ACT, NC, -1, 1);
     twin dw = tw_rand(e, F32, C, -1, 1), db = tw_rand(e, F32, C, -1, 1);
-    e->cpu->layernorm_backward(e->cpu, dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean_r.c, rstd_r.c, N, C);
+    e->cpu->layernorm_backward(e->cpu, dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean_r.c, rstd_r.c, N, C, true, true);
 #ifdef TG_CUDA_EMU
     const long fused0 = emu_kernel_launches("layernorm_backward_fused_kernel"), split0 = emu_kernel_launches("layernorm_backward_dinp_kernel");
 #endif
-    e->gpu->layernorm_backward(e->gpu, dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean_r.g, rstd_r.g, N, C);
+    e->gpu->layernorm_backward(e->gpu, dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean_r.g, rstd_r.g, N, C, true, true);
 #ifdef TG_CUDA_EMU
     {
         const long fused = emu_kernel_launches("layernorm_backward_fused_kernel") - fused0;

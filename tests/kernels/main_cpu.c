@@ -23,6 +23,7 @@ int main(void) {
     kcheck_residual_layernorm(&t);
     kcheck_adamw(&t);
     kcheck_timed(&t);
+    kcheck_grad_writes(&t);
     fprintf(stderr, "test_kernels: %d passed, %d failed\n", t.passed, t.failed);
     return t.failed ? 1 : 0;
 }

@@ -83,7 +83,7 @@ void kcheck_matmul(tally *t) {
     expect_close(t, "matmul_forward_nobias", out, want, N * OC, 1e-5, 1e-5);
     float *dx = poisoned(N * C), *dw = randf(C * OC, 24, 1), *db = randf(OC, 25, 1);
     double *dw0 = to_d(dw, C * OC), *db0 = to_d(db, OC);
-    cpu_matmul_backward(NULL, dx, dw, db, R, x, w, N, C, OC);
+    cpu_matmul_backward(NULL, dx, dw, db, R, x, w, N, C, OC, true);
     mm_ctx k = {N, C, OC, xd, wd, bd, 0};
     double *g = fd_grad(mm_fd, &k, xd, N * C, Rd, N * OC, 1e-4);
     expect_close(t, "matmul_backward_dinp_fd", dx, g, N * C, 1e-5, 1e-5);
@@ -122,7 +122,7 @@ void kcheck_matmul_dgelu(tally *t) {
     for (int c = 0; c < C; c++)
         for (int o = 0; o < OC; o++)
             for (int n = 0; n < N; n++) want_dw[c * OC + o] += (double)inp[n * C + c] * dout[n * OC + o];
-    cpu_matmul_backward_dgelu(NULL, dpre, db, dw, dout, inp, w, pre, N, C, OC);
+    cpu_matmul_backward_dgelu(NULL, dpre, db, dw, dout, inp, w, pre, N, C, OC, true);
     expect_close(t, "matmul_backward_dgelu_dpre", dpre, want_dpre, N * C, 1e-5, 1e-5);
     expect_close(t, "matmul_backward_dgelu_dbias", db, want_db, C, 1e-5, 1e-5);
     expect_close(t, "matmul_backward_dgelu_dw", dw, want_dw, C * OC, 1e-5, 1e-5);
@@ -153,7 +153,7 @@ void kcheck_lmhead(tally *t) {
     expect_close(t, "lmhead_forward", out, want, N * V, 1e-5, 1e-5);
     float *dx = poisoned(N * C), *dwte = randf(V * C, 33, 1);
     double *dw0 = to_d(dwte, V * C);
-    cpu_lmhead_backward(NULL, dx, dwte, R, x, wte, N, C, V);
+    cpu_lmhead_backward(NULL, dx, dwte, R, x, wte, N, C, V, true);
     lm_ctx k = {N, C, V, xd, wd, 0};
     double *g = fd_grad(lm_fd, &k, xd, N * C, Rd, N * V, 1e-4);
     expect_close(t, "lmhead_backward_dx_fd", dx, g, N * C, 1e-5, 1e-5);
@@ -212,8 +212,10 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
         const int use_dinp = which != 2, use_dbias = which != 1;
         twin dinp = tw_out(e, ACT, (size_t)N * C);
         twin dw = tw_rand(e, F32, (size_t)C * OC, -1, 1), dbias = tw_rand(e, F32, OC, -1, 1); /* accumulate */
-        e->cpu->matmul_backward(e->cpu, use_dinp ? dinp.c : NULL, dw.c, use_dbias ? dbias.c : NULL, dout.c, inp.c, w.c, N, C, OC);
-        e->gpu->matmul_backward(e->gpu, use_dinp ? dinp.g : NULL, dw.g, use_dbias ? dbias.g : NULL, dout.g, inp.g, w.g, N, C, OC);
+        e->cpu->matmul_backward(e->cpu, use_dinp ? dinp.c : NULL, dw.c, use_dbias ? dbias.c : NULL, dout.c, inp.c, w.c, N, C, OC,
+                                true);
+        e->gpu->matmul_backward(e->gpu, use_dinp ? dinp.g : NULL, dw.g, use_dbias ? dbias.g : NULL, dout.g, inp.g, w.g, N, C, OC,
+                                true);
         const char *tag = which == 0 ? "" : which == 1 ? "_dbias_null" : "_dinp_null";
         if (use_dinp) check(e, dinp, e->tol, "matmul_backward%s dinp N=%d C=%d OC=%d", tag, N, C, OC);
         check(e, dw, e->tol, "matmul_backward%s dw N=%d C=%d OC=%d", tag, N, C, OC);
@@ -253,8 +255,10 @@ void cuda_test_matmul_dgelu(env *e, int N, int C, int OC) {
 #ifdef TG_CUDA_EMU
         const long dgelu0 = emu_lt_matmul_calls(LT_EPILOGUE_DGELU), bgrad0 = emu_lt_matmul_calls(LT_EPILOGUE_DGELU_BGRAD);
 #endif
-        e->cpu->matmul_backward_dgelu(e->cpu, dpre.c, with_bias ? dbias.c : NULL, dw.c, dout.c, inp.c, w.c, pre.c, N, C, OC);
-        e->gpu->matmul_backward_dgelu(e->gpu, dpre.g, with_bias ? dbias.g : NULL, dw.g, dout.g, inp.g, w.g, pre.g, N, C, OC);
+        e->cpu->matmul_backward_dgelu(e->cpu, dpre.c, with_bias ? dbias.c : NULL, dw.c, dout.c, inp.c, w.c, pre.c, N, C, OC,
+                                      true);
+        e->gpu->matmul_backward_dgelu(e->gpu, dpre.g, with_bias ? dbias.g : NULL, dw.g, dout.g, inp.g, w.g, pre.g, N, C, OC,
+                                      true);
         const char *tag = with_bias ? "" : "_dbias_null";
         check(e, dpre, dgelu_epilogue_tol(e, C), "matmul_backward_dgelu%s dpre N=%d C=%d OC=%d", tag, N, C, OC);
         check(e, dw, e->tol, "matmul_backward_dgelu%s dw N=%d C=%d OC=%d", tag, N, C, OC);
@@ -331,8 +335,8 @@ void cuda_test_lt_plans(env *e) {
     twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1), dw = tw_rand(e, F32, (size_t)C * OC, -1, 1);
     for (int rows = N - 2; rows <= N; rows += 2) {
         h = heuristic_calls();
-        e->cpu->matmul_backward(e->cpu, NULL, dw.c, NULL, dout.c, inp.c, w.c, rows, C, OC);
-        e->gpu->matmul_backward(e->gpu, NULL, dw.g, NULL, dout.g, inp.g, w.g, rows, C, OC);
+        e->cpu->matmul_backward(e->cpu, NULL, dw.c, NULL, dout.c, inp.c, w.c, rows, C, OC, true);
+        e->gpu->matmul_backward(e->gpu, NULL, dw.g, NULL, dout.g, inp.g, w.g, rows, C, OC, true);
         check(e, dw, e->tol, "lt_plans_dw_k=%d C=%d OC=%d", rows, C, OC);
         expect_heuristics(e, h, 1, rows == N ? "lt_plans_other_k_own_plan" : "lt_plans_dw_first");
     }
@@ -367,8 +371,8 @@ void cuda_test_lmhead(env *e, int N, int C, int V) {
     check(e, logits, e->tol, "lmhead_forward N=%d C=%d V=%d", N, C, V);
     twin dlogits = tw_rand(e, ACT, (size_t)N * V, -1, 1), dx = tw_out(e, ACT, (size_t)N * C);
     twin dwte = tw_rand(e, F32, (size_t)V * C, -1, 1); /* accumulates */
-    e->cpu->lmhead_backward(e->cpu, dx.c, dwte.c, dlogits.c, x.c, wte.c, N, C, V);
-    e->gpu->lmhead_backward(e->gpu, dx.g, dwte.g, dlogits.g, x.g, wte.g, N, C, V);
+    e->cpu->lmhead_backward(e->cpu, dx.c, dwte.c, dlogits.c, x.c, wte.c, N, C, V, true);
+    e->gpu->lmhead_backward(e->gpu, dx.g, dwte.g, dlogits.g, x.g, wte.g, N, C, V, true);
     check(e, dx, e->tol, "lmhead_backward dx N=%d C=%d V=%d", N, C, V);
     check(e, dwte, e->tol, "lmhead_backward dwte N=%d C=%d V=%d", N, C, V);
     twin all[] = {x, wte, logits, dlogits, dx, dwte};

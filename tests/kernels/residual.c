@@ -79,7 +79,7 @@ void kcheck_row_ops(tally *t) {
     double *dbw = to_d(db, C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) dbw[c] += x[n * C + c];
-    cpu_bias_backward(NULL, db, x, N, C);
+    cpu_bias_backward(NULL, db, x, N, C, true);
     expect_close(t, "bias_backward", db, dbw, C, 1e-5, 1e-6);
     free(x); free(bias); free(res); free(out); free(want); free(db); free(dbw);
 }
@@ -162,11 +162,11 @@ void cuda_test_dropout_step(env *e, int N, int C) {
 void cuda_test_bias_backward(env *e, int N, int C) {
     NEED(e, bias_backward);
     twin dout = tw_rand(e, ACT, (size_t)N * C, -1, 1), dbias = tw_rand(e, F32, C, -1, 1); /* accumulates */
-    e->cpu->bias_backward(e->cpu, dbias.c, dout.c, N, C);
+    e->cpu->bias_backward(e->cpu, dbias.c, dout.c, N, C, true);
 #ifdef TG_CUDA_EMU
     const long packed0 = emu_kernel_launches("column_partials_packed_kernel");
 #endif
-    e->gpu->bias_backward(e->gpu, dbias.g, dout.g, N, C);
+    e->gpu->bias_backward(e->gpu, dbias.g, dout.g, N, C, true);
 #ifdef TG_CUDA_EMU
     { /* 16-byte loads where rows hold whole packs (dout is aligned) */
         const long packed = emu_kernel_launches("column_partials_packed_kernel") - packed0;

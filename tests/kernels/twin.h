@@ -115,5 +115,8 @@ void cuda_test_loss(env *e, int N);
 void cuda_test_grad_sumsq(env *e, size_t k, bool windowed);
 void cuda_test_clip_factor(env *e);
 void cuda_test_adamw(env *e, size_t k, int work_is_p);
+/* tests/kernels/grad_writes.c: one op (its index there) at one shape, and every op at the shapes it runs */
+void cuda_test_grad_writes(env *e, int op, int N, int C, int OC, int T, int row0);
+void cuda_test_grad_writes_all(env *e);
 
 #endif
