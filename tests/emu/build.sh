@@ -102,6 +102,8 @@ compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp 
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
+# the wgmma stand-ins (kernels/cuda/wgmma.cuh), which read operands through kernels/cuda/smem_layout.h
+compile "$OUT/obj/emu_wgmma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -I. -Itests/emu tests/emu/emu_wgmma.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -151,8 +153,12 @@ if [ "${1:-}" = train ]; then
     done
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
-# and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu).
-emu_tests=(mma async_copy graph lazy)
+# and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu),
+# Hopper's wgmma (test_wgmma.cu); and, plain C on the CPU, wgmma's descriptor
+# and layout math (test_smem_layout.c).
+$CC $CFLAGS tests/emu/test_smem_layout.c -o "$OUT/test_smem_layout" &
+pids+=($!)
+emu_tests=(mma async_copy graph lazy wgmma)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 for t in "${emu_tests[@]}"; do
@@ -195,7 +201,8 @@ for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$
 $CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" -o "$OUT/bench_attention_emu" -lm
 echo "built $OUT/bench_attention_emu"
 for t in "${emu_tests[@]}"; do
-    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+        "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
 if [ "${1:-}" = train ]; then
