@@ -62,7 +62,7 @@ inputs_key() {
     {
         find kernels data model parallel train util tests/emu tests/kernels \
             -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
-        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c
+        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c tests/gpu/hopper_check.cu
         printf '%s\n' "$CC" "$CXX" "$OPT" "$SAN" "$CFLAGS" "$CUFLAGS" "${EMU_RACE:-0}"
         "$CC" --version | head -n 1
         "$CXX" --version | head -n 1
@@ -166,6 +166,11 @@ for t in "${emu_tests[@]}"; do
     $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
     pids+=($!)
 done
+# tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
+# products the GPU is compared with, on the emulator.
+python3 tests/emu/prep.py tests/gpu/hopper_check.cu "$OUT/cu/hopper_check.cpp"
+$CXX $CUFLAGS "$OUT/cu/hopper_check.cpp" -c -o "$OUT/obj/hopper_check.o" &
+pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
@@ -194,6 +199,7 @@ done
 for t in "${emu_tests[@]}"; do
     shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
+shared_into_section "$OUT/obj/hopper_check.o" || exit 1
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 bench_objs=()
@@ -205,6 +211,9 @@ for t in "${emu_tests[@]}"; do
         "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
+$CXX -fopenmp $SAN "$OUT/obj/hopper_check.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+    "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/hopper_check_emu" -lm
+echo "built $OUT/hopper_check_emu"
 if [ "${1:-}" = train ]; then
     train_objs=() nccl_test_objs=()
     for o in "${objs[@]}"; do
