@@ -98,10 +98,11 @@ struct operand {
     const char *kernel, *name;
 };
 
-/* The host address of 18-bit shared address s, or NULL (an error). */
-const char *resolve(uint32_t s, const char **region, const char *kernel, const char *name) {
+/* The host address of 18-bit shared address s in block `block`, or NULL (an error). */
+const char *resolve(uint32_t s, uint32_t block, const char **region, const char *kernel, const char *name) {
     const char *found = NULL;
     int candidates = 0;
+    if (g_windows_block != block) g_windows.clear(), g_windows_block = block; /* none taken in this block yet */
     for (uintptr_t hi : g_windows)
         for (int step = -1; step <= 1; step++) {
             const char *p = (const char *)(hi + (uintptr_t)((intptr_t)step * WINDOW) + s), *base;
@@ -119,14 +120,14 @@ const char *resolve(uint32_t s, const char **region, const char *kernel, const c
     return NULL;
 }
 
-bool open_operand(operand *o, uint64_t desc, const char *kernel, const char *name) {
+bool open_operand(operand *o, uint64_t desc, uint32_t block, const char *kernel, const char *name) {
     o->kernel = kernel, o->name = name;
     if (desc & SMEM_DESC_RESERVED) {
         emu_error("%s: wgmma operand %s: descriptor %#llx has reserved bits set", kernel, name, (unsigned long long)desc);
         return false;
     }
     o->f = smem_desc_decode(desc);
-    o->start = resolve(o->f.start, &o->region, kernel, name);
+    o->start = resolve(o->f.start, block, &o->region, kernel, name);
     return o->start != NULL;
 }
 
@@ -154,17 +155,19 @@ float element(const operand &o, unsigned major, uint32_t mn, uint32_t k) {
 
 /* The calling thread's share of op: rows 16w + g and + 8 of its warp w,
  * columns 8j + 2q + i, in the accumulator layout of kernels/cuda/wgmma.cuh. */
-void perform(const wg_op &op, int tid, const char *kernel) {
+void perform(const wg_op &op, const emu_race_pos &pos) {
+    const int tid = pos.tid;
+    const char *kernel = pos.kernel;
     const int w = (tid % 128) / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
     float a[2][16];
     operand oa, ob;
     if (op.a_regs) memcpy(a, op.a_rows, sizeof a);
     else {
-        if (!open_operand(&oa, op.desc_a, kernel, "A")) abort();
+        if (!open_operand(&oa, op.desc_a, pos.block, kernel, "A")) abort();
         for (int h = 0; h < 2; h++)
             for (int k = 0; k < 16; k++) a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k);
     }
-    if (!open_operand(&ob, op.desc_b, kernel, "B")) abort();
+    if (!open_operand(&ob, op.desc_b, pos.block, kernel, "B")) abort();
     for (int j = 0; j < op.n / 8; j++)
         for (int i = 0; i < 2; i++) {
             const uint32_t col = 8 * j + 2 * q + i;
@@ -255,7 +258,7 @@ void wgmma_wait(int pending) {
     for (size_t i = 0; i < t->ops.size(); i++) {
         const wg_op op = t->ops[i];
         if (op.group < done) {
-            perform(op, pos.tid, pos.kernel);
+            perform(op, pos);
             remember(t, op.d, op.n);
         } else t->ops[kept++] = op;
     }

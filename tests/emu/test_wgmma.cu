@@ -17,7 +17,8 @@
  *   one; wait_group 1 leaves the newest group undone;
  * - errors, each in a child process (status 3 or abort, and the message): no
  *   fence before the first product, accumulators written without a fence, a
- *   partial warpgroup, a warp that exited, divergent descriptors, a shared
+ *   partial warpgroup, a warp that exited before the product or while the
+ *   others wait in it, divergent descriptors, a shared
  *   address outside shared memory, an operand running past it, reserved
  *   descriptor bits set.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
@@ -280,12 +281,16 @@ static int check_async(bufs &b) {
 
 /* ---- errors, each in a child process ---- */
 
-enum { E_NO_FENCE, E_ACC_WRITTEN, E_EXITED_WARP, E_DIVERGENT, E_NOT_SHARED, E_PAST_SHARED, E_RESERVED };
+enum { E_NO_FENCE, E_ACC_WRITTEN, E_EXITED_WARP, E_EXIT_WAITING, E_DIVERGENT, E_NOT_SHARED, E_PAST_SHARED, E_RESERVED };
 __global__ void misuse_kernel(const float *global, int what) {
     __shared__ __align__(1024) unsigned char tile[4096];
     for (int i = threadIdx.x; i < 4096; i += blockDim.x) tile[i] = 0;
     __syncthreads();
     if (what == E_EXITED_WARP && threadIdx.x >= 96) return;
+    if (what == E_EXIT_WAITING && threadIdx.x >= 96) { /* the other warps reach the wgmma first, then this one exits */
+        __syncwarp();
+        return;
+    }
     uint64_t da = wgmma_desc(tile, 128, 256, 0), db = wgmma_desc(tile + 2048, 128, 256, 0);
     if (what == E_DIVERGENT && threadIdx.x == 5) db = wgmma_desc_advance(db, 16);
     if (what == E_NOT_SHARED) db = wgmma_desc(global, 128, 256, 0);
@@ -340,6 +345,8 @@ static int check_errors(void) {
     failed |= expect_error("emu_wgmma_accumulators_written_without_fence_reported", E_ACC_WRITTEN, child_misuse,
                            "without a wgmma.fence between");
     failed |= expect_error("emu_wgmma_exited_warp_reported", E_EXITED_WARP, child_misuse, "has exited lanes");
+    failed |= expect_error("emu_wgmma_warp_exiting_while_warpgroup_waits_reported", E_EXIT_WAITING, child_misuse,
+                           "exited while its warpgroup waits");
     failed |= expect_error("emu_wgmma_partial_warpgroup_reported", 0, child_partial, "missing or partial");
     failed |= expect_error("emu_wgmma_divergent_descriptors_reported", E_DIVERGENT, child_misuse, "divergent");
     failed |= expect_error("emu_wgmma_descriptor_of_global_memory_reported", E_NOT_SHARED, child_misuse,
