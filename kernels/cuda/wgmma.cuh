@@ -18,7 +18,9 @@
  * holds rows 16w .. 16w + 15; per 8 columns j, d[4j .. 4j + 3] are mma.sync
  * m16n8's C fragment: d[4j], d[4j+1] = D[16w + g][8j + 2t], [8j + 2t + 1];
  * d[4j+2], d[4j+3] = D[16w + g + 8][8j + 2t], [8j + 2t + 1]. So packed to
- * bf16 pairs, 16 columns of them are an A fragment for wgmma_rs (P V).
+ * bf16 pairs, 16 columns of them are an A fragment for wgmma_rs (P V):
+ * mma_a_from_accumulators(a, d + 8i, d + 8i + 4) (kernels/cuda/mma.cuh) is
+ * the A of k16 step i (columns 16i .. 16i + 15 of D; tests/emu/test_wgmma.cu).
  *
  * Order of use (the ISA's rules):
  *   wgmma_fence() before the first product, and between the thread's own

@@ -9,7 +9,8 @@
  *   bf16 values within float summation (|error| <= 1e-5 sum |a b|); scale-d 0
  *   overwrites; two warpgroups in one block each get the product;
  * - A from registers (mma.sync's fragment, built here from the ISA's table)
- *   equals A from shared memory;
+ *   equals A from shared memory; attention's chain O = bf16(Q K^T) V with the
+ *   scores' accumulators packed into A fragments (mma_a_from_accumulators);
  * - each descriptor field perturbed (start, LBO, SBO, base offset, swizzle;
  *   bits set by hand at the ISA's positions) gives a different product;
  * - asynchrony: accumulators read before wgmma.wait_group hold their old
@@ -30,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cuda/mma.cuh"
 #include "tests/emu/wgmma_tiles.cuh"
 #include "tests/tap.h"
 
@@ -279,6 +281,78 @@ static int check_async(bufs &b) {
     return failed;
 }
 
+/* ---- attention's chain: O = bf16(Q K^T) V, the scores' accumulators reused
+ * as A fragments (mma_a_from_accumulators) of a register-A product with V
+ * MN-major (tnspB), all N 64 and K 64 ---- */
+__global__ void chain_kernel(float *out, const float *Q, const float *Kt, const float *V) {
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const layout lq = {128, 0, M}, lk = {128, 0, 64}, lv = {128, 1, 64};
+    unsigned char *sq = aligned_1k(dyn), *sk = sq + b_at(lq), *sv = sk + b_at(lk);
+    for (int e = threadIdx.x; e < M * K; e += blockDim.x) {
+        store_bf16(sq, tile_offset(lq, e / K, e % K), Q[e]);
+        store_bf16(sk, tile_offset(lk, e / K, e % K), Kt[e]); /* K as [keys][k]: B K-major */
+        store_bf16(sv, tile_offset(lv, e % 64, e / 64), V[e]); /* V as [keys][64]: B MN-major */
+    }
+    tiles_visible_to_wgmma();
+    __syncthreads();
+    float s[32], o[32];
+    wgmma_fence();
+    for (int step = 0; step < K / 16; step++) {
+        unsigned lbo, sbo, start;
+        tile_strides(lq, (unsigned)step, &lbo, &sbo, &start);
+        const uint64_t dq = wgmma_desc_advance(wgmma_desc(sq, lbo, sbo, 1), start);
+        tile_strides(lk, (unsigned)step, &lbo, &sbo, &start);
+        wgmma_ss<64, 0, 0>(s, dq, wgmma_desc_advance(wgmma_desc(sk, lbo, sbo, 1), start), step > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    wgmma_fence();
+    for (int step = 0; step < 64 / 16; step++) { /* keys 16 step .. 16 step + 15 */
+        uint32_t a[4];
+        mma_a_from_accumulators(a, s + 8 * step, s + 8 * step + 4);
+        unsigned lbo, sbo, start;
+        tile_strides(lv, (unsigned)step, &lbo, &sbo, &start);
+        wgmma_rs<64, 1>(o, a, wgmma_desc_advance(wgmma_desc(sv, lbo, sbo, 1), start), step > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    for (int j = 0; j < 8; j++)
+        for (int r = 0; r < 4; r++) out[(16 * w + g + 8 * (r >> 1)) * 64 + 8 * j + 2 * t + (r & 1)] = o[4 * j + r];
+}
+
+static int check_chain(bufs &b) {
+    float *Kt = (float *)malloc(sizeof(float) * 64 * K), *V = (float *)malloc(sizeof(float) * 64 * 64);
+    double *P = (double *)malloc(sizeof(double) * M * 64);
+    for (int i = 0; i < 64 * K; i++) Kt[i] = small_int();
+    for (int i = 0; i < 64 * 64; i++) V[i] = small_int();
+    for (int m = 0; m < M; m++) /* P = bf16(Q K^T): integers, exact in double and in the rounding */
+        for (int n = 0; n < 64; n++) {
+            double x = 0;
+            for (int k = 0; k < K; k++) x += (double)b.A[m * K + k] * Kt[n * K + k];
+            P[m * 64 + n] = __bfloat162float(__float2bfloat16_rn((float)x));
+        }
+    int bad = 0;
+    float *dQ = to_device(b.A, M * K), *dK = to_device(Kt, 64 * K), *dV = to_device(V, 64 * 64), *dout;
+    cudaMalloc((void **)&dout, sizeof(float) * M * 64);
+    const layout lq = {128, 0, M}, lk = {128, 0, 64};
+    const unsigned bytes = b_at(lq) + b_at(lk) + 64 * K * 2 + GAP + 1024;
+    chain_kernel<<<1, 128, bytes>>>(dout, dQ, dK, dV);
+    cudaMemcpy(b.got, dout, sizeof(float) * M * 64, cudaMemcpyDeviceToHost);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < 64; n++) {
+            double o = 0;
+            for (int k = 0; k < 64; k++) o += P[m * 64 + k] * V[k * 64 + n];
+            bad += b.got[m * 64 + n] != o;
+        }
+    cudaFree(dQ), cudaFree(dK), cudaFree(dV), cudaFree(dout);
+    free(Kt), free(V), free(P);
+    char why[96];
+    snprintf(why, sizeof why, "%d of %d outputs differ from bf16(Q K^T) V", bad, M * 64);
+    return tap_result(bad == 0, "emu_wgmma_scores_as_a_fragments_times_v", why);
+}
+
 /* ---- errors, each in a child process ---- */
 
 enum { E_NO_FENCE, E_ACC_WRITTEN, E_EXITED_WARP, E_EXIT_WAITING, E_DIVERGENT, E_NOT_SHARED, E_PAST_SHARED, E_RESERVED };
@@ -365,6 +439,7 @@ int main(void) {
     failed |= check_variants(b);
     failed |= check_perturbations(b);
     failed |= check_async(b);
+    failed |= check_chain(b);
     failed |= check_errors();
     return failed;
 }
