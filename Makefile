@@ -82,6 +82,13 @@ cuda-objects: $(LIB_OBJ_EXTRA) $(LIB_OBJ_EXTRA:%=%.ptxas)
 $(BUILD)/tests/emu/test_tma.o: tests/emu/test_tma.cu $(BUILD)/cuda.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+# Hopper's wgmma against a CPU product on the GPU (tests/gpu/hopper_check.cu):
+# sm_90a machine code only, whatever CUDA_SM; its ptxas report beside it.
+$(BUILD)/hopper_check: tests/gpu/hopper_check.cu tests/emu/wgmma_tiles.cuh kernels/cuda/wgmma.cuh \
+                       kernels/cuda/smem_layout.h $(BUILD)/cuda.mk
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall,-Wextra --resource-usage $< \
+	    -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
 
 .PHONY: cuda-objects
 else
@@ -181,7 +188,7 @@ test-sanitizers:
 # The CUDA checks (tests/gpu/README.md); on a machine without a GPU it says
 # so and runs nothing.
 test-gpu:
-	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/test_tma
+	$(MAKE) GPU=1 all data build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/test_tma build/gpu/hopper_check
 	bash tests/gpu/run_gpu.sh
 
 # ---- fuzzing (tests/fuzz/README.md) ----

@@ -25,12 +25,13 @@ costs its section only):
   environment        nvidia-smi, driver, scripts/find_cuda.sh (what the build will use; fails the section when
                      the toolkit is not found), nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention
-                     build/gpu/bench_copy build/gpu/test_tma
+                     build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check
                      (first: scripts/device_deps.sh install; CUDA_SM=90a in the environment builds machine
                      code for that architecture only, the Makefile's shorter build for the GPU at hand),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin; build/gpu/test_tma:
-                     Hopper's bulk tensor copies and mbarriers against the host's reference (sm_90)
+                     Hopper's bulk tensor copies and mbarriers against the host's reference (sm_90); and
+                     build/gpu/hopper_check: Hopper's wgmma against a CPU product (the emulator's answers)
   attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
                      forward and the backward in every block shape built for the head size (the tuned one
                      first; each checked against it), medians of 20 calls by CUDA events; then
@@ -135,7 +136,7 @@ section_cmd() {
             python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
             python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable";
             exit $found' ;; # what the build will use; it fails the section when the toolkit is not found
-        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy build/gpu/test_tma &&
+        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check &&
             python3 scripts/kernel_resources.py --build build/gpu --launches /dev/null' ;; # this nvcc's registers, spills, shared memory
         kernels) echo 'bash tests/gpu/run_gpu.sh kernels' ;;
         attention) echo 'build/gpu/bench_attention; rc=$?; python3 scripts/attention_reference.py || rc=1; build/gpu/bench_copy || rc=1; exit $rc' ;;

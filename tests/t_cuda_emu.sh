@@ -41,6 +41,14 @@ else not_ok emu_build_key_follows_inputs "keys $key0 $key1 $key2 $key3 $key4"; f
 kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
 
 # kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
+# wgmma's descriptor and layout math on the CPU against the PTX ISA's values
+# (tests/emu/test_smem_layout.c), and tests/gpu/hopper_check.cu's products on
+# the emulator (a GPU sitting runs the same program on the hardware)
+for x in test_smem_layout hopper_check_emu; do
+    "build/emu/$x" >"$tmp/$x.out" 2>&1 || failed=1
+    sed -nE "s|^(not )?ok (.*)|\1ok $x: \2|p" "$tmp/$x.out"
+    grep -q '^ok' "$tmp/$x.out" || not_ok "$x" "$(tail -n 2 "$tmp/$x.out" | tr '\n' ' ')"
+done
 kernels() {
     local name="$1"; shift
     local envs=()
@@ -54,8 +62,9 @@ kernels() {
 }
 # the emulator's own unit tests: the tensor-core product against a plain
 # product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs;
-# Hopper's bulk tensor copies, mbarriers, named barriers and tensor maps
-for t in mma async_copy graph tma; do
+# Hopper's bulk tensor copies, mbarriers, named barriers and tensor maps; wgmma (layouts, descriptors,
+# asynchrony, misuse)
+for t in mma async_copy graph tma wgmma; do
     "build/emu/test_emu_$t" >"$tmp/$t.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
     grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"

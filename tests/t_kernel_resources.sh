@@ -6,7 +6,8 @@
 # register file, over the shared memory of an sm_80, a spill on sm_90, a
 # kernel never launched, a launch of a kernel never compiled); then, where
 # nvcc is found, the project's kernels: every one launched under the
-# emulation, none over a limit, none spilling on sm_90.
+# emulation, none over a limit, none spilling on sm_90; and the wgmma
+# wrappers' check program (tests/gpu/hopper_check.cu) compiled for sm_90a.
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" kernel_resources
 export OMP_NUM_THREADS=1
@@ -112,6 +113,14 @@ if "$nvcc_bin" -std=c++17 -O3 -I. -gencode arch=compute_90a,code=sm_90a --resour
     ! grep -q "setmaxnreg' ignored" "$tmp/tma_ptxas.out" && ! grep -qE "[1-9][0-9]* bytes spill" "$tmp/tma_ptxas.out"; then
     ok hopper_wrappers_compile_for_sm_90a
 else not_ok hopper_wrappers_compile_for_sm_90a "$(grep -m3 -iE "error|ignored|[1-9][0-9]* bytes spill" "$tmp/tma_ptxas.out" | tr '\n' ' ')"; fi
+# Hopper's wgmma wrappers (kernels/cuda/wgmma.cuh), every N and form, as
+# ptxas compiles them for sm_90a (tests/gpu/hopper_check.cu; the GPU runs it)
+if make -s GPU=1 build/gpu/hopper_check >"$tmp/hopper.out" 2>&1 &&
+    grep -q "Compiling entry function '_Z13shapes_kernelILi16E.*for 'sm_90a'" build/gpu/hopper_check.ptxas &&
+    grep -q "Compiling entry function '_Z14product_kernelILi256E.*for 'sm_90a'" build/gpu/hopper_check.ptxas &&
+    ! grep -qE "[1-9][0-9]* bytes spill" build/gpu/hopper_check.ptxas
+then ok hopper_check_wgmma_compiles_for_sm_90a
+else not_ok hopper_check_wgmma_compiles_for_sm_90a "$(tail -n 5 "$tmp/hopper.out" | tr '\n' ' ')"; fi
 if ! bash tests/emu/build.sh >"$tmp/emu_build.out" 2>&1; then
     not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
     exit 1

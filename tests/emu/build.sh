@@ -62,7 +62,7 @@ inputs_key() {
     {
         find kernels data model parallel train util tests/emu tests/kernels \
             -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
-        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c
+        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c tests/gpu/hopper_check.cu
         printf '%s\n' "$CC" "$CXX" "$OPT" "$SAN" "$CFLAGS" "$CUFLAGS" "${EMU_RACE:-0}"
         "$CC" --version | head -n 1
         "$CXX" --version | head -n 1
@@ -105,6 +105,8 @@ compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SA
 compile "$OUT/obj/emu_tma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
 # the host side of the bulk tensor copies (tensor maps), C as in the GPU build
 compile "$OUT/obj/kernels_cuda_tensor_map.o" $CC $CFLAGS $EMU_INC kernels/cuda/tensor_map.c
+# the wgmma stand-ins (kernels/cuda/wgmma.cuh), which read operands through kernels/cuda/smem_layout.h
+compile "$OUT/obj/emu_wgmma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -I. -Itests/emu tests/emu/emu_wgmma.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -155,8 +157,12 @@ if [ "${1:-}" = train ]; then
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu),
-# Hopper's mbarriers, bulk tensor copies and named barriers (test_tma.cu).
-emu_tests=(mma async_copy graph lazy tma)
+# Hopper's mbarriers, bulk tensor copies and named barriers (test_tma.cu) and
+# wgmma (test_wgmma.cu); and, plain C on the CPU, wgmma's descriptor and
+# layout math (test_smem_layout.c).
+$CC $CFLAGS tests/emu/test_smem_layout.c -o "$OUT/test_smem_layout" &
+pids+=($!)
+emu_tests=(mma async_copy graph lazy tma wgmma)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 for t in "${emu_tests[@]}"; do
@@ -164,6 +170,11 @@ for t in "${emu_tests[@]}"; do
     $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
     pids+=($!)
 done
+# tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
+# products the GPU is compared with, on the emulator.
+python3 tests/emu/prep.py tests/gpu/hopper_check.cu "$OUT/cu/hopper_check.cpp"
+$CXX $CUFLAGS "$OUT/cu/hopper_check.cpp" -c -o "$OUT/obj/hopper_check.o" &
+pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
@@ -192,6 +203,7 @@ done
 for t in "${emu_tests[@]}"; do
     shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
+shared_into_section "$OUT/obj/hopper_check.o" || exit 1
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 bench_objs=()
@@ -202,9 +214,12 @@ for t in "${emu_tests[@]}"; do
     extra=()
     [ "$t" = tma ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
     $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
-        "$OUT/obj/emu_tma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
+        "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
+$CXX -fopenmp $SAN "$OUT/obj/hopper_check.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+    "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/hopper_check_emu" -lm
+echo "built $OUT/hopper_check_emu"
 if [ "${1:-}" = train ]; then
     train_objs=() nccl_test_objs=()
     for o in "${objs[@]}"; do

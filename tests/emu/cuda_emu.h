@@ -82,6 +82,23 @@ int lane_id();
  * of column i (rows 2j and 2j + 1), the lower index in the low half. One
  * warp barrier, like the hardware's .sync. */
 void ldmatrix(uint32_t *r, int count, bool trans, const void *row);
+/* Every thread of the calling thread's warpgroup (warps 4g..4g+3, all 128
+ * lanes present and live, else an error and false) publishes n <=
+ * EMU_GATHER_WORDS words, then reads all 128 threads': all[t * n + i]. One
+ * barrier over the warpgroup (wgmma's .sync.aligned). */
+bool warpgroup_gather(const uint32_t *words, int n, uint32_t *all);
+/* The wgmma stand-ins (tests/emu/emu_wgmma.cpp, kernels/cuda/wgmma.cuh):
+ * a shared-memory pointer's 18-bit shared address, as a descriptor holds
+ * it; wgmma.fence, commit_group and wait_group (the products of all but the
+ * `pending` newest committed groups are computed then, reading shared
+ * memory then); one m64nNk16 bf16 product into the thread's n / 2
+ * accumulators d, A from a descriptor (a == NULL) or from the thread's four
+ * A-fragment registers a. */
+uint32_t wgmma_shared_address(const void *p);
+void wgmma_fence();
+void wgmma_commit();
+void wgmma_wait(int pending);
+void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b);
 
 /* The block's dynamic shared memory (the launch's shmem bytes, filled with
  * 0xff before every block): prep.py turns `extern __shared__ T name[];`

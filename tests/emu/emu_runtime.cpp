@@ -618,6 +618,7 @@ struct fiber {
     std::vector<async_copy> copies; /* in issue order */
     unsigned committed;             /* cp.async groups committed */
     uint32_t bars, warp_syncs;      /* __syncthreads and warp-level syncs passed (emu_race_position) */
+    unsigned wg_count;              /* warpgroup_gather calls: picks the buffer */
 };
 
 struct barrier {
@@ -634,14 +635,21 @@ struct warp_state {
     uint32_t words[2][32][EMU_GATHER_WORDS]; /* warp_gather's, double-buffered like the slots */
 };
 
+/* Warps 4g..4g+3 (wgmma's warpgroup g): warpgroup_gather's barrier and words. */
+struct warpgroup_state {
+    barrier bar;
+    uint32_t words[2][128][EMU_GATHER_WORDS];
+};
+
 struct block_state {
     int nthreads, live;
     barrier bar;
     warp_state warps[MAX_THREADS / 32];
+    warpgroup_state warpgroups[MAX_THREADS / 128];
     void (*body)(void *);
     void *ctx;
     const char *kernel;
-    bool shfl_exit_reported, partial_warp_reported, mask_reported, copies_exit_reported;
+    bool shfl_exit_reported, partial_warp_reported, mask_reported, copies_exit_reported, wg_reported;
 };
 
 fiber g_fibers[MAX_THREADS];
@@ -692,6 +700,15 @@ void fiber_main() {
         }
         w.bar.arrived = 0;
         w.bar.gen++;
+    }
+    barrier &wg = b.warpgroups[f->warp / 4].bar;
+    if (wg.arrived > 0) { /* the others would wait for it forever */
+        if (!b.wg_reported)
+            emu_error("%s: block (%u,%u,%u) thread %d exited while its warpgroup waits in a wgmma instruction", b.kernel,
+                      blockIdx.x, blockIdx.y, blockIdx.z, f->tid);
+        b.wg_reported = true;
+        wg.arrived = 0;
+        wg.gen++;
     }
     void *dummy;
     emu_switch(&dummy, g_sched_sp);
@@ -762,6 +779,7 @@ void run_block(const dim3 &b) {
         ws.live = ws.lanes;
         ws.bar = barrier{0, 0, NULL, 0};
     }
+    for (int g = 0; g < (nwarps + 3) / 4; g++) B.warpgroups[g].bar = barrier{0, 0, NULL, 0};
     for (int t = 0; t < B.nthreads; t++) {
         fiber &f = g_fibers[t];
         f.tid = t;
@@ -773,6 +791,7 @@ void run_block(const dim3 &b) {
         f.copies.clear();
         f.committed = 0;
         f.bars = f.warp_syncs = 0;
+        f.wg_count = 0;
         prime(&f);
     }
     const bool reverse = reverse_order();
@@ -938,6 +957,36 @@ void warp_gather(const uint32_t *words, int n, uint32_t *all) {
     for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
 }
 
+bool warpgroup_gather(const uint32_t *words, int n, uint32_t *all) {
+    fiber *f = g_cur;
+    if (!f) {
+        emu_error("a wgmma instruction outside a kernel");
+        return false;
+    }
+    const int first = f->warp / 4 * 4;
+    for (int w = first; w < first + 4; w++) {
+        const bool whole = w * 32 < g_block.nthreads && g_block.warps[w].lanes == 32;
+        if ((!whole || g_block.warps[w].live < 32) && !g_block.wg_reported) {
+            emu_error("%s: block (%u,%u,%u) thread %d: a wgmma instruction in warpgroup %d, whose warp %d %s", g_block.kernel,
+                      blockIdx.x, blockIdx.y, blockIdx.z, f->tid, first / 4, w,
+                      whole ? "has exited lanes" : "is missing or partial (blockDim not a multiple of 128)");
+            g_block.wg_reported = true;
+        }
+        if (!whole || g_block.warps[w].live < 32) return false;
+    }
+    if (n < 0 || n > EMU_GATHER_WORDS) {
+        emu_error("%s: warpgroup_gather of %d words (at most %d)", g_block.kernel, n, EMU_GATHER_WORDS);
+        return false;
+    }
+    warpgroup_state &g = g_block.warpgroups[first / 4];
+    const int buf = f->wg_count++ & 1, me = f->tid - first * 32;
+    memcpy(g.words[buf][me], words, sizeof(uint32_t) * (size_t)n);
+    wait_barrier(g.bar, 128, NULL, 0, "wgmma");
+    f->warp_syncs++;
+    for (int t = 0; t < 128; t++) memcpy(all + (size_t)t * n, g.words[buf][t], sizeof(uint32_t) * (size_t)n);
+    return true;
+}
+
 void ldmatrix(uint32_t *r, int count, bool trans, const void *row) {
     fiber *f = g_cur;
     if (!f) {
@@ -1036,7 +1085,7 @@ void run_grid(const char *name, const void *kernel, const char *file, int line, 
     g_block.ctx = ctx;
     g_block.kernel = name;
     g_block.shfl_exit_reported = g_block.partial_warp_reported = g_block.mask_reported =
-        g_block.copies_exit_reported = false;
+        g_block.copies_exit_reported = g_block.wg_reported = false;
     gridDim = g;
     blockDim = b;
     const bool reverse = reverse_order();

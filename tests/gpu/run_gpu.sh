@@ -83,6 +83,14 @@ if want kernels; then
     else
         bad tma "build/gpu/test_tma is missing: make GPU=1 build/gpu/test_tma"
     fi
+    # Hopper's wgmma (tests/gpu/hopper_check.cu) against a CPU product: exact on integers, the
+    # emulator's results; it says "skip" on a GPU other than compute capability 9.0
+    if [ ! -x build/gpu/hopper_check ]; then
+        bad hopper_check "build/gpu/hopper_check is missing: make GPU=1 build/gpu/hopper_check"
+    else
+        timeout -k 10 120 build/gpu/hopper_check >"$tmp/hopper.out" 2>&1
+        count_binary hopper_check "$tmp/hopper.out" $?
+    fi
 fi
 
 # the NCCL communicator's own tests (build/gpu/test_nccl): world 1, and TP and DP groups of 2 GPUs when there are 2

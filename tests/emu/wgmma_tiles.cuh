@@ -1,0 +1,150 @@
+/* What tests/emu/test_wgmma.cu (on the emulator) and tests/gpu/hopper_check.cu
+ * (on a GPU, and on the emulator) share: bf16 operand tiles laid out in
+ * shared memory by functions written from the tensor copy's pictures (rows
+ * of the swizzle span, the 16-byte chunk XORed with the address bits above;
+ * core matrices without a swizzle), independent of kernels/cuda/smem_layout.h,
+ * and a kernel that multiplies them with kernels/cuda/wgmma.cuh. */
+#ifndef TESTS_EMU_WGMMA_TILES_CUH
+#define TESTS_EMU_WGMMA_TILES_CUH
+
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/wgmma.cuh"
+
+#define M 64
+#define K 64
+#define NMAX 256
+#define GAP 2048 /* bytes between and after the tiles: perturbed descriptors read NaN there, inside shared memory */
+
+/* How the operands lie in shared memory. */
+struct layout {
+    int sw;    /* swizzle span in bytes: 0 (none), 32, 64, 128 */
+    int mn;    /* 1: MN-major (B as [k][n]) */
+    int rows;  /* mn extent of the tile (M for A, N for B) */
+};
+
+static __host__ __device__ unsigned code_of(int sw) { return sw == 128 ? 1u : sw == 64 ? 2u : sw == 32 ? 3u : 0u; }
+
+/* A swizzled row: byte c of a W-byte row at tile offset row_at, as the
+ * tensor copy writes it (the 16-byte chunk XOR address bits 7 and up). */
+static __host__ __device__ unsigned swizzled(unsigned row_at, unsigned byte, unsigned w) {
+    const unsigned phase = (row_at >> 7) & (w / 16 - 1);
+    return row_at + (((byte / 16) ^ phase) * 16) + byte % 16;
+}
+
+/* Byte offset of element (mn, k) in the tile, K = 64. */
+static __host__ __device__ unsigned tile_offset(layout l, unsigned mn, unsigned k) {
+    const unsigned w = (unsigned)l.sw;
+    if (!l.mn) {
+        if (!w) return (mn / 8) * (K / 8 * 128) + (k / 8) * 128 + (mn % 8) * 16 + (k % 8) * 2; /* core matrices */
+        const unsigned per = w / 2; /* k per row; further k in the next atom column */
+        return swizzled((k / per) * l.rows * w + mn * w, (k % per) * 2, w);
+    }
+    if (!w) return (mn / 8) * (K / 8 * 128) + (k / 8) * 128 + (k % 8) * 16 + (mn % 8) * 2;
+    const unsigned per = w / 2; /* n per row */
+    return swizzled((mn / per) * K * w + k * w, (mn % per) * 2, w);
+}
+static __host__ __device__ unsigned tile_bytes(layout l) { return (unsigned)l.rows * K * 2; }
+
+/* LBO, SBO and the start offset of k16 step s, for tile_offset's layouts. */
+static __host__ __device__ void tile_strides(layout l, unsigned s, unsigned *lbo, unsigned *sbo, unsigned *start) {
+    const unsigned w = (unsigned)l.sw;
+    if (!w) {
+        *lbo = 128, *sbo = K / 8 * 128, *start = s * 256;
+    } else if (!l.mn) {
+        const unsigned per = w / 2;
+        *lbo = 16 /* unused */, *sbo = 8 * w, *start = (16 * s / per) * l.rows * w + (16 * s % per) * 2;
+    } else {
+        *lbo = K * w, *sbo = 8 * w, *start = 16 * s * w;
+    }
+}
+
+/* The tiles' places in dynamic shared memory: A, a gap, B, a gap; 1024-aligned. */
+static __host__ __device__ unsigned b_at(layout la) { return (tile_bytes(la) + GAP + 1023) / 1024 * 1024; }
+static __host__ __device__ unsigned shared_bytes(layout la, layout lb) { return b_at(la) + tile_bytes(lb) + GAP + 1024; }
+static __device__ unsigned char *aligned_1k(unsigned char *p) { return (unsigned char *)(((uintptr_t)p + 1023) & ~(uintptr_t)1023); }
+
+static __device__ void store_bf16(unsigned char *tile, unsigned at, float v) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    memcpy(tile + at, &h, 2);
+}
+
+/* The A fragment of rows 16w .. 16w + 15, k 16s .. 16s + 15, from A [M][K]
+ * in global memory (PTX ISA, mma.m16n8k16 .bf16 A: g = lane / 4, t = lane % 4). */
+static __device__ void a_fragment(uint32_t a[4], const float *A, int s) {
+    const int w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int r = 0; r < 4; r++) {
+        const int row = 16 * w + g + 8 * (r & 1), col = 16 * s + 2 * t + 8 * (r >> 1);
+        const __nv_bfloat16 lo = __float2bfloat16_rn(A[row * K + col]), hi = __float2bfloat16_rn(A[row * K + col + 1]);
+        a[r] = (uint32_t)__bfloat16_as_ushort(lo) | (uint32_t)__bfloat16_as_ushort(hi) << 16;
+    }
+}
+
+/* Ordinary stores into shared memory become visible to the tensor core's
+ * (async proxy) reads after this and a barrier. */
+static __device__ __forceinline__ void tiles_visible_to_wgmma() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* Raw descriptor bits of a perturbation (the ISA's field positions). */
+enum { P_NONE, P_START, P_LBO, P_SBO, P_BASE, P_SWIZZLE };
+static __host__ __device__ uint64_t perturbed(uint64_t d, int p) {
+    return p == P_START ? d + 1 : p == P_LBO ? d + (1ull << 16) : p == P_SBO ? d + (1ull << 32)
+         : p == P_BASE ? d | (1ull << 49) : p == P_SWIZZLE ? d ^ (1ull << 62) : d;
+}
+
+struct wg_case {
+    layout la, lb;
+    int a_regs;     /* A from registers */
+    int first_scale; /* scale-d of the first k step: 0 overwrites C */
+    int perturb_a, perturb_b;
+};
+
+/* out[wg][M][N] = C (if first_scale) + A B: A [M][K], B [K][N], C [M][N] in global memory. */
+template <int N>
+__global__ void product_kernel(float *out, const float *A, const float *B, const float *C, wg_case c) {
+#if defined(EMU_CUDA_EMU_H) /* tests/emu/prep.py rewrites the .cu files, not this header */
+    unsigned char *dyn = (unsigned char *)::emu::dynamic_shared();
+#else
+    extern __shared__ __align__(16) unsigned char dyn[];
+#endif
+    unsigned char *sa = aligned_1k(dyn), *sb = sa + b_at(c.la);
+    for (int e = threadIdx.x; e < M * K; e += blockDim.x) store_bf16(sa, tile_offset(c.la, e / K, e % K), A[e]);
+    for (int e = threadIdx.x; e < K * N; e += blockDim.x) store_bf16(sb, tile_offset(c.lb, e % N, e / N), B[e]);
+    tiles_visible_to_wgmma();
+    __syncthreads();
+    const int wg = threadIdx.x / 128, w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    float d[N / 2];
+    for (int j = 0; j < N / 8; j++)
+        for (int r = 0; r < 4; r++) d[4 * j + r] = C[(16 * w + g + 8 * (r >> 1)) * N + 8 * j + 2 * t + (r & 1)];
+    wgmma_fence();
+    for (int s = 0; s < K / 16; s++) {
+        unsigned lbo, sbo, start;
+        tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
+        uint64_t da = wgmma_desc(sa, lbo, sbo, code_of(c.la.sw));
+        da = wgmma_desc_advance(da, start);
+        tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
+        uint64_t db = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
+        if (s == 0) da = perturbed(da, c.perturb_a), db = perturbed(db, c.perturb_b);
+        const int scale = s == 0 ? c.first_scale : 1;
+        if (c.a_regs) {
+            uint32_t a[4];
+            a_fragment(a, A, s);
+            if (c.lb.mn) wgmma_rs<N, 1>(d, a, db, scale);
+            else wgmma_rs<N, 0>(d, a, db, scale);
+        } else if (c.lb.mn) wgmma_ss<N, 0, 1>(d, da, db, scale);
+        else wgmma_ss<N, 0, 0>(d, da, db, scale);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(d);
+    for (int j = 0; j < N / 8; j++)
+        for (int r = 0; r < 4; r++) out[wg * M * N + (16 * w + g + 8 * (r >> 1)) * N + 8 * j + 2 * t + (r & 1)] = d[4 * j + r];
+}
+
+#endif

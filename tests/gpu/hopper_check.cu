@@ -1,0 +1,149 @@
+/* hopper_check: Hopper's wgmma (kernels/cuda/wgmma.cuh) on the GPU against a
+ * CPU product, so that a GPU sitting can tell whether the hardware agrees
+ * with the emulator (tests/emu/emu_wgmma.cpp), which runs this same program
+ * in tests/t_cuda_emu.sh (build/emu/hopper_check_emu).
+ *
+ * The products of tests/emu/wgmma_tiles.cuh: A [64 x 64] K-major, B [64 x N]
+ * K- or MN-major (tnspB) in every swizzle mode, N 64, 128 and 256, K 64 in
+ * four k16 steps, A from shared memory and from registers, scale-d 0 and 1;
+ * small integers, so the GPU's D must equal the plain product exactly; then
+ * random bf16 values within float summation (|error| <= 1e-5 sum |a b|).
+ * A kernel instantiating N 16 and 32 is compiled too (ptxas accepts every
+ * wrapper). Needs compute capability 9.0 (the sm_90a build: make GPU=1
+ * build/gpu/hopper_check); elsewhere it prints "skip" and exits 0.
+ * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tests/emu/wgmma_tiles.cuh"
+
+/* Every N the wrappers offer, each form, so that ptxas sees them all. */
+template <int N>
+__global__ void shapes_kernel(float *out, uint64_t da, uint64_t db) {
+    float d[N / 2];
+    for (int i = 0; i < N / 2; i++) d[i] = 0.0f;
+    const uint32_t a[4] = {0, 0, 0, 0};
+    wgmma_fence();
+    wgmma_ss<N, 0, 0>(d, da, db, 0);
+    wgmma_ss<N, 1, 1>(d, da, db, 1);
+    wgmma_rs<N, 0>(d, a, db, 1);
+    wgmma_rs<N, 1>(d, a, db, 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(d);
+    for (int i = 0; i < N / 2; i++) out[threadIdx.x * (N / 2) + i] = d[i];
+}
+template __global__ void shapes_kernel<16>(float *, uint64_t, uint64_t);
+template __global__ void shapes_kernel<32>(float *, uint64_t, uint64_t);
+
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            printf("not ok hopper_cuda_call - %s: %s\n", #call, cudaGetErrorString(e_));                               \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static float *to_device(const float *x, size_t n) {
+    float *d;
+    CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
+    CHECK(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+template <int N>
+static void launch(float *out, const float *A, const float *B, const float *C, wg_case c) {
+    const unsigned bytes = shared_bytes(c.la, c.lb);
+    CHECK(cudaFuncSetAttribute((const void *)product_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    product_kernel<N><<<1, 128, bytes>>>(out, A, B, C, c);
+    CHECK(cudaGetLastError());
+}
+
+/* got[M][n] of product_kernel<n> on the device. */
+static void run(int n, wg_case c, const float *A, const float *B, const float *C, float *got) {
+    c.la.rows = M, c.lb.rows = n;
+    float *dA = to_device(A, M * K), *dB = to_device(B, (size_t)K * n), *dC = to_device(C, (size_t)M * n), *dout;
+    CHECK(cudaMalloc((void **)&dout, sizeof(float) * M * n));
+    if (n == 64) launch<64>(dout, dA, dB, dC, c);
+    else if (n == 128) launch<128>(dout, dA, dB, dC, c);
+    else launch<256>(dout, dA, dB, dC, c);
+    CHECK(cudaMemcpy(got, dout, sizeof(float) * M * n, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(dA));
+    CHECK(cudaFree(dB));
+    CHECK(cudaFree(dC));
+    CHECK(cudaFree(dout));
+}
+
+static unsigned g_seed = 2026;
+static float next_uniform(void) {
+    g_seed = g_seed * 1103515245u + 12345u;
+    return (float)(g_seed >> 8) / 16777216.0f;
+}
+
+/* The worst |got - C - A B| / (sum |a b| + |c|) over the outputs (0 for exact). */
+static double worst_error(int n, int with_c, const float *A, const float *B, const float *C, const float *got) {
+    double worst = 0.0;
+    for (int m = 0; m < M; m++)
+        for (int j = 0; j < n; j++) {
+            double s = with_c ? C[m * n + j] : 0.0, mag = with_c ? fabs(C[m * n + j]) : 0.0;
+            for (int k = 0; k < K; k++) s += (double)A[m * K + k] * B[k * n + j], mag += fabs((double)A[m * K + k] * B[k * n + j]);
+            const double e = fabs(got[m * n + j] - s) / (mag > 0 ? mag : 1.0);
+            worst = e > worst || e != e ? e : worst;
+        }
+    return worst;
+}
+
+static const char *sw_name(int sw) { return sw == 128 ? "128b" : sw == 64 ? "64b" : sw == 32 ? "32b" : "none"; }
+
+int main(void) {
+    int devices = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("skip hopper_check - no CUDA device\n");
+        return 0;
+    }
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major != 9 || prop.minor != 0) {
+        printf("skip hopper_check - %s is compute capability %d.%d, wgmma needs 9.0 (sm_90a)\n", prop.name, prop.major, prop.minor);
+        return 0;
+    }
+    float *A = (float *)malloc(sizeof(float) * M * K), *B = (float *)malloc(sizeof(float) * K * NMAX);
+    float *C = (float *)malloc(sizeof(float) * M * NMAX), *got = (float *)malloc(sizeof(float) * M * NMAX);
+    for (int i = 0; i < M * K; i++) A[i] = (float)((int)(next_uniform() * 9) - 4);
+    for (int i = 0; i < K * NMAX; i++) B[i] = (float)((int)(next_uniform() * 9) - 4);
+    for (int i = 0; i < M * NMAX; i++) C[i] = (float)((int)(next_uniform() * 9) - 4);
+    int failed = 0;
+    const int sws[4] = {0, 32, 64, 128};
+    for (int n = 64; n <= 256; n *= 2)
+        for (int bm = 0; bm < 2; bm++)
+            for (int bs = 0; bs < 4; bs++)
+                for (int form = 0; form < 3; form++) { /* A 128B from shared, A unswizzled from shared, A from registers */
+                    const wg_case c = {{form == 1 ? 0 : 128, 0, M}, {sws[bs], bm, n}, form == 2, 1, P_NONE, P_NONE};
+                    run(n, c, A, B, C, got);
+                    const double e = worst_error(n, 1, A, B, C, got);
+                    char name[128], why[96];
+                    snprintf(name, sizeof name, "hopper_wgmma_n%d_a_%s_b_%s_%s_exact", n,
+                             form == 2 ? "registers" : form == 1 ? "none" : "128b", bm ? "mn_major" : "k_major", sw_name(sws[bs]));
+                    snprintf(why, sizeof why, "worst relative error %.3g, want 0 (integers)", e);
+                    if (e == 0.0) printf("ok %s\n", name);
+                    else failed = 1, printf("not ok %s - %s\n", name, why);
+                }
+    /* scale-d 0 overwrites C */
+    const wg_case over = {{128, 0, M}, {128, 1, 128}, 0, 0, P_NONE, P_NONE};
+    run(128, over, A, B, C, got);
+    const double e0 = worst_error(128, 0, A, B, C, got);
+    if (e0 == 0.0) printf("ok hopper_wgmma_scale_d_0_overwrites\n");
+    else failed = 1, printf("not ok hopper_wgmma_scale_d_0_overwrites - worst relative error %.3g\n", e0);
+    /* random bf16 values */
+    for (int i = 0; i < M * K; i++) A[i] = __bfloat162float(__float2bfloat16_rn(next_uniform() * 4 - 2));
+    for (int i = 0; i < K * NMAX; i++) B[i] = __bfloat162float(__float2bfloat16_rn(next_uniform() * 4 - 2));
+    const wg_case rnd = {{128, 0, M}, {128, 1, 128}, 0, 1, P_NONE, P_NONE};
+    run(128, rnd, A, B, C, got);
+    const double er = worst_error(128, 1, A, B, C, got);
+    if (er <= 1e-5) printf("ok hopper_wgmma_random_bf16_within_float_summation (worst %.3g)\n", er);
+    else failed = 1, printf("not ok hopper_wgmma_random_bf16_within_float_summation - worst %.3g, want <= 1e-5\n", er);
+    free(A), free(B), free(C), free(got);
+    return failed;
+}
