@@ -218,7 +218,7 @@ for t in "${emu_tests[@]}"; do
     echo "built $OUT/test_emu_$t"
 done
 $CXX -fopenmp $SAN "$OUT/obj/hopper_check.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
-    "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/hopper_check_emu" -lm
+    "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/hopper_check_emu" -lm
 echo "built $OUT/hopper_check_emu"
 if [ "${1:-}" = train ]; then
     train_objs=() nccl_test_objs=()
