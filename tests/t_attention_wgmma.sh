@@ -3,7 +3,8 @@
 # forward on Hopper's warpgroup MMA) in the trainer on the emulated device,
 # which reports compute capability 9.0: one head of 64 (head size 64), bf16,
 # 2 steps; the wgmma forward is launched (the emulation's launch log) and
-# the losses and weights match the mma.sync forward's run; wgmma is refused,
+# the losses and weights match the mma.sync forward's run; bench_attention
+# times it as a row of its own (head size 64 only); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
@@ -28,6 +29,16 @@ if train mma "$emu_bin" "${hs64[@]}" &&
     if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_matches_mma ($out)"
     else not_ok trainer_wgmma_matches_mma "$out"; fi
 else not_ok trainer_wgmma_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma.out" | tr '\n' ' ')"; fi
+
+# bench_attention (tests/gpu/bench_attention.c) times the wgmma forward as a row of its own at head
+# size 64, checked against the tuned mma.sync shape; at 96 it says there is none
+bench=build/emu/bench_attention_emu
+"$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -q '^# 1,1,70,96: no wgmma forward here' "$tmp/bench.out" && tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
+    ok bench_attention_times_wgmma
+else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
 
 # refused NAME PATTERN [--set ...]: the run stops before training, naming kernels.attention and PATTERN
 refused() {
