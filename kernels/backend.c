@@ -65,4 +65,10 @@ int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int 
     (void)o, (void)tune, (void)record, (void)write, (void)e;
     return 0; /* no CUDA backend to tune */
 }
+
+int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
+    (void)o, (void)hs, (void)dropout;
+    if (strcmp(kernel, "mma") == 0) return 0;
+    return tg_fail(e, "attention kernel %s: this train_gpt was built without CUDA (rebuild with make GPU=1)", kernel);
+}
 #endif

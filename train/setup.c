@@ -81,6 +81,18 @@ static void tune_products(const run *r) {
     }
 }
 
+/* kernels.attention on the CUDA backend: wgmma is refused, naming the key,
+ * where the device or the model has no wgmma forward. */
+static void choose_attention(const run *r) {
+    const tg_config *c = &r->cfg;
+    if (strcmp(c->device, "cuda") != 0) return; /* config_validate refused wgmma there */
+    tg_err e;
+    if (ops_cuda_attention(r->ops, c->kernels.attention, c->model.n_embd / c->model.n_head, c->model.dropout, &e)) {
+        tg_wrap(&e, "%s: kernels.attention = \"%s\"", c->source, c->kernels.attention);
+        tg_die(PROG, &e);
+    }
+}
+
 /* parallel.comm = auto: NCCL on CUDA when every rank of the node has its
  * own GPU (NCCL refuses two ranks on one), else the shm communicator. */
 static bool use_nccl(const tg_config *c, const topology *t) {
@@ -326,6 +338,7 @@ void run_setup(run *r) {
     if (model_files_check_shape(c, r->purpose != RUN_TRAIN, &e)) tg_die(PROG, &e);
     r->ops = open_backend(c, r->topo.local_rank);
     tune_products(r);
+    choose_attention(r);
     if (c->out.op_times && r->purpose == RUN_TRAIN) {
         if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);
         r->ops = r->timed;

@@ -93,6 +93,12 @@ int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
  * bf16. The result has the bits of shape 0's wherever the two have the
  * same keys per tile. */
 int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k);
+/* attention_forward on Hopper's warpgroup MMA (flash_fwd_wgmma.cu; sm_90a
+ * code only): 1 when run, 0 (nothing run) where it has no instance: a
+ * device that is not compute capability 9.0, activations not bf16, head
+ * size not 64, or dropout. Same outputs and layouts as
+ * attention_forward's. */
+int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
 /* A shape of the tensor-core attention backward: 16-row query tiles per
  * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
 typedef struct cuda_flash_bwd_shape {

@@ -132,7 +132,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* What a timed call runs: the forward or the backward in shape `shape`
- * of the head size's list. */
+ * of the head size's list; shape SHAPE_WGMMA: the wgmma forward. */
+#define SHAPE_WGMMA (-1)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -146,6 +147,8 @@ static void run_call(const attn_call *call) {
     if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                        call->shape);
+    else if (call->shape == SHAPE_WGMMA)
+        cuda_attention_forward_wgmma(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
     else
         cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
 }
@@ -246,6 +249,24 @@ static void print_row(const attn_case *c, const char *op, const char *shape, tim
     fflush(stdout);
 }
 
+/* The wgmma forward (kernels.attention = wgmma; compute capability 9.0,
+ * head size 64): a row against the tuned mma.sync shape (within the
+ * tolerance: the tensor cores' orders may differ), or a note where it has
+ * no instance. Returns the failed checks. */
+static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
+    if (!cuda_attention_forward_wgmma(o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
+        printf("# %d,%d,%d,%d: no wgmma forward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T, c->HS);
+        return 0;
+    }
+    const attn_call call = {o, c, buf, 0, SHAPE_WGMMA};
+    const timing t = time_call(&call, opts);
+    char verdict[96];
+    const int ok = check_shape(o, buf->out, buf->tuned_out, buf->n_out, 0, verdict, sizeof verdict);
+    print_row(c, "forward", "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages", t, causal_forward_tflop(c),
+              verdict);
+    return !ok;
+}
+
 /* The forward in each of its shapes: rows, and the failed checks. */
 static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling) {
     cuda_flash_shape shapes[MAX_SHAPES];
@@ -261,7 +282,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
         failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
         print_row(c, "forward", name, t, attention_tflop(c, 2), ceiling, verdict);
     }
-    return failed;
+    return failed + bench_forward_wgmma(o, c, buf, opts);
 }
 
 /* The backward in each of its shapes (the dq kernel's row tiles and the dk,

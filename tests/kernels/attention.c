@@ -291,5 +291,108 @@ void cuda_test_attention_forward_shapes(env *e) {
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
+/* One case of the wgmma forward (flash_fwd_wgmma.cu): against the CPU
+ * (the bf16 tolerance, as the mma.sync forward), and against the mma.sync
+ * forward: bit for bit under the emulation (the same 64-key tiles per row,
+ * the same softmax code, P rounded the same way, and the emulated wgmma
+ * and mma.sync both summing each k16 product in order into float32), within
+ * the tolerance on a GPU (the tensor cores' internal orders may differ).
+ * Then the same through attention_forward with kernels.attention = wgmma. */
+static void wgmma_case(env *e, int B, int T, int NH, float amp, size_t offset) {
+    const int HS = 64;
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
+    char shape[128], name[256];
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=64 amp=%g qkv+%zu", B, T, NH, (double)amp, offset);
+    twin qkv_buf = tw_rand(e, ACT, n_qkv + offset, -amp, amp), qkv = qkv_buf;
+    qkv.c = (float *)qkv_buf.c + offset;
+    qkv.g = (char *)qkv_buf.g + offset * gpu_elem(e, ACT);
+    qkv.n = n_qkv;
+    twin out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
+    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
+    e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0}); /* mma.sync */
+    void *mma_out = gpu_bytes(e, out), *mma_lse = gpu_bytes(e, lse);
+    poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
+    poison(e->gpu, lse.g, n_lse * sizeof(float));
+    const int ran = cuda_attention_forward_wgmma(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0});
+    sync_gpu(e);
+    snprintf(name, sizeof name, "attention_forward_wgmma runs %s", shape);
+    check_true(e, ran == 1, name, "");
+    check(e, out, e->tol, "attention_forward_wgmma out %s", shape);
+    check(e, lse, e->tol, "attention_forward_wgmma lse %s", shape);
+    void *got_out = gpu_bytes(e, out), *got_lse = gpu_bytes(e, lse);
+    const int same = memcmp(got_out, mma_out, n_out * gpu_elem(e, ACT)) == 0 && memcmp(got_lse, mma_lse, n_lse * sizeof(float)) == 0;
+#ifdef TG_CUDA_EMU
+    snprintf(name, sizeof name, "attention_forward_wgmma, the mma.sync forward's bits (emulation): %s", shape);
+    check_true(e, same, name, "");
+#else
+    (void)same;
+#endif
+    /* the differential check that holds on a GPU too: out within the tolerance of the mma.sync forward's */
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n_out; i++) {
+        const double g = tg_bf16_to_f32(((const uint16_t *)got_out)[i]), w = tg_bf16_to_f32(((const uint16_t *)mma_out)[i]);
+        diff = isfinite(g) ? fmax(diff, fabs(g - w)) : INFINITY;
+        scale = fmax(scale, fabs(w));
+    }
+    char detail[64];
+    snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff / fmax(scale, 1e-30), (double)e->tol);
+    snprintf(name, sizeof name, "attention_forward_wgmma out within the tolerance of the mma.sync forward's: %s", shape);
+    check_true(e, diff <= e->tol * fmax(scale, 1e-30), name, detail);
+    /* kernels.attention = wgmma: attention_forward runs it (the same bits) */
+    tg_err err;
+    snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma forward %s", shape);
+    if (ops_cuda_attention(e->gpu, "wgmma", HS, 0.0, &err) != 0) {
+        check_true(e, 0, name, err.msg);
+    } else {
+        poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
+        e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0});
+        void *sel_out = gpu_bytes(e, out);
+        check_true(e, memcmp(sel_out, got_out, n_out * gpu_elem(e, ACT)) == 0, name, "");
+        free(sel_out);
+        ops_cuda_attention(e->gpu, "mma", HS, 0.0, &err);
+    }
+    free(mma_out), free(mma_lse), free(got_out), free(got_lse);
+    twin all[] = {qkv_buf, out, lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
+/* The wgmma forward (kernels.attention = wgmma, compute capability 9.0;
+ * the emulation reports 9.0): T shorter than a tile, partial last tiles,
+ * several query blocks (T = 200: four, the last partial), peaked rows, a
+ * misaligned qkv (plain stores instead of cp.async); what it has no
+ * instance for is refused (0, nothing run), and ops_cuda_attention refuses
+ * wgmma with another head size, dropout or float32, naming what. On a
+ * device that is not 9.0 the refusal is the check. */
+void cuda_test_attention_wgmma(env *e) {
+    NEED(e, attention_forward);
+    tg_err err;
+    const int accepted = ops_cuda_attention(e->gpu, "wgmma", 64, 0.0, &err) == 0;
+    ops_cuda_attention(e->gpu, "mma", 64, 0.0, &err);
+    if (e->act != TG_BF16) {
+        check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
+                   "attention_forward_wgmma refuses float32 activations", "");
+        check_true(e, !accepted && strstr(err.msg, "bf16"), "kernels.attention=wgmma refused with float32", err.msg);
+        return;
+    }
+    if (!accepted) {
+        check_true(e, strstr(err.msg, "compute capability 9.0") != NULL, "kernels.attention=wgmma refused off Hopper", err.msg);
+        return;
+    }
+    wgmma_case(e, 1, 5, 1, 1.0f, 0);
+    wgmma_case(e, 2, 77, 2, 1.0f, 0);
+    wgmma_case(e, 1, 200, 2, 2.0f, 0);
+    wgmma_case(e, 1, 150, 1, 4.0f, 1);
+    wgmma_case(e, 1, 128, 3, 1.0f, 0);
+    const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4, NULL};
+    check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
+               "attention_forward_wgmma: no instance at HS=128", "");
+    check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
+               "attention_forward_wgmma: no instance with dropout", "");
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma", 128, 0.0, &err) != 0 && strstr(err.msg, "head size"),
+               "kernels.attention=wgmma refused at head size 128", err.msg);
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma", 64, 0.1, &err) != 0 && strstr(err.msg, "dropout"),
+               "kernels.attention=wgmma refused with dropout", err.msg);
+    ops_cuda_attention(e->gpu, "mma", 64, 0.0, &err);
+}
 #endif
 

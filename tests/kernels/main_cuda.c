@@ -142,6 +142,7 @@ static void run_all(env *e) {
     cuda_test_attention_shapes(e);
     cuda_test_attention_backward_tiles(e);
     cuda_test_attention_forward_shapes(e);
+    cuda_test_attention_wgmma(e);
     cuda_test_gelu(e, (size_t)N * 4 * C);
     cuda_test_gelu(e, odd);
     cuda_test_gelu_unaligned(e, mid);

@@ -101,6 +101,7 @@ void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_test_attention_shapes(env *e);
 void cuda_test_attention_backward_tiles(env *e);
 void cuda_test_attention_forward_shapes(env *e);
+void cuda_test_attention_wgmma(env *e);
 void cuda_test_gelu(env *e, size_t n);
 void cuda_test_gelu_unaligned(env *e, size_t n);
 void cuda_test_gelu_tails(env *e);

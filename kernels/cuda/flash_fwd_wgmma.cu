@@ -1,0 +1,217 @@
+/* Fused causal attention, forward, on Hopper's warpgroup MMA (sm_90a wgmma;
+ * kernels/cuda/wgmma.cuh): bf16, head size 64, no dropout. The first step
+ * of the FlashAttention-3 path (issue 36): the same arithmetic and outputs
+ * as flash_fwd.cu's mma.sync forward (out, and lse = max + log(sum) per row
+ * in the same [pair][T] layout, so flash_bwd.cu consumes them unchanged),
+ * with the products issued by one warpgroup.
+ *
+ * One block: one consumer warpgroup (4 warps, 128 threads) owning 64 query
+ * rows of one pair, warp w rows 16w .. 16w + 15. Q and each tile of 64 keys
+ * of K and V sit in shared memory in the 128B-swizzled canonical layout of
+ * kernels/cuda/smem_layout.h (one 128-byte row per key: head size 64 in
+ * bf16), brought in by cp.async two tiles deep (the next while the current
+ * is used; fw_stage is the one function a bulk tensor copy on mbarriers
+ * will replace). Per key tile: S = Q K^T by wgmma_ss (Q and K K-major),
+ * then the mma.sync path's online softmax (fm_softmax_row: wgmma's
+ * accumulators are mma.sync's C fragments, 8 columns at a time), the
+ * diagonal tile masked by select there, P rounded to bf16 and packed
+ * straight from the accumulators into A fragments (mma_a_from_accumulators),
+ * and O += P V by wgmma_rs with V MN-major.
+ * Each row's softmax sees the same 64-key tiles as the mma.sync forward's,
+ * so the maxima, sums and roundings are the same operations; the products'
+ * internal order is the tensor core's (equal bits are not promised on a GPU).
+ *
+ * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
+ * other device architectures it is a trap, and the host launches it only on
+ * compute capability 9.0 (kernels.attention = wgmma, ops_cuda.c). Under the
+ * emulation (tests/emu) it runs on wgmma.cuh's stand-ins.
+ * Still missing for FlashAttention-3: TMA loads on mbarriers, a producer
+ * warp with setmaxnreg, two consumer warpgroups ping-ponging, overlap of
+ * the softmax with the next tile's products, and a wgmma backward. */
+#include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_fwd_mma.cuh"
+#include "kernels/cuda/smem_layout.h"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace {
+
+#define FW_HS 64                      /* head size: one 128-byte swizzle row per key */
+#define FW_ROWS 64                    /* query rows per block: one warpgroup */
+#define FW_KEYS 64                    /* keys per staged tile */
+#define FW_THREADS 128                /* one warpgroup */
+#define FW_ROW_BYTES (FW_HS * 2)      /* bytes per row of a tile (bf16) */
+#define FW_TILE_BYTES (FW_KEYS * FW_ROW_BYTES)
+#define FW_SBO (8 * FW_ROW_BYTES)     /* between 8-row groups (swizzle atoms) */
+/* Q, then two stages of K and V; +1024: the tiles start 1024-aligned (128B swizzle, base offset 0) */
+#define FW_SHARED_BYTES (5 * FW_TILE_BYTES + 1024)
+
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FW_BODY 1 /* the kernel's body: sm_90a, or the emulation (and nvcc's host pass) */
+#endif
+
+#if defined(FW_BODY)
+/* Byte offset in a tile of the 16-byte chunk c (elements 8c .. 8c + 7) of
+ * row r: the K-major 128B layout (for V read MN-major, the same bytes:
+ * smem_layout.h's table with n < 64), swizzled on the tile's offset, which
+ * is the shared address's pattern as the tile is 1024-aligned. */
+static __device__ __forceinline__ uint32_t fw_chunk_at(int r, int c) {
+    const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, SMEM_SWIZZLE_128B, 16, FW_SBO, (uint32_t)r, (uint32_t)(8 * c), 2);
+    return smem_swizzle_apply(at, SMEM_SWIZZLE_128B, 0);
+}
+
+/* Rows t0 .. t0 + 63 of a row-major bf16 matrix (src: its row 0 at the
+ * head's column; stride elements per row) into the swizzled tile, zero at
+ * and past T (padding keys are multiplied, then masked: they must be
+ * finite). vec: 16-byte cp.async copies (they land after async_commit and
+ * async_wait); otherwise, and for the zero rows, plain stores. Either way
+ * the caller makes them visible to the tensor core (fw_visible). */
+static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
+    for (int e = (int)threadIdx.x; e < FW_KEYS * (FW_HS / 8); e += FW_THREADS) {
+        const int r = e / (FW_HS / 8), c = e % (FW_HS / 8), t = t0 + r;
+        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + fw_chunk_at(r, c));
+        const __nv_bfloat16 *s = src + (size_t)t * stride + 8 * c;
+        if (t < T && vec) {
+            async_copy16(d, s);
+        } else {
+            for (int i = 0; i < 8; i++) d[i] = t < T ? s[i] : __ushort_as_bfloat16(0);
+        }
+    }
+}
+
+/* Stores into shared memory (cp.async's and plain ones) become visible to
+ * the tensor core's reads (the async proxy) after this and a barrier. */
+static __device__ __forceinline__ void fw_visible() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* The finished rows of warp w: out = o / sum (bf16) for rows before T, lse
+ * = max + log(sum) into lse_rows (the pair's, by row). */
+static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *lse_rows, const float (*o)[4], const float m[2],
+                                     const float l[2], const fm_lane_pos &at, int T) {
+    for (int half = 0; half < 2; half++) {
+        const float sum = fm_row_sum(l[half]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        const int row = at.row[half];
+        if (row >= T) continue;
+        __nv_bfloat16 *r = out + (size_t)row * stride + 2 * at.t;
+#pragma unroll
+        for (int n = 0; n < FW_HS / 8; n++) {
+            r[8 * n] = __float2bfloat16_rn(o[n][2 * half] * inv);
+            r[8 * n + 1] = __float2bfloat16_rn(o[n][2 * half + 1] * inv);
+        }
+        if (at.t == 0) lse_rows[row] = m[half] * 0.69314718f + logf(sum);
+    }
+}
+
+/* One staged key tile: S = Q K^T, the online softmax of the warp's two
+ * accumulator rows per lane, O += bf16(P) V. FULL: the tile lies wholly
+ * before the block's rows (no mask). */
+template <bool FULL>
+static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[32], float m[2], float l[2], uint64_t dq, uint64_t dk,
+                                                   uint64_t dv, const fm_reach &reach, const fm_lane_pos &at, float scale_log2, int T) {
+    wgmma_fence(); /* s and o were last touched by this thread's registers */
+#pragma unroll
+    for (int step = 0; step < FW_HS / 16; step++) /* k 16 step .. 16 step + 15: 32 bytes along a swizzled row */
+        wgmma_ss<FW_KEYS, 0, 0>(s, wgmma_desc_advance(dq, 32 * step), wgmma_desc_advance(dk, 32 * step), step > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
+    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
+    const tg_dropout none{};
+    for (int i = 0; i < 2; i++)
+        fm_softmax_row<FW_HS / 8, FW_KEYS / 8, FULL, false>(sf, of, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
+    uint32_t a[FW_KEYS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
+    wgmma_fence_operand(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < FW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15: 16 rows of V */
+        wgmma_rs<FW_HS, 1>(o, a[kk], wgmma_desc_advance(dv, 16 * FW_ROW_BYTES * kk), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+}
+
+#endif
+
+/* One block: query rows [q0, q0 + 64) of pair p0 + fl_grid_pair() (longest
+ * first, fl_grid), key tiles up to the block's last row; tile kt's K and V
+ * in stage kt % 2, tile kt + 1 copied into the other while kt is used. */
+__global__ void __launch_bounds__(FW_THREADS, 1)
+    flash_forward_wgmma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
+                               bool vec) {
+#if defined(FW_BODY)
+    extern __shared__ __align__(1024) unsigned char fw_shared[]; /* FW_SHARED_BYTES */
+    unsigned char *qs = (unsigned char *)(((uintptr_t)fw_shared + 1023) & ~(uintptr_t)1023);
+    unsigned char *kv = qs + FW_TILE_BYTES; /* stage s: K at kv + 2 s tile, V one tile after */
+    const int q0 = fl_grid_query_tile() * FW_ROWS;
+    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * FW_HS;
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
+    const size_t stride = 3 * (size_t)C;
+    const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * FW_HS;
+
+    fw_stage(qs, src + (size_t)q0 * stride, stride, 0, T - q0, vec);
+    fw_stage(kv, src + C, stride, 0, T, vec);
+    fw_stage(kv + FW_TILE_BYTES, src + 2 * C, stride, 0, T, vec);
+    async_commit();
+
+    const uint64_t dq = wgmma_desc(qs, 16, FW_SBO, SMEM_SWIZZLE_128B);
+    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f;
+    const int r0 = q0 + 16 * warp;
+    fm_lane_pos at{{r0 + g, r0 + g + 8}, 0, lane & 3};
+    const int k_tiles = (fl_min(q0 + FW_ROWS, T) + FW_KEYS - 1) / FW_KEYS;
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int k0 = kt * FW_KEYS;
+        unsigned char *ks = kv + (kt & 1) * 2 * FW_TILE_BYTES;
+        if (kt + 1 < k_tiles) { /* the other stage's readers passed the last iteration's barrier */
+            unsigned char *next = kv + ((kt + 1) & 1) * 2 * FW_TILE_BYTES;
+            fw_stage(next, src + C, stride, k0 + FW_KEYS, T, vec);
+            fw_stage(next + FW_TILE_BYTES, src + 2 * C, stride, k0 + FW_KEYS, T, vec);
+            async_commit();
+            async_wait<1>(); /* tile kt (and Q) are in; tile kt + 1 may still be in flight */
+        } else {
+            async_wait<0>();
+        }
+        fw_visible();
+        __syncthreads();
+        at.k0 = k0;
+        const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
+        const uint64_t dk = wgmma_desc(ks, 16, FW_SBO, SMEM_SWIZZLE_128B);
+        /* V as B MN-major: n (the head's column) along the 128-byte row, k (the key) from row to row */
+        const uint64_t dv = wgmma_desc(ks + FW_TILE_BYTES, FW_KEYS * FW_ROW_BYTES, FW_SBO, SMEM_SWIZZLE_128B);
+        if (k0 + FW_KEYS <= q0) /* block-uniform: every row sees every key */
+            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+        else
+            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+        __syncthreads(); /* stage kt % 2's readers are done: the next iteration refills it */
+    }
+    fw_store_rows(out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T,
+                  reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+#else
+    asm volatile("trap;"); /* not sm_90a: the host never launches it here */
+#endif
+}
+
+} // namespace
+
+int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || HS != FW_HS || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
+    const bool vec = fm_aligned16(qkv);
+    const void *kernel = (const void *)flash_forward_wgmma_kernel;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SHARED_BYTES));
+    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
+        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW_ROWS);
+        flash_forward_wgmma_kernel<<<grid, FW_THREADS, FW_SHARED_BYTES, ctx->stream>>>(
+            (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, p0, T, NH, scale_log2, vec);
+        CUDA_LAUNCHED("flash_forward_wgmma_kernel");
+    }
+    return 1;
+}
