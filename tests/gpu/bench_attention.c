@@ -3,8 +3,11 @@
  * the backward in each of its shapes (the dq kernel's row tiles and the
  * dk, dv kernel's key tiles a warp), the
  * tuned shape (which every run takes) first in both: kernels/cuda/
- * kernels.h's cuda_attention_forward_shaped and _backward_shaped. So that a
- * lent GPU decides the tile shapes in one short call, and the attention's
+ * kernels.h's cuda_attention_forward_shaped and _backward_shaped. The
+ * tuned shape runs in each order of the blocks (kernels.h's
+ * cuda_flash_order: pairs first, every run's; tiles first, the order
+ * before; L2 groups), the others in every run's order. So that a
+ * lent GPU decides the tile shapes and the order in one short call, and the attention's
  * own rate sits beside PyTorch's (scripts/attention_reference.py).
  *
  *   build/gpu/bench_attention [--shape B,NH,T,HS]... [--warmup N] [--runs N]
@@ -18,7 +21,7 @@
  * times that. Without dropout, bf16.
  *
  * Every shape's result is checked against the tuned shape's: the same bits
- * for every backward shape and for a forward shape with the same keys per
+ * in every order, for every backward shape and for a forward shape with the same keys per
  * tile (only the roundings of the online softmax depend on that), else
  * within 2e-2 of the largest value (bf16's rounding of P and out at
  * another running max). A failed check prints "not ok" on its row and
@@ -128,12 +131,13 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* What a timed call runs: the forward or the backward in shape `shape`
- * of the head size's list. */
+ * of the head size's list, its blocks in `order`. */
 typedef struct {
     tg_o o;
     const attn_case *c;
     const attn_buffers *buf;
     int backward, shape;
+    cuda_flash_order order;
 } attn_call;
 
 static void run_call(const attn_call *call) {
@@ -141,9 +145,9 @@ static void run_call(const attn_call *call) {
     const attn_buffers *b = call->buf;
     if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
-                                       call->shape);
+                                       call->shape, call->order);
     else
-        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
+        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape, call->order);
 }
 
 /* Median, min and max of `runs` calls, each between two device marks, after `warmup`. */
@@ -230,9 +234,25 @@ static double causal_forward_tflop(const attn_case *c) {
     return 2.0 * c->B * c->NH * (double)c->T * c->T * c->HS * 1e-12;
 }
 
-static void print_row(const attn_case *c, const char *op, const char *shape, timing t, double tflop, const char *check) {
-    printf("%d,%d,%d,%d\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, t.median, t.min, t.max,
-           tflop / (t.median * 1e-3), check);
+/* The orders shape k runs in: every order for the tuned shape (k = 0),
+ * every run's for the others. */
+static int orders_of_shape(int k) { return k == 0 ? CUDA_FLASH_ORDERS : 1; }
+
+/* An order's name in the rows, with its group size at this case's T and
+ * head size ("L2 groups of 100"). */
+static void order_label(const attn_case *c, int order, char *out, size_t len) {
+    if (order == CUDA_FLASH_L2_GROUPS)
+        snprintf(out, len, "%s of %d", cuda_flash_order_name(order), cuda_flash_l2_group(c->T, c->HS));
+    else
+        snprintf(out, len, "%s", cuda_flash_order_name(order));
+}
+
+static void print_row(const attn_case *c, const char *op, const char *shape, int order, timing t, double tflop,
+                      const char *check) {
+    char ord[48];
+    order_label(c, order, ord, sizeof ord);
+    printf("%d,%d,%d,%d\t%s\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, ord, t.median, t.min,
+           t.max, tflop / (t.median * 1e-3), check);
     fflush(stdout);
 }
 
@@ -241,16 +261,17 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     cuda_flash_shape shapes[MAX_SHAPES];
     const int n = cuda_attention_forward_shapes(c->HS, shapes, MAX_SHAPES);
     int failed = 0;
-    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 0, k};
-        const timing t = time_call(&call, opts);
-        char name[128], verdict[96];
-        snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM", k == 0 ? "tuned: " : "",
-                 16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
-                 shapes[k].blocks_per_sm);
-        failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
-        print_row(c, "forward", name, t, causal_forward_tflop(c), verdict);
-    }
+    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++)
+        for (int order = 0; order < orders_of_shape(k); order++) {
+            const attn_call call = {o, c, buf, 0, k, {order, 0}};
+            const timing t = time_call(&call, opts);
+            char name[128], verdict[96];
+            snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM%s", k == 0 ? "tuned: " : "",
+                     16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
+                     shapes[k].blocks_per_sm, shapes[k].s_ahead ? ", next scores before softmax" : "");
+            failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
+            print_row(c, "forward", name, order, t, causal_forward_tflop(c), verdict);
+        }
     return failed;
 }
 
@@ -263,15 +284,16 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
     int failed = 0;
     o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                           (tg_dropout){0});
-    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 1, k};
-        const timing t = time_call(&call, opts);
-        char name[96], verdict[96];
-        snprintf(name, sizeof name, "%sdq: %d query rows a warp, dk dv: %d keys a warp", k == 0 ? "tuned: " : "",
-                 16 * shapes[k].dq_row_tiles, 16 * shapes[k].dkv_key_tiles);
-        failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
-        print_row(c, "backward", name, t, 2.5 * causal_forward_tflop(c), verdict);
-    }
+    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++)
+        for (int order = 0; order < orders_of_shape(k); order++) {
+            const attn_call call = {o, c, buf, 1, k, {order, 0}};
+            const timing t = time_call(&call, opts);
+            char name[96], verdict[96];
+            snprintf(name, sizeof name, "%sdq: %d query rows a warp, dk dv: %d keys a warp", k == 0 ? "tuned: " : "",
+                     16 * shapes[k].dq_row_tiles, 16 * shapes[k].dkv_key_tiles);
+            failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
+            print_row(c, "backward", name, order, t, 2.5 * causal_forward_tflop(c), verdict);
+        }
     return failed;
 }
 
@@ -301,7 +323,7 @@ int main(int argc, char **argv) {
     }
     printf("# bench_attention on %s: bf16, causal, no dropout; %d warm-up calls, then %d timed (device events)\n", gpu->device,
            opts.warmup, opts.runs);
-    printf("shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tcheck\n");
+    printf("shape\top\tblock\torder\tms_median\tms_min\tms_max\ttflops\tcheck\n");
     int failed = 0;
     for (int i = 0; i < opts.n_cases; i++) {
         const attn_case *c = &opts.cases[i];
