@@ -69,7 +69,7 @@ kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
 
 # tests/gpu/bench_attention.c on the emulated device, at small shapes: a row
 # per forward and backward block shape of head sizes 64, 96 and 128 (the
-# tuned one first, in each of the 3 orders of the blocks), each checked
+# tuned one first, the forward's in each of the 3 orders of the blocks), each checked
 # against the tuned one (every backward shape with its bits, two key tiles
 # a warp in the dk, dv kernel among them at 64); a head size with no
 # shapes built, and a bad option, fail with their own exit status
@@ -80,7 +80,7 @@ rows=$(grep -cP '^\d+,\d+,\d+,\d+\tforward\t' "$tmp/bench.out")
 tuned=$(grep -cP '^\d+,\d+,\d+,\d+\t(forward|backward)\ttuned: .*\tsame bits$' "$tmp/bench.out")
 orders=$(grep -cP '^\d+,\d+,\d+,\d+\t(forward|backward)\ttuned: [^\t]*\t(pairs first|tiles first|L2 groups of \d+)\t.*\tsame bits$' "$tmp/bench.out")
 backward=$(grep -cP '^\d+,\d+,\d+,\d+\tbackward\t.*\t[0-9.]+\tsame bits$' "$tmp/bench.out")
-if [ $rc -eq 0 ] && [ "$rows" -ge 12 ] && [ "$tuned" -eq 18 ] && [ "$orders" -eq 18 ] && [ "$backward" -ge 11 ] &&
+if [ $rc -eq 0 ] && [ "$rows" -ge 12 ] && [ "$tuned" -eq 12 ] && [ "$orders" -eq 12 ] && [ "$backward" -ge 5 ] &&
     ! grep -q "not ok" "$tmp/bench.out" && grep -qP '^1,2,200,64\tforward\ttuned: [^\t]*\tL2 groups of 512\t' "$tmp/bench.out" &&
     grep -qP '^1,2,200,64\tbackward\tdq: 32 query rows a warp, dk dv: 32 keys a warp\t.*\tsame bits$' "$tmp/bench.out" &&
     head -n 2 "$tmp/bench.out" | grep -qP '^shape\top\tblock\torder\tms_median\tms_min\tms_max\ttflops\tcheck$' &&

@@ -125,6 +125,20 @@ static __device__ __forceinline__ fl_block fl_grid_block(const fl_map &m) {
     }
     return fl_block{(int)blockIdx.x, (int)blockIdx.y};
 }
+/* The backward's kernels keep the pairs-first order as a grid of their
+ * own (fl_grid_pairs_first): the order as an argument took their
+ * registers up by up to 19 (dq at head size 96: 165 to 184 on sm_90a, 3
+ * blocks an SM to 2) and made five instances spill, where the forward's
+ * launch bounds held. */
+static inline dim3 fl_grid_pairs_first(int pairs, int T, int tile_rows) {
+    return fl_grid(pairs, T, tile_rows, fl_order_default(), 0).grid;
+}
+/* A pairs-first block's pair, query tile (the last first) and key tile
+ * (the first first), from the block index alone. */
+static __device__ __forceinline__ int fl_grid_pair() { return (int)blockIdx.x; }
+static __device__ __forceinline__ int fl_grid_query_tile() { return (int)(gridDim.y - 1 - blockIdx.y); }
+static __device__ __forceinline__ int fl_grid_key_tile() { return (int)blockIdx.y; }
+
 /* A block's query tile (forward, dq): the last first, as the last rows see
  * the most keys. */
 static __device__ __forceinline__ int fl_grid_query_tile(const fl_map &m, const fl_block &at) { return m.tiles - 1 - at.rank; }

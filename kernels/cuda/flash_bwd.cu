@@ -169,8 +169,8 @@ static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_ti
  * another count for tuning: mma_bwd_variants):
  * key tiles up to the diagonal; warp w owns row tiles fl_tile_row<MT>(w, i)
  * (16 rows each). The last rows (the most keys) go to the first blocks,
- * in the order `map` says (fl_grid: every run's takes every pair's before
- * any pair's earlier rows), so that the longest blocks do not start last. Key tile n has its K and V in
+ * every pair's before any pair's earlier rows (fl_grid), so that the
+ * longest blocks do not start last. Key tile n has its K and V in
  * buffer n % 2 of the dynamic shared memory (tiles[2 (n % 2)] and the
  * next), and tile n + 1 is copied into the other buffer by cp.async while
  * tile n is used; the block's q and dout rows are staged first in tiles 2
@@ -181,12 +181,11 @@ static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_ti
 template <int HS, bool DROP, int MT>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dq_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                        const float *D, int p0, int T, int NH, float scale, tg_dropout drop, fl_map map) {
+                        const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dq_shared_bytes<HS>(MT) */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
-    const fl_block blk = fl_grid_block(map);
-    const int q0 = fl_grid_query_tile(map, blk) * FB_ROWS * MT, j = blk.pair, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int q0 = fl_grid_query_tile() * FB_ROWS * MT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int g = (threadIdx.x & 31) >> 2, warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int qw[MT];
@@ -255,8 +254,7 @@ __global__ void __launch_bounds__(FB_THREADS)
  * or another count for tuning: mma_bwd_variants): query tiles from the
  * diagonal to T; warp w owns key tiles fl_tile_row<KT>(w, i) (16 keys
  * each). The first keys (seen by the most rows) go to the first blocks,
- * in the order `map` says (fl_grid: every run's takes every pair's before
- * any pair's later keys). Query tile n (from
+ * every pair's before any pair's later keys (fl_grid). Query tile n (from
  * the diagonal) has its Q and dout in buffer
  * n % 2 of the dynamic shared memory and its rows' statistics in
  * lse2_t[n % 2], D_t[n % 2]; tile n + 1 is copied into the other buffer by
@@ -269,15 +267,14 @@ __global__ void __launch_bounds__(FB_THREADS)
 template <int HS, bool DROP, int KT>
 __global__ void __launch_bounds__(FB_THREADS)
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop, fl_map map) {
+                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
     extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dkv_shared_bytes<HS, KT>() */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
     constexpr bool v_held = fb_v_held<HS, KT>();
     constexpr int v_tile = fb_dkv_v_tile<HS, KT>();
-    const fl_block blk = fl_grid_block(map);
-    const int k0 = fl_grid_key_tile(blk) * FB_ROWS * KT, j = blk.pair, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int k0 = fl_grid_key_tile() * FB_ROWS * KT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
     int kw[KT];
@@ -355,12 +352,11 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
 /* The dq kernel (MT row tiles a warp), then the dk, dv kernel (KT key
  * tiles a warp), for pairs p0 .. p0 + np, one head size and dropout
  * setting (DROP: an instance of its own, so that a run without dropout
- * carries none of its code), their blocks in `order`. */
+ * carries none of its code). */
 template <int HS, bool DROP, int MT, int KT>
 void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
-                          const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop,
-                          cuda_flash_order order) {
-    const fl_launch dq_grid = fl_grid(np, T, FB_ROWS * MT, order, HS), dkv_grid = fl_grid(np, T, FB_ROWS * KT, order, HS);
+                          const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
+    const dim3 dq_grid = fl_grid_pairs_first(np, T, FB_ROWS * MT), dkv_grid = fl_grid_pairs_first(np, T, FB_ROWS * KT);
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT), dkv_shared = fb_dkv_shared_bytes<HS, KT>();
     const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;
@@ -368,11 +364,11 @@ void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat1
     CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
     CUDA_CHECK(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
     cudaStream_t stream = ctx->stream;
-    flash_dq_mma_kernel<HS, DROP, MT><<<dq_grid.grid, FB_THREADS, dq_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
-                                                                                        drop, dq_grid.map);
+    flash_dq_mma_kernel<HS, DROP, MT><<<dq_grid, FB_THREADS, dq_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                                                                   drop);
     CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid.grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH,
-                                                                                           scale, drop, dkv_grid.map);
+    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                                                                      drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 
@@ -381,21 +377,20 @@ void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat1
  * each). */
 template <int HS>
 void mma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                   const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop, cuda_flash_order order) {
+                   const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop) {
     if (hs != HS) {
         if constexpr (HS + 16 <= FL_HS_MAX)
-            mma_gradients<HS + 16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, hs, scale, drop, order);
+            mma_gradients<HS + 16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, hs, scale, drop);
         return;
     }
     constexpr int MT = fb_dq_row_tiles<HS>(), KT = fb_dkv_key_tiles<HS>();
     if (drop.p > 0.0f) /* dropout on: the instances that carry its code */
-        mma_gradient_kernels<HS, true, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop, order);
+        mma_gradient_kernels<HS, true, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     else
-        mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop, order);
+        mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
 }
 
-/* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles (their
- * own grid: the order is for the tensor-core kernels). */
+/* dq, dk, dv of pairs p0 .. p0 + np on CUDA cores, float32 tiles. */
 template <typename E>
 void core_gradients(cuda_ctx *ctx, E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int np,
                     int T, int NH, int HS, float scale, tg_dropout drop) {
@@ -406,29 +401,28 @@ void core_gradients(cuda_ctx *ctx, E *dqkv, const E *dout, const E *qkv, const f
     CUDA_LAUNCHED("flash_dkv_kernel");
 }
 
-/* The tile kernels of one round (D in for pairs p0 .. p0 + np), the
- * tensor-core ones' blocks in the given order. */
+/* The tile kernels of one round (D in for pairs p0 .. p0 + np). */
 template <typename E>
 using round_kernels = void (*)(cuda_ctx *, E *, const E *, const E *, const float *, const float *, int, int, int, int, int,
-                               float, tg_dropout, cuda_flash_order);
+                               float, tg_dropout);
 
 /* The tile kernels every run takes, by activation type. */
 static void gradients(cuda_ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *lse, const float *D, int p0,
-                      int np, int T, int NH, int HS, float scale, tg_dropout drop, cuda_flash_order) {
+                      int np, int T, int NH, int HS, float scale, tg_dropout drop) {
     core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
 }
 static void gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                      const float *D, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop, cuda_flash_order order) {
+                      const float *D, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop) {
     if (mma_fits(dqkv, dout, qkv, HS))
-        mma_gradients<16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop, order);
+        mma_gradients<16>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
     else
         core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
 }
 
-/* D, then the tile kernels `tiles` (their blocks in `order`), round by round. */
+/* D, then the tile kernels `tiles`, round by round. */
 template <typename E>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
-                    int HS, tg_dropout drop, round_kernels<E> tiles, cuda_flash_order order) {
+                    int HS, tg_dropout drop, round_kernels<E> tiles) {
     const float scale = 1.0f / sqrtf((float)HS);
     /* D of as many pairs as the scratch holds per round */
     const size_t fit = ctx->scratch_bytes / ((size_t)T * sizeof(float));
@@ -445,7 +439,7 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
         const unsigned rows_blocks = (unsigned)fl_min((int)(((size_t)np * T + 255) / 256), 4096);
         flash_rowdot_kernel<<<rows_blocks, 256, 0, ctx->stream>>>(D, dout, out, p0, np, T, NH, HS);
         CUDA_LAUNCHED("flash_rowdot_kernel");
-        tiles(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop, order);
+        tiles(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
     }
 }
 
@@ -453,9 +447,9 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
 
 template <int HS, int MT, int KT>
 void mma_gradients_in(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                      const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop, cuda_flash_order order) {
+                      const float *D, int p0, int np, int T, int NH, int hs, float scale, tg_dropout drop) {
     (void)hs; /* HS */
-    mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop, order);
+    mma_gradient_kernels<HS, false, MT, KT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
 }
 
 struct mma_bwd_variant {
@@ -492,10 +486,10 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act == TG_BF16)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients, fl_order_default());
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients);
     else
         flash_backward<float>(ctx, (float *)dqkv, (const float *)dout, (const float *)out, (const float *)qkv, lse, B, T, NH, HS,
-                              drop, gradients, fl_order_default());
+                              drop, gradients);
 }
 
 int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max) {
@@ -506,11 +500,11 @@ int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max
 }
 
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                                   int T, int NH, int HS, int k, cuda_flash_order order) {
+                                   int T, int NH, int HS, int k) {
     const mma_bwd_variant *v = fl_variant(mma_bwd_variants, HS, k);
-    if (o->act != TG_BF16 || !v || !fl_order_known(order) || !mma_fits(dqkv, dout, qkv, HS)) return 0;
+    if (o->act != TG_BF16 || !v || !mma_fits(dqkv, dout, qkv, HS)) return 0;
     if (B > 0 && T > 0 && NH > 0)
         flash_backward<__nv_bfloat16>(cuda_ctx_of(o), (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, v->tiles, order);
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, v->tiles);
     return 1;
 }

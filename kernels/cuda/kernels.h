@@ -82,7 +82,7 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
  * along x, pairs along y (the order before c30e2f3); groups of `group`
  * consecutive pairs, each group's tiles longest first, with group 0
  * meaning cuda_flash_l2_group's (their K and V within half the L2 of a
- * 50 MiB card). For tuning: the _shaped entry points below. */
+ * 50 MiB card). For tuning: the forward's _shaped entry point below. */
 enum { CUDA_FLASH_PAIRS_FIRST, CUDA_FLASH_TILES_FIRST, CUDA_FLASH_L2_GROUPS, CUDA_FLASH_ORDERS };
 typedef struct cuda_flash_order {
     int order, group;
@@ -119,13 +119,13 @@ typedef struct cuda_flash_bwd_shape {
 } cuda_flash_bwd_shape;
 /* The same for the backward: its shapes built for head size HS, the tuned
  * one first (written into shapes, at most max); and attention_backward
- * without dropout in shape k, its blocks in `order`: 1, or 0 (nothing
- * run) when there is no shape k or such order, the activations are not
- * bf16 or the tensors not 16-byte aligned. Every shape in every order
- * gives attention_backward's bits. */
+ * without dropout in shape k: 1, or 0 (nothing run) when there is no
+ * shape k, the activations are not bf16 or the tensors not 16-byte
+ * aligned. Every shape gives attention_backward's bits. Its blocks run
+ * pairs first only (flash.cuh's fl_grid_pairs_first says why). */
 int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max);
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                                   int T, int NH, int HS, int k, cuda_flash_order order);
+                                   int T, int NH, int HS, int k);
 
 void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
                        int N, int V, int n_real, int vocab_start);

@@ -253,7 +253,7 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
         snprintf(shape, sizeof shape, "HS=%d shape %d (dq row tiles %d, dk dv key tiles %d)", HS, k, shapes[k].dq_row_tiles,
                  shapes[k].dkv_key_tiles);
         poison(e->gpu, dqkv.g, n_qkv * gpu_elem(e, ACT));
-        const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k, ORDER_DEFAULT);
+        const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k);
         sync_gpu(e);
         snprintf(name, sizeof name, "attention_backward_shaped runs %s", shape);
         check_true(e, ran == 1, name, "");
@@ -264,8 +264,7 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
         free(got);
     }
     snprintf(name, sizeof name, "attention_backward_shaped HS=%d: no shape %d", HS, n);
-    check_true(e, cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, n, ORDER_DEFAULT) == 0,
-               name, "");
+    check_true(e, cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, n) == 0, name, "");
     free(tuned);
     twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
@@ -316,33 +315,6 @@ static void forward_orders_of(env *e, int HS) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
-/* The same for the backward's shapes (the dq and the dk, dv kernels). */
-static void backward_orders_of(env *e, int HS) {
-    const int B = 2, T = 200, NH = 3, n = e->quick ? 1 : cuda_attention_backward_shapes(HS, NULL, 0);
-    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
-    twin qkv = tw_rand(e, ACT, n_qkv, -2.0f, 2.0f), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
-    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
-    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
-    for (int k = 0; k < n; k++) {
-        cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k, ORDER_DEFAULT);
-        sync_gpu(e);
-        void *want = gpu_bytes(e, dqkv);
-        for (int i = 0; i < N_OTHER_ORDERS; i++) {
-            const cuda_flash_order o = other_orders[i];
-            poison(e->gpu, dqkv.g, n_qkv * gpu_elem(e, ACT));
-            const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k, o);
-            sync_gpu(e);
-            char name[160];
-            snprintf(name, sizeof name, "attention_backward_shaped in order %s (group %d), every run's order's bits: HS=%d shape %d",
-                     cuda_flash_order_name(o.order), o.group, HS, k);
-            check_true(e, ran == 1 && same_bytes(e, dqkv, want), name, "");
-        }
-        free(want);
-    }
-    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
-}
-
 /* The orders' names, the L2 group sizes the kernels' comments give, and an
  * order the kernels do not know, refused. */
 static void order_table(env *e) {
@@ -357,9 +329,8 @@ static void order_table(env *e) {
     const cuda_flash_order bad[] = {{CUDA_FLASH_ORDERS, 0}, {-1, 0}, {CUDA_FLASH_L2_GROUPS, -1}};
     int refused = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        refused += cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0, bad[i]) == 0 &&
-                   cuda_attention_backward_shaped(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, 0, bad[i]) == 0;
-    check_true(e, refused == 3, "attention_*_shaped refuse an unknown order", "");
+        refused += cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0, bad[i]) == 0;
+    check_true(e, refused == 3, "attention_forward_shaped refuses an unknown order", "");
 }
 
 /* The tensor-core forward's other block shapes (kernels/cuda/flash_fwd.cu's
@@ -368,15 +339,15 @@ static void order_table(env *e) {
  * one every run takes (the same bits), and a shape with the same keys per
  * tile must give those bits too. The same for the backward's shapes
  * (flash_bwd.cu's mma_bwd_variants; one at 96 and 128, three at 64), all
- * of which give the backward's bits. Then every shape (the tuned one only
- * when quick) at head sizes 64 and 96 in each order of the blocks, with
- * the default order's bits. Float32 activations: refused. */
+ * of which give the backward's bits. Then every forward shape (the tuned
+ * one only when quick) at head sizes 64 and 96 in each order of the
+ * blocks, with the default order's bits. Float32 activations: refused. */
 void cuda_test_attention_forward_shapes(env *e) {
     NEED(e, attention_forward);
     if (e->act != TG_BF16) {
         check_true(e, cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0, ORDER_DEFAULT) == 0,
                    "attention_forward_shaped refuses float32 activations", "");
-        check_true(e, cuda_attention_backward_shaped(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, 0, ORDER_DEFAULT) == 0,
+        check_true(e, cuda_attention_backward_shaped(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
                    "attention_backward_shaped refuses float32 activations", "");
         return;
     }
@@ -386,11 +357,9 @@ void cuda_test_attention_forward_shapes(env *e) {
         backward_shapes_of(e, head_sizes[i], head_sizes[i] == 64 ? 3 : 1);
     }
     order_table(e);
-    /* 64: two row tiles a warp in the tuned forward and dq; 96: one */
+    /* 64: two row tiles a warp in the tuned forward; 96: one */
     forward_orders_of(e, 64);
-    backward_orders_of(e, 64);
     forward_orders_of(e, 96);
-    backward_orders_of(e, 96);
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
