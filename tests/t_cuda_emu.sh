@@ -81,24 +81,26 @@ kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
 
 # tests/gpu/bench_attention.c on the emulated device, at small shapes: a row
 # per forward and backward block shape of head sizes 64, 96 and 128 (the
-# tuned one first), each checked against the tuned one (every backward
-# shape with its bits, two key tiles a warp in the dk, dv kernel among
-# them at 64), its of_ceiling NA (the emulated device has no ceilings,
-# said on a '#' line); a head size with no shapes built, and a bad
-# option, fail with their own exit status
+# tuned one first, the forward's in each of the 3 orders of the blocks), each checked
+# against the tuned one (every backward shape with its bits, two key tiles
+# a warp in the dk, dv kernel among them at 64), its of_ceiling NA (the
+# emulated device has no ceilings, said on a '#' line); a head size with no
+# shapes built, and a bad option, fail with their own exit status
 bench=build/emu/bench_attention_emu
 "$bench" --shape 1,2,200,64 --shape 2,1,130,96 --shape 1,1,70,128 --warmup 1 --runs 2 >"$tmp/bench.out" 2>&1
 rc=$?
 rows=$(grep -cP '^\d+,\d+,\d+,\d+\tforward\t' "$tmp/bench.out")
 tuned=$(grep -cP '^\d+,\d+,\d+,\d+\t(forward|backward)\ttuned: .*\tsame bits$' "$tmp/bench.out")
+orders=$(grep -cP '^\d+,\d+,\d+,\d+\t(forward|backward)\ttuned: [^\t]*\t(pairs first|tiles first|L2 groups of \d+)\t.*\tsame bits$' "$tmp/bench.out")
 backward=$(grep -cP '^\d+,\d+,\d+,\d+\tbackward\t.*\t[0-9.]+\tNA\tsame bits$' "$tmp/bench.out")
-if [ $rc -eq 0 ] && [ "$rows" -ge 6 ] && [ "$tuned" -eq 6 ] && [ "$backward" -ge 5 ] && ! grep -q "not ok" "$tmp/bench.out" &&
+if [ $rc -eq 0 ] && [ "$rows" -ge 12 ] && [ "$tuned" -eq 12 ] && [ "$orders" -eq 12 ] && [ "$backward" -ge 5 ] &&
+    ! grep -q "not ok" "$tmp/bench.out" && grep -qP '^1,2,200,64\tforward\ttuned: [^\t]*\tL2 groups of 512\t' "$tmp/bench.out" &&
     grep -qP '^1,2,200,64\tbackward\tdq: 32 query rows a warp, dk dv: 32 keys a warp\t.*\tsame bits$' "$tmp/bench.out" &&
-    head -n 3 "$tmp/bench.out" | grep -qP '^shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tof_ceiling\tcheck$' &&
+    head -n 3 "$tmp/bench.out" | grep -qP '^shape\top\tblock\torder\tms_median\tms_min\tms_max\ttflops\tof_ceiling\tcheck$' &&
     grep -q "^# ceiling: none: the device is not in the table of ceilings" "$tmp/bench.out" &&
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
-    ok "bench_attention_times_every_shape ($rows forward rows, $backward backward)"
-else not_ok bench_attention_times_every_shape "exit $rc, $rows forward rows ($tuned tuned), $backward backward: $(tail -n 3 "$tmp/bench.out" | tr '\n' ' ')"; fi
+    ok "bench_attention_times_every_shape ($rows forward rows, $backward backward, $orders tuned in the 3 orders)"
+else not_ok bench_attention_times_every_shape "exit $rc, $rows forward rows ($tuned tuned, $orders by order), $backward backward: $(tail -n 3 "$tmp/bench.out" | tr '\n' ' ')"; fi
 "$bench" --shape 1,1,64,80 --runs 1 >"$tmp/bench_80.out" 2>&1
 rc=$?
 if [ $rc -eq 1 ] && grep -q "no block shapes are built for head size 80" "$tmp/bench_80.out"; then ok bench_attention_refuses_a_head_size_without_shapes

@@ -36,37 +36,115 @@ static __device__ __forceinline__ int fl_tile_row(int w, int i) {
     return 16 * (MT * w + i);
 }
 
-/* The tensor-core kernels' grids: the launch's pairs along x, and along y
- * each pair's tiles of tile_rows query rows (or keys), ranked longest
- * first. The block scheduler starts blocks in about the order of their
- * linear index, x fastest (observed behaviour, not a documented
- * guarantee), so every pair's longest tile (the last query rows, which see
- * every key; or the first keys, which every row sees) starts before any
- * pair's second longest, and the shortest tiles fill the kernel's end.
- * With the tiles along x, each pair's ran longest to shortest and the last
- * pairs' longest started near the end: a model of the GPT-2 124M and
- * Megatron 1.2B grids (132 SMs sharing their time among resident blocks)
- * put that order 9 to 15% over the ideal and this one 2 to 3% (unmeasured
- * on a GPU). It changes no bits: each block does the same work. T / 64
- * tiles stay within grid.y's 65535 (model.seq_len <= 2^20); the CUDA-core
- * kernels' 16-row tiles could exceed it, and keep the tiles along x. */
-static inline dim3 fl_grid(int pairs, int T, int tile_rows) {
+/* The tensor-core kernels' grids: the launch's pairs, each cut into tiles
+ * of tile_rows query rows (or keys), in one of three orders, chosen at run
+ * time (an argument of the kernels, not an instance each; kernels.h's
+ * cuda_flash_order). A block's rank is its tile's place in its pair,
+ * longest first (the last query rows, which see every key; or the first
+ * keys, which every row sees). The block scheduler starts blocks in about
+ * the order of their linear index, x fastest (observed behaviour, not a
+ * documented guarantee). No order changes any bits: each block does the
+ * same work.
+ * - CUDA_FLASH_PAIRS_FIRST (every run's): pairs along x, ranks along y,
+ *   so every pair's longest tile starts before any pair's second longest
+ *   and the shortest fill the kernel's end. With the tiles along x, each
+ *   pair's ran longest to shortest and the last pairs' longest started
+ *   near the end: a model of the GPT-2 124M and Megatron 1.2B grids (132
+ *   SMs sharing their time among resident blocks) put that order 9 to 15%
+ *   over the ideal and this one 2 to 3% (unmeasured on a GPU). But it
+ *   keeps every pair's K and V (or Q and dout) live at once.
+ * - CUDA_FLASH_TILES_FIRST (the order before c30e2f3): ranks along x,
+ *   pairs along y: a pair's tiles run together, and so share its K and V
+ *   in L2.
+ * - CUDA_FLASH_L2_GROUPS: a linear grid of groups of `group` consecutive
+ *   pairs (fl_l2_group: their K and V fit in part of L2), ranked longest
+ *   first within each group, the groups one after the other (the last
+ *   may be smaller).
+ * T / 64 tiles stay within grid.y's 65535 (model.seq_len <= 2^20); the
+ * CUDA-core kernels' 16-row tiles could exceed it, and keep the tiles
+ * along x. */
+struct fl_map {
+    int order, pairs, tiles, group;
+};
+struct fl_launch {
+    dim3 grid;
+    fl_map map;
+};
+
+/* L2 of the cards the order is tuned for (H100 and H200: 50 MiB; the A100
+ * has 40) and the share of it a group's K and V may take, leaving the rest
+ * to Q, dout, the outputs and the other kernels' lines. */
+#define FL_L2_BYTES (50 << 20)
+#define FL_L2_SHARE 2
+
+/* Pairs a CUDA_FLASH_L2_GROUPS group holds: as many as have their K and V
+ * (2 T HS elements of elem_bytes each) within FL_L2_BYTES / FL_L2_SHARE,
+ * at least 1. GPT-2 124M (T 1024, HS 64, bf16: 256 KiB a pair): 100;
+ * the Megatron 1.2B model (HS 96): 66. */
+static inline int fl_l2_group(int T, int HS, int elem_bytes) {
+    const size_t pair = 2 * (size_t)T * (size_t)HS * (size_t)elem_bytes;
+    const size_t g = (size_t)(FL_L2_BYTES / FL_L2_SHARE) / (pair > 0 ? pair : 1);
+    return g < 1 ? 1 : g > 65535 ? 65535 : (int)g;
+}
+
+/* Every run's order. */
+static inline cuda_flash_order fl_order_default() { return cuda_flash_order{CUDA_FLASH_PAIRS_FIRST, 0}; }
+
+/* The grid of `pairs` pairs of T rows in tiles of tile_rows, in order o
+ * (its groups of o.group pairs, or fl_l2_group's at head size HS in bf16
+ * when 0). */
+static inline fl_launch fl_grid(int pairs, int T, int tile_rows, cuda_flash_order o, int HS) {
     const int tiles = (T + tile_rows - 1) / tile_rows;
     if (tiles > 65535) {
         tg_err e;
         tg_fail(&e, "attention: T = %d makes %d tiles of %d rows a pair, over grid.y's 65535", T, tiles, tile_rows);
         tg_die("train_gpt", &e);
     }
-    return dim3((unsigned)pairs, (unsigned)tiles);
+    const fl_map map = {o.order, pairs, tiles, o.group > 0 ? o.group : fl_l2_group(T, HS, 2)};
+    if (o.order == CUDA_FLASH_TILES_FIRST) return fl_launch{dim3((unsigned)tiles, (unsigned)pairs), map};
+    if (o.order == CUDA_FLASH_L2_GROUPS) return fl_launch{dim3((unsigned)pairs * (unsigned)tiles), map}; /* < 2^31: 65535 x 65535 */
+    return fl_launch{dim3((unsigned)pairs, (unsigned)tiles), map};
 }
-/* This block's pair, counted from the launch's first. */
+
+/* Whether o is an order fl_grid knows (the _shaped entry points refuse others). */
+static inline bool fl_order_known(cuda_flash_order o) { return o.order >= 0 && o.order < CUDA_FLASH_ORDERS && o.group >= 0; }
+
+/* This block's pair (counted from the launch's first) and rank (0: the
+ * pair's longest tile). */
+struct fl_block {
+    int pair, rank;
+};
+static __device__ __forceinline__ fl_block fl_grid_block(const fl_map &m) {
+    if (m.order == CUDA_FLASH_TILES_FIRST) return fl_block{(int)blockIdx.y, (int)blockIdx.x};
+    if (m.order == CUDA_FLASH_L2_GROUPS) {
+        /* group g holds pairs g G .. g G + n - 1 (n = G but in the last), its
+         * n tiles-long ranks one after the other from linear block g G tiles */
+        const int L = (int)blockIdx.x, first = L / (m.group * m.tiles) * m.group;
+        const int n = fl_min(m.group, m.pairs - first), i = L - first * m.tiles;
+        return fl_block{first + i % n, i / n};
+    }
+    return fl_block{(int)blockIdx.x, (int)blockIdx.y};
+}
+/* The backward's kernels keep the pairs-first order as a grid of their
+ * own (fl_grid_pairs_first): the order as an argument took their
+ * registers up by up to 19 (dq at head size 96: 165 to 184 on sm_90a, 3
+ * blocks an SM to 2) and made five instances spill, where the forward's
+ * launch bounds held. */
+static inline dim3 fl_grid_pairs_first(int pairs, int T, int tile_rows) {
+    return fl_grid(pairs, T, tile_rows, fl_order_default(), 0).grid;
+}
+/* A pairs-first block's pair, query tile (the last first) and key tile
+ * (the first first), from the block index alone. */
 static __device__ __forceinline__ int fl_grid_pair() { return (int)blockIdx.x; }
-/* This block's query tile (forward, dq): the last first, as the last rows
- * see the most keys. */
 static __device__ __forceinline__ int fl_grid_query_tile() { return (int)(gridDim.y - 1 - blockIdx.y); }
-/* This block's key tile (dk, dv): the first first, as every row sees the
- * first keys. */
 static __device__ __forceinline__ int fl_grid_key_tile() { return (int)blockIdx.y; }
+
+/* A block's query tile (forward, dq): the last first, as the last rows see
+ * the most keys. */
+static __device__ __forceinline__ int fl_grid_query_tile(const fl_map &m, const fl_block &at) { return m.tiles - 1 - at.rank; }
+/* A block's key tile (dk, dv): the first first, as every row sees the
+ * first keys. */
+static __device__ __forceinline__ int fl_grid_key_tile(const fl_block &at) { return at.rank; }
 
 /* The dropout factor of probability (b, h, t, t2) of this rank (1 when p <= 0). */
 static __device__ __forceinline__ float fl_drop(const tg_dropout &d, int b, int h, int t, int t2, int T) {

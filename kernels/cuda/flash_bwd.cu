@@ -356,7 +356,7 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
 template <int HS, bool DROP, int MT, int KT>
 void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                           const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
-    const dim3 dq_grid = fl_grid(np, T, FB_ROWS * MT), dkv_grid = fl_grid(np, T, FB_ROWS * KT);
+    const dim3 dq_grid = fl_grid_pairs_first(np, T, FB_ROWS * MT), dkv_grid = fl_grid_pairs_first(np, T, FB_ROWS * KT);
     /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
     constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT), dkv_shared = fb_dkv_shared_bytes<HS, KT>();
     const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;

@@ -139,29 +139,147 @@ static __host__ __device__ constexpr int fm_blocks_per_sm() {
 template <int HS, bool DROP>
 using fm_tuned = fm_shape<fm_row_tiles<HS>(), 8, false, fm_blocks_per_sm<HS, DROP>()>;
 
-/* One block: query rows [q0, q0 + FM_ROWS MT) of pair p0 + fl_grid_pair(),
+/* The key tiles of a block (without S::AHEAD): tile kt's K and V sit in
+ * buffer kt % 2, and tile kt + 1 is copied into the other buffer while
+ * tile kt is used; one barrier a tile. Without dropout, key tiles wholly
+ * before the block's rows (all but its last one or two) take the unmasked
+ * fm_warp_key_tile (with it, the second copy of the dropout code made
+ * ptxas spill at head size 16). Tile 0 comes with the kernel's Q. */
+template <int HS, bool DROP, class S>
+static __device__ __forceinline__ void fm_key_loop(float (*o)[HS / 8][4], float (*m)[2], float (*l)[2], fm_lane_pos *at,
+                                                   const fm_q<HS, S> &q, __nv_bfloat16 *tiles, const __nv_bfloat16 *src, int C,
+                                                   size_t stride, int T, bool vec, int q0, int warp, int k_tiles, float scale_log2,
+                                                   int b, int h, const tg_dropout &drop) {
+    constexpr int MT = S::MT, KEYS = S::KEYS, tile = KEYS * fm_ld(HS);
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int k0 = kt * KEYS;
+        if (kt + 1 < k_tiles) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
+            fm_stage_kv<HS, KEYS>(tiles + ((kt + 1) & 1) * 2 * tile, src, C, stride, k0 + KEYS, T, vec);
+            async_commit();
+        }
+        fm_reach reach[MT];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            reach[i] = fm_reach_of<KEYS>(q0 + fl_tile_row<MT>(warp, i), k0);
+            at[i].k0 = k0;
+        }
+        const __nv_bfloat16 *ks = tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
+        if (!DROP && k0 + KEYS <= q0) /* block-uniform: every row tile sees every key (fm_reach_of's first case) */
+            fm_warp_key_tile<HS, S, true, DROP>(o, m, l, q, ks, vs, reach, at, scale_log2, b, h, T, drop);
+        else if (reach[MT - 1].n_blocks > 0) /* warp-uniform: the tile is not wholly after the warp's rows */
+            fm_warp_key_tile<HS, S, false, DROP>(o, m, l, q, ks, vs, reach, at, scale_log2, b, h, T, drop);
+        async_wait<0>();
+        __syncthreads(); /* tile kt + 1 is in, and tile kt's readers are done */
+    }
+}
+
+/* How warp `warp` of the block of rows from q0 meets the key tile from
+ * k0 (reach: each row tile's fm_reach_of): 2 every row sees every key and
+ * there is no dropout (block-uniform: the unmasked code), 1 the warp sees
+ * some keys, 0 none (warp-uniform: the tile is wholly after its rows). */
+template <int MT, int KEYS, bool DROP>
+static __device__ __forceinline__ int fm_tile_kind(fm_reach *reach, int q0, int warp, int k0) {
+#pragma unroll
+    for (int i = 0; i < MT; i++) reach[i] = fm_reach_of<KEYS>(q0 + fl_tile_row<MT>(warp, i), k0);
+    return !DROP && k0 + KEYS <= q0 ? 2 : reach[MT - 1].n_blocks > 0 ? 1 : 0;
+}
+
+/* The scores of a key tile (K at ks) of kind `kind` (fm_tile_kind's; none
+ * for 0), and then its softmax and P V (V at vs): the code the kernel's
+ * usual loop runs for that kind, in two halves. */
+template <int HS, class S>
+static __device__ __forceinline__ void fm_kind_scores(float (*s)[S::KB][4], const fm_q<HS, S> &q, const __nv_bfloat16 *ks,
+                                                      const fm_reach *reach, int kind) {
+    if (kind == 2)
+        fm_warp_scores<HS, S, true>(s, q, ks, reach);
+    else if (kind == 1)
+        fm_warp_scores<HS, S, false>(s, q, ks, reach);
+}
+template <int HS, class S, bool DROP>
+static __device__ __forceinline__ void fm_kind_softmax_pv(float (*o)[HS / 8][4], float (*m)[2], float (*l)[2], float (*s)[S::KB][4],
+                                                          const __nv_bfloat16 *vs, const fm_reach *reach, const fm_lane_pos *at,
+                                                          int kind, float scale_log2, int b, int h, int T, const tg_dropout &drop) {
+    if (kind == 2)
+        fm_warp_softmax_pv<HS, S, true, DROP>(o, m, l, s, vs, reach, at, scale_log2, b, h, T, drop);
+    else if (kind == 1)
+        fm_warp_softmax_pv<HS, S, false, DROP>(o, m, l, s, vs, reach, at, scale_log2, b, h, T, drop);
+}
+
+/* The key tiles of a block with S::AHEAD: the scores of tile kt + 1 are
+ * issued before the softmax of tile kt, so that its exponentials overlap
+ * tensor work (two score tiles in registers). K runs a tile ahead of V:
+ * tile kt's K lies in buffer kt % 2's K rows, its V in buffer kt % 2's V
+ * rows, and at the top of iteration kt (one barrier: K of kt + 1 and V of
+ * kt are in, and the readers of K of kt and V of kt - 1 are done) K of kt
+ * + 2 and V of kt + 1 are copied into the rows those readers left. Tile
+ * 0 comes with the kernel's Q; K of tile 1 lands under tile 0's scores.
+ * Each tile's arithmetic is the usual loop's (fm_tile_kind picks the same
+ * code), so the bits are those of the shape without AHEAD. */
+template <int HS, bool DROP, class S>
+static __device__ __forceinline__ void fm_key_loop_ahead(float (*o)[HS / 8][4], float (*m)[2], float (*l)[2], fm_lane_pos *at,
+                                                         const fm_q<HS, S> &q, __nv_bfloat16 *tiles, const __nv_bfloat16 *src,
+                                                         int C, size_t stride, int T, bool vec, int q0, int warp, int k_tiles,
+                                                         float scale_log2, int b, int h, const tg_dropout &drop) {
+    constexpr int MT = S::MT, KB = S::KB, KEYS = S::KEYS, tile = KEYS * fm_ld(HS);
+    float s[MT][KB][4], s_next[MT][KB][4];
+    fm_reach reach[MT], reach_next[MT];
+    int kind = fm_tile_kind<MT, KEYS, DROP>(reach, q0, warp, 0);
+    if (k_tiles > 1) { /* buffer 1 is free (the caller's last barrier) */
+        fm_stage_keys<HS, KEYS>(tiles + 2 * tile, src + C, stride, KEYS, T, vec);
+        async_commit();
+    }
+    fm_kind_scores<HS, S>(s, q, tiles, reach, kind);
+    for (int kt = 0; kt < k_tiles; kt++) {
+        async_wait<0>();
+        __syncthreads(); /* K of kt + 1 and V of kt are in; K of kt and V of kt - 1 are free */
+        if (kt + 2 < k_tiles) fm_stage_keys<HS, KEYS>(tiles + (kt & 1) * 2 * tile, src + C, stride, (kt + 2) * KEYS, T, vec);
+        if (kt + 1 < k_tiles) {
+            fm_stage_keys<HS, KEYS>(tiles + ((kt + 1) & 1) * 2 * tile + tile, src + 2 * C, stride, (kt + 1) * KEYS, T, vec);
+            async_commit();
+        }
+        int kind_next = 0;
+        if (kt + 1 < k_tiles) {
+            kind_next = fm_tile_kind<MT, KEYS, DROP>(reach_next, q0, warp, (kt + 1) * KEYS);
+            fm_kind_scores<HS, S>(s_next, q, tiles + ((kt + 1) & 1) * 2 * tile, reach_next, kind_next);
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) at[i].k0 = kt * KEYS;
+        fm_kind_softmax_pv<HS, S, DROP>(o, m, l, s, tiles + (kt & 1) * 2 * tile + tile, reach, at, kind, scale_log2, b, h, T, drop);
+        kind = kind_next;
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            reach[i] = reach_next[i];
+#pragma unroll
+            for (int j = 0; j < KB; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[i][j][e] = s_next[i][j][e];
+        }
+    }
+    __syncthreads(); /* the last V's readers are done (nothing is in flight) */
+}
+
+/* One block: query rows [q0, q0 + FM_ROWS MT) of pair p0 + its pair (map),
  * warp w row tiles MT w .. MT w + MT - 1 (16 rows each), against key tiles
- * of S::KEYS keys. Query blocks run longest first, every pair's last rows
- * before any pair's earlier ones (fl_grid).
- * Key tile kt's K and V sit in buffer kt % 2 (K, then V, in dynamic shared
- * memory), and tile kt + 1 is copied into the other buffer by cp.async
- * while tile kt is used; Q passes through buffer 1 first (or with S::QS
- * stays in its own rows after the buffers), the output rows through buffer
- * 0 last. vec: qkv and out allow 16-byte accesses. DROP: dropout on (an
- * instance of its own, so that the usual run without it carries no
- * dropout code). Without dropout, key tiles wholly before the block's rows
- * (all but its last one or two) take the unmasked fm_warp_key_tile (with
- * it, the second copy of the dropout code made ptxas spill at head size
- * 16). */
+ * of S::KEYS keys. Query blocks run longest first, in the order `map`
+ * says (fl_grid: every run's takes every pair's last rows before any
+ * pair's earlier ones).
+ * Two buffers of K and V tiles in dynamic shared memory (K, then V), filled
+ * by cp.async while the other is used (fm_key_loop, or fm_key_loop_ahead
+ * with S::AHEAD); Q and key tile 0 come first, Q passing through buffer 1
+ * (or with S::QS staying in its own rows after the buffers), the output
+ * rows through buffer 0 last. vec: qkv and out allow 16-byte accesses.
+ * DROP: dropout on (an instance of its own, so that the usual run without
+ * it carries no dropout code). */
 template <int HS, bool DROP, class S>
 __global__ void __launch_bounds__(FM_THREADS, S::MINB)
     flash_forward_mma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
-                             tg_dropout drop, bool vec) {
+                             tg_dropout drop, bool vec, fl_map map) {
     drop = tg_dropout_read_step(drop);
     constexpr int ld = fm_ld(HS), NB = HS / 8, MT = S::MT, KEYS = S::KEYS, tile = KEYS * ld;
     extern __shared__ __align__(16) __nv_bfloat16 fm_tiles[]; /* fm_forward_shared_bytes<HS, S>() */
-    const int q0 = fl_grid_query_tile() * FM_ROWS * MT;
-    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS;
+    const fl_block blk = fl_grid_block(map);
+    const int q0 = fl_grid_query_tile(map, blk) * FM_ROWS * MT;
+    const int p = p0 + blk.pair, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
     const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS;
@@ -193,26 +311,10 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
         for (int n = 0; n < NB; n++) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.0f;
     }
     const int k_tiles = (fl_min(q0 + FM_ROWS * MT, T) + KEYS - 1) / KEYS; /* up to the block's last row */
-    for (int kt = 0; kt < k_tiles; kt++) {
-        const int k0 = kt * KEYS;
-        if (kt + 1 < k_tiles) { /* tile kt + 1 into the other buffer: its readers passed the last barrier */
-            fm_stage_kv<HS, KEYS>(fm_tiles + ((kt + 1) & 1) * 2 * tile, src, C, stride, k0 + KEYS, T, vec);
-            async_commit();
-        }
-        fm_reach reach[MT];
-#pragma unroll
-        for (int i = 0; i < MT; i++) {
-            reach[i] = fm_reach_of<KEYS>(q0 + fl_tile_row<MT>(warp, i), k0);
-            at[i].k0 = k0;
-        }
-        const __nv_bfloat16 *ks = fm_tiles + (kt & 1) * 2 * tile, *vs = ks + tile;
-        if (!DROP && k0 + KEYS <= q0) /* block-uniform: every row tile sees every key (fm_reach_of's first case) */
-            fm_warp_key_tile<HS, S, true, DROP>(o, m, l, q, ks, vs, reach, at, scale_log2, b, h, T, drop);
-        else if (reach[MT - 1].n_blocks > 0) /* warp-uniform: the tile is not wholly after the warp's rows */
-            fm_warp_key_tile<HS, S, false, DROP>(o, m, l, q, ks, vs, reach, at, scale_log2, b, h, T, drop);
-        async_wait<0>();
-        __syncthreads(); /* tile kt + 1 is in, and tile kt's readers are done */
-    }
+    if constexpr (S::AHEAD)
+        fm_key_loop_ahead<HS, DROP, S>(o, m, l, at, q, fm_tiles, src, C, stride, T, vec, q0, warp, k_tiles, scale_log2, b, h, drop);
+    else
+        fm_key_loop<HS, DROP, S>(o, m, l, at, q, fm_tiles, src, C, stride, T, vec, q0, warp, k_tiles, scale_log2, b, h, drop);
 
     /* every buffer is free (the loop's last barrier): buffer 0 stages the output rows */
     fm_stage_output_rows<HS, MT>(fm_tiles, lse + (size_t)p * T, o, m, l, at, warp, T);
@@ -223,19 +325,20 @@ __global__ void __launch_bounds__(FM_THREADS, S::MINB)
 }
 
 /* The forward's launches for one head size, dropout setting (DROP: an
- * instance of its own, as the backward's mma_gradient_kernels) and shape. */
+ * instance of its own, as the backward's mma_gradient_kernels), shape and
+ * order of the blocks. */
 template <int HS, bool DROP, class S>
 void launch_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
-                        tg_dropout drop) {
+                        tg_dropout drop, cuda_flash_order order) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* log2(e) / sqrt(HS): exp(x) = 2^(x log2(e)) */
     const bool vec = fm_aligned16(out) && fm_aligned16(qkv);
     constexpr int shared = fm_forward_shared_bytes<HS, S>(); /* over the default 48 KiB from HS = 96: opt in */
     const void *kernel = (const void *)flash_forward_mma_kernel<HS, DROP, S>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FM_ROWS * S::MT);
-        flash_forward_mma_kernel<HS, DROP, S><<<grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2, drop,
-                                                                                         vec);
+        const fl_launch l = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FM_ROWS * S::MT, order, HS);
+        flash_forward_mma_kernel<HS, DROP, S><<<l.grid, FM_THREADS, shared, ctx->stream>>>(out, lse, qkv, p0, T, NH, scale_log2,
+                                                                                           drop, vec, l.map);
         CUDA_LAUNCHED("flash_forward_mma_kernel");
     }
 }
@@ -244,9 +347,9 @@ template <int HS>
 void flash_forward_mma(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int B, int T, int NH,
                        tg_dropout drop) {
     if (drop.p > 0.0f)
-        launch_forward_mma<HS, true, fm_tuned<HS, true>>(ctx, out, lse, qkv, B, T, NH, drop);
+        launch_forward_mma<HS, true, fm_tuned<HS, true>>(ctx, out, lse, qkv, B, T, NH, drop, fl_order_default());
     else
-        launch_forward_mma<HS, false, fm_tuned<HS, false>>(ctx, out, lse, qkv, B, T, NH, drop);
+        launch_forward_mma<HS, false, fm_tuned<HS, false>>(ctx, out, lse, qkv, B, T, NH, drop, fl_order_default());
 }
 
 /* The tensor-core forward when it has an instance for HS; false otherwise. */
@@ -267,7 +370,8 @@ bool flash_forward_tensor_cores(cuda_ctx *ctx, __nv_bfloat16 *out, float *lse, c
 
 /* ---- shapes to time against the tuned one (no dropout) ---- */
 
-typedef void (*fm_launch)(cuda_ctx *, __nv_bfloat16 *, float *, const __nv_bfloat16 *, int, int, int, tg_dropout);
+typedef void (*fm_launch)(cuda_ctx *, __nv_bfloat16 *, float *, const __nv_bfloat16 *, int, int, int, tg_dropout,
+                          cuda_flash_order);
 
 struct fm_variant {
     int hs;
@@ -277,26 +381,34 @@ struct fm_variant {
 
 template <int HS, class S>
 constexpr fm_variant fm_variant_of() {
-    return fm_variant{HS, cuda_flash_shape{S::MT, S::KEYS, S::QS, S::MINB}, launch_forward_mma<HS, false, S>};
+    return fm_variant{HS, cuda_flash_shape{S::MT, S::KEYS, S::QS, S::MINB, S::AHEAD}, launch_forward_mma<HS, false, S>};
 }
 
 /* For the benchmarks' head sizes (GPT-2's 64, the Megatron 1.2B model's 96,
  * and 128), the tuned shape first, then single steps away from it: one
  * row tile where it has two and the other way round (at 96 with Q read from
- * shared memory, FlashAttention 2's 128 x 64 block on sm80 and sm90), and
- * 128-key tiles. Each is built without spills (t_kernel_resources); two
- * more that ptxas spilled on sm_80 and sm_90a are left out: 128 keys with
- * two row tiles at 64 (FlashAttention 2's block there: 184 and 16 bytes)
- * and two row tiles at 128 (56 and 56). */
+ * shared memory, FlashAttention 2's 128 x 64 block on sm80 and sm90),
+ * 128-key tiles, and one row tile of 64-key tiles with the next tile's
+ * scores issued before this one's softmax (S::AHEAD: the tuned shape's
+ * bits; 185, 208 to 211 and 233 to 234 registers on sm_80 and sm_90a at
+ * 64, 96 and 128, 2 blocks an SM). Each is built without spills
+ * (t_kernel_resources); three more that ptxas spilled on sm_80 and sm_90a
+ * are left out: 128 keys with two row tiles at 64 (FlashAttention 2's
+ * block there: 184 and 16 bytes), two row tiles at 128 (56 and 56), and
+ * the tuned two row tiles at 64 with AHEAD (180 and 252: its two score
+ * tiles take 128 registers). */
 static const fm_variant fm_variants[] = {
     fm_variant_of<64, fm_tuned<64, false>>(),
     fm_variant_of<64, fm_shape<1, 8, false, 3>>(),
     fm_variant_of<64, fm_shape<1, 16, false, 2>>(),
+    fm_variant_of<64, fm_shape<1, 8, false, 2, true>>(),
     fm_variant_of<96, fm_tuned<96, false>>(),
     fm_variant_of<96, fm_shape<2, 8, true, 2>>(),
     fm_variant_of<96, fm_shape<1, 16, false, 2>>(),
+    fm_variant_of<96, fm_shape<1, 8, false, 2, true>>(),
     fm_variant_of<128, fm_tuned<128, false>>(),
     fm_variant_of<128, fm_shape<1, 16, false, 1>>(),
+    fm_variant_of<128, fm_shape<1, 8, false, 2, true>>(),
 };
 
 } // namespace
@@ -322,10 +434,18 @@ int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max) {
     return n;
 }
 
-int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k) {
+int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k,
+                                  cuda_flash_order order) {
     const fm_variant *v = fl_variant(fm_variants, HS, k);
-    if (o->act != TG_BF16 || !v) return 0;
+    if (o->act != TG_BF16 || !v || !fl_order_known(order)) return 0;
     if (B > 0 && T > 0 && NH > 0)
-        v->launch(cuda_ctx_of(o), (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, B, T, NH, tg_dropout{});
+        v->launch(cuda_ctx_of(o), (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, B, T, NH, tg_dropout{}, order);
     return 1;
 }
+
+const char *cuda_flash_order_name(int order) {
+    static const char *const names[CUDA_FLASH_ORDERS] = {"pairs first", "tiles first", "L2 groups"};
+    return order >= 0 && order < CUDA_FLASH_ORDERS ? names[order] : NULL;
+}
+
+int cuda_flash_l2_group(int T, int HS) { return fl_l2_group(T, HS, 2); }

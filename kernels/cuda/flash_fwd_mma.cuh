@@ -19,13 +19,17 @@
  * registers, one more shared-memory load per product pair), else held in
  * registers from the start; MINB: the blocks per SM it is built for
  * (__launch_bounds__'s minimum: ptxas keeps each thread within 65536 /
- * (FM_THREADS x MINB) registers). */
-template <int MT_, int KB_, bool QS_, int MINB_>
+ * (FM_THREADS x MINB) registers); AHEAD: the scores of the next key tile
+ * are issued before this tile's softmax (two score tiles in registers,
+ * K staged a tile ahead of V: flash_fwd.cu's fm_key_loop_ahead), so that
+ * the exponentials overlap tensor work; the same arithmetic in the same
+ * order, so the same bits. */
+template <int MT_, int KB_, bool QS_, int MINB_, bool AHEAD_ = false>
 struct fm_shape {
     static_assert(MT_ == 1 || MT_ == 2, "Q and the output rows are staged in one buffer of 2 KEYS rows");
     static_assert(KB_ % 8 == 0, "a staged tile is a whole number of FM_ROWS-row stagings");
     static constexpr int MT = MT_, KB = KB_, KEYS = 8 * KB_, MINB = MINB_;
-    static constexpr bool QS = QS_;
+    static constexpr bool QS = QS_, AHEAD = AHEAD_;
 };
 
 /* Dynamic shared memory of the forward: K and V of two key tiles (double
@@ -47,6 +51,13 @@ static __device__ __forceinline__ void fm_stage_kv(__nv_bfloat16 *buffer, const 
         fm_stage_async<HS>(buffer + r * fm_ld(HS), src + C, stride, t0 + r, T, vec);
         fm_stage_async<HS>(buffer + (KEYS + r) * fm_ld(HS), src + 2 * C, stride, t0 + r, T, vec);
     }
+}
+/* One of them (K: from src + C, or V: from src + 2 C) alone, at rows. */
+template <int HS, int KEYS>
+static __device__ __forceinline__ void fm_stage_keys(__nv_bfloat16 *rows, const __nv_bfloat16 *from, size_t stride, int t0, int T,
+                                                     bool vec) {
+#pragma unroll
+    for (int r = 0; r < KEYS; r += FM_ROWS) fm_stage_async<HS>(rows + r * fm_ld(HS), from, stride, t0 + r, T, vec);
 }
 
 /* Where a warp's row tile meets key tile k0 .. k0 + KEYS - 1: its rows
@@ -215,6 +226,21 @@ static __device__ __forceinline__ void fm_warp_pv(float (*o)[HS / 8][4], const f
     }
 }
 
+/* The second half of a key tile for the warp's MT row tiles, from its
+ * scores s: the online softmax of each row, then P V (V at vs) into o. */
+template <int HS, class S, bool FULL, bool DROP>
+static __device__ __forceinline__ void fm_warp_softmax_pv(float (*o)[HS / 8][4], float (*m)[2], float (*l)[2], float (*s)[S::KB][4],
+                                                          const __nv_bfloat16 *vs, const fm_reach *reach, const fm_lane_pos *at,
+                                                          float scale_log2, int b, int h, int T, const tg_dropout &drop) {
+#pragma unroll
+    for (int i = 0; i < S::MT; i++) {
+        if (!FULL && reach[i].n_blocks == 0) continue; /* no key seen: nothing would change */
+        fm_softmax_row<HS / 8, S::KB, FULL, DROP>(s[i], o[i], m[i][0], l[i][0], 0, at[i], reach[i], scale_log2, b, h, T, drop);
+        fm_softmax_row<HS / 8, S::KB, FULL, DROP>(s[i], o[i], m[i][1], l[i][1], 1, at[i], reach[i], scale_log2, b, h, T, drop);
+    }
+    fm_warp_pv<HS, S, FULL>(o, s, vs, reach);
+}
+
 /* One staged key tile (K at ks, V at vs) for the warp's MT row tiles:
  * scores, the online softmax of each row, then P V into o. */
 template <int HS, class S, bool FULL, bool DROP>
@@ -224,13 +250,7 @@ static __device__ __forceinline__ void fm_warp_key_tile(float (*o)[HS / 8][4], f
                                                         const tg_dropout &drop) {
     float s[S::MT][S::KB][4];
     fm_warp_scores<HS, S, FULL>(s, q, ks, reach);
-#pragma unroll
-    for (int i = 0; i < S::MT; i++) {
-        if (!FULL && reach[i].n_blocks == 0) continue; /* no key seen: nothing would change */
-        fm_softmax_row<HS / 8, S::KB, FULL, DROP>(s[i], o[i], m[i][0], l[i][0], 0, at[i], reach[i], scale_log2, b, h, T, drop);
-        fm_softmax_row<HS / 8, S::KB, FULL, DROP>(s[i], o[i], m[i][1], l[i][1], 1, at[i], reach[i], scale_log2, b, h, T, drop);
-    }
-    fm_warp_pv<HS, S, FULL>(o, s, vs, reach);
+    fm_warp_softmax_pv<HS, S, FULL, DROP>(o, m, l, s, vs, reach, at, scale_log2, b, h, T, drop);
 }
 
 /* The warp's finished rows: out = o / sum into rows 16 (MT warp + i) + g

@@ -208,7 +208,7 @@ int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv,
     const void *kernel = (const void *)flash_forward_wgmma_kernel;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SHARED_BYTES));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid = fl_grid(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW_ROWS);
+        const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW_ROWS);
         flash_forward_wgmma_kernel<<<grid, FW_THREADS, FW_SHARED_BYTES, ctx->stream>>>(
             (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, p0, T, NH, scale_log2, vec);
         CUDA_LAUNCHED("flash_forward_wgmma_kernel");

@@ -76,23 +76,42 @@ void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int 
 void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                              int T, int NH, int HS, tg_dropout drop);
 
+/* The order in which the tensor-core attention's blocks are launched
+ * (kernels/cuda/flash.cuh's fl_grid; no order changes any bits): pairs
+ * along x and their tiles along y, longest first (every run's); the tiles
+ * along x, pairs along y (the order before c30e2f3); groups of `group`
+ * consecutive pairs, each group's tiles longest first, with group 0
+ * meaning cuda_flash_l2_group's (their K and V within half the L2 of a
+ * 50 MiB card). For tuning: the forward's _shaped entry point below. */
+enum { CUDA_FLASH_PAIRS_FIRST, CUDA_FLASH_TILES_FIRST, CUDA_FLASH_L2_GROUPS, CUDA_FLASH_ORDERS };
+typedef struct cuda_flash_order {
+    int order, group;
+} cuda_flash_order;
+/* "pairs first", "tiles first", "L2 groups"; NULL for another number. */
+const char *cuda_flash_order_name(int order);
+/* The pairs of an L2 group at T and head size HS in bf16. */
+int cuda_flash_l2_group(int T, int HS);
+
 /* A block shape of the tensor-core attention forward (bf16, head sizes that
  * are multiples of 16): 16-row query tiles per warp (4 warps a block),
  * keys per staged K and V tile, whether the warp's Q fragments are read
- * from shared memory at each use (else held in registers), and the blocks
- * per SM its registers are budgeted for. */
+ * from shared memory at each use (else held in registers), the blocks
+ * per SM its registers are budgeted for, and whether the next key tile's
+ * scores are issued before this tile's softmax (s_ahead). */
 typedef struct cuda_flash_shape {
-    int row_tiles, keys, q_shared, blocks_per_sm;
+    int row_tiles, keys, q_shared, blocks_per_sm, s_ahead;
 } cuda_flash_shape;
 /* For tuning (tests/gpu/bench_attention.c): the shapes built for head size
  * HS, the one every run takes first (none for most head sizes). Writes at
  * most max of them; returns how many there are. */
 int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
-/* attention_forward without dropout in shape k of that list: 1, or 0
- * (nothing run) when the list has no shape k or the activations are not
- * bf16. The result has the bits of shape 0's wherever the two have the
+/* attention_forward without dropout in shape k of that list, its blocks
+ * in `order`: 1, or 0 (nothing run) when the list has no shape k, the
+ * order is not one of the above or the activations are not bf16. The
+ * result has the bits of shape 0's in any order wherever the two have the
  * same keys per tile. */
-int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k);
+int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k,
+                                  cuda_flash_order order);
 /* attention_forward on Hopper's warpgroup MMA (flash_fwd_wgmma.cu; sm_90a
  * code only): 1 when run, 0 (nothing run) where it has no instance: a
  * device that is not compute capability 9.0, activations not bf16, head
@@ -108,7 +127,8 @@ typedef struct cuda_flash_bwd_shape {
  * one first (written into shapes, at most max); and attention_backward
  * without dropout in shape k: 1, or 0 (nothing run) when there is no
  * shape k, the activations are not bf16 or the tensors not 16-byte
- * aligned. Every shape gives attention_backward's bits. */
+ * aligned. Every shape gives attention_backward's bits. Its blocks run
+ * pairs first only (flash.cuh's fl_grid_pairs_first says why). */
 int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max);
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                    int T, int NH, int HS, int k);

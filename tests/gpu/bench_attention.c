@@ -3,8 +3,11 @@
  * the backward in each of its shapes (the dq kernel's row tiles and the
  * dk, dv kernel's key tiles a warp), the
  * tuned shape (which every run takes) first in both: kernels/cuda/
- * kernels.h's cuda_attention_forward_shaped and _backward_shaped. So that a
- * lent GPU decides the tile shapes in one short call, and the attention's
+ * kernels.h's cuda_attention_forward_shaped and _backward_shaped. The
+ * tuned forward runs in each order of the blocks (kernels.h's
+ * cuda_flash_order: pairs first, every run's; tiles first, the order
+ * before; L2 groups), the rest in every run's order (the backward's only). So that a
+ * lent GPU decides the tile shapes and the order in one short call, and the attention's
  * own rate sits beside PyTorch's (scripts/attention_reference.py).
  *
  *   build/gpu/bench_attention [--shape B,NH,T,HS]... [--warmup N] [--runs N]
@@ -21,7 +24,7 @@
  * for a device not in its table). Without dropout, bf16.
  *
  * Every shape's result is checked against the tuned shape's: the same bits
- * for every backward shape and for a forward shape with the same keys per
+ * in every order, for every backward shape and for a forward shape with the same keys per
  * tile (only the roundings of the online softmax depend on that), else
  * within 2e-2 of the largest value (bf16's rounding of P and out at
  * another running max). A failed check prints "not ok" on its row and
@@ -132,13 +135,15 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* What a timed call runs: the forward or the backward in shape `shape`
- * of the head size's list; shape SHAPE_WGMMA: the wgmma forward. */
+ * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
+ * wgmma forward. */
 #define SHAPE_WGMMA (-1)
 typedef struct {
     tg_o o;
     const attn_case *c;
     const attn_buffers *buf;
     int backward, shape;
+    cuda_flash_order order;
 } attn_call;
 
 static void run_call(const attn_call *call) {
@@ -150,7 +155,7 @@ static void run_call(const attn_call *call) {
     else if (call->shape == SHAPE_WGMMA)
         cuda_attention_forward_wgmma(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
     else
-        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape);
+        cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape, call->order);
 }
 
 /* Median, min and max of `runs` calls, each between two device marks, after `warmup`. */
@@ -238,14 +243,28 @@ static double attention_tflop(const attn_case *c, int products) {
     return op_work_attention_flops(c->B, c->T, c->NH, c->HS, products) * 1e-12;
 }
 
+/* The orders shape k runs in: every order for the tuned shape (k = 0),
+ * every run's for the others. */
+static int orders_of_shape(int k) { return k == 0 ? CUDA_FLASH_ORDERS : 1; }
+
+/* An order's name in the rows, with its group size at this case's T and
+ * head size ("L2 groups of 100"). */
+static void order_label(const attn_case *c, int order, char *out, size_t len) {
+    if (order == CUDA_FLASH_L2_GROUPS)
+        snprintf(out, len, "%s of %d", cuda_flash_order_name(order), cuda_flash_l2_group(c->T, c->HS));
+    else
+        snprintf(out, len, "%s", cuda_flash_order_name(order));
+}
+
 /* A row; ceiling: the products' TFLOP/s (<= 0: unknown, NA). */
-static void print_row(const attn_case *c, const char *op, const char *shape, timing t, double tflop, double ceiling,
-                      const char *check) {
+static void print_row(const attn_case *c, const char *op, const char *shape, int order, timing t, double tflop,
+                      double ceiling, const char *check) {
+    char ord[48], of[16] = "NA";
+    order_label(c, order, ord, sizeof ord);
     const double rate = tflop / (t.median * 1e-3);
-    char of[16] = "NA";
     if (ceiling > 0) snprintf(of, sizeof of, "%.3f", rate / ceiling);
-    printf("%d,%d,%d,%d\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, t.median, t.min,
-           t.max, rate, of, check);
+    printf("%d,%d,%d,%d\t%s\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.1f\t%s\t%s\n", c->B, c->NH, c->T, c->HS, op, shape, ord, t.median,
+           t.min, t.max, rate, of, check);
     fflush(stdout);
 }
 
@@ -253,17 +272,18 @@ static void print_row(const attn_case *c, const char *op, const char *shape, tim
  * head size 64): a row against the tuned mma.sync shape (within the
  * tolerance: the tensor cores' orders may differ), or a note where it has
  * no instance. Returns the failed checks. */
-static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts) {
+static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                               double ceiling) {
     if (!cuda_attention_forward_wgmma(o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
         printf("# %d,%d,%d,%d: no wgmma forward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T, c->HS);
         return 0;
     }
-    const attn_call call = {o, c, buf, 0, SHAPE_WGMMA};
+    const attn_call call = {o, c, buf, 0, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}};
     const timing t = time_call(&call, opts);
     char verdict[96];
     const int ok = check_shape(o, buf->out, buf->tuned_out, buf->n_out, 0, verdict, sizeof verdict);
-    print_row(c, "forward", "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages", t, causal_forward_tflop(c),
-              verdict);
+    print_row(c, "forward", "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages", CUDA_FLASH_PAIRS_FIRST, t,
+              attention_tflop(c, 2), ceiling, verdict);
     return !ok;
 }
 
@@ -272,17 +292,19 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     cuda_flash_shape shapes[MAX_SHAPES];
     const int n = cuda_attention_forward_shapes(c->HS, shapes, MAX_SHAPES);
     int failed = 0;
-    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 0, k};
-        const timing t = time_call(&call, opts);
-        char name[128], verdict[96];
-        snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM", k == 0 ? "tuned: " : "",
-                 16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
-                 shapes[k].blocks_per_sm);
-        failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
-        print_row(c, "forward", name, t, attention_tflop(c, 2), ceiling, verdict);
-    }
-    return failed + bench_forward_wgmma(o, c, buf, opts);
+    for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++)
+        for (int order = 0; order < orders_of_shape(k); order++) {
+            const attn_call call = {o, c, buf, 0, k, {order, 0}};
+            o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
+            const timing t = time_call(&call, opts);
+            char name[128], verdict[96];
+            snprintf(name, sizeof name, "%s%d query rows a warp, %d keys a tile, Q in %s, %d blocks/SM%s", k == 0 ? "tuned: " : "",
+                     16 * shapes[k].row_tiles, shapes[k].keys, shapes[k].q_shared ? "shared memory" : "registers",
+                     shapes[k].blocks_per_sm, shapes[k].s_ahead ? ", next scores before softmax" : "");
+            failed += !check_shape(o, buf->out, buf->tuned_out, buf->n_out, shapes[k].keys == shapes[0].keys, verdict, sizeof verdict);
+            print_row(c, "forward", name, order, t, attention_tflop(c, 2), ceiling, verdict);
+        }
+    return failed + bench_forward_wgmma(o, c, buf, opts, ceiling);
 }
 
 /* The backward in each of its shapes (the dq kernel's row tiles and the dk,
@@ -295,13 +317,14 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
     o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                           (tg_dropout){0});
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 1, k};
+        const attn_call call = {o, c, buf, 1, k, {CUDA_FLASH_PAIRS_FIRST, 0}}; /* the backward's only order (kernels.h) */
+        o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
         const timing t = time_call(&call, opts);
         char name[96], verdict[96];
         snprintf(name, sizeof name, "%sdq: %d query rows a warp, dk dv: %d keys a warp", k == 0 ? "tuned: " : "",
                  16 * shapes[k].dq_row_tiles, 16 * shapes[k].dkv_key_tiles);
         failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
-        print_row(c, "backward", name, t, attention_tflop(c, 5), ceiling, verdict);
+        print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     }
     return failed;
 }
@@ -337,7 +360,7 @@ int main(int argc, char **argv) {
         printf("# ceiling: %.0f TFLOP/s, the products' (%s; kernels/op_rates.c)\n", ceil.tflops, ceil.tflops_source);
     else
         printf("# ceiling: none: the device is not in the table of ceilings (kernels/op_rates.c), so of_ceiling is NA\n");
-    printf("shape\top\tblock\tms_median\tms_min\tms_max\ttflops\tof_ceiling\tcheck\n");
+    printf("shape\top\tblock\torder\tms_median\tms_min\tms_max\ttflops\tof_ceiling\tcheck\n");
     int failed = 0;
     for (int i = 0; i < opts.n_cases; i++) {
         const attn_case *c = &opts.cases[i];

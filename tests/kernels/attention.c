@@ -172,6 +172,9 @@ void cuda_test_attention_backward_tiles(env *e) {
     cuda_test_attention(e, 1, 150, 2, 64, (tg_dropout){0});
 }
 
+/* Every run's order of the tensor-core attention's blocks. */
+#define ORDER_DEFAULT ((cuda_flash_order){CUDA_FLASH_PAIRS_FIRST, 0})
+
 /* The backend bytes of t's GPU side (the caller frees them). */
 static void *gpu_bytes(env *e, twin t) {
     const size_t bytes = t.n * gpu_elem(e, t.k);
@@ -197,12 +200,12 @@ static void forward_shapes_of(env *e, int HS) {
     void *tuned_out = gpu_bytes(e, out), *tuned_lse = gpu_bytes(e, lse);
     for (int k = 0; k < n; k++) {
         const cuda_flash_shape *s = &shapes[k];
-        char shape[96];
-        snprintf(shape, sizeof shape, "HS=%d shape %d (row tiles %d, keys %d, q_shared %d, blocks/SM %d)", HS, k, s->row_tiles,
-                 s->keys, s->q_shared, s->blocks_per_sm);
+        char shape[112];
+        snprintf(shape, sizeof shape, "HS=%d shape %d (row tiles %d, keys %d, q_shared %d, blocks/SM %d, s_ahead %d)", HS, k,
+                 s->row_tiles, s->keys, s->q_shared, s->blocks_per_sm, s->s_ahead);
         poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
         poison(e->gpu, lse.g, (size_t)B * NH * T * sizeof(float));
-        const int ran = cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, k);
+        const int ran = cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, k, ORDER_DEFAULT);
         sync_gpu(e);
         snprintf(name, sizeof name, "attention_forward_shaped runs %s", shape);
         check_true(e, ran == 1, name, "");
@@ -218,7 +221,7 @@ static void forward_shapes_of(env *e, int HS) {
         free(got_lse);
     }
     snprintf(name, sizeof name, "attention_forward_shaped HS=%d: no shape %d", HS, n);
-    check_true(e, cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, n) == 0, name, "");
+    check_true(e, cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, n, ORDER_DEFAULT) == 0, name, "");
     free(tuned_out);
     free(tuned_lse);
     tw_free(e, qkv);
@@ -267,17 +270,82 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+/* Whether t's GPU side holds the bytes `want` (from gpu_bytes). */
+static int same_bytes(env *e, twin t, const void *want) {
+    void *got = gpu_bytes(e, t);
+    const int same = memcmp(got, want, t.n * gpu_elem(e, t.k)) == 0;
+    free(got);
+    return same;
+}
+
+/* The block orders other than every run's (kernels.h's cuda_flash_order):
+ * the tiles along x, and L2 groups of the computed size (here all 6 pairs
+ * in one) and of 4 pairs (a last group of 2). */
+static const cuda_flash_order other_orders[] = {{CUDA_FLASH_TILES_FIRST, 0}, {CUDA_FLASH_L2_GROUPS, 0}, {CUDA_FLASH_L2_GROUPS, 4}};
+enum { N_OTHER_ORDERS = sizeof other_orders / sizeof other_orders[0] };
+
+/* One head size's forward shapes (the first only when quick), each in
+ * every other order, bit for bit against the shape in every run's order:
+ * each block does the same work wherever the grid puts it, so a block
+ * mapped to the wrong pair or tile leaves rows poisoned or wrong. 6 pairs
+ * of T = 200 (a partial last tile at every shape). */
+static void forward_orders_of(env *e, int HS) {
+    const int B = 2, T = 200, NH = 3, n = e->quick ? 1 : cuda_attention_forward_shapes(HS, NULL, 0);
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
+    twin qkv = tw_rand(e, ACT, n_qkv, -2.0f, 2.0f), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
+    for (int k = 0; k < n; k++) {
+        cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, k, ORDER_DEFAULT);
+        sync_gpu(e);
+        void *want_out = gpu_bytes(e, out), *want_lse = gpu_bytes(e, lse);
+        for (int i = 0; i < N_OTHER_ORDERS; i++) {
+            const cuda_flash_order o = other_orders[i];
+            poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
+            poison(e->gpu, lse.g, n_lse * sizeof(float));
+            const int ran = cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, k, o);
+            sync_gpu(e);
+            char name[160];
+            snprintf(name, sizeof name, "attention_forward_shaped in order %s (group %d), every run's order's bits: HS=%d shape %d",
+                     cuda_flash_order_name(o.order), o.group, HS, k);
+            check_true(e, ran == 1 && same_bytes(e, out, want_out) && same_bytes(e, lse, want_lse), name, "");
+        }
+        free(want_out);
+        free(want_lse);
+    }
+    twin all[] = {qkv, out, lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
+/* The orders' names, the L2 group sizes the kernels' comments give, and an
+ * order the kernels do not know, refused. */
+static void order_table(env *e) {
+    check_true(e, cuda_flash_order_name(CUDA_FLASH_TILES_FIRST) && !strcmp(cuda_flash_order_name(CUDA_FLASH_TILES_FIRST), "tiles first") &&
+                      cuda_flash_order_name(CUDA_FLASH_ORDERS) == NULL,
+               "cuda_flash_order_name", "");
+    char name[96];
+    snprintf(name, sizeof name, "cuda_flash_l2_group: %d pairs at T 1024 HS 64, %d at HS 96, 1 at T 2^20 HS 128",
+             cuda_flash_l2_group(1024, 64), cuda_flash_l2_group(1024, 96));
+    check_true(e, cuda_flash_l2_group(1024, 64) == 100 && cuda_flash_l2_group(1024, 96) == 66 && cuda_flash_l2_group(1 << 20, 128) == 1,
+               name, "");
+    const cuda_flash_order bad[] = {{CUDA_FLASH_ORDERS, 0}, {-1, 0}, {CUDA_FLASH_L2_GROUPS, -1}};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused += cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0, bad[i]) == 0;
+    check_true(e, refused == 3, "attention_forward_shaped refuses an unknown order", "");
+}
+
 /* The tensor-core forward's other block shapes (kernels/cuda/flash_fwd.cu's
  * fm_variants, for tuning: tests/gpu/bench_attention.c times them): T = 200
  * spans 64- and 128-key tiles with a partial last one. Shape 0 must be the
  * one every run takes (the same bits), and a shape with the same keys per
  * tile must give those bits too. The same for the backward's shapes
  * (flash_bwd.cu's mma_bwd_variants; one at 96 and 128, three at 64), all
- * of which give the backward's bits. Float32 activations: refused. */
+ * of which give the backward's bits. Then every forward shape (the tuned
+ * one only when quick) at head sizes 64 and 96 in each order of the
+ * blocks, with the default order's bits. Float32 activations: refused. */
 void cuda_test_attention_forward_shapes(env *e) {
     NEED(e, attention_forward);
     if (e->act != TG_BF16) {
-        check_true(e, cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
+        check_true(e, cuda_attention_forward_shaped(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, 0, ORDER_DEFAULT) == 0,
                    "attention_forward_shaped refuses float32 activations", "");
         check_true(e, cuda_attention_backward_shaped(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, 0) == 0,
                    "attention_backward_shaped refuses float32 activations", "");
@@ -288,6 +356,10 @@ void cuda_test_attention_forward_shapes(env *e) {
         forward_shapes_of(e, head_sizes[i]);
         backward_shapes_of(e, head_sizes[i], head_sizes[i] == 64 ? 3 : 1);
     }
+    order_table(e);
+    /* 64: two row tiles a warp in the tuned forward; 96: one */
+    forward_orders_of(e, 64);
+    forward_orders_of(e, 96);
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
