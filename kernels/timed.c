@@ -29,6 +29,9 @@
       (tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,     \
        const float *rstd, int N, int C),                                                                                   \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                                      \
+    X(matmul_forward_gelu,                                                                                                 \
+      (tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC),             \
+      (out, pre, inp, w, bias, N, C, OC))                                                                                  \
     X(matmul_forward, (tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC),         \
       (out, inp, w, bias, N, C, OC))                                                                                       \
     X(matmul_backward,                                                                                                     \
