@@ -116,23 +116,6 @@ void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0) {
 
 /* ---- forward ---- */
 
-/* The MLP's c_fc and its GELU from ln2's rows: fch = ln2 @ W + b, fch_gelu
- * = gelu(fch), in one op where the backend fuses them (its GELU may differ
- * from gelu_forward's in the last bits), else the product and
- * gelu_forward. The forward, a full recompute and a selective one all come
- * here, so every mode keeps the same bits. */
-static int mlp_fc_forward(gpt *g, int l, const ln_dest *ln2, int N, tg_err *e) {
-    const tg_ops *o = g->ops;
-    gpt_acts *a = g->acts;
-    const int OC = 4 * g->d.C / g->d.tp;
-    void *fch = act_at(&a->fch, l), *fch_gelu = act_at(&a->fch_gelu, l);
-    const bool fused = o->matmul_forward_gelu != NULL;
-    const col_product c_fc = {gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), OC, false, a->fch.elem, fused ? fch : NULL};
-    if (column_product(g, &c_fc, fused ? fch_gelu : fch, ln2, N, e)) return -1;
-    if (!fused) o->gelu_forward(o, fch_gelu, fch, (size_t)N * OC);
-    return 0;
-}
-
 /* Block l. In the forward pass (in_forward) its ln_1 is already done (by
  * the block before, fused with that block's residual add, or after the
  * embedding), and its last residual add computes the LayerNorm after it,
@@ -147,22 +130,32 @@ static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e
     const gpt_dims *d = &g->d;
     const int N = B * T, C = d->C, t = d->tp;
     const void *in = act_at(&a->resid, l);
-    void *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l), *res2 = act_at(&a->res2, l);
+    void *qkv = act_at(&a->qkv, l), *atty = act_at(&a->atty, l), *res2 = act_at(&a->res2, l), *fch = act_at(&a->fch, l);
+    void *fch_gelu = act_at(&a->fch_gelu, l);
     const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l), next = ln_reading_resid(g, l + 1);
 
     if (!in_forward && layernorm_to_full(g, &ln1, in, N, e)) return -1;
-    const col_product c_attn = {gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), 3 * C / t, false, a->qkv.elem, NULL};
+    const col_product c_attn = {gpt_param(g, P_QKV_W, l), gpt_param(g, P_QKV_B, l), 3 * C / t, false, a->qkv.elem};
     if (column_product(g, &c_attn, qkv, &ln1, N, e)) return -1;
     o->attention_forward(o, atty, act_at(&a->lse, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, &ln2, N, C / t, e)) return -1;
 
-    if (mlp_fc_forward(g, l, &ln2, N, e)) return -1;
+    /* The GELU stays our own kernel here, not the backend's
+     * matmul_forward_gelu (cuBLASLt's GELU_AUX_BIAS): its GELU differs from
+     * gelu_forward's in the last bits, so selective recompute would have to
+     * rerun c_fc's product to stay bitwise equal to the other modes (more
+     * than the selective budget at 1.2B), and the committed op tables
+     * (results/gpu) count gelu_forward calls; see commit 5aa416f for the
+     * wiring, bitwise equal across the modes on the emulated device. */
+    const col_product c_fc = {gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), 4 * C / t, false, a->fch.elem};
+    if (column_product(g, &c_fc, fch, &ln2, N, e)) return -1;
+    o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
     /* A full-recompute rebuild stops here: backward needs the MLP
      * projection's input, not its output (resid[l + 1], kept, and already
      * used by the block above): a third of the block's matmul work and a TP
      * reduction per layer saved. */
     if (!in_forward) return 0;
-    return row_parallel(g, act_at(&a->resid, l + 1), act_at(&a->fch_gelu, l), P_FCPROJ_W, l, res2, &next, N, 4 * C / t, e);
+    return row_parallel(g, act_at(&a->resid, l + 1), fch_gelu, P_FCPROJ_W, l, res2, &next, N, 4 * C / t, e);
 }
 
 /* The cross-entropy: at TP = 1 one fused op; else the vocab-parallel
@@ -245,7 +238,7 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
     for (int l = 0; l < d->L; l++) /* block l ends with the next layer's ln_1 (or ln_f, whole-model) */
         if ((l + 1 < d->L && weights_needed(hook, l + 1, e)) || block_forward(g, l, B, T, true, e)) return -1;
     const ln_dest lnf = ln_reading_resid(g, d->L);
-    const col_product lm_head = {gpt_param(g, P_WTE, 0), NULL, d->V_local, true, a->logits.elem, NULL};
+    const col_product lm_head = {gpt_param(g, P_WTE, 0), NULL, d->V_local, true, a->logits.elem};
     if (column_product(g, &lm_head, a->logits.base, &lnf, N, e)) return -1;
     if (!targets) return 0;
     return cross_entropy(g, N, dloss, e);
@@ -260,18 +253,9 @@ static int recompute_layer(gpt *g, int l, int B, int T, tg_err *e) {
     if (d->recompute == RECOMPUTE_FULL) return block_forward(g, l, B, T, false, e);
     if (d->recompute == RECOMPUTE_SELECTIVE) {
         /* Only the GELU output: attention keeps its lse (no T x T to
-         * rebuild) and the MLP its pre-GELU input. From that input with
-         * gelu_forward where the forward made it so; where the backend
-         * fused the GELU into c_fc's product, by that product again (its
-         * GELU's bits are not gelu_forward's), from ln2's kept rows. */
+         * rebuild) and the MLP its pre-GELU input. */
         const int N = B * T, C = d->C, t = d->tp;
-        if (!g->ops->matmul_forward_gelu) {
-            g->ops->gelu_forward(g->ops, act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
-            return 0;
-        }
-        const ln_dest ln2 = ln2_of(g, l);
-        if (ln_deliver_again(g, &ln2, N, e)) return -1;
-        return mlp_fc_forward(g, l, &ln2, N, e);
+        g->ops->gelu_forward(g->ops, act_at(&a->fch_gelu, l), act_at(&a->fch, l), (size_t)N * 4 * C / t);
     }
     return 0;
 }

@@ -78,9 +78,6 @@ static void product_rows(gpt *g, const rows_job *job, int row0, int rows, const 
     const col_product *p = a->p;
     void *out = (char *)a->out + (size_t)row0 * p->OC * p->out_elem;
     if (p->lmhead) g->ops->lmhead_forward(g->ops, out, x, p->w, rows, g->d.C, p->OC);
-    else if (p->pre)
-        g->ops->matmul_forward_gelu(g->ops, out, (char *)p->pre + (size_t)row0 * p->OC * p->out_elem, x, p->w, p->bias, rows,
-                                    g->d.C, p->OC);
     else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
 }
 
@@ -97,10 +94,6 @@ int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *
     g->ops->layernorm_forward(g->ops, out, ln->mean, ln->rstd, in, gpt_param(g, ln->w, ln->layer),
                               gpt_param(g, (param_kind)(ln->w + 1), ln->layer), (int)rows_local(g, N), g->d.C);
     return deliver_rows(g, ln, out, N, e);
-}
-
-int ln_deliver_again(gpt *g, const ln_dest *ln, int N, tg_err *e) {
-    return g->d.sp_regather ? deliver_rows(g, ln, ln->rows, N, e) : 0;
 }
 
 int row_parallel(gpt *g, void *out, const void *inp, param_kind w, int l, const void *res, const ln_dest *ln, int N, int K,
@@ -188,11 +181,7 @@ static int row_parallel_dout(gpt *g, param_kind w, int l, int N, gathered_rows *
     void *full = gather_rows_start(g, g->acts->dres_full.base, dbranch, N, &gather, e);
     if (!full) return -1;
     *dout = (gathered_rows){full, dbranch, gather};
-    /* Under SP's gather the bias gradient sums this rank's rows (summed over
-     * TP with the other replicated gradients); without a gather this rank
-     * holds all rows, and the weight gradient's product, which reads them
-     * anyway, adds it (row_parallel_backward; CUDA: the BGRADA epilogue). */
-    if (gather) g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
+    g->ops->bias_backward(g->ops, gpt_grad(g, (param_kind)(w + 1), l), dbranch, (int)rows_local(g, N), g->d.C);
     return 0;
 }
 
@@ -220,10 +209,9 @@ int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *i
     float *dw = gpt_grad(g, w, l);
     gathered_rows dout;
     if (row_parallel_dout(g, w, l, N, &dout, e)) return -1;
-    if (!dout.gather) { /* all rows here: the input gradient (cuBLASLt fuses the GELU's backward), then dw and the bias's */
-        float *dbias = gpt_grad(g, (param_kind)(w + 1), l);
-        if (pre) o->matmul_backward_dgelu(o, dinp, dpre_bias, NULL, dout.full, inp, weight, pre, N, K, g->d.C);
-        o->matmul_backward(o, pre ? NULL : dinp, dw, dbias, dout.full, inp, weight, N, K, g->d.C);
+    if (!dout.gather) { /* all rows here: one op (cuBLASLt fuses the GELU's backward and, in fp32, its bias gradient) */
+        if (pre) o->matmul_backward_dgelu(o, dinp, dpre_bias, dw, dout.full, inp, weight, pre, N, K, g->d.C);
+        else o->matmul_backward(o, dinp, dw, NULL, dout.full, inp, weight, N, K, g->d.C);
         return 0;
     }
     const input_grad_rows args = {dinp, weight, pre, K};

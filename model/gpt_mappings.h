@@ -72,8 +72,7 @@ typedef struct col_product {
     const void *w, *bias;
     int OC;
     bool lmhead;
-    size_t out_elem; /* bytes of an element of out (and of pre) */
-    void *pre;       /* non-NULL: the layer with its GELU (matmul_forward_gelu): pre the GELU's input, out gelu(pre) */
+    size_t out_elem; /* bytes of an element of out */
 } col_product;
 
 /* p over ln's rows, over_gathered_rows while their all-gather is in flight
@@ -84,11 +83,6 @@ int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, i
 /* LayerNorm of the residual rows `in`, delivered as all rows for the next
  * column-parallel product. */
 int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e);
-
-/* LayerNorm ln's kept output delivered again as all rows for a product
- * in backward (a recompute): under SP's regather its all-gather is started
- * as layernorm_to_full does; otherwise ln->full already holds them. */
-int ln_deliver_again(gpt *g, const ln_dest *ln, int N, tg_err *e);
 
 /* out = reduce(inp @ W) + bias + res: a row-parallel linear layer with its
  * residual connection (the bias added once, after the reduction), and the
@@ -113,15 +107,14 @@ int column_parallel_backward(gpt *g, param_kind w, bool has_bias, int l, const v
 void *through_dropout(gpt *g, tg_dropout drop, int N);
 
 /* Backward of row_parallel (weight w of layer l, input inp [N, K] on all
- * rows): the gradient through the branch's dropout, then the input
- * gradient dinp [N, K] and the weight gradient from the output gradient on
- * all rows, and the bias gradient: with the weight gradient's product
- * when this rank holds all rows (no SP gather), else from this rank's
- * residual rows. When the layer reads gelu(pre) (pre non-NULL: the MLP's
- * c_proj), dinp is the gradient of pre, and dpre_bias (if non-NULL) takes
- * its column sums. Under SP the output gradient's all-gather runs beside
- * the bias gradient and this rank's rows of dinp (over_gathered_rows); the
- * weight gradient needs all rows. */
+ * rows): the gradient through the branch's dropout, the bias gradient from
+ * the residual rows, then the input gradient dinp [N, K] and the weight
+ * gradient from the output gradient on all rows. When the layer reads
+ * gelu(pre) (pre non-NULL: the MLP's c_proj), dinp is the gradient of pre,
+ * and dpre_bias (if non-NULL) takes its column sums: c_fc's bias gradient.
+ * Under SP the output gradient's all-gather runs beside the bias gradient
+ * and this rank's rows of dinp (over_gathered_rows); the weight gradient
+ * needs all rows. */
 int row_parallel_backward(gpt *g, param_kind w, int l, void *dinp, const void *inp, const void *pre, float *dpre_bias, int N,
                           int K, tg_err *e);
 

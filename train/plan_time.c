@@ -13,6 +13,7 @@ static const char *const CLASS_NAMES[CLASSES] = {"product (matmul_*, lmhead_*)",
     X(upload, CLASS_MEMORY) X(download, CLASS_MEMORY) X(zero, CLASS_MEMORY) X(cast_params, CLASS_MEMORY)               \
     X(download_floats, CLASS_MEMORY) X(encoder_forward, CLASS_MEMORY) X(encoder_backward, CLASS_MEMORY)                \
     X(layernorm_forward, CLASS_MEMORY) X(layernorm_backward, CLASS_MEMORY) X(matmul_forward, CLASS_PRODUCT)            \
+    X(matmul_forward_gelu, CLASS_PRODUCT)                                                                              \
     X(matmul_backward, CLASS_PRODUCT) X(matmul_backward_dgelu, CLASS_PRODUCT) X(lmhead_forward, CLASS_PRODUCT)         \
     X(lmhead_backward, CLASS_PRODUCT) X(attention_forward, CLASS_ATTENTION) X(attention_backward, CLASS_ATTENTION)     \
     X(gelu_forward, CLASS_MEMORY) X(gelu_backward, CLASS_MEMORY) X(bias_residual_add, CLASS_MEMORY)                    \
@@ -109,6 +110,12 @@ static void m_layernorm_backward(tg_o o, void *dinp, float *dw, float *db, const
 static void m_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC) {
     (void)out, (void)inp, (void)w, (void)bias;
     note(o, M_matmul_forward, 2.0 * N * C * OC);
+}
+/* The product priced as one; the GELU in its epilogue adds no pass over memory. */
+static void m_matmul_forward_gelu(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                                  int OC) {
+    (void)out, (void)pre, (void)inp, (void)w, (void)bias;
+    note(o, M_matmul_forward_gelu, 2.0 * N * C * OC);
 }
 /* A backward product: one N x C x OC product per gradient it makes. */
 static double backward_flops(const void *dinp, const void *dw, int N, int C, int OC) {
