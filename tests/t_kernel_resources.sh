@@ -104,6 +104,13 @@ if ! make -s GPU=1 -j2 cuda-objects >"$tmp/make.out" 2>&1; then
     not_ok cuda_objects "$(tail -n 5 "$tmp/make.out" | tr '\n' ' ')"
     exit 1
 fi
+# Every program gpu_check.sh's build section makes on a lent GPU (its C files
+# too, compiled with -DTG_CUDA as nowhere else here): a test file that only
+# the emulation's build compiled once cost the GPU build its kernel checks.
+gpu_programs=(all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy
+    build/gpu/test_tma build/gpu/hopper_check)
+if make -s GPU=1 -j2 "${gpu_programs[@]}" >"$tmp/programs.out" 2>&1; then ok gpu_check_build_programs_build
+else not_ok gpu_check_build_programs_build "$(grep -m3 -E "error|Error" "$tmp/programs.out" | tr '\n' ' ')"; fi
 # Hopper's wrappers (kernels/cuda/mbarrier.cuh, tma.cuh) in tests/emu/test_tma.cu's kernels, as ptxas
 # takes them for sm_90a: every one compiles, setmaxnreg is honoured (ptxas ignores it, C7508, in a
 # kernel whose registers at entry it cannot fix: __launch_bounds__(threads, 1)), nothing spills

@@ -177,8 +177,9 @@ void kcheck_lmhead(tally *t) {
 #define LT_EPILOGUE_BIAS 4u          /* CUBLASLT_EPILOGUE_BIAS */
 #define LT_EPILOGUE_DGELU 192u       /* CUBLASLT_EPILOGUE_DGELU */
 #define LT_EPILOGUE_DGELU_BGRAD 208u /* CUBLASLT_EPILOGUE_DGELU_BGRAD */
-#define LT_EPILOGUE_BGRADA 256u      /* CUBLASLT_EPILOGUE_BGRADA */
 #endif
+/* epilogue_calls' kinds, in the GPU build too (where it answers 0) */
+#define LT_EPILOGUE_BGRADA 256u        /* CUBLASLT_EPILOGUE_BGRADA */
 #define LT_EPILOGUE_GELU_AUX_BIAS 164u /* CUBLASLT_EPILOGUE_GELU_AUX_BIAS */
 
 /* Under the emulation: whether cuBLASLt ran epilogue `kind` `want` times
