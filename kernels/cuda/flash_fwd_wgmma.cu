@@ -30,6 +30,7 @@
  * the softmax with the next tile's products, and a wgmma backward. */
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_fwd_mma.cuh"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/smem_layout.h"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -64,7 +65,7 @@ static __device__ __forceinline__ uint32_t fw_chunk_at(int r, int c) {
  * and past T (padding keys are multiplied, then masked: they must be
  * finite). vec: 16-byte cp.async copies (they land after async_commit and
  * async_wait); otherwise, and for the zero rows, plain stores. Either way
- * the caller makes them visible to the tensor core (fw_visible). */
+ * the caller makes them visible to the tensor core (fence_proxy_async_shared, mbarrier.cuh). */
 static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
     for (int e = (int)threadIdx.x; e < FW_KEYS * (FW_HS / 8); e += FW_THREADS) {
         const int r = e / (FW_HS / 8), c = e % (FW_HS / 8), t = t0 + r;
@@ -76,14 +77,6 @@ static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, s
             for (int i = 0; i < 8; i++) d[i] = t < T ? s[i] : __ushort_as_bfloat16(0);
         }
     }
-}
-
-/* Stores into shared memory (cp.async's and plain ones) become visible to
- * the tensor core's reads (the async proxy) after this and a barrier. */
-static __device__ __forceinline__ void fw_visible() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
 }
 
 /* The finished rows of warp w: out = o / sum (bf16) for rows before T, lse
@@ -177,7 +170,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         } else {
             async_wait<0>();
         }
-        fw_visible();
+        fence_proxy_async_shared(); /* cp.async's and plain stores, to the tensor core's reads */
         __syncthreads();
         at.k0 = k0;
         const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
