@@ -57,9 +57,14 @@ run_one() {
     local name="$1"; shift
     local log="$TG_TMP/$name.log" report="$TG_TMP/$name.report"
     local t0=$SECONDS
-    "$@" >"$log" 2>&1
+    # bash's time: the processor seconds of the suite and every process it
+    # waited for (user + system), which, unlike the wall clock, the other
+    # lane's load barely moves: what CI's budget is made of
+    local TIMEFORMAT='%U %S'
+    { time "$@" >"$log" 2>&1; } 2>"$TG_TMP/$name.cpu"
     local rc=$?
-    local p f
+    local p f cpu
+    cpu=$(awk 'NF == 2 { printf "%.0f", $1 + $2 }' "$TG_TMP/$name.cpu")
     p=$(grep -c '^ok ' "$log")
     f=$(grep -c '^not ok ' "$log")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -76,7 +81,7 @@ run_one() {
             echo "---- $name output (last 40 lines) ----"
             tail -n 40 "$log"
         fi
-        echo "[$name] $p passed, $f failed in $((SECONDS - t0))s"
+        echo "[$name] $p passed, $f failed in $((SECONDS - t0))s (cpu ${cpu:-?}s)"
     } >"$report"
     grep -E '^not ok ' "$log" | head -n 5 | cut -c1-300 | sed "s|^|[$name] |; s|\$| (log: $log)|" >"$TG_TMP/$name.failed"
     echo "$p $f" >"$TG_TMP/$name.result"

@@ -72,6 +72,11 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane);
  * shuffles would take n (the tensor-core stand-in's fragment exchange). */
 #define EMU_GATHER_WORDS 8
 void warp_gather(const uint32_t *words, int n, uint32_t *all);
+/* The same exchange without the copy (32 lanes x n words a lane, which
+ * dominated the tensor-core stand-in's time): lane l's words at
+ * view[l * EMU_GATHER_WORDS + i], readable until this lane's next shuffle,
+ * gather or sync. */
+const uint32_t *warp_gather_view(const uint32_t *words, int n);
 int lane_id();
 /* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16
  * (kernels/cuda/mma.cuh): lane 8 m + i gives the address of row i of
@@ -264,18 +269,18 @@ inline float emu_bf16_half(uint32_t r, int high) {
 inline void emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     const int lane = ::emu::lane_id(), g = lane >> 2, t = lane & 3;
     const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-    uint32_t all[32][6]; /* all[l]: lane l's a[0..3], b[0..1] */
-    ::emu::warp_gather(mine, 6, &all[0][0]);
+    /* lane l's a[0..3], b[0..1]: at all + l * EMU_GATHER_WORDS */
+    const uint32_t *all = ::emu::warp_gather_view(mine, 6);
     float A[2][16], B[2][16]; /* rows g, g+8 of A; columns 2t, 2t+1 of B (over k) */
     for (int s = 0; s < 4; s++) {
-        const uint32_t *from_a = all[4 * g + s]; /* rows g, g+8 at k = 2s, 2s+1 (a[0..1]) and 2s+8, 2s+9 (a[2..3]) */
+        const uint32_t *from_a = all + (4 * g + s) * EMU_GATHER_WORDS; /* rows g, g+8 at k = 2s, 2s+1 (a[0..1]) and 2s+8, 2s+9 (a[2..3]) */
         for (int i = 0; i < 2; i++)
             for (int h = 0; h < 2; h++) {
                 A[i][2 * s + h] = emu_bf16_half(from_a[i], h);
                 A[i][2 * s + 8 + h] = emu_bf16_half(from_a[2 + i], h);
             }
         for (int j = 0; j < 2; j++) {
-            const uint32_t *from_b = all[4 * (2 * t + j) + s]; /* column 2t+j at k = 2s, 2s+1 and 2s+8, 2s+9 */
+            const uint32_t *from_b = all + (4 * (2 * t + j) + s) * EMU_GATHER_WORDS; /* column 2t+j at k = 2s, 2s+1 and 2s+8, 2s+9 */
             for (int h = 0; h < 2; h++) {
                 B[j][2 * s + h] = emu_bf16_half(from_b[4], h);
                 B[j][2 * s + 8 + h] = emu_bf16_half(from_b[5], h);

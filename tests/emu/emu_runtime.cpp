@@ -943,18 +943,28 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
     return w.slots[buf][src_lane];
 }
 
-void warp_gather(const uint32_t *words, int n, uint32_t *all) {
+/* The words stay in place until this lane's next exchange: the buffer is
+ * written again two exchanges later, which no lane reaches before every
+ * lane has arrived at the next one. */
+const uint32_t *warp_gather_view(const uint32_t *words, int n) {
     warp_state &w = warp_checked(0xffffffffu, "warp_gather");
     fiber *f = g_cur;
     if (n < 0 || n > EMU_GATHER_WORDS) {
         emu_error("%s: warp_gather of %d words (at most %d)", g_block.kernel, n, EMU_GATHER_WORDS);
-        return;
+        n = 0;
     }
     const int buf = f->shfl_count++ & 1;
     memcpy(w.words[buf][f->lane], words, sizeof(uint32_t) * (size_t)n);
     wait_barrier(w.bar, w.live, NULL, 0, "warp_gather");
     f->warp_syncs++;
-    for (int lane = 0; lane < w.lanes; lane++) memcpy(all + (size_t)lane * n, w.words[buf][lane], sizeof(uint32_t) * (size_t)n);
+    return &w.words[buf][0][0];
+}
+
+void warp_gather(const uint32_t *words, int n, uint32_t *all) {
+    const uint32_t *view = warp_gather_view(words, n);
+    if (n < 0 || n > EMU_GATHER_WORDS) return;
+    for (int lane = 0; lane < g_block.warps[g_cur->warp].lanes; lane++)
+        memcpy(all + (size_t)lane * n, view + (size_t)lane * EMU_GATHER_WORDS, sizeof(uint32_t) * (size_t)n);
 }
 
 bool warpgroup_gather(const uint32_t *words, int n, uint32_t *all) {
