@@ -33,12 +33,15 @@ if train mma "$emu_bin" "${hs64[@]}" &&
     else not_ok trainer_wgmma_backward_launched "the launch log: $(cut -f3 "$tmp/wgmma.launches" | sort -u | tr '\n' ' ')"; fi
     if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_matches_mma ($out)"
     else not_ok trainer_wgmma_matches_mma "$out"; fi
+    out=""
     # a scratch that holds one pair's dq shares (2 pairs of T = 16: 16448 bytes each, after 256 of alignment):
-    # the wgmma backward in two rounds, each pair's dq slots after that round's D, the same bits
-    if EMU_SCRATCH_BYTES=20000 train wgmma_rounds "$emu_bin" "${hs64[@]}" --set kernels.attention=wgmma &&
+    # the wgmma backward with dq by its slots (not the mma.sync fallback) in two rounds, each pair's slots
+    # after that round's D, the same bits
+    if EMU_SCRATCH_BYTES=20000 EMU_LAUNCH_LOG="$tmp/rounds.launches" train wgmma_rounds "$emu_bin" "${hs64[@]}" \
+        --set kernels.attention=wgmma && grep -q flash_dq_reduce_kernel "$tmp/rounds.launches" &&
         out=$("$py" tests/parallel/compare.py "$tmp/wgmma" "$tmp/wgmma_rounds" 2 --bitwise 2>&1); then
         ok "trainer_wgmma_backward_in_rounds_same_bits ($out)"
-    else not_ok trainer_wgmma_backward_in_rounds_same_bits "$out $(tail -n 2 "$tmp/wgmma_rounds.out" | tr '\n' ' ')"; fi
+    else not_ok trainer_wgmma_backward_in_rounds_same_bits "${out:-} $(cut -f3 "$tmp/rounds.launches" 2>/dev/null | grep -E 'wgmma|dq' | sort -u | tr '\n' ' ')"; fi
 else not_ok trainer_wgmma_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma.out" | tr '\n' ' ')"; fi
 
 # bench_attention (tests/gpu/bench_attention.c) times the wgmma forward as a row of its own at head
