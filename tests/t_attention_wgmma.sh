@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # kernels.attention = wgmma (kernels/cuda/flash_fwd_wgmma.cu: the attention
-# forward on Hopper's warpgroup MMA) in the trainer on the emulated device,
+# forward on Hopper's warpgroup MMA; flash_bwd_wgmma.cu: the backward's dk,
+# dv and dq on it) in the trainer on the emulated device,
 # which reports compute capability 9.0: one head of 64 (head size 64), bf16,
-# 2 steps; the wgmma forward is launched (the emulation's launch log) and
-# the losses and weights match the mma.sync forward's run; bench_attention
-# times it as a row of its own (head size 64 only); wgmma is refused,
+# 2 steps; the wgmma kernels are launched (the emulation's launch log) and
+# the losses and weights match the mma.sync run; bench_attention
+# times forward and backward as rows of their own (head size 64 only); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
@@ -26,8 +27,21 @@ if train mma "$emu_bin" "${hs64[@]}" &&
     if grep -q flash_forward_wgmma_kernel "$tmp/wgmma.launches" && ! grep -q flash_forward_mma_kernel "$tmp/wgmma.launches"; then
         ok trainer_wgmma_forward_launched
     else not_ok trainer_wgmma_forward_launched "the launch log: $(cut -f3 "$tmp/wgmma.launches" | sort -u | tr '\n' ' ')"; fi
+    if grep -q flash_bwd_wgmma_kernel "$tmp/wgmma.launches" && grep -q flash_dq_reduce_kernel "$tmp/wgmma.launches" &&
+        ! grep -qE 'flash_(dkv|dq)_mma_kernel' "$tmp/wgmma.launches"; then
+        ok trainer_wgmma_backward_launched
+    else not_ok trainer_wgmma_backward_launched "the launch log: $(cut -f3 "$tmp/wgmma.launches" | sort -u | tr '\n' ' ')"; fi
     if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_matches_mma ($out)"
     else not_ok trainer_wgmma_matches_mma "$out"; fi
+    out=""
+    # a scratch that holds one pair's dq shares (2 pairs of T = 16: 16448 bytes each, after 256 of alignment):
+    # the wgmma backward with dq by its slots (not the mma.sync fallback) in two rounds, each pair's slots
+    # after that round's D, the same bits
+    if EMU_SCRATCH_BYTES=20000 EMU_LAUNCH_LOG="$tmp/rounds.launches" train wgmma_rounds "$emu_bin" "${hs64[@]}" \
+        --set kernels.attention=wgmma && grep -q flash_dq_reduce_kernel "$tmp/rounds.launches" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/wgmma" "$tmp/wgmma_rounds" 2 --bitwise 2>&1); then
+        ok "trainer_wgmma_backward_in_rounds_same_bits ($out)"
+    else not_ok trainer_wgmma_backward_in_rounds_same_bits "${out:-} $(cut -f3 "$tmp/rounds.launches" 2>/dev/null | grep -E 'wgmma|dq' | sort -u | tr '\n' ' ')"; fi
 else not_ok trainer_wgmma_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma.out" | tr '\n' ' ')"; fi
 
 # bench_attention (tests/gpu/bench_attention.c) times the wgmma forward as a row of its own at head
@@ -39,6 +53,10 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     grep -q '^# 1,1,70,96: no wgmma forward here' "$tmp/bench.out" && tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
+if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -q '^# 1,1,70,96: no wgmma backward here' "$tmp/bench.out"; then
+    ok bench_attention_times_wgmma_backward
+else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 
 # refused NAME PATTERN [--set ...]: the run stops before training, naming kernels.attention and PATTERN
 refused() {

@@ -22,11 +22,18 @@
  *     counts are built too, to be timed against them on a GPU
  *     (mma_bwd_variants, cuda_attention_backward_shaped).
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
- *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order. */
+ *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order.
+ * With kernels.attention = wgmma (compute capability 9.0, bf16, head size
+ * 64, no dropout): after D, one kernel on Hopper's warpgroup MMA
+ * (flash_bwd_wgmma.cu) per key tile for dk, dv and each tile's share of
+ * dq, the shares in the scratch after D, then a fixed-order sum of them
+ * for dq (the rounds hold as many pairs as D and the shares fit; where
+ * not even one pair's shares fit, dq by the mma.sync kernel). */
 #include <type_traits>
 
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
+#include "kernels/cuda/flash_bwd_wgmma.cuh"
 
 namespace {
 
@@ -349,27 +356,58 @@ static bool mma_fits(const void *dqkv, const void *dout, const void *qkv, int HS
     return HS % 16 == 0 && HS <= FL_HS_MAX && any % 16 == 0;
 }
 
-/* The dq kernel (MT row tiles a warp), then the dk, dv kernel (KT key
- * tiles a warp), for pairs p0 .. p0 + np, one head size and dropout
- * setting (DROP: an instance of its own, so that a run without dropout
- * carries none of its code). */
+/* The dq kernel (MT row tiles a warp) for pairs p0 .. p0 + np, one head
+ * size and dropout setting (DROP: an instance of its own, so that a run
+ * without dropout carries none of its code). */
+template <int HS, bool DROP, int MT>
+void mma_dq_kernel(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                   const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
+    const dim3 dq_grid = fl_grid_pairs_first(np, T, FB_ROWS * MT);
+    /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
+    constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT);
+    const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;
+    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
+    flash_dq_mma_kernel<HS, DROP, MT><<<dq_grid, FB_THREADS, dq_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
+                                                                                        drop);
+    CUDA_LAUNCHED("flash_dq_mma_kernel");
+}
+
+/* The dq kernel, then the dk, dv kernel (KT key tiles a warp). */
 template <int HS, bool DROP, int MT, int KT>
 void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                           const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
-    const dim3 dq_grid = fl_grid_pairs_first(np, T, FB_ROWS * MT), dkv_grid = fl_grid_pairs_first(np, T, FB_ROWS * KT);
-    /* over the default 48 KiB from HS = 64 (dq) and 96 (dk, dv): opt in */
-    constexpr int dq_shared = fb_dq_shared_bytes<HS>(MT), dkv_shared = fb_dkv_shared_bytes<HS, KT>();
-    const void *dq_kernel = (const void *)flash_dq_mma_kernel<HS, DROP, MT>;
+    mma_dq_kernel<HS, DROP, MT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    const dim3 dkv_grid = fl_grid_pairs_first(np, T, FB_ROWS * KT);
+    constexpr int dkv_shared = fb_dkv_shared_bytes<HS, KT>();
     const void *dkv_kernel = (const void *)flash_dkv_mma_kernel<HS, DROP, KT>;
-    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_shared));
     CUDA_CHECK(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
-    cudaStream_t stream = ctx->stream;
-    flash_dq_mma_kernel<HS, DROP, MT><<<dq_grid, FB_THREADS, dq_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
-                                                                                   drop);
-    CUDA_LAUNCHED("flash_dq_mma_kernel");
-    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH, scale,
-                                                                                      drop);
+    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH,
+                                                                                           scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
+}
+
+/* The dq slots of a round of np pairs (flash_bwd_wgmma.cu): in the
+ * scratch after their D, 256-aligned (flash_backward keeps room). */
+static float *wgmma_dq_slots(const float *D, int np, int T) {
+    const size_t at = ((size_t)np * T * sizeof(float) + 255) & ~(size_t)255;
+    return (float *)((char *)D + at);
+}
+
+/* kernels.attention = wgmma (head size 64, no dropout, compute capability
+ * 9.0, aligned: the caller checked flash_bwd_wgmma_fits): the whole
+ * backward on Hopper's warpgroup MMA, dq through the slots. */
+static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                            const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
+                            tg_dropout drop) {
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, wgmma_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop);
+}
+/* The same where the scratch cannot hold one pair's slots: dq by the
+ * mma.sync kernel, dk and dv on wgmma. */
+static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                                const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
+                                tg_dropout drop) {
+    mma_dq_kernel<64, false, fb_dq_row_tiles<64>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on tensor cores, the tuned row tiles;
@@ -419,16 +457,19 @@ static void gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *d
         core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
 }
 
-/* D, then the tile kernels `tiles`, round by round. */
+/* D, then the tile kernels `tiles`, round by round; pair_extra: scratch
+ * bytes `tiles` takes a pair after the round's D (256-aligned: the wgmma
+ * backward's dq slots), 0 for none. */
 template <typename E>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
-                    int HS, tg_dropout drop, round_kernels<E> tiles) {
+                    int HS, tg_dropout drop, round_kernels<E> tiles, size_t pair_extra = 0) {
     const float scale = 1.0f / sqrtf((float)HS);
-    /* D of as many pairs as the scratch holds per round */
-    const size_t fit = ctx->scratch_bytes / ((size_t)T * sizeof(float));
+    /* D (and the extra) of as many pairs as the scratch holds per round */
+    const size_t per_pair = (size_t)T * sizeof(float) + pair_extra, room = pair_extra > 0 ? 256 : 0;
+    const size_t fit = ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / per_pair : 0;
     if (fit == 0) {
         tg_err e;
-        tg_fail(&e, "attention_backward: T = %d needs %zu bytes of kernel scratch, there are %zu", T, (size_t)T * sizeof(float),
+        tg_fail(&e, "attention_backward: T = %d needs %zu bytes of kernel scratch, there are %zu", T, per_pair + room,
                 ctx->scratch_bytes);
         tg_die("train_gpt", &e);
     }
@@ -484,12 +525,27 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     fl_check_shape(HS, "attention_backward");
     cuda_ctx *ctx = cuda_ctx_of(o);
+    if (ctx->attention_wgmma && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
     if (o->act == TG_BF16)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                       (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients);
     else
         flash_backward<float>(ctx, (float *)dqkv, (const float *)dout, (const float *)out, (const float *)qkv, lse, B, T, NH, HS,
                               drop, gradients);
+}
+
+int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                                  int T, int NH, int HS, tg_dropout drop) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
+    const size_t slots = flash_bwd_wgmma_slot_bytes(T);
+    const bool dq_slots = ctx->scratch_bytes >= 256 + (size_t)T * sizeof(float) + slots;
+    flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
+                                  (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
+                                  dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);
+    return 1;
 }
 
 int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max) {

@@ -363,7 +363,7 @@ int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropo
     x->attention_wgmma = 0;
     if (strcmp(kernel, "mma") == 0) return 0;
     if (strcmp(kernel, "wgmma") != 0) return tg_fail(e, "attention kernel \"%s\": expected mma or wgmma", kernel);
-    /* the wgmma forward is sm_90a machine code: other devices would trap */
+    /* the wgmma kernels are sm_90a machine code: other devices would trap */
     if (x->cc_major != 9 || x->cc_minor != 0)
         return tg_fail(e, "wgmma needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma)", o->device,
                        x->cc_major, x->cc_minor);

@@ -136,7 +136,7 @@ static int cmp_double(const void *a, const void *b) {
 
 /* What a timed call runs: the forward or the backward in shape `shape`
  * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
- * wgmma forward. */
+ * wgmma forward or backward. */
 #define SHAPE_WGMMA (-1)
 typedef struct {
     tg_o o;
@@ -149,7 +149,10 @@ typedef struct {
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
-    if (call->backward)
+    if (call->backward && call->shape == SHAPE_WGMMA)
+        cuda_attention_backward_wgmma(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
+                                      (tg_dropout){0});
+    else if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                        call->shape);
     else if (call->shape == SHAPE_WGMMA)
@@ -307,6 +310,28 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     return failed + bench_forward_wgmma(o, c, buf, opts, ceiling);
 }
 
+/* The wgmma backward (kernels.attention = wgmma; compute capability 9.0,
+ * head size 64): a row
+ * against the tuned mma.sync shape's dqkv (buf->tuned_dqkv, within the
+ * tolerance), or a note where it has no instance. Returns the failed
+ * checks. */
+static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                                double ceiling) {
+    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
+    if (!cuda_attention_backward_wgmma(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
+                                       (tg_dropout){0})) {
+        printf("# %d,%d,%d,%d: no wgmma backward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T, c->HS);
+        return 0;
+    }
+    const attn_call call = {o, c, buf, 1, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}};
+    const timing t = time_call(&call, opts);
+    char verdict[96];
+    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
+    print_row(c, "backward", "wgmma: 64 keys a warpgroup, 64-row query tiles, cp.async 2 stages, dq by slots",
+              CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
+    return !ok;
+}
+
 /* The backward in each of its shapes (the dq kernel's row tiles and the dk,
  * dv kernel's key tiles), from the tuned forward's output and lse: rows,
  * and the failed checks. */
@@ -326,7 +351,7 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
         failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
         print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     }
-    return failed;
+    return failed + bench_backward_wgmma(o, c, buf, opts, ceiling);
 }
 
 /* One case (a head size with shapes built): the forward's shapes, then the

@@ -428,6 +428,72 @@ static void wgmma_case(env *e, int B, int T, int NH, float amp, size_t offset) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+/* One case of the wgmma backward (flash_bwd_wgmma.cu), from the CPU
+ * forward's out and lse: against the CPU twin (the bf16 tolerance),
+ * against the mma.sync backward (within the tolerance; dk and dv bit for
+ * bit under the emulation, where both sum each k16 product in order into
+ * float32 from the same bf16 roundings),
+ * bitwise equal to itself when run again, and the same bits through
+ * attention_backward with kernels.attention = wgmma. */
+static void wgmma_backward_case(env *e, int B, int T, int NH, float amp) {
+    const int HS = 64;
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
+    const size_t bytes = n_qkv * gpu_elem(e, ACT);
+    char shape[96], name[256], detail[64];
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=64 amp=%g", B, T, NH, (double)amp);
+    twin qkv = tw_rand(e, ACT, n_qkv, -amp, amp), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
+    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
+    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
+    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, (tg_dropout){0});
+    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0}); /* mma.sync */
+    void *mma = gpu_bytes(e, dqkv);
+    poison(e->gpu, dqkv.g, bytes);
+    const int ran = cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    sync_gpu(e);
+    snprintf(name, sizeof name, "attention_backward_wgmma runs %s", shape);
+    check_true(e, ran == 1, name, "");
+    check(e, dqkv, e->tol, "attention_backward_wgmma dqkv %s", shape);
+    void *got = gpu_bytes(e, dqkv);
+#ifdef TG_CUDA_EMU
+    /* dk and dv: each k16 product summed in order in both; dq's float32 sum runs in another order (per key tile, then over tiles) */
+    int kv_same = 1;
+    const size_t row = 3 * (size_t)NH * HS * 2, q_bytes = (size_t)NH * HS * 2;
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        kv_same = kv_same && memcmp((char *)got + r * row + q_bytes, (char *)mma + r * row + q_bytes, row - q_bytes) == 0;
+    snprintf(name, sizeof name, "attention_backward_wgmma dk, dv: the mma.sync backward's bits (emulation): %s", shape);
+    check_true(e, kv_same, name, "");
+#endif
+    /* the differential check that holds on a GPU too, over dq, dk and dv */
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n_qkv; i++) {
+        const double g = tg_bf16_to_f32(((const uint16_t *)got)[i]), w = tg_bf16_to_f32(((const uint16_t *)mma)[i]);
+        diff = isfinite(g) ? fmax(diff, fabs(g - w)) : INFINITY;
+        scale = fmax(scale, fabs(w));
+    }
+    snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff / fmax(scale, 1e-30), (double)e->tol);
+    snprintf(name, sizeof name, "attention_backward_wgmma dqkv within the tolerance of the mma.sync backward's: %s", shape);
+    check_true(e, diff <= e->tol * fmax(scale, 1e-30), name, detail);
+    /* deterministic: no atomics, every sum in a fixed order */
+    poison(e->gpu, dqkv.g, bytes);
+    cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
+    check_true(e, same_bytes(e, dqkv, got), name, "");
+    /* kernels.attention = wgmma: attention_backward runs it */
+    tg_err err;
+    snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
+    if (ops_cuda_attention(e->gpu, "wgmma", HS, 0.0, &err) != 0) {
+        check_true(e, 0, name, err.msg);
+    } else {
+        poison(e->gpu, dqkv.g, bytes);
+        e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+        check_true(e, same_bytes(e, dqkv, got), name, "");
+        ops_cuda_attention(e->gpu, "mma", HS, 0.0, &err);
+    }
+    free(mma), free(got);
+    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
 /* The wgmma forward (kernels.attention = wgmma, compute capability 9.0;
  * the emulation reports 9.0): T shorter than a tile, partial last tiles,
  * several query blocks (T = 200: four, the last partial), peaked rows, a
@@ -443,6 +509,8 @@ void cuda_test_attention_wgmma(env *e) {
     if (e->act != TG_BF16) {
         check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
                    "attention_forward_wgmma refuses float32 activations", "");
+        check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
+                   "attention_backward_wgmma refuses float32 activations", "");
         check_true(e, !accepted && strstr(err.msg, "bf16"), "kernels.attention=wgmma refused with float32", err.msg);
         return;
     }
@@ -455,7 +523,18 @@ void cuda_test_attention_wgmma(env *e) {
     wgmma_case(e, 1, 200, 2, 2.0f, 0);
     wgmma_case(e, 1, 150, 1, 4.0f, 1);
     wgmma_case(e, 1, 128, 3, 1.0f, 0);
+    wgmma_backward_case(e, 1, 5, 1, 1.0f);
+    wgmma_backward_case(e, 2, 77, 2, 1.0f);
+    wgmma_backward_case(e, 1, 200, 2, 2.0f);
+    wgmma_backward_case(e, 1, 128, 3, 1.0f);
     const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4, NULL};
+    /* no instance: nothing run, the tensors (NULL) never read */
+    check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
+               "attention_backward_wgmma: no instance at HS=128", "");
+    check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
+               "attention_backward_wgmma: no instance with dropout", "");
+    check_true(e, cuda_attention_backward_wgmma(e->gpu, (void *)2, NULL, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
+               "attention_backward_wgmma: no instance for tensors not 16-byte aligned", "");
     check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
                "attention_forward_wgmma: no instance at HS=128", "");
     check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,

@@ -1,0 +1,28 @@
+/* The attention backward on Hopper's warpgroup MMA (flash_bwd_wgmma.cu),
+ * as flash_bwd.cu's rounds call it: D (rowsum(dout * out)) of the round's
+ * pairs p0 .. p0 + np already in. */
+#ifndef KERNELS_CUDA_FLASH_BWD_WGMMA_CUH
+#define KERNELS_CUDA_FLASH_BWD_WGMMA_CUH
+
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/flash.cuh"
+
+/* Whether the wgmma backward has an instance for this run: a device of
+ * compute capability 9.0, head size 64, no dropout, 16-byte aligned
+ * tensors (bf16 activations: the caller's type). */
+bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop);
+
+/* The float32 scratch one pair's dq shares take at length T (dq_slots). */
+size_t flash_bwd_wgmma_slot_bytes(int T);
+
+/* dk and dv of pairs p0 .. p0 + np (lse: every pair's rows; D: the
+ * round's, pair j at D + j T) into dqkv's k and v columns, and with
+ * dq_slots (np times flash_bwd_wgmma_slot_bytes(T) of scratch, 16-byte
+ * aligned) dq into its q columns too; with NULL, dq is the caller's. 1
+ * when launched (or nothing to do), 0 (nothing run) where
+ * flash_bwd_wgmma_fits is false. */
+int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
+                    const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop);
+
+#endif
