@@ -55,17 +55,29 @@ static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *l
     }
 }
 
+/* The turns of a warpgroup's products: none (one consumer warpgroup). */
+struct fw_no_turns {
+    __device__ __forceinline__ void take() const {}
+    __device__ __forceinline__ void pass() const {}
+};
+
 /* One staged key tile: S = Q K^T, the online softmax of the warp's two
  * accumulator rows per lane, O += bf16(P) V. FULL: the tile lies wholly
- * before the block's rows (no mask). */
-template <bool FULL>
+ * before the block's rows (no mask). turns.take() before issuing each of
+ * the two products and turns.pass() once issued: where two warpgroups
+ * share the tensor core, each's softmax then runs under the other's
+ * products (flash_fwd_wgmma_ws.cu's ping-pong). */
+template <bool FULL, typename Turns = fw_no_turns>
 static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[32], float m[2], float l[2], uint64_t dq, uint64_t dk,
-                                                   uint64_t dv, const fm_reach &reach, const fm_lane_pos &at, float scale_log2, int T) {
+                                                   uint64_t dv, const fm_reach &reach, const fm_lane_pos &at, float scale_log2, int T,
+                                                   const Turns &turns = Turns()) {
+    turns.take();
     wgmma_fence(); /* s and o were last touched by this thread's registers */
 #pragma unroll
     for (int step = 0; step < FW_HS / 16; step++) /* k 16 step .. 16 step + 15: 32 bytes along a swizzled row */
         wgmma_ss<FW_KEYS, 0, 0>(s, wgmma_desc_advance(dq, 32 * step), wgmma_desc_advance(dk, 32 * step), step > 0);
     wgmma_commit();
+    turns.pass();
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
@@ -77,11 +89,13 @@ static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[32
 #pragma unroll
     for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
     wgmma_fence_operand(o);
+    turns.take();
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < FW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15: 16 rows of V */
         wgmma_rs<FW_HS, 1>(o, a[kk], wgmma_desc_advance(dv, 16 * FW_ROW_BYTES * kk), 1);
     wgmma_commit();
+    turns.pass();
     wgmma_wait<0>();
     wgmma_fence_operand(o);
 }

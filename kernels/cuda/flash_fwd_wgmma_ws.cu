@@ -31,10 +31,11 @@
  * the host launches it only on compute capability 9.0 (ops_cuda.c). Under
  * the emulation (tests/emu) the mbarrier phases, the copies' landing and
  * byte counts, and setmaxnreg's warpgroup uniformity are checked.
- * Not yet FlashAttention-3: the two consumers do not ping-pong (named
- * barriers ordering one's softmax under the other's products), a
- * warpgroup's softmax does not overlap its own next S = Q K^T, and the
- * backward is mma.sync. */
+ * The consumers ping-pong (fw3_turns): they issue their products in turn,
+ * so that one's softmax runs under the other's products.
+ * Not yet FlashAttention-3: a warpgroup's softmax does not overlap its own
+ * next S = Q K^T (intra-warpgroup pipelining), and the backward is
+ * mma.sync. */
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -66,6 +67,27 @@ struct fw3_maps {
 };
 
 #if defined(FW_BODY)
+/* Ping-pong: the consumer warpgroups take turns issuing their products
+ * (named barrier FW3_BAR_TURN + c - 1 is warpgroup c's turn: it syncs
+ * there, 256 threads, the other arrives once its own products are
+ * issued), so that one's softmax runs while the tensor core works on the
+ * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its loop); its
+ * n1 tiles make 2 n1 turns each; warpgroup 2's last tile (beyond
+ * warpgroup 1's rows) has no partner and takes no turn. Turn j:
+ * take() syncs while j < sync_turns, pass() arrives while j < pass_turns. */
+#define FW3_BAR_TURN 1
+struct fw3_turns {
+    int mine, other, sync_turns, pass_turns;
+    mutable int j;
+    __device__ __forceinline__ void take() const {
+        if (j < sync_turns) named_bar_sync(mine, 256);
+    }
+    __device__ __forceinline__ void pass() const {
+        if (j < pass_turns) named_bar_arrive(other, 256);
+        j++;
+    }
+};
+
 static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     fw3_smem m;
     m.q = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
@@ -99,7 +121,7 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int
 /* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
  * 0 .. k_tiles - 1 as they land; then its rows stored. */
 static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
-                                   int k_tiles, float scale_log2, int T) {
+                                   int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
     const uint64_t dq = fw_desc_k_major(sm.q + (c - 1) * FW_TILE_BYTES);
     float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -116,9 +138,9 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out
         const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
         const uint64_t dk = fw_desc_k_major(k), dv = fw_desc_mn_major(k + FW_TILE_BYTES);
         if (k0 + FW_KEYS <= q0w) /* warpgroup-uniform: every row sees every key */
-            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
         else
-            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
         __syncwarp(); /* the warp's products have read the stage (fw_key_tile waited for them) */
         if (lane == 0) mbar_arrive(&sm.empty[st]);
     }
@@ -158,9 +180,11 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     setmaxnreg_inc<FW3_CONSUMER_REGS>();
     const int q0w = q0 + (wg - 1) * FW_KEYS;
     /* warpgroup 1 stops at the tile holding its last row; warpgroup 2 takes every tile */
-    const int my_tiles = wg == 1 ? fl_min(k_tiles, q0w / FW_KEYS + 1) : k_tiles;
-    fw3_consume(sm, wg, out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, scale_log2,
-                T);
+    const int first_tiles = fl_min(k_tiles, q0 / FW_KEYS + 1), my_tiles = wg == 1 ? first_tiles : k_tiles;
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, 2 * first_tiles, 2 * first_tiles - (wg == 2), 0};
+    if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
+    fw3_consume(sm, wg, out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
+                scale_log2, T);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
