@@ -30,12 +30,13 @@ costs its section only):
                      code for that architecture only, the Makefile's shorter build for the GPU at hand),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
   kernels            tests/gpu/run_gpu.sh kernels: every CUDA op against its CPU twin (on compute capability
-                     9.0 the wgmma attention forward and backward too, and against the mma.sync kernels); build/gpu/test_tma:
+                     9.0 the wgmma attention forwards too, wgmma and wgmma_ws, and the wgmma backward, each
+                     against the mma.sync kernels); build/gpu/test_tma:
                      Hopper's bulk tensor copies and mbarriers against the host's reference (sm_90); and
                      build/gpu/hopper_check: Hopper's wgmma against a CPU product (the emulator's answers)
   attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
                      forward and the backward in every block shape built for the head size (the tuned one
-                     first; each checked against it; on compute capability 9.0 the wgmma forward and backward as well),
+                     first; each checked against it; on compute capability 9.0 the wgmma forwards and backward as well),
                      medians of 20 calls by CUDA events; then
                      scripts/attention_reference.py, PyTorch's causal attention at the same shapes; then
                      build/gpu/bench_copy: a 1 GiB device-to-device copy's GB/s (read + write), the measured

@@ -4,8 +4,10 @@
 # dv and dq on it) in the trainer on the emulated device,
 # which reports compute capability 9.0: one head of 64 (head size 64), bf16,
 # 2 steps; the wgmma kernels are launched (the emulation's launch log) and
-# the losses and weights match the mma.sync run; bench_attention
-# times forward and backward as rows of their own (head size 64 only); wgmma is refused,
+# the losses and weights match the mma.sync run; the same for
+# kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu, the warp-specialized
+# forward on TMA, with the same backward); bench_attention times each
+# forward and the backward as rows of their own (head size 64 only); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
@@ -43,6 +45,15 @@ if train mma "$emu_bin" "${hs64[@]}" &&
         ok "trainer_wgmma_backward_in_rounds_same_bits ($out)"
     else not_ok trainer_wgmma_backward_in_rounds_same_bits "${out:-} $(cut -f3 "$tmp/rounds.launches" 2>/dev/null | grep -E 'wgmma|dq' | sort -u | tr '\n' ' ')"; fi
 else not_ok trainer_wgmma_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma.out" | tr '\n' ' ')"; fi
+# kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu: TMA producer warp, two consumer warpgroups)
+if [ -d "$tmp/mma" ] && EMU_LAUNCH_LOG="$tmp/ws.launches" train wgmma_ws "$emu_bin" "${hs64[@]}" --set kernels.attention=wgmma_ws; then
+    if grep -q flash_forward_wgmma_ws_kernel "$tmp/ws.launches" && ! grep -qE 'flash_forward_(mma|wgmma)_kernel' "$tmp/ws.launches" &&
+        grep -q flash_bwd_wgmma_kernel "$tmp/ws.launches"; then
+        ok trainer_wgmma_ws_forward_launched
+    else not_ok trainer_wgmma_ws_forward_launched "the launch log: $(cut -f3 "$tmp/ws.launches" | sort -u | tr '\n' ' ')"; fi
+    if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma_ws" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_ws_matches_mma ($out)"
+    else not_ok trainer_wgmma_ws_matches_mma "$out"; fi
+else not_ok trainer_wgmma_ws_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma_ws.out" | tr '\n' ' ')"; fi
 
 # bench_attention (tests/gpu/bench_attention.c) times the wgmma forward as a row of its own at head
 # size 64, checked against the tuned mma.sync shape; at 96 it says there is none
@@ -50,7 +61,9 @@ bench=build/emu/bench_attention_emu
 "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
-    grep -q '^# 1,1,70,96: no wgmma forward here' "$tmp/bench.out" && tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
+    grep -qP '^1,2,130,64\tforward\twgmma_ws: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -q '^# 1,1,70,96: no wgmma forward here' "$tmp/bench.out" && grep -q '^# 1,1,70,96: no wgmma_ws forward here' "$tmp/bench.out" &&
+    tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
@@ -58,11 +71,12 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[
     ok bench_attention_times_wgmma_backward
 else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 
-# refused NAME PATTERN [--set ...]: the run stops before training, naming kernels.attention and PATTERN
+# [kernel=K] refused NAME PATTERN [--set ...]: the run with kernels.attention = K (wgmma unless given)
+# stops before training, naming kernels.attention and PATTERN
 refused() {
     local name=$1 pattern=$2
     shift 2
-    if ! train "$name" "$@" --set kernels.attention=wgmma && grep -q "kernels.attention" "$tmp/$name.out" &&
+    if ! train "$name" "$@" --set kernels.attention="${kernel:-wgmma}" && grep -q "kernels.attention" "$tmp/$name.out" &&
         grep -q "$pattern" "$tmp/$name.out"; then
         ok "wgmma_refused_$name"
     else not_ok "wgmma_refused_$name" "$(tail -n 2 "$tmp/$name.out" | tr '\n' ' ')"; fi
@@ -71,4 +85,5 @@ refused dropout "without dropout" "$emu_bin" "${hs64[@]}" --set model.dropout=0.
 refused head_size_16 "head size 64 only" "$emu_bin" "${hs64[@]}" --set model.n_head=4
 refused fp32 "bf16 activations only" "$emu_bin" "${hs64[@]}" --set train.precision=fp32
 refused cpu 'needs device = "cuda"' "$emu_bin" --set model.n_head=1 --set train.steps=2
+kernel=wgmma_ws refused ws_head_size_16 "wgmma_ws has head size 64 only" "$emu_bin" "${hs64[@]}" --set model.n_head=4
 exit "$failed"

@@ -63,7 +63,7 @@ static const key_spec SCHEMA[] = {
     {"train.cuda_graph", K_BOOL, OFF(train.cuda_graph), "true", 0, 0, NULL, "on a GPU, capture the training step as one CUDA graph at the second step and replay it from the third (one process, or any layout over parallel.comm=nccl, whose collectives the graph holds; out.op_times off; otherwise each op is launched on its own)"},
     {"train.poison_grads", K_BOOL, OFF(train.poison_grads), "false", 0, 0, NULL, "test: fill every parameter gradient with NaN before each step, so that one the step's first micro-batch does not write (it writes them, the later micro-batches add to them: no zeroing pass) makes the step's gradient norm non-finite; the results are otherwise bitwise those without it (one extra write of the gradients a step)"},
     {"kernels.lt_tune", K_STRING, OFF(kernels.lt_tune), "off", 0, 0, NULL, "on a GPU, which cuBLASLt algorithm each product runs: off (the heuristic's first), time (the fastest of the heuristic's top 8, timed once on the product's first call; a run's choices are written to out.dir/lt_algos.tsv and, when that file is there already, pinned from it), or the path of such a file, whose choices are pinned (bitwise the same run to run; another algorithm may round differently)"},
-    {"kernels.attention", K_ENUM, OFF(kernels.attention), "mma", 0, 0, "mma|wgmma", "on a GPU, the attention kernels: mma (mma.sync, every device) or wgmma (Hopper's warpgroup MMA: compute capability 9.0, bf16, head size 64, no dropout; the forward and the backward's dk and dv, dq stays mma.sync; not yet run on a GPU)"},
+    {"kernels.attention", K_ENUM, OFF(kernels.attention), "mma", 0, 0, "mma|wgmma|wgmma_ws", "on a GPU, the attention kernels: mma (mma.sync, every device), wgmma (Hopper's warpgroup MMA: compute capability 9.0, bf16, head size 64, no dropout; the forward, and the backward with dq summed in a fixed order) or wgmma_ws (the same backward; the forward warp-specialized: a TMA producer warp and two consumer warpgroups on mbarriers); wgmma and wgmma_ws have not yet run on a GPU"},
     {"data.train", K_STRING, OFF(data.train), "assets/data/kjv_train_*.bin", 0, 0, NULL, "glob of training shards, read in sorted order"},
     {"data.val", K_STRING, OFF(data.val), "assets/data/kjv_val_*.bin", 0, 0, NULL, "glob of validation shards (empty: no evaluation)"},
     {"data.shuffle", K_BOOL, OFF(data.shuffle), "false", 0, 0, NULL, "visit training windows in a seeded random order each epoch"},
@@ -467,8 +467,9 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
     if (c->kernels.lt_tune[0] == '\0')
         return tg_fail(e, "%s: kernels.lt_tune must be off, time or the path of a cuBLASLt algorithm record",
                        FROM("kernels.lt_tune"));
-    if (strcmp(c->kernels.attention, "wgmma") == 0 && strcmp(c->device, "cuda") != 0)
-        return tg_fail(e, "%s: kernels.attention = \"wgmma\" needs device = \"cuda\"", FROM("kernels.attention device"));
+    if (strcmp(c->kernels.attention, "mma") != 0 && strcmp(c->device, "cuda") != 0)
+        return tg_fail(e, "%s: kernels.attention = \"%s\" needs device = \"cuda\"", FROM("kernels.attention device"),
+                       c->kernels.attention);
     if (c->out.hellaswag[0] && B < HS_ENDINGS)
         return tg_fail(e, "%s: out.hellaswag needs train.micro_batch (%d) of at least %d: a forward pass holds whole "
                           "examples, one row per ending", FROM("out.hellaswag train.micro_batch"), B, HS_ENDINGS);

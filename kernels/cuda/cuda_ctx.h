@@ -16,7 +16,9 @@ typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
     int shared_optin;             /* most shared memory a block may opt in to, bytes */
-    int attention_wgmma;          /* kernels.attention = wgmma: the forward and the backward's dk, dv on wgmma where they have an instance */
+    int attention_wgmma;          /* kernels.attention: 0 mma, 1 wgmma, 2 wgmma_ws: the forward (1: cp.async, 2: TMA
+                                     pipeline) and, either way, the backward on wgmma where they have an instance
+                                     (CUDA_ATTENTION_*, ops_cuda.c) */
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;

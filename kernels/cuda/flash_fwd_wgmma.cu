@@ -25,30 +25,19 @@
  * other device architectures it is a trap, and the host launches it only on
  * compute capability 9.0 (kernels.attention = wgmma, ops_cuda.c). Under the
  * emulation (tests/emu) it runs on wgmma.cuh's stand-ins.
- * Still missing for FlashAttention-3: TMA loads on mbarriers, a producer
- * warp with setmaxnreg, two consumer warpgroups ping-ponging, overlap of
- * the softmax with the next tile's products, and a wgmma backward. */
-#include "kernels/cuda/flash.cuh"
-#include "kernels/cuda/flash_fwd_mma.cuh"
+ * The per-tile arithmetic (fw_key_tile, fw_store_rows) is in
+ * flash_fwd_wgmma.cuh, shared with the warp-specialized forward on TMA
+ * (flash_fwd_wgmma_ws.cu, kernels.attention = wgmma_ws); this kernel stays
+ * as its reference until that one has run on a GPU. */
+#include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
-#include "kernels/cuda/smem_layout.h"
-#include "kernels/cuda/wgmma.cuh"
 
 namespace {
 
-#define FW_HS 64                      /* head size: one 128-byte swizzle row per key */
 #define FW_ROWS 64                    /* query rows per block: one warpgroup */
-#define FW_KEYS 64                    /* keys per staged tile */
 #define FW_THREADS 128                /* one warpgroup */
-#define FW_ROW_BYTES (FW_HS * 2)      /* bytes per row of a tile (bf16) */
-#define FW_TILE_BYTES (FW_KEYS * FW_ROW_BYTES)
-#define FW_SBO (8 * FW_ROW_BYTES)     /* between 8-row groups (swizzle atoms) */
 /* Q, then two stages of K and V; +1024: the tiles start 1024-aligned (128B swizzle, base offset 0) */
 #define FW_SHARED_BYTES (5 * FW_TILE_BYTES + 1024)
-
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FW_BODY 1 /* the kernel's body: sm_90a, or the emulation (and nvcc's host pass) */
-#endif
 
 #if defined(FW_BODY)
 /* Byte offset in a tile of the 16-byte chunk c (elements 8c .. 8c + 7) of
@@ -79,55 +68,6 @@ static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, s
     }
 }
 
-/* The finished rows of warp w: out = o / sum (bf16) for rows before T, lse
- * = max + log(sum) into lse_rows (the pair's, by row). */
-static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *lse_rows, const float (*o)[4], const float m[2],
-                                     const float l[2], const fm_lane_pos &at, int T) {
-    for (int half = 0; half < 2; half++) {
-        const float sum = fm_row_sum(l[half]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        const int row = at.row[half];
-        if (row >= T) continue;
-        __nv_bfloat16 *r = out + (size_t)row * stride + 2 * at.t;
-#pragma unroll
-        for (int n = 0; n < FW_HS / 8; n++) {
-            r[8 * n] = __float2bfloat16_rn(o[n][2 * half] * inv);
-            r[8 * n + 1] = __float2bfloat16_rn(o[n][2 * half + 1] * inv);
-        }
-        if (at.t == 0) lse_rows[row] = m[half] * 0.69314718f + logf(sum);
-    }
-}
-
-/* One staged key tile: S = Q K^T, the online softmax of the warp's two
- * accumulator rows per lane, O += bf16(P) V. FULL: the tile lies wholly
- * before the block's rows (no mask). */
-template <bool FULL>
-static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[32], float m[2], float l[2], uint64_t dq, uint64_t dk,
-                                                   uint64_t dv, const fm_reach &reach, const fm_lane_pos &at, float scale_log2, int T) {
-    wgmma_fence(); /* s and o were last touched by this thread's registers */
-#pragma unroll
-    for (int step = 0; step < FW_HS / 16; step++) /* k 16 step .. 16 step + 15: 32 bytes along a swizzled row */
-        wgmma_ss<FW_KEYS, 0, 0>(s, wgmma_desc_advance(dq, 32 * step), wgmma_desc_advance(dk, 32 * step), step > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(s);
-    float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
-    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
-    const tg_dropout none{};
-    for (int i = 0; i < 2; i++)
-        fm_softmax_row<FW_HS / 8, FW_KEYS / 8, FULL, false>(sf, of, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
-    uint32_t a[FW_KEYS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
-    wgmma_fence_operand(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15: 16 rows of V */
-        wgmma_rs<FW_HS, 1>(o, a[kk], wgmma_desc_advance(dv, 16 * FW_ROW_BYTES * kk), 1);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operand(o);
-}
-
 #endif
 
 /* One block: query rows [q0, q0 + 64) of pair p0 + fl_grid_pair() (longest
@@ -151,7 +91,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
     fw_stage(kv + FW_TILE_BYTES, src + 2 * C, stride, 0, T, vec);
     async_commit();
 
-    const uint64_t dq = wgmma_desc(qs, 16, FW_SBO, SMEM_SWIZZLE_128B);
+    const uint64_t dq = fw_desc_k_major(qs);
     float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f;
@@ -174,9 +114,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         __syncthreads();
         at.k0 = k0;
         const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
-        const uint64_t dk = wgmma_desc(ks, 16, FW_SBO, SMEM_SWIZZLE_128B);
-        /* V as B MN-major: n (the head's column) along the 128-byte row, k (the key) from row to row */
-        const uint64_t dv = wgmma_desc(ks + FW_TILE_BYTES, FW_KEYS * FW_ROW_BYTES, FW_SBO, SMEM_SWIZZLE_128B);
+        const uint64_t dk = fw_desc_k_major(ks), dv = fw_desc_mn_major(ks + FW_TILE_BYTES);
         if (k0 + FW_KEYS <= q0) /* block-uniform: every row sees every key */
             fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
         else

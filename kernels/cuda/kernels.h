@@ -127,6 +127,13 @@ int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv,
  * atomics: every sum in a fixed order). */
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS, tg_dropout drop);
+/* The same as a warp-specialized pipeline (flash_fwd_wgmma_ws.cu: a TMA
+ * producer warp, two consumer warpgroups, mbarriers; tensor maps made per
+ * call): 1 when run, 0 where it has no instance (as above). A qkv not
+ * 16-byte aligned, which the copy engine cannot read, runs
+ * cuda_attention_forward_wgmma. */
+int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                    tg_dropout drop);
 /* A shape of the tensor-core attention backward: 16-row query tiles per
  * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
 typedef struct cuda_flash_bwd_shape {

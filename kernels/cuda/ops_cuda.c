@@ -362,15 +362,17 @@ int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropo
     cuda_ctx *x = cuda_ctx_of(o);
     x->attention_wgmma = 0;
     if (strcmp(kernel, "mma") == 0) return 0;
-    if (strcmp(kernel, "wgmma") != 0) return tg_fail(e, "attention kernel \"%s\": expected mma or wgmma", kernel);
+    const int ws = strcmp(kernel, "wgmma_ws") == 0;
+    if (!ws && strcmp(kernel, "wgmma") != 0)
+        return tg_fail(e, "attention kernel \"%s\": expected mma, wgmma or wgmma_ws", kernel);
     /* the wgmma kernels are sm_90a machine code: other devices would trap */
     if (x->cc_major != 9 || x->cc_minor != 0)
-        return tg_fail(e, "wgmma needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma)", o->device,
+        return tg_fail(e, "%s needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma)", kernel, o->device,
                        x->cc_major, x->cc_minor);
     if (o->act != TG_BF16)
-        return tg_fail(e, "wgmma runs bf16 activations only; train.precision gives float32 (use mma)");
-    if (hs != 64) return tg_fail(e, "wgmma has head size 64 only; model.n_embd / model.n_head is %d (use mma)", hs);
-    if (dropout > 0.0) return tg_fail(e, "wgmma runs without dropout; model.dropout is %g (use mma)", dropout);
-    x->attention_wgmma = 1;
+        return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma)", kernel);
+    if (hs != 64) return tg_fail(e, "%s has head size 64 only; model.n_embd / model.n_head is %d (use mma)", kernel, hs);
+    if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma)", kernel, dropout);
+    x->attention_wgmma = ws ? 2 : 1;
     return 0;
 }

@@ -136,8 +136,9 @@ static int cmp_double(const void *a, const void *b) {
 
 /* What a timed call runs: the forward or the backward in shape `shape`
  * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
- * wgmma forward or backward. */
+ * wgmma forward or backward, SHAPE_WGMMA_WS: the warp-specialized forward. */
 #define SHAPE_WGMMA (-1)
+#define SHAPE_WGMMA_WS (-2)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -157,6 +158,8 @@ static void run_call(const attn_call *call) {
                                        call->shape);
     else if (call->shape == SHAPE_WGMMA)
         cuda_attention_forward_wgmma(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
+    else if (call->shape == SHAPE_WGMMA_WS)
+        cuda_attention_forward_wgmma_ws(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
     else
         cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape, call->order);
 }
@@ -271,23 +274,36 @@ static void print_row(const attn_case *c, const char *op, const char *shape, int
     fflush(stdout);
 }
 
-/* The wgmma forward (kernels.attention = wgmma; compute capability 9.0,
- * head size 64): a row against the tuned mma.sync shape (within the
- * tolerance: the tensor cores' orders may differ), or a note where it has
- * no instance. Returns the failed checks. */
+/* The wgmma forwards (kernels.attention = wgmma and wgmma_ws; compute
+ * capability 9.0, head size 64): a row each against the tuned mma.sync
+ * shape (within the tolerance: the tensor cores' orders may differ), or a
+ * note where they have no instance. Returns the failed checks. */
 static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                double ceiling) {
-    if (!cuda_attention_forward_wgmma(o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
-        printf("# %d,%d,%d,%d: no wgmma forward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T, c->HS);
-        return 0;
+    static const struct {
+        int shape;
+        const char *name;
+    } rows[] = {
+        {SHAPE_WGMMA, "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages"},
+        {SHAPE_WGMMA_WS, "wgmma_ws: 128 query rows a block (2 consumer warpgroups), 64 keys a tile, TMA 3 stages"},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const attn_call call = {o, c, buf, 0, rows[i].shape, {CUDA_FLASH_PAIRS_FIRST, 0}};
+        o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
+        if (!(rows[i].shape == SHAPE_WGMMA ? cuda_attention_forward_wgmma : cuda_attention_forward_wgmma_ws)(
+                o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
+            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T,
+                   c->HS, (int)strcspn(rows[i].name, ":"), rows[i].name);
+            continue;
+        }
+        const timing t = time_call(&call, opts);
+        char verdict[96];
+        const int ok = check_shape(o, buf->out, buf->tuned_out, buf->n_out, 0, verdict, sizeof verdict);
+        print_row(c, "forward", rows[i].name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 2), ceiling, verdict);
+        failed += !ok;
     }
-    const attn_call call = {o, c, buf, 0, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}};
-    const timing t = time_call(&call, opts);
-    char verdict[96];
-    const int ok = check_shape(o, buf->out, buf->tuned_out, buf->n_out, 0, verdict, sizeof verdict);
-    print_row(c, "forward", "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages", CUDA_FLASH_PAIRS_FIRST, t,
-              attention_tflop(c, 2), ceiling, verdict);
-    return !ok;
+    return failed;
 }
 
 /* The forward in each of its shapes: rows, and the failed checks. */

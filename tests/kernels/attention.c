@@ -363,14 +363,25 @@ void cuda_test_attention_forward_shapes(env *e) {
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
-/* One case of the wgmma forward (flash_fwd_wgmma.cu): against the CPU
+/* A Hopper forward under test: its entry point and its kernels.attention name. */
+typedef struct {
+    const char *name; /* "attention_forward_wgmma" or "attention_forward_wgmma_ws" */
+    const char *kernel;
+    int (*run)(tg_o, void *, float *, const void *, int, int, int, int, tg_dropout);
+} hopper_forward;
+static const hopper_forward reference_wgmma = {"attention_forward_wgmma", "wgmma", cuda_attention_forward_wgmma};
+static const hopper_forward pipelined_wgmma = {"attention_forward_wgmma_ws", "wgmma_ws", cuda_attention_forward_wgmma_ws};
+
+/* One case of a wgmma forward (flash_fwd_wgmma.cu, or flash_fwd_wgmma_ws.cu):
+ * against the CPU
  * (the bf16 tolerance, as the mma.sync forward), and against the mma.sync
  * forward: bit for bit under the emulation (the same 64-key tiles per row,
  * the same softmax code, P rounded the same way, and the emulated wgmma
  * and mma.sync both summing each k16 product in order into float32), within
  * the tolerance on a GPU (the tensor cores' internal orders may differ).
- * Then the same through attention_forward with kernels.attention = wgmma. */
-static void wgmma_case(env *e, int B, int T, int NH, float amp, size_t offset) {
+ * Then the same through attention_forward with kernels.attention = wgmma
+ * (or wgmma_ws). */
+static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, float amp, size_t offset) {
     const int HS = 64;
     const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
     char shape[128], name[256];
@@ -385,16 +396,16 @@ static void wgmma_case(env *e, int B, int T, int NH, float amp, size_t offset) {
     void *mma_out = gpu_bytes(e, out), *mma_lse = gpu_bytes(e, lse);
     poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
     poison(e->gpu, lse.g, n_lse * sizeof(float));
-    const int ran = cuda_attention_forward_wgmma(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0});
+    const int ran = k->run(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0});
     sync_gpu(e);
-    snprintf(name, sizeof name, "attention_forward_wgmma runs %s", shape);
+    snprintf(name, sizeof name, "%s runs %s", k->name, shape);
     check_true(e, ran == 1, name, "");
-    check(e, out, e->tol, "attention_forward_wgmma out %s", shape);
-    check(e, lse, e->tol, "attention_forward_wgmma lse %s", shape);
+    check(e, out, e->tol, "%s out %s", k->name, shape);
+    check(e, lse, e->tol, "%s lse %s", k->name, shape);
     void *got_out = gpu_bytes(e, out), *got_lse = gpu_bytes(e, lse);
     const int same = memcmp(got_out, mma_out, n_out * gpu_elem(e, ACT)) == 0 && memcmp(got_lse, mma_lse, n_lse * sizeof(float)) == 0;
 #ifdef TG_CUDA_EMU
-    snprintf(name, sizeof name, "attention_forward_wgmma, the mma.sync forward's bits (emulation): %s", shape);
+    snprintf(name, sizeof name, "%s, the mma.sync forward's bits (emulation): %s", k->name, shape);
     check_true(e, same, name, "");
 #else
     (void)same;
@@ -408,12 +419,12 @@ static void wgmma_case(env *e, int B, int T, int NH, float amp, size_t offset) {
     }
     char detail[64];
     snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff / fmax(scale, 1e-30), (double)e->tol);
-    snprintf(name, sizeof name, "attention_forward_wgmma out within the tolerance of the mma.sync forward's: %s", shape);
+    snprintf(name, sizeof name, "%s out within the tolerance of the mma.sync forward's: %s", k->name, shape);
     check_true(e, diff <= e->tol * fmax(scale, 1e-30), name, detail);
-    /* kernels.attention = wgmma: attention_forward runs it (the same bits) */
+    /* kernels.attention = wgmma (wgmma_ws): attention_forward runs it (the same bits) */
     tg_err err;
-    snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma forward %s", shape);
-    if (ops_cuda_attention(e->gpu, "wgmma", HS, 0.0, &err) != 0) {
+    snprintf(name, sizeof name, "kernels.attention=%s selects %s %s", k->kernel, k->name, shape);
+    if (ops_cuda_attention(e->gpu, k->kernel, HS, 0.0, &err) != 0) {
         check_true(e, 0, name, err.msg);
     } else {
         poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
@@ -499,8 +510,10 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, float amp) {
  * several query blocks (T = 200: four, the last partial), peaked rows, a
  * misaligned qkv (plain stores instead of cp.async); what it has no
  * instance for is refused (0, nothing run), and ops_cuda_attention refuses
- * wgmma with another head size, dropout or float32, naming what. On a
- * device that is not 9.0 the refusal is the check. */
+ * wgmma with another head size, dropout or float32, naming what. The same
+ * for the warp-specialized forward (kernels.attention = wgmma_ws) at the
+ * shapes its pipeline turns on. On a device that is not 9.0 the refusal is
+ * the check. */
 void cuda_test_attention_wgmma(env *e) {
     NEED(e, attention_forward);
     tg_err err;
@@ -512,17 +525,29 @@ void cuda_test_attention_wgmma(env *e) {
         check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
                    "attention_backward_wgmma refuses float32 activations", "");
         check_true(e, !accepted && strstr(err.msg, "bf16"), "kernels.attention=wgmma refused with float32", err.msg);
+        check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
+                   "attention_forward_wgmma_ws refuses float32 activations", "");
         return;
     }
     if (!accepted) {
         check_true(e, strstr(err.msg, "compute capability 9.0") != NULL, "kernels.attention=wgmma refused off Hopper", err.msg);
         return;
     }
-    wgmma_case(e, 1, 5, 1, 1.0f, 0);
-    wgmma_case(e, 2, 77, 2, 1.0f, 0);
-    wgmma_case(e, 1, 200, 2, 2.0f, 0);
-    wgmma_case(e, 1, 150, 1, 4.0f, 1);
-    wgmma_case(e, 1, 128, 3, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 5, 1, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 2, 77, 2, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 200, 2, 2.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 150, 1, 4.0f, 1);
+    wgmma_case(e, &reference_wgmma, 1, 128, 3, 1.0f, 0);
+    /* the pipeline: blocks of 128 rows whose second warpgroup has some, none
+     * (T = 150, second block) or all of its rows; T = 520: 9 key tiles, so
+     * each of the 3 stages is refilled twice (both parities of its barriers) */
+    wgmma_case(e, &pipelined_wgmma, 1, 5, 1, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 2, 77, 2, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 2, 200, 2, 2.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 4.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 128, 3, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 520, 1, 2.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 1.0f, 1); /* misaligned: the cp.async forward */
     wgmma_backward_case(e, 1, 5, 1, 1.0f);
     wgmma_backward_case(e, 2, 77, 2, 1.0f);
     wgmma_backward_case(e, 1, 200, 2, 2.0f);
@@ -543,6 +568,12 @@ void cuda_test_attention_wgmma(env *e) {
                "kernels.attention=wgmma refused at head size 128", err.msg);
     check_true(e, ops_cuda_attention(e->gpu, "wgmma", 64, 0.1, &err) != 0 && strstr(err.msg, "dropout"),
                "kernels.attention=wgmma refused with dropout", err.msg);
+    check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
+               "attention_forward_wgmma_ws: no instance at HS=128", "");
+    check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
+               "attention_forward_wgmma_ws: no instance with dropout", "");
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma_ws", 128, 0.0, &err) != 0 && strstr(err.msg, "wgmma_ws has head size"),
+               "kernels.attention=wgmma_ws refused at head size 128", err.msg);
     ops_cuda_attention(e->gpu, "mma", 64, 0.0, &err);
 }
 #endif

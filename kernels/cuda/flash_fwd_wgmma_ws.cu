@@ -1,0 +1,227 @@
+/* Fused causal attention, forward, on Hopper (sm_90a) as a warp-specialized
+ * pipeline (FlashAttention-3's shape, issue 36): bf16, head size 64, no
+ * dropout; kernels.attention = wgmma_ws. Outputs as flash_fwd.cu's (out,
+ * and lse = max + log(sum) per row in the [pair][T] layout that
+ * flash_bwd.cu reads).
+ *
+ * One block: 128 query rows of one pair, three warpgroups.
+ *  - Warpgroup 0, the producer: lowers its registers (setmaxnreg), and one
+ *    thread brings Q (two boxes of 64 rows) once, then each tile of 64 keys
+ *    of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
+ *    of FW3_STAGES stages, 128B-swizzled by the copy engine. Stage s is
+ *    gated by full[s] (one arrival with expect_tx of its K and V bytes: the
+ *    phase completes when both boxes landed) and empty[s] (one arrival per
+ *    consumer warp when its products no longer read the stage).
+ *  - Warpgroups 1 and 2, the consumers: raise their registers; warpgroup c
+ *    owns rows q0 + 64 (c - 1) .. + 63, and per key tile does what
+ *    flash_fwd_wgmma.cu's warpgroup does (fw_key_tile: S = Q K^T by
+ *    wgmma_ss, the online softmax with the diagonal tile masked by select,
+ *    O += P V by wgmma_rs). Warpgroup 1's rows end 64 keys before
+ *    warpgroup 2's: it skips the block's last tile, whose empty phase then
+ *    never completes, and nothing waits on it (no load follows the last).
+ * Sizes not a multiple of the tiles: the maps have the tensor's true shape
+ * (tensor_map.h's heads view), so a box reaching past T reads zeros: keys
+ * past T give finite scores that the softmax masks (fm_softmax_row tests
+ * the key against T, and P is 0 there, times V's zero rows), and query
+ * rows past T are computed on zeros and never stored (fw_store_rows).
+ * Each row sees the same 64-key tiles and the same operations as in the
+ * mma.sync forward, so the results are its bits under the emulation.
+ *
+ * Builds: the body needs sm_90a; for other architectures it is a trap and
+ * the host launches it only on compute capability 9.0 (ops_cuda.c). Under
+ * the emulation (tests/emu) the mbarrier phases, the copies' landing and
+ * byte counts, and setmaxnreg's warpgroup uniformity are checked.
+ * The consumers ping-pong (fw3_turns): they issue their products in turn,
+ * so that one's softmax runs under the other's products.
+ * Not yet FlashAttention-3: a warpgroup's softmax does not overlap its own
+ * next S = Q K^T (intra-warpgroup pipelining), and the backward is
+ * mma.sync. */
+#include "kernels/cuda/flash_fwd_wgmma.cuh"
+#include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
+
+namespace {
+
+#define FW3_ROWS 128                 /* query rows per block: two consumer warpgroups of 64 */
+#define FW3_THREADS 384              /* the producer warpgroup, then the two consumers */
+#define FW3_STAGES 3                 /* K and V tiles in flight */
+#define FW3_STAGE_BYTES (2 * FW_TILE_BYTES) /* K, then V */
+#define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
+#define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
+#define FW3_CONSUMER_REGS 240
+/* Q (two tiles), the stages, then the barriers; +1024: tiles 1024-aligned (128B swizzle) */
+#define FW3_TILES_BYTES (2 * FW_TILE_BYTES + FW3_STAGES * FW3_STAGE_BYTES)
+#define FW3_SHARED_BYTES (1024 + FW3_TILES_BYTES + (1 + 2 * FW3_STAGES) * 8)
+
+/* The block's shared memory, carved from the dynamic allocation. */
+struct fw3_smem {
+    unsigned char *q;     /* 2 tiles: consumer c's Q at q + (c - 1) tile */
+    unsigned char *stage; /* stage s: K at stage + s * FW3_STAGE_BYTES, V one tile after */
+    uint64_t *q_full, *full, *empty;
+};
+
+/* The tensor maps of one call, passed by value (__grid_constant__). */
+struct fw3_maps {
+    CUtensorMap q, k, v;
+};
+
+#if defined(FW_BODY)
+/* Ping-pong: the consumer warpgroups take turns issuing their products
+ * (named barrier FW3_BAR_TURN + c - 1 is warpgroup c's turn: it syncs
+ * there, 256 threads, the other arrives once its own products are
+ * issued), so that one's softmax runs while the tensor core works on the
+ * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its loop); its
+ * n1 tiles make 2 n1 turns each; warpgroup 2's last tile (beyond
+ * warpgroup 1's rows) has no partner and takes no turn. Turn j:
+ * take() syncs while j < sync_turns, pass() arrives while j < pass_turns. */
+#define FW3_BAR_TURN 1
+struct fw3_turns {
+    int mine, other, sync_turns, pass_turns;
+    mutable int j;
+    __device__ __forceinline__ void take() const {
+        if (j < sync_turns) named_bar_sync(mine, 256);
+    }
+    __device__ __forceinline__ void pass() const {
+        if (j < pass_turns) named_bar_arrive(other, 256);
+        j++;
+    }
+};
+
+static __device__ fw3_smem fw3_carve(unsigned char *raw) {
+    fw3_smem m;
+    m.q = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    m.stage = m.q + 2 * FW_TILE_BYTES;
+    m.q_full = (uint64_t *)(m.q + FW3_TILES_BYTES);
+    m.full = m.q_full + 1;
+    m.empty = m.full + FW3_STAGES;
+    return m;
+}
+
+/* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
+ * pair (b, h), tile kt into stage kt % FW3_STAGES once its previous
+ * occupant (tile kt - FW3_STAGES) is released. */
+static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int b, int h, int q0, int k_tiles) {
+    tma_prefetch_map(&maps.q);
+    tma_prefetch_map(&maps.k);
+    tma_prefetch_map(&maps.v);
+    mbar_arrive_expect_tx(sm.q_full, 2 * FW_TILE_BYTES);
+    tma_load_4d(sm.q, &maps.q, sm.q_full, 0, h, q0, b);
+    tma_load_4d(sm.q + FW_TILE_BYTES, &maps.q, sm.q_full, 0, h, q0 + FW_KEYS, b);
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int s = kt % FW3_STAGES, round = kt / FW3_STAGES;
+        unsigned char *k = sm.stage + s * FW3_STAGE_BYTES;
+        mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
+        mbar_arrive_expect_tx(&sm.full[s], FW3_STAGE_BYTES);
+        tma_load_4d(k, &maps.k, &sm.full[s], 0, h, kt * FW_KEYS, b);
+        tma_load_4d(k + FW_TILE_BYTES, &maps.v, &sm.full[s], 0, h, kt * FW_KEYS, b);
+    }
+}
+
+/* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
+ * 0 .. k_tiles - 1 as they land; then its rows stored. */
+static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
+                                   int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
+    const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
+    const uint64_t dq = fw_desc_k_major(sm.q + (c - 1) * FW_TILE_BYTES);
+    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f;
+    const int r0 = q0w + 16 * warp;
+    fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
+    mbar_wait(sm.q_full, 0);
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int st = kt % FW3_STAGES, k0 = kt * FW_KEYS;
+        const unsigned char *k = sm.stage + st * FW3_STAGE_BYTES;
+        mbar_wait(&sm.full[st], (kt / FW3_STAGES) & 1);
+        at.k0 = k0;
+        const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
+        const uint64_t dk = fw_desc_k_major(k), dv = fw_desc_mn_major(k + FW_TILE_BYTES);
+        if (k0 + FW_KEYS <= q0w) /* warpgroup-uniform: every row sees every key */
+            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
+        else
+            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
+        __syncwarp(); /* the warp's products have read the stage (fw_key_tile waited for them) */
+        if (lane == 0) mbar_arrive(&sm.empty[st]);
+    }
+    fw_store_rows(out, stride, lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+}
+#endif
+
+/* One block: query rows [q0, q0 + 128) of pair p0 + fl_grid_pair()
+ * (longest first, fl_grid), key tiles up to the block's last row. A
+ * template on the ring's depth (FW3_STAGES), so that launches name it
+ * (the emulation checks their shared memory opt-in by that name). */
+template <int STAGES>
+__global__ void __launch_bounds__(FW3_THREADS, 1)
+    flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int T, int NH,
+                                  float scale_log2) {
+#if defined(FW_BODY)
+    static_assert(STAGES == FW3_STAGES, "the shared memory is carved for FW3_STAGES");
+    extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* FW3_SHARED_BYTES */
+    const fw3_smem sm = fw3_carve(fw3_shared);
+    const int q0 = fl_grid_query_tile() * FW3_ROWS;
+    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * FW_HS, wg = (int)threadIdx.x >> 7;
+    const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW_KEYS - 1) / FW_KEYS;
+    if (threadIdx.x == 0) {
+        mbar_init(sm.q_full, 1);
+        for (int s = 0; s < FW3_STAGES; s++) {
+            mbar_init(&sm.full[s], 1);
+            mbar_init(&sm.empty[s], FW3_CONSUMER_WARPS);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (wg == 0) {
+        setmaxnreg_dec<FW3_PRODUCER_REGS>();
+        if (threadIdx.x == 0) fw3_produce(maps, sm, b, h, q0, k_tiles);
+        return;
+    }
+    setmaxnreg_inc<FW3_CONSUMER_REGS>();
+    const int q0w = q0 + (wg - 1) * FW_KEYS;
+    /* warpgroup 1 stops at the tile holding its last row; warpgroup 2 takes every tile */
+    const int first_tiles = fl_min(k_tiles, q0 / FW_KEYS + 1), my_tiles = wg == 1 ? first_tiles : k_tiles;
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, 2 * first_tiles, 2 * first_tiles - (wg == 2), 0};
+    if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
+    fw3_consume(sm, wg, out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
+                scale_log2, T);
+#else
+    asm volatile("trap;"); /* not sm_90a: the host never launches it here */
+#endif
+}
+
+/* The maps of q, k and v inside qkv [B, T, 3, NH, 64]: boxes of 64 tokens
+ * by the 64 elements of one head, 128B-swizzled. */
+void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T, int NH) {
+    const size_t C = (size_t)NH * FW_HS;
+    const char *names[3] = {"qkv (queries)", "qkv (keys)", "qkv (values)"};
+    CUtensorMap *dst[3] = {&maps->q, &maps->k, &maps->v};
+    for (int i = 0; i < 3; i++) {
+        tg_err e;
+        if (tma_map_heads(dst[i], names[i], qkv + i * C, B, T, NH, FW_HS, 3 * C, FW_KEYS, FW_HS, 128, &e))
+            tg_die("train_gpt", &e);
+    }
+}
+
+} // namespace
+
+int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                    tg_dropout drop) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || HS != FW_HS || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    /* the copy engine reads 16-byte aligned tensors only: the cp.async forward takes the rest */
+    if (!fm_aligned16(qkv)) return cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop);
+    const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
+    fw3_maps maps;
+    fw3_make_maps(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<FW3_STAGES>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW3_SHARED_BYTES));
+    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
+        const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW3_ROWS);
+        flash_forward_wgmma_ws_kernel<FW3_STAGES><<<grid, FW3_THREADS, FW3_SHARED_BYTES, ctx->stream>>>(
+            maps, (__nv_bfloat16 *)out, lse, p0, T, NH, scale_log2);
+        CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
+    }
+    return 1;
+}
