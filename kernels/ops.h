@@ -264,6 +264,16 @@ struct tg_ops {
 
     /* out[N,OC] = inp[N,C] @ w[C,OC] (+ bias if non-NULL). */
     void (*matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+    /* A linear layer and the GELU after it (the MLP's c_fc), where the
+     * backend fuses them; NULL where it does not (the model then calls
+     * matmul_forward into pre and gelu_forward from it):
+     *   pre[N,OC] = inp[N,C] @ w[C,OC] + bias      out[N,OC] = gelu(pre)
+     * CUDA: cuBLASLt's GELU_AUX_BIAS epilogue, which applies its GELU to the
+     * float32 sum before pre is rounded and by its own formula, so out may
+     * differ in the last bits from gelu_forward(pre): a recompute of out
+     * must call this op again, never gelu_forward. Deterministic. */
+    void (*matmul_forward_gelu)(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                                int OC);
     /* dinp = dout @ w^T (skipped if NULL); dw (+)= inp^T @ dout (skipped if
      * NULL); dbias (+)= column sums (if non-NULL), as acc says. The model
      * makes dinp first and the rest in a second call, beside dinp's TP
