@@ -80,20 +80,20 @@ static inline TG_HD void exact_sumsq_pieces(const exact_sumsq *s, float *pieces)
 }
 
 /* The sum that pieces (summed over ranks) stand for, in double: the
- * carries are taken in integers first, so equal sums give equal bits. */
+ * carries are taken in integers first, from the lowest piece up, so that
+ * equal sums give the same bytes and so the same bits. No array is
+ * indexed at run time (a GPU would keep it in local memory). */
 static inline TG_HD double exact_sumsq_value(const float *pieces) {
     if (pieces[EXACT_SUMSQ_BITS / 8] > 0.0f) return NAN;
     if (pieces[EXACT_SUMSQ_BITS / 8 + 1] > 0.0f) return INFINITY;
-    exact_sumsq s = {{0}, 0};
+    double total = 0.0;
+    uint64_t carry = 0;
     for (int i = 0; i < EXACT_SUMSQ_BITS / 8; i++) { /* a piece is an integer below 2^24 */
-        const uint64_t v = (uint64_t)pieces[i];
-        const int word = i / 8, shift = 8 * (i % 8);
-        exact_sumsq_add_word(&s, word, v << shift);
-        if (shift && word + 1 < EXACT_SUMSQ_WORDS) exact_sumsq_add_word(&s, word + 1, v >> (64 - shift));
+        const uint64_t v = (uint64_t)pieces[i] + carry;
+        total += ldexp((double)(v & 0xff), 8 * i - 96);
+        carry = v >> 8;
     }
-    double total = 0.0; /* from the top word down, each rounding fixed by the integer */
-    for (int i = EXACT_SUMSQ_WORDS - 1; i >= 0; i--) total += ldexp((double)s.w[i], 64 * i - 96);
-    return total;
+    return carry ? INFINITY : total; /* a carry out of 256 bits: more than 65536 ranks' worth */
 }
 
 #endif
