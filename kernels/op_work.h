@@ -53,6 +53,9 @@ double op_work_adamw_bytes(tg_o o, const tg_spans *spans);
       (tg_o o, void *dinp, float *dw, float *db, const void *dout, const void *inp, const void *w, const float *mean,     \
        const float *rstd, int N, int C, bool dacc, bool acc),                                                              \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, C, dacc, acc), OP_UNIT_BYTE, op_work_act_bytes(o, 4.0 * N * C))                     \
+    X(matmul_forward_gelu,                                                                                                 \
+      (tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C, int OC),             \
+      (out, pre, inp, w, bias, N, C, OC), OP_UNIT_FLOP, 2.0 * N * C * OC)                                                  \
     X(matmul_forward, (tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC),         \
       (out, inp, w, bias, N, C, OC), OP_UNIT_FLOP, 2.0 * N * C * OC)                                                       \
     X(matmul_backward,                                                                                                     \

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/exact_sumsq.h"
 #include "parallel/comm.h"
 #include "util/dtype.h"
 #include "util/err.h"
@@ -100,7 +101,8 @@ typedef struct tg_step_stats {
     double sumsq;    /* this rank's sum of squares of the gradients it counts */
     double norm;     /* the global gradient norm */
     float loss;      /* the step's mean loss: this rank's share, then summed over DP */
-    float sumsq_f;   /* (float)sumsq, summed over TP (and DP under ZeRO) in place */
+    float sumsq_pieces[EXACT_SUMSQ_PIECES]; /* the same sum, exact (kernels/exact_sumsq.h), summed over TP (and DP
+                                             * under ZeRO) in place: the same bits for any split of the gradients */
     float clip;      /* the factor AdamW applies to the gradients (1: none) */
     int32_t finite;  /* loss and norm finite: AdamW applies the update */
     tg_step_inputs in;
@@ -262,6 +264,16 @@ struct tg_ops {
 
     /* out[N,OC] = inp[N,C] @ w[C,OC] (+ bias if non-NULL). */
     void (*matmul_forward)(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+    /* A linear layer and the GELU after it (the MLP's c_fc), where the
+     * backend fuses them; NULL where it does not (the model then calls
+     * matmul_forward into pre and gelu_forward from it):
+     *   pre[N,OC] = inp[N,C] @ w[C,OC] + bias      out[N,OC] = gelu(pre)
+     * CUDA: cuBLASLt's GELU_AUX_BIAS epilogue, which applies its GELU to the
+     * float32 sum before pre is rounded and by its own formula, so out may
+     * differ in the last bits from gelu_forward(pre): a recompute of out
+     * must call this op again, never gelu_forward. Deterministic. */
+    void (*matmul_forward_gelu)(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                                int OC);
     /* dinp = dout @ w^T (skipped if NULL); dw (+)= inp^T @ dout (skipped if
      * NULL); dbias (+)= column sums (if non-NULL), as acc says. The model
      * makes dinp first and the rest in a second call, beside dinp's TP
@@ -366,10 +378,14 @@ struct tg_ops {
     /* s->loss = (float)(s->loss_acc / n_micro) / divisor; s->loss_acc = 0. */
     void (*loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor);
     /* s->sumsq = the sum over the spans' tensors, in span and tensor order,
-     * of each one's sum of squares of g (in double); s->sumsq_f = (float)
-     * s->sumsq, the operand of the norm's all-reduces. */
+     * of each one's sum of squares of g (in double); s->sumsq_pieces = the
+     * exact sum of the same squares (exact_sumsq_pieces), the operand of the
+     * norm's all-reduces, equal on every backend and for any order. */
     void (*grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
-    /* s->norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq); s->finite =
+    /* s->norm = sqrt(reduced ? exact_sumsq_value(s->sumsq_pieces) : s->sumsq)
+     * (reduced: the sum was split among ranks, whose parts differ with the
+     * layout, e.g. ZeRO's buckets; the exact sum keeps the norm's bits
+     * independent of it); s->finite =
      * s->loss and s->norm are finite; s->clip = max_norm / (norm + 1e-6)
      * rounded to float when max_norm > 0 and that is below 1, else 1
      * (torch.nn.utils.clip_grad_norm_). */

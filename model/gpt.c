@@ -152,10 +152,13 @@ static int block_forward(gpt *g, int l, int B, int T, bool in_forward, tg_err *e
     o->attention_forward(o, atty, act_at(&a->lse, l), qkv, B, T, d->NH_local, d->HS, attention_site(g, l, T));
     if (row_parallel(g, res2, atty, P_ATTPROJ_W, l, in, &ln2, N, C / t, e)) return -1;
 
-    /* The GELU stays our own kernel, not cuBLASLt's bias+GELU epilogue:
-     * selective recompute rebuilds fch_gelu from fch with gelu_forward in
-     * backward, and cuBLASLt's GELU differs from ours in the last bits, so a
-     * fused forward would break the bitwise equality of the recompute modes. */
+    /* The GELU stays our own kernel here, not the backend's
+     * matmul_forward_gelu (cuBLASLt's GELU_AUX_BIAS): its GELU differs from
+     * gelu_forward's in the last bits, so selective recompute would have to
+     * rerun c_fc's product to stay bitwise equal to the other modes (more
+     * than the selective budget at 1.2B), and the committed op tables
+     * (results/gpu) count gelu_forward calls; see commit 5aa416f for the
+     * wiring, bitwise equal across the modes on the emulated device. */
     const col_product c_fc = {gpt_param(g, P_FC_W, l), gpt_param(g, P_FC_B, l), 4 * C / t, false, a->fch.elem};
     if (column_product(g, &c_fc, fch, &ln2, N, e)) return -1;
     o->gelu_forward(o, fch_gelu, fch, (size_t)N * 4 * C / t);
@@ -279,12 +282,13 @@ static int block_backward(gpt *g, int l, int B, int T, tg_err *e) {
     const ln_dest ln1 = ln_reading_resid(g, l), ln2 = ln2_of(g, l);
 
     /* MLP: dres is the gradient of the block's output rows. c_proj's
-     * backward, the GELU's and c_fc's bias gradient come together; nothing
-     * (no TP/SP collective) comes between them: c_fc's rows are this rank's
-     * columns of all N rows, and its bias is split by column as they are. */
-    if (row_parallel_backward(g, P_FCPROJ_W, l, a->dfc.base, act_at(&a->fch_gelu, l), fch, gpt_grad(g, P_FC_B, l), N, 4 * C / t,
-                              e) ||
-        column_parallel_backward(g, P_FC_W, false, l, a->dfc.base, 4 * C / t, &ln2, act_at(&a->res2, l), N, e))
+     * backward and the GELU's come together; c_fc's bias gradient comes
+     * with c_fc's weight gradient, whose product reads the same rows of
+     * dfc (CUDA: the BGRADA epilogue, a float32 sum in bf16 too): c_fc's
+     * rows are this rank's columns of all N rows, and its bias is split by
+     * column as they are. */
+    if (row_parallel_backward(g, P_FCPROJ_W, l, a->dfc.base, act_at(&a->fch_gelu, l), fch, NULL, N, 4 * C / t, e) ||
+        column_parallel_backward(g, P_FC_W, true, l, a->dfc.base, 4 * C / t, &ln2, act_at(&a->res2, l), N, e))
         return -1;
 
     /* Attention */

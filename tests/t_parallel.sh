@@ -129,8 +129,9 @@ check_equiv tp2_sp_dp2_buckets 4 --set parallel.tp=2 --set parallel.sp=true --se
 # embedding backward), and once a step the replicated gradients are summed
 # (wpe T*C, LayerNorms 4C per layer + 2C, row-parallel biases 2C per layer).
 # SP's regather (the default) adds an all-gather per LayerNorm in backward.
-# Once a step: the grad norm (1 float). DP: the gradients (all-reduce, or
-# ZeRO's reduce-scatter + all-gather of the padded buffer), the loss (1 float).
+# Once a step: the grad norm's exact sum (34 floats, kernels/exact_sumsq.h; over DP
+# too under ZeRO). DP: the gradients (all-reduce, or ZeRO's reduce-scatter +
+# all-gather of the padded buffer), the loss (1 float).
 "$py" tests/parallel/bytes_formula.py runs "$tmp" "$L" "$C" "$V" "$T" "$B" "$G" >"$tmp/bytes.out" 2>&1
 cat "$tmp/bytes.out"
 grep -q '^not ok' "$tmp/bytes.out" && failed=1

@@ -135,8 +135,11 @@ static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
     const tg_ops *ops = o->ops;
     tg_step_stats *st = g->stats;
     ops->grad_sumsq(ops, st, g->grads, &o->counted);
-    if (comm_all_reduce(g->tp, &st->sumsq_f, 1, REDUCE_SUM, e)) return -1;
-    if (o->zero && comm_all_reduce(o->dp, &st->sumsq_f, 1, REDUCE_SUM, e)) return -1;
+    /* The exact sum's pieces (kernels/exact_sumsq.h): float sums of small
+     * integers, exact in any order, so the norm does not depend on which
+     * rank holds which gradients (ZeRO's shards follow the buckets). */
+    if (comm_all_reduce(g->tp, st->sumsq_pieces, EXACT_SUMSQ_PIECES, REDUCE_SUM, e)) return -1;
+    if (o->zero && comm_all_reduce(o->dp, st->sumsq_pieces, EXACT_SUMSQ_PIECES, REDUCE_SUM, e)) return -1;
     /* One rank holding every gradient keeps its double sum. */
     ops->grad_clip_factor(ops, st, g->tp->size > 1 || o->zero, max_norm);
     return 0;

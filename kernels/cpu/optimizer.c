@@ -20,18 +20,26 @@ void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float diviso
 }
 
 /* Sum of squares in double over fixed-size chunks added in chunk order:
- * the same result for any thread count. */
-static double sum_squares(const float *x, size_t n) {
+ * the same result for any thread count; and the exact sum added to *exact
+ * (kernels/exact_sumsq.h), the same for any split. */
+static double sum_squares(const float *x, size_t n, exact_sumsq *exact) {
     const size_t chunk = 1 << 14;
     size_t n_chunks = (n + chunk - 1) / chunk;
     double total = 0.0;
 #pragma omp parallel for schedule(static) ordered
     for (size_t c = 0; c < n_chunks; c++) {
         double s = 0.0;
+        exact_sumsq part = {{0}, 0};
         size_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        for (size_t i = c * chunk; i < end; i++) s += (double)x[i] * x[i];
+        for (size_t i = c * chunk; i < end; i++) {
+            s += (double)x[i] * x[i];
+            exact_sumsq_add(&part, x[i]);
+        }
 #pragma omp ordered
-        total += s;
+        {
+            total += s;
+            exact_sumsq_merge(exact, &part);
+        }
     }
     return total;
 }
@@ -39,18 +47,19 @@ static double sum_squares(const float *x, size_t n) {
 void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
     (void)o;
     double total = 0.0;
+    exact_sumsq exact = {{0}, 0};
     for (int i = 0; i < spans->n; i++)
         for (int c = 0; c < spans->span[i].count; c++) {
             size_t at = 0, b, e, moment;
-            while (tg_span_next(&spans->span[i], c, &at, &b, &e, &moment)) total += sum_squares(g + b, e - b);
+            while (tg_span_next(&spans->span[i], c, &at, &b, &e, &moment)) total += sum_squares(g + b, e - b, &exact);
         }
     s->sumsq = total;
-    s->sumsq_f = (float)total;
+    exact_sumsq_pieces(&exact, s->sumsq_pieces);
 }
 
 void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm) {
     (void)o;
-    s->norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq);
+    s->norm = sqrt(reduced ? exact_sumsq_value(s->sumsq_pieces) : s->sumsq);
     s->finite = isfinite(s->loss) && isfinite(s->norm);
     const double coef = max_norm / (s->norm + 1e-6); /* torch: max_norm / (norm + 1e-6), at most 1 */
     s->clip = max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;

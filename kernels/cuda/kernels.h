@@ -9,7 +9,7 @@
  *   residual_ln.cu bias_residual_layernorm (residual.cuh and layernorm.cuh shared with the two above)
  *   step_stats.cu loss_accumulate, loss_finish, grad_sumsq, grad_clip_factor
  *   optimizer.cu  adamw (multi-tensor), cast_params, to_float
- *   matmul.cu     matmul_forward/backward, matmul_backward_dgelu, lmhead_forward/backward (cuBLASLt)
+ *   matmul.cu     matmul_forward(_gelu)/backward, matmul_backward_dgelu, lmhead_forward/backward (cuBLASLt)
  *   lt_plan.cu    the cuBLASLt products under matmul.cu, their plans kept per shape (lt_plan.h)
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared), and its other block shapes for tuning
  *   flash_bwd.cu  attention_backward
@@ -64,6 +64,8 @@ void cuda_cast_params(tg_o o, void *dst, const float *src, size_t n);
 void cuda_to_float(tg_o o, float *dst, const void *src, size_t n);
 
 void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, const void *bias, int N, int C, int OC);
+void cuda_matmul_forward_gelu(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                              int OC);
 void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
                           int C, int OC, bool acc);
 void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,

@@ -53,8 +53,13 @@ namespace {
 
 const char *type_name(int32_t t) { return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_32F ? "fp32" : "?"; }
 
-bool uses_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
-bool uses_aux(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool uses_bias(cublasLtEpilogue_t e) {
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
+           e == CUBLASLT_EPILOGUE_BGRADA;
+}
+bool uses_aux(cublasLtEpilogue_t e) {
+    return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
 
 /* The largest power of two, at most 16, that divides the address: what the
  * heuristic may assume of the pointer. Capped at 16 (the most cuBLASLt's

@@ -11,10 +11,20 @@
 /* What cuBLASLt does to a product before it stores it:
  *   CUBLASLT_EPILOGUE_DEFAULT      nothing
  *   CUBLASLT_EPILOGUE_BIAS         D[i, j] += bias[i]; bias: m entries of D's type, read
+ *   CUBLASLT_EPILOGUE_GELU_AUX_BIAS  x = D[i, j] + bias[i] (BIAS), then aux[i, j] = x and
+ *                                  D[i, j] = gelu(x), gelu the tanh approximation applied
+ *                                  to the float32 x; aux: D's type, laid out as D (ld ldd),
+ *                                  WRITTEN
  *   CUBLASLT_EPILOGUE_DGELU        D = gelu'(aux) * D, gelu the tanh approximation;
  *                                  aux: the GELU's input, D's type, laid out as D (ld ldd)
  *   CUBLASLT_EPILOGUE_DGELU_BGRAD  DGELU, and bias[i] = sum over j of D[i, j]: m entries
- *                                  of D's type, OVERWRITTEN */
+ *                                  of D's type, OVERWRITTEN
+ *   CUBLASLT_EPILOGUE_BGRADA       D as DEFAULT, and bias[i] = sum over the product's k of
+ *                                  op(A)[i, k] (the gradient of a bias added along A's m
+ *                                  rows): m entries of D's type, OVERWRITTEN
+ * bias and aux are addresses handed to cuBLASLt, which writes through them
+ * where the epilogue outputs (BGRAD*, GELU_AUX_BIAS's aux); this code never
+ * writes through them. */
 struct lt_epilogue {
     cublasLtEpilogue_t kind;
     const void *bias;

@@ -14,15 +14,18 @@
  * path matches the CPU); bf16 operands use the tensor cores. Weight
  * gradients are float32, bf16 A/B with float32 C/D, written on a step's
  * first micro-batch (beta = 0) and accumulated on the others (beta = 1):
- * acc, kernels/ops.h. Both run the same plan (beta is not in its key). The bias gradient is cuda_bias_backward's deterministic column sum
+ * acc, kernels/ops.h. Both run the same plan (beta is not in its key). A
+ * bias gradient beside a weight gradient comes from the weight gradient's
+ * product (the BGRADA epilogue, dw_product); alone, or where cuBLASLt
+ * refuses the epilogue, it is cuda_bias_backward's deterministic column sum
  * (residual.cu), as the CPU twin calls cpu_bias_backward.
  *
- * Epilogues: the forward's bias is cuBLASLt's BIAS epilogue. The MLP's
+ * Epilogues: the forward's bias is cuBLASLt's BIAS epilogue, and the MLP's
+ * c_fc adds its GELU too (GELU_AUX_BIAS, cuda_matmul_forward_gelu). The MLP's
  * backward (matmul_backward_dgelu) folds the GELU derivative into the
  * projection's input-gradient product with the DGELU epilogue (aux = the
  * GELU's input), and in fp32 its fc bias gradient too (DGELU_BGRAD). Each
- * falls back to the unfused kernels when cuBLASLt offers no algorithm.
- * The forward's GELU stays our own kernel (see model/gpt.c, block_forward). */
+ * falls back to the unfused kernels when cuBLASLt offers no algorithm. */
 
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
@@ -80,9 +83,28 @@ bool dinp_product(cuda_ctx *ctx, cudaDataType t, void *dinp, const void *dout, c
 /* dw[C, OC] (+)= inp^T [C, N] @ dout [N, OC]. Column-major: dw^T [OC, C] = dout^T [OC, N] @ inp [N, C]:
  *   dout row-major [N, OC] = column-major [OC, N], ld OC:          A, op N   (m = OC, k = N)
  *   inp  row-major [N, C]  = column-major [C, N], ld C; inp [N, C]: B, op T   (n = C)
- *   dw   row-major [C, OC] float32 = column-major [OC, C], ld OC:   D, beta 1 (acc) or 0 */
-void dw_product(cuda_ctx *ctx, cudaDataType t, float *dw, const void *dout, const void *inp, int N, int C, int OC, bool acc) {
-    lt_gemm(ctx, "matmul backward (dw)", false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
+ *   dw   row-major [C, OC] float32 = column-major [OC, C], ld OC:   D, beta 1 (acc) or 0
+ * and, if dbias is not NULL, dbias[OC] (+)= column sums of dout (acc): A's sums over
+ * the product's k (N), one per row of D, which is cuBLASLt's BGRADA epilogue
+ * (BGRADB would sum B = inp). Its output has D's type, float32 here in bf16
+ * too, so no rounding is added; it overwrites, so it goes to the scratch
+ * and is added to dbias, or copied there when acc is false (OC floats read
+ * twice and written once, where the unfused column sum reads all N * OC of
+ * dout). Where cuBLASLt refuses the epilogue, the plain product and
+ * cuda_bias_backward's column sum. */
+void dw_product(tg_o o, cudaDataType t, float *dw, float *dbias, const void *dout, const void *inp, int N, int C, int OC,
+                bool acc) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    const char *what = "matmul backward (dw)";
+    const bool bgrad = dbias && (size_t)OC * sizeof(float) <= ctx->scratch_bytes;
+    const lt_epilogue ep = {bgrad ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_DEFAULT, bgrad ? ctx->scratch : NULL, NULL};
+    if (lt_product(ctx, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f, ep)) {
+        if (bgrad) accumulate(o, dbias, (const float *)ctx->scratch, OC, acc);
+        else if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
+        return;
+    }
+    lt_gemm(ctx, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
+    if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
 }
 
 } // namespace
@@ -103,6 +125,27 @@ void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, cons
     lt_gemm(ctx, "matmul forward (onto the bias)", false, false, OC, N, C, w, OC, inp, C, t, out, OC, t, 1.0f);
 }
 
+void cuda_matmul_forward_gelu(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
+                              int OC) {
+    if (N <= 0 || OC <= 0) return;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    /* cuda_matmul_forward's product (out^T [OC, N] = w^T @ inp^T, the bias
+     * along D's OC rows) with the GELU_AUX_BIAS epilogue: D = out = gelu(x)
+     * and the aux output pre = x, x the product plus the bias, pre laid out
+     * as out (column-major [OC, N], ld OC; cuBLASLt wants that ld divisible
+     * by 8). It saves gelu_forward's read of pre and write of out. The
+     * GELU is cuBLASLt's tanh form on the float32 x: the bits may differ
+     * from gelu_forward(pre) (ops.h). */
+    const lt_epilogue ep = {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, pre};
+    if (bias && OC % 8 == 0 &&
+        lt_product(ctx, "matmul forward (GELU)", false, false, OC, N, C, w, OC, inp, C, act_type(o), out, OC, act_type(o), 0.0f,
+                   ep))
+        return;
+    /* no algorithm with the epilogue: the two ops it stands for */
+    cuda_matmul_forward(o, pre, inp, w, bias, N, C, OC);
+    cuda_gelu_forward(o, out, pre, (size_t)N * OC);
+}
+
 void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w, int N,
                           int C, int OC, bool acc) {
     cuda_ctx *ctx = cuda_ctx_of(o);
@@ -113,8 +156,8 @@ void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const voi
     }
     const cudaDataType t = act_type(o);
     if (dinp) dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
-    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC, acc);
-    if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
+    if (dw) dw_product(o, t, dw, dbias, dout, inp, N, C, OC, acc); /* with the bias gradient, where cuBLASLt fuses it */
+    else if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
 }
 
 void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
@@ -146,7 +189,7 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
     }
     if (fused && bgrad) accumulate(o, dpre_bias, (const float *)ctx->scratch, C, acc);
     else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C, acc);
-    if (dw) dw_product(ctx, t, dw, dout, inp, N, C, OC, acc);
+    if (dw) dw_product(o, t, dw, NULL, dout, inp, N, C, OC, acc);
 }
 
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {

@@ -248,6 +248,7 @@ static const tg_ops CUDA_TABLE = {
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
     .matmul_forward = cuda_matmul_forward,
+    .matmul_forward_gelu = cuda_matmul_forward_gelu,
     .matmul_backward = cuda_matmul_backward,
     .matmul_backward_dgelu = cuda_matmul_backward_dgelu,
     .lmhead_forward = cuda_lmhead_forward,

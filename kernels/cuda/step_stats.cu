@@ -4,7 +4,8 @@
  * factor and finiteness, which AdamW reads on the device. Nothing here
  * waits on the host: the trainer reads the scalars once, at the step's end.
  * Every sum runs in a fixed order (per block, then the blocks in order), so
- * results repeat run to run; the scalar kernels use correctly rounded
+ * results repeat run to run, and the exact sum of squares that ranks add
+ * (kernels/exact_sumsq.h) is the same in any order; the scalar kernels use correctly rounded
  * double operations, as kernels/cpu/optimizer.c does. */
 #include <math.h>
 
@@ -34,26 +35,49 @@ __global__ void loss_finish_kernel(tg_step_stats *s, int n_micro, float divisor)
     s->loss_acc = 0.0;
 }
 
-/* partial[span * gridDim.x + block] = the block's slice's sum of squares. */
-__global__ void sumsq_partials_kernel(double *partial, const float *g, tg_spans spans) {
+/* Block tree sum of exact sums (kernels/exact_sumsq.h): integer adds, so
+ * the tree's shape does not matter. Ends with every thread past it. */
+__device__ void exact_tree_sum(exact_sumsq *vals) {
+    __syncthreads();
+    for (int half = STATS_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) exact_sumsq_merge(&vals[threadIdx.x], &vals[threadIdx.x + half]);
+        __syncthreads();
+    }
+}
+
+/* partial[span * gridDim.x + block] = the block's slice's sum of squares,
+ * and exact[the same] its exact sum. */
+__global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const float *g, tg_spans spans) {
     __shared__ double vals[STATS_THREADS];
+    __shared__ exact_sumsq exact_vals[STATS_THREADS];
     const tg_span &sp = spans.span[blockIdx.y];
     size_t first, last;
     span_slice(sp, &first, &last);
     double acc = 0.0;
+    exact_sumsq mine = {{0}, 0};
     /* 4 loads in flight, where the PTX had 1 (half the bandwidth on the H200) */
     span_for_each<4>(sp, first, last, [&](size_t off, size_t) {
-        const double v = (double)g[off];
+        const float x = g[off];
+        const double v = (double)x;
         acc += v * v;
+        exact_sumsq_add(&mine, x);
     });
     vals[threadIdx.x] = acc;
+    exact_vals[threadIdx.x] = mine;
     tg_reduce::block_tree_sum<STATS_THREADS>(vals);
-    if (threadIdx.x == 0) partial[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = vals[0];
+    exact_tree_sum(exact_vals);
+    if (threadIdx.x == 0) {
+        partial[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = vals[0];
+        exact[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = exact_vals[0];
+    }
 }
 
-/* One block: the partials of each span summed, the spans added in order. */
-__global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, int n_spans, int per_span) {
+/* One block: the partials of each span summed, the spans added in order;
+ * the exact partials summed in any order. */
+__global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, const exact_sumsq *exact, int n_spans,
+                                    int per_span) {
     __shared__ double vals[STATS_THREADS];
+    __shared__ exact_sumsq exact_vals[STATS_THREADS];
     double total = 0.0; /* thread 0's */
     for (int k = 0; k < n_spans; k++) {
         double acc = 0.0;
@@ -67,14 +91,18 @@ __global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, int
         tg_reduce::block_tree_sum<STATS_THREADS>(vals);
         if (threadIdx.x == 0) total += vals[0];
     }
+    exact_sumsq mine = {{0}, 0};
+    for (int i = threadIdx.x; i < n_spans * per_span; i += STATS_THREADS) exact_sumsq_merge(&mine, &exact[i]);
+    exact_vals[threadIdx.x] = mine;
+    exact_tree_sum(exact_vals);
     if (threadIdx.x == 0) {
         s->sumsq = total;
-        s->sumsq_f = (float)total;
+        exact_sumsq_pieces(&exact_vals[0], s->sumsq_pieces);
     }
 }
 
 __global__ void clip_factor_kernel(tg_step_stats *s, int reduced, double max_norm) {
-    const double norm = sqrt(reduced ? (double)s->sumsq_f : s->sumsq);
+    const double norm = sqrt(reduced ? exact_sumsq_value(s->sumsq_pieces) : s->sumsq);
     s->norm = norm;
     s->finite = isfinite(s->loss) && isfinite(norm);
     const double coef = __ddiv_rn(max_norm, __dadd_rn(norm, 1e-6)); /* torch's clip_grad_norm_ */
@@ -97,12 +125,16 @@ void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
 void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     const unsigned blocks = span_blocks(spans, SUMSQ_MIN_SLICE, SUMSQ_MAX_BLOCKS);
-    double *partial = (double *)ctx->scratch; /* TG_MAX_SPANS * SUMSQ_MAX_BLOCKS doubles */
+    /* a double and an exact sum per span and block (TG_MAX_SPANS * SUMSQ_MAX_BLOCKS at most) */
+    double *partial = (double *)ctx->scratch;
+    exact_sumsq *exact = (exact_sumsq *)(partial + (size_t)spans->n * blocks);
+    static_assert((sizeof(double) + sizeof(exact_sumsq)) * TG_MAX_SPANS * SUMSQ_MAX_BLOCKS <= CUDA_SCRATCH_BYTES,
+                  "grad_sumsq's partials fit the scratch");
     if (spans->n > 0) {
-        sumsq_partials_kernel<<<dim3(blocks, (unsigned)spans->n), STATS_THREADS, 0, ctx->stream>>>(partial, g, *spans);
+        sumsq_partials_kernel<<<dim3(blocks, (unsigned)spans->n), STATS_THREADS, 0, ctx->stream>>>(partial, exact, g, *spans);
         CUDA_LAUNCHED("sumsq_partials_kernel");
     }
-    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, spans->n, (int)blocks);
+    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, exact, spans->n, (int)blocks);
     CUDA_LAUNCHED("sumsq_finish_kernel");
 }
 

@@ -1248,14 +1248,40 @@ float dgelu(float x) {
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * c * x * x);
 }
 
+/* The GELU, tanh approximation, as cublasLt.h's note on the GELU
+ * epilogues writes it: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+float gelu_tanh(float x) {
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    return 0.5f * x * (1.0f + tanhf(k * (x + c * x * x * x)));
+}
+
+/* Which sums a bias-gradient epilogue writes (cublasLt.h). */
+enum bgrad_kind {
+    BGRAD_NONE,
+    BGRAD_OF_D, /* DGELU_BGRAD: row i's sum of the stored values (m entries) */
+    BGRAD_OF_A  /* BGRADA: row i of op(A) summed over k (m entries) */
+};
+
 /* What a cuBLASLt epilogue does to the product before it is stored. */
 struct gemm_epilogue {
-    const void *bias;     /* BIAS: bias[i] added to row i, type bias_t */
+    const void *bias;     /* BIAS, GELU_AUX_BIAS: bias[i] added to row i, type bias_t */
     const void *aux;      /* DGELU: the value times dgelu(aux[i, j]); aux has D's type, ld aux_ld */
+    void *gelu_in;        /* GELU_AUX_BIAS: the GELU's input stored here (D's type, ld aux_ld), gelu of it in D */
     long long aux_ld;
-    void *bgrad;          /* BGRAD: row i's sum of the stored values, type bias_t (overwritten) */
+    void *bgrad;          /* BGRAD*: the sums of bgrad_of, type bias_t (overwritten) */
+    bgrad_kind bgrad_of;
     cudaDataType bias_t;
 };
+
+/* The bias gradient of BGRADA: the sums of op(A)'s rows over k (rows:
+ * [count][k]), in float, k in order. */
+void operand_sums(const std::vector<float> &rows, int count, int k, void *out, cudaDataType t) {
+    for (int i = 0; i < count; i++) {
+        float s = 0.0f;
+        for (int p = 0; p < k; p++) s += rows[(size_t)i * k + p];
+        store(out, t, (size_t)i, s);
+    }
+}
 
 /* D = epilogue(alpha op(A) op(B) + beta C), one batch entry; float32
  * products accumulated in float32 (8 interleaved partial sums, then
@@ -1270,7 +1296,7 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
     for (int j = 0; j < n; j++)
         for (int p = 0; p < k; p++) bm[(size_t)j * k + p] = load(B, bt, tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
     static int acc_double = getenv("EMU_GEMM_DOUBLE") && atoi(getenv("EMU_GEMM_DOUBLE")) > 0;
-    std::vector<float> sums(ep.bgrad ? (size_t)m * n : 0); /* the values the bias gradient adds, [j][i] */
+    std::vector<float> sums(ep.bgrad_of == BGRAD_OF_D ? (size_t)m * n : 0); /* the values the bias gradient adds, [j][i] */
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < n; j++) {
         const float *bj = &bm[(size_t)j * k];
@@ -1293,15 +1319,20 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
             if (beta != 0.0f) v += beta * load(C, ct, (size_t)i + (size_t)j * ldc);
             if (ep.bias) v += load(ep.bias, ep.bias_t, (size_t)i);
             if (ep.aux) v *= dgelu(load(ep.aux, dt, (size_t)i + (size_t)j * ep.aux_ld));
-            if (ep.bgrad) sums[(size_t)j * m + i] = v;
+            if (ep.gelu_in) {
+                store(ep.gelu_in, dt, (size_t)i + (size_t)j * ep.aux_ld, v);
+                v = gelu_tanh(v);
+            }
+            if (ep.bgrad_of == BGRAD_OF_D) sums[(size_t)j * m + i] = v;
             store(D, dt, (size_t)i + (size_t)j * ldd, v);
         }
     }
-    for (int i = 0; ep.bgrad && i < m; i++) {
+    for (int i = 0; ep.bgrad_of == BGRAD_OF_D && i < m; i++) {
         float s = 0.0f;
         for (int j = 0; j < n; j++) s += sums[(size_t)j * m + i];
         store(ep.bgrad, ep.bias_t, (size_t)i, s);
     }
+    if (ep.bgrad_of == BGRAD_OF_A) operand_sums(a, m, k, ep.bgrad, ep.bias_t);
 }
 
 bool type_ok(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF; }
@@ -1348,10 +1379,18 @@ bool take(const void *buf, size_t bytes, V *out, const char *what) {
 
 bool epilogue_emulated(uint32_t e) {
     return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
-           e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+           e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
-bool uses_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
-bool uses_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+/* The bias is read (BIAS, GELU_AUX_BIAS) or a bias gradient written (the BGRAD ones). */
+bool adds_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bgrad_kind bgrad_of(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_DGELU_BGRAD ? BGRAD_OF_D : e == CUBLASLT_EPILOGUE_BGRADA ? BGRAD_OF_A : BGRAD_NONE;
+}
+bool uses_bias(uint32_t e) { return adds_bias(e) || bgrad_of(e) != BGRAD_NONE; }
+/* aux: read (DGELU*), or written (GELU_AUX_BIAS: the GELU's input). */
+bool uses_aux(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
 
 /* The alignment the heuristic takes from an epilogue pointer's value (it
  * has no preference attribute for them; cuBLAS's guide: routines that do
@@ -1399,9 +1438,9 @@ bool lt_validate(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatr
         ok = false;
     }
     const int32_t bt = op->bias_type == -1 ? (int32_t)d->type : op->bias_type;
-    if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    if (adds_bias(op->epilogue)) {
         if (!op->bias) {
-            emu_error("%s: BIAS epilogue without a bias pointer", who);
+            emu_error("%s: epilogue %u without a bias pointer", who, op->epilogue);
             ok = false;
         }
         if (!type_ok((cudaDataType)bt) || (d->type == CUDA_R_32F && bt != CUDA_R_32F)) {
@@ -1409,10 +1448,10 @@ bool lt_validate(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatr
             ok = false;
         }
     }
-    if (op->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
+    if (bgrad_of(op->epilogue) != BGRAD_NONE) {
         /* cublasLt.h: "Bias gradient vector elements are the same type as the output elements" */
         if (!op->bias) {
-            emu_error("%s: DGELU_BGRAD epilogue without a bias (gradient) pointer", who);
+            emu_error("%s: bias-gradient epilogue %u without a bias (gradient) pointer", who, op->epilogue);
             ok = false;
         }
         if (bt != (int32_t)d->type) {
@@ -1423,7 +1462,7 @@ bool lt_validate(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatr
     if (uses_aux(op->epilogue)) {
         /* cublasLt.h, EPILOGUE_AUX_LD: "Must be divisible by 8 and be no less than the number of rows in the output" */
         if (!op->aux) {
-            emu_error("%s: DGELU epilogue without an aux pointer (the GELU's input)", who);
+            emu_error("%s: GELU epilogue %u without an aux pointer (the GELU's input)", who, op->epilogue);
             ok = false;
         }
         if (op->aux_ld % 8 != 0 || op->aux_ld < (int64_t)d->rows) {
@@ -1655,21 +1694,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                  d_bytes = span(Ddesc->rows, Ddesc->cols, Ddesc->ld) * elem_bytes(Ddesc->type);
     gemm_epilogue ep = {};
     ep.bias_t = op->bias_type == -1 ? Ddesc->type : (cudaDataType)op->bias_type;
-    if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) ep.bias = op->bias;
-    if (op->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) ep.bgrad = (void *)op->bias;
-    if (uses_aux(op->epilogue)) ep.aux = op->aux, ep.aux_ld = op->aux_ld;
+    if (adds_bias(op->epilogue)) ep.bias = op->bias;
+    ep.bgrad_of = bgrad_of(op->epilogue);
+    if (ep.bgrad_of != BGRAD_NONE) ep.bgrad = (void *)op->bias;
+    if (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) ep.gelu_in = (void *)op->aux, ep.aux_ld = op->aux_ld;
+    else if (uses_aux(op->epilogue)) ep.aux = op->aux, ep.aux_ld = op->aux_ld;
+    /* every emulated bias (gradient) runs along D's m rows (BGRADB's would run along its n columns) */
     const size_t bias_bytes = (size_t)m * elem_bytes(ep.bias_t),
-                 aux_bytes = ep.aux ? span(m, n, ep.aux_ld) * elem_bytes(Ddesc->type) : 0;
+                 aux_bytes = uses_aux(op->epilogue) ? span(m, n, op->aux_ld) * elem_bytes(Ddesc->type) : 0;
     bool ok = emu_check_device_range(A, a_bytes, "cublasLtMatmul A") && emu_check_device_range(B, b_bytes, "cublasLtMatmul B") &&
               emu_check_device_range(D, d_bytes, "cublasLtMatmul D");
     if (be != 0.0f) ok = ok && emu_check_device_range(C, c_bytes, "cublasLtMatmul C");
     if (uses_bias(op->epilogue)) ok = ok && emu_check_device_range(op->bias, bias_bytes, "cublasLtMatmul bias");
-    if (ep.aux) ok = ok && emu_check_device_range(ep.aux, aux_bytes, "cublasLtMatmul aux");
+    if (uses_aux(op->epilogue)) ok = ok && emu_check_device_range(op->aux, aux_bytes, "cublasLtMatmul aux");
     if (!ok) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (overlaps(D, d_bytes, A, a_bytes) || overlaps(D, d_bytes, B, b_bytes))
         emu_error("cublasLtMatmul: D overlaps A or B");
     if (C != D && be != 0.0f && overlaps(D, d_bytes, C, c_bytes)) emu_error("cublasLtMatmul: D partially overlaps C");
     if (overlaps(D, d_bytes, ep.aux, aux_bytes)) emu_error("cublasLtMatmul: D overlaps the epilogue's aux input");
+    if (ep.gelu_in && (overlaps(ep.gelu_in, aux_bytes, D, d_bytes) || overlaps(ep.gelu_in, aux_bytes, A, a_bytes) ||
+                       overlaps(ep.gelu_in, aux_bytes, B, b_bytes) || overlaps(ep.gelu_in, aux_bytes, ep.bias, bias_bytes) ||
+                       (be != 0.0f && overlaps(ep.gelu_in, aux_bytes, C, c_bytes))))
+        emu_error("cublasLtMatmul: the epilogue's aux output (the GELU's input) overlaps an operand");
     if (ep.bgrad && (overlaps(ep.bgrad, bias_bytes, D, d_bytes) || overlaps(ep.bgrad, bias_bytes, ep.aux, aux_bytes) ||
                      overlaps(ep.bgrad, bias_bytes, A, a_bytes) || overlaps(ep.bgrad, bias_bytes, B, b_bytes)))
         emu_error("cublasLtMatmul: the bias gradient overlaps an operand");

@@ -41,7 +41,11 @@
  *                                     in packs, held in registers (4 and 8 a lane) or looped over,
  *                                     over 48 KiB of shared memory, and over its shared memory in
  *                                     three kernels)
- *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL)
+ *   [x] matmul_forward/backward       cuda_test_matmul (bias and NULL; dinp NULL, dbias NULL, dw NULL; with dw:
+ *                                     the bias gradient from the BGRADA epilogue)
+ *   [x] matmul_forward_gelu           cuda_test_matmul_gelu (GPU only: against the CPU's matmul_forward then
+ *                                     gelu_forward, and the GPU's; OC divisible by 8: the GELU_AUX_BIAS
+ *                                     epilogue, odd OC: the fallback; a second call bitwise the first)
  *   [x] matmul_backward_dgelu         cuda_test_matmul_dgelu (dpre_bias and NULL; C divisible by 8: the DGELU
  *                                     epilogue, DGELU_BGRAD in fp32; odd C: the unfused fallback;
  *                                     under the emulation also which epilogue ran)
@@ -93,14 +97,6 @@
 
 static void run_large(env *e);
 
-/* Whether the backend's kernel scratch holds `bytes`: its 64 MiB always,
- * except under the emulation's EMU_SCRATCH_BYTES (a run that shrinks it to
- * split the chunked kernels finely). */
-static int scratch_holds(size_t bytes) {
-    const char *shrunk = getenv("EMU_SCRATCH_BYTES");
-    return !(shrunk && *shrunk) || bytes <= (size_t)strtoull(shrunk, NULL, 0);
-}
-
 static void run_all(env *e) {
     /* sizes that are multiples of no tile: B*T = 39 rows, C = 72, 3 heads of 24 */
     const int B = 3, T = 13, N = B * T, C = 72, NH = 3, HS = C / NH;
@@ -135,6 +131,8 @@ static void run_all(env *e) {
     cuda_test_matmul_dgelu(e, N, 4 * C, C); /* the MLP's shapes */
     cuda_test_matmul_dgelu(e, 13, 40, 29);  /* odd N and OC, the epilogue */
     cuda_test_matmul_dgelu(e, 13, 29, 41);  /* odd C: the fallback */
+    cuda_test_matmul_gelu(e, N, C, 4 * C);  /* the MLP's c_fc: the GELU_AUX_BIAS epilogue */
+    cuda_test_matmul_gelu(e, 13, 40, 29);   /* odd OC: the fallback */
     cuda_test_lmhead(e, N, C, 1000);
     cuda_test_attention(e, B, T, NH, HS, none);
     cuda_test_attention(e, B, T, NH, HS, heads);
@@ -201,6 +199,7 @@ static void run_large(env *e) {
     cuda_test_matmul(e, 1024, 768, 3 * 768);
     cuda_test_matmul(e, 1024, 4 * 768, 768);
     cuda_test_matmul_dgelu(e, 1024, 4 * 768, 768);
+    cuda_test_matmul_gelu(e, 1024, 768, 4 * 768);
     cuda_test_lmhead(e, 1024, 768, 5000);
     /* a long sequence (16 key tiles of 64) on 2 x 2 heads, where 2 x 12
      * made these 4 checks about half of the emulated run's time */

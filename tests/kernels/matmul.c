@@ -178,11 +178,51 @@ void kcheck_lmhead(tally *t) {
 #define LT_EPILOGUE_DGELU 192u       /* CUBLASLT_EPILOGUE_DGELU */
 #define LT_EPILOGUE_DGELU_BGRAD 208u /* CUBLASLT_EPILOGUE_DGELU_BGRAD */
 #endif
+/* epilogue_calls' kinds, in the GPU build too (where it answers 0) */
+#define LT_EPILOGUE_BGRADA 256u        /* CUBLASLT_EPILOGUE_BGRADA */
+#define LT_EPILOGUE_GELU_AUX_BIAS 164u /* CUBLASLT_EPILOGUE_GELU_AUX_BIAS */
+
+/* Under the emulation: whether cuBLASLt ran epilogue `kind` `want` times
+ * since the count `before` (a fused path or its fallback); else nothing. */
+static void expect_epilogue_calls(env *e, unsigned kind, long before, long want, const char *name) {
+#ifdef TG_CUDA_EMU
+    const long ran = emu_lt_matmul_calls(kind) - before;
+    char detail[96];
+    snprintf(detail, sizeof detail, "(cuBLASLt ran epilogue %u %ld times; expected %ld)", kind, ran, want);
+    check_true(e, ran == want, name, detail);
+#else
+    (void)e, (void)kind, (void)before, (void)want, (void)name;
+#endif
+}
+
+/* emu_lt_matmul_calls(kind) under the emulation, else 0. */
+static long epilogue_calls(unsigned kind) {
+#ifdef TG_CUDA_EMU
+    return emu_lt_matmul_calls(kind);
+#else
+    (void)kind;
+    return 0;
+#endif
+}
+
+/* Whether cuBLASLt offers epilogues here: under the emulation, unless told
+ * to refuse them (EMU_LT_NO_EPILOGUE). */
+static int epilogues_offered(void) {
+#ifdef TG_CUDA_EMU
+    return !emu_lt_epilogues_refused();
+#else
+    return 1;
+#endif
+}
 
 /* matmul_forward and matmul_backward against the CPU. With a bias the
  * forward takes cuBLASLt's BIAS epilogue, or, where the heuristic has no
- * algorithm for it, writes the bias into every row and adds the product;
- * under the emulation the test also checks which ran. */
+ * algorithm for it, writes the bias into every row and adds the product.
+ * The backward's bias gradient comes from the weight gradient's product
+ * (BGRADA) when both are asked for, else from the column-sum kernel. dw
+ * and dbias start from the same random values on both sides, so a bias
+ * gradient written where it should be added fails. Under the emulation
+ * the test also checks which path ran. */
 void cuda_test_matmul(env *e, int N, int C, int OC) {
     NEED(e, matmul_forward);
     NEED(e, matmul_backward);
@@ -208,18 +248,23 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
         tw_free(e, out);
     }
     twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1);
-    for (int which = 0; which < 3; which++) { /* everything, dbias NULL, dinp NULL */
-        const int use_dinp = which != 2, use_dbias = which != 1;
+    for (int which = 0; which < 4; which++) { /* everything, dbias NULL, dinp NULL, dw NULL */
+        const int use_dinp = which != 2, use_dbias = which != 1, use_dw = which != 3;
         twin dinp = tw_out(e, ACT, (size_t)N * C);
         twin dw = tw_rand(e, F32, (size_t)C * OC, -1, 1), dbias = tw_rand(e, F32, OC, -1, 1); /* accumulate */
-        e->cpu->matmul_backward(e->cpu, use_dinp ? dinp.c : NULL, dw.c, use_dbias ? dbias.c : NULL, dout.c, inp.c, w.c, N, C, OC,
-                                true);
-        e->gpu->matmul_backward(e->gpu, use_dinp ? dinp.g : NULL, dw.g, use_dbias ? dbias.g : NULL, dout.g, inp.g, w.g, N, C, OC,
-                                true);
-        const char *tag = which == 0 ? "" : which == 1 ? "_dbias_null" : "_dinp_null";
+        e->cpu->matmul_backward(e->cpu, use_dinp ? dinp.c : NULL, use_dw ? dw.c : NULL, use_dbias ? dbias.c : NULL, dout.c, inp.c,
+                                w.c, N, C, OC, true);
+        const long bgrada0 = epilogue_calls(LT_EPILOGUE_BGRADA);
+        e->gpu->matmul_backward(e->gpu, use_dinp ? dinp.g : NULL, use_dw ? dw.g : NULL, use_dbias ? dbias.g : NULL, dout.g, inp.g,
+                                w.g, N, C, OC, true);
+        const char *tag = which == 0 ? "" : which == 1 ? "_dbias_null" : which == 2 ? "_dinp_null" : "_dw_null";
         if (use_dinp) check(e, dinp, e->tol, "matmul_backward%s dinp N=%d C=%d OC=%d", tag, N, C, OC);
-        check(e, dw, e->tol, "matmul_backward%s dw N=%d C=%d OC=%d", tag, N, C, OC);
+        if (use_dw) check(e, dw, e->tol, "matmul_backward%s dw N=%d C=%d OC=%d", tag, N, C, OC);
         if (use_dbias) check(e, dbias, e->tol, "matmul_backward%s dbias N=%d C=%d OC=%d", tag, N, C, OC);
+        char name[96];
+        snprintf(name, sizeof name, "matmul_backward%s_bgrada_epilogue N=%d C=%d OC=%d", tag, N, C, OC);
+        expect_epilogue_calls(e, LT_EPILOGUE_BGRADA, bgrada0,
+                              use_dw && use_dbias && epilogues_offered() && scratch_holds((size_t)OC * sizeof(float)), name);
         tw_free(e, dinp);
         tw_free(e, dw);
         tw_free(e, dbias);
@@ -228,6 +273,81 @@ void cuda_test_matmul(env *e, int N, int C, int OC) {
     tw_free(e, inp);
     tw_free(e, w);
     tw_free(e, bias);
+}
+
+/* The GELU's output from matmul_forward_gelu: in fp32 with the epilogue
+ * (OC divisible by 8) 5e-5, as the DGELU epilogue's dpre below (cuBLASLt's
+ * own float32 GELU on the unrounded sum), else the usual tolerance. */
+static double gelu_epilogue_tol(const env *e, int OC) {
+    return e->act == TG_F32 && OC % 8 == 0 ? 5e-5 : e->tol;
+}
+
+/* Whether two device buffers of n activation-type elements hold the same bits. */
+static int same_bits(env *e, const void *a, const void *b, size_t n) {
+    const size_t bytes = n * gpu_elem(e, ACT);
+    char *x = tg_malloc(bytes, "bits"), *y = tg_malloc(bytes, "bits");
+    sync_gpu(e);
+    e->gpu->download(e->gpu, x, a, bytes);
+    e->gpu->download(e->gpu, y, b, bytes);
+    const int same = memcmp(x, y, bytes) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* matmul_forward_gelu (the MLP's c_fc with its GELU) against the CPU's
+ * composition (matmul_forward into pre, gelu_forward from it; the CPU has
+ * no fused op) and against the CUDA backend's own unfused pair (within
+ * the tolerance: cuBLASLt's GELU is applied to the float32 sum, ours to
+ * the rounded pre, by other formulas); a second call gives the same bits
+ * (a recompute relies on it). OC divisible by 8 takes cuBLASLt's
+ * GELU_AUX_BIAS epilogue, other OC the unfused fallback; under the
+ * emulation the test also checks which ran. */
+void cuda_test_matmul_gelu(env *e, int N, int C, int OC) {
+    NEED(e, matmul_forward);
+    NEED(e, gelu_forward);
+    if (!need(e, "matmul_forward_gelu", 1, e->gpu->matmul_forward_gelu != NULL)) return;
+    twin inp = tw_rand(e, ACT, (size_t)N * C, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
+    twin bias = tw_rand(e, ACT, OC, -1, 1);
+    twin pre = tw_out(e, ACT, (size_t)N * OC), out = tw_out(e, ACT, (size_t)N * OC);
+    e->cpu->matmul_forward(e->cpu, pre.c, inp.c, w.c, bias.c, N, C, OC);
+    e->cpu->gelu_forward(e->cpu, out.c, pre.c, (size_t)N * OC);
+    const long fused0 = epilogue_calls(LT_EPILOGUE_GELU_AUX_BIAS);
+    e->gpu->matmul_forward_gelu(e->gpu, out.g, pre.g, inp.g, w.g, bias.g, N, C, OC);
+    check(e, pre, e->tol, "matmul_forward_gelu pre N=%d C=%d OC=%d", N, C, OC);
+    check(e, out, gelu_epilogue_tol(e, OC), "matmul_forward_gelu out N=%d C=%d OC=%d", N, C, OC);
+    char name[96];
+    snprintf(name, sizeof name, "matmul_forward_gelu_epilogue N=%d C=%d OC=%d", N, C, OC);
+    expect_epilogue_calls(e, LT_EPILOGUE_GELU_AUX_BIAS, fused0, OC % 8 == 0 && epilogues_offered(), name);
+
+    /* the unfused pair on the GPU, into second buffers */
+    twin pre2 = tw_out(e, ACT, (size_t)N * OC), out2 = tw_out(e, ACT, (size_t)N * OC);
+    e->gpu->matmul_forward(e->gpu, pre2.g, inp.g, w.g, bias.g, N, C, OC);
+    e->gpu->gelu_forward(e->gpu, out2.g, pre2.g, (size_t)N * OC);
+    const size_t n = (size_t)N * OC;
+    float *fused = tg_malloc(n * sizeof(float), "fused"), *plain = tg_malloc(n * sizeof(float), "unfused");
+    sync_gpu(e);
+    get_floats(e->gpu, e->act, fused, pre.g, n);
+    get_floats(e->gpu, e->act, plain, pre2.g, n);
+    snprintf(name, sizeof name, "matmul_forward_gelu_pre_vs_unfused N=%d C=%d OC=%d", N, C, OC);
+    compare_floats(e, fused, plain, n, e->tol, name);
+    get_floats(e->gpu, e->act, fused, out.g, n);
+    get_floats(e->gpu, e->act, plain, out2.g, n);
+    snprintf(name, sizeof name, "matmul_forward_gelu_out_vs_unfused N=%d C=%d OC=%d", N, C, OC);
+    compare_floats(e, fused, plain, n, gelu_epilogue_tol(e, OC), name);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += fused[i] != plain[i];
+    printf("# %s matmul_forward_gelu N=%d C=%d OC=%d: %zu of %zu GELU outputs differ in bits from the unfused pair's\n",
+           tg_dtype_name(e->act), N, C, OC, differ, n);
+    free(fused);
+    free(plain);
+
+    /* again into the second buffers: the same bits */
+    e->gpu->matmul_forward_gelu(e->gpu, out2.g, pre2.g, inp.g, w.g, bias.g, N, C, OC);
+    snprintf(name, sizeof name, "matmul_forward_gelu_repeat_bitwise N=%d C=%d OC=%d", N, C, OC);
+    check_true(e, same_bits(e, out.g, out2.g, n) && same_bits(e, pre.g, pre2.g, n), name, "(a second call changed bits)");
+    twin all[] = {inp, w, bias, pre, out, pre2, out2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
 /* dpre's tolerance. In fp32 the DGELU epilogue (C % 8 == 0) gets 5e-5, not

@@ -81,18 +81,73 @@ static void check_sumsq(tally *t) {
         }
         tg_step_stats s = {0};
         cpu_grad_sumsq(NULL, &s, g, &sp);
-        report(t, fabs(s.sumsq - want) <= 1e-12 * want && s.sumsq_f == (float)s.sumsq,
-               windowed ? "grad_sumsq_window" : "grad_sumsq", "got %.17g (%.9g) want %.17g", s.sumsq, s.sumsq_f, want);
+        const double exact = exact_sumsq_value(s.sumsq_pieces);
+        report(t, fabs(s.sumsq - want) <= 1e-12 * want && fabs(exact - want) <= 1e-12 * want,
+               windowed ? "grad_sumsq_window" : "grad_sumsq", "got %.17g (exact %.17g) want %.17g", s.sumsq, exact, want);
         free(g);
     }
 }
 
-/* grad_clip_factor on given sums and loss: norm, finite and clip. */
-static void check_clip_case(tally *t, const char *name, double sumsq, float sumsq_f, int reduced, float loss, double max_norm,
+/* The global norm of n gradients split among `ranks` as ZeRO splits them:
+ * `regions` equal regions, rank r holding chunk r of each. Each rank's
+ * grad_sumsq, its pieces summed over the ranks in float as the all-reduce
+ * does (in rank order, or reversed), then grad_clip_factor (reduced). */
+static double split_norm(const float *g, size_t n, int ranks, int regions, bool reversed) {
+    const size_t region = n / (size_t)regions, chunk = region / (size_t)ranks;
+    tg_step_stats sum = {0};
+    for (int k = 0; k < ranks; k++) {
+        const int r = reversed ? ranks - 1 - k : k;
+        tg_spans sp = {.n = regions};
+        for (int i = 0; i < regions; i++)
+            sp.span[i] = (tg_span){(size_t)i * region + (size_t)r * chunk, chunk, chunk, 1, true, tg_window_whole()};
+        tg_step_stats s = {0};
+        cpu_grad_sumsq(NULL, &s, g, &sp);
+        for (int i = 0; i < EXACT_SUMSQ_PIECES; i++) sum.sumsq_pieces[i] += s.sumsq_pieces[i];
+    }
+    cpu_grad_clip_factor(NULL, &sum, 1, 1.0);
+    return sum.norm;
+}
+
+/* The norm does not depend on the split (ZeRO's shards follow the
+ * gradient buckets: bucketed and unbucketed runs must agree, issue 36),
+ * and is the sum of squares' root to 1e-12. */
+static void check_sumsq_split(tally *t) {
+    const int layouts[][2] = {{2, 1}, {2, 2}, {2, 4}, {2, 8}, {3, 4}, {3, 8}, {4, 2}, {4, 6}};
+    const size_t n = 24000; /* divides among every layout's ranks and regions */
+    for (int seed = 0; seed < 4; seed++) {
+        float *g = randf(n, 97 + seed, 1);
+        double want = 0;
+        for (size_t i = 0; i < n; i++) { /* magnitudes over 2^-24 .. 2^18: many bits to round */
+            g[i] = ldexpf(g[i], (int)((i * 7 + (size_t)seed) % 43) - 24);
+            want += (double)g[i] * g[i];
+        }
+        want = sqrt(want);
+        const double first = split_norm(g, n, 2, 1, false);
+        int differ = 0;
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
+            for (int rev = 0; rev < 2; rev++) differ += split_norm(g, n, layouts[l][0], layouts[l][1], rev) != first;
+        char name[48];
+        snprintf(name, sizeof name, "grad_norm_split_free_%d", seed);
+        report(t, differ == 0 && fabs(first - want) <= 1e-12 * want, name, "%d of 16 splits differ from %.17g; want %.17g",
+               differ, first, want);
+        free(g);
+    }
+}
+
+/* s's exact sum of squares (the reduced one) set to root * root. */
+static void set_exact_sumsq(tg_step_stats *s, float root) {
+    exact_sumsq x = {{0}, 0};
+    exact_sumsq_add(&x, root);
+    exact_sumsq_pieces(&x, s->sumsq_pieces);
+}
+
+/* grad_clip_factor on given sums (the exact one root^2) and loss: norm,
+ * finite and clip. */
+static void check_clip_case(tally *t, const char *name, double sumsq, float root, int reduced, float loss, double max_norm,
                             double norm, int finite, float clip) {
     tg_step_stats s = {0};
     s.sumsq = sumsq;
-    s.sumsq_f = sumsq_f;
+    set_exact_sumsq(&s, root);
     s.loss = loss;
     cpu_grad_clip_factor(NULL, &s, reduced, max_norm);
     const bool same_norm = s.norm == norm || (isnan(s.norm) && isnan(norm));
@@ -101,17 +156,21 @@ static void check_clip_case(tally *t, const char *name, double sumsq, float sums
 }
 
 static void check_clip(tally *t) {
-    check_clip_case(t, "grad_clip_factor_clips", 4.0, 99.0f, 0, 1.5f, 1.0, 2.0, 1, (float)(1.0 / (2.0 + 1e-6)));
-    check_clip_case(t, "grad_clip_factor_reduced_sum", 99.0, 16.0f, 1, 1.5f, 1.0, 4.0, 1, (float)(1.0 / (4.0 + 1e-6)));
-    check_clip_case(t, "grad_clip_factor_below_max", 4.0, 4.0f, 0, 1.5f, 10.0, 2.0, 1, 1.0f);
-    check_clip_case(t, "grad_clip_factor_no_clipping", 4.0, 4.0f, 0, 1.5f, 0.0, 2.0, 1, 1.0f);
-    check_clip_case(t, "grad_clip_factor_nan_loss", 4.0, 4.0f, 0, NAN, 1.0, 2.0, 0, (float)(1.0 / (2.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_clips", 4.0, 9.0f, 0, 1.5f, 1.0, 2.0, 1, (float)(1.0 / (2.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_reduced_sum", 99.0, 4.0f, 1, 1.5f, 1.0, 4.0, 1, (float)(1.0 / (4.0 + 1e-6)));
+    check_clip_case(t, "grad_clip_factor_below_max", 4.0, 2.0f, 0, 1.5f, 10.0, 2.0, 1, 1.0f);
+    check_clip_case(t, "grad_clip_factor_no_clipping", 4.0, 2.0f, 0, 1.5f, 0.0, 2.0, 1, 1.0f);
+    check_clip_case(t, "grad_clip_factor_nan_loss", 4.0, 2.0f, 0, NAN, 1.0, 2.0, 0, (float)(1.0 / (2.0 + 1e-6)));
     check_clip_case(t, "grad_clip_factor_inf_norm", INFINITY, INFINITY, 0, 1.5f, 1.0, INFINITY, 0, 0.0f);
+    /* the exact sum's flags: a NaN gradient, and a square past its range (|g| >= 2^48) */
+    check_clip_case(t, "grad_clip_factor_reduced_nan", 4.0, NAN, 1, 1.5f, 1.0, NAN, 0, 1.0f);
+    check_clip_case(t, "grad_clip_factor_reduced_overflow", 4.0, 0x1p48f, 1, 1.5f, 1.0, INFINITY, 0, 0.0f);
 }
 
 void kcheck_step_stats(tally *t) {
     check_loss(t);
     check_sumsq(t);
+    check_sumsq_split(t);
     check_clip(t);
 }
 
@@ -434,7 +493,8 @@ void cuda_test_grad_sumsq(env *e, size_t k, bool windowed) {
     char name[64];
     snprintf(name, sizeof name, "grad_sumsq k=%zu%s", k, windowed ? " window" : "");
     scalar_report(e, g.sumsq, s.c->sumsq, 1e-12, name);
-    check_true(e, g.sumsq_f == (float)g.sumsq, "grad_sumsq_float_copy", "");
+    check_true(e, memcmp(g.sumsq_pieces, s.c->sumsq_pieces, sizeof g.sumsq_pieces) == 0, "grad_sumsq_exact_equals_cpu",
+               "(the exact sum's pieces, CUDA against CPU, bit for bit)");
     stats_free(e, s);
     tw_free(e, x);
     free(h);
@@ -443,14 +503,17 @@ void cuda_test_grad_sumsq(env *e, size_t k, bool windowed) {
 /* The clip factor's scalar arithmetic: the same bits on both sides. */
 void cuda_test_clip_factor(env *e) {
     NEED(e, grad_clip_factor);
-    const struct { double sumsq; float sumsq_f, loss; int reduced; double max_norm; } cases[] = {
-        {4.0, 99.0f, 1.5f, 0, 1.0}, {99.0, 16.0f, 1.5f, 1, 1.0}, {4.0, 4.0f, 1.5f, 0, 10.0},
-        {0.7, 0.7f, 1.5f, 0, 0.0},  {4.0, 4.0f, NAN, 0, 1.0},    {INFINITY, 1.0f, 1.5f, 0, 1.0},
+    const struct { double sumsq; float root, loss; int reduced; double max_norm; } cases[] = { /* root: of the exact sum */
+        {4.0, 9.0f, 1.5f, 0, 1.0}, {99.0, 4.0f, 1.5f, 1, 1.0}, {4.0, 2.0f, 1.5f, 0, 10.0},  {0.7, 0.7f, 1.5f, 1, 0.0},
+        {4.0, 2.0f, NAN, 0, 1.0},  {INFINITY, 1.0f, 1.5f, 0, 1.0}, {4.0, 0.3f, 1.5f, 1, 1.0}, {4.0, NAN, 1.5f, 1, 1.0},
+        {4.0, 0x1p48f, 1.5f, 1, 1.0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tg_step_stats init = {0};
         init.sumsq = cases[i].sumsq;
-        init.sumsq_f = cases[i].sumsq_f;
+        exact_sumsq x = {{0}, 0};
+        exact_sumsq_add(&x, cases[i].root);
+        exact_sumsq_pieces(&x, init.sumsq_pieces);
         init.loss = cases[i].loss;
         stats_twin s = stats_new(e, &init);
         e->cpu->grad_clip_factor(e->cpu, s.c, cases[i].reduced, cases[i].max_norm);

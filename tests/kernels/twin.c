@@ -207,3 +207,11 @@ void check_true(env *e, int ok, const char *name, const char *detail) {
     }
     fflush(stdout);
 }
+
+/* Whether the backend's kernel scratch holds `bytes`: its 64 MiB always,
+ * except under the emulation's EMU_SCRATCH_BYTES (a run that shrinks it to
+ * split the chunked kernels finely). */
+int scratch_holds(size_t bytes) {
+    const char *shrunk = getenv("EMU_SCRATCH_BYTES");
+    return !(shrunk && *shrunk) || bytes <= (size_t)strtoull(shrunk, NULL, 0);
+}

@@ -85,6 +85,8 @@ void compare_floats(env *e, const float *got, const float *want, size_t n, doubl
 void check(env *e, twin t, double tol, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* A pass/fail fact that is not a tensor comparison. */
 void check_true(env *e, int ok, const char *name, const char *detail);
+/* Whether the backend's kernel scratch holds `bytes` (twin.c). */
+int scratch_holds(size_t bytes);
 
 /* The families' CUDA checks (tests/kernels/<family>.c), in run_all's order. */
 void cuda_test_memory(env *e);
@@ -95,6 +97,7 @@ void cuda_test_position(env *e, int row_start, int N, int T, int C);
 void cuda_test_layernorm(env *e, int N, int C);
 void cuda_test_matmul(env *e, int N, int C, int OC);
 void cuda_test_matmul_dgelu(env *e, int N, int C, int OC);
+void cuda_test_matmul_gelu(env *e, int N, int C, int OC);
 void cuda_test_lt_plans(env *e);
 void cuda_test_lmhead(env *e, int N, int C, int V);
 void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);

@@ -15,9 +15,11 @@ MLP projection in the backward pass: without SP the attention's all-reduce,
 with SP its reduce-scatter and both LayerNorms' all-gathers. SP with
 parallel.sp_regather (the default) keeps LayerNorm outputs as row shards and
 all-gathers them again in the backward pass: 2 more per layer and the final
-LayerNorm's. Once a step: the grad norm (1 float). DP: the gradients
+LayerNorm's. Once a step: the grad norm's exact sum of squares (NORM floats,
+EXACT_SUMSQ_PIECES in kernels/exact_sumsq.h). DP: the gradients
 (all-reduce, or ZeRO's reduce-scatter + all-gather of the buffer, the gather in
-the working weights' type: float32 here), the loss (1 float).
+the working weights' type: float32 here, and the grad norm's NORM floats), the
+loss (1 float).
 
 usage: bytes_formula.py runs|plan TMP L C V T B G
 """
@@ -26,6 +28,7 @@ import sys
 
 mode, tmp = sys.argv[1], sys.argv[2]
 L, C, V, T, B, G = map(int, sys.argv[3:])
+NORM = 4 * 64 // 8 + 2  # EXACT_SUMSQ_PIECES: 8 bits of a 256-bit sum a float, 2 flags
 KEYS = ["tp_all_reduce", "tp_reduce_scatter", "tp_all_gather", "dp_all_reduce", "dp_reduce_scatter", "dp_all_gather"]
 
 
@@ -49,16 +52,16 @@ def expected(tp, dp, sp, zero, mb=B, recompute="none", regather=True):
     reductions, gathers = 4 * L + rebuilt, 4 * L + 2 * rebuilt + (2 * L + 1 if regather else 0)
     e = dict.fromkeys(KEYS, 0)
     if not sp:
-        e["tp_all_reduce"] = A * ((2 + reductions) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, 1)
+        e["tp_all_reduce"] = A * ((2 + reductions) * ar(tp, N * C) + ar(tp, N) + ar(tp, 2 * N)) + ar(tp, NORM)
     else:
         e["tp_reduce_scatter"] = A * (2 + reductions) * rs(tp, N * C)
         e["tp_all_gather"] = A * (2 + gathers) * rs(tp, N * C)
-        e["tp_all_reduce"] = A * (ar(tp, N) + ar(tp, 2 * N)) + ar(tp, T * C + 6 * C * L + 2 * C) + ar(tp, 1)
+        e["tp_all_reduce"] = A * (ar(tp, N) + ar(tp, 2 * N)) + ar(tp, T * C + 6 * C * L + 2 * C) + ar(tp, NORM)
     n = n_params(tp)
     if zero and dp > 1:
         pad = -(-n // dp) * dp
         e["dp_reduce_scatter"], e["dp_all_gather"] = rs(dp, pad), rs(dp, pad)
-        e["dp_all_reduce"] = ar(dp, 1) * 2
+        e["dp_all_reduce"] = ar(dp, 1) + ar(dp, NORM)
     else:
         e["dp_all_reduce"] = ar(dp, n) + ar(dp, 1)
     return e
