@@ -59,9 +59,10 @@ run_one() {
     local t0=$SECONDS
     # bash's time: the processor seconds of the suite and every process it
     # waited for (user + system), which, unlike the wall clock, the other
-    # lane's load barely moves: what CI's budget is made of
-    local TIMEFORMAT='%U %S'
-    { time "$@" >"$log" 2>&1; } 2>"$TG_TMP/$name.cpu"
+    # lane's load barely moves: what CI's budget is made of. In a subshell
+    # of its own, whose only child is the suite: the lane's shell also
+    # reaps the other lane, whose seconds would count here.
+    ( TIMEFORMAT='%U %S'; time "$@" >"$log" 2>&1 ) 2>"$TG_TMP/$name.cpu"
     local rc=$?
     local p f cpu
     cpu=$(awk 'NF == 2 { printf "%.0f", $1 + $2 }' "$TG_TMP/$name.cpu")
