@@ -12,13 +12,18 @@
 #define CUDA_UPLOAD_SLOTS 4
 #define CUDA_UPLOAD_SLOT_BYTES ((size_t)2 << 20)
 
+/* kernels.attention (ops_cuda_attention): which attention kernels run. */
+typedef enum cuda_attention_kernels {
+    CUDA_ATTENTION_MMA = 0,   /* mma.sync, every device */
+    CUDA_ATTENTION_WGMMA,     /* Hopper: the cp.async wgmma forward, the wgmma backward */
+    CUDA_ATTENTION_WGMMA_WS,  /* Hopper: the TMA-pipelined forward, the wgmma backward */
+} cuda_attention_kernels;
+
 typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
     int shared_optin;             /* most shared memory a block may opt in to, bytes */
-    int attention_wgmma;          /* kernels.attention: 0 mma, 1 wgmma, 2 wgmma_ws: the forward (1: cp.async, 2: TMA
-                                     pipeline) and, either way, the backward on wgmma where they have an instance
-                                     (CUDA_ATTENTION_*, ops_cuda.c) */
+    cuda_attention_kernels attention; /* kernels.attention; the wgmma kernels run where they have an instance */
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;

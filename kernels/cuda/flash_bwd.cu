@@ -457,6 +457,14 @@ static void gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *d
         core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
 }
 
+/* The pairs a round of the backward holds: D (T floats) and pair_extra
+ * bytes each, after 256 bytes kept for aligning the extra (when there is
+ * one) behind the round's D. */
+static size_t round_pairs(const cuda_ctx *ctx, int T, size_t pair_extra) {
+    const size_t per_pair = (size_t)T * sizeof(float) + pair_extra, room = pair_extra > 0 ? 256 : 0;
+    return ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / per_pair : 0;
+}
+
 /* D, then the tile kernels `tiles`, round by round; pair_extra: scratch
  * bytes `tiles` takes a pair after the round's D (256-aligned: the wgmma
  * backward's dq slots), 0 for none. */
@@ -464,13 +472,11 @@ template <typename E>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
                     int HS, tg_dropout drop, round_kernels<E> tiles, size_t pair_extra = 0) {
     const float scale = 1.0f / sqrtf((float)HS);
-    /* D (and the extra) of as many pairs as the scratch holds per round */
-    const size_t per_pair = (size_t)T * sizeof(float) + pair_extra, room = pair_extra > 0 ? 256 : 0;
-    const size_t fit = ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / per_pair : 0;
+    const size_t fit = round_pairs(ctx, T, pair_extra);
     if (fit == 0) {
         tg_err e;
-        tg_fail(&e, "attention_backward: T = %d needs %zu bytes of kernel scratch, there are %zu", T, per_pair + room,
-                ctx->scratch_bytes);
+        tg_fail(&e, "attention_backward: T = %d needs %zu bytes of kernel scratch, there are %zu", T,
+                (size_t)T * sizeof(float) + pair_extra + (pair_extra > 0 ? 256 : 0), ctx->scratch_bytes);
         tg_die("train_gpt", &e);
     }
     const int chunk = (int)(fit < FL_MAX_PAIRS ? fit : FL_MAX_PAIRS);
@@ -525,7 +531,7 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     fl_check_shape(HS, "attention_backward");
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (ctx->attention_wgmma && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
+    if (ctx->attention != CUDA_ATTENTION_MMA && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
     if (o->act == TG_BF16)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                       (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients);
@@ -541,7 +547,7 @@ int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const vo
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
     const size_t slots = flash_bwd_wgmma_slot_bytes(T);
-    const bool dq_slots = ctx->scratch_bytes >= 256 + (size_t)T * sizeof(float) + slots;
+    const bool dq_slots = round_pairs(ctx, T, slots) > 0;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);

@@ -361,7 +361,7 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
 
 int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
     cuda_ctx *x = cuda_ctx_of(o);
-    x->attention_wgmma = 0;
+    x->attention = CUDA_ATTENTION_MMA;
     if (strcmp(kernel, "mma") == 0) return 0;
     const int ws = strcmp(kernel, "wgmma_ws") == 0;
     if (!ws && strcmp(kernel, "wgmma") != 0)
@@ -374,6 +374,6 @@ int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropo
         return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma)", kernel);
     if (hs != 64) return tg_fail(e, "%s has head size 64 only; model.n_embd / model.n_head is %d (use mma)", kernel, hs);
     if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma)", kernel, dropout);
-    x->attention_wgmma = ws ? 2 : 1;
+    x->attention = ws ? CUDA_ATTENTION_WGMMA_WS : CUDA_ATTENTION_WGMMA;
     return 0;
 }
