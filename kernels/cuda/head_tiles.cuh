@@ -1,0 +1,101 @@
+/* Tiles of one head's columns for the Hopper attention kernels (wgmma,
+ * sm_90a) at head sizes 64, 96 and 128: ROWS rows (keys or queries) of HS
+ * bf16 columns, stored as column chunks so that every chunk is one of the
+ * PTX ISA's canonical swizzled layouts (kernels/cuda/smem_layout.h):
+ *   chunk c holds columns 64c .. 64c + 63 as ROWS rows of 128 bytes under
+ *   the 128B swizzle; at head size 96 the last chunk holds columns 64 .. 95
+ *   as ROWS rows of 64 bytes under the 64B swizzle.
+ * Chunk c starts ROWS * 128 * c bytes into the tile, so a tile is ROWS *
+ * HS * 2 bytes, and with the tile 1024-aligned every chunk sits on its
+ * swizzle's boundary (base offset 0). A chunk of 32 columns gets its own
+ * swizzle rather than half of a 128-byte row: the ISA's MN-major swizzled
+ * layouts span whole atoms (64 columns at 128B), and an N = 32 product on
+ * half an atom is not one of them.
+ *
+ * The same layout serves as the K-major operand (Q, K in Q K^T: k16 step
+ * j reads columns 16j .. 16j + 15, inside one chunk) and the MN-major B
+ * (V in P V: one product per chunk, N = the chunk's columns). The bulk
+ * tensor copy writes it with one box per chunk (box columns = the chunk's,
+ * swizzle = its span); cp.async writes it through ht_offset. */
+#ifndef KERNELS_CUDA_HEAD_TILES_CUH
+#define KERNELS_CUDA_HEAD_TILES_CUH
+
+#include "kernels/cuda/smem_layout.h"
+#include "kernels/cuda/wgmma.cuh"
+
+/* The column chunks of head size HS; chunk 1's figures stand for chunk 0's
+ * where there is no chunk 1 (head size 64), so that every expression is a
+ * valid template argument. */
+template <int HS>
+struct head_tile {
+    static_assert(HS == 64 || HS == 96 || HS == 128, "the Hopper attention kernels take head sizes 64, 96 and 128");
+    static constexpr int chunks = (HS + 63) / 64;
+    static constexpr int cols1 = HS > 64 ? HS - 64 : 64; /* columns of chunk 1 */
+    static constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
+    static constexpr uint32_t row_bytes(int c) { return 2u * (uint32_t)cols(c); }
+    static constexpr unsigned swizzle(int c) { return cols(c) == 64 ? SMEM_SWIZZLE_128B : SMEM_SWIZZLE_64B; }
+    static constexpr uint32_t sbo(int c) { return 8u * row_bytes(c); } /* between 8-row groups (swizzle atoms) */
+    template <int ROWS>
+    static constexpr uint32_t chunk_at(int c) { return (uint32_t)(ROWS * 128 * c); }
+    template <int ROWS>
+    static constexpr uint32_t bytes() { return (uint32_t)(ROWS * HS * 2); }
+};
+
+/* Byte offset in a ROWS-row tile of columns col .. col + 7 (col a multiple
+ * of 8) of row r, after the swizzle: the tile is 1024-aligned, so the
+ * pattern on the offset is the one on the shared address. */
+template <int HS, int ROWS>
+static __host__ __device__ __forceinline__ uint32_t ht_offset(int r, int col) {
+    using H = head_tile<HS>;
+    const int c = col / 64;
+    const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, H::swizzle(c), 16, H::sbo(c), (uint32_t)r, (uint32_t)(col % 64), 2);
+    return H::template chunk_at<ROWS>(c) + smem_swizzle_apply(at, H::swizzle(c), 0);
+}
+
+/* The K-major descriptor of a ROWS-row tile for k16 step j (columns 16j ..
+ * 16j + 15): chunk j / 4, 32 bytes a step along its swizzled rows. */
+template <int HS, int ROWS>
+static __device__ __forceinline__ uint64_t ht_k_major(const unsigned char *tile, int j) {
+    using H = head_tile<HS>;
+    const int c = j / 4;
+    return wgmma_desc_advance(wgmma_desc(tile + H::template chunk_at<ROWS>(c), 16, H::sbo(c), H::swizzle(c)), 32u * (uint32_t)(j % 4));
+}
+
+/* The MN-major descriptor of chunk c of a ROWS-row tile for k16 step kk
+ * (rows 16kk .. 16kk + 15 as k, the chunk's columns as n): the B of a
+ * product with N = the chunk's columns. LBO (between atoms along n) is
+ * never used: a chunk is one atom wide. */
+template <int HS, int ROWS>
+static __device__ __forceinline__ uint64_t ht_mn_major(const unsigned char *tile, int c, int kk) {
+    using H = head_tile<HS>;
+    return wgmma_desc_advance(wgmma_desc(tile + H::template chunk_at<ROWS>(c), H::template bytes<ROWS>(), H::sbo(c), H::swizzle(c)),
+                              16u * H::row_bytes(c) * (uint32_t)kk);
+}
+
+/* The accumulators of columns 64c .. of a [64 x HS] product (d[4j ..] holds
+ * columns 8j ..), as the array a product of N = the chunk's columns takes. */
+template <int N>
+static __device__ __forceinline__ float (&ht_part(float *d, int c))[N / 2] {
+    return *reinterpret_cast<float(*)[N / 2]>(d + 32 * c);
+}
+
+/* D[64 x HS] (+)= A[64 x 16] B[16 x HS], A from registers (wgmma_rs), B the
+ * MN-major k16 step kk of a ROWS-row tile: one product per chunk. */
+template <int HS, int ROWS>
+static __device__ __forceinline__ void ht_rs_mn(float *d, const uint32_t a[4], const unsigned char *tile, int kk, int scale_d) {
+    using H = head_tile<HS>;
+    wgmma_rs<64, 1>(ht_part<64>(d, 0), a, ht_mn_major<HS, ROWS>(tile, 0, kk), scale_d);
+    if constexpr (H::chunks > 1) wgmma_rs<H::cols1, 1>(ht_part<H::cols1>(d, 1), a, ht_mn_major<HS, ROWS>(tile, 1, kk), scale_d);
+}
+
+/* D[64 x HS] (+)= A[64 x 16] B[16 x HS], A an MN-major shared operand
+ * (desc_a), B as in ht_rs_mn. */
+template <int HS, int ROWS>
+static __device__ __forceinline__ void ht_ss_mn(float *d, uint64_t desc_a, const unsigned char *tile, int kk, int scale_d) {
+    using H = head_tile<HS>;
+    wgmma_ss<64, 1, 1>(ht_part<64>(d, 0), desc_a, ht_mn_major<HS, ROWS>(tile, 0, kk), scale_d);
+    if constexpr (H::chunks > 1)
+        wgmma_ss<H::cols1, 1, 1>(ht_part<H::cols1>(d, 1), desc_a, ht_mn_major<HS, ROWS>(tile, 1, kk), scale_d);
+}
+
+#endif
