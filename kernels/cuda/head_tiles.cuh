@@ -31,14 +31,14 @@ struct head_tile {
     static_assert(HS == 64 || HS == 96 || HS == 128, "the Hopper attention kernels take head sizes 64, 96 and 128");
     static constexpr int chunks = (HS + 63) / 64;
     static constexpr int cols1 = HS > 64 ? HS - 64 : 64; /* columns of chunk 1 */
-    static constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
-    static constexpr uint32_t row_bytes(int c) { return 2u * (uint32_t)cols(c); }
-    static constexpr unsigned swizzle(int c) { return cols(c) == 64 ? SMEM_SWIZZLE_128B : SMEM_SWIZZLE_64B; }
-    static constexpr uint32_t sbo(int c) { return 8u * row_bytes(c); } /* between 8-row groups (swizzle atoms) */
+    __host__ __device__ static constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
+    __host__ __device__ static constexpr uint32_t row_bytes(int c) { return 2u * (uint32_t)cols(c); }
+    __host__ __device__ static constexpr unsigned swizzle(int c) { return cols(c) == 64 ? SMEM_SWIZZLE_128B : SMEM_SWIZZLE_64B; }
+    __host__ __device__ static constexpr uint32_t sbo(int c) { return 8u * row_bytes(c); } /* between 8-row groups (swizzle atoms) */
     template <int ROWS>
-    static constexpr uint32_t chunk_at(int c) { return (uint32_t)(ROWS * 128 * c); }
+    __host__ __device__ static constexpr uint32_t chunk_at(int c) { return (uint32_t)(ROWS * 128 * c); }
     template <int ROWS>
-    static constexpr uint32_t bytes() { return (uint32_t)(ROWS * HS * 2); }
+    __host__ __device__ static constexpr uint32_t bytes() { return (uint32_t)(ROWS * HS * 2); }
 };
 
 /* Byte offset in a ROWS-row tile of columns col .. col + 7 (col a multiple
