@@ -51,47 +51,83 @@ static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *l
     }
 }
 
-/* The turns of a warpgroup's products: none (one consumer warpgroup). */
-struct fw_no_turns {
-    __device__ __forceinline__ void take() const {}
-    __device__ __forceinline__ void pass() const {}
-};
-
-/* One staged key tile: S = Q K^T, the online softmax of the warp's two
- * accumulator rows per lane, O += bf16(P) V. FULL: the tile lies wholly
- * before the block's rows (no mask). turns.take() before issuing each of
- * the two products and turns.pass() once issued: where two warpgroups
- * share the tensor core, each's softmax then runs under the other's
- * products (flash_fwd_wgmma_ws.cu's ping-pong). */
-template <int HS, bool FULL, typename Turns = fw_no_turns>
-static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[HS / 2], float m[2], float l[2], const unsigned char *qs,
-                                                   const unsigned char *ks, const unsigned char *vs, const fm_reach &reach,
-                                                   const fm_lane_pos &at, float scale_log2, int T, const Turns &turns = Turns()) {
-    turns.take();
-    wgmma_fence(); /* s and o were last touched by this thread's registers */
+/* The pieces of one staged key tile, for a warpgroup's 64 query rows:
+ * S = Q K^T issued into s (not committed; scale-d 0 at the first step). */
+template <int HS>
+static __device__ __forceinline__ void fw_issue_scores(float (&s)[32], const unsigned char *qs, const unsigned char *ks) {
 #pragma unroll
     for (int step = 0; step < HS / 16; step++) /* columns 16 step .. 16 step + 15 */
         wgmma_ss<FW_KEYS, 0, 0>(s, ht_k_major<HS, FW_KEYS>(qs, step), ht_k_major<HS, FW_KEYS>(ks, step), step > 0);
-    wgmma_commit();
-    turns.pass();
-    wgmma_wait<0>();
-    wgmma_fence_operand(s);
+}
+
+/* O += P V issued (not committed): a, P as the A fragments of keys 16 kk ..
+ * 16 kk + 15 (fw_pack); V's 16 rows for each, one product per column chunk. */
+template <int HS>
+static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uint32_t (&a)[FW_KEYS / 16][4], const unsigned char *vs) {
+#pragma unroll
+    for (int kk = 0; kk < FW_KEYS / 16; kk++) ht_rs_mn<HS, FW_KEYS>(o, a[kk], vs, kk, 1);
+}
+
+/* The online softmax of the warp's two accumulator rows a lane (the
+ * mma.sync forward's fm_softmax_row): s becomes P in place, m and l the
+ * new running max and sum; m_prev gets the old max, for fw_rescale. The
+ * outputs are not touched, so that this may run while a product still
+ * writes them. FULL: the tile lies wholly before the rows (no mask). */
+template <bool FULL>
+static __device__ __forceinline__ void fw_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], const fm_reach &reach,
+                                                  const fm_lane_pos &at, float scale_log2, int T) {
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
-    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
     const tg_dropout none{};
-    for (int i = 0; i < 2; i++)
-        fm_softmax_row<HS / 8, FW_KEYS / 8, FULL, false>(sf, of, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
-    uint32_t a[FW_KEYS / 16][4];
+    for (int i = 0; i < 2; i++) {
+        m_prev[i] = m[i];
+        fm_softmax_row<0, FW_KEYS / 8, FULL, false>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
+    }
+}
+
+/* The outputs' rows moved from running max m_prev to m: the factor
+ * fm_softmax_row applies to l, computed as it computes it. */
+template <int HS>
+static __device__ __forceinline__ void fw_rescale(float (&o)[HS / 2], const float m_prev[2], const float m[2]) {
+    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
+    for (int i = 0; i < 2; i++) {
+        const float base = m[i] == -INFINITY ? 0.0f : m[i], corr = exp2_ftz(m_prev[i] - base);
+#pragma unroll
+        for (int n = 0; n < HS / 8; n++) {
+            of[n][2 * i] *= corr;
+            of[n][2 * i + 1] *= corr;
+        }
+    }
+}
+
+/* P (s after fw_softmax) rounded to bf16 and packed as wgmma_rs's A
+ * fragments: keys 16 kk .. 16 kk + 15 are accumulator blocks 2 kk, 2 kk + 1. */
+static __device__ __forceinline__ void fw_pack(uint32_t (&a)[FW_KEYS / 16][4], float (&s)[32]) {
+    float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
 #pragma unroll
     for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
-    wgmma_fence_operand(o);
-    turns.take();
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15: 16 rows of V */
-        ht_rs_mn<HS, FW_KEYS>(o, a[kk], vs, kk, 1);
+}
+
+/* One staged key tile, each product waited for before the next step (the
+ * one-warpgroup forward): S = Q K^T, the online softmax, O += bf16(P) V.
+ * FULL: the tile lies wholly before the block's rows (no mask). */
+template <int HS, bool FULL>
+static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[HS / 2], float m[2], float l[2], const unsigned char *qs,
+                                                   const unsigned char *ks, const unsigned char *vs, const fm_reach &reach,
+                                                   const fm_lane_pos &at, float scale_log2, int T) {
+    wgmma_fence(); /* s and o were last touched by this thread's registers */
+    fw_issue_scores<HS>(s, qs, ks);
     wgmma_commit();
-    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    float m_prev[2];
+    fw_softmax<FULL>(s, m, l, m_prev, reach, at, scale_log2, T);
+    fw_rescale<HS>(o, m_prev, m);
+    uint32_t a[FW_KEYS / 16][4];
+    fw_pack(a, s);
+    wgmma_fence_operand(o);
+    wgmma_fence();
+    fw_issue_pv<HS>(o, a, vs);
+    wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(o);
 }

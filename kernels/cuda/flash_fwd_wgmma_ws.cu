@@ -16,9 +16,9 @@
  *    consumer warp when its products no longer read the stage).
  *  - Warpgroups 1 and 2, the consumers: raise their registers; warpgroup c
  *    owns rows q0 + 64 (c - 1) .. + 63, and per key tile does what
- *    flash_fwd_wgmma.cu's warpgroup does (fw_key_tile: S = Q K^T by
- *    wgmma_ss, the online softmax with the diagonal tile masked by select,
- *    O += P V by wgmma_rs). Warpgroup 1's rows end 64 keys before
+ *    flash_fwd_wgmma.cu's warpgroup does (S = Q K^T by wgmma_ss, the
+ *    online softmax with the diagonal tile masked by select, O += P V by
+ *    wgmma_rs), pipelined (fw3_consume). Warpgroup 1's rows end 64 keys before
  *    warpgroup 2's: it skips the block's last tile, whose empty phase then
  *    never completes, and nothing waits on it (no load follows the last).
  * Sizes not a multiple of the tiles: the maps have the tensor's true shape
@@ -35,9 +35,8 @@
  * byte counts, and setmaxnreg's warpgroup uniformity are checked.
  * The consumers ping-pong (fw3_turns): they issue their products in turn,
  * so that one's softmax runs under the other's products.
- * Not yet FlashAttention-3: a warpgroup's softmax does not overlap its own
- * next S = Q K^T (intra-warpgroup pipelining), and the backward is
- * mma.sync. */
+ * And within a warpgroup, a tile's softmax runs while the warpgroup's own
+ * O += P V of the tile before is in flight (fw3_consume). */
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -87,8 +86,8 @@ struct fw3_maps {
  * there, 256 threads, the other arrives once its own products are
  * issued), so that one's softmax runs while the tensor core works on the
  * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its loop); its
- * n1 tiles make 2 n1 turns each; warpgroup 2's last tile (beyond
- * warpgroup 1's rows) has no partner and takes no turn. Turn j:
+ * n1 tiles make n1 + 1 turns (fw3_consume); warpgroup 2's last turn, where
+ * it has a tile more (beyond warpgroup 1's rows), has no partner. Turn j:
  * take() syncs while j < sync_turns, pass() arrives while j < pass_turns. */
 #define FW3_BAR_TURN 1
 struct fw3_turns {
@@ -148,15 +147,40 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int
     }
 }
 
+/* The warp's release of stage st once its products no longer read it. */
+static __device__ __forceinline__ void fw3_release(const fw3_smem &sm, int st) {
+    __syncwarp(); /* every lane has waited for the products that read it */
+    if (((int)threadIdx.x & 31) == 0) mbar_arrive(&sm.empty[st]);
+}
+
+/* The softmax of key tile k0's scores for the warp's rows r0 ..: masked
+ * where the tile reaches the warpgroup's rows (q0w: its first; uniform). */
+static __device__ __forceinline__ void fw3_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], fm_lane_pos &at, int r0,
+                                                   int q0w, int k0, float scale_log2, int T) {
+    at.k0 = k0;
+    const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
+    if (k0 + FW_KEYS <= q0w)
+        fw_softmax<true>(s, m, l, m_prev, reach, at, scale_log2, T);
+    else
+        fw_softmax<false>(s, m, l, m_prev, reach, at, scale_log2, T);
+}
+
 /* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
- * 0 .. k_tiles - 1 as they land; then its rows stored. */
+ * 0 .. k_tiles - 1 as they land; then its rows stored. Pipelined within
+ * the warpgroup (FlashAttention-3's intra-warpgroup overlap): one turn
+ * issues S = Q K^T of tile kt and O += P V of tile kt - 1, and tile kt's
+ * softmax runs while that second product is in flight; O's rescale to the
+ * new max waits for it. k_tiles + 1 turns: tile 0's scores, one a tile
+ * after, the last tile's P V. A row sees the operations of fw_key_tile in
+ * the same order (so the mma.sync forward's bits under the emulation). */
 template <int HS>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
                                    int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    constexpr int tile = fw_tile_bytes<HS>();
+    constexpr int tile = fw_tile_bytes<HS>(), stage = fw3_stage_bytes<HS>();
     const unsigned char *qs = sm.q + (c - 1) * tile;
-    float o[HS / 2], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[HS / 2], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, m_prev[2];
+    uint32_t a[FW_KEYS / 16][4];
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
 #pragma unroll
@@ -164,19 +188,47 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out
     const int r0 = q0w + 16 * warp;
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
     mbar_wait(sm.q_full, 0);
-    for (int kt = 0; kt < k_tiles; kt++) {
-        const int st = kt % FW3_STAGES, k0 = kt * FW_KEYS;
-        const unsigned char *k = sm.stage + st * fw3_stage_bytes<HS>();
+    mbar_wait(&sm.full[0], 0);
+    turns.take(); /* turn 0: tile 0's scores */
+    wgmma_fence();
+    fw_issue_scores<HS>(s, qs, sm.stage);
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    fw3_softmax(s, m, l, m_prev, at, r0, q0w, 0, scale_log2, T);
+    fw_rescale<HS>(o, m_prev, m);
+    fw_pack(a, s);
+    for (int kt = 1; kt < k_tiles; kt++) {
+        const int st = kt % FW3_STAGES, before = (kt - 1) % FW3_STAGES;
         mbar_wait(&sm.full[st], (kt / FW3_STAGES) & 1);
-        at.k0 = k0;
-        const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
-        if (k0 + FW_KEYS <= q0w) /* warpgroup-uniform: every row sees every key */
-            fw_key_tile<HS, true>(s, o, m, l, qs, k, k + tile, reach, at, scale_log2, T, turns);
-        else
-            fw_key_tile<HS, false>(s, o, m, l, qs, k, k + tile, reach, at, scale_log2, T, turns);
-        __syncwarp(); /* the warp's products have read the stage (fw_key_tile waited for them) */
-        if (lane == 0) mbar_arrive(&sm.empty[st]);
+        wgmma_fence_operand(o);
+        turns.take();
+        wgmma_fence(); /* s, o and a were last touched by this thread's registers */
+        fw_issue_scores<HS>(s, qs, sm.stage + st * stage);
+        wgmma_commit();
+        fw_issue_pv<HS>(o, a, sm.stage + before * stage + tile);
+        wgmma_commit();
+        turns.pass();
+        wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
+        wgmma_fence_operand(s);
+        fw3_softmax(s, m, l, m_prev, at, r0, q0w, kt * FW_KEYS, scale_log2, T);
+        wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
+        wgmma_fence_operand(o);
+        fw3_release(sm, before);
+        fw_rescale<HS>(o, m_prev, m);
+        fw_pack(a, s);
     }
+    const int last = (k_tiles - 1) % FW3_STAGES;
+    wgmma_fence_operand(o);
+    turns.take(); /* the last turn: the last tile's P V */
+    wgmma_fence();
+    fw_issue_pv<HS>(o, a, sm.stage + last * stage + tile);
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    fw3_release(sm, last);
     fw_store_rows<HS>(out, stride, lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
 }
 #endif
@@ -215,7 +267,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     const int q0w = q0 + (wg - 1) * FW_KEYS;
     /* warpgroup 1 stops at the tile holding its last row; warpgroup 2 takes every tile */
     const int first_tiles = fl_min(k_tiles, q0 / FW_KEYS + 1), my_tiles = wg == 1 ? first_tiles : k_tiles;
-    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, 2 * first_tiles, 2 * first_tiles - (wg == 2), 0};
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, first_tiles + 1, first_tiles + 1 - (wg == 2), 0};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
     fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
                 scale_log2, T);
