@@ -6,7 +6,7 @@
 # 2 steps; the wgmma kernels are launched (the emulation's launch log) and
 # the losses and weights match the mma.sync run; the same for
 # kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu, the warp-specialized
-# forward on TMA, with the same backward); bench_attention times each
+# forward on TMA, with the same backward), and again at head size 96; bench_attention times each
 # forward and the backward as rows of their own; wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
@@ -54,6 +54,17 @@ if [ -d "$tmp/mma" ] && EMU_LAUNCH_LOG="$tmp/ws.launches" train wgmma_ws "$emu_b
     if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma_ws" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_ws_matches_mma ($out)"
     else not_ok trainer_wgmma_ws_matches_mma "$out"; fi
 else not_ok trainer_wgmma_ws_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma_ws.out" | tr '\n' ' ')"; fi
+# head size 96 (the 1.2B model's): one head of 96, the TMA forward's two column chunks
+hs96=(--set device=cuda --set train.precision=bf16 --set model.n_head=1 --set model.n_embd=96 --set train.steps=2)
+if train mma96 "$emu_bin" "${hs96[@]}" &&
+    EMU_LAUNCH_LOG="$tmp/ws96.launches" train wgmma_ws96 "$emu_bin" "${hs96[@]}" --set kernels.attention=wgmma_ws; then
+    if grep -q flash_forward_wgmma_ws_kernel "$tmp/ws96.launches" && ! grep -qE 'flash_forward_(mma|wgmma)_kernel' "$tmp/ws96.launches"
+    then ok trainer_wgmma_ws_head_size_96_launched
+    else not_ok trainer_wgmma_ws_head_size_96_launched "the launch log: $(cut -f3 "$tmp/ws96.launches" | sort -u | tr '\n' ' ')"; fi
+    if out=$("$py" tests/parallel/compare.py "$tmp/mma96" "$tmp/wgmma_ws96" 2 --rtol 2e-3 2>&1); then
+        ok "trainer_wgmma_ws_head_size_96_matches_mma ($out)"
+    else not_ok trainer_wgmma_ws_head_size_96_matches_mma "$out"; fi
+else not_ok trainer_wgmma_ws_head_size_96_runs "$(tail -n 3 "$tmp/mma96.out" "$tmp/wgmma_ws96.out" | tr '\n' ' ')"; fi
 
 # bench_attention (tests/gpu/bench_attention.c) times the wgmma forwards as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
