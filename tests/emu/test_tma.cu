@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(384, 1) pipeline_kernel(const __grid_constant_
         named_bar_sync(BAR_TURN + c, 256); /* my turn: the other warpgroup arrived */
         consume_rows(tiles[s], out, c, t, k / (per_seq * NH), (k / per_seq) % NH, (k % per_seq) * PIPE_ROWS, T, NH);
         if (t == 0) order[turns++] = c;
-        if (c == 0 || k + 1 < ntiles) named_bar_arrive(BAR_TURN + (1 - c), 256); /* the other's turn (consumer 0 has none after its last) */
+        if (c == 0 || k + 1 < ntiles) /* the other's turn; consumer 0 takes none after its last */
+            named_bar_arrive(BAR_TURN + (1 - c), 256);
         named_bar_sync(BAR_WG + c, 128);           /* all of my warpgroup is done with stage s */
         if (t == 0) mbar_arrive(&empty[s]);
     }
