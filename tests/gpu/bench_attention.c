@@ -327,7 +327,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
 }
 
 /* The wgmma backward (kernels.attention = wgmma; compute capability 9.0,
- * head size 64): a row
+ * head sizes 64, 96 and 128): a row
  * against the tuned mma.sync shape's dqkv (buf->tuned_dqkv, within the
  * tolerance), or a note where it has no instance. Returns the failed
  * checks. */
@@ -336,7 +336,8 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
     if (!cuda_attention_backward_wgmma(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                                        (tg_dropout){0})) {
-        printf("# %d,%d,%d,%d: no wgmma backward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T, c->HS);
+        printf("# %d,%d,%d,%d: no wgmma backward here (compute capability 9.0 and head sizes 64, 96 and 128 only)\n", c->B, c->NH,
+               c->T, c->HS);
         return 0;
     }
     const attn_call call = {o, c, buf, 1, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}};
