@@ -3,14 +3,15 @@
 only (so that it, and its tests, run on any machine, GPU or not).
 
 A row is one JSON object a line in the run's results.jsonl: one model at one
-global batch, one implementation (train_gpt, pytorch_eager, pytorch_compile,
-llm.c), either measured (the time of every step, the shape each program
+global batch, one implementation (train_gpt, train_gpt_hopper: the same with
+kernels.attention=wgmma_ws, pytorch_eager, pytorch_compile, llm.c), either measured (the time of every step, the shape each program
 reports, flops per token, the peak, memory) or not ("error": why). Every
 median, min and max is over the steps after the warm-up (from step 4 on), the
 same rule for every implementation.
 
-  bench_report.py train-gpt DIR --key K --gb N --recompute R --warmup W [--command C]
-      a row from train_gpt's DIR/log.jsonl and its stdout DIR.out
+  bench_report.py train-gpt DIR --key K --gb N --recompute R --warmup W [--impl I] [--command C]
+      a row from train_gpt's DIR/log.jsonl and its stdout DIR.out (I: train_gpt, the default, or
+      train_gpt_hopper)
   bench_report.py llmc LOG --key K --gb N --warmup W [--peak P] [--build B] [--command C]
       a row from the stdout of llm.c's train_gpt2cu ("step N/M | loss ... | X ms | ...")
   bench_report.py torch JSON --key K --gb N [--command C]
@@ -26,7 +27,8 @@ same rule for every implementation.
       train.recompute=selective and =full, and what each costs per step
   bench_report.py render RESULTS COMMANDS --points K:N,... --md FILE --json FILE
       the Markdown table and bench.json: a row for every point x implementation,
-      "not measured" with the reason where results.jsonl has none. The run's
+      "not measured" with the reason where results.jsonl has none (train_gpt_hopper's
+      rows only where results.jsonl has one: bench_gpu.sh --hopper). The run's
       description comes from BENCH_* environment variables (see scripts/bench_gpu.sh).
 
 bench.json: {"device", "driver", "cuda", "commit", "date", "rows": [{"model",
@@ -41,9 +43,10 @@ import re
 import statistics
 import sys
 
-IMPLS = ("train_gpt", "pytorch_eager", "pytorch_compile", "llm.c")
-IMPL_LABELS = {"train_gpt": "train_gpt bf16", "pytorch_eager": "PyTorch eager",
-               "pytorch_compile": "PyTorch compile", "llm.c": "llm.c train_gpt2cu"}
+IMPLS = ("train_gpt", "train_gpt_hopper", "pytorch_eager", "pytorch_compile", "llm.c")
+TRAIN_GPT_IMPLS = ("train_gpt", "train_gpt_hopper")
+IMPL_LABELS = {"train_gpt": "train_gpt bf16", "train_gpt_hopper": "train_gpt bf16, Hopper attention (wgmma_ws)",
+               "pytorch_eager": "PyTorch eager", "pytorch_compile": "PyTorch compile", "llm.c": "llm.c train_gpt2cu"}
 MODEL_LABELS = {"gpt2_124m": "GPT-2 124M", "megatron_1.2b": "Megatron 1.2B"}
 LLMC_NO_CONFIG = ("not measured: llm.c has no configuration matching megatron_1.2b (its -e descriptors are "
                   "GPT-2 depths and GPT-3 widths from fixed tables, none 40 layers x 1536; a bf16 train_gpt2cu "
@@ -155,8 +158,9 @@ def timing(r):
 def cells(results, points):
     """Every point x implementation, in order: (key, gb, impl, row or None, note if not measured)."""
     out = []
+    hopper = any(r["impl"] == "train_gpt_hopper" for r in results)
     for key, gb in points:
-        for impl in IMPLS:
+        for impl in (i for i in IMPLS if hopper or i != "train_gpt_hopper"):
             mine = [r for r in results if (r["key"], r["gb"], r["impl"]) == (key, gb, impl)]
             row = mine[-1] if mine else None
             if row is None:
@@ -218,10 +222,13 @@ def point_notes(key, gb, measured):
     t = measured.get("train_gpt")
     if t:
         parts.append(f"flops/token {t['flops_per_token']:.4g}, peak {t['peak_tflops']:g} TFLOP/s (train_gpt's)")
-        for impl in IMPLS[1:]:
+    for mine in TRAIN_GPT_IMPLS:
+        t = measured.get(mine)
+        for impl in IMPLS[IMPLS.index(mine) + 1:] if t else ():
             if impl in measured:
                 ratio = timing(t)[0] / timing(measured[impl])[0]
-                parts.append(f"train_gpt's step takes {ratio:.2f}x the time of {IMPL_LABELS[impl]}'s")
+                who = "train_gpt" if mine == "train_gpt" else "train_gpt with the Hopper attention"
+                parts.append(f"{who}'s step takes {ratio:.2f}x the time of {IMPL_LABELS[impl]}'s")
     for impl, r in measured.items():
         parts.append(f"{IMPL_LABELS[impl]} per-step ms: " + " ".join(f"{x:.1f}" for x in r["ms"]))
         if impl.startswith("pytorch"):
@@ -369,6 +376,7 @@ def main():
     for name in ("train-gpt", "llmc", "graph", "recompute"):
         kinds[name].add_argument("--warmup", type=int, required=True)
     kinds["train-gpt"].add_argument("--recompute", required=True)
+    kinds["train-gpt"].add_argument("--impl", default="train_gpt", choices=TRAIN_GPT_IMPLS)
     kinds["llmc"].add_argument("--peak", type=float, default=0.0)
     kinds["llmc"].add_argument("--build")
     kinds["error"].add_argument("--impl", required=True, choices=IMPLS)
@@ -378,7 +386,6 @@ def main():
         kinds["render"].add_argument(opt, required=True)
     a = ap.parse_args()
     if a.what == "train-gpt":
-        a.impl = "train_gpt"
         emit(a, train_gpt_row(a))
     elif a.what == "llmc":
         a.impl, a.recompute = "llm.c", "none"

@@ -46,7 +46,8 @@ costs its section only):
   nccl               run_gpu.sh nccl_unit and nccl
   recompute-bitwise  run_gpu.sh recompute
   budget             run_gpu.sh memory: the budget against the measured memory
-  sanitizer          run_gpu.sh sanitizer: compute-sanitizer memcheck
+  sanitizer          run_gpu.sh sanitizer: compute-sanitizer memcheck, racecheck and synccheck (on compute
+                     capability 9.0 also over a step with kernels.attention=wgmma_ws)
   bench-124m         scripts/bench_gpu.sh --quick --models gpt2_124m --llmc LLMC_SRC (llm.c's
                      source, default .peer/llm.c; without it the llm.c row is not measured
                      and the summary says so)

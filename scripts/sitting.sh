@@ -18,8 +18,9 @@
 # Command 1, the correctness of every kernel changed since the last sitting and
 # the 124M benchmark: environment build (CUDA_SM=90a: Hopper's code only), then
 # llm.c's build in the background beside kernels attention whole-model
-# recompute-bitwise tp2-shm nccl budget, then bench-124m (33 steps, 30 timed).
-# Command 2: hf sanitizer bench-1.2b (33 steps, recompute rows; torch.compile's
+# recompute-bitwise tp2-shm nccl budget, then bench-124m (33 steps, 30 timed; --hopper: train_gpt
+# also with kernels.attention=wgmma_ws, a row of its own, each against llm.c and PyTorch).
+# Command 2: hf sanitizer bench-1.2b (33 steps, --hopper, recompute rows; torch.compile's
 # 1.2B rows dropped: same torch as the last sitting, reuse its rows) and scaling
 # with what is left. Each gpu_check call leaves summary.md and logs.tar.gz in
 # $OUT/<letter>: at most 7 files come back, also from a command killed at its
@@ -69,10 +70,10 @@ command_1() {
         tp2-shm nccl budget
     wait "$p"
     left=$((limit - SECONDS))
-    BENCH_ARGS="--steps 33" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) bench-124m
+    BENCH_ARGS="--steps 33 --hopper" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) bench-124m
 }
 command_2() {
-    local args="--steps 33" torch
+    local args="--steps 33 --hopper" torch
     torch=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)
     if [ "$torch" = 2.11.0+cu130 ]; then # the first sitting's (results/gpu/2026-11-27_h200): its compile rows stand
         args="$args --no-compile"

@@ -6,8 +6,8 @@
 # 2 steps; the wgmma kernels are launched (the emulation's launch log) and
 # the losses and weights match the mma.sync run; the same for
 # kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu, the warp-specialized
-# forward on TMA, with the same backward); bench_attention times each
-# forward and the backward as rows of their own (head size 64 only); wgmma is refused,
+# forward on TMA, with the same backward), and again at head size 96; bench_attention times each
+# forward and the backward as rows of their own; wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
@@ -54,16 +54,33 @@ if [ -d "$tmp/mma" ] && EMU_LAUNCH_LOG="$tmp/ws.launches" train wgmma_ws "$emu_b
     if out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/wgmma_ws" 2 --rtol 2e-3 2>&1); then ok "trainer_wgmma_ws_matches_mma ($out)"
     else not_ok trainer_wgmma_ws_matches_mma "$out"; fi
 else not_ok trainer_wgmma_ws_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma_ws.out" | tr '\n' ' ')"; fi
+# head size 96 (the 1.2B model's): one head of 96, the TMA forward's two column chunks
+hs96=(--set device=cuda --set train.precision=bf16 --set model.n_head=1 --set model.n_embd=96 --set train.steps=2)
+if train mma96 "$emu_bin" "${hs96[@]}" &&
+    EMU_LAUNCH_LOG="$tmp/ws96.launches" train wgmma_ws96 "$emu_bin" "${hs96[@]}" --set kernels.attention=wgmma_ws; then
+    if grep -q flash_forward_wgmma_ws_kernel "$tmp/ws96.launches" && ! grep -qE 'flash_forward_(mma|wgmma)_kernel' "$tmp/ws96.launches"
+    then ok trainer_wgmma_ws_head_size_96_launched
+    else not_ok trainer_wgmma_ws_head_size_96_launched "the launch log: $(cut -f3 "$tmp/ws96.launches" | sort -u | tr '\n' ' ')"; fi
+    # the wgmma backward at 96, dq by its slots (flash_bwd_wgmma.cu), not the mma.sync kernels
+    if grep -q flash_bwd_wgmma_kernel "$tmp/ws96.launches" && grep -q flash_dq_reduce_kernel "$tmp/ws96.launches" &&
+        ! grep -qE 'flash_(dkv|dq)_mma_kernel' "$tmp/ws96.launches"
+    then ok trainer_wgmma_head_size_96_backward_launched
+    else not_ok trainer_wgmma_head_size_96_backward_launched "the launch log: $(cut -f3 "$tmp/ws96.launches" | sort -u | tr '\n' ' ')"; fi
+    if out=$("$py" tests/parallel/compare.py "$tmp/mma96" "$tmp/wgmma_ws96" 2 --rtol 2e-3 2>&1); then
+        ok "trainer_wgmma_ws_head_size_96_matches_mma ($out)"
+    else not_ok trainer_wgmma_ws_head_size_96_matches_mma "$out"; fi
+else not_ok trainer_wgmma_ws_head_size_96_runs "$(tail -n 3 "$tmp/mma96.out" "$tmp/wgmma_ws96.out" | tr '\n' ' ')"; fi
 
-# bench_attention (tests/gpu/bench_attention.c) times the wgmma forward as a row of its own at head
-# size 64, checked against the tuned mma.sync shape; at 96 it says there is none; the wgmma backward
-# at 64 and 96
+# bench_attention (tests/gpu/bench_attention.c) times the wgmma forwards as rows of their own at head
+# sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
+# says so: tests/kernels/attention.c checks the refusal at 80); the wgmma backward at 64 and 96 too
 bench=build/emu/bench_attention_emu
 "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,2,130,64\tforward\twgmma_ws: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
-    grep -q '^# 1,1,70,96: no wgmma forward here' "$tmp/bench.out" && grep -q '^# 1,1,70,96: no wgmma_ws forward here' "$tmp/bench.out" &&
+    grep -qP '^1,1,70,96\tforward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -qP '^1,1,70,96\tforward\twgmma_ws: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
@@ -83,8 +100,8 @@ refused() {
     else not_ok "wgmma_refused_$name" "$(tail -n 2 "$tmp/$name.out" | tr '\n' ' ')"; fi
 }
 refused dropout "without dropout" "$emu_bin" "${hs64[@]}" --set model.dropout=0.1
-refused head_size_16 "head size 64 only" "$emu_bin" "${hs64[@]}" --set model.n_head=4
+refused head_size_16 "head sizes 64, 96 and 128" "$emu_bin" "${hs64[@]}" --set model.n_head=4
 refused fp32 "bf16 activations only" "$emu_bin" "${hs64[@]}" --set train.precision=fp32
 refused cpu 'needs device = "cuda"' "$emu_bin" --set model.n_head=1 --set train.steps=2
-kernel=wgmma_ws refused ws_head_size_16 "wgmma_ws has head size 64 only" "$emu_bin" "${hs64[@]}" --set model.n_head=4
+kernel=wgmma_ws refused ws_head_size_16 "wgmma_ws has head sizes 64, 96 and 128" "$emu_bin" "${hs64[@]}" --set model.n_head=4
 exit "$failed"

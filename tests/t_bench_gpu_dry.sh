@@ -53,6 +53,10 @@ n = 12 * L * C * C + 13 * L * C + 2 * C + V * C + T * C
 print(f"model: {L} layers, {m['n_head']} heads, width {C}, context {T}, vocab {V} (padded {V}): {n} parameters")
 print(f"batch: {gb} sequences x {T} tokens per step = dp 1 x {gb // mb} micro-batches of {mb} (gradient accumulation {gb // mb})")
 print("backend: cuda (bf16; fake)")
+hopper = sets.get("kernels.attention") == "wgmma_ws"
+if hopper and os.environ.get("FAKE_NOT_HOPPER"):
+    print("train_gpt: kernels.attention: wgmma_ws needs a device of compute capability 9.0 (H100, H200)")
+    sys.exit(1)
 graph = sets.get("train.cuda_graph", "true") == "true" and sets.get("out.op_times") != "true"
 if graph:
     print("step 2: captured as a CUDA graph; every later step replays it (train.cuda_graph)")
@@ -60,8 +64,9 @@ os.makedirs(out, exist_ok=True)
 fpt = 6 * n + 12 * L * C * T
 with open(f"{out}/log.jsonl", "w") as f:
     for s in range(1, steps + 1):
-        # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none
+        # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none; the Hopper attention 30 ms faster
         ms = 100.0 + s + (0 if graph else 10) + {"none": 0, "selective": 2, "full": 30}[sets.get("train.recompute", "none")]
+        ms -= 30 if hopper else 0
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -165,10 +170,44 @@ check bench_dry_op_times_brought_back "$(ls "$tmp"/out/gpu_bench_*/ 2>&1 | tr '\
     eval 'ls "$tmp"/out/gpu_bench_*/gpt2_124m_gb16_train_gpt_none.op_times.tsv >/dev/null 2>&1 &&
           grep -q "^matmul_forward" "$tmp"/out/gpu_bench_*/megatron_1.2b_gb8_train_gpt_*.op_times.tsv'
 check bench_dry_source_untouched "$(ls "$tmp/llmc" | tr '\n' ' ')" test "$(ls "$tmp/llmc" | tr '\n' ' ')" = "Makefile llmc train_gpt2.cu "
-# a second run keeps llm.c's build (the same source and command)
+# a second run keeps llm.c's build (the same source and command); with --hopper, train_gpt with
+# kernels.attention=wgmma_ws is a row of its own (the fake's steps 30 ms faster), with its op table
+sleep 1 # a raw folder of its own (runs/gpu_bench_<second>)
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" NVCC="$fake/cuda/bin/nvcc" \
-    LLMC_CUDNN=0 timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --llmc "$tmp/llmc") >"$tmp/bench2.out" 2>&1
+    LLMC_CUDNN=0 OUT="$tmp/out2" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --hopper \
+    --llmc "$tmp/llmc") >"$tmp/bench2.out" 2>&1
 rc=$?
 check bench_dry_keeps_llmc_build "rc $rc: $(grep -h 'build' "$repo"/runs/gpu_bench_*/llmc_build.out | tr '\n' ' ')" \
     eval '[ $rc = 0 ] && grep -q "kept the plain build" "$(ls -td "$repo"/runs/gpu_bench_*/ | head -n 1)/llmc_build.out"'
+# hopper_rows JSON: "same" when the rows are train_gpt, train_gpt_hopper (measured, or not with NOTE), eager,
+# compile (--no-compile), llm.c
+hopper_rows() {
+    python3 - "$1" "${2:-}" <<'PY' 2>&1
+import json, sys
+j, note = json.load(open(sys.argv[1])), sys.argv[2]
+impls = [r["impl"] for r in j["rows"]]
+h = next((r for r in j["rows"] if r["impl"] == "train_gpt_hopper"), None)
+bad = [] if impls == ["train_gpt", "train_gpt_hopper", "pytorch_eager", "pytorch_compile", "llm.c"] else [impls]
+if h and note:
+    bad += [] if h["ms_per_step"] is None and note in (h["note"] or "") else [h]
+elif h:
+    good = (h["ms_per_step"], h["ms_min"], h["ms_max"]) == (78.5, 74.0, 83.0) and "kernels.attention=wgmma_ws" in h["command"]
+    bad += [] if good else [h]
+print("same" if not bad else bad[:2])
+PY
+}
+json2=$(ls "$tmp"/out2/gpu_bench_*.json 2>/dev/null | head -n 1)
+got=$(hopper_rows "$json2")
+check bench_dry_hopper_row "$got" test "$got" = same
+check bench_dry_hopper_ratio_and_op_times "$(grep "Hopper attention's step" "${json2%.json}.md")" \
+    eval 'grep -q "train_gpt with the Hopper attention.s step takes 0.38x the time of PyTorch eager.s" "${json2%.json}.md" &&
+          grep -q "^matmul_forward" "$tmp"/out2/gpu_bench_*/gpt2_124m_gb16_train_gpt_hopper_none.op_times.tsv'
+# on a device that is not compute capability 9.0 train_gpt refuses the Hopper attention: its row says
+# why, and the exit status stays 0
+sleep 1
+(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_NOT_HOPPER=1 \
+    OUT="$tmp/out3" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --hopper) >"$tmp/bench3.out" 2>&1
+rc=$?
+got=$(hopper_rows "$(ls "$tmp"/out3/gpu_bench_*.json 2>/dev/null | head -n 1)" "needs a device of compute capability 9.0")
+check bench_dry_hopper_refused_not_counted "rc $rc: $got" eval '[ $rc = 0 ] && [ "$got" = same ]'
 exit "$failed"

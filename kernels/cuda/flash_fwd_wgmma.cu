@@ -1,5 +1,5 @@
 /* Fused causal attention, forward, on Hopper's warpgroup MMA (sm_90a wgmma;
- * kernels/cuda/wgmma.cuh): bf16, head size 64, no dropout. The first step
+ * kernels/cuda/wgmma.cuh): bf16, head sizes 64, 96 and 128, no dropout. The first step
  * of the FlashAttention-3 path (issue 36): the same arithmetic and outputs
  * as flash_fwd.cu's mma.sync forward (out, and lse = max + log(sum) per row
  * in the same [pair][T] layout, so flash_bwd.cu consumes them unchanged),
@@ -7,9 +7,9 @@
  *
  * One block: one consumer warpgroup (4 warps, 128 threads) owning 64 query
  * rows of one pair, warp w rows 16w .. 16w + 15. Q and each tile of 64 keys
- * of K and V sit in shared memory in the 128B-swizzled canonical layout of
- * kernels/cuda/smem_layout.h (one 128-byte row per key: head size 64 in
- * bf16), brought in by cp.async two tiles deep (the next while the current
+ * of K and V sit in shared memory in head_tiles.cuh's swizzled column
+ * chunks (canonical layouts of kernels/cuda/smem_layout.h), brought in by
+ * cp.async two tiles deep (the next while the current
  * is used; fw_stage is the one function a bulk tensor copy on mbarriers
  * will replace). Per key tile: S = Q K^T by wgmma_ss (Q and K K-major),
  * then the mma.sync path's online softmax (fm_softmax_row: wgmma's
@@ -34,31 +34,29 @@
 
 namespace {
 
-#define FW_ROWS 64                    /* query rows per block: one warpgroup */
-#define FW_THREADS 128                /* one warpgroup */
-/* Q, then two stages of K and V; +1024: the tiles start 1024-aligned (128B swizzle, base offset 0) */
-#define FW_SHARED_BYTES (5 * FW_TILE_BYTES + 1024)
+#define FW_ROWS 64     /* query rows per block: one warpgroup */
+#define FW_THREADS 128 /* one warpgroup */
 
-#if defined(FW_BODY)
-/* Byte offset in a tile of the 16-byte chunk c (elements 8c .. 8c + 7) of
- * row r: the K-major 128B layout (for V read MN-major, the same bytes:
- * smem_layout.h's table with n < 64), swizzled on the tile's offset, which
- * is the shared address's pattern as the tile is 1024-aligned. */
-static __device__ __forceinline__ uint32_t fw_chunk_at(int r, int c) {
-    const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, SMEM_SWIZZLE_128B, 16, FW_SBO, (uint32_t)r, (uint32_t)(8 * c), 2);
-    return smem_swizzle_apply(at, SMEM_SWIZZLE_128B, 0);
+/* Q, then two stages of K and V; +1024: the tiles start 1024-aligned (base offset 0) */
+template <int HS>
+__host__ __device__ static constexpr int fw_shared_bytes() {
+    return 5 * fw_tile_bytes<HS>() + 1024;
 }
 
+#if defined(FW_BODY)
 /* Rows t0 .. t0 + 63 of a row-major bf16 matrix (src: its row 0 at the
  * head's column; stride elements per row) into the swizzled tile, zero at
  * and past T (padding keys are multiplied, then masked: they must be
  * finite). vec: 16-byte cp.async copies (they land after async_commit and
  * async_wait); otherwise, and for the zero rows, plain stores. Either way
- * the caller makes them visible to the tensor core (fence_proxy_async_shared, mbarrier.cuh). */
+ * the caller makes them visible to the tensor core (fence_proxy_async_shared, mbarrier.cuh).
+ * Element 8c of row r lands at ht_offset (for V read MN-major, the same
+ * bytes: smem_layout.h's table with n inside one chunk). */
+template <int HS>
 static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
-    for (int e = (int)threadIdx.x; e < FW_KEYS * (FW_HS / 8); e += FW_THREADS) {
-        const int r = e / (FW_HS / 8), c = e % (FW_HS / 8), t = t0 + r;
-        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + fw_chunk_at(r, c));
+    for (int e = (int)threadIdx.x; e < FW_KEYS * (HS / 8); e += FW_THREADS) {
+        const int r = e / (HS / 8), c = e % (HS / 8), t = t0 + r;
+        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + ht_offset<HS, FW_KEYS>(r, 8 * c));
         const __nv_bfloat16 *s = src + (size_t)t * stride + 8 * c;
         if (t < T && vec) {
             async_copy16(d, s);
@@ -73,38 +71,41 @@ static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, s
 /* One block: query rows [q0, q0 + 64) of pair p0 + fl_grid_pair() (longest
  * first, fl_grid), key tiles up to the block's last row; tile kt's K and V
  * in stage kt % 2, tile kt + 1 copied into the other while kt is used. */
+template <int HS>
 __global__ void __launch_bounds__(FW_THREADS, 1)
     flash_forward_wgmma_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *qkv, int p0, int T, int NH, float scale_log2,
                                bool vec) {
 #if defined(FW_BODY)
-    extern __shared__ __align__(1024) unsigned char fw_shared[]; /* FW_SHARED_BYTES */
+    constexpr int tile = fw_tile_bytes<HS>();
+    extern __shared__ __align__(1024) unsigned char fw_shared[]; /* fw_shared_bytes<HS>() */
     unsigned char *qs = (unsigned char *)(((uintptr_t)fw_shared + 1023) & ~(uintptr_t)1023);
-    unsigned char *kv = qs + FW_TILE_BYTES; /* stage s: K at kv + 2 s tile, V one tile after */
+    unsigned char *kv = qs + tile; /* stage s: K at kv + 2 s tile, V one tile after */
     const int q0 = fl_grid_query_tile() * FW_ROWS;
-    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * FW_HS;
+    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2;
     const size_t stride = 3 * (size_t)C;
-    const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * FW_HS;
+    const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS;
 
-    fw_stage(qs, src + (size_t)q0 * stride, stride, 0, T - q0, vec);
-    fw_stage(kv, src + C, stride, 0, T, vec);
-    fw_stage(kv + FW_TILE_BYTES, src + 2 * C, stride, 0, T, vec);
+    fw_stage<HS>(qs, src + (size_t)q0 * stride, stride, 0, T - q0, vec);
+    fw_stage<HS>(kv, src + C, stride, 0, T, vec);
+    fw_stage<HS>(kv + tile, src + 2 * C, stride, 0, T, vec);
     async_commit();
 
-    const uint64_t dq = fw_desc_k_major(qs);
-    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[HS / 2], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f;
+    for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) s[i] = 0.0f;
     const int r0 = q0 + 16 * warp;
     fm_lane_pos at{{r0 + g, r0 + g + 8}, 0, lane & 3};
     const int k_tiles = (fl_min(q0 + FW_ROWS, T) + FW_KEYS - 1) / FW_KEYS;
     for (int kt = 0; kt < k_tiles; kt++) {
         const int k0 = kt * FW_KEYS;
-        unsigned char *ks = kv + (kt & 1) * 2 * FW_TILE_BYTES;
+        unsigned char *ks = kv + (kt & 1) * 2 * tile;
         if (kt + 1 < k_tiles) { /* the other stage's readers passed the last iteration's barrier */
-            unsigned char *next = kv + ((kt + 1) & 1) * 2 * FW_TILE_BYTES;
-            fw_stage(next, src + C, stride, k0 + FW_KEYS, T, vec);
-            fw_stage(next + FW_TILE_BYTES, src + 2 * C, stride, k0 + FW_KEYS, T, vec);
+            unsigned char *next = kv + ((kt + 1) & 1) * 2 * tile;
+            fw_stage<HS>(next, src + C, stride, k0 + FW_KEYS, T, vec);
+            fw_stage<HS>(next + tile, src + 2 * C, stride, k0 + FW_KEYS, T, vec);
             async_commit();
             async_wait<1>(); /* tile kt (and Q) are in; tile kt + 1 may still be in flight */
         } else {
@@ -114,14 +115,13 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
         __syncthreads();
         at.k0 = k0;
         const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
-        const uint64_t dk = fw_desc_k_major(ks), dv = fw_desc_mn_major(ks + FW_TILE_BYTES);
         if (k0 + FW_KEYS <= q0) /* block-uniform: every row sees every key */
-            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+            fw_key_tile<HS, true>(s, o, m, l, qs, ks, ks + tile, reach, at, scale_log2, T);
         else
-            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T);
+            fw_key_tile<HS, false>(s, o, m, l, qs, ks, ks + tile, reach, at, scale_log2, T);
         __syncthreads(); /* stage kt % 2's readers are done: the next iteration refills it */
     }
-    fw_store_rows(out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T,
+    fw_store_rows<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T,
                   reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
@@ -130,19 +130,30 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 
 } // namespace
 
-int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
-    cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || HS != FW_HS || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
-    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+/* Launches the instance at head size HS over every pair. */
+template <int HS>
+static void fw_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
     const bool vec = fm_aligned16(qkv);
-    const void *kernel = (const void *)flash_forward_wgmma_kernel;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW_SHARED_BYTES));
+    const void *kernel = (const void *)flash_forward_wgmma_kernel<HS>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw_shared_bytes<HS>()));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW_ROWS);
-        flash_forward_wgmma_kernel<<<grid, FW_THREADS, FW_SHARED_BYTES, ctx->stream>>>(
+        flash_forward_wgmma_kernel<HS><<<grid, FW_THREADS, fw_shared_bytes<HS>(), ctx->stream>>>(
             (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)qkv, p0, T, NH, scale_log2, vec);
         CUDA_LAUNCHED("flash_forward_wgmma_kernel");
     }
+}
+
+int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || !fw_head_size_built(HS) || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    if (HS == 64)
+        fw_launch<64>(ctx, out, lse, qkv, B, T, NH);
+    else if (HS == 96)
+        fw_launch<96>(ctx, out, lse, qkv, B, T, NH);
+    else
+        fw_launch<128>(ctx, out, lse, qkv, B, T, NH);
     return 1;
 }

@@ -1,11 +1,12 @@
-/* The per-tile arithmetic of the Hopper attention forwards (head size 64,
- * bf16, no dropout), shared by flash_fwd_wgmma.cu (one warpgroup, cp.async
+/* The per-tile arithmetic of the Hopper attention forwards (head sizes 64,
+ * 96 and 128, bf16, no dropout), shared by flash_fwd_wgmma.cu (one warpgroup, cp.async
  * staging: the reference) and flash_fwd_wgmma_ws.cu (a TMA producer warp
  * and two consumer warpgroups): one consumer warpgroup's 64 query rows
  * against one staged tile of 64 keys, and the finished rows' stores. Tiles
- * are 64 rows of 128 bytes (one key or query a row) in the 128B-swizzled
- * K-major layout of smem_layout.h, 1024-byte aligned; V is read from the
- * same layout MN-major. Both kernels give a row the same 64-key tiles and
+ * are 64 rows (keys or queries) of the head's columns in head_tiles.cuh's
+ * chunks (64 columns under the 128B swizzle; at head size 96 a last chunk
+ * of 32 under the 64B swizzle), 1024-byte aligned: Q and K read K-major, V
+ * MN-major, one P V product per chunk. Both kernels give a row the same 64-key tiles and
  * these same operations, so their outputs are the mma.sync forward's
  * under the emulation (tests/kernels/attention.c). */
 #ifndef KERNELS_CUDA_FLASH_FWD_WGMMA_CUH
@@ -13,32 +14,27 @@
 
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_fwd_mma.cuh"
-#include "kernels/cuda/smem_layout.h"
-#include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/head_tiles.cuh"
 
-#define FW_HS 64                      /* head size: one 128-byte swizzle row per key */
-#define FW_KEYS 64                    /* keys per staged tile */
-#define FW_ROW_BYTES (FW_HS * 2)      /* bytes per row of a tile (bf16) */
-#define FW_TILE_BYTES (FW_KEYS * FW_ROW_BYTES)
-#define FW_SBO (8 * FW_ROW_BYTES)     /* between 8-row groups (swizzle atoms) */
+#define FW_KEYS 64 /* keys (or query rows) per staged tile */
+
+/* The head sizes the Hopper forwards are built for (head_tiles.cuh's). */
+static inline bool fw_head_size_built(int HS) { return HS == 64 || HS == 96 || HS == 128; }
+
+/* Bytes of a staged tile at head size HS. */
+template <int HS>
+__host__ __device__ static constexpr int fw_tile_bytes() {
+    return (int)head_tile<HS>::template bytes<FW_KEYS>();
+}
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FW_BODY 1 /* the kernels' bodies: sm_90a, or the emulation (and nvcc's host pass) */
 #endif
 
 #if defined(FW_BODY)
-/* Descriptors of a staged tile: as A or B K-major (Q, K), and as B
- * MN-major (V: n, the head's column, along the 128-byte row; k, the key,
- * from row to row). */
-static __device__ __forceinline__ uint64_t fw_desc_k_major(const unsigned char *tile) {
-    return wgmma_desc(tile, 16, FW_SBO, SMEM_SWIZZLE_128B);
-}
-static __device__ __forceinline__ uint64_t fw_desc_mn_major(const unsigned char *tile) {
-    return wgmma_desc(tile, FW_KEYS * FW_ROW_BYTES, FW_SBO, SMEM_SWIZZLE_128B);
-}
-
 /* The finished rows of warp w: out = o / sum (bf16) for rows before T, lse
  * = max + log(sum) into lse_rows (the pair's, by row). */
+template <int HS>
 static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *lse_rows, const float (*o)[4], const float m[2],
                                      const float l[2], const fm_lane_pos &at, int T) {
     for (int half = 0; half < 2; half++) {
@@ -47,7 +43,7 @@ static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *l
         if (row >= T) continue;
         __nv_bfloat16 *r = out + (size_t)row * stride + 2 * at.t;
 #pragma unroll
-        for (int n = 0; n < FW_HS / 8; n++) {
+        for (int n = 0; n < HS / 8; n++) {
             r[8 * n] = __float2bfloat16_rn(o[n][2 * half] * inv);
             r[8 * n + 1] = __float2bfloat16_rn(o[n][2 * half + 1] * inv);
         }
@@ -55,47 +51,83 @@ static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *l
     }
 }
 
-/* The turns of a warpgroup's products: none (one consumer warpgroup). */
-struct fw_no_turns {
-    __device__ __forceinline__ void take() const {}
-    __device__ __forceinline__ void pass() const {}
-};
-
-/* One staged key tile: S = Q K^T, the online softmax of the warp's two
- * accumulator rows per lane, O += bf16(P) V. FULL: the tile lies wholly
- * before the block's rows (no mask). turns.take() before issuing each of
- * the two products and turns.pass() once issued: where two warpgroups
- * share the tensor core, each's softmax then runs under the other's
- * products (flash_fwd_wgmma_ws.cu's ping-pong). */
-template <bool FULL, typename Turns = fw_no_turns>
-static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[32], float m[2], float l[2], uint64_t dq, uint64_t dk,
-                                                   uint64_t dv, const fm_reach &reach, const fm_lane_pos &at, float scale_log2, int T,
-                                                   const Turns &turns = Turns()) {
-    turns.take();
-    wgmma_fence(); /* s and o were last touched by this thread's registers */
+/* The pieces of one staged key tile, for a warpgroup's 64 query rows:
+ * S = Q K^T issued into s (not committed; scale-d 0 at the first step). */
+template <int HS>
+static __device__ __forceinline__ void fw_issue_scores(float (&s)[32], const unsigned char *qs, const unsigned char *ks) {
 #pragma unroll
-    for (int step = 0; step < FW_HS / 16; step++) /* k 16 step .. 16 step + 15: 32 bytes along a swizzled row */
-        wgmma_ss<FW_KEYS, 0, 0>(s, wgmma_desc_advance(dq, 32 * step), wgmma_desc_advance(dk, 32 * step), step > 0);
-    wgmma_commit();
-    turns.pass();
-    wgmma_wait<0>();
-    wgmma_fence_operand(s);
+    for (int step = 0; step < HS / 16; step++) /* columns 16 step .. 16 step + 15 */
+        wgmma_ss<FW_KEYS, 0, 0>(s, ht_k_major<HS, FW_KEYS>(qs, step), ht_k_major<HS, FW_KEYS>(ks, step), step > 0);
+}
+
+/* O += P V issued (not committed): a, P as the A fragments of keys 16 kk ..
+ * 16 kk + 15 (fw_pack); V's 16 rows for each, one product per column chunk. */
+template <int HS>
+static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uint32_t (&a)[FW_KEYS / 16][4], const unsigned char *vs) {
+#pragma unroll
+    for (int kk = 0; kk < FW_KEYS / 16; kk++) ht_rs_mn<HS, FW_KEYS>(o, a[kk], vs, kk, 1);
+}
+
+/* The online softmax of the warp's two accumulator rows a lane (the
+ * mma.sync forward's fm_softmax_row): s becomes P in place, m and l the
+ * new running max and sum; m_prev gets the old max, for fw_rescale. The
+ * outputs are not touched, so that this may run while a product still
+ * writes them. FULL: the tile lies wholly before the rows (no mask). */
+template <bool FULL>
+static __device__ __forceinline__ void fw_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], const fm_reach &reach,
+                                                  const fm_lane_pos &at, float scale_log2, int T) {
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
-    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
     const tg_dropout none{};
-    for (int i = 0; i < 2; i++)
-        fm_softmax_row<FW_HS / 8, FW_KEYS / 8, FULL, false>(sf, of, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
-    uint32_t a[FW_KEYS / 16][4];
+    for (int i = 0; i < 2; i++) {
+        m_prev[i] = m[i];
+        fm_softmax_row<0, FW_KEYS / 8, FULL, false>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
+    }
+}
+
+/* The outputs' rows moved from running max m_prev to m: the factor
+ * fm_softmax_row applies to l, computed as it computes it. */
+template <int HS>
+static __device__ __forceinline__ void fw_rescale(float (&o)[HS / 2], const float m_prev[2], const float m[2]) {
+    float(*of)[4] = reinterpret_cast<float(*)[4]>(o);
+    for (int i = 0; i < 2; i++) {
+        const float base = m[i] == -INFINITY ? 0.0f : m[i], corr = exp2_ftz(m_prev[i] - base);
+#pragma unroll
+        for (int n = 0; n < HS / 8; n++) {
+            of[n][2 * i] *= corr;
+            of[n][2 * i + 1] *= corr;
+        }
+    }
+}
+
+/* P (s after fw_softmax) rounded to bf16 and packed as wgmma_rs's A
+ * fragments: keys 16 kk .. 16 kk + 15 are accumulator blocks 2 kk, 2 kk + 1. */
+static __device__ __forceinline__ void fw_pack(uint32_t (&a)[FW_KEYS / 16][4], float (&s)[32]) {
+    float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
 #pragma unroll
     for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
-    wgmma_fence_operand(o);
-    turns.take();
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15: 16 rows of V */
-        wgmma_rs<FW_HS, 1>(o, a[kk], wgmma_desc_advance(dv, 16 * FW_ROW_BYTES * kk), 1);
+}
+
+/* One staged key tile, each product waited for before the next step (the
+ * one-warpgroup forward): S = Q K^T, the online softmax, O += bf16(P) V.
+ * FULL: the tile lies wholly before the block's rows (no mask). */
+template <int HS, bool FULL>
+static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[HS / 2], float m[2], float l[2], const unsigned char *qs,
+                                                   const unsigned char *ks, const unsigned char *vs, const fm_reach &reach,
+                                                   const fm_lane_pos &at, float scale_log2, int T) {
+    wgmma_fence(); /* s and o were last touched by this thread's registers */
+    fw_issue_scores<HS>(s, qs, ks);
     wgmma_commit();
-    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    float m_prev[2];
+    fw_softmax<FULL>(s, m, l, m_prev, reach, at, scale_log2, T);
+    fw_rescale<HS>(o, m_prev, m);
+    uint32_t a[FW_KEYS / 16][4];
+    fw_pack(a, s);
+    wgmma_fence_operand(o);
+    wgmma_fence();
+    fw_issue_pv<HS>(o, a, vs);
+    wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(o);
 }

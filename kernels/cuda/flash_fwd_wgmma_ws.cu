@@ -1,22 +1,24 @@
 /* Fused causal attention, forward, on Hopper (sm_90a) as a warp-specialized
- * pipeline (FlashAttention-3's shape, issue 36): bf16, head size 64, no
- * dropout; kernels.attention = wgmma_ws. Outputs as flash_fwd.cu's (out,
+ * pipeline (FlashAttention-3's shape, issue 36): bf16, head sizes 64, 96
+ * and 128, no dropout; kernels.attention = wgmma_ws. Outputs as flash_fwd.cu's (out,
  * and lse = max + log(sum) per row in the [pair][T] layout that
  * flash_bwd.cu reads).
  *
  * One block: 128 query rows of one pair, three warpgroups.
  *  - Warpgroup 0, the producer: lowers its registers (setmaxnreg), and one
- *    thread brings Q (two boxes of 64 rows) once, then each tile of 64 keys
+ *    thread brings Q (two tiles of 64 rows) once, then each tile of 64 keys
  *    of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
- *    of FW3_STAGES stages, 128B-swizzled by the copy engine. Stage s is
+ *    of FW3_STAGES stages: one box per column chunk of head_tiles.cuh (64
+ *    columns 128B-swizzled by the copy engine; at head size 96 a last box
+ *    of 32, 64B-swizzled), so a tile lands in the layout the products read. Stage s is
  *    gated by full[s] (one arrival with expect_tx of its K and V bytes: the
  *    phase completes when both boxes landed) and empty[s] (one arrival per
  *    consumer warp when its products no longer read the stage).
  *  - Warpgroups 1 and 2, the consumers: raise their registers; warpgroup c
  *    owns rows q0 + 64 (c - 1) .. + 63, and per key tile does what
- *    flash_fwd_wgmma.cu's warpgroup does (fw_key_tile: S = Q K^T by
- *    wgmma_ss, the online softmax with the diagonal tile masked by select,
- *    O += P V by wgmma_rs). Warpgroup 1's rows end 64 keys before
+ *    flash_fwd_wgmma.cu's warpgroup does (S = Q K^T by wgmma_ss, the
+ *    online softmax with the diagonal tile masked by select, O += P V by
+ *    wgmma_rs), pipelined (fw3_consume). Warpgroup 1's rows end 64 keys before
  *    warpgroup 2's: it skips the block's last tile, whose empty phase then
  *    never completes, and nothing waits on it (no load follows the last).
  * Sizes not a multiple of the tiles: the maps have the tensor's true shape
@@ -33,9 +35,8 @@
  * byte counts, and setmaxnreg's warpgroup uniformity are checked.
  * The consumers ping-pong (fw3_turns): they issue their products in turn,
  * so that one's softmax runs under the other's products.
- * Not yet FlashAttention-3: a warpgroup's softmax does not overlap its own
- * next S = Q K^T (intra-warpgroup pipelining), and the backward is
- * mma.sync. */
+ * And within a warpgroup, a tile's softmax runs while the warpgroup's own
+ * O += P V of the tile before is in flight (fw3_consume). */
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -46,24 +47,37 @@ namespace {
 #define FW3_ROWS 128                 /* query rows per block: two consumer warpgroups of 64 */
 #define FW3_THREADS 384              /* the producer warpgroup, then the two consumers */
 #define FW3_STAGES 3                 /* K and V tiles in flight */
-#define FW3_STAGE_BYTES (2 * FW_TILE_BYTES) /* K, then V */
 #define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
 #define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
 #define FW3_CONSUMER_REGS 240
-/* Q (two tiles), the stages, then the barriers; +1024: tiles 1024-aligned (128B swizzle) */
-#define FW3_TILES_BYTES (2 * FW_TILE_BYTES + FW3_STAGES * FW3_STAGE_BYTES)
-#define FW3_SHARED_BYTES (1024 + FW3_TILES_BYTES + (1 + 2 * FW3_STAGES) * 8)
+/* A stage: K, then V. */
+template <int HS>
+__host__ __device__ static constexpr int fw3_stage_bytes() {
+    return 2 * fw_tile_bytes<HS>();
+}
+/* Q (two tiles), then the stages. */
+template <int HS>
+__host__ __device__ static constexpr int fw3_tiles_bytes() {
+    return 2 * fw_tile_bytes<HS>() + FW3_STAGES * fw3_stage_bytes<HS>();
+}
+/* The tiles, then the barriers; +1024: tiles 1024-aligned (base offset 0) */
+template <int HS>
+__host__ __device__ static constexpr int fw3_shared_bytes() {
+    return 1024 + fw3_tiles_bytes<HS>() + (1 + 2 * FW3_STAGES) * 8;
+}
 
 /* The block's shared memory, carved from the dynamic allocation. */
 struct fw3_smem {
     unsigned char *q;     /* 2 tiles: consumer c's Q at q + (c - 1) tile */
-    unsigned char *stage; /* stage s: K at stage + s * FW3_STAGE_BYTES, V one tile after */
+    unsigned char *stage; /* stage s: K at stage + s * fw3_stage_bytes, V one tile after */
     uint64_t *q_full, *full, *empty;
 };
 
-/* The tensor maps of one call, passed by value (__grid_constant__). */
+/* The tensor maps of one call, passed by value (__grid_constant__): one
+ * per column chunk (head_tiles.cuh) of q, k and v; chunk 1's only where
+ * the head size has one. */
 struct fw3_maps {
-    CUtensorMap q, k, v;
+    CUtensorMap q[2], k[2], v[2];
 };
 
 #if defined(FW_BODY)
@@ -72,8 +86,8 @@ struct fw3_maps {
  * there, 256 threads, the other arrives once its own products are
  * issued), so that one's softmax runs while the tensor core works on the
  * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its loop); its
- * n1 tiles make 2 n1 turns each; warpgroup 2's last tile (beyond
- * warpgroup 1's rows) has no partner and takes no turn. Turn j:
+ * n1 tiles make n1 + 1 turns (fw3_consume); warpgroup 2's last turn, where
+ * it has a tile more (beyond warpgroup 1's rows), has no partner. Turn j:
  * take() syncs while j < sync_turns, pass() arrives while j < pass_turns. */
 #define FW3_BAR_TURN 1
 struct fw3_turns {
@@ -88,80 +102,152 @@ struct fw3_turns {
     }
 };
 
+template <int HS>
 static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     fw3_smem m;
     m.q = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
-    m.stage = m.q + 2 * FW_TILE_BYTES;
-    m.q_full = (uint64_t *)(m.q + FW3_TILES_BYTES);
+    m.stage = m.q + 2 * fw_tile_bytes<HS>();
+    m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS>());
     m.full = m.q_full + 1;
     m.empty = m.full + FW3_STAGES;
     return m;
 }
 
+/* Tokens t0 .. t0 + 63 of head h of sequence b into a tile: one copy per
+ * column chunk, each chunk's box and swizzle from its own map. */
+template <int HS>
+static __device__ __forceinline__ void fw3_load_tile(unsigned char *tile, const CUtensorMap (&map)[2], uint64_t *bar, int h, int t0,
+                                                     int b) {
+    using H = head_tile<HS>;
+#pragma unroll
+    for (int c = 0; c < H::chunks; c++) tma_load_4d(tile + H::template chunk_at<FW_KEYS>(c), &map[c], bar, 64 * c, h, t0, b);
+}
+
 /* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
  * pair (b, h), tile kt into stage kt % FW3_STAGES once its previous
  * occupant (tile kt - FW3_STAGES) is released. */
+template <int HS>
 static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int b, int h, int q0, int k_tiles) {
-    tma_prefetch_map(&maps.q);
-    tma_prefetch_map(&maps.k);
-    tma_prefetch_map(&maps.v);
-    mbar_arrive_expect_tx(sm.q_full, 2 * FW_TILE_BYTES);
-    tma_load_4d(sm.q, &maps.q, sm.q_full, 0, h, q0, b);
-    tma_load_4d(sm.q + FW_TILE_BYTES, &maps.q, sm.q_full, 0, h, q0 + FW_KEYS, b);
+    constexpr int tile = fw_tile_bytes<HS>();
+    for (int c = 0; c < head_tile<HS>::chunks; c++) {
+        tma_prefetch_map(&maps.q[c]);
+        tma_prefetch_map(&maps.k[c]);
+        tma_prefetch_map(&maps.v[c]);
+    }
+    mbar_arrive_expect_tx(sm.q_full, 2 * tile);
+    fw3_load_tile<HS>(sm.q, maps.q, sm.q_full, h, q0, b);
+    fw3_load_tile<HS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % FW3_STAGES, round = kt / FW3_STAGES;
-        unsigned char *k = sm.stage + s * FW3_STAGE_BYTES;
+        unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
         mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
-        mbar_arrive_expect_tx(&sm.full[s], FW3_STAGE_BYTES);
-        tma_load_4d(k, &maps.k, &sm.full[s], 0, h, kt * FW_KEYS, b);
-        tma_load_4d(k + FW_TILE_BYTES, &maps.v, &sm.full[s], 0, h, kt * FW_KEYS, b);
+        mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
+        fw3_load_tile<HS>(k, maps.k, &sm.full[s], h, kt * FW_KEYS, b);
+        fw3_load_tile<HS>(k + tile, maps.v, &sm.full[s], h, kt * FW_KEYS, b);
     }
 }
 
+/* The warp's release of stage st once its products no longer read it. */
+static __device__ __forceinline__ void fw3_release(const fw3_smem &sm, int st) {
+    __syncwarp(); /* every lane has waited for the products that read it */
+    if (((int)threadIdx.x & 31) == 0) mbar_arrive(&sm.empty[st]);
+}
+
+/* The softmax of key tile k0's scores for the warp's rows r0 ..: masked
+ * where the tile reaches the warpgroup's rows (q0w: its first; uniform). */
+static __device__ __forceinline__ void fw3_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], fm_lane_pos &at, int r0,
+                                                   int q0w, int k0, float scale_log2, int T) {
+    at.k0 = k0;
+    const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
+    if (k0 + FW_KEYS <= q0w)
+        fw_softmax<true>(s, m, l, m_prev, reach, at, scale_log2, T);
+    else
+        fw_softmax<false>(s, m, l, m_prev, reach, at, scale_log2, T);
+}
+
 /* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
- * 0 .. k_tiles - 1 as they land; then its rows stored. */
+ * 0 .. k_tiles - 1 as they land; then its rows stored. Pipelined within
+ * the warpgroup (FlashAttention-3's intra-warpgroup overlap): one turn
+ * issues S = Q K^T of tile kt and O += P V of tile kt - 1, and tile kt's
+ * softmax runs while that second product is in flight; O's rescale to the
+ * new max waits for it. k_tiles + 1 turns: tile 0's scores, one a tile
+ * after, the last tile's P V. A row sees the operations of fw_key_tile in
+ * the same order (so the mma.sync forward's bits under the emulation). */
+template <int HS>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
                                    int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    const uint64_t dq = fw_desc_k_major(sm.q + (c - 1) * FW_TILE_BYTES);
-    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    constexpr int tile = fw_tile_bytes<HS>(), stage = fw3_stage_bytes<HS>();
+    const unsigned char *qs = sm.q + (c - 1) * tile;
+    float o[HS / 2], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, m_prev[2];
+    uint32_t a[FW_KEYS / 16][4];
 #pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = s[i] = 0.0f;
+    for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) s[i] = 0.0f;
     const int r0 = q0w + 16 * warp;
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
     mbar_wait(sm.q_full, 0);
-    for (int kt = 0; kt < k_tiles; kt++) {
-        const int st = kt % FW3_STAGES, k0 = kt * FW_KEYS;
-        const unsigned char *k = sm.stage + st * FW3_STAGE_BYTES;
+    mbar_wait(&sm.full[0], 0);
+    turns.take(); /* turn 0: tile 0's scores */
+    wgmma_fence();
+    fw_issue_scores<HS>(s, qs, sm.stage);
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    fw3_softmax(s, m, l, m_prev, at, r0, q0w, 0, scale_log2, T);
+    fw_rescale<HS>(o, m_prev, m);
+    fw_pack(a, s);
+    for (int kt = 1; kt < k_tiles; kt++) {
+        const int st = kt % FW3_STAGES, before = (kt - 1) % FW3_STAGES;
         mbar_wait(&sm.full[st], (kt / FW3_STAGES) & 1);
-        at.k0 = k0;
-        const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
-        const uint64_t dk = fw_desc_k_major(k), dv = fw_desc_mn_major(k + FW_TILE_BYTES);
-        if (k0 + FW_KEYS <= q0w) /* warpgroup-uniform: every row sees every key */
-            fw_key_tile<true>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
-        else
-            fw_key_tile<false>(s, o, m, l, dq, dk, dv, reach, at, scale_log2, T, turns);
-        __syncwarp(); /* the warp's products have read the stage (fw_key_tile waited for them) */
-        if (lane == 0) mbar_arrive(&sm.empty[st]);
+        wgmma_fence_operand(o);
+        turns.take();
+        wgmma_fence(); /* s, o and a were last touched by this thread's registers */
+        fw_issue_scores<HS>(s, qs, sm.stage + st * stage);
+        wgmma_commit();
+        fw_issue_pv<HS>(o, a, sm.stage + before * stage + tile);
+        wgmma_commit();
+        turns.pass();
+        wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
+        wgmma_fence_operand(s);
+        fw3_softmax(s, m, l, m_prev, at, r0, q0w, kt * FW_KEYS, scale_log2, T);
+        wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
+        wgmma_fence_operand(o);
+        fw3_release(sm, before);
+        fw_rescale<HS>(o, m_prev, m);
+        fw_pack(a, s);
     }
-    fw_store_rows(out, stride, lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+    const int last = (k_tiles - 1) % FW3_STAGES;
+    wgmma_fence_operand(o);
+    turns.take(); /* the last turn: the last tile's P V */
+    wgmma_fence();
+    fw_issue_pv<HS>(o, a, sm.stage + last * stage + tile);
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    fw3_release(sm, last);
+    fw_store_rows<HS>(out, stride, lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
 }
 #endif
 
 /* One block: query rows [q0, q0 + 128) of pair p0 + fl_grid_pair()
  * (longest first, fl_grid), key tiles up to the block's last row. A
- * template on the ring's depth (FW3_STAGES), so that launches name it
- * (the emulation checks their shared memory opt-in by that name). */
-template <int STAGES>
+ * template on the head size and the ring's depth (FW3_STAGES), so that
+ * launches name it (the emulation checks their shared memory opt-in by
+ * that name). */
+template <int HS, int STAGES>
 __global__ void __launch_bounds__(FW3_THREADS, 1)
     flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int T, int NH,
                                   float scale_log2) {
 #if defined(FW_BODY)
     static_assert(STAGES == FW3_STAGES, "the shared memory is carved for FW3_STAGES");
-    extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* FW3_SHARED_BYTES */
-    const fw3_smem sm = fw3_carve(fw3_shared);
+    extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* fw3_shared_bytes<HS>() */
+    const fw3_smem sm = fw3_carve<HS>(fw3_shared);
     const int q0 = fl_grid_query_tile() * FW3_ROWS;
-    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * FW_HS, wg = (int)threadIdx.x >> 7;
+    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS, wg = (int)threadIdx.x >> 7;
     const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW_KEYS - 1) / FW_KEYS;
     if (threadIdx.x == 0) {
         mbar_init(sm.q_full, 1);
@@ -174,32 +260,53 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     __syncthreads();
     if (wg == 0) {
         setmaxnreg_dec<FW3_PRODUCER_REGS>();
-        if (threadIdx.x == 0) fw3_produce(maps, sm, b, h, q0, k_tiles);
+        if (threadIdx.x == 0) fw3_produce<HS>(maps, sm, b, h, q0, k_tiles);
         return;
     }
     setmaxnreg_inc<FW3_CONSUMER_REGS>();
     const int q0w = q0 + (wg - 1) * FW_KEYS;
     /* warpgroup 1 stops at the tile holding its last row; warpgroup 2 takes every tile */
     const int first_tiles = fl_min(k_tiles, q0 / FW_KEYS + 1), my_tiles = wg == 1 ? first_tiles : k_tiles;
-    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, 2 * first_tiles, 2 * first_tiles - (wg == 2), 0};
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, first_tiles + 1, first_tiles + 1 - (wg == 2), 0};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
-    fw3_consume(sm, wg, out + (size_t)b * T * C + (size_t)h * FW_HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
+    fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
                 scale_log2, T);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
 }
 
-/* The maps of q, k and v inside qkv [B, T, 3, NH, 64]: boxes of 64 tokens
- * by the 64 elements of one head, 128B-swizzled. */
-void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T, int NH) {
-    const size_t C = (size_t)NH * FW_HS;
+/* The maps of q, k and v inside qkv [B, T, 3, NH, HS]: per column chunk
+ * (head_tiles.cuh), boxes of 64 tokens by the chunk's columns of one
+ * head, swizzled by its span. */
+template <int HS>
+static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T, int NH) {
+    using H = head_tile<HS>;
+    const size_t C = (size_t)NH * HS;
     const char *names[3] = {"qkv (queries)", "qkv (keys)", "qkv (values)"};
-    CUtensorMap *dst[3] = {&maps->q, &maps->k, &maps->v};
-    for (int i = 0; i < 3; i++) {
-        tg_err e;
-        if (tma_map_heads(dst[i], names[i], qkv + i * C, B, T, NH, FW_HS, 3 * C, FW_KEYS, FW_HS, 128, &e))
-            tg_die("train_gpt", &e);
+    CUtensorMap *dst[3] = {maps->q, maps->k, maps->v};
+    memset(maps, 0, sizeof *maps);
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < H::chunks; c++) {
+            tg_err e;
+            if (tma_map_heads(&dst[i][c], names[i], qkv + i * C, B, T, NH, HS, 3 * C, FW_KEYS, H::cols(c), (int)H::row_bytes(c), &e))
+                tg_die("train_gpt", &e);
+        }
+}
+
+/* Launches the instance at head size HS over every pair. */
+template <int HS>
+static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH) {
+    const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
+    fw3_maps maps;
+    fw3_make_maps<HS>(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, FW3_STAGES>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS>()));
+    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
+        const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW3_ROWS);
+        flash_forward_wgmma_ws_kernel<HS, FW3_STAGES><<<grid, FW3_THREADS, fw3_shared_bytes<HS>(), ctx->stream>>>(
+            maps, (__nv_bfloat16 *)out, lse, p0, T, NH, scale_log2);
+        CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
     }
 }
 
@@ -208,20 +315,15 @@ void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T, int N
 int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
                                     tg_dropout drop) {
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || HS != FW_HS || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
+    if (o->act != TG_BF16 || !fw_head_size_built(HS) || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     /* the copy engine reads 16-byte aligned tensors only: the cp.async forward takes the rest */
     if (!fm_aligned16(qkv)) return cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop);
-    const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
-    fw3_maps maps;
-    fw3_make_maps(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
-    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<FW3_STAGES>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FW3_SHARED_BYTES));
-    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW3_ROWS);
-        flash_forward_wgmma_ws_kernel<FW3_STAGES><<<grid, FW3_THREADS, FW3_SHARED_BYTES, ctx->stream>>>(
-            maps, (__nv_bfloat16 *)out, lse, p0, T, NH, scale_log2);
-        CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
-    }
+    if (HS == 64)
+        fw3_launch<64>(ctx, out, lse, qkv, B, T, NH);
+    else if (HS == 96)
+        fw3_launch<96>(ctx, out, lse, qkv, B, T, NH);
+    else
+        fw3_launch<128>(ctx, out, lse, qkv, B, T, NH);
     return 1;
 }

@@ -25,25 +25,20 @@
 
 /* The column chunks of head size HS; chunk 1's figures stand for chunk 0's
  * where there is no chunk 1 (head size 64), so that every expression is a
- * valid template argument. __host__ __device__: the kernels call them with
- * a chunk known only after unrolling (nvcc refuses a plain constexpr
- * function from device code). */
+ * valid template argument. */
 template <int HS>
 struct head_tile {
     static_assert(HS == 64 || HS == 96 || HS == 128, "the Hopper attention kernels take head sizes 64, 96 and 128");
     static constexpr int chunks = (HS + 63) / 64;
     static constexpr int cols1 = HS > 64 ? HS - 64 : 64; /* columns of chunk 1 */
-    static __host__ __device__ constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
-    static __host__ __device__ constexpr uint32_t row_bytes(int c) { return 2u * (uint32_t)cols(c); }
-    static __host__ __device__ constexpr unsigned swizzle(int c) {
-        return cols(c) == 64 ? SMEM_SWIZZLE_128B : SMEM_SWIZZLE_64B;
-    }
-    /* between 8-row groups (swizzle atoms) */
-    static __host__ __device__ constexpr uint32_t sbo(int c) { return 8u * row_bytes(c); }
+    __host__ __device__ static constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
+    __host__ __device__ static constexpr uint32_t row_bytes(int c) { return 2u * (uint32_t)cols(c); }
+    __host__ __device__ static constexpr unsigned swizzle(int c) { return cols(c) == 64 ? SMEM_SWIZZLE_128B : SMEM_SWIZZLE_64B; }
+    __host__ __device__ static constexpr uint32_t sbo(int c) { return 8u * row_bytes(c); } /* between 8-row groups (swizzle atoms) */
     template <int ROWS>
-    static __host__ __device__ constexpr uint32_t chunk_at(int c) { return (uint32_t)(ROWS * 128 * c); }
+    __host__ __device__ static constexpr uint32_t chunk_at(int c) { return (uint32_t)(ROWS * 128 * c); }
     template <int ROWS>
-    static __host__ __device__ constexpr uint32_t bytes() { return (uint32_t)(ROWS * HS * 2); }
+    __host__ __device__ static constexpr uint32_t bytes() { return (uint32_t)(ROWS * HS * 2); }
 };
 
 /* Byte offset in a ROWS-row tile of columns col .. col + 7 (col a multiple

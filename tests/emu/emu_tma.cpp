@@ -436,6 +436,13 @@ void emu_tma_block_end() {
                   kv.second.loads.size());
         kv.second.loads.clear();
     }
+    /* bar.arrive without a bar.sync to meet it: the two sides' counts of
+     * turns disagree (the device resets the barrier with the block, so it
+     * would pass unseen there) */
+    for (int id = 1; id < 16; id++)
+        if (g_tma.named[id].arrived > 0)
+            emu_error("named barrier %d: the block ended with %d of its %d threads arrived (arrivals no bar.sync met)", id,
+                      g_tma.named[id].arrived, g_tma.named[id].expected);
     g_tma = block_tma();
 }
 

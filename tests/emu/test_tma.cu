@@ -463,7 +463,7 @@ static int check_encoder_rules(void) {
 
 enum misuse {
     WRONG_PARITY, NOT_ANNOUNCED, SHORT_ANNOUNCED, NEVER_ARRIVES, MISALIGNED, BAD_MAP, NEVER_WAITED, STORE_NOT_WAITED, NAMED_COUNT,
-    NAMED_MISMATCH, SETMAXNREG_SPLIT, NOT_A_BARRIER
+    NAMED_MISMATCH, NAMED_UNMET, SETMAXNREG_SPLIT, NOT_A_BARRIER
 };
 
 /* One misuse each; map: 64 x 64 bf16, a box of 64 x 16 (2048 bytes), the 128B swizzle. */
@@ -514,6 +514,9 @@ __global__ void misuse_kernel(const __grid_constant__ CUtensorMap map, int what)
         break;
     case NAMED_COUNT: named_bar_sync(1, 48); break;
     case NAMED_MISMATCH: named_bar_sync(1, t < 32 ? 64 : 32); break;
+    case NAMED_UNMET: /* warp 1 passes a turn that warp 0 never takes */
+        if (t >= 32) named_bar_arrive(1, 64);
+        break;
     case SETMAXNREG_SPLIT:
         if (t < 96) setmaxnreg_inc<232>();
         else setmaxnreg_dec<40>();
@@ -570,6 +573,7 @@ static int check_emulation(void) {
     failed |= expect_error("emu_tma_store_never_waited_for_reported", STORE_NOT_WAITED, 64, "bulk tensor stores not waited for");
     failed |= expect_error("emu_named_barrier_count_not_warps_reported", NAMED_COUNT, 64, "a multiple of 32");
     failed |= expect_error("emu_named_barrier_counts_disagree_reported", NAMED_MISMATCH, 64, "while others wait for 64");
+    failed |= expect_error("emu_named_barrier_arrivals_unmet_reported", NAMED_UNMET, 64, "arrivals no bar.sync met");
     failed |= expect_error("emu_setmaxnreg_not_warpgroup_uniform_reported", SETMAXNREG_SPLIT, 128, "not warpgroup-uniform");
     failed |= expect_error("emu_mbarrier_never_initialized_reported", NOT_A_BARRIER, 64, "not an mbarrier (mbar_init first)");
     return failed;

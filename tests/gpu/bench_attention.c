@@ -275,7 +275,7 @@ static void print_row(const attn_case *c, const char *op, const char *shape, int
 }
 
 /* The wgmma forwards (kernels.attention = wgmma and wgmma_ws; compute
- * capability 9.0, head size 64): a row each against the tuned mma.sync
+ * capability 9.0, head sizes 64, 96 and 128): a row each against the tuned mma.sync
  * shape (within the tolerance: the tensor cores' orders may differ), or a
  * note where they have no instance. Returns the failed checks. */
 static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
@@ -293,7 +293,7 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
         o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
         if (!(rows[i].shape == SHAPE_WGMMA ? cuda_attention_forward_wgmma : cuda_attention_forward_wgmma_ws)(
                 o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
-            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head size 64 only)\n", c->B, c->NH, c->T,
+            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head sizes 64, 96, 128 only)\n", c->B, c->NH, c->T,
                    c->HS, (int)strcspn(rows[i].name, ":"), rows[i].name);
             continue;
         }

@@ -8,8 +8,11 @@
  * four k16 steps, A from shared memory and from registers, scale-d 0 and 1;
  * small integers, so the GPU's D must equal the plain product exactly; then
  * random bf16 values within float summation (|error| <= 1e-5 sum |a b|).
- * A kernel instantiating N 16 and 32 is compiled too (ptxas accepts every
- * wrapper). Needs compute capability 9.0 (the sm_90a build: make GPU=1
+ * N 32 too, B in each layout whose atom it fills (not MN-major under the
+ * 128B swizzle, whose atom is 64 columns): the attention kernels' last
+ * chunk at head size 96 (kernels/cuda/head_tiles.cuh) is N 32, MN-major
+ * under the 64B swizzle. A kernel instantiating N 16 is compiled too
+ * (ptxas accepts every wrapper). Needs compute capability 9.0 (the sm_90a build: make GPU=1
  * build/gpu/hopper_check); elsewhere it prints "skip" and exits 0.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
 #include <math.h>
@@ -35,7 +38,6 @@ __global__ void shapes_kernel(float *out, uint64_t da, uint64_t db) {
     for (int i = 0; i < N / 2; i++) out[threadIdx.x * (N / 2) + i] = d[i];
 }
 template __global__ void shapes_kernel<16>(float *, uint64_t, uint64_t);
-template __global__ void shapes_kernel<32>(float *, uint64_t, uint64_t);
 
 #define CHECK(call)                                                                                                    \
     do {                                                                                                               \
@@ -66,7 +68,8 @@ static void run(int n, wg_case c, const float *A, const float *B, const float *C
     c.la.rows = M, c.lb.rows = n;
     float *dA = to_device(A, M * K), *dB = to_device(B, (size_t)K * n), *dC = to_device(C, (size_t)M * n), *dout;
     CHECK(cudaMalloc((void **)&dout, sizeof(float) * M * n));
-    if (n == 64) launch<64>(dout, dA, dB, dC, c);
+    if (n == 32) launch<32>(dout, dA, dB, dC, c);
+    else if (n == 64) launch<64>(dout, dA, dB, dC, c);
     else if (n == 128) launch<128>(dout, dA, dB, dC, c);
     else launch<256>(dout, dA, dB, dC, c);
     CHECK(cudaMemcpy(got, dout, sizeof(float) * M * n, cudaMemcpyDeviceToHost));
@@ -116,10 +119,11 @@ int main(void) {
     for (int i = 0; i < M * NMAX; i++) C[i] = (float)((int)(next_uniform() * 9) - 4);
     int failed = 0;
     const int sws[4] = {0, 32, 64, 128};
-    for (int n = 64; n <= 256; n *= 2)
+    for (int n = 32; n <= 256; n *= 2)
         for (int bm = 0; bm < 2; bm++)
             for (int bs = 0; bs < 4; bs++)
                 for (int form = 0; form < 3; form++) { /* A 128B from shared, A unswizzled from shared, A from registers */
+                    if (bm && 2 * n < sws[bs]) continue; /* an MN-major B narrower than its swizzle atom */
                     const wg_case c = {{form == 1 ? 0 : 128, 0, M}, {sws[bs], bm, n}, form == 2, 1, P_NONE, P_NONE};
                     run(n, c, A, B, C, got);
                     const double e = worst_error(n, 1, A, B, C, got);

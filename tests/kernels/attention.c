@@ -381,11 +381,10 @@ static const hopper_forward pipelined_wgmma = {"attention_forward_wgmma_ws", "wg
  * the tolerance on a GPU (the tensor cores' internal orders may differ).
  * Then the same through attention_forward with kernels.attention = wgmma
  * (or wgmma_ws). */
-static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, float amp, size_t offset) {
-    const int HS = 64;
+static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, int HS, float amp, size_t offset) {
     const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
     char shape[128], name[256];
-    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=64 amp=%g qkv+%zu", B, T, NH, (double)amp, offset);
+    snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d amp=%g qkv+%zu", B, T, NH, HS, (double)amp, offset);
     twin qkv_buf = tw_rand(e, ACT, n_qkv + offset, -amp, amp), qkv = qkv_buf;
     qkv.c = (float *)qkv_buf.c + offset;
     qkv.g = (char *)qkv_buf.g + offset * gpu_elem(e, ACT);
@@ -445,8 +444,7 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, fl
  * bit under the emulation, where both sum each k16 product in order into
  * float32 from the same bf16 roundings),
  * bitwise equal to itself when run again, and the same bits through
- * attention_backward with kernels.attention = wgmma (checked where
- * ops_cuda_attention takes the head size: 64 at least). */
+ * attention_backward with kernels.attention = wgmma. */
 static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp) {
     const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
     const size_t bytes = n_qkv * gpu_elem(e, ACT);
@@ -489,12 +487,11 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     const int again = cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
     check_true(e, again == 1 && same_bytes(e, dqkv, got), name, "");
-    /* kernels.attention = wgmma: attention_backward runs it; a refusal fails at head size 64, and beyond it
-     * (where the wgmma forward is not yet) the check waits for ops_cuda_attention to take the head size */
+    /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
     if (ops_cuda_attention(e->gpu, "wgmma", HS, 0.0, &err) != 0) {
-        if (HS == 64) check_true(e, 0, name, err.msg);
+        check_true(e, 0, name, err.msg);
     } else {
         poison(e->gpu, dqkv.g, bytes);
         e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
@@ -534,21 +531,29 @@ void cuda_test_attention_wgmma(env *e) {
         check_true(e, strstr(err.msg, "compute capability 9.0") != NULL, "kernels.attention=wgmma refused off Hopper", err.msg);
         return;
     }
-    wgmma_case(e, &reference_wgmma, 1, 5, 1, 1.0f, 0);
-    wgmma_case(e, &reference_wgmma, 2, 77, 2, 1.0f, 0);
-    wgmma_case(e, &reference_wgmma, 1, 200, 2, 2.0f, 0);
-    wgmma_case(e, &reference_wgmma, 1, 150, 1, 4.0f, 1);
-    wgmma_case(e, &reference_wgmma, 1, 128, 3, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 5, 1, 64, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 2, 77, 2, 64, 1.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 200, 2, 64, 2.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 150, 1, 64, 4.0f, 1);
+    wgmma_case(e, &reference_wgmma, 1, 128, 3, 64, 1.0f, 0);
+    /* head sizes 96 (a last chunk of 32 columns under the 64B swizzle) and 128 (two chunks of 64) */
+    wgmma_case(e, &reference_wgmma, 1, 77, 2, 96, 2.0f, 0);
+    wgmma_case(e, &reference_wgmma, 1, 150, 1, 96, 1.0f, 1);
+    wgmma_case(e, &reference_wgmma, 1, 77, 1, 128, 2.0f, 0);
     /* the pipeline: blocks of 128 rows whose second warpgroup has some, none
      * (T = 150, second block) or all of its rows; T = 520: 9 key tiles, so
      * each of the 3 stages is refilled twice (both parities of its barriers) */
-    wgmma_case(e, &pipelined_wgmma, 1, 5, 1, 1.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 2, 77, 2, 1.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 2, 200, 2, 2.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 4.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 1, 128, 3, 1.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 1, 520, 1, 2.0f, 0);
-    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 1.0f, 1); /* misaligned: the cp.async forward */
+    wgmma_case(e, &pipelined_wgmma, 1, 5, 1, 64, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 2, 77, 2, 64, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 2, 200, 2, 64, 2.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 64, 4.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 128, 3, 64, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 520, 1, 64, 2.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 150, 1, 64, 1.0f, 1); /* misaligned: the cp.async forward */
+    /* at 96 one box per chunk (64 columns, 128B swizzle; 32, 64B) and the
+     * last head's boxes ending at the row; T = 260: both parities again */
+    wgmma_case(e, &pipelined_wgmma, 1, 260, 2, 96, 2.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 2, 70, 1, 128, 1.0f, 0);
     wgmma_backward_case(e, 1, 5, 1, 64, 1.0f);
     wgmma_backward_case(e, 2, 77, 2, 64, 1.0f);
     wgmma_backward_case(e, 1, 200, 2, 64, 2.0f);
@@ -566,20 +571,22 @@ void cuda_test_attention_wgmma(env *e) {
                "attention_backward_wgmma: no instance with dropout", "");
     check_true(e, cuda_attention_backward_wgmma(e->gpu, (void *)2, NULL, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
                "attention_backward_wgmma: no instance for tensors not 16-byte aligned", "");
-    check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
-               "attention_forward_wgmma: no instance at HS=128", "");
+    check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 80, (tg_dropout){0}) == 0,
+               "attention_forward_wgmma: no instance at HS=80", "");
     check_true(e, cuda_attention_forward_wgmma(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
                "attention_forward_wgmma: no instance with dropout", "");
-    check_true(e, ops_cuda_attention(e->gpu, "wgmma", 128, 0.0, &err) != 0 && strstr(err.msg, "head size"),
-               "kernels.attention=wgmma refused at head size 128", err.msg);
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma", 80, 0.0, &err) != 0 && strstr(err.msg, "head size"),
+               "kernels.attention=wgmma refused at head size 80", err.msg);
     check_true(e, ops_cuda_attention(e->gpu, "wgmma", 64, 0.1, &err) != 0 && strstr(err.msg, "dropout"),
                "kernels.attention=wgmma refused with dropout", err.msg);
-    check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}) == 0,
-               "attention_forward_wgmma_ws: no instance at HS=128", "");
+    check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 80, (tg_dropout){0}) == 0,
+               "attention_forward_wgmma_ws: no instance at HS=80", "");
     check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
                "attention_forward_wgmma_ws: no instance with dropout", "");
-    check_true(e, ops_cuda_attention(e->gpu, "wgmma_ws", 128, 0.0, &err) != 0 && strstr(err.msg, "wgmma_ws has head size"),
-               "kernels.attention=wgmma_ws refused at head size 128", err.msg);
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma_ws", 80, 0.0, &err) != 0 && strstr(err.msg, "wgmma_ws has head sizes"),
+               "kernels.attention=wgmma_ws refused at head size 80", err.msg);
+    check_true(e, ops_cuda_attention(e->gpu, "wgmma", 96, 0.0, &err) == 0 && ops_cuda_attention(e->gpu, "wgmma_ws", 128, 0.0, &err) == 0,
+               "kernels.attention=wgmma at head size 96 and wgmma_ws at 128 accepted", err.msg);
     ops_cuda_attention(e->gpu, "mma", 64, 0.0, &err);
 }
 #endif
