@@ -24,7 +24,7 @@
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
  *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order.
  * With kernels.attention = wgmma (compute capability 9.0, bf16, head size
- * 64, no dropout): after D, one kernel on Hopper's warpgroup MMA
+ * 64, 96 or 128, no dropout): after D, one kernel on Hopper's warpgroup MMA
  * (flash_bwd_wgmma.cu) per key tile for dk, dv and each tile's share of
  * dq, the shares in the scratch after D, then a fixed-order sum of them
  * for dq (the rounds hold as many pairs as D and the shares fit; where
@@ -393,7 +393,7 @@ static float *wgmma_dq_slots(const float *D, int np, int T) {
     return (float *)((char *)D + at);
 }
 
-/* kernels.attention = wgmma (head size 64, no dropout, compute capability
+/* kernels.attention = wgmma (head size 64, 96 or 128, no dropout, compute capability
  * 9.0, aligned: the caller checked flash_bwd_wgmma_fits): the whole
  * backward on Hopper's warpgroup MMA, dq through the slots. */
 static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
@@ -402,11 +402,17 @@ static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloa
     flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, wgmma_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop);
 }
 /* The same where the scratch cannot hold one pair's slots: dq by the
- * mma.sync kernel, dk and dv on wgmma. */
+ * mma.sync kernel (its tuned row tiles at the wgmma backward's head sizes,
+ * 64, 96 and 128), dk and dv on wgmma. */
 static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                                 const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                                 tg_dropout drop) {
-    mma_dq_kernel<64, false, fb_dq_row_tiles<64>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    if (HS == 64)
+        mma_dq_kernel<64, false, fb_dq_row_tiles<64>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    else if (HS == 96)
+        mma_dq_kernel<96, false, fb_dq_row_tiles<96>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    else
+        mma_dq_kernel<128, false, fb_dq_row_tiles<128>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
 }
 
@@ -545,9 +551,10 @@ int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const vo
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
-    /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
-    const size_t slots = flash_bwd_wgmma_slot_bytes(T);
-    const bool dq_slots = round_pairs(ctx, T, slots) > 0;
+    /* dq through the slots where the kernel takes them (head sizes 64 and 96) and the scratch holds one pair's (with
+     * its D); otherwise by mma.sync */
+    const size_t slots = flash_bwd_wgmma_slot_bytes(T, HS);
+    const bool dq_slots = flash_bwd_wgmma_dq_fits(HS) && round_pairs(ctx, T, slots) > 0;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);
