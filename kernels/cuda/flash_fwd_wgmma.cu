@@ -146,8 +146,8 @@ static void fw_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int
 }
 
 int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    if (!fw_has_instance(o, HS, drop)) return 0;
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || !fw_head_size_built(HS) || drop.p > 0.0f || ctx->cc_major != 9 || ctx->cc_minor != 0) return 0;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     if (HS == 64)
         fw_launch<64>(ctx, out, lse, qkv, B, T, NH);

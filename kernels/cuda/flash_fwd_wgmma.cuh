@@ -18,8 +18,13 @@
 
 #define FW_KEYS 64 /* keys (or query rows) per staged tile */
 
-/* The head sizes the Hopper forwards are built for (head_tiles.cuh's). */
-static inline bool fw_head_size_built(int HS) { return HS == 64 || HS == 96 || HS == 128; }
+/* Whether the Hopper forwards have an instance for a call: bf16
+ * activations, head_tiles.cuh's head sizes, no dropout, a device of
+ * compute capability 9.0 (their code is sm_90a's). */
+static inline bool fw_has_instance(tg_o o, int HS, tg_dropout drop) {
+    const cuda_ctx *ctx = cuda_ctx_of(o);
+    return o->act == TG_BF16 && (HS == 64 || HS == 96 || HS == 128) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
+}
 
 /* Bytes of a staged tile at head size HS. */
 template <int HS>
