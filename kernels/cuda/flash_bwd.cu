@@ -34,6 +34,7 @@
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
+#include "kernels/cuda/head_tiles.cuh"
 
 namespace {
 
@@ -407,12 +408,10 @@ static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloa
 static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                                 const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                                 tg_dropout drop) {
-    if (HS == 64)
-        mma_dq_kernel<64, false, fb_dq_row_tiles<64>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
-    else if (HS == 96)
-        mma_dq_kernel<96, false, fb_dq_row_tiles<96>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
-    else
-        mma_dq_kernel<128, false, fb_dq_row_tiles<128>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    head_tile_dispatch(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+        mma_dq_kernel<H, false, fb_dq_row_tiles<H>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
+    });
     flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
 }
 
@@ -463,12 +462,15 @@ static void gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *d
         core_gradients(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, HS, scale, drop);
 }
 
-/* The pairs a round of the backward holds: D (T floats) and pair_extra
- * bytes each, after 256 bytes kept for aligning the extra (when there is
- * one) behind the round's D. */
+/* Scratch a round of the backward keeps for aligning the extra (when there
+ * is one) behind the round's D. */
+static size_t round_room(size_t pair_extra) { return pair_extra > 0 ? 256 : 0; }
+/* Scratch each pair of a round takes: its D (T floats) and pair_extra. */
+static size_t round_pair_bytes(int T, size_t pair_extra) { return (size_t)T * sizeof(float) + pair_extra; }
+/* The pairs a round of the backward holds in the kernel scratch. */
 static size_t round_pairs(const cuda_ctx *ctx, int T, size_t pair_extra) {
-    const size_t per_pair = (size_t)T * sizeof(float) + pair_extra, room = pair_extra > 0 ? 256 : 0;
-    return ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / per_pair : 0;
+    const size_t room = round_room(pair_extra);
+    return ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / round_pair_bytes(T, pair_extra) : 0;
 }
 
 /* D, then the tile kernels `tiles`, round by round; pair_extra: scratch
@@ -482,7 +484,7 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
     if (fit == 0) {
         tg_err e;
         tg_fail(&e, "attention_backward: T = %d needs %zu bytes of kernel scratch, there are %zu", T,
-                (size_t)T * sizeof(float) + pair_extra + (pair_extra > 0 ? 256 : 0), ctx->scratch_bytes);
+                round_pair_bytes(T, pair_extra) + round_room(pair_extra), ctx->scratch_bytes);
         tg_die("train_gpt", &e);
     }
     const int chunk = (int)(fit < FL_MAX_PAIRS ? fit : FL_MAX_PAIRS);

@@ -118,16 +118,7 @@ static __device__ __forceinline__ void bw_load2(float v[2], const float *src) {
  * (fence_proxy_async_shared, a barrier). */
 template <int HS>
 static __device__ void bw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T) {
-    /* e unsigned: its column is known non-negative, so ht_offset's chunk and in-chunk column fold (an int e cost
-     * 4 registers at head size 64, 234 where unsigned takes 226) */
-    for (unsigned e = threadIdx.x; e < BW_ROWS * (HS / 8); e += BW_THREADS) {
-        const int r = (int)(e / (HS / 8)), c = (int)(e % (HS / 8)), t = t0 + r;
-        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + ht_offset<HS, BW_ROWS>(r, 8 * c));
-        if (t < T)
-            async_copy16(d, src + (size_t)t * stride + 8 * c);
-        else
-            fb_zero8(d);
-    }
+    ht_stage<HS, BW_ROWS, BW_THREADS>(tile, src, stride, t0, T, true);
 }
 
 /* The statistics of query rows q0 .. q0 + 63 (lse of the pair's rows, D of
@@ -371,18 +362,17 @@ int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dou
                     const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop) {
     if (!flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (np <= 0 || T <= 0) return 1;
-    if (HS == 64)
-        bw_launch<64>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale);
-    else if (HS == 96)
-        bw_launch<96>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale);
-    else
-        bw_launch<128>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale);
+    head_tile_dispatch(HS, [&](auto hs) { bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale); });
     return 1;
 }
 
 bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop) {
     const uintptr_t any = (uintptr_t)dqkv | (uintptr_t)dout | (uintptr_t)qkv;
-    return (HS == 64 || HS == 96 || HS == 128) && drop.p <= 0.0f && any % 16 == 0 && ctx->cc_major == 9 && ctx->cc_minor == 0;
+    return head_tile_built(HS) && drop.p <= 0.0f && any % 16 == 0 && ctx->cc_major == 9 && ctx->cc_minor == 0;
 }
 
-bool flash_bwd_wgmma_dq_fits(int HS) { return HS == 64 ? bw_dq<64>() : HS == 96 ? bw_dq<96>() : HS == 128 && bw_dq<128>(); }
+bool flash_bwd_wgmma_dq_fits(int HS) {
+    bool dq = false;
+    if (head_tile_built(HS)) head_tile_dispatch(HS, [&](auto hs) { dq = bw_dq<decltype(hs)::value>(); });
+    return dq;
+}

@@ -54,16 +54,7 @@ __host__ __device__ static constexpr int fw_shared_bytes() {
  * bytes: smem_layout.h's table with n inside one chunk). */
 template <int HS>
 static __device__ void fw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
-    for (int e = (int)threadIdx.x; e < FW_KEYS * (HS / 8); e += FW_THREADS) {
-        const int r = e / (HS / 8), c = e % (HS / 8), t = t0 + r;
-        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + ht_offset<HS, FW_KEYS>(r, 8 * c));
-        const __nv_bfloat16 *s = src + (size_t)t * stride + 8 * c;
-        if (t < T && vec) {
-            async_copy16(d, s);
-        } else {
-            for (int i = 0; i < 8; i++) d[i] = t < T ? s[i] : __ushort_as_bfloat16(0);
-        }
-    }
+    ht_stage<HS, FW_KEYS, FW_THREADS>(tile, src, stride, t0, T, vec);
 }
 
 #endif
@@ -145,15 +136,12 @@ static void fw_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int
     }
 }
 
+int cuda_attention_wgmma_head_size(int hs) { return head_tile_built(hs); }
+
 int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
     if (!fw_has_instance(o, HS, drop)) return 0;
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
-    if (HS == 64)
-        fw_launch<64>(ctx, out, lse, qkv, B, T, NH);
-    else if (HS == 96)
-        fw_launch<96>(ctx, out, lse, qkv, B, T, NH);
-    else
-        fw_launch<128>(ctx, out, lse, qkv, B, T, NH);
+    head_tile_dispatch(HS, [&](auto hs) { fw_launch<decltype(hs)::value>(ctx, out, lse, qkv, B, T, NH); });
     return 1;
 }

@@ -23,7 +23,7 @@
  * compute capability 9.0 (their code is sm_90a's). */
 static inline bool fw_has_instance(tg_o o, int HS, tg_dropout drop) {
     const cuda_ctx *ctx = cuda_ctx_of(o);
-    return o->act == TG_BF16 && (HS == 64 || HS == 96 || HS == 128) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
+    return o->act == TG_BF16 && head_tile_built(HS) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
 }
 
 /* Bytes of a staged tile at head size HS. */

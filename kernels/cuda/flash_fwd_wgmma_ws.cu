@@ -319,11 +319,6 @@ int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *q
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     /* the copy engine reads 16-byte aligned tensors only: the cp.async forward takes the rest */
     if (!fm_aligned16(qkv)) return cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop);
-    if (HS == 64)
-        fw3_launch<64>(ctx, out, lse, qkv, B, T, NH);
-    else if (HS == 96)
-        fw3_launch<96>(ctx, out, lse, qkv, B, T, NH);
-    else
-        fw3_launch<128>(ctx, out, lse, qkv, B, T, NH);
+    head_tile_dispatch(HS, [&](auto hs) { fw3_launch<decltype(hs)::value>(ctx, out, lse, qkv, B, T, NH); });
     return 1;
 }

@@ -20,15 +20,36 @@
 #ifndef KERNELS_CUDA_HEAD_TILES_CUH
 #define KERNELS_CUDA_HEAD_TILES_CUH
 
+#include <type_traits>
+
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/smem_layout.h"
+#include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/wgmma.cuh"
+
+/* Whether the Hopper attention kernels are built at head size HS: the one
+ * list of their head sizes. */
+static __host__ __device__ constexpr bool head_tile_built(int HS) { return HS == 64 || HS == 96 || HS == 128; }
+
+/* Calls f with head size HS as a compile-time constant (an
+ * std::integral_constant<int, HS>), HS one head_tile_built accepts: the
+ * one place a run-time head size picks an instance. */
+template <typename F>
+static inline void head_tile_dispatch(int HS, F &&f) {
+    if (HS == 64)
+        f(std::integral_constant<int, 64>{});
+    else if (HS == 96)
+        f(std::integral_constant<int, 96>{});
+    else
+        f(std::integral_constant<int, 128>{});
+}
 
 /* The column chunks of head size HS; chunk 1's figures stand for chunk 0's
  * where there is no chunk 1 (head size 64), so that every expression is a
  * valid template argument. */
 template <int HS>
 struct head_tile {
-    static_assert(HS == 64 || HS == 96 || HS == 128, "the Hopper attention kernels take head sizes 64, 96 and 128");
+    static_assert(head_tile_built(HS), "the Hopper attention kernels take head sizes 64, 96 and 128");
     static constexpr int chunks = (HS + 63) / 64;
     static constexpr int cols1 = HS > 64 ? HS - 64 : 64; /* columns of chunk 1 */
     __host__ __device__ static constexpr int cols(int c) { return c == 0 ? 64 : cols1; }
@@ -96,6 +117,26 @@ static __device__ __forceinline__ void ht_ss_mn(float *d, uint64_t desc_a, const
     wgmma_ss<64, 1, 1>(ht_part<64>(d, 0), desc_a, ht_mn_major<HS, ROWS>(tile, 0, kk), scale_d);
     if constexpr (H::chunks > 1)
         wgmma_ss<H::cols1, 1, 1>(ht_part<H::cols1>(d, 1), desc_a, ht_mn_major<HS, ROWS>(tile, 1, kk), scale_d);
+}
+
+/* Rows t0 .. t0 + ROWS - 1 of a [T x HS] bf16 matrix (rows `stride`
+ * elements apart) into a ROWS-row tile, THREADS threads 8 columns at a
+ * time: by cp.async where vec (src 16-byte aligned), else by plain loads;
+ * rows past T are zeros. The counter is unsigned so that ht_offset's chunk
+ * and in-chunk column fold (an int cost the backward 4 registers). */
+template <int HS, int ROWS, int THREADS>
+static __device__ __forceinline__ void ht_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T, bool vec) {
+    for (unsigned e = threadIdx.x; e < ROWS * (HS / 8); e += THREADS) {
+        const int r = (int)(e / (HS / 8)), c = (int)(e % (HS / 8)), t = t0 + r;
+        __nv_bfloat16 *d = (__nv_bfloat16 *)(tile + ht_offset<HS, ROWS>(r, 8 * c));
+        const __nv_bfloat16 *s = src + (size_t)t * stride + 8 * c;
+        if (t >= T)
+            vec_store((uint32_t *)d, vec_pack<uint32_t>{});
+        else if (vec)
+            async_copy16(d, s);
+        else
+            for (int i = 0; i < 8; i++) d[i] = s[i];
+    }
 }
 
 #endif

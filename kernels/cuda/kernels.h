@@ -114,18 +114,21 @@ int cuda_attention_forward_shapes(int HS, cuda_flash_shape *shapes, int max);
  * same keys per tile. */
 int cuda_attention_forward_shaped(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int k,
                                   cuda_flash_order order);
+/* 1 where the Hopper attention kernels below are built at head size hs
+ * (64, 96 and 128: head_tiles.cuh), else 0. */
+int cuda_attention_wgmma_head_size(int hs);
 /* attention_forward on Hopper's warpgroup MMA (flash_fwd_wgmma.cu; sm_90a
  * code only): 1 when run, 0 (nothing run) where it has no instance: a
- * device that is not compute capability 9.0, activations not bf16, head
- * size not 64, or dropout. Same outputs and layouts as
- * attention_forward's. */
+ * device that is not compute capability 9.0, activations not bf16, a head
+ * size cuda_attention_wgmma_head_size refuses, or dropout. Same outputs
+ * and layouts as attention_forward's. */
 int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop);
 /* attention_backward on Hopper's warpgroup MMA (flash_bwd_wgmma.cu;
  * sm_90a code only; dq by the mma.sync kernel where the kernel scratch
  * cannot hold one pair's dq shares): 1 when run, 0 (nothing run) where it
  * has no instance: a device that is not compute capability 9.0,
- * activations not bf16, head size not 64, dropout, or tensors not 16-byte
- * aligned. Same outputs as attention_backward's; deterministic (no
+ * activations not bf16, a head size cuda_attention_wgmma_head_size
+ * refuses, dropout, or tensors not 16-byte aligned. Same outputs as attention_backward's; deterministic (no
  * atomics: every sum in a fixed order). */
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS, tg_dropout drop);

@@ -372,7 +372,7 @@ int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropo
                        x->cc_major, x->cc_minor);
     if (o->act != TG_BF16)
         return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma)", kernel);
-    if (hs != 64 && hs != 96 && hs != 128)
+    if (!cuda_attention_wgmma_head_size(hs))
         return tg_fail(e, "%s has head sizes 64, 96 and 128; model.n_embd / model.n_head is %d (use mma)", kernel, hs);
     if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma)", kernel, dropout);
     x->attention = ws ? CUDA_ATTENTION_WGMMA_WS : CUDA_ATTENTION_WGMMA;
