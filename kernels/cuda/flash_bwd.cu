@@ -553,10 +553,9 @@ int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const vo
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
-    /* dq through the slots where the kernel takes them (head sizes 64 and 96) and the scratch holds one pair's (with
-     * its D); otherwise by mma.sync */
+    /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
     const size_t slots = flash_bwd_wgmma_slot_bytes(T, HS);
-    const bool dq_slots = flash_bwd_wgmma_dq_fits(HS) && round_pairs(ctx, T, slots) > 0;
+    const bool dq_slots = round_pairs(ctx, T, slots) > 0;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);

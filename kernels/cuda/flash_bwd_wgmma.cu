@@ -10,13 +10,15 @@
  * within the tensor cores' internal orders, and dq within float32's
  * rounding of its sum in another order.
  *
- * One block: one warpgroup (4 warps, 128 threads) owning 64 keys of one
- * pair, warp w keys 16w .. 16w + 15. K and V stay in shared memory; the
- * query tiles of 64 rows, from the diagonal's to T, pass through two
+ * One block: two warpgroups (8 warps, 256 threads) owning 128 keys of one
+ * pair, warpgroup w keys 64w .. 64w + 63, warp w keys 16w .. 16w + 15 of
+ * the block's. K and V stay in shared memory (a tile per warpgroup); the
+ * query tiles of 64 rows, from the block's diagonal to T, pass through two
  * stages of Q and dout (cp.async: the next tile lands while the current
- * one is used). A [64 x HS] tile is kernels/cuda/head_tiles.cuh's: column
- * chunks of 64 under the 128B swizzle, at head size 96 a last chunk of 32
- * under the 64B swizzle. Per query tile:
+ * one is used), staged once for both warpgroups. A [64 x HS] tile is
+ * kernels/cuda/head_tiles.cuh's: column chunks of 64 under the 128B
+ * swizzle, at head size 96 a last chunk of 32 under the 64B swizzle. Per
+ * query tile, each warpgroup against its keys:
  *   S^T = K Q^T and dP^T = V dout^T by wgmma_ss (all four K-major, N = 64
  *     queries; k16 step j reads chunk j / 4): keys are the accumulators'
  *     rows, so the query rows' statistics (lse and D, staged beside the
@@ -25,23 +27,30 @@
  *     accumulators into A fragments (mma_a_from_accumulators);
  *   dV += P^T dout and dK += dS^T Q by wgmma_rs, dout and Q read MN-major
  *     (the query as k, the head's columns as n: one product per chunk, N
- *     = 64 or 32; ht_rs_mn);
- *   DQ: dS^T stored to shared memory (one 64 x 64 tile under the 128B
- *     swizzle at every head size), and the tile's share of dq, dS K, by
+ *     = 64 or 32; ht_rs_mn), waited for before the barrier below (left
+ *     in flight across it, they held P's and dS's fragments and cost 20
+ *     to 40 registers more);
+ *   DQ: dS^T stored to shared memory (both warpgroups' rows in one 128 x
+ *     64 tile under the 128B swizzle at every head size); after a
+ *     barrier, the tile's share of dq over the block's 128 keys, dS K, by
  *     wgmma_ss with both operands MN-major (dS^T as [key][query], K's
- *     chunk as [key][column]), one chunk at a time into 32 accumulators
- *     (chunk 0 with dV and dK, a second in a group of its own), written
- *     as float32 to its own slot of the scratch (one 64 x HS slot per key
- *     tile and query tile at or below the diagonal); flash_dq_reduce_kernel
- *     then sums each query row's slots in key-tile order: dq in a fixed
- *     order, no atomics, the same bits run after run. Without DQ (a
- *     scratch too small for one pair's slots, or head size 128: bw_dq)
- *     flash_bwd.cu runs the mma.sync dq kernel instead.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 226 registers, at 96 248; without DQ
- * 175 at 64, 216 at 96, 245 at 128; none spills. DQ at 128 spilled 96 to
- * 124 bytes at 254 registers (dk and dv alone are 128), so it is not built.
- * Not yet here: TMA loads on mbarriers, a producer warp, two consumer
- * warpgroups, dq reduced without the trip through global memory.
+ *     chunk as [key][column]), one chain of eight k16 steps a chunk: at
+ *     head size 64 by the warpgroup of the tile's parity, at 96 and 128
+ *     chunk w by warpgroup w; written as float32 to its own slot of the
+ *     scratch (one 64 x HS slot per 128-key block and query tile at or
+ *     below the diagonal); flash_dq_reduce_kernel then sums each query
+ *     row's slots in key-block order: dq in a fixed order, no atomics,
+ *     the same bits run after run. Without DQ (a scratch too small for
+ *     one pair's slots) flash_bwd.cu runs the mma.sync dq kernel instead.
+ * Warpgroup 1's first query tile (the block's diagonal one) lies above all
+ * its keys: it runs it masked (zero P and dS: nothing added to dk, dv, and
+ * zero rows of dS^T), so both warpgroups meet every barrier. Against one
+ * warpgroup a block, two halve the Q and dout staged per key, the dq
+ * slots written and read, and give dq's product 128 keys of k.
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 205 registers, at 96 219, at 128
+ * 247; without DQ 187 at 64, 213 at 96, 242 at 128; none spills.
+ * Not yet here: TMA loads on mbarriers, a producer warp, dq reduced
+ * without the trip through global memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
  * other device architectures it is a trap, and flash_bwd.cu launches it
@@ -57,31 +66,31 @@
 
 namespace {
 
-#define BW_KEYS 64     /* keys per block: one warpgroup */
+#define BW_KEYS 128    /* keys per block: two warpgroups of 64 */
+#define BW_WG_KEYS 64  /* keys per warpgroup */
 #define BW_ROWS 64     /* query rows per staged tile */
-#define BW_THREADS 128 /* one warpgroup */
+#define BW_THREADS 256 /* two warpgroups */
 
 /* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks) and the
- * floats of a dq slot; shared memory: K, V, two stages of Q and dout, the
- * 64 x 64 dS^T tile, +1024: the tiles start 1024-aligned (base offset 0
- * under either swizzle). */
+ * floats of a dq slot; shared memory: K and V (a tile per warpgroup), two
+ * stages of Q and dout, the 128 x 64 dS^T tile (both warpgroups' keys),
+ * +1024: the tiles start 1024-aligned (base offset 0 under either
+ * swizzle). */
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
+static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<64>::template bytes<BW_KEYS>(); }
 template <int HS>
 static __host__ __device__ constexpr size_t bw_slot_floats() { return (size_t)BW_ROWS * HS; }
 template <int HS>
-static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(6 * bw_tile_bytes<HS>() + bw_tile_bytes<64>() + 1024); }
+static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(8 * bw_tile_bytes<HS>() + bw_ds_bytes() + 1024); }
 
-/* Whether the kernel takes dq's shares at head size HS: at 64 and 96; at
- * 128, dk and dv alone take 128 registers, and with dq's (even one chunk's
- * 32 at a time, in a commit group of its own after dk, dv) ptxas spilled
- * 96 to 124 bytes, so there dq is the mma.sync kernel's. */
-template <int HS>
-static __host__ __device__ constexpr bool bw_dq() { return HS <= 96; }
-
-/* The slots of a pair's dq shares: key tile kt of query tile qt (kt <=
- * qt) at slot qt (qt + 1) / 2 + kt, 64 x HS float32 each. */
-static __host__ __device__ __forceinline__ size_t bw_slot(int qt, int kt) { return (size_t)qt * (qt + 1) / 2 + (size_t)kt; }
+/* The slots of a pair's dq shares: key block kb (keys 128 kb ..) of query
+ * tile qt (64 rows; kb <= qt / 2) at slot qt + (qt - 1)^2 / 4 + kb (the
+ * slots of the tiles before qt: sum of i / 2 + 1 over i < qt), 64 x HS
+ * float32 each. */
+static __host__ __device__ __forceinline__ size_t bw_slot(int qt, int kb) {
+    return (size_t)qt + (size_t)(qt - 1) * (size_t)(qt - 1) / 4 + (size_t)kb;
+}
 static __host__ __device__ __forceinline__ size_t bw_slots(int T) {
     const int tiles = (T + BW_ROWS - 1) / BW_ROWS;
     return bw_slot(tiles, 0);
@@ -131,9 +140,9 @@ static __device__ void bw_stats(float *lse2_t, float *D_t, const float *lse_rows
 }
 
 /* dS^T (the warp's keys as rows, the tile's queries as columns; fb_ds's
- * values, rounded to bf16 as the A fragments are) into the 64 x 64 tile
- * dss, one 128-byte row per key: the MN-major A of dq's share (dS as [m =
- * query][k = key], m along the row). */
+ * values, rounded to bf16 as the A fragments are) into the 128 x 64 tile
+ * dss, one 128-byte row per key of the block (warp w: rows 16w ..): the
+ * MN-major A of dq's share (dS as [m = query][k = key], m along the row). */
 static __device__ __forceinline__ void bw_stage_ds(unsigned char *dss, const float (&ds)[32]) {
     const int lane = (int)threadIdx.x & 31, row0 = 16 * ((int)threadIdx.x >> 5) + (lane >> 2), t = lane & 3;
 #pragma unroll
@@ -144,53 +153,58 @@ static __device__ __forceinline__ void bw_stage_ds(unsigned char *dss, const flo
     }
 }
 
-/* Column chunk c (N columns from 64 c) of the warpgroup's dq share (warp
- * w: queries 16w .. 16w + 15 as rows) into its float32 slot, row-major 64
- * x HS. */
+/* Column chunk c (N columns from 64 c) of a dq share (warp w of the
+ * warpgroup: queries 16w .. 16w + 15 as rows) into its float32 slot,
+ * row-major 64 x HS. */
 template <int HS, int N>
 static __device__ __forceinline__ void bw_store_share(float *slot, const float (&dq)[N / 2], int c) {
-    const int lane = (int)threadIdx.x & 31, row0 = 16 * ((int)threadIdx.x >> 5) + (lane >> 2), t = lane & 3;
+    const int lane = (int)threadIdx.x & 31, row0 = 16 * (((int)threadIdx.x >> 5) & 3) + (lane >> 2), t = lane & 3;
 #pragma unroll
     for (int i = 0; i < N / 2; i += 2) {
         bw_store2(slot + (row0 + 8 * ((i >> 1) & 1)) * HS + 64 * c + 8 * (i >> 2) + 2 * t, dq[i], dq[i + 1]);
     }
 }
 
-/* Chunk c of the tile's dq share, dS K (N = the chunk's columns): both
- * operands MN-major, dS^T as [key][query], K's chunk as [key][column].
- * Issued only, the caller commits and waits. */
+/* Chunk c of the tile's dq share over the block's 128 keys, dS K (N = the
+ * chunk's columns), by the calling warpgroup into its slot: both operands
+ * MN-major, dS^T as [key][query] (dss), K's chunk as [key][column] (the
+ * two warpgroups' tiles, ks and ks + tile, one after the other as k). One
+ * chain of eight k16 steps, so the 128 keys' sum is the tensor core's,
+ * then one float32 slot. */
 template <int HS, int N>
-static __device__ __forceinline__ void bw_dq_chunk(float (&dq)[N / 2], const unsigned char *dss, const unsigned char *ks, int c) {
+static __device__ __forceinline__ void bw_dq_share(float *slot, const unsigned char *dss, const unsigned char *ks, int c) {
+    constexpr uint32_t tile = bw_tile_bytes<HS>();
+    float dq[N / 2] = {}; /* overwritten (scale_d 0 at the first step); set so no register is read undefined */
+    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BW_KEYS / 16; kk++) /* keys 16 kk .. 16 kk + 15 as k */
-        wgmma_ss<N, 1, 1>(dq, ht_mn_major<64, BW_KEYS>(dss, 0, kk), ht_mn_major<HS, BW_KEYS>(ks, c, kk), kk > 0);
+        wgmma_ss<N, 1, 1>(dq, ht_mn_major<64, BW_KEYS>(dss, 0, kk), ht_mn_major<HS, BW_WG_KEYS>(ks + (kk / 4) * tile, c, kk % 4),
+                          kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(dq);
+    bw_store_share<HS, N>(slot, dq, c);
 }
 
-/* One staged query tile (rows q0 ..) against the block's keys: dk, dv
- * (the warpgroup's accumulators: warp w's keys kw .. kw + 15 as rows, the
- * head's columns) += dS^T Q, P^T dout; DQ: dS K into slot (the tile's,
- * through dss). EDGE: the tile touches the diagonal or T, where fb_ds
- * masks. dq's share takes one 64-column chunk's accumulators (32
- * registers) at any head size: chunk 0 issued with dV and dK, the last
- * chunk of 32 columns (head size 96) or 64 (128) in a group of its own
- * after chunk 0 is stored, so that dk, dv (HS / 2 registers each) and dq
- * fit beside each other without spilling. */
+/* One staged query tile (rows q0 ..) against the warpgroup's 64 keys (ks,
+ * vs: its K and V): dk, dv (its accumulators: warp w's keys kw .. kw + 15
+ * as rows, the head's columns) += dS^T Q, P^T dout, waited for; DQ: dS^T
+ * into the warpgroup's rows of dss. EDGE: the tile
+ * touches the warpgroup's diagonal or T, where fb_ds masks. */
 template <int HS, bool EDGE, bool DQ>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
                                                      const unsigned char *vs, const unsigned char *qs, const unsigned char *gs,
-                                                     unsigned char *dss, float *slot, const float *lse2, const float *D, int q0,
-                                                     int kw, const fb_pair &c) {
-    using H = head_tile<HS>;
-    static_assert(!DQ || bw_dq<HS>(), "no dq shares at this head size");
+                                                     unsigned char *dss, const float *lse2, const float *D, int q0, int kw,
+                                                     const fb_pair &c) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
     wgmma_fence(); /* s and dp were last read by this thread's registers */
 #pragma unroll
     for (int step = 0; step < HS / 16; step++)
-        wgmma_ss<BW_ROWS, 0, 0>(s, ht_k_major<HS, BW_KEYS>(ks, step), ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
+        wgmma_ss<BW_ROWS, 0, 0>(s, ht_k_major<HS, BW_WG_KEYS>(ks, step), ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
 #pragma unroll
     for (int step = 0; step < HS / 16; step++)
-        wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
+        wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_WG_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(s);
@@ -206,12 +220,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
         mma_a_from_accumulators(pa[kk], kept + 8 * kk, kept + 8 * kk + 4);
         mma_a_from_accumulators(da[kk], s + 8 * kk, s + 8 * kk + 4);
     }
-    if (DQ) {
-        bw_stage_ds(dss, s);
-        fence_proxy_async_shared(); /* the plain stores, to the tensor core's reads */
-        __syncthreads();            /* every warp's keys are in */
-    }
-    float dq[32] = {}; /* overwritten (scale_d 0 at the first step); set so no register is read undefined */
+    if (DQ) bw_stage_ds(dss, s);
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
     wgmma_fence();
@@ -219,32 +228,39 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
     for (int kk = 0; kk < BW_ROWS / 16; kk++) ht_rs_mn<HS, BW_ROWS>(dv, pa[kk], gs, kk, 1);
 #pragma unroll
     for (int kk = 0; kk < BW_ROWS / 16; kk++) ht_rs_mn<HS, BW_ROWS>(dk, da[kk], qs, kk, 1);
-    if (DQ) bw_dq_chunk<HS, 64>(dq, dss, ks, 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
-    if (DQ) {
-        wgmma_fence_operand(dq);
-        bw_store_share<HS, 64>(slot, dq, 0);
-        if constexpr (H::chunks > 1) {
-            float (&dq1)[H::cols1 / 2] = ht_part<H::cols1>(dq, 0);
-            wgmma_fence(); /* dq's registers were last read by the stores */
-            bw_dq_chunk<HS, H::cols1>(dq1, dss, ks, 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operand(dq1);
-            bw_store_share<HS, H::cols1>(slot, dq1, 1);
-        }
+}
+
+/* The tile's dq share over the block's keys (both warpgroups' dS^T in dss,
+ * every thread past the barrier after its stores) into slot, split
+ * between the warpgroups by column chunk: at head size 64 (one chunk) the
+ * warpgroup of the tile's parity takes it, at 96 warpgroup w takes chunk
+ * w. */
+template <int HS>
+static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned char *dss, const unsigned char *ks, int wg, int n) {
+    using H = head_tile<HS>;
+    if constexpr (H::chunks == 1) {
+        if (wg == n) bw_dq_share<HS, 64>(slot, dss, ks, 0);
+    } else {
+        if (wg == 0)
+            bw_dq_share<HS, 64>(slot, dss, ks, 0);
+        else
+            bw_dq_share<HS, H::cols1>(slot, dss, ks, 1);
     }
 }
 #endif
 
-/* One block: keys [k0, k0 + 64) of pair p0 + fl_grid_pair() (the first
- * keys first, fl_grid_pairs_first), query tiles from the diagonal to T;
- * tile n's Q and dout (and its rows' statistics) in stage n % 2, tile
- * n + 1 copied into the other while n is used. DQ: each tile's dq share
- * into the pair's slots (dq_slots: the round's pairs, bw_slots(T) each). */
+/* One block: keys [k0, k0 + 128) of pair p0 + fl_grid_pair() (the first
+ * keys first, fl_grid_pairs_first), warpgroup w keys k0 + 64 w .., query
+ * tiles from the block's diagonal (q0 = k0) to T; tile n's Q and dout (and
+ * its rows' statistics) in stage n % 2, tile n + 1 copied into the other
+ * while n is used. Warpgroup 1's first tile lies wholly above its keys:
+ * it runs it masked (dS and P zero, nothing added), so both warpgroups
+ * meet the same barriers. DQ: each tile's dq share into the pair's slots
+ * (dq_slots: the round's pairs, bw_slots(T) each). */
 template <int HS, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
@@ -254,17 +270,19 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
     unsigned char *ks = (unsigned char *)(((uintptr_t)bw_shared + 1023) & ~(uintptr_t)1023);
-    /* dS^T (64 x 64, a whole number of KiB) after K and V; stage n: Q at stages + 2 n tile, dout after */
-    unsigned char *vs = ks + tile, *dss = vs + tile, *stages = dss + bw_tile_bytes<64>();
-    const int kt = fl_grid_key_tile(), k0 = kt * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
-    const int kw = k0 + 16 * ((int)threadIdx.x >> 5);
+    /* K of warpgroups 0, 1; V of 0, 1; dS^T (128 x 64, a whole number of KiB); stage n: Q at stages + 2 n tile, dout after */
+    unsigned char *vs = ks + 2 * tile, *dss = vs + 2 * tile, *stages = dss + bw_ds_bytes();
+    const int kb = fl_grid_key_tile(), k0 = kb * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
+    const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
     const size_t stride = 3 * (size_t)C;
     const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS, *gsrc = dout + (size_t)b * T * C + (size_t)h * HS;
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
     float *slots = DQ ? dq_slots + (size_t)j * bw_slots(T) * bw_slot_floats<HS>() : NULL;
 
-    bw_stage<HS>(ks, src + C, stride, k0, T);
-    bw_stage<HS>(vs, src + 2 * C, stride, k0, T);
+    for (int w = 0; w < 2; w++) {
+        bw_stage<HS>(ks + w * tile, src + C, stride, k0 + BW_WG_KEYS * w, T);
+        bw_stage<HS>(vs + w * tile, src + 2 * C, stride, k0 + BW_WG_KEYS * w, T);
+    }
     bw_stage<HS>(stages, src, stride, k0, T); /* k0 is tile-aligned: the diagonal query tile starts at k0 */
     bw_stage<HS>(stages + tile, gsrc, C, k0, T);
     async_commit();
@@ -287,11 +305,16 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         }
         fence_proxy_async_shared(); /* cp.async's and plain stores, to the tensor core's reads */
         __syncthreads();
-        float *slot = DQ ? slots + bw_slot(q0 / BW_ROWS, kt) * bw_slot_floats<HS>() : NULL;
-        if (q0 == k0 || q0 + BW_ROWS > T) /* block-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks, vs, qs, qs + tile, dss, slot, lse2_t[n], D_t[n], q0, kw, c);
+        const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
+        if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
+            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks, vs, qs, qs + tile, dss, slot, lse2_t[n], D_t[n], q0, kw, c);
+            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, c);
+        if (DQ) {
+            fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
+            __syncthreads();            /* both warpgroups' keys are in */
+            bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), dss, ks, wg, n);
+        }
         __syncthreads(); /* stage n's and dss's readers are done: the next iteration refills them */
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
@@ -301,8 +324,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 #endif
 }
 
-/* dq of the round's pairs: each row's slots (key tiles 0 .. its query
- * tile, in that order) summed in float32, times scale, as bf16 into
+/* dq of the round's pairs: each row's slots (key blocks 0 .. half its
+ * query tile, in that order) summed in float32, times scale, as bf16 into
  * dqkv's q columns; one thread per two adjacent columns. Any device: no
  * wgmma. */
 template <int HS>
@@ -314,7 +337,7 @@ __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slot
         const int qt = t / BW_ROWS, p = p0 + j, b = p / NH, h = p % NH;
         const float *at = dq_slots + (size_t)j * per_pair + bw_slot(qt, 0) * slot_floats + (t % BW_ROWS) * HS + c;
         float x = 0.0f, y = 0.0f;
-        for (int kt = 0; kt <= qt; kt++, at += slot_floats) {
+        for (int kb = 0; kb <= qt / 2; kb++, at += slot_floats) {
             float v[2];
             bw_load2(v, at);
             x += v[0];
@@ -324,8 +347,8 @@ __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slot
     }
 }
 
-/* The kernels at head size HS: with dq_slots (bw_dq<HS>), dk, dv and the
- * dq shares, then their reduction; without, dk and dv only. The emulation
+/* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
+ * then their reduction; without, dk and dv only. The emulation
  * names a launch by its source text, so each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
@@ -333,19 +356,17 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
     constexpr int shared = bw_shared_bytes<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
-    if constexpr (bw_dq<HS>()) {
-        if (dq_slots) {
-            CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-            flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(dqkv, dout, qkv, lse, D, dq_slots, p0, T, NH,
-                                                                                   scale);
-            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
-            const size_t n = (size_t)np * T * (HS / 2);
-            flash_dq_reduce_kernel<HS><<<(unsigned)fl_min((int)((n + 255) / 256), 4096), 256, 0, stream>>>(dqkv, dq_slots, p0, np,
-                                                                                                           T, NH, scale);
-            CUDA_LAUNCHED("flash_dq_reduce_kernel");
-            return;
-        }
+    if (dq_slots) {
+        CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+        flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(dqkv, dout, qkv, lse, D, dq_slots, p0, T, NH,
+                                                                               scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        const size_t n = (size_t)np * T * (HS / 2);
+        flash_dq_reduce_kernel<HS><<<(unsigned)fl_min((int)((n + 255) / 256), 4096), 256, 0, stream>>>(dqkv, dq_slots, p0, np,
+                                                                                                       T, NH, scale);
+        CUDA_LAUNCHED("flash_dq_reduce_kernel");
+        return;
     }
     CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared));
@@ -369,10 +390,4 @@ int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dou
 bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop) {
     const uintptr_t any = (uintptr_t)dqkv | (uintptr_t)dout | (uintptr_t)qkv;
     return head_tile_built(HS) && drop.p <= 0.0f && any % 16 == 0 && ctx->cc_major == 9 && ctx->cc_minor == 0;
-}
-
-bool flash_bwd_wgmma_dq_fits(int HS) {
-    bool dq = false;
-    if (head_tile_built(HS)) head_tile_dispatch(HS, [&](auto hs) { dq = bw_dq<decltype(hs)::value>(); });
-    return dq;
 }

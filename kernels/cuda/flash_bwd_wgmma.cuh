@@ -13,18 +13,13 @@
  * tensors (bf16 activations: the caller's type). */
 bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop);
 
-/* Whether the wgmma backward takes dq's shares (dq_slots) at head size HS,
- * where flash_bwd_wgmma_fits: at 64 and 96; at 128 the caller runs the
- * mma.sync dq kernel, the wgmma backward dk and dv. */
-bool flash_bwd_wgmma_dq_fits(int HS);
-
 /* The float32 scratch one pair's dq shares take at length T and head size
  * HS (dq_slots). */
 size_t flash_bwd_wgmma_slot_bytes(int T, int HS);
 
 /* dk and dv of pairs p0 .. p0 + np (lse: every pair's rows; D: the
  * round's, pair j at D + j T) into dqkv's k and v columns, and with
- * dq_slots (flash_bwd_wgmma_dq_fits; np times flash_bwd_wgmma_slot_bytes(T,
+ * dq_slots (np times flash_bwd_wgmma_slot_bytes(T,
  * HS) of scratch, 16-byte aligned) dq into its q columns too; with NULL, dq is the caller's. 1
  * when launched (or nothing to do), 0 (nothing run) where
  * flash_bwd_wgmma_fits is false. */

@@ -344,10 +344,7 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     const timing t = time_call(&call, opts);
     char verdict[96];
     const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
-    /* at head size 128 the wgmma backward has no dq shares (flash_bwd_wgmma_dq_fits): dq is the mma.sync kernel's */
-    print_row(c, "backward",
-              c->HS == 128 ? "wgmma: 64 keys a warpgroup, 64-row query tiles, cp.async 2 stages, dq by mma.sync"
-                           : "wgmma: 64 keys a warpgroup, 64-row query tiles, cp.async 2 stages, dq by slots",
+    print_row(c, "backward", "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by slots",
               CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     return !ok;
 }

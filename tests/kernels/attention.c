@@ -558,11 +558,15 @@ void cuda_test_attention_wgmma(env *e) {
     wgmma_backward_case(e, 2, 77, 2, 64, 1.0f);
     wgmma_backward_case(e, 1, 200, 2, 64, 2.0f);
     wgmma_backward_case(e, 1, 128, 3, 64, 1.0f);
-    /* head size 96 (chunks of 64 and 32 columns; the 1.2B model's) and 128 (two chunks of 64; dq by mma.sync):
+    /* three 128-key blocks, the last with a partial second warpgroup; five query tiles, so each warpgroup takes
+     * dq's share of both tile parities */
+    wgmma_backward_case(e, 1, 300, 1, 64, 1.0f);
+    /* head size 96 (chunks of 64 and 32 columns; the 1.2B model's) and 128 (two chunks of 64):
      * partial tiles, two pairs, three query tiles */
     wgmma_backward_case(e, 1, 77, 1, 96, 1.0f);
     wgmma_backward_case(e, 1, 130, 2, 96, 2.0f);
     wgmma_backward_case(e, 1, 77, 1, 128, 1.0f);
+    wgmma_backward_case(e, 1, 150, 1, 128, 2.0f); /* two blocks, three query tiles, dq through the slots at 128 too */
     const tg_dropout drop = {0.2f, 1234, 81, 3, 1, 4, NULL};
     /* no instance: nothing run, the tensors (NULL) never read */
     check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 80, (tg_dropout){0}) == 0,
