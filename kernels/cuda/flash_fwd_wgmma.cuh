@@ -2,13 +2,14 @@
  * 96 and 128, bf16, no dropout), shared by flash_fwd_wgmma.cu (one warpgroup, cp.async
  * staging: the reference) and flash_fwd_wgmma_ws.cu (a TMA producer warp
  * and two consumer warpgroups): one consumer warpgroup's 64 query rows
- * against one staged tile of 64 keys, and the finished rows' stores. Tiles
- * are 64 rows (keys or queries) of the head's columns in head_tiles.cuh's
- * chunks (64 columns under the 128B swizzle; at head size 96 a last chunk
- * of 32 under the 64B swizzle), 1024-byte aligned: Q and K read K-major, V
- * MN-major, one P V product per chunk. Both kernels give a row the same 64-key tiles and
- * these same operations, so their outputs are the mma.sync forward's
- * under the emulation (tests/kernels/attention.c). */
+ * against one staged tile of KEYS keys (64 in the first, 128 in the
+ * second), and the finished rows' stores. Tiles are 64 query rows or KEYS
+ * keys of the head's columns in head_tiles.cuh's chunks (64 columns under
+ * the 128B swizzle; at head size 96 a last chunk of 32 under the 64B
+ * swizzle), 1024-byte aligned: Q and K read K-major, V MN-major, one P V
+ * product per chunk. A row sees the operations of the mma.sync forward
+ * with as many keys a tile, so the outputs are its bits under the
+ * emulation (tests/kernels/attention.c). */
 #ifndef KERNELS_CUDA_FLASH_FWD_WGMMA_CUH
 #define KERNELS_CUDA_FLASH_FWD_WGMMA_CUH
 
@@ -56,21 +57,23 @@ static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *l
     }
 }
 
-/* The pieces of one staged key tile, for a warpgroup's 64 query rows:
- * S = Q K^T issued into s (not committed; scale-d 0 at the first step). */
-template <int HS>
-static __device__ __forceinline__ void fw_issue_scores(float (&s)[32], const unsigned char *qs, const unsigned char *ks) {
+/* The pieces of one staged tile of KEYS keys (64, or 128 in
+ * flash_fwd_wgmma_ws.cu), for a warpgroup's 64 query rows (a Q tile of
+ * FW_KEYS rows): S = Q K^T issued into s (not committed; scale-d 0 at the
+ * first step). */
+template <int HS, int KEYS>
+static __device__ __forceinline__ void fw_issue_scores(float (&s)[KEYS / 2], const unsigned char *qs, const unsigned char *ks) {
 #pragma unroll
     for (int step = 0; step < HS / 16; step++) /* columns 16 step .. 16 step + 15 */
-        wgmma_ss<FW_KEYS, 0, 0>(s, ht_k_major<HS, FW_KEYS>(qs, step), ht_k_major<HS, FW_KEYS>(ks, step), step > 0);
+        wgmma_ss<KEYS, 0, 0>(s, ht_k_major<HS, FW_KEYS>(qs, step), ht_k_major<HS, KEYS>(ks, step), step > 0);
 }
 
 /* O += P V issued (not committed): a, P as the A fragments of keys 16 kk ..
  * 16 kk + 15 (fw_pack); V's 16 rows for each, one product per column chunk. */
-template <int HS>
-static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uint32_t (&a)[FW_KEYS / 16][4], const unsigned char *vs) {
+template <int HS, int KEYS>
+static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uint32_t (&a)[KEYS / 16][4], const unsigned char *vs) {
 #pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) ht_rs_mn<HS, FW_KEYS>(o, a[kk], vs, kk, 1);
+    for (int kk = 0; kk < KEYS / 16; kk++) ht_rs_mn<HS, KEYS>(o, a[kk], vs, kk, 1);
 }
 
 /* The online softmax of the warp's two accumulator rows a lane (the
@@ -78,14 +81,14 @@ static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uin
  * new running max and sum; m_prev gets the old max, for fw_rescale. The
  * outputs are not touched, so that this may run while a product still
  * writes them. FULL: the tile lies wholly before the rows (no mask). */
-template <bool FULL>
-static __device__ __forceinline__ void fw_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], const fm_reach &reach,
+template <bool FULL, int KEYS>
+static __device__ __forceinline__ void fw_softmax(float (&s)[KEYS / 2], float m[2], float l[2], float m_prev[2], const fm_reach &reach,
                                                   const fm_lane_pos &at, float scale_log2, int T) {
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
     const tg_dropout none{};
     for (int i = 0; i < 2; i++) {
         m_prev[i] = m[i];
-        fm_softmax_row<0, FW_KEYS / 8, FULL, false>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
+        fm_softmax_row<0, KEYS / 8, FULL, false>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
     }
 }
 
@@ -106,10 +109,11 @@ static __device__ __forceinline__ void fw_rescale(float (&o)[HS / 2], const floa
 
 /* P (s after fw_softmax) rounded to bf16 and packed as wgmma_rs's A
  * fragments: keys 16 kk .. 16 kk + 15 are accumulator blocks 2 kk, 2 kk + 1. */
-static __device__ __forceinline__ void fw_pack(uint32_t (&a)[FW_KEYS / 16][4], float (&s)[32]) {
+template <int KEYS>
+static __device__ __forceinline__ void fw_pack(uint32_t (&a)[KEYS / 16][4], float (&s)[KEYS / 2]) {
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
 #pragma unroll
-    for (int kk = 0; kk < FW_KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
+    for (int kk = 0; kk < KEYS / 16; kk++) mma_a_from_accumulators(a[kk], sf[2 * kk], sf[2 * kk + 1]);
 }
 
 /* One staged key tile, each product waited for before the next step (the
@@ -120,18 +124,18 @@ static __device__ __forceinline__ void fw_key_tile(float (&s)[32], float (&o)[HS
                                                    const unsigned char *ks, const unsigned char *vs, const fm_reach &reach,
                                                    const fm_lane_pos &at, float scale_log2, int T) {
     wgmma_fence(); /* s and o were last touched by this thread's registers */
-    fw_issue_scores<HS>(s, qs, ks);
+    fw_issue_scores<HS, FW_KEYS>(s, qs, ks);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     float m_prev[2];
-    fw_softmax<FULL>(s, m, l, m_prev, reach, at, scale_log2, T);
+    fw_softmax<FULL, FW_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
     fw_rescale<HS>(o, m_prev, m);
     uint32_t a[FW_KEYS / 16][4];
-    fw_pack(a, s);
+    fw_pack<FW_KEYS>(a, s);
     wgmma_fence_operand(o);
     wgmma_fence();
-    fw_issue_pv<HS>(o, a, vs);
+    fw_issue_pv<HS, FW_KEYS>(o, a, vs);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operand(o);

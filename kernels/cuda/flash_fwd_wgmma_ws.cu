@@ -6,8 +6,8 @@
  *
  * One block: 128 query rows of one pair, three warpgroups.
  *  - Warpgroup 0, the producer: lowers its registers (setmaxnreg), and one
- *    thread brings Q (two tiles of 64 rows) once, then each tile of 64 keys
- *    of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
+ *    thread brings Q (two tiles of 64 rows) once, then each tile of 128
+ *    keys of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
  *    of FW3_STAGES stages: one box per column chunk of head_tiles.cuh (64
  *    columns 128B-swizzled by the copy engine; at head size 96 a last box
  *    of 32, 64B-swizzled), so a tile lands in the layout the products read. Stage s is
@@ -16,18 +16,24 @@
  *    consumer warp when its products no longer read the stage).
  *  - Warpgroups 1 and 2, the consumers: raise their registers; warpgroup c
  *    owns rows q0 + 64 (c - 1) .. + 63, and per key tile does what
- *    flash_fwd_wgmma.cu's warpgroup does (S = Q K^T by wgmma_ss, the
- *    online softmax with the diagonal tile masked by select, O += P V by
- *    wgmma_rs), pipelined (fw3_consume). Warpgroup 1's rows end 64 keys before
- *    warpgroup 2's: it skips the block's last tile, whose empty phase then
- *    never completes, and nothing waits on it (no load follows the last).
+ *    flash_fwd_wgmma.cu's warpgroup does (S = Q K^T by wgmma_ss, N = 128
+ *    keys; the online softmax with the diagonal tile masked by select; O
+ *    += P V by wgmma_rs), pipelined (fw3_consume). The block's last key
+ *    tile holds both warpgroups' diagonals (keys and rows both start at
+ *    q0), so both take every tile; warpgroup 1's half of it past its rows
+ *    is masked whole.
+ *    Keys 128 a tile where flash_fwd_wgmma.cu takes 64: a wgmma_ss of N =
+ *    64 reads 4 KiB of shared memory per 64 x 64 x 16 product, about the
+ *    128 bytes a clock an SM's shared memory gives at the tensor core's
+ *    rate; N = 128 reads 6 KiB for twice the work.
  * Sizes not a multiple of the tiles: the maps have the tensor's true shape
  * (tensor_map.h's heads view), so a box reaching past T reads zeros: keys
  * past T give finite scores that the softmax masks (fm_softmax_row tests
  * the key against T, and P is 0 there, times V's zero rows), and query
  * rows past T are computed on zeros and never stored (fw_store_rows).
- * Each row sees the same 64-key tiles and the same operations as in the
- * mma.sync forward, so the results are its bits under the emulation.
+ * Each row sees the same 128-key tiles and the same operations as in the
+ * mma.sync forward's 128-key shapes (cuda_attention_forward_shapes), so
+ * the results are their bits under the emulation.
  *
  * Builds: the body needs sm_90a; for other architectures it is a trap and
  * the host launches it only on compute capability 9.0 (ops_cuda.c). Under
@@ -45,15 +51,20 @@
 namespace {
 
 #define FW3_ROWS 128                 /* query rows per block: two consumer warpgroups of 64 */
+#define FW3_KEYS 128                 /* keys per staged K or V tile */
 #define FW3_THREADS 384              /* the producer warpgroup, then the two consumers */
 #define FW3_STAGES 3                 /* K and V tiles in flight */
 #define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
 #define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
 #define FW3_CONSUMER_REGS 240
-/* A stage: K, then V. */
+/* A K or V tile of FW3_KEYS rows; a stage: K, then V. */
+template <int HS>
+__host__ __device__ static constexpr int fw3_kv_bytes() {
+    return (int)head_tile<HS>::template bytes<FW3_KEYS>();
+}
 template <int HS>
 __host__ __device__ static constexpr int fw3_stage_bytes() {
-    return 2 * fw_tile_bytes<HS>();
+    return 2 * fw3_kv_bytes<HS>();
 }
 /* Q (two tiles), then the stages. */
 template <int HS>
@@ -85,10 +96,11 @@ struct fw3_maps {
  * (named barrier FW3_BAR_TURN + c - 1 is warpgroup c's turn: it syncs
  * there, 256 threads, the other arrives once its own products are
  * issued), so that one's softmax runs while the tensor core works on the
- * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its loop); its
- * n1 tiles make n1 + 1 turns (fw3_consume); warpgroup 2's last turn, where
- * it has a tile more (beyond warpgroup 1's rows), has no partner. Turn j:
- * take() syncs while j < sync_turns, pass() arrives while j < pass_turns. */
+ * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its
+ * loop); each warpgroup's n tiles make n + 1 turns (fw3_consume), and
+ * warpgroup 2's last pass, after warpgroup 1's last turn, is left out (no
+ * one would meet it). Turn j: take() syncs while j < sync_turns, pass()
+ * arrives while j < pass_turns. */
 #define FW3_BAR_TURN 1
 struct fw3_turns {
     int mine, other, sync_turns, pass_turns;
@@ -113,14 +125,15 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     return m;
 }
 
-/* Tokens t0 .. t0 + 63 of head h of sequence b into a tile: one copy per
- * column chunk, each chunk's box and swizzle from its own map. */
-template <int HS>
+/* Tokens t0 .. t0 + ROWS - 1 of head h of sequence b into a tile: one
+ * copy per column chunk, each chunk's box (ROWS rows) and swizzle from its
+ * own map. */
+template <int HS, int ROWS>
 static __device__ __forceinline__ void fw3_load_tile(unsigned char *tile, const CUtensorMap (&map)[2], uint64_t *bar, int h, int t0,
                                                      int b) {
     using H = head_tile<HS>;
 #pragma unroll
-    for (int c = 0; c < H::chunks; c++) tma_load_4d(tile + H::template chunk_at<FW_KEYS>(c), &map[c], bar, 64 * c, h, t0, b);
+    for (int c = 0; c < H::chunks; c++) tma_load_4d(tile + H::template chunk_at<ROWS>(c), &map[c], bar, 64 * c, h, t0, b);
 }
 
 /* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
@@ -135,15 +148,15 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int
         tma_prefetch_map(&maps.v[c]);
     }
     mbar_arrive_expect_tx(sm.q_full, 2 * tile);
-    fw3_load_tile<HS>(sm.q, maps.q, sm.q_full, h, q0, b);
-    fw3_load_tile<HS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
+    fw3_load_tile<HS, FW_KEYS>(sm.q, maps.q, sm.q_full, h, q0, b);
+    fw3_load_tile<HS, FW_KEYS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % FW3_STAGES, round = kt / FW3_STAGES;
         unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
         mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
         mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
-        fw3_load_tile<HS>(k, maps.k, &sm.full[s], h, kt * FW_KEYS, b);
-        fw3_load_tile<HS>(k + tile, maps.v, &sm.full[s], h, kt * FW_KEYS, b);
+        fw3_load_tile<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
+        fw3_load_tile<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
     }
 }
 
@@ -155,14 +168,14 @@ static __device__ __forceinline__ void fw3_release(const fw3_smem &sm, int st) {
 
 /* The softmax of key tile k0's scores for the warp's rows r0 ..: masked
  * where the tile reaches the warpgroup's rows (q0w: its first; uniform). */
-static __device__ __forceinline__ void fw3_softmax(float (&s)[32], float m[2], float l[2], float m_prev[2], fm_lane_pos &at, int r0,
-                                                   int q0w, int k0, float scale_log2, int T) {
+static __device__ __forceinline__ void fw3_softmax(float (&s)[FW3_KEYS / 2], float m[2], float l[2], float m_prev[2], fm_lane_pos &at,
+                                                   int r0, int q0w, int k0, float scale_log2, int T) {
     at.k0 = k0;
-    const fm_reach reach = fm_reach_of<FW_KEYS>(r0, k0);
-    if (k0 + FW_KEYS <= q0w)
-        fw_softmax<true>(s, m, l, m_prev, reach, at, scale_log2, T);
+    const fm_reach reach = fm_reach_of<FW3_KEYS>(r0, k0);
+    if (k0 + FW3_KEYS <= q0w)
+        fw_softmax<true, FW3_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
     else
-        fw_softmax<false>(s, m, l, m_prev, reach, at, scale_log2, T);
+        fw_softmax<false, FW3_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
 }
 
 /* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
@@ -177,53 +190,53 @@ template <int HS>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
                                    int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    constexpr int tile = fw_tile_bytes<HS>(), stage = fw3_stage_bytes<HS>();
+    constexpr int tile = fw_tile_bytes<HS>(), kv = fw3_kv_bytes<HS>(), stage = fw3_stage_bytes<HS>();
     const unsigned char *qs = sm.q + (c - 1) * tile;
-    float o[HS / 2], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, m_prev[2];
-    uint32_t a[FW_KEYS / 16][4];
+    float o[HS / 2], s[FW3_KEYS / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, m_prev[2];
+    uint32_t a[FW3_KEYS / 16][4];
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 32; i++) s[i] = 0.0f;
+    for (int i = 0; i < FW3_KEYS / 2; i++) s[i] = 0.0f;
     const int r0 = q0w + 16 * warp;
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
     mbar_wait(sm.q_full, 0);
     mbar_wait(&sm.full[0], 0);
     turns.take(); /* turn 0: tile 0's scores */
     wgmma_fence();
-    fw_issue_scores<HS>(s, qs, sm.stage);
+    fw_issue_scores<HS, FW3_KEYS>(s, qs, sm.stage);
     wgmma_commit();
     turns.pass();
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     fw3_softmax(s, m, l, m_prev, at, r0, q0w, 0, scale_log2, T);
     fw_rescale<HS>(o, m_prev, m);
-    fw_pack(a, s);
+    fw_pack<FW3_KEYS>(a, s);
     for (int kt = 1; kt < k_tiles; kt++) {
         const int st = kt % FW3_STAGES, before = (kt - 1) % FW3_STAGES;
         mbar_wait(&sm.full[st], (kt / FW3_STAGES) & 1);
         wgmma_fence_operand(o);
         turns.take();
         wgmma_fence(); /* s, o and a were last touched by this thread's registers */
-        fw_issue_scores<HS>(s, qs, sm.stage + st * stage);
+        fw_issue_scores<HS, FW3_KEYS>(s, qs, sm.stage + st * stage);
         wgmma_commit();
-        fw_issue_pv<HS>(o, a, sm.stage + before * stage + tile);
+        fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + before * stage + kv);
         wgmma_commit();
         turns.pass();
         wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
         wgmma_fence_operand(s);
-        fw3_softmax(s, m, l, m_prev, at, r0, q0w, kt * FW_KEYS, scale_log2, T);
+        fw3_softmax(s, m, l, m_prev, at, r0, q0w, kt * FW3_KEYS, scale_log2, T);
         wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
         wgmma_fence_operand(o);
         fw3_release(sm, before);
         fw_rescale<HS>(o, m_prev, m);
-        fw_pack(a, s);
+        fw_pack<FW3_KEYS>(a, s);
     }
     const int last = (k_tiles - 1) % FW3_STAGES;
     wgmma_fence_operand(o);
     turns.take(); /* the last turn: the last tile's P V */
     wgmma_fence();
-    fw_issue_pv<HS>(o, a, sm.stage + last * stage + tile);
+    fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + last * stage + kv);
     wgmma_commit();
     turns.pass();
     wgmma_wait<0>();
@@ -244,11 +257,12 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
                                   float scale_log2) {
 #if defined(FW_BODY)
     static_assert(STAGES == FW3_STAGES, "the shared memory is carved for FW3_STAGES");
+    static_assert(fw3_shared_bytes<HS>() <= 227 * 1024, "over a block's shared memory on sm_90");
     extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* fw3_shared_bytes<HS>() */
     const fw3_smem sm = fw3_carve<HS>(fw3_shared);
     const int q0 = fl_grid_query_tile() * FW3_ROWS;
     const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS, wg = (int)threadIdx.x >> 7;
-    const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW_KEYS - 1) / FW_KEYS;
+    const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW3_KEYS - 1) / FW3_KEYS;
     if (threadIdx.x == 0) {
         mbar_init(sm.q_full, 1);
         for (int s = 0; s < FW3_STAGES; s++) {
@@ -265,11 +279,11 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     }
     setmaxnreg_inc<FW3_CONSUMER_REGS>();
     const int q0w = q0 + (wg - 1) * FW_KEYS;
-    /* warpgroup 1 stops at the tile holding its last row; warpgroup 2 takes every tile */
-    const int first_tiles = fl_min(k_tiles, q0 / FW_KEYS + 1), my_tiles = wg == 1 ? first_tiles : k_tiles;
-    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, first_tiles + 1, first_tiles + 1 - (wg == 2), 0};
+    /* both warpgroups take every tile: the block's rows and its last key tile start together */
+    static_assert(FW3_KEYS == FW3_ROWS, "the warpgroups' tiles and turns assume one key tile a block of rows");
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, k_tiles + 1, k_tiles + 1 - (wg == 2), 0};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
-    fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, my_tiles, turns,
+    fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, k_tiles, turns,
                 scale_log2, T);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
@@ -289,7 +303,8 @@ static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T
     for (int i = 0; i < 3; i++)
         for (int c = 0; c < H::chunks; c++) {
             tg_err e;
-            if (tma_map_heads(&dst[i][c], names[i], qkv + i * C, B, T, NH, HS, 3 * C, FW_KEYS, H::cols(c), (int)H::row_bytes(c), &e))
+            if (tma_map_heads(&dst[i][c], names[i], qkv + i * C, B, T, NH, HS, 3 * C, i == 0 ? FW_KEYS : FW3_KEYS, H::cols(c),
+                              (int)H::row_bytes(c), &e))
                 tg_die("train_gpt", &e);
         }
 }

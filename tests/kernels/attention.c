@@ -363,21 +363,34 @@ void cuda_test_attention_forward_shapes(env *e) {
     check_true(e, cuda_attention_forward_shapes(80, NULL, 0) == 0, "attention_forward_shapes: none at HS=80", "");
     check_true(e, cuda_attention_backward_shapes(80, NULL, 0) == 0, "attention_backward_shapes: none at HS=80", "");
 }
-/* A Hopper forward under test: its entry point and its kernels.attention name. */
+/* A Hopper forward under test: its entry point, its kernels.attention
+ * name and its keys a tile (where qkv is 16-byte aligned: the TMA forward
+ * hands the rest to the cp.async one, 64 keys a tile). */
 typedef struct {
     const char *name; /* "attention_forward_wgmma" or "attention_forward_wgmma_ws" */
     const char *kernel;
     int (*run)(tg_o, void *, float *, const void *, int, int, int, int, tg_dropout);
+    int keys;
 } hopper_forward;
-static const hopper_forward reference_wgmma = {"attention_forward_wgmma", "wgmma", cuda_attention_forward_wgmma};
-static const hopper_forward pipelined_wgmma = {"attention_forward_wgmma_ws", "wgmma_ws", cuda_attention_forward_wgmma_ws};
+static const hopper_forward reference_wgmma = {"attention_forward_wgmma", "wgmma", cuda_attention_forward_wgmma, 64};
+static const hopper_forward pipelined_wgmma = {"attention_forward_wgmma_ws", "wgmma_ws", cuda_attention_forward_wgmma_ws, 128};
+
+/* The mma.sync forward with `keys` keys a tile at head size HS: the tuned
+ * shape (64), or the first built shape with 128 (-1 where none is). */
+static int mma_shape_of(int HS, int keys) {
+    cuda_flash_shape shapes[16];
+    const int n = cuda_attention_forward_shapes(HS, shapes, 16);
+    for (int k = 0; k < n && k < 16; k++)
+        if (shapes[k].keys == keys) return k;
+    return -1;
+}
 
 /* One case of a wgmma forward (flash_fwd_wgmma.cu, or flash_fwd_wgmma_ws.cu):
- * against the CPU
- * (the bf16 tolerance, as the mma.sync forward), and against the mma.sync
- * forward: bit for bit under the emulation (the same 64-key tiles per row,
- * the same softmax code, P rounded the same way, and the emulated wgmma
- * and mma.sync both summing each k16 product in order into float32), within
+ * against the CPU (the bf16 tolerance, as the mma.sync forward), and
+ * against the mma.sync forward with as many keys a tile (mma_shape_of): bit
+ * for bit under the emulation (the same key tiles per row, the same
+ * softmax code, P rounded the same way, and the emulated wgmma and
+ * mma.sync both summing each k16 product in order into float32), within
  * the tolerance on a GPU (the tensor cores' internal orders may differ).
  * Then the same through attention_forward with kernels.attention = wgmma
  * (or wgmma_ws). */
@@ -391,7 +404,10 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
     qkv.n = n_qkv;
     twin out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
     e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
-    e->gpu->attention_forward(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, (tg_dropout){0}); /* mma.sync */
+    const int keys = (offset * gpu_elem(e, ACT)) % 16 == 0 ? k->keys : 64, mma_shape = mma_shape_of(HS, keys);
+    snprintf(name, sizeof name, "%s: an mma.sync shape of %d keys a tile at HS=%d", k->name, keys, HS);
+    check_true(e, mma_shape >= 0, name, "");
+    cuda_attention_forward_shaped(e->gpu, out.g, lse.g, qkv.g, B, T, NH, HS, mma_shape < 0 ? 0 : mma_shape, ORDER_DEFAULT);
     void *mma_out = gpu_bytes(e, out), *mma_lse = gpu_bytes(e, lse);
     poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
     poison(e->gpu, lse.g, n_lse * sizeof(float));
