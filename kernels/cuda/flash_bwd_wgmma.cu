@@ -42,13 +42,21 @@
  *     row's slots in key-block order: dq in a fixed order, no atomics,
  *     the same bits run after run. Without DQ (a scratch too small for
  *     one pair's slots) flash_bwd.cu runs the mma.sync dq kernel instead.
+ * The warpgroups issue a tile's score products in turn (warpgroup 1 after
+ * 0, on a named barrier), so that one's softmax runs while the tensor core
+ * works on the other's products; without the turn both would issue at
+ * once, then both wait, and the tensor core would idle through both
+ * softmaxes.
  * Warpgroup 1's first query tile (the block's diagonal one) lies above all
  * its keys: it runs it masked (zero P and dS: nothing added to dk, dv, and
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 205 registers, at 96 219, at 128
- * 247; without DQ 187 at 64, 213 at 96, 242 at 128; none spills.
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 219, at 128
+ * 247; without DQ 187 at 64, 213 at 96, 247 at 128; none spills. (Taking
+ * a tile's dq share in the next tile, to save the barrier between the
+ * dS^T stores and dq's product, spilled 80 bytes at 96: without that
+ * barrier ptxas moved dq's work in among the scores'.)
  * Not yet here: TMA loads on mbarriers, a producer warp, dq reduced
  * without the trip through global memory.
  *
@@ -83,6 +91,11 @@ template <int HS>
 static __host__ __device__ constexpr size_t bw_slot_floats() { return (size_t)BW_ROWS * HS; }
 template <int HS>
 static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(8 * bw_tile_bytes<HS>() + bw_ds_bytes() + 1024); }
+
+/* The named barrier that orders the warpgroups' score products in a tile
+ * (warpgroup 0 arrives once its products are issued, warpgroup 1 syncs
+ * before issuing its own); 0 is __syncthreads'. */
+#define BW_BAR_TURN 1
 
 /* The slots of a pair's dq shares: key block kb (keys 128 kb ..) of query
  * tile qt (64 rows; kb <= qt / 2) at slot qt + (qt - 1)^2 / 4 + kb (the
@@ -186,18 +199,21 @@ static __device__ __forceinline__ void bw_dq_share(float *slot, const unsigned c
     bw_store_share<HS, N>(slot, dq, c);
 }
 
-/* One staged query tile (rows q0 ..) against the warpgroup's 64 keys (ks,
+/* One staged query tile (rows q0 ..) against warpgroup wg's 64 keys (ks,
  * vs: its K and V): dk, dv (its accumulators: warp w's keys kw .. kw + 15
  * as rows, the head's columns) += dS^T Q, P^T dout, waited for; DQ: dS^T
- * into the warpgroup's rows of dss. EDGE: the tile
- * touches the warpgroup's diagonal or T, where fb_ds masks. */
+ * into the warpgroup's rows of dss. EDGE: the tile touches the warpgroup's
+ * diagonal or T, where fb_ds masks. Warpgroup 1 issues its score products
+ * after warpgroup 0's (BW_BAR_TURN), so that 0's softmax runs while the
+ * tensor core works on 1's, and 1's while it works on 0's dk and dv. */
 template <int HS, bool EDGE, bool DQ>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
                                                      const unsigned char *vs, const unsigned char *qs, const unsigned char *gs,
                                                      unsigned char *dss, const float *lse2, const float *D, int q0, int kw,
-                                                     const fb_pair &c) {
+                                                     int wg, const fb_pair &c) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
+    if (wg == 1) named_bar_sync(BW_BAR_TURN, BW_THREADS);
     wgmma_fence(); /* s and dp were last read by this thread's registers */
 #pragma unroll
     for (int step = 0; step < HS / 16; step++)
@@ -206,6 +222,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
     for (int step = 0; step < HS / 16; step++)
         wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_WG_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
     wgmma_commit();
+    if (wg == 0) named_bar_arrive(BW_BAR_TURN, BW_THREADS);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     wgmma_fence_operand(dp);
@@ -307,9 +324,9 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         __syncthreads();
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, c);
+            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, c);
+            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, wg, c);
         if (DQ) {
             fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
             __syncthreads();            /* both warpgroups' keys are in */
