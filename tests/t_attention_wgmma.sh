@@ -88,6 +88,15 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[
     grep -qP '^1,1,70,96\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out"; then
     ok bench_attention_times_wgmma_backward
 else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
+# at head size 128 the wgmma backward takes dq through its slots too (two warpgroups a block since 1f85275;
+# before, the mma.sync dq kernel ran there): the launch log has the reduction, not flash_dq_mma_kernel's wgmma fallback
+EMU_LAUNCH_LOG="$tmp/bench128.launches" "$bench" --shape 1,1,70,128 --warmup 0 --runs 1 >"$tmp/bench128.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
+    tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
+    ok wgmma_backward_head_size_128_dq_by_slots
+else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
 # [kernel=K] refused NAME PATTERN [--set ...]: the run with kernels.attention = K (wgmma unless given)
 # stops before training, naming kernels.attention and PATTERN
