@@ -7,7 +7,8 @@
 # the losses and weights match the mma.sync run; the same for
 # kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu, the warp-specialized
 # forward on TMA, with the same backward), and again at head size 96; bench_attention times each
-# forward and the backward as rows of their own; wgmma is refused,
+# forward and the backward as rows of their own, and at head size 128 the
+# backward's dq goes through its slots (the launch log); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
