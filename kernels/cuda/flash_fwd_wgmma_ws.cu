@@ -8,7 +8,7 @@
  *  - Warpgroup 0, the producer: lowers its registers (setmaxnreg), and one
  *    thread brings Q (two tiles of 64 rows) once, then each tile of 128
  *    keys of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
- *    of FW3_STAGES stages: one box per column chunk of head_tiles.cuh (64
+ *    of fw3_stages stages: one box per column chunk of head_tiles.cuh (64
  *    columns 128B-swizzled by the copy engine; at head size 96 a last box
  *    of 32, 64B-swizzled), so a tile lands in the layout the products read. Stage s is
  *    gated by full[s] (one arrival with expect_tx of its K and V bytes: the
@@ -53,10 +53,16 @@ namespace {
 #define FW3_ROWS 128                 /* query rows per block: two consumer warpgroups of 64 */
 #define FW3_KEYS 128                 /* keys per staged K or V tile */
 #define FW3_THREADS 384              /* the producer warpgroup, then the two consumers */
-#define FW3_STAGES 3                 /* K and V tiles in flight */
 #define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
 #define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
 #define FW3_CONSUMER_REGS 240
+/* K and V tiles in flight: 3, and 2 at head size 128, where 3 would take
+ * 225 KiB of an SM's 227 (2 take 161 KiB; FlashAttention-3 stages 2 there
+ * too, and t_kernel_resources holds every kernel to sm_80's 163 KiB). */
+template <int HS>
+__host__ __device__ static constexpr int fw3_stages() {
+    return HS == 128 ? 2 : 3;
+}
 /* A K or V tile of FW3_KEYS rows; a stage: K, then V. */
 template <int HS>
 __host__ __device__ static constexpr int fw3_kv_bytes() {
@@ -69,12 +75,12 @@ __host__ __device__ static constexpr int fw3_stage_bytes() {
 /* Q (two tiles), then the stages. */
 template <int HS>
 __host__ __device__ static constexpr int fw3_tiles_bytes() {
-    return 2 * fw_tile_bytes<HS>() + FW3_STAGES * fw3_stage_bytes<HS>();
+    return 2 * fw_tile_bytes<HS>() + fw3_stages<HS>() * fw3_stage_bytes<HS>();
 }
 /* The tiles, then the barriers; +1024: tiles 1024-aligned (base offset 0) */
 template <int HS>
 __host__ __device__ static constexpr int fw3_shared_bytes() {
-    return 1024 + fw3_tiles_bytes<HS>() + (1 + 2 * FW3_STAGES) * 8;
+    return 1024 + fw3_tiles_bytes<HS>() + (1 + 2 * fw3_stages<HS>()) * 8;
 }
 
 /* The block's shared memory, carved from the dynamic allocation. */
@@ -121,7 +127,7 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     m.stage = m.q + 2 * fw_tile_bytes<HS>();
     m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS>());
     m.full = m.q_full + 1;
-    m.empty = m.full + FW3_STAGES;
+    m.empty = m.full + fw3_stages<HS>();
     return m;
 }
 
@@ -137,10 +143,11 @@ static __device__ __forceinline__ void fw3_load_tile(unsigned char *tile, const 
 }
 
 /* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
- * pair (b, h), tile kt into stage kt % FW3_STAGES once its previous
- * occupant (tile kt - FW3_STAGES) is released. */
+ * pair (b, h), tile kt into stage kt % STAGES once its previous
+ * occupant (tile kt - STAGES) is released. */
 template <int HS>
 static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int b, int h, int q0, int k_tiles) {
+    constexpr int STAGES = fw3_stages<HS>();
     constexpr int tile = fw_tile_bytes<HS>();
     for (int c = 0; c < head_tile<HS>::chunks; c++) {
         tma_prefetch_map(&maps.q[c]);
@@ -151,7 +158,7 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int
     fw3_load_tile<HS, FW_KEYS>(sm.q, maps.q, sm.q_full, h, q0, b);
     fw3_load_tile<HS, FW_KEYS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
     for (int kt = 0; kt < k_tiles; kt++) {
-        const int s = kt % FW3_STAGES, round = kt / FW3_STAGES;
+        const int s = kt % STAGES, round = kt / STAGES;
         unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
         mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
         mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
@@ -189,6 +196,7 @@ static __device__ __forceinline__ void fw3_softmax(float (&s)[FW3_KEYS / 2], flo
 template <int HS>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
                                    int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
+    constexpr int STAGES = fw3_stages<HS>();
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
     constexpr int tile = fw_tile_bytes<HS>(), kv = fw3_kv_bytes<HS>(), stage = fw3_stage_bytes<HS>();
     const unsigned char *qs = sm.q + (c - 1) * tile;
@@ -213,8 +221,8 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out
     fw_rescale<HS>(o, m_prev, m);
     fw_pack<FW3_KEYS>(a, s);
     for (int kt = 1; kt < k_tiles; kt++) {
-        const int st = kt % FW3_STAGES, before = (kt - 1) % FW3_STAGES;
-        mbar_wait(&sm.full[st], (kt / FW3_STAGES) & 1);
+        const int st = kt % STAGES, before = (kt - 1) % STAGES;
+        mbar_wait(&sm.full[st], (kt / STAGES) & 1);
         wgmma_fence_operand(o);
         turns.take();
         wgmma_fence(); /* s, o and a were last touched by this thread's registers */
@@ -232,7 +240,7 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out
         fw_rescale<HS>(o, m_prev, m);
         fw_pack<FW3_KEYS>(a, s);
     }
-    const int last = (k_tiles - 1) % FW3_STAGES;
+    const int last = (k_tiles - 1) % STAGES;
     wgmma_fence_operand(o);
     turns.take(); /* the last turn: the last tile's P V */
     wgmma_fence();
@@ -248,7 +256,7 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out
 
 /* One block: query rows [q0, q0 + 128) of pair p0 + fl_grid_pair()
  * (longest first, fl_grid), key tiles up to the block's last row. A
- * template on the head size and the ring's depth (FW3_STAGES), so that
+ * template on the head size and the ring's depth (fw3_stages), so that
  * launches name it (the emulation checks their shared memory opt-in by
  * that name). */
 template <int HS, int STAGES>
@@ -256,7 +264,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int T, int NH,
                                   float scale_log2) {
 #if defined(FW_BODY)
-    static_assert(STAGES == FW3_STAGES, "the shared memory is carved for FW3_STAGES");
+    static_assert(STAGES == fw3_stages<HS>(), "the shared memory is carved for fw3_stages");
     static_assert(fw3_shared_bytes<HS>() <= 227 * 1024, "over a block's shared memory on sm_90");
     extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* fw3_shared_bytes<HS>() */
     const fw3_smem sm = fw3_carve<HS>(fw3_shared);
@@ -265,7 +273,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW3_KEYS - 1) / FW3_KEYS;
     if (threadIdx.x == 0) {
         mbar_init(sm.q_full, 1);
-        for (int s = 0; s < FW3_STAGES; s++) {
+        for (int s = 0; s < STAGES; s++) {
             mbar_init(&sm.full[s], 1);
             mbar_init(&sm.empty[s], FW3_CONSUMER_WARPS);
         }
@@ -315,11 +323,11 @@ static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, in
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
     fw3_maps maps;
     fw3_make_maps<HS>(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
-    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, FW3_STAGES>;
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>()>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS>()));
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
         const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW3_ROWS);
-        flash_forward_wgmma_ws_kernel<HS, FW3_STAGES><<<grid, FW3_THREADS, fw3_shared_bytes<HS>(), ctx->stream>>>(
+        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>()><<<grid, FW3_THREADS, fw3_shared_bytes<HS>(), ctx->stream>>>(
             maps, (__nv_bfloat16 *)out, lse, p0, T, NH, scale_log2);
         CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
     }

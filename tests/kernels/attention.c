@@ -557,8 +557,10 @@ void cuda_test_attention_wgmma(env *e) {
     wgmma_case(e, &reference_wgmma, 1, 150, 1, 96, 1.0f, 1);
     wgmma_case(e, &reference_wgmma, 1, 77, 1, 128, 2.0f, 0);
     /* the pipeline: blocks of 128 rows whose second warpgroup has some, none
-     * (T = 150, second block) or all of its rows; T = 520: 9 key tiles, so
-     * each of the 3 stages is refilled twice (both parities of its barriers) */
+     * (T = 150, second block) or all of its rows; T = 520: 5 key tiles of 128
+     * at the last block, so stages 0 and 1 of the 3 are refilled (both
+     * parities of their barriers); at head size 128 (2 stages), T = 300: 3
+     * key tiles at the last block, stage 0 refilled */
     wgmma_case(e, &pipelined_wgmma, 1, 5, 1, 64, 1.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 77, 2, 64, 1.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 200, 2, 64, 2.0f, 0);
@@ -570,6 +572,7 @@ void cuda_test_attention_wgmma(env *e) {
      * last head's boxes ending at the row; T = 260: both parities again */
     wgmma_case(e, &pipelined_wgmma, 1, 260, 2, 96, 2.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 70, 1, 128, 1.0f, 0);
+    wgmma_case(e, &pipelined_wgmma, 1, 300, 1, 128, 1.0f, 0);
     wgmma_backward_case(e, 1, 5, 1, 64, 1.0f);
     wgmma_backward_case(e, 2, 77, 2, 64, 1.0f);
     wgmma_backward_case(e, 1, 200, 2, 64, 2.0f);
