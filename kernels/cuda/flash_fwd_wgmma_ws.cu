@@ -56,12 +56,13 @@ namespace {
 #define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
 #define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
 #define FW3_CONSUMER_REGS 240
-/* K and V tiles in flight: 3, and 2 at head size 128, where 3 would take
- * 225 KiB of an SM's 227 (2 take 161 KiB; FlashAttention-3 stages 2 there
- * too, and t_kernel_resources holds every kernel to sm_80's 163 KiB). */
+/* K and V tiles in flight: 3 at head size 64 (113 KiB), 2 at 96 and 128
+ * (121 and 161 KiB), where 3 would take 169 and 225: over sm_80's 163 KiB
+ * a block, which t_kernel_resources holds every kernel to, and at 128
+ * nearly all of an H100 SM's 227 (FlashAttention-3 stages 2 there too). */
 template <int HS>
 __host__ __device__ static constexpr int fw3_stages() {
-    return HS == 128 ? 2 : 3;
+    return HS == 64 ? 3 : 2;
 }
 /* A K or V tile of FW3_KEYS rows; a stage: K, then V. */
 template <int HS>

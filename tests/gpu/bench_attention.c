@@ -285,7 +285,7 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
         const char *name;
     } rows[] = {
         {SHAPE_WGMMA, "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages"},
-        {SHAPE_WGMMA_WS, "wgmma_ws: 128 query rows a block (2 consumer warpgroups), 128 keys a tile, TMA 3 stages (2 at head size 128)"},
+        {SHAPE_WGMMA_WS, "wgmma_ws: 128 query rows a block (2 consumer warpgroups), 128 keys a tile, TMA 3 stages (2 at head sizes 96 and 128)"},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

@@ -559,8 +559,8 @@ void cuda_test_attention_wgmma(env *e) {
     /* the pipeline: blocks of 128 rows whose second warpgroup has some, none
      * (T = 150, second block) or all of its rows; T = 520: 5 key tiles of 128
      * at the last block, so stages 0 and 1 of the 3 are refilled (both
-     * parities of their barriers); at head size 128 (2 stages), T = 300: 3
-     * key tiles at the last block, stage 0 refilled */
+     * parities of their barriers); at head sizes 96 and 128 (2 stages), T =
+     * 260 and 300: 3 key tiles at the last block, stage 0 refilled */
     wgmma_case(e, &pipelined_wgmma, 1, 5, 1, 64, 1.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 77, 2, 64, 1.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 200, 2, 64, 2.0f, 0);
