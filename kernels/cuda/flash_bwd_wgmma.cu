@@ -406,5 +406,5 @@ int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dou
 
 bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop) {
     const uintptr_t any = (uintptr_t)dqkv | (uintptr_t)dout | (uintptr_t)qkv;
-    return head_tile_built(HS) && drop.p <= 0.0f && any % 16 == 0 && ctx->cc_major == 9 && ctx->cc_minor == 0;
+    return head_tile_runs(ctx, HS, drop) && any % 16 == 0;
 }

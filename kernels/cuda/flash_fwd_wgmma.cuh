@@ -19,12 +19,10 @@
 
 #define FW_KEYS 64 /* keys (or query rows) per staged tile */
 
-/* Whether the Hopper forwards have an instance for a call: bf16
- * activations, head_tiles.cuh's head sizes, no dropout, a device of
- * compute capability 9.0 (their code is sm_90a's). */
+/* Whether the Hopper forwards run a call: bf16 activations and
+ * head_tile_runs. */
 static inline bool fw_has_instance(tg_o o, int HS, tg_dropout drop) {
-    const cuda_ctx *ctx = cuda_ctx_of(o);
-    return o->act == TG_BF16 && head_tile_built(HS) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
+    return o->act == TG_BF16 && head_tile_runs(cuda_ctx_of(o), HS, drop);
 }
 
 /* Bytes of a staged tile at head size HS. */

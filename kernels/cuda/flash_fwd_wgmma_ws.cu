@@ -106,15 +106,13 @@ struct fw3_maps {
  * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its
  * loop); each warpgroup's n tiles make n + 1 turns (fw3_consume), and
  * warpgroup 2's last pass, after warpgroup 1's last turn, is left out (no
- * one would meet it). Turn j: take() syncs while j < sync_turns, pass()
- * arrives while j < pass_turns. */
+ * one would meet it). take() always syncs; pass() arrives while
+ * j < pass_turns, j counting the turns passed. */
 #define FW3_BAR_TURN 1
 struct fw3_turns {
-    int mine, other, sync_turns, pass_turns;
+    int mine, other, pass_turns;
     mutable int j;
-    __device__ __forceinline__ void take() const {
-        if (j < sync_turns) named_bar_sync(mine, 256);
-    }
+    __device__ __forceinline__ void take() const { named_bar_sync(mine, 256); }
     __device__ __forceinline__ void pass() const {
         if (j < pass_turns) named_bar_arrive(other, 256);
         j++;
@@ -290,7 +288,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     const int q0w = q0 + (wg - 1) * FW_KEYS;
     /* both warpgroups take every tile: the block's rows and its last key tile start together */
     static_assert(FW3_KEYS == FW3_ROWS, "the warpgroups' tiles and turns assume one key tile a block of rows");
-    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, k_tiles + 1, k_tiles + 1 - (wg == 2), 0};
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, k_tiles + 1 - (wg == 2), 0};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
     fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, k_tiles, turns,
                 scale_log2, T);

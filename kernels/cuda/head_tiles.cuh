@@ -23,6 +23,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/cuda_ctx.h"
+#include "kernels/ops.h"
 #include "kernels/cuda/smem_layout.h"
 #include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -30,6 +32,13 @@
 /* Whether the Hopper attention kernels are built at head size HS: the one
  * list of their head sizes. */
 static __host__ __device__ constexpr bool head_tile_built(int HS) { return HS == 64 || HS == 96 || HS == 128; }
+
+/* Whether the Hopper attention kernels run a call: a built head size, no
+ * dropout, a device of compute capability 9.0 (their code is sm_90a's).
+ * Each caller adds what its own kernels need (dtype, alignment). */
+static inline bool head_tile_runs(const cuda_ctx *ctx, int HS, tg_dropout drop) {
+    return head_tile_built(HS) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
+}
 
 /* Calls f with head size HS as a compile-time constant (an
  * std::integral_constant<int, HS>), HS one head_tile_built accepts: the
