@@ -170,7 +170,7 @@ static __device__ __forceinline__ bool fl_visible(int q0, int r, int k0, int c, 
 }
 
 /* out[r][c] = scale * a[r] . b[c] over HS, in a fixed order. */
-static __device__ void fl_products(fl_square out, const fl_tile a, const fl_tile b, int HS, float scale) {
+static inline __device__ void fl_products(fl_square out, const fl_tile a, const fl_tile b, int HS, float scale) {
     for (int e = threadIdx.x; e < FL_TILE * FL_TILE; e += blockDim.x) {
         const int r = e / FL_TILE, c = e % FL_TILE;
         float s = 0.0f;
@@ -181,7 +181,7 @@ static __device__ void fl_products(fl_square out, const fl_tile a, const fl_tile
 
 /* acc[j] (column threadIdx.x % 8 + 8 j of row threadIdx.x / 8) += sum over
  * c of w[r][c] * m[c][i] (transposed: w[c][r] when wt). */
-static __device__ void fl_accumulate(float *acc, const fl_square w, const fl_tile m, int HS, bool wt) {
+static inline __device__ void fl_accumulate(float *acc, const fl_square w, const fl_tile m, int HS, bool wt) {
     const int r = threadIdx.x >> 3, c8 = threadIdx.x & 7;
 #pragma unroll
     for (int j = 0; j < FL_COLS; j++) {
