@@ -98,6 +98,12 @@ if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(
     tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_head_size_128_dq_by_slots
 else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
+# and a second row with dq by the mma.sync dq kernel (cuda_attention_backward_wgmma_dq), so that a GPU times
+# both routes: its launches are the wgmma kernel without dq and flash_dq_mma_kernel
+if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync kernel\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, false>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
+    ok wgmma_backward_dq_by_mma_row
+else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
 # [kernel=K] refused NAME PATTERN [--set ...]: the run with kernels.attention = K (wgmma unless given)
 # stops before training, naming kernels.attention and PATTERN

@@ -550,12 +550,18 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
 
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS, tg_dropout drop) {
+    return cuda_attention_backward_wgmma_dq(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop, CUDA_WGMMA_DQ_SLOTS, NULL);
+}
+
+int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                     int B, int T, int NH, int HS, tg_dropout drop, cuda_wgmma_dq want, cuda_wgmma_dq *taken) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
-    if (B <= 0 || T <= 0 || NH <= 0) return 1;
     /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
-    const size_t slots = flash_bwd_wgmma_slot_bytes(T, HS);
-    const bool dq_slots = round_pairs(ctx, T, slots) > 0;
+    const size_t slots = flash_bwd_wgmma_slot_bytes(T > 0 ? T : 1, HS);
+    const bool dq_slots = want == CUDA_WGMMA_DQ_SLOTS && round_pairs(ctx, T > 0 ? T : 1, slots) > 0;
+    if (taken) *taken = dq_slots ? CUDA_WGMMA_DQ_SLOTS : CUDA_WGMMA_DQ_MMA;
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);

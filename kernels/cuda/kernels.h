@@ -132,6 +132,16 @@ int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv,
  * atomics: every sum in a fixed order). */
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS, tg_dropout drop);
+/* How the wgmma backward takes dq: through its fixed-order slots (a
+ * second kernel sums them; the kernel scratch must hold one pair's), or by
+ * the mma.sync dq kernel beside dk and dv on wgmma. */
+typedef enum { CUDA_WGMMA_DQ_SLOTS, CUDA_WGMMA_DQ_MMA } cuda_wgmma_dq;
+/* cuda_attention_backward_wgmma with dq by `want` where it can (SLOTS
+ * falls back to MMA where the scratch cannot hold the slots), for
+ * bench_attention to time both; *taken (may be NULL): the route run (set
+ * also for B = 0, which runs nothing). Same returns. */
+int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                     int B, int T, int NH, int HS, tg_dropout drop, cuda_wgmma_dq want, cuda_wgmma_dq *taken);
 /* The same as a warp-specialized pipeline (flash_fwd_wgmma_ws.cu: a TMA
  * producer warp, two consumer warpgroups, mbarriers; tensor maps made per
  * call): 1 when run, 0 where it has no instance (as above). A qkv not

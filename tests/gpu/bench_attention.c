@@ -136,7 +136,8 @@ static int cmp_double(const void *a, const void *b) {
 
 /* What a timed call runs: the forward or the backward in shape `shape`
  * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
- * wgmma forward or backward, SHAPE_WGMMA_WS: the warp-specialized forward. */
+ * wgmma forward or backward (dq by route `dq`), SHAPE_WGMMA_WS: the
+ * warp-specialized forward. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 typedef struct {
@@ -145,14 +146,15 @@ typedef struct {
     const attn_buffers *buf;
     int backward, shape;
     cuda_flash_order order;
+    cuda_wgmma_dq dq;
 } attn_call;
 
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
     if (call->backward && call->shape == SHAPE_WGMMA)
-        cuda_attention_backward_wgmma(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
-                                      (tg_dropout){0});
+        cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
+                                         (tg_dropout){0}, call->dq, NULL);
     else if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                        call->shape);
@@ -289,7 +291,7 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const attn_call call = {o, c, buf, 0, rows[i].shape, {CUDA_FLASH_PAIRS_FIRST, 0}};
+        const attn_call call = {o, c, buf, 0, rows[i].shape, {CUDA_FLASH_PAIRS_FIRST, 0}, CUDA_WGMMA_DQ_SLOTS};
         o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
         if (!(rows[i].shape == SHAPE_WGMMA ? cuda_attention_forward_wgmma : cuda_attention_forward_wgmma_ws)(
                 o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
@@ -313,7 +315,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     int failed = 0;
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++)
         for (int order = 0; order < orders_of_shape(k); order++) {
-            const attn_call call = {o, c, buf, 0, k, {order, 0}};
+            const attn_call call = {o, c, buf, 0, k, {order, 0}, CUDA_WGMMA_DQ_SLOTS};
             o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
             const timing t = time_call(&call, opts);
             char name[128], verdict[96];
@@ -327,26 +329,44 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
 }
 
 /* The wgmma backward (kernels.attention = wgmma; compute capability 9.0,
- * head sizes 64, 96 and 128): a row
- * against the tuned mma.sync shape's dqkv (buf->tuned_dqkv, within the
- * tolerance), or a note where it has no instance. Returns the failed
- * checks. */
-static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
-                                double ceiling) {
+ * head sizes 64, 96 and 128) with dq by route `want`: a row named by the
+ * route it took, against the tuned mma.sync shape's dqkv
+ * (buf->tuned_dqkv, within the tolerance), or a note where it has no
+ * instance (*ran 0). Returns the failed checks. */
+static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling,
+                                   cuda_wgmma_dq want, int *ran) {
     o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
-    if (!cuda_attention_backward_wgmma(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
-                                       (tg_dropout){0})) {
+    cuda_wgmma_dq taken; /* asked with no sequences: the route, nothing run (the timed calls are the only runs) */
+    if (!cuda_attention_backward_wgmma_dq(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH, c->HS,
+                                          (tg_dropout){0}, want, &taken)) {
         printf("# %d,%d,%d,%d: no wgmma backward here (compute capability 9.0 and head sizes 64, 96 and 128 only)\n", c->B, c->NH,
                c->T, c->HS);
+        *ran = 0;
         return 0;
     }
-    const attn_call call = {o, c, buf, 1, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}};
+    *ran = 1;
+    const attn_call call = {o, c, buf, 1, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}, want};
     const timing t = time_call(&call, opts);
     char verdict[96];
     const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
-    print_row(c, "backward", "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by slots",
+    print_row(c, "backward",
+              taken == CUDA_WGMMA_DQ_SLOTS
+                  ? "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by slots"
+                  : "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by the mma.sync kernel",
               CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     return !ok;
+}
+
+/* The wgmma backward's rows: dq by slots (every run's, where the scratch
+ * holds them), then by the mma.sync dq kernel, so that a GPU tells which
+ * pays: the slots' write and read (1.2 MB a pair at T = 1024 and head
+ * size 64) or the two products the dq kernel repeats. */
+static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                                double ceiling) {
+    int ran;
+    const int failed = bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SLOTS, &ran);
+    if (!ran) return failed; /* its note, once */
+    return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 
 /* The backward in each of its shapes (the dq kernel's row tiles and the dk,
@@ -359,7 +379,7 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
     o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                           (tg_dropout){0});
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 1, k, {CUDA_FLASH_PAIRS_FIRST, 0}}; /* the backward's only order (kernels.h) */
+        const attn_call call = {o, c, buf, 1, k, {CUDA_FLASH_PAIRS_FIRST, 0}, CUDA_WGMMA_DQ_SLOTS}; /* the backward's only order (kernels.h) */
         o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
         const timing t = time_call(&call, opts);
         char name[96], verdict[96];
