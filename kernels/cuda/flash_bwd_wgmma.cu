@@ -14,8 +14,14 @@
  * pair, warpgroup w keys 64w .. 64w + 63, warp w keys 16w .. 16w + 15 of
  * the block's. K and V stay in shared memory (a tile per warpgroup); the
  * query tiles of 64 rows, from the block's diagonal to T, pass through two
- * stages of Q and dout (cp.async: the next tile lands while the current
- * one is used), staged once for both warpgroups. A [64 x HS] tile is
+ * stages of Q and dout, staged once for both warpgroups. Every tile comes
+ * by the bulk tensor copy (kernels/cuda/tma.cuh; tensor maps made per
+ * call, a box past T reads zeros), issued by thread 0 onto an mbarrier
+ * with the tile's bytes expected: K and V on kv_full once, tile n on
+ * full[n % 2], tile n + 1 issued when tile n's iteration begins, into the
+ * stage every thread left at the last iteration's closing barrier; the
+ * threads wait on the phase (n / 2) % 2 instead of a barrier of their own.
+ * A [64 x HS] tile is
  * kernels/cuda/head_tiles.cuh's: column chunks of 64 under the 128B
  * swizzle, at head size 96 a last chunk of 32 under the 64B swizzle. Per
  * query tile, each warpgroup against its keys:
@@ -57,7 +63,12 @@
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
  * barrier ptxas moved dq's work in among the scores'.)
- * Not yet here: TMA loads on mbarriers, a producer warp, dq reduced
+ * Against cp.async (before), one thread issues the copies where 256
+ * computed addresses, and the barrier that made each tile visible is an
+ * mbarrier wait (the statistics of tile n + 1, plain stores, are ordered
+ * by iteration n's closing barrier).
+ * Not yet here: a producer warp (setmaxnreg: the consumers' 247 registers
+ * at head size 128 are over the 240 it would leave them), dq reduced
  * without the trip through global memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
@@ -66,10 +77,14 @@
  * on wgmma.cuh's stand-ins. */
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
 
+#include <string.h>
+
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/head_tiles.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/smem_layout.h"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace {
@@ -80,17 +95,24 @@ namespace {
 #define BW_THREADS 256 /* two warpgroups */
 
 /* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks) and the
- * floats of a dq slot; shared memory: K and V (a tile per warpgroup), two
- * stages of Q and dout, the 128 x 64 dS^T tile (both warpgroups' keys),
- * +1024: the tiles start 1024-aligned (base offset 0 under either
- * swizzle). */
+ * floats of a dq slot; shared memory: K and V (a tile per warpgroup), the
+ * 128 x 64 dS^T tile (both warpgroups' keys), two stages of Q and dout,
+ * the three mbarriers (kv_full, full[2]), +1024: the tiles start
+ * 1024-aligned (base offset 0 under either swizzle). */
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
 static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<64>::template bytes<BW_KEYS>(); }
 template <int HS>
 static __host__ __device__ constexpr size_t bw_slot_floats() { return (size_t)BW_ROWS * HS; }
 template <int HS>
-static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(8 * bw_tile_bytes<HS>() + bw_ds_bytes() + 1024); }
+static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(8 * bw_tile_bytes<HS>() + bw_ds_bytes() + 3 * 8 + 1024); }
+
+/* The tensor maps of one call, by value (__grid_constant__): per column
+ * chunk (head_tiles.cuh) of q, k and v inside qkv and of dout, boxes of 64
+ * tokens. */
+struct bw_maps {
+    CUtensorMap q[2], k[2], v[2], g[2];
+};
 
 /* The named barrier that orders the warpgroups' score products in a tile
  * (warpgroup 0 arrives once its products are issued, warpgroup 1 syncs
@@ -131,16 +153,29 @@ static __device__ __forceinline__ void bw_load2(float v[2], const float *src) {
 #endif
 
 #if defined(BW_BODY)
-/* Rows t0 .. t0 + 63 of a row-major bf16 matrix (src: its row 0 at the
- * head's column, 16-byte aligned; stride elements per row) into a [64 x
- * HS] tile by cp.async (landing after async_commit and async_wait), zero
- * at and past T (padding rows are multiplied, then masked: they must be
- * finite); each 8 columns where head_tiles.cuh's ht_offset puts them. The
- * caller makes the rows visible to the tensor core
- * (fence_proxy_async_shared, a barrier). */
+/* Thread 0's copies of query tile q0 of pair (b, h), Q then dout, into a
+ * stage, landing on bar with both tiles' bytes expected (rows past T are
+ * zeros: padding rows are multiplied, then masked; they must be finite). */
 template <int HS>
-static __device__ void bw_stage(unsigned char *tile, const __nv_bfloat16 *src, size_t stride, int t0, int T) {
-    ht_stage<HS, BW_ROWS, BW_THREADS>(tile, src, stride, t0, T, true);
+static __device__ __forceinline__ void bw_load_query_tile(unsigned char *stage, const bw_maps &maps, uint64_t *bar, int h, int q0,
+                                                          int b) {
+    constexpr uint32_t tile = bw_tile_bytes<HS>();
+    mbar_arrive_expect_tx(bar, 2 * tile);
+    ht_load<HS, BW_ROWS>(stage, maps.q, bar, h, q0, b);
+    ht_load<HS, BW_ROWS>(stage + tile, maps.g, bar, h, q0, b);
+}
+
+/* Thread 0's copies of the block's K and V (keys k0 .., a tile per
+ * warpgroup), landing on bar. */
+template <int HS>
+static __device__ __forceinline__ void bw_load_keys(unsigned char *ks, unsigned char *vs, const bw_maps &maps, uint64_t *bar, int h,
+                                                    int k0, int b) {
+    constexpr uint32_t tile = bw_tile_bytes<HS>();
+    mbar_arrive_expect_tx(bar, 4 * tile);
+    for (int w = 0; w < 2; w++) {
+        ht_load<HS, BW_ROWS>(ks + w * tile, maps.k, bar, h, k0 + BW_WG_KEYS * w, b);
+        ht_load<HS, BW_ROWS>(vs + w * tile, maps.v, bar, h, k0 + BW_WG_KEYS * w, b);
+    }
 }
 
 /* The statistics of query rows q0 .. q0 + 63 (lse of the pair's rows, D of
@@ -274,65 +309,64 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * keys first, fl_grid_pairs_first), warpgroup w keys k0 + 64 w .., query
  * tiles from the block's diagonal (q0 = k0) to T; tile n's Q and dout (and
  * its rows' statistics) in stage n % 2, tile n + 1 copied into the other
- * while n is used. Warpgroup 1's first tile lies wholly above its keys:
+ * while n is used (maps: bw_make_maps'). Warpgroup 1's first tile lies wholly above its keys:
  * it runs it masked (dS and P zero, nothing added), so both warpgroups
  * meet the same barriers. DQ: each tile's dq share into the pair's slots
  * (dq_slots: the round's pairs, bw_slots(T) each). */
 template <int HS, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 1)
-    flash_bwd_wgmma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                           const float *D, float *dq_slots, int p0, int T, int NH, float scale) {
+    flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
+                           float *dq_slots, int p0, int T, int NH, float scale) {
 #if defined(BW_BODY)
     constexpr uint32_t tile = bw_tile_bytes<HS>();
     extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
     unsigned char *ks = (unsigned char *)(((uintptr_t)bw_shared + 1023) & ~(uintptr_t)1023);
-    /* K of warpgroups 0, 1; V of 0, 1; dS^T (128 x 64, a whole number of KiB); stage n: Q at stages + 2 n tile, dout after */
+    /* K of warpgroups 0, 1; V of 0, 1; dS^T (128 x 64, a whole number of KiB); stage n: Q at stages + 2 n tile, dout
+       after; then the barriers */
     unsigned char *vs = ks + 2 * tile, *dss = vs + 2 * tile, *stages = dss + bw_ds_bytes();
+    uint64_t *kv_full = (uint64_t *)(stages + 4 * tile), *full = kv_full + 1;
     const int kb = fl_grid_key_tile(), k0 = kb * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
-    const size_t stride = 3 * (size_t)C;
-    const __nv_bfloat16 *src = qkv + (size_t)b * T * stride + (size_t)h * HS, *gsrc = dout + (size_t)b * T * C + (size_t)h * HS;
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
     float *slots = DQ ? dq_slots + (size_t)j * bw_slots(T) * bw_slot_floats<HS>() : NULL;
 
-    for (int w = 0; w < 2; w++) {
-        bw_stage<HS>(ks + w * tile, src + C, stride, k0 + BW_WG_KEYS * w, T);
-        bw_stage<HS>(vs + w * tile, src + 2 * C, stride, k0 + BW_WG_KEYS * w, T);
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        mbar_init(&full[0], 1);
+        mbar_init(&full[1], 1);
+        mbar_fence_init();
     }
-    bw_stage<HS>(stages, src, stride, k0, T); /* k0 is tile-aligned: the diagonal query tile starts at k0 */
-    bw_stage<HS>(stages + tile, gsrc, C, k0, T);
-    async_commit();
     bw_stats(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
+    __syncthreads(); /* the barriers' inits, tile 0's statistics */
+    if (threadIdx.x == 0) {
+        bw_load_keys<HS>(ks, vs, maps, kv_full, h, k0, b);
+        bw_load_query_tile<HS>(stages, maps, &full[0], h, k0, b); /* k0 is tile-aligned: the diagonal query tile starts at k0 */
+    }
     const fb_pair c = {b, h, T, scale * FB_LOG2E, tg_dropout{}};
     float dk[HS / 2], dv[HS / 2];
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
-    for (int q0 = k0, n = 0; q0 < T; q0 += BW_ROWS, n ^= 1) {
-        unsigned char *qs = stages + n * 2 * tile;
-        if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's barrier */
-            unsigned char *next = stages + (n ^ 1) * 2 * tile;
-            bw_stage<HS>(next, src, stride, q0 + BW_ROWS, T);
-            bw_stage<HS>(next + tile, gsrc, C, q0 + BW_ROWS, T);
-            async_commit();
-            bw_stats(lse2_t[n ^ 1], D_t[n ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
-            async_wait<1>(); /* tile n (and K, V) are in; tile n + 1 may still be in flight */
-        } else {
-            async_wait<0>();
+    mbar_wait(kv_full, 0);
+    for (int q0 = k0, n = 0; q0 < T; q0 += BW_ROWS, n++) {
+        const int st = n & 1;
+        unsigned char *qs = stages + st * 2 * tile;
+        if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's closing barrier */
+            if (threadIdx.x == 0) bw_load_query_tile<HS>(stages + (st ^ 1) * 2 * tile, maps, &full[st ^ 1], h, q0 + BW_ROWS, b);
+            bw_stats(lse2_t[st ^ 1], D_t[st ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
         }
-        fence_proxy_async_shared(); /* cp.async's and plain stores, to the tensor core's reads */
-        __syncthreads();
+        mbar_wait(&full[st], (n >> 1) & 1); /* tile n's Q and dout are in */
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[st], D_t[st], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[n], D_t[n], q0, kw, wg, c);
+            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[st], D_t[st], q0, kw, wg, c);
         if (DQ) {
             fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
             __syncthreads();            /* both warpgroups' keys are in */
-            bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), dss, ks, wg, n);
+            bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), dss, ks, wg, st);
         }
-        __syncthreads(); /* stage n's and dss's readers are done: the next iteration refills them */
+        __syncthreads(); /* stage n's, dss's and the statistics' readers are done: the next iteration refills them */
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
@@ -367,17 +401,32 @@ __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slot
 /* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
  * then their reduction; without, dk and dv only. The emulation
  * names a launch by its source text, so each launch is its own line. */
+/* The maps of q, k, v inside qkv [B, T, 3, NH, HS] and of dout [B, T, NH,
+ * HS] for pairs p0 .. p0 + np: B covers their sequences (the copies read
+ * no others). */
+template <int HS>
+static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfloat16 *dout, int p0, int np, int T, int NH) {
+    const size_t C = (size_t)NH * HS;
+    const int B = (p0 + np - 1) / NH + 1;
+    memset(maps, 0, sizeof *maps);
+    ht_make_maps<HS>(maps->q, "qkv (queries)", qkv, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->k, "qkv (keys)", qkv + C, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->v, "qkv (values)", qkv + 2 * C, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
+}
+
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale) {
     constexpr int shared = bw_shared_bytes<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
+    bw_maps maps;
+    bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
     if (dq_slots) {
         CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-        flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(dqkv, dout, qkv, lse, D, dq_slots, p0, T, NH,
-                                                                               scale);
+        flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         const size_t n = (size_t)np * T * (HS / 2);
         flash_dq_reduce_kernel<HS><<<(unsigned)fl_min((int)((n + 255) / 256), 4096), 256, 0, stream>>>(dqkv, dq_slots, p0, np,
@@ -387,8 +436,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
     }
     CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared));
-    flash_bwd_wgmma_kernel<HS, false><<<grid, BW_THREADS, shared, stream>>>(dqkv, dout, qkv, lse, D, (float *)NULL, p0, T, NH,
-                                                                             scale);
+    flash_bwd_wgmma_kernel<HS, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, (float *)NULL, p0, T, NH, scale);
     CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
 }
 

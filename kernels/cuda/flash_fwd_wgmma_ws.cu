@@ -130,17 +130,6 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     return m;
 }
 
-/* Tokens t0 .. t0 + ROWS - 1 of head h of sequence b into a tile: one
- * copy per column chunk, each chunk's box (ROWS rows) and swizzle from its
- * own map. */
-template <int HS, int ROWS>
-static __device__ __forceinline__ void fw3_load_tile(unsigned char *tile, const CUtensorMap (&map)[2], uint64_t *bar, int h, int t0,
-                                                     int b) {
-    using H = head_tile<HS>;
-#pragma unroll
-    for (int c = 0; c < H::chunks; c++) tma_load_4d(tile + H::template chunk_at<ROWS>(c), &map[c], bar, 64 * c, h, t0, b);
-}
-
 /* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
  * pair (b, h), tile kt into stage kt % STAGES once its previous
  * occupant (tile kt - STAGES) is released. */
@@ -154,15 +143,15 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int
         tma_prefetch_map(&maps.v[c]);
     }
     mbar_arrive_expect_tx(sm.q_full, 2 * tile);
-    fw3_load_tile<HS, FW_KEYS>(sm.q, maps.q, sm.q_full, h, q0, b);
-    fw3_load_tile<HS, FW_KEYS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
+    ht_load<HS, FW_KEYS>(sm.q, maps.q, sm.q_full, h, q0, b);
+    ht_load<HS, FW_KEYS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % STAGES, round = kt / STAGES;
         unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
         mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
         mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
-        fw3_load_tile<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
-        fw3_load_tile<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
+        ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
+        ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
     }
 }
 
@@ -302,18 +291,11 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
  * head, swizzled by its span. */
 template <int HS>
 static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T, int NH) {
-    using H = head_tile<HS>;
     const size_t C = (size_t)NH * HS;
-    const char *names[3] = {"qkv (queries)", "qkv (keys)", "qkv (values)"};
-    CUtensorMap *dst[3] = {maps->q, maps->k, maps->v};
     memset(maps, 0, sizeof *maps);
-    for (int i = 0; i < 3; i++)
-        for (int c = 0; c < H::chunks; c++) {
-            tg_err e;
-            if (tma_map_heads(&dst[i][c], names[i], qkv + i * C, B, T, NH, HS, 3 * C, i == 0 ? FW_KEYS : FW3_KEYS, H::cols(c),
-                              (int)H::row_bytes(c), &e))
-                tg_die("train_gpt", &e);
-        }
+    ht_make_maps<HS>(maps->q, "qkv (queries)", qkv, B, T, NH, 3 * C, FW_KEYS);
+    ht_make_maps<HS>(maps->k, "qkv (keys)", qkv + C, B, T, NH, 3 * C, FW3_KEYS);
+    ht_make_maps<HS>(maps->v, "qkv (values)", qkv + 2 * C, B, T, NH, 3 * C, FW3_KEYS);
 }
 
 /* Launches the instance at head size HS over every pair. */

@@ -26,6 +26,8 @@
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/ops.h"
 #include "kernels/cuda/smem_layout.h"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -146,6 +148,33 @@ static __device__ __forceinline__ void ht_stage(unsigned char *tile, const __nv_
         else
             for (int i = 0; i < 8; i++) d[i] = s[i];
     }
+}
+
+/* The tensor maps of one [B, T, NH, HS] bf16 activation (tensor_map.h's
+ * heads view: token rows row_elems elements apart, base at head 0's
+ * column 0), one per column chunk, boxes of box_rows tokens by the chunk's
+ * columns, swizzled by the chunk's span: a copy lands as a box_rows-row
+ * tile's chunk. Dies naming `name` where the driver refuses a map. */
+template <int HS>
+static void ht_make_maps(CUtensorMap (&dst)[2], const char *name, const void *base, int B, int T, int NH, size_t row_elems,
+                         int box_rows) {
+    using H = head_tile<HS>;
+    for (int c = 0; c < H::chunks; c++) {
+        tg_err e;
+        if (tma_map_heads(&dst[c], name, base, B, T, NH, HS, row_elems, box_rows, H::cols(c), (int)H::row_bytes(c), &e))
+            tg_die("train_gpt", &e);
+    }
+}
+
+/* Tokens t0 .. t0 + ROWS - 1 of head h of sequence b into a ROWS-row tile
+ * by the bulk tensor copy, one copy per column chunk (maps from
+ * ht_make_maps with box_rows ROWS), landing on bar (whose expect_tx the
+ * caller counts: the tile's bytes). */
+template <int HS, int ROWS>
+static __device__ __forceinline__ void ht_load(unsigned char *tile, const CUtensorMap (&map)[2], uint64_t *bar, int h, int t0, int b) {
+    using H = head_tile<HS>;
+#pragma unroll
+    for (int c = 0; c < H::chunks; c++) tma_load_4d(tile + H::template chunk_at<ROWS>(c), &map[c], bar, 64 * c, h, t0, b);
 }
 
 #endif

@@ -351,8 +351,8 @@ static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffer
     const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
     print_row(c, "backward",
               taken == CUDA_WGMMA_DQ_SLOTS
-                  ? "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by slots"
-                  : "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, cp.async 2 stages, dq by the mma.sync kernel",
+                  ? "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by slots"
+                  : "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by the mma.sync kernel",
               CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     return !ok;
 }
