@@ -139,12 +139,13 @@ static __device__ __forceinline__ void bw_store2(float *dst, float x, float y) {
     dst[0] = x, dst[1] = y;
 #endif
 }
-static __device__ __forceinline__ void bw_load2(float v[2], const float *src) {
+/* Four adjacent floats (16-byte aligned): one 16-byte load on the device. */
+static __device__ __forceinline__ void bw_load4(float v[4], const float *src) {
 #if defined(__CUDA_ARCH__)
-    const float2 f = *reinterpret_cast<const float2 *>(src);
-    v[0] = f.x, v[1] = f.y;
+    const float4 f = *reinterpret_cast<const float4 *>(src);
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 #else
-    v[0] = src[0], v[1] = src[1];
+    for (int i = 0; i < 4; i++) v[i] = src[i];
 #endif
 }
 
@@ -377,24 +378,27 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 
 /* dq of the round's pairs: each row's slots (key blocks 0 .. half its
  * query tile, in that order) summed in float32, times scale, as bf16 into
- * dqkv's q columns; one thread per two adjacent columns. Any device: no
- * wgmma. */
+ * dqkv's q columns; one thread per four adjacent columns, 16-byte loads
+ * (the slots are 256-aligned, a row's columns 4-aligned), several slots'
+ * loads in flight. Any device: no wgmma. */
 template <int HS>
 __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slots, int p0, int np, int T, int NH, float scale) {
     constexpr size_t slot_floats = bw_slot_floats<HS>();
-    const size_t n = (size_t)np * T * (HS / 2), per_pair = bw_slots(T) * slot_floats;
+    const size_t n = (size_t)np * T * (HS / 4), per_pair = bw_slots(T) * slot_floats;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int c = 2 * (int)(e % (HS / 2)), t = (int)(e / (HS / 2) % (size_t)T), j = (int)(e / (HS / 2) / (size_t)T);
+        const int c = 4 * (int)(e % (HS / 4)), t = (int)(e / (HS / 4) % (size_t)T), j = (int)(e / (HS / 4) / (size_t)T);
         const int qt = t / BW_ROWS, p = p0 + j, b = p / NH, h = p % NH;
         const float *at = dq_slots + (size_t)j * per_pair + bw_slot(qt, 0) * slot_floats + (t % BW_ROWS) * HS + c;
-        float x = 0.0f, y = 0.0f;
+        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
         for (int kb = 0; kb <= qt / 2; kb++, at += slot_floats) {
-            float v[2];
-            bw_load2(v, at);
-            x += v[0];
-            y += v[1];
+            float v[4];
+            bw_load4(v, at);
+            for (int i = 0; i < 4; i++) sum[i] += v[i];
         }
-        fb_store_pair(dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c, mma_pack(x * scale, y * scale));
+        __nv_bfloat16 *dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c;
+        fb_store_pair(dst, mma_pack(sum[0] * scale, sum[1] * scale));
+        fb_store_pair(dst + 2, mma_pack(sum[2] * scale, sum[3] * scale));
     }
 }
 
@@ -428,7 +432,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
         flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
-        const size_t n = (size_t)np * T * (HS / 2);
+        const size_t n = (size_t)np * T * (HS / 4);
         flash_dq_reduce_kernel<HS><<<(unsigned)fl_min((int)((n + 255) / 256), 4096), 256, 0, stream>>>(dqkv, dq_slots, p0, np,
                                                                                                        T, NH, scale);
         CUDA_LAUNCHED("flash_dq_reduce_kernel");
