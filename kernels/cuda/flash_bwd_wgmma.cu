@@ -19,7 +19,7 @@
  * call, a box past T reads zeros), issued by thread 0 onto an mbarrier
  * with the tile's bytes expected: K and V on kv_full once, tile n on
  * full[n % 2], tile n + 1 issued when tile n's iteration begins, into the
- * stage every thread left at the last iteration's closing barrier; the
+ * stage every thread left at the last iteration's block barrier; the
  * threads wait on the phase (n / 2) % 2 instead of a barrier of their own.
  * A [64 x HS] tile is
  * kernels/cuda/head_tiles.cuh's: column chunks of 64 under the 128B
@@ -58,18 +58,22 @@
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 219, at 128
- * 247; without DQ 187 at 64, 213 at 96, 247 at 128; none spills. (Taking
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 199 registers, at 96 236, at 128
+ * 255; without DQ 158 at 64, 192 at 96, 226 at 128; none spills. (Taking
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
- * barrier ptxas moved dq's work in among the scores'.)
+ * barrier ptxas moved dq's work in among the scores'. With DQ the tile's
+ * closing barrier is gone instead, the dS^T tile double-buffered: 17 to
+ * 22 registers more than with it (182, 214 and 244); without the barrier
+ * ptxas may move the next tile's work in among dq's, which the SASS was
+ * not read to confirm.)
  * Against cp.async (before), one thread issues the copies where 256
  * computed addresses, and the barrier that made each tile visible is an
  * mbarrier wait (the statistics of tile n + 1, plain stores, are ordered
- * by iteration n's closing barrier).
- * Not yet here: a producer warp (setmaxnreg: the consumers' 247 registers
- * at head size 128 are over the 240 it would leave them), dq reduced
- * without the trip through global memory.
+ * by iteration n's block barrier); ptxas took 3 to 29 registers fewer.
+ * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
+ * registers: under dq's 255 at 128 and 236 at 96; at 1 block an SM they
+ * fit without it), dq reduced without the trip through global memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
  * other device architectures it is a trap, and flash_bwd.cu launches it
@@ -95,17 +99,21 @@ namespace {
 #define BW_THREADS 256 /* two warpgroups */
 
 /* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks) and the
- * floats of a dq slot; shared memory: K and V (a tile per warpgroup), the
- * 128 x 64 dS^T tile (both warpgroups' keys), two stages of Q and dout,
- * the three mbarriers (kv_full, full[2]), +1024: the tiles start
- * 1024-aligned (base offset 0 under either swizzle). */
+ * floats of a dq slot; shared memory: K and V (a tile per warpgroup), with
+ * DQ two 128 x 64 dS^T tiles (both warpgroups' keys; tile n's in n % 2),
+ * two stages of Q and dout, the three mbarriers (kv_full, full[2]),
+ * +1024: the tiles start 1024-aligned (base offset 0 under either
+ * swizzle). At head size 128 with DQ, 164888 bytes: under sm_80's 166912
+ * a block, which t_kernel_resources holds every kernel to. */
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
 static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<64>::template bytes<BW_KEYS>(); }
 template <int HS>
 static __host__ __device__ constexpr size_t bw_slot_floats() { return (size_t)BW_ROWS * HS; }
-template <int HS>
-static __host__ __device__ constexpr int bw_shared_bytes() { return (int)(8 * bw_tile_bytes<HS>() + bw_ds_bytes() + 3 * 8 + 1024); }
+template <int HS, bool DQ>
+static __host__ __device__ constexpr int bw_shared_bytes() {
+    return (int)(8 * bw_tile_bytes<HS>() + (DQ ? 2 * bw_ds_bytes() : 0) + 3 * 8 + 1024);
+}
 
 /* The tensor maps of one call, by value (__grid_constant__): per column
  * chunk (head_tiles.cuh) of q, k and v inside qkv and of dout, boxes of 64
@@ -313,19 +321,25 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * while n is used (maps: bw_make_maps'). Warpgroup 1's first tile lies wholly above its keys:
  * it runs it masked (dS and P zero, nothing added), so both warpgroups
  * meet the same barriers. DQ: each tile's dq share into the pair's slots
- * (dq_slots: the round's pairs, bw_slots(T) each). */
+ * (dq_slots: the round's pairs, bw_slots(T) each), from dS^T tile n % 2.
+ * One block barrier a tile: with DQ the one between the dS^T stores and
+ * dq's product, which every thread reaches after its last reads of the
+ * tile's stage and statistics and of the dS^T tile before (dq's product
+ * of tile n - 1, waited for), so that the copy into that stage, the
+ * statistics and the dS^T stores of the tiles after may follow; without
+ * DQ, one at the tile's end. */
 template <int HS, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
                            float *dq_slots, int p0, int T, int NH, float scale) {
 #if defined(BW_BODY)
     constexpr uint32_t tile = bw_tile_bytes<HS>();
-    extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS>() */
+    extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS, DQ>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
     unsigned char *ks = (unsigned char *)(((uintptr_t)bw_shared + 1023) & ~(uintptr_t)1023);
-    /* K of warpgroups 0, 1; V of 0, 1; dS^T (128 x 64, a whole number of KiB); stage n: Q at stages + 2 n tile, dout
-       after; then the barriers */
-    unsigned char *vs = ks + 2 * tile, *dss = vs + 2 * tile, *stages = dss + bw_ds_bytes();
+    /* K of warpgroups 0, 1; V of 0, 1; with DQ dS^T 0 and 1 (128 x 64 each, a whole number of KiB); stage n: Q at
+       stages + 2 n tile, dout after; then the barriers */
+    unsigned char *vs = ks + 2 * tile, *dss = vs + 2 * tile, *stages = dss + (DQ ? 2 * bw_ds_bytes() : 0);
     uint64_t *kv_full = (uint64_t *)(stages + 4 * tile), *full = kv_full + 1;
     const int kb = fl_grid_key_tile(), k0 = kb * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
@@ -352,22 +366,22 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     for (int q0 = k0, n = 0; q0 < T; q0 += BW_ROWS, n++) {
         const int st = n & 1;
         unsigned char *qs = stages + st * 2 * tile;
-        if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's closing barrier */
+        if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's block barrier */
             if (threadIdx.x == 0) bw_load_query_tile<HS>(stages + (st ^ 1) * 2 * tile, maps, &full[st ^ 1], h, q0 + BW_ROWS, b);
             bw_stats(lse2_t[st ^ 1], D_t[st ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
         }
         mbar_wait(&full[st], (n >> 1) & 1); /* tile n's Q and dout are in */
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
+        unsigned char *ds_n = dss + st * bw_ds_bytes();
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, dss, lse2_t[st], D_t[st], q0, kw, wg, c);
-        if (DQ) {
-            fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
-            __syncthreads();            /* both warpgroups' keys are in */
-            bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), dss, ks, wg, st);
-        }
-        __syncthreads(); /* stage n's, dss's and the statistics' readers are done: the next iteration refills them */
+            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+        if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
+        /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
+           and with DQ those of dS^T tile n - 1 too: the next iterations refill them */
+        __syncthreads();
+        if (DQ) bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), ds_n, ks, wg, st);
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
@@ -422,12 +436,12 @@ static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfl
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale) {
-    constexpr int shared = bw_shared_bytes<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
     bw_maps maps;
     bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
     if (dq_slots) {
+        constexpr int shared = bw_shared_bytes<HS, true>();
         CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
         flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
@@ -438,6 +452,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
         CUDA_LAUNCHED("flash_dq_reduce_kernel");
         return;
     }
+    constexpr int shared = bw_shared_bytes<HS, false>();
     CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared));
     flash_bwd_wgmma_kernel<HS, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, (float *)NULL, p0, T, NH, scale);
