@@ -416,9 +416,6 @@ __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slot
     }
 }
 
-/* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
- * then their reduction; without, dk and dv only. The emulation
- * names a launch by its source text, so each launch is its own line. */
 /* The maps of q, k, v inside qkv [B, T, 3, NH, HS] and of dout [B, T, NH,
  * HS] for pairs p0 .. p0 + np: B covers their sequences (the copies read
  * no others). */
@@ -433,6 +430,9 @@ static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfl
     ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
 }
 
+/* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
+ * then their reduction; without, dk and dv only. The emulation
+ * names a launch by its source text, so each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale) {

@@ -24,12 +24,12 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_ctx.h"
-#include "kernels/ops.h"
 #include "kernels/cuda/smem_layout.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/ops.h"
 
 /* Whether the Hopper attention kernels are built at head size HS: the one
  * list of their head sizes. */
