@@ -58,8 +58,9 @@
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 199 registers, at 96 236, at 128
- * 255; without DQ 158 at 64, 192 at 96, 226 at 128; none spills. (Taking
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 240, at 128
+ * 255; without DQ 158 at 64, 192 at 96, 226 at 128; none spills (with
+ * mbar_wait's loop inside its asm: 5 and 4 more with DQ at 64 and 96). (Taking
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
  * barrier ptxas moved dq's work in among the scores'. With DQ the tile's
@@ -72,7 +73,7 @@
  * mbarrier wait (the statistics of tile n + 1, plain stores, are ordered
  * by iteration n's block barrier); ptxas took 3 to 29 registers fewer.
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
- * registers: under dq's 255 at 128 and 236 at 96; at 1 block an SM they
+ * registers: under dq's 255 at 128, 240 at 96; at 1 block an SM they
  * fit without it), dq reduced without the trip through global memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for

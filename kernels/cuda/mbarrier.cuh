@@ -127,10 +127,21 @@ static __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, unsigned par
 }
 
 /* Returns when the phase of `parity` has completed; "memory": no read of
- * the data it guards moves above. */
+ * the data it guards moves above. On the device the retry loop is inside
+ * one asm block, so that to the compiler the wait is one instruction and
+ * the warp leaves it converged: the warp-wide .aligned instructions that
+ * follow (bar.sync, wgmma) need every lane, where lanes leaving a C++ loop
+ * in different trips reconverge only where the compiler puts it. */
 static __device__ __forceinline__ void mbar_wait(uint64_t *bar, unsigned parity) {
+#if defined(MBAR_SM90)
+    asm volatile("{\n .reg .pred p;\n mbar_wait_retry:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 " @!p bra mbar_wait_retry;\n}\n" ::"r"(mbar_smem(bar)),
+                 "r"(parity)
+                 : "memory");
+#else
     while (!mbar_try_wait(bar, parity)) {
     }
+#endif
 }
 
 /* Ends *bar's life as a barrier (before its bytes are reused as data). */
