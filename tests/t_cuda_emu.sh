@@ -101,6 +101,21 @@ if [ $rc -eq 0 ] && [ "$rows" -ge 12 ] && [ "$tuned" -eq 12 ] && [ "$orders" -eq
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok "bench_attention_times_every_shape ($rows forward rows, $backward backward, $orders tuned in the 3 orders)"
 else not_ok bench_attention_times_every_shape "exit $rc, $rows forward rows ($tuned tuned, $orders by order), $backward backward: $(tail -n 3 "$tmp/bench.out" | tr '\n' ' ')"; fi
+# the backward as one kernel of five products a tile (cuda_attention_backward_fused): a row at each head
+# size, within the tolerance of the tuned shape's dqkv
+fused=$(grep -cP '^\d+,\d+,\d+,\d+\tbackward\tfused: 64 keys a block, 5 products a tile, dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out")
+if [ "$fused" -eq 3 ]; then ok bench_attention_times_the_fused_backward
+else not_ok bench_attention_times_the_fused_backward "$fused of 3 rows: $(grep -E 'fused' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
+# and with a scratch that holds one pair's dq slots (T = 70: 3 slots of 64 x 64 floats, 49152 bytes, after
+# the pair's D and 256 of alignment) but not two: two rounds of one pair each, each pair's slots after that
+# round's D; still within the tolerance (a pair reading another's slots, or stale ones, would not be)
+# (the row, not the note that it does not run here, says the scratch held one pair)
+EMU_SCRATCH_BYTES=60000 "$bench" --shape 1,2,70,64 --warmup 0 --runs 1 >"$tmp/bench_rounds.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qP '^1,2,70,64\tbackward\tfused: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench_rounds.out" &&
+    tail -n 1 "$tmp/bench_rounds.out" | grep -q "^# every check passed"; then
+    ok bench_attention_fused_backward_in_rounds
+else not_ok bench_attention_fused_backward_in_rounds "exit $rc: $(grep -E 'fused|not ok' "$tmp/bench_rounds.out" | head -n 3 | tr '\n' ' ')"; fi
 "$bench" --shape 1,1,64,80 --runs 1 >"$tmp/bench_80.out" 2>&1
 rc=$?
 if [ $rc -eq 1 ] && grep -q "no block shapes are built for head size 80" "$tmp/bench_80.out"; then ok bench_attention_refuses_a_head_size_without_shapes

@@ -23,6 +23,10 @@
  *     (mma_bwd_variants, cuda_attention_backward_shaped).
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
  *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order.
+ * cuda_attention_backward_fused (bench_attention only, for now) runs the
+ * tensor-core backward as one kernel of five products a tile instead
+ * (flash_bwd_fused.cu: the dk, dv kernel plus dq's shares through slots
+ * after D).
  * With kernels.attention = wgmma (compute capability 9.0, bf16, head size
  * 64, 96 or 128, no dropout): after D, one kernel on Hopper's warpgroup MMA
  * (flash_bwd_wgmma.cu) per key tile for dk, dv and each tile's share of
@@ -32,6 +36,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_bwd_fused.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
 #include "kernels/cuda/head_tiles.cuh"
@@ -156,21 +161,6 @@ __global__ void __launch_bounds__(FL_THREADS)
     }
     fl_store_row(dqkv, dk, 3 * C, C + h * HS, b, k0, T, HS, 1.0f);
     fl_store_row(dqkv, dv, 3 * C, 2 * C + h * HS, b, k0, T, HS, 1.0f);
-}
-
-/* The statistics of query row t of pair p (chunk pair j): lse log2(e) and
- * D, 0 past T. */
-static __device__ __forceinline__ void fb_row_stats(float &lse2, float &Dt, const float *lse, const float *D, int p, int j, int t,
-                                                    int T) {
-    lse2 = t < T ? lse[(size_t)p * T + t] * FB_LOG2E : 0.0f;
-    Dt = t < T ? D[(size_t)j * T + t] : 0.0f;
-}
-
-/* Row r (counted from the block's first) of the rows staged from tile
- * `first` on: MT tiles of FB_ROWS rows one after the other. */
-template <int HS>
-static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_tile<HS> *tiles, int first, int r) {
-    return tiles[first + r / FB_ROWS].e + (r % FB_ROWS) * fb_tile<HS>::ld;
 }
 
 /* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles, or
@@ -329,12 +319,13 @@ __global__ void __launch_bounds__(FB_THREADS)
             const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
             const float *lse2_q = lse2_t[n] + (qt - q0), *D_q = D_t[n] + (qt - q0);
             bool edge[KT];
+            uint32_t ds[KT][4]; /* dS^T's fragments: dq is the other kernel's */
 #pragma unroll
             for (int i = 0; i < KT; i++) edge[i] = qt == kw[i] || qt + 16 > T;
             if (qt >= kw[KT - 1]) /* every key tile sees the block (they are contiguous) */
-                fb_dkv_block<HS, KT, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c);
+                fb_dkv_block<HS, KT, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c, ds);
             else if constexpr (KT > 1) /* the first alone */
-                fb_dkv_block<HS, 1, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c);
+                fb_dkv_block<HS, 1, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c, ds);
         }
         if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
             lse2_t[n ^ 1][threadIdx.x] = lse2_next;
@@ -387,9 +378,10 @@ void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat1
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
 }
 
-/* The dq slots of a round of np pairs (flash_bwd_wgmma.cu): in the
- * scratch after their D, 256-aligned (flash_backward keeps room). */
-static float *wgmma_dq_slots(const float *D, int np, int T) {
+/* The dq slots of a round of np pairs (dq_slots.cuh: the wgmma and the
+ * fused backward's): in the scratch after their D, 256-aligned
+ * (flash_backward keeps room). */
+static float *round_dq_slots(const float *D, int np, int T) {
     const size_t at = ((size_t)np * T * sizeof(float) + 255) & ~(size_t)255;
     return (float *)((char *)D + at);
 }
@@ -400,7 +392,7 @@ static float *wgmma_dq_slots(const float *D, int np, int T) {
 static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                             const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                             tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, wgmma_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop);
 }
 /* The same where the scratch cannot hold one pair's slots: dq by the
  * mma.sync kernel (its tuned row tiles at the wgmma backward's head sizes,
@@ -413,6 +405,13 @@ static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_b
         mma_dq_kernel<H, false, fb_dq_row_tiles<H>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     });
     flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
+}
+
+/* The fused mma.sync backward (flash_bwd_fused.cu: five products a tile,
+ * dq through the slots; no dropout: the caller's). */
+static void fused_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                            const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale, tg_dropout) {
+    flash_bwd_fused(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on tensor cores, the tuned row tiles;
@@ -558,13 +557,27 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
-    const size_t slots = flash_bwd_wgmma_slot_bytes(T > 0 ? T : 1, HS);
-    const bool dq_slots = want == CUDA_WGMMA_DQ_SLOTS && round_pairs(ctx, T > 0 ? T : 1, slots) > 0;
+    const int T_room = T > 0 ? T : 1; /* the route of an empty call too */
+    const size_t slots = flash_bwd_wgmma_slot_bytes(T_room, HS);
+    const bool dq_slots = want == CUDA_WGMMA_DQ_SLOTS && round_pairs(ctx, T_room, slots) > 0;
     if (taken) *taken = dq_slots ? CUDA_WGMMA_DQ_SLOTS : CUDA_WGMMA_DQ_MMA;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);
+    return 1;
+}
+
+int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                                  int T, int NH, int HS) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || !flash_bwd_fused_built(HS) || !mma_fits(dqkv, dout, qkv, HS)) return 0;
+    const int T_room = T > 0 ? T : 1;
+    const size_t slots = flash_bwd_fused_slot_bytes(T_room, HS);
+    if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
+    if (B > 0 && T > 0 && NH > 0)
+        flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, fused_gradients, slots);
     return 1;
 }
 

@@ -306,7 +306,7 @@ static __device__ __forceinline__ void fb_dkv_block_of(float dk[R][HS / 8][4], f
                                                        const uint32_t kf[R][HS / 16][4], const V *v_of,
                                                        const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2,
                                                        const float *D, const int kw[R], int qt, const bool edge[R],
-                                                       const fb_pair &c) {
+                                                       const fb_pair &c, uint32_t ds[R][4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[R][2][4], dp[R][2][4], kept[R][2][4];
     fb_held ka[R];
@@ -314,7 +314,7 @@ static __device__ __forceinline__ void fb_dkv_block_of(float dk[R][HS / 8][4], f
     for (int i = 0; i < R; i++) ka[i] = fb_held{kf[i]};
     fb_dots<HS, R>(s, ka, qrows);
     fb_dots<HS, R>(dp, v_of, grows);
-    uint32_t pk[R][4], ds[R][4];
+    uint32_t pk[R][4];
 #pragma unroll
     for (int i = 0; i < R; i++) {
 #pragma unroll
@@ -339,16 +339,34 @@ static __device__ __forceinline__ void fb_dkv_block_of(float dk[R][HS / 8][4], f
  * the block touches the diagonal or T (warp-uniform; where no tile's
  * does, the instance without the mask runs). The scores come out
  * transposed (keys as rows), so dS^T and (P keep)^T are accumulators that
- * become A fragments directly. Each tile's arithmetic is the same for any
- * R (fb_dots, fb_accumulate): R = 2 gives the bits of two calls with 1. */
+ * become A fragments directly; ds[i] gets tile i's dS^T fragment (bf16,
+ * unscaled: a fused kernel's dq product takes it; the dk, dv kernel
+ * leaves it). Each tile's arithmetic is the same for any R (fb_dots,
+ * fb_accumulate): R = 2 gives the bits of two calls with 1. */
 template <int HS, int R, bool DROP, typename V>
 static __device__ void fb_dkv_block(float dk[R][HS / 8][4], float dv[R][HS / 8][4], const uint32_t kf[R][HS / 16][4],
                                     const V *v_of, const __nv_bfloat16 *qrows, const __nv_bfloat16 *grows, const float *lse2,
-                                    const float *D, const int kw[R], int qt, const bool edge[R], const fb_pair &c) {
+                                    const float *D, const int kw[R], int qt, const bool edge[R], const fb_pair &c,
+                                    uint32_t ds[R][4]) {
     if (fb_any<R>(edge))
-        fb_dkv_block_of<HS, R, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
+        fb_dkv_block_of<HS, R, DROP, true>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c, ds);
     else
-        fb_dkv_block_of<HS, R, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c);
+        fb_dkv_block_of<HS, R, DROP, false>(dk, dv, kf, v_of, qrows, grows, lse2, D, kw, qt, edge, c, ds);
+}
+
+/* The statistics of query row t of pair p (chunk pair j): lse log2(e) and
+ * D, 0 past T. */
+static __device__ __forceinline__ void fb_row_stats(float &lse2, float &Dt, const float *lse, const float *D, int p, int j, int t,
+                                                    int T) {
+    lse2 = t < T ? lse[(size_t)p * T + t] * FB_LOG2E : 0.0f;
+    Dt = t < T ? D[(size_t)j * T + t] : 0.0f;
+}
+
+/* Row r (counted from the block's first) of the rows staged from tile
+ * `first` on: MT tiles of FB_ROWS rows one after the other. */
+template <int HS>
+static __device__ __forceinline__ const __nv_bfloat16 *fb_staged_row(const fb_tile<HS> *tiles, int first, int r) {
+    return tiles[first + r / FB_ROWS].e + (r % FB_ROWS) * fb_tile<HS>::ld;
 }
 
 /* Rows r0 + g and r0 + g + 8 of the warp's accumulators (16 x HS) times

@@ -84,6 +84,7 @@
 
 #include <string.h>
 
+#include "kernels/cuda/dq_slots.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/head_tiles.cuh"
 #include "kernels/cuda/mbarrier.cuh"
@@ -99,8 +100,7 @@ namespace {
 #define BW_ROWS 64     /* query rows per staged tile */
 #define BW_THREADS 256 /* two warpgroups */
 
-/* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks) and the
- * floats of a dq slot; shared memory: K and V (a tile per warpgroup), with
+/* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks); shared memory: K and V (a tile per warpgroup), with
  * DQ two 128 x 64 dS^T tiles (both warpgroups' keys; tile n's in n % 2),
  * two stages of Q and dout, the three mbarriers (kv_full, full[2]),
  * +1024: the tiles start 1024-aligned (base offset 0 under either
@@ -109,8 +109,6 @@ namespace {
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
 static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<64>::template bytes<BW_KEYS>(); }
-template <int HS>
-static __host__ __device__ constexpr size_t bw_slot_floats() { return (size_t)BW_ROWS * HS; }
 template <int HS, bool DQ>
 static __host__ __device__ constexpr int bw_shared_bytes() {
     return (int)(8 * bw_tile_bytes<HS>() + (DQ ? 2 * bw_ds_bytes() : 0) + 3 * 8 + 1024);
@@ -128,35 +126,9 @@ struct bw_maps {
  * before issuing its own); 0 is __syncthreads'. */
 #define BW_BAR_TURN 1
 
-/* The slots of a pair's dq shares: key block kb (keys 128 kb ..) of query
- * tile qt (64 rows; kb <= qt / 2) at slot qt + (qt - 1)^2 / 4 + kb (the
- * slots of the tiles before qt: sum of i / 2 + 1 over i < qt), 64 x HS
- * float32 each. */
-static __host__ __device__ __forceinline__ size_t bw_slot(int qt, int kb) {
-    return (size_t)qt + (size_t)(qt - 1) * (size_t)(qt - 1) / 4 + (size_t)kb;
-}
-static __host__ __device__ __forceinline__ size_t bw_slots(int T) {
-    const int tiles = (T + BW_ROWS - 1) / BW_ROWS;
-    return bw_slot(tiles, 0);
-}
-
-/* Two adjacent floats (8-byte aligned): one 8-byte access on the device. */
-static __device__ __forceinline__ void bw_store2(float *dst, float x, float y) {
-#if defined(__CUDA_ARCH__)
-    *reinterpret_cast<float2 *>(dst) = make_float2(x, y);
-#else
-    dst[0] = x, dst[1] = y;
-#endif
-}
-/* Four adjacent floats (16-byte aligned): one 16-byte load on the device. */
-static __device__ __forceinline__ void bw_load4(float v[4], const float *src) {
-#if defined(__CUDA_ARCH__)
-    const float4 f = *reinterpret_cast<const float4 *>(src);
-    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-#else
-    for (int i = 0; i < 4; i++) v[i] = src[i];
-#endif
-}
+/* The dq slots (dq_slots.cuh) of 128-key blocks: two query tiles a key block. */
+#define BW_KB 2
+static_assert(BW_ROWS == DQS_ROWS, "a dq slot holds one query tile");
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define BW_BODY 1 /* the kernel's body: sm_90a, or the emulation (and nvcc's host pass) */
@@ -219,7 +191,7 @@ static __device__ __forceinline__ void bw_store_share(float *slot, const float (
     const int lane = (int)threadIdx.x & 31, row0 = 16 * (((int)threadIdx.x >> 5) & 3) + (lane >> 2), t = lane & 3;
 #pragma unroll
     for (int i = 0; i < N / 2; i += 2) {
-        bw_store2(slot + (row0 + 8 * ((i >> 1) & 1)) * HS + 64 * c + 8 * (i >> 2) + 2 * t, dq[i], dq[i + 1]);
+        dqs_store2(slot + (row0 + 8 * ((i >> 1) & 1)) * HS + 64 * c + 8 * (i >> 2) + 2 * t, dq[i], dq[i + 1]);
     }
 }
 
@@ -322,7 +294,7 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * while n is used (maps: bw_make_maps'). Warpgroup 1's first tile lies wholly above its keys:
  * it runs it masked (dS and P zero, nothing added), so both warpgroups
  * meet the same barriers. DQ: each tile's dq share into the pair's slots
- * (dq_slots: the round's pairs, bw_slots(T) each), from dS^T tile n % 2.
+ * (dq_slots: the round's pairs, dqs_slots<BW_KB>(T) each), from dS^T tile n % 2.
  * One block barrier a tile: with DQ the one between the dS^T stores and
  * dq's product, which every thread reaches after its last reads of the
  * tile's stage and statistics and of the dS^T tile before (dq's product
@@ -345,7 +317,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     const int kb = fl_grid_key_tile(), k0 = kb * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
-    float *slots = DQ ? dq_slots + (size_t)j * bw_slots(T) * bw_slot_floats<HS>() : NULL;
+    float *slots = DQ ? dq_slots + (size_t)j * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>() : NULL;
 
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
@@ -382,39 +354,13 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
            and with DQ those of dS^T tile n - 1 too: the next iterations refill them */
         __syncthreads();
-        if (DQ) bw_dq_tile<HS>(slots + bw_slot(q0 / BW_ROWS, kb) * bw_slot_floats<HS>(), ds_n, ks, wg, st);
+        if (DQ) bw_dq_tile<HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, kb) * dqs_slot_floats<HS>(), ds_n, ks, wg, st);
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
-}
-
-/* dq of the round's pairs: each row's slots (key blocks 0 .. half its
- * query tile, in that order) summed in float32, times scale, as bf16 into
- * dqkv's q columns; one thread per four adjacent columns, 16-byte loads
- * (the slots are 256-aligned, a row's columns 4-aligned), several slots'
- * loads in flight. Any device: no wgmma. */
-template <int HS>
-__global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slots, int p0, int np, int T, int NH, float scale) {
-    constexpr size_t slot_floats = bw_slot_floats<HS>();
-    const size_t n = (size_t)np * T * (HS / 4), per_pair = bw_slots(T) * slot_floats;
-    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int c = 4 * (int)(e % (HS / 4)), t = (int)(e / (HS / 4) % (size_t)T), j = (int)(e / (HS / 4) / (size_t)T);
-        const int qt = t / BW_ROWS, p = p0 + j, b = p / NH, h = p % NH;
-        const float *at = dq_slots + (size_t)j * per_pair + bw_slot(qt, 0) * slot_floats + (t % BW_ROWS) * HS + c;
-        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-        for (int kb = 0; kb <= qt / 2; kb++, at += slot_floats) {
-            float v[4];
-            bw_load4(v, at);
-            for (int i = 0; i < 4; i++) sum[i] += v[i];
-        }
-        __nv_bfloat16 *dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c;
-        fb_store_pair(dst, mma_pack(sum[0] * scale, sum[1] * scale));
-        fb_store_pair(dst + 2, mma_pack(sum[2] * scale, sum[3] * scale));
-    }
 }
 
 /* The maps of q, k, v inside qkv [B, T, 3, NH, HS] and of dout [B, T, NH,
@@ -447,9 +393,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
         flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
-        const size_t n = (size_t)np * T * (HS / 4);
-        flash_dq_reduce_kernel<HS><<<(unsigned)fl_min((int)((n + 255) / 256), 4096), 256, 0, stream>>>(dqkv, dq_slots, p0, np,
-                                                                                                       T, NH, scale);
+        flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
         CUDA_LAUNCHED("flash_dq_reduce_kernel");
         return;
     }
@@ -462,7 +406,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
 
 } // namespace
 
-size_t flash_bwd_wgmma_slot_bytes(int T, int HS) { return bw_slots(T) * (size_t)BW_ROWS * (size_t)HS * sizeof(float); }
+size_t flash_bwd_wgmma_slot_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS); }
 
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                     const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop) {

@@ -164,6 +164,16 @@ int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max
 int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                    int T, int NH, int HS, int k);
 
+/* attention_backward without dropout as one mma.sync kernel of five
+ * products a tile (flash_bwd_fused.cu: dk and dv as attention_backward's,
+ * dq's shares through float32 slots summed in a fixed order), for
+ * bench_attention to time against the two kernels every run takes: 1
+ * when run, 0 (nothing run) where it has no instance (activations not
+ * bf16, a head size other than 64, 96 and 128, tensors not 16-byte
+ * aligned) or the kernel scratch cannot hold one pair's slots. */
+int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                                  int T, int NH, int HS);
+
 void cuda_xent_partial(tg_o o, float *rowmax, float *local_max, float *stats, const void *logits, const int32_t *targets,
                        int N, int V, int n_real, int vocab_start);
 void cuda_xent_rescale(tg_o o, float *stats, const float *local_max, const float *rowmax, int N);

@@ -97,6 +97,15 @@ static __device__ __forceinline__ void mma_load_a(uint32_t a[4], const __nv_bflo
     mma_ldmatrix_x4<false>(a, mma_quarter_row(tile, ld));
 }
 
+/* A[r][c] = tile[c * ld + r], r, c < 16: the transpose of a stored 16 x
+ * 16 block (dS from dS^T), read by ldmatrix's trans. Quarter m of A's
+ * register order (rows 8 (m & 1), columns 8 (m >> 1)) is the stored block
+ * at rows 8 (m >> 1), columns 8 (m & 1). */
+static __device__ __forceinline__ void mma_load_a_transposed(uint32_t a[4], const __nv_bfloat16 *tile, int ld) {
+    const int lane = threadIdx.x & 31, m = lane >> 3, i = lane & 7;
+    mma_ldmatrix_x4<true>(a, tile + (8 * (m >> 1) + i) * ld + 8 * (m & 1));
+}
+
 /* B fragments of two 8-column blocks, b[h][.] for columns n = 8h .. 8h + 7,
  * with B[k][n] = tile[n * ld + k], k < 16: each output column n is a stored
  * row (K in Q K^T, V in dO V^T). Quarters: rows n 0-7 at k 0-7 and 8-15,

@@ -3,7 +3,9 @@
  * the backward in each of its shapes (the dq kernel's row tiles and the
  * dk, dv kernel's key tiles a warp), the
  * tuned shape (which every run takes) first in both: kernels/cuda/
- * kernels.h's cuda_attention_forward_shaped and _backward_shaped. The
+ * kernels.h's cuda_attention_forward_shaped and _backward_shaped; then the
+ * backward as one kernel of five products a tile
+ * (cuda_attention_backward_fused), and on Hopper the wgmma kernels. The
  * tuned forward runs in each order of the blocks (kernels.h's
  * cuda_flash_order: pairs first, every run's; tiles first, the order
  * before; L2 groups), the rest in every run's order (the backward's only). So that a
@@ -137,22 +139,25 @@ static int cmp_double(const void *a, const void *b) {
 /* What a timed call runs: the forward or the backward in shape `shape`
  * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
  * wgmma forward or backward (dq by route `dq`), SHAPE_WGMMA_WS: the
- * warp-specialized forward. */
+ * warp-specialized forward, SHAPE_FUSED: the fused mma.sync backward. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
+#define SHAPE_FUSED (-3)
 typedef struct {
     tg_o o;
     const attn_case *c;
     const attn_buffers *buf;
     int backward, shape;
     cuda_flash_order order;
-    cuda_wgmma_dq dq;
+    cuda_wgmma_dq dq; /* the wgmma backward's only */
 } attn_call;
 
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
-    if (call->backward && call->shape == SHAPE_WGMMA)
+    if (call->backward && call->shape == SHAPE_FUSED)
+        cuda_attention_backward_fused(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
     else if (call->backward)
@@ -291,7 +296,7 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const attn_call call = {o, c, buf, 0, rows[i].shape, {CUDA_FLASH_PAIRS_FIRST, 0}, CUDA_WGMMA_DQ_SLOTS};
+        const attn_call call = {.o = o, .c = c, .buf = buf, .shape = rows[i].shape, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
         o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
         if (!(rows[i].shape == SHAPE_WGMMA ? cuda_attention_forward_wgmma : cuda_attention_forward_wgmma_ws)(
                 o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
@@ -315,7 +320,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     int failed = 0;
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++)
         for (int order = 0; order < orders_of_shape(k); order++) {
-            const attn_call call = {o, c, buf, 0, k, {order, 0}, CUDA_WGMMA_DQ_SLOTS};
+            const attn_call call = {.o = o, .c = c, .buf = buf, .shape = k, .order = {order, 0}};
             o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
             const timing t = time_call(&call, opts);
             char name[128], verdict[96];
@@ -345,15 +350,37 @@ static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffer
         return 0;
     }
     *ran = 1;
-    const attn_call call = {o, c, buf, 1, SHAPE_WGMMA, {CUDA_FLASH_PAIRS_FIRST, 0}, want};
+    const attn_call call = {
+        .o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_WGMMA, .order = {CUDA_FLASH_PAIRS_FIRST, 0}, .dq = want};
     const timing t = time_call(&call, opts);
     char verdict[96];
     const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
-    print_row(c, "backward",
-              taken == CUDA_WGMMA_DQ_SLOTS
-                  ? "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by slots"
-                  : "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by the mma.sync kernel",
-              CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
+    char name[128];
+    snprintf(name, sizeof name, "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by %s",
+             taken == CUDA_WGMMA_DQ_SLOTS ? "slots" : "the mma.sync kernel");
+    print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
+    return !ok;
+}
+
+/* The fused mma.sync backward (five products a tile, dq by 64-key slots;
+ * any device, head sizes 64, 96 and 128): a row against the tuned shape's
+ * dqkv (within the tolerance), or a note where it does not run. Returns
+ * the failed checks. */
+static int bench_backward_fused(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling) {
+    /* asked with no sequences: whether it runs here, nothing run */
+    if (!cuda_attention_backward_fused(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH, c->HS)) {
+        printf("# %d,%d,%d,%d: no fused backward here (head sizes 64, 96 and 128, and a kernel scratch that holds one pair's "
+               "dq slots)\n",
+               c->B, c->NH, c->T, c->HS);
+        return 0;
+    }
+    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
+    const attn_call call = {.o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_FUSED, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
+    const timing t = time_call(&call, opts);
+    char verdict[96];
+    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
+    print_row(c, "backward", "fused: 64 keys a block, 5 products a tile, dq by slots", CUDA_FLASH_PAIRS_FIRST, t,
+              attention_tflop(c, 5), ceiling, verdict);
     return !ok;
 }
 
@@ -379,7 +406,8 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
     o->attention_backward(o, buf->tuned_dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, c->B, c->T, c->NH, c->HS,
                           (tg_dropout){0});
     for (int k = 0; k < (n < MAX_SHAPES ? n : MAX_SHAPES); k++) {
-        const attn_call call = {o, c, buf, 1, k, {CUDA_FLASH_PAIRS_FIRST, 0}, CUDA_WGMMA_DQ_SLOTS}; /* the backward's only order (kernels.h) */
+        /* the backward's only order (kernels.h) */
+        const attn_call call = {.o = o, .c = c, .buf = buf, .backward = 1, .shape = k, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
         o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
         const timing t = time_call(&call, opts);
         char name[96], verdict[96];
@@ -388,6 +416,7 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
         failed += !check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 1, verdict, sizeof verdict);
         print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     }
+    failed += bench_backward_fused(o, c, buf, opts, ceiling);
     return failed + bench_backward_wgmma(o, c, buf, opts, ceiling);
 }
 

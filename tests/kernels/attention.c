@@ -175,14 +175,6 @@ void cuda_test_attention_backward_tiles(env *e) {
 /* Every run's order of the tensor-core attention's blocks. */
 #define ORDER_DEFAULT ((cuda_flash_order){CUDA_FLASH_PAIRS_FIRST, 0})
 
-/* The backend bytes of t's GPU side (the caller frees them). */
-static void *gpu_bytes(env *e, twin t) {
-    const size_t bytes = t.n * gpu_elem(e, t.k);
-    void *h = tg_malloc(bytes, "attention shapes: a download");
-    e->gpu->download(e->gpu, h, t.g, bytes);
-    return h;
-}
-
 /* One head size's block shapes, each against the CPU and, where it has the
  * tuned shape's keys per tile, bit for bit against attention_forward. */
 static void forward_shapes_of(env *e, int HS) {
@@ -270,14 +262,6 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
-/* Whether t's GPU side holds the bytes `want` (from gpu_bytes). */
-static int same_bytes(env *e, twin t, const void *want) {
-    void *got = gpu_bytes(e, t);
-    const int same = memcmp(got, want, t.n * gpu_elem(e, t.k)) == 0;
-    free(got);
-    return same;
-}
-
 /* The block orders other than every run's (kernels.h's cuda_flash_order):
  * the tiles along x, and L2 groups of the computed size (here all 6 pairs
  * in one) and of 4 pairs (a last group of 2). */
@@ -306,7 +290,7 @@ static void forward_orders_of(env *e, int HS) {
             char name[160];
             snprintf(name, sizeof name, "attention_forward_shaped in order %s (group %d), every run's order's bits: HS=%d shape %d",
                      cuda_flash_order_name(o.order), o.group, HS, k);
-            check_true(e, ran == 1 && same_bytes(e, out, want_out) && same_bytes(e, lse, want_lse), name, "");
+            check_true(e, ran == 1 && gpu_holds(e, out, want_out) && gpu_holds(e, lse, want_lse), name, "");
         }
         free(want_out);
         free(want_lse);
@@ -502,7 +486,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     poison(e->gpu, dqkv.g, bytes);
     const int again = cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
-    check_true(e, again == 1 && same_bytes(e, dqkv, got), name, "");
+    check_true(e, again == 1 && gpu_holds(e, dqkv, got), name, "");
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
@@ -511,7 +495,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     } else {
         poison(e->gpu, dqkv.g, bytes);
         e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
-        check_true(e, same_bytes(e, dqkv, got), name, "");
+        check_true(e, gpu_holds(e, dqkv, got), name, "");
         ops_cuda_attention(e->gpu, "mma", HS, 0.0, &err);
     }
     free(mma), free(got);

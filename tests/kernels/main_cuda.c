@@ -58,7 +58,9 @@
  *                                     cuda_test_attention_backward_tiles (the tensor-core backward's blocks),
  *                                     cuda_test_attention_forward_shapes (the forward's other block shapes
  *                                     and the backward's dq row tiles, kernels/cuda/kernels.h's
- *                                     cuda_attention_forward_shaped and cuda_attention_backward_shaped)
+ *                                     cuda_attention_forward_shaped and cuda_attention_backward_shaped),
+ *                                     cuda_test_attention_wgmma (Hopper's kernels), cuda_test_attention_fused
+ *                                     (the five-product mma.sync backward, cuda_attention_backward_fused)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned,
  *                                     cuda_test_gelu_tails (the exponential's overflow, the largest floats)
  *   [x] bias_residual_add             cuda_test_bias_residual (p = 0 and 0.2; out == x, out == res; rows of
@@ -141,6 +143,7 @@ static void run_all(env *e) {
     cuda_test_attention_backward_tiles(e);
     cuda_test_attention_forward_shapes(e);
     cuda_test_attention_wgmma(e);
+    cuda_test_attention_fused(e);
     cuda_test_gelu(e, (size_t)N * 4 * C);
     cuda_test_gelu(e, odd);
     cuda_test_gelu_unaligned(e, mid);

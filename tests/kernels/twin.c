@@ -215,3 +215,19 @@ int scratch_holds(size_t bytes) {
     const char *shrunk = getenv("EMU_SCRATCH_BYTES");
     return !(shrunk && *shrunk) || bytes <= (size_t)strtoull(shrunk, NULL, 0);
 }
+
+/* The backend bytes of t's GPU side (the caller frees them). */
+void *gpu_bytes(env *e, twin t) {
+    const size_t bytes = t.n * gpu_elem(e, t.k);
+    void *h = tg_malloc(bytes, "a twin's device bytes");
+    e->gpu->download(e->gpu, h, t.g, bytes);
+    return h;
+}
+
+/* Whether t's GPU side holds the bytes `want` (from gpu_bytes). */
+int gpu_holds(env *e, twin t, const void *want) {
+    void *got = gpu_bytes(e, t);
+    const int same = memcmp(got, want, t.n * gpu_elem(e, t.k)) == 0;
+    free(got);
+    return same;
+}

@@ -87,6 +87,10 @@ void check(env *e, twin t, double tol, const char *fmt, ...) __attribute__((form
 void check_true(env *e, int ok, const char *name, const char *detail);
 /* Whether the backend's kernel scratch holds `bytes` (twin.c). */
 int scratch_holds(size_t bytes);
+/* The backend bytes of t's GPU side (the caller frees them). */
+void *gpu_bytes(env *e, twin t);
+/* Whether t's GPU side holds the bytes `want` (from gpu_bytes). */
+int gpu_holds(env *e, twin t, const void *want);
 
 /* The families' CUDA checks (tests/kernels/<family>.c), in run_all's order. */
 void cuda_test_memory(env *e);
@@ -105,6 +109,7 @@ void cuda_test_attention_shapes(env *e);
 void cuda_test_attention_backward_tiles(env *e);
 void cuda_test_attention_forward_shapes(env *e);
 void cuda_test_attention_wgmma(env *e);
+void cuda_test_attention_fused(env *e);
 void cuda_test_gelu(env *e, size_t n);
 void cuda_test_gelu_unaligned(env *e, size_t n);
 void cuda_test_gelu_tails(env *e);

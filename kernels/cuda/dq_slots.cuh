@@ -1,0 +1,101 @@
+/* dq summed in a fixed order without atomics, for the attention backward
+ * kernels that own a block of keys and so see every query tile at or below
+ * its diagonal (flash_bwd_wgmma.cu's 128-key blocks, flash_bwd_fused.cu's
+ * 64-key ones): each block writes its share of dq for each such query tile
+ * (64 rows, dS K over the block's keys, float32, unscaled) into a slot of
+ * its own in the kernel scratch; flash_dq_reduce_kernel then adds each
+ * query row's slots in key-block order, so that dq has the same bits run
+ * after run and whatever the blocks' order on the device.
+ * KB: query tiles a key block spans (1 for 64 keys, 2 for 128). */
+#ifndef KERNELS_CUDA_DQ_SLOTS_CUH
+#define KERNELS_CUDA_DQ_SLOTS_CUH
+
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_bwd_mma.cuh"
+
+#define DQS_ROWS 64 /* query rows a slot */
+
+/* The floats of one slot: 64 rows of HS, row-major. */
+template <int HS>
+static __host__ __device__ constexpr size_t dqs_slot_floats() {
+    return (size_t)DQS_ROWS * HS;
+}
+
+/* The slot of key block kb (kb <= qt / KB) in query tile qt, counted from
+ * a pair's first: the tiles before qt hold sum over i < qt of (i / KB + 1)
+ * slots, which with m = qt / KB and r = qt % KB is qt + KB m (m - 1) / 2
+ * + r m. */
+template <int KB>
+static __host__ __device__ __forceinline__ size_t dqs_slot(int qt, int kb) {
+    const size_t m = (size_t)(qt / KB), r = (size_t)(qt % KB);
+    return (size_t)qt + KB * (m * m - m) / 2 + r * m + (size_t)kb;
+}
+/* The slots of one pair at length T. */
+template <int KB>
+static __host__ __device__ __forceinline__ size_t dqs_slots(int T) {
+    return dqs_slot<KB>((T + DQS_ROWS - 1) / DQS_ROWS, 0);
+}
+/* The scratch bytes of one pair's slots. */
+template <int KB>
+static size_t dqs_pair_bytes(int T, int HS) {
+    return dqs_slots<KB>(T) * (size_t)DQS_ROWS * (size_t)HS * sizeof(float);
+}
+
+/* Two adjacent floats (8-byte aligned): one 8-byte store on the device. */
+static __device__ __forceinline__ void dqs_store2(float *dst, float x, float y) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<float2 *>(dst) = make_float2(x, y);
+#else
+    dst[0] = x, dst[1] = y;
+#endif
+}
+/* Four adjacent floats (16-byte aligned): one 16-byte load on the device. */
+static __device__ __forceinline__ void dqs_load4(float v[4], const float *src) {
+#if defined(__CUDA_ARCH__)
+    const float4 f = *reinterpret_cast<const float4 *>(src);
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+#else
+    for (int i = 0; i < 4; i++) v[i] = src[i];
+#endif
+}
+
+namespace {
+
+/* dq of the round's pairs p0 .. p0 + np: each row's slots (key blocks 0 ..
+ * its query tile / KB, in that order) summed in float32, times scale, as
+ * bf16 into dqkv's q columns; one thread per four adjacent columns, 16-byte
+ * loads (the slots are 256-aligned, a row's columns 4-aligned), several
+ * slots' loads in flight. Any device. */
+template <int HS, int KB>
+__global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slots, int p0, int np, int T, int NH, float scale) {
+    constexpr size_t slot_floats = dqs_slot_floats<HS>();
+    const size_t n = (size_t)np * T * (HS / 4), per_pair = dqs_slots<KB>(T) * slot_floats;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        const int c = 4 * (int)(e % (HS / 4)), t = (int)(e / (HS / 4) % (size_t)T), j = (int)(e / (HS / 4) / (size_t)T);
+        const int qt = t / DQS_ROWS, p = p0 + j, b = p / NH, h = p % NH;
+        const float *at = dq_slots + (size_t)j * per_pair + dqs_slot<KB>(qt, 0) * slot_floats + (t % DQS_ROWS) * HS + c;
+        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+        for (int kb = 0; kb <= qt / KB; kb++, at += slot_floats) {
+            float v[4];
+            dqs_load4(v, at);
+            for (int i = 0; i < 4; i++) sum[i] += v[i];
+        }
+        __nv_bfloat16 *dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c;
+        fb_store_pair(dst, mma_pack(sum[0] * scale, sum[1] * scale));
+        fb_store_pair(dst + 2, mma_pack(sum[2] * scale, sum[3] * scale));
+    }
+}
+
+} // namespace
+
+/* flash_dq_reduce_kernel's blocks of 256 threads for np pairs (the
+ * launch is its callers': the emulation finds launches in .cu files). */
+static inline unsigned dqs_reduce_blocks(int np, int T, int HS) {
+    const size_t n = (size_t)np * T * (HS / 4);
+    return (unsigned)fl_min((int)((n + 255) / 256), 4096);
+}
+
+#endif
