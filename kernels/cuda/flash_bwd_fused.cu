@@ -58,11 +58,23 @@ static constexpr int ff_shared_bytes() {
     return ff_tiles<HS>() * (int)sizeof(fb_tile<HS>) + (int)sizeof(fb_tile<FB_ROWS>);
 }
 
-/* Columns of dq's share a pass: all of them up to head size 64; beyond,
- * two passes, so that the pass's accumulators fit beside dk's and dv's. */
+/* Columns of dq's share a pass: half, so that the pass's accumulators fit
+ * beside dk's and dv's (at head size 64 in the dk, dv kernel's 168
+ * registers: ff_min_blocks; in one pass ptxas took 213 on sm_80 and 219 on
+ * sm_90a, 2 blocks an SM). */
 template <int HS>
 static __host__ __device__ constexpr int ff_dq_cols() {
-    return HS <= 64 ? HS : HS / 2;
+    return HS / 2;
+}
+
+/* Blocks an SM asked of ptxas: at head size 64 the dk, dv kernel's 3 (168
+ * registers, no spills on either architecture; the 55296 bytes of shared
+ * memory a block fit 3 on Hopper's 227 KiB an SM, 2 on sm_80's 164);
+ * beyond, what it chooses (one pass of dq at 64 with 3 asked spilled 24
+ * bytes on sm_90a). */
+template <int HS>
+static __host__ __device__ constexpr int ff_min_blocks() {
+    return HS <= 64 ? 3 : 1;
 }
 
 /* The warp's dS^T fragment (keys key0 + g, + 8 as rows; queries col0 +
@@ -114,7 +126,7 @@ static __device__ __forceinline__ void ff_dq_share(float *slot, const fb_tile<FB
  * barriers: dS^T complete before dq's product, and the next tile in (and
  * this one's readers, dS^T's among them, done) before the next. */
 template <int HS, bool DROP>
-__global__ void __launch_bounds__(FB_THREADS)
+__global__ void __launch_bounds__(FB_THREADS, ff_min_blocks<HS>())
     flash_bwd_fused_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                            const float *D, float *dq_slots, int p0, int T, int NH, float scale, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
