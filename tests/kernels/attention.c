@@ -221,6 +221,29 @@ static void forward_shapes_of(env *e, int HS) {
     tw_free(e, lse);
 }
 
+attn_bwd attn_bwd_inputs(env *e, int B, int T, int NH, int HS, float amp) {
+    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
+    attn_bwd a = {.B = B, .T = T, .NH = NH, .HS = HS};
+    a.qkv = tw_rand(e, ACT, n_qkv, -amp, amp), a.out = tw_out(e, ACT, n_out), a.lse = tw_out(e, F32, n_lse);
+    e->cpu->attention_forward(e->cpu, a.out.c, a.lse.c, a.qkv.c, B, T, NH, HS, (tg_dropout){0});
+    a.out_r = tw_ref(e, a.out), a.lse_r = tw_ref(e, a.lse), a.dout = tw_rand(e, ACT, n_out, -1, 1), a.dqkv = tw_out(e, ACT, n_qkv);
+    e->cpu->attention_backward(e->cpu, a.dqkv.c, a.dout.c, a.out_r.c, a.qkv.c, a.lse_r.c, B, T, NH, HS, (tg_dropout){0});
+    return a;
+}
+
+void attn_bwd_free(env *e, attn_bwd *a) {
+    twin all[] = {a->qkv, a->out, a->lse, a->out_r, a->lse_r, a->dout, a->dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+}
+
+int attn_bwd_same_kv(const attn_bwd *a, const void *x, const void *y) {
+    const size_t row = 3 * (size_t)a->NH * a->HS * 2, q_bytes = (size_t)a->NH * a->HS * 2;
+    int same = 1;
+    for (size_t r = 0; r < (size_t)a->B * a->T; r++)
+        same = same && memcmp((const char *)x + r * row + q_bytes, (const char *)y + r * row + q_bytes, row - q_bytes) == 0;
+    return same;
+}
+
 /* One head size's backward shapes (the dq kernel's row tiles and the dk,
  * dv kernel's key tiles a warp), each against the CPU and bit for bit
  * against attention_backward: every shape gives its bits. T = 200 ends in
@@ -233,33 +256,29 @@ static void backward_shapes_of(env *e, int HS, int want_at_least) {
     snprintf(name, sizeof name, "attention_backward_shapes HS=%d: %d shapes", HS, n);
     check_true(e, n >= want_at_least && n <= MAX_SHAPES, name, "");
     if (n < 1 || n > MAX_SHAPES) return;
-    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
-    twin qkv = tw_rand(e, ACT, n_qkv, -2.0f, 2.0f), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
-    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
-    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
-    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, (tg_dropout){0});
-    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
-    void *tuned = gpu_bytes(e, dqkv);
+    attn_bwd a = attn_bwd_inputs(e, B, T, NH, HS, 2.0f);
+    const size_t bytes = a.dqkv.n * gpu_elem(e, ACT);
+    e->gpu->attention_backward(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    void *tuned = gpu_bytes(e, a.dqkv);
     for (int k = 0; k < n; k++) {
         char shape[64];
         snprintf(shape, sizeof shape, "HS=%d shape %d (dq row tiles %d, dk dv key tiles %d)", HS, k, shapes[k].dq_row_tiles,
                  shapes[k].dkv_key_tiles);
-        poison(e->gpu, dqkv.g, n_qkv * gpu_elem(e, ACT));
-        const int ran = cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, k);
+        poison(e->gpu, a.dqkv.g, bytes);
+        const int ran =
+            cuda_attention_backward_shaped(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, k);
         sync_gpu(e);
         snprintf(name, sizeof name, "attention_backward_shaped runs %s", shape);
         check_true(e, ran == 1, name, "");
-        check(e, dqkv, e->tol, "attention_backward_shaped dqkv %s", shape);
-        void *got = gpu_bytes(e, dqkv);
+        check(e, a.dqkv, e->tol, "attention_backward_shaped dqkv %s", shape);
         snprintf(name, sizeof name, "attention_backward_shaped, attention_backward's bits: %s", shape);
-        check_true(e, memcmp(got, tuned, n_qkv * gpu_elem(e, ACT)) == 0, name, "");
-        free(got);
+        check_true(e, gpu_holds(e, a.dqkv, tuned), name, "");
     }
     snprintf(name, sizeof name, "attention_backward_shaped HS=%d: no shape %d", HS, n);
-    check_true(e, cuda_attention_backward_shaped(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, n) == 0, name, "");
+    check_true(e, cuda_attention_backward_shaped(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, n) == 0,
+               name, "");
     free(tuned);
-    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+    attn_bwd_free(e, &a);
 }
 
 /* The block orders other than every run's (kernels.h's cuda_flash_order):
@@ -446,61 +465,50 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
  * bitwise equal to itself when run again, and the same bits through
  * attention_backward with kernels.attention = wgmma. */
 static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp) {
-    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
-    const size_t bytes = n_qkv * gpu_elem(e, ACT);
+    attn_bwd a = attn_bwd_inputs(e, B, T, NH, HS, amp);
+    const size_t bytes = a.dqkv.n * gpu_elem(e, ACT);
     char shape[96], name[256], detail[64];
     snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d amp=%g", B, T, NH, HS, (double)amp);
-    twin qkv = tw_rand(e, ACT, n_qkv, -amp, amp), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
-    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
-    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
-    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, (tg_dropout){0});
-    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0}); /* mma.sync */
-    void *mma = gpu_bytes(e, dqkv);
-    poison(e->gpu, dqkv.g, bytes);
-    const int ran = cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    /* mma.sync */
+    e->gpu->attention_backward(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    void *mma = gpu_bytes(e, a.dqkv);
+    poison(e->gpu, a.dqkv.g, bytes);
+    const int ran =
+        cuda_attention_backward_wgmma(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
     sync_gpu(e);
     snprintf(name, sizeof name, "attention_backward_wgmma runs %s", shape);
     check_true(e, ran == 1, name, "");
-    check(e, dqkv, e->tol, "attention_backward_wgmma dqkv %s", shape);
-    void *got = gpu_bytes(e, dqkv);
+    check(e, a.dqkv, e->tol, "attention_backward_wgmma dqkv %s", shape);
+    void *got = gpu_bytes(e, a.dqkv);
 #ifdef TG_CUDA_EMU
     /* dk and dv: each k16 product summed in order in both; dq's float32 sum runs in another order (per key tile, then over tiles) */
-    int kv_same = 1;
-    const size_t row = 3 * (size_t)NH * HS * 2, q_bytes = (size_t)NH * HS * 2;
-    for (size_t r = 0; r < (size_t)B * T; r++)
-        kv_same = kv_same && memcmp((char *)got + r * row + q_bytes, (char *)mma + r * row + q_bytes, row - q_bytes) == 0;
     snprintf(name, sizeof name, "attention_backward_wgmma dk, dv: the mma.sync backward's bits (emulation): %s", shape);
-    check_true(e, kv_same, name, "");
+    check_true(e, attn_bwd_same_kv(&a, got, mma), name, "");
 #endif
     /* the differential check that holds on a GPU too, over dq, dk and dv */
-    double diff = 0.0, scale = 0.0;
-    for (size_t i = 0; i < n_qkv; i++) {
-        const double g = tg_bf16_to_f32(((const uint16_t *)got)[i]), w = tg_bf16_to_f32(((const uint16_t *)mma)[i]);
-        diff = isfinite(g) ? fmax(diff, fabs(g - w)) : INFINITY;
-        scale = fmax(scale, fabs(w));
-    }
-    snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff / fmax(scale, 1e-30), (double)e->tol);
+    const double diff = bf16_rel_diff(got, mma, a.dqkv.n);
+    snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff, (double)e->tol);
     snprintf(name, sizeof name, "attention_backward_wgmma dqkv within the tolerance of the mma.sync backward's: %s", shape);
-    check_true(e, diff <= e->tol * fmax(scale, 1e-30), name, detail);
+    check_true(e, diff <= e->tol, name, detail);
     /* deterministic: no atomics, every sum in a fixed order (and run: two poisoned buffers match too) */
-    poison(e->gpu, dqkv.g, bytes);
-    const int again = cuda_attention_backward_wgmma(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    poison(e->gpu, a.dqkv.g, bytes);
+    const int again =
+        cuda_attention_backward_wgmma(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
-    check_true(e, again == 1 && gpu_holds(e, dqkv, got), name, "");
+    check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
     if (ops_cuda_attention(e->gpu, "wgmma", HS, 0.0, &err) != 0) {
         check_true(e, 0, name, err.msg);
     } else {
-        poison(e->gpu, dqkv.g, bytes);
-        e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0});
-        check_true(e, gpu_holds(e, dqkv, got), name, "");
+        poison(e->gpu, a.dqkv.g, bytes);
+        e->gpu->attention_backward(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
+        check_true(e, gpu_holds(e, a.dqkv, got), name, "");
         ops_cuda_attention(e->gpu, "mma", HS, 0.0, &err);
     }
     free(mma), free(got);
-    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+    attn_bwd_free(e, &a);
 }
 
 /* The wgmma forward (kernels.attention = wgmma, compute capability 9.0;

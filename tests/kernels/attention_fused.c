@@ -6,10 +6,8 @@
  * for bit against attention_backward (the same products in the same
  * order), dq within the tolerance of its, the same bits run after run and
  * round by round, and what it has no instance for refused. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tests/kernels/check.h"
 
@@ -26,49 +24,24 @@ static size_t fused_pair_bytes(int T, int HS) {
     return (size_t)T * sizeof(float) + 256 + n * (n + 1) / 2 * 64 * (size_t)HS * sizeof(float);
 }
 
-/* Whether the k and v columns (dk, dv) of two bf16 dqkv downloads are the
- * same bytes, row by row. */
-static int same_kv_columns(const void *a, const void *b, int rows, int NH, int HS) {
-    const size_t row = 3 * (size_t)NH * HS * 2, q_bytes = (size_t)NH * HS * 2;
-    int same = 1;
-    for (size_t r = 0; r < (size_t)rows; r++)
-        same = same && memcmp((const char *)a + r * row + q_bytes, (const char *)b + r * row + q_bytes, row - q_bytes) == 0;
-    return same;
-}
-
-/* The largest |got - want| over bf16 values, relative to max |want| (inf
- * where got is not finite). */
-static double bf16_rel_diff(const void *got, const void *want, size_t n) {
-    double diff = 0.0, scale = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double g = tg_bf16_to_f32(((const uint16_t *)got)[i]), w = tg_bf16_to_f32(((const uint16_t *)want)[i]);
-        diff = isfinite(g) ? fmax(diff, fabs(g - w)) : INFINITY;
-        scale = fmax(scale, fabs(w));
-    }
-    return diff / fmax(scale, TINY);
-}
-
 /* One case, from the CPU forward's out and lse. Where the kernel scratch
  * (shrunk under the emulation's EMU_SCRATCH_BYTES) cannot hold one pair's
  * round, the call must refuse and run nothing. */
 static void fused_case(env *e, int B, int T, int NH, int HS, float amp) {
-    const size_t n_qkv = (size_t)B * T * 3 * NH * HS, n_out = (size_t)B * T * NH * HS, n_lse = (size_t)B * NH * T;
-    const size_t bytes = n_qkv * gpu_elem(e, ACT);
+    attn_bwd a = attn_bwd_inputs(e, B, T, NH, HS, amp);
+    const size_t bytes = a.dqkv.n * gpu_elem(e, ACT);
     char shape[96], name[256], detail[64];
     snprintf(shape, sizeof shape, "B=%d T=%d NH=%d HS=%d amp=%g", B, T, NH, HS, (double)amp);
-    twin qkv = tw_rand(e, ACT, n_qkv, -amp, amp), out = tw_out(e, ACT, n_out), lse = tw_out(e, F32, n_lse);
-    e->cpu->attention_forward(e->cpu, out.c, lse.c, qkv.c, B, T, NH, HS, (tg_dropout){0});
-    twin out_r = tw_ref(e, out), lse_r = tw_ref(e, lse), dout = tw_rand(e, ACT, n_out, -1, 1), dqkv = tw_out(e, ACT, n_qkv);
-    e->cpu->attention_backward(e->cpu, dqkv.c, dout.c, out_r.c, qkv.c, lse_r.c, B, T, NH, HS, (tg_dropout){0});
-    e->gpu->attention_backward(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS, (tg_dropout){0}); /* two kernels */
-    void *two = gpu_bytes(e, dqkv);
-    poison(e->gpu, dqkv.g, bytes);
-    const int ran = cuda_attention_backward_fused(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS);
+    /* the two kernels every run takes */
+    e->gpu->attention_backward(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
+    void *two = gpu_bytes(e, a.dqkv);
+    poison(e->gpu, a.dqkv.g, bytes);
+    const int ran = cuda_attention_backward_fused(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS);
     sync_gpu(e);
     if (!scratch_holds(fused_pair_bytes(T, HS))) {
         snprintf(name, sizeof name, "attention_backward_fused refuses a scratch without one pair's slots, nothing written: %s",
                  shape);
-        void *got = gpu_bytes(e, dqkv);
+        void *got = gpu_bytes(e, a.dqkv);
         int untouched = 1;
         for (size_t i = 0; i < bytes; i++) untouched = untouched && ((const unsigned char *)got)[i] == 0xff;
         check_true(e, ran == 0 && untouched, name, "");
@@ -76,25 +49,24 @@ static void fused_case(env *e, int B, int T, int NH, int HS, float amp) {
     } else {
         snprintf(name, sizeof name, "attention_backward_fused runs %s", shape);
         check_true(e, ran == 1, name, "");
-        check(e, dqkv, e->tol, "attention_backward_fused dqkv %s", shape);
-        void *got = gpu_bytes(e, dqkv);
+        check(e, a.dqkv, e->tol, "attention_backward_fused dqkv %s", shape);
+        void *got = gpu_bytes(e, a.dqkv);
         snprintf(name, sizeof name, "attention_backward_fused dk, dv: attention_backward's bits: %s", shape);
-        check_true(e, same_kv_columns(got, two, B * T, NH, HS), name, "");
+        check_true(e, attn_bwd_same_kv(&a, got, two), name, "");
         /* dq: the same dS and K, summed in another order (per 64 keys, then over the blocks) */
-        const double diff = bf16_rel_diff(got, two, n_qkv);
+        const double diff = bf16_rel_diff(got, two, a.dqkv.n);
         snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff, (double)e->tol);
         snprintf(name, sizeof name, "attention_backward_fused dqkv within the tolerance of attention_backward's: %s", shape);
         check_true(e, diff <= e->tol, name, detail);
         /* deterministic: no atomics, every sum in a fixed order */
-        poison(e->gpu, dqkv.g, bytes);
-        const int again = cuda_attention_backward_fused(e->gpu, dqkv.g, dout.g, out_r.g, qkv.g, lse_r.g, B, T, NH, HS);
+        poison(e->gpu, a.dqkv.g, bytes);
+        const int again = cuda_attention_backward_fused(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS);
         snprintf(name, sizeof name, "attention_backward_fused run twice, the same bits: %s", shape);
-        check_true(e, again == 1 && gpu_holds(e, dqkv, got), name, "");
+        check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
         free(got);
     }
     free(two);
-    twin all[] = {qkv, out, lse, out_r, lse_r, dout, dqkv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
+    attn_bwd_free(e, &a);
 }
 
 /* Partial tiles (T = 5, 77, 130), several pairs, the diagonal tile's

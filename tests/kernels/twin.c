@@ -231,3 +231,13 @@ int gpu_holds(env *e, twin t, const void *want) {
     free(got);
     return same;
 }
+
+double bf16_rel_diff(const void *got, const void *want, size_t n) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double g = tg_bf16_to_f32(((const uint16_t *)got)[i]), w = tg_bf16_to_f32(((const uint16_t *)want)[i]);
+        diff = isfinite(g) ? fmax(diff, fabs(g - w)) : INFINITY;
+        scale = fmax(scale, fabs(w));
+    }
+    return diff / fmax(scale, TINY);
+}

@@ -91,6 +91,24 @@ int scratch_holds(size_t bytes);
 void *gpu_bytes(env *e, twin t);
 /* Whether t's GPU side holds the bytes `want` (from gpu_bytes). */
 int gpu_holds(env *e, twin t, const void *want);
+/* max |got - want| over n bf16 values, relative to max |want| (infinity
+ * where got is not finite). */
+double bf16_rel_diff(const void *got, const void *want, size_t n);
+
+/* A causal attention backward's inputs on both sides, without dropout
+ * (tests/kernels/attention.c): qkv uniform in [-amp, amp), the CPU
+ * forward's out and lse (as references), dout uniform in [-1, 1), and
+ * dqkv holding the CPU backward's result on its CPU side, its GPU side
+ * poisoned. */
+typedef struct attn_bwd {
+    int B, T, NH, HS;
+    twin qkv, out, lse, out_r, lse_r, dout, dqkv;
+} attn_bwd;
+attn_bwd attn_bwd_inputs(env *e, int B, int T, int NH, int HS, float amp);
+void attn_bwd_free(env *e, attn_bwd *a);
+/* Whether two bf16 dqkv downloads of a's shape hold the same bytes in
+ * every row's k and v columns (dk, dv). */
+int attn_bwd_same_kv(const attn_bwd *a, const void *x, const void *y);
 
 /* The families' CUDA checks (tests/kernels/<family>.c), in run_all's order. */
 void cuda_test_memory(env *e);
