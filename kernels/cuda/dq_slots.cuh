@@ -1,6 +1,6 @@
 /* dq summed in a fixed order without atomics, for the attention backward
  * kernels that own a block of keys and so see every query tile at or below
- * its diagonal (flash_bwd_wgmma.cu's 128-key blocks, flash_bwd_fused.cu's
+ * its diagonal (flash_bwd_wgmma.cu's 128-key blocks, flash_bwd_fused.cuh's
  * 64-key ones): each block writes its share of dq for each such query tile
  * (64 rows, dS K over the block's keys, float32, unscaled) into a slot of
  * its own in the kernel scratch; flash_dq_reduce_kernel then adds each

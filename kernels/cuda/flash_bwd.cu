@@ -22,11 +22,11 @@
  *     counts are built too, to be timed against them on a GPU
  *     (mma_bwd_variants, cuda_attention_backward_shaped).
  *   - otherwise (float32, other head sizes): CUDA cores, float32 tiles of
- *     16 rows (flash.cuh), the CPU's arithmetic in a fixed order.
+ *     16 rows (flash_bwd_core.cuh), the CPU's arithmetic in a fixed order.
  * cuda_attention_backward_fused (bench_attention only, for now) runs the
  * tensor-core backward as one kernel of five products a tile instead
- * (flash_bwd_fused.cu: the dk, dv kernel plus dq's shares through slots
- * after D).
+ * (flash_bwd_fused.cuh: the dk, dv kernel with DQ, dq's shares through
+ * slots after D).
  * With kernels.attention = wgmma (compute capability 9.0, bf16, head size
  * 64, 96 or 128, no dropout): after D, one kernel on Hopper's warpgroup MMA
  * (flash_bwd_wgmma.cu) per key tile for dk, dv and each tile's share of
@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/flash.cuh"
+#include "kernels/cuda/flash_bwd_core.cuh"
 #include "kernels/cuda/flash_bwd_fused.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
@@ -73,94 +74,6 @@ __global__ void flash_rowdot_kernel(float *D, const E *dout, const E *out, int p
         const int j = (int)(e / T), t = (int)(e % T), p = p0 + j, b = p / NH, h = p % NH;
         D[e] = rowdot(dout, out, ((size_t)b * T + t) * NH * HS + (size_t)h * HS, HS);
     }
-}
-
-/* One query tile against one key tile, both staged: s = scale q k^T and
- * dp = dout v^T in; out: s = P * keep, dp = dS (0 where masked). lse and
- * D hold the query rows' statistics. */
-static __device__ void tile_gradients(fl_square s, fl_square dp, const fl_tile q, const fl_tile k, const fl_tile g,
-                                      const fl_tile v, const float *lse, const float *D, int q0, int k0, int b, int h, int T,
-                                      int HS, float scale, const tg_dropout &drop) {
-    fl_products(s, q, k, HS, scale);
-    fl_products(dp, g, v, HS, 1.0f);
-    /* no barrier: each thread reads back only the elements it wrote (the same e) */
-    for (int e = threadIdx.x; e < FL_TILE * FL_TILE; e += blockDim.x) {
-        const int r = e / FL_TILE, c = e % FL_TILE;
-        float kept = 0.0f, ds = 0.0f;
-        if (fl_visible(q0, r, k0, c, T)) {
-            const float prob = expf(s[r][c] - lse[r]), keep = fl_drop(drop, b, h, q0 + r, k0 + c, T);
-            kept = prob * keep;
-            ds = prob * (dp[r][c] * keep - D[r]) * scale;
-        }
-        s[r][c] = kept;
-        dp[r][c] = ds;
-    }
-    __syncthreads();
-}
-
-/* The statistics of query rows [q0, q0 + FL_TILE) of pair j of the chunk. */
-static __device__ void load_row_stats(float *lse_t, float *D_t, const float *lse, const float *D, int p, int j, int q0, int T) {
-    if (threadIdx.x >= FL_TILE) return;
-    const int t = q0 + threadIdx.x;
-    lse_t[threadIdx.x] = t < T ? lse[(size_t)p * T + t] : 0.0f;
-    D_t[threadIdx.x] = t < T ? D[(size_t)j * T + t] : 0.0f;
-}
-
-/* dq of one query tile: key tiles up to the diagonal. */
-template <typename E>
-__global__ void __launch_bounds__(FL_THREADS)
-    flash_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int T, int NH, int HS,
-                    float scale, tg_dropout drop) {
-    drop = tg_dropout_read_step(drop);
-    __shared__ fl_tile q, g, k, v;
-    __shared__ fl_square s, dp;
-    __shared__ float lse_t[FL_TILE], D_t[FL_TILE];
-    const int q0 = blockIdx.x * FL_TILE, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
-    fl_load_tile(q, qkv, 3 * C, h * HS, b, q0, T, HS);
-    fl_load_tile(g, dout, C, h * HS, b, q0, T, HS);
-    load_row_stats(lse_t, D_t, lse, D, p, j, q0, T);
-    float acc[FL_COLS];
-#pragma unroll
-    for (int c = 0; c < FL_COLS; c++) acc[c] = 0.0f;
-    const int k_end = fl_min(q0 + FL_TILE, T);
-    for (int k0 = 0; k0 < k_end; k0 += FL_TILE) {
-        __syncthreads();
-        fl_load_tile(k, qkv, 3 * C, C + h * HS, b, k0, T, HS);
-        fl_load_tile(v, qkv, 3 * C, 2 * C + h * HS, b, k0, T, HS);
-        __syncthreads();
-        tile_gradients(s, dp, q, k, g, v, lse_t, D_t, q0, k0, b, h, T, HS, scale, drop);
-        fl_accumulate(acc, dp, k, HS, false);
-    }
-    fl_store_row(dqkv, acc, 3 * C, h * HS, b, q0, T, HS, 1.0f);
-}
-
-/* dk and dv of one key tile: query tiles from the diagonal to T. */
-template <typename E>
-__global__ void __launch_bounds__(FL_THREADS)
-    flash_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *D, int p0, int T, int NH, int HS,
-                     float scale, tg_dropout drop) {
-    drop = tg_dropout_read_step(drop);
-    __shared__ fl_tile q, g, k, v;
-    __shared__ fl_square s, dp;
-    __shared__ float lse_t[FL_TILE], D_t[FL_TILE];
-    const int k0 = blockIdx.x * FL_TILE, j = blockIdx.y, p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
-    fl_load_tile(k, qkv, 3 * C, C + h * HS, b, k0, T, HS);
-    fl_load_tile(v, qkv, 3 * C, 2 * C + h * HS, b, k0, T, HS);
-    float dk[FL_COLS], dv[FL_COLS];
-#pragma unroll
-    for (int c = 0; c < FL_COLS; c++) dk[c] = dv[c] = 0.0f;
-    for (int q0 = k0; q0 < T; q0 += FL_TILE) { /* k0 is tile-aligned: the diagonal tile starts at k0 */
-        __syncthreads();
-        fl_load_tile(q, qkv, 3 * C, h * HS, b, q0, T, HS);
-        fl_load_tile(g, dout, C, h * HS, b, q0, T, HS);
-        load_row_stats(lse_t, D_t, lse, D, p, j, q0, T);
-        __syncthreads();
-        tile_gradients(s, dp, q, k, g, v, lse_t, D_t, q0, k0, b, h, T, HS, scale, drop);
-        fl_accumulate(dv, s, g, HS, true);
-        fl_accumulate(dk, dp, q, HS, true);
-    }
-    fl_store_row(dqkv, dk, 3 * C, C + h * HS, b, k0, T, HS, 1.0f);
-    fl_store_row(dqkv, dv, 3 * C, 2 * C + h * HS, b, k0, T, HS, 1.0f);
 }
 
 /* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles, or
@@ -261,17 +174,20 @@ __global__ void __launch_bounds__(FB_THREADS)
  * tiles 2 onwards first (fb_dkv_v_tile). Where both of a warp's key tiles
  * see a 16-row query block, one call does both (each Q and dout fragment
  * loaded once); elsewhere (the second tile's diagonal) the first alone:
- * the same bits. */
-template <int HS, bool DROP, int KT>
-__global__ void __launch_bounds__(FB_THREADS)
+ * the same bits. DQ (one key tile a warp; flash_bwd_fused.cuh): also
+ * each query tile's dq share over the block's keys, into its slot of
+ * dq_slots (the round's pairs), after a second block barrier a tile. */
+template <int HS, bool DROP, int KT, bool DQ = false>
+__global__ void __launch_bounds__(FB_THREADS, fb_dkv_min_blocks<HS, DQ>())
     flash_dkv_mma_kernel(__nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                         const float *D, int p0, int T, int NH, float scale, tg_dropout drop) {
+                         const float *D, float *dq_slots, int p0, int T, int NH, float scale, tg_dropout drop) {
+    static_assert(!DQ || KT == 1, "dq's share is taken at one key tile a warp");
     drop = tg_dropout_read_step(drop);
-    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dkv_shared_bytes<HS, KT>() */
+    extern __shared__ __align__(16) unsigned char fb_shared[]; /* fb_dkv_shared_bytes<HS, KT, DQ>() */
     fb_tile<HS> *tiles = reinterpret_cast<fb_tile<HS> *>(fb_shared);
     __shared__ float lse2_t[2][FB_ROWS], D_t[2][FB_ROWS];
     constexpr bool v_held = fb_v_held<HS, KT>();
-    constexpr int v_tile = fb_dkv_v_tile<HS, KT>();
+    constexpr int v_tile = fb_dkv_v_tile<HS, KT>(), k_tile = fb_dkv_k_tile<HS, KT, DQ>();
     const int k0 = fl_grid_key_tile() * FB_ROWS * KT, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int warp = threadIdx.x >> 5, ld = fb_tile<HS>::ld;
     const fb_pair c = {b, h, T, scale * FB_LOG2E, drop};
@@ -281,7 +197,7 @@ __global__ void __launch_bounds__(FB_THREADS)
     /* k and v rows, then the diagonal query tile, as two groups: the fragments load while the tile lands */
 #pragma unroll
     for (int i = 0; i < KT; i++) {
-        fb_stage_async<HS>(tiles[2 + i], qkv, 3 * C, C + h * HS, b, k0 + FB_ROWS * i, T);
+        fb_stage_async<HS>(tiles[k_tile + i], qkv, 3 * C, C + h * HS, b, k0 + FB_ROWS * i, T);
         fb_stage_async<HS>(tiles[v_tile + i], qkv, 3 * C, 2 * C + h * HS, b, k0 + FB_ROWS * i, T);
     }
     async_commit();
@@ -296,7 +212,7 @@ __global__ void __launch_bounds__(FB_THREADS)
 #pragma unroll
     for (int i = 0; i < KT; i++) {
         const __nv_bfloat16 *vrows = fb_staged_row<HS>(tiles, v_tile, kw[i] - k0);
-        fb_rows_as_a<HS>(kf[i], fb_staged_row<HS>(tiles, 2, kw[i] - k0));
+        fb_rows_as_a<HS>(kf[i], fb_staged_row<HS>(tiles, k_tile, kw[i] - k0));
         if constexpr (v_held) fb_rows_as_a<HS>(vf[i], vrows), v_of[i] = fb_held{vf[i]};
         else v_of[i] = fb_staged<HS>{vrows};
     }
@@ -319,20 +235,29 @@ __global__ void __launch_bounds__(FB_THREADS)
             const __nv_bfloat16 *qrows = qs + (qt - q0) * ld, *grows = gs + (qt - q0) * ld;
             const float *lse2_q = lse2_t[n] + (qt - q0), *D_q = D_t[n] + (qt - q0);
             bool edge[KT];
-            uint32_t ds[KT][4]; /* dS^T's fragments: dq is the other kernel's */
+            uint32_t ds[KT][4]; /* dS^T's fragments: without DQ, dq is the other kernel's */
 #pragma unroll
             for (int i = 0; i < KT; i++) edge[i] = qt == kw[i] || qt + 16 > T;
             if (qt >= kw[KT - 1]) /* every key tile sees the block (they are contiguous) */
                 fb_dkv_block<HS, KT, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c, ds);
             else if constexpr (KT > 1) /* the first alone */
                 fb_dkv_block<HS, 1, DROP>(dk, dv, kf, v_of, qrows, grows, lse2_q, D_q, kw, qt, edge, c, ds);
+            if constexpr (DQ) fb_stage_ds(*fb_dkv_ds_tile<HS, KT>(fb_shared), ds[0], 16 * warp, qt - q0);
+        }
+        if constexpr (DQ) {
+            __syncthreads(); /* the tile's dS^T is in */
+            /* warp-uniform: rows past T are never read; on the diagonal tile warp w's rows see key tiles 0 .. w */
+            float *slot = dq_slots + ((size_t)j * dqs_slots<FB_FUSED_KB>(T) + dqs_slot<FB_FUSED_KB>(q0 / FB_ROWS, k0 / FB_ROWS)) *
+                                         dqs_slot_floats<HS>();
+            if (q0 + 16 * warp < T)
+                fb_dq_share<HS>(slot, *fb_dkv_ds_tile<HS, KT>(fb_shared), tiles[k_tile], q0 == k0 ? warp + 1 : FB_ROWS / 16);
         }
         if (more && threadIdx.x < FB_ROWS) { /* their loads had the tile's products to land */
             lse2_t[n ^ 1][threadIdx.x] = lse2_next;
             D_t[n ^ 1][threadIdx.x] = D_next;
         }
         async_wait<0>();
-        __syncthreads(); /* the next tile is in, and this one's readers are done */
+        __syncthreads(); /* the next tile is in, and this one's readers (with DQ dS^T's too) are done */
     }
 #pragma unroll
     for (int i = 0; i < KT; i++) {
@@ -370,12 +295,29 @@ void mma_gradient_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat1
                           const float *lse, const float *D, int p0, int np, int T, int NH, float scale, tg_dropout drop) {
     mma_dq_kernel<HS, DROP, MT>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     const dim3 dkv_grid = fl_grid_pairs_first(np, T, FB_ROWS * KT);
-    constexpr int dkv_shared = fb_dkv_shared_bytes<HS, KT>();
+    constexpr int dkv_shared = fb_dkv_shared_bytes<HS, KT, false>();
     const void *dkv_kernel = (const void *)flash_dkv_mma_kernel<HS, DROP, KT>;
     CUDA_CHECK(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dkv_shared));
-    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, p0, T, NH,
-                                                                                           scale, drop);
+    flash_dkv_mma_kernel<HS, DROP, KT><<<dkv_grid, FB_THREADS, dkv_shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, (float *)NULL,
+                                                                                           p0, T, NH, scale, drop);
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
+}
+
+/* The fused backward at head size HS (flash_bwd_fused.cuh): the dk, dv
+ * kernel with DQ, then the sum of the round's dq slots. */
+template <int HS>
+void mma_fused_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                       const float *lse, const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale) {
+    const dim3 grid = fl_grid_pairs_first(np, T, FB_ROWS);
+    constexpr int shared = fb_dkv_shared_bytes<HS, 1, true>();
+    const void *kernel = (const void *)flash_dkv_mma_kernel<HS, false, 1, true>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    flash_dkv_mma_kernel<HS, false, 1, true><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, dq_slots, p0, T,
+                                                                                       NH, scale, tg_dropout{});
+    CUDA_LAUNCHED("flash_dkv_mma_kernel");
+    flash_dq_reduce_kernel<HS, FB_FUSED_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, np, T, NH,
+                                                                                                   scale);
+    CUDA_LAUNCHED("flash_dq_reduce_kernel");
 }
 
 /* The dq slots of a round of np pairs (dq_slots.cuh: the wgmma and the
@@ -407,11 +349,18 @@ static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_b
     flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
 }
 
-/* The fused mma.sync backward (flash_bwd_fused.cu: five products a tile,
- * dq through the slots; no dropout: the caller's). */
+/* The fused mma.sync backward (flash_bwd_fused.cuh: five products a
+ * tile, dq through the slots; head sizes fb_fused_built, no dropout: the
+ * caller's). */
 static void fused_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                             const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale, tg_dropout) {
-    flash_bwd_fused(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale);
+    float *slots = round_dq_slots(D, np, T);
+    if (HS == 64)
+        mma_fused_kernels<64>(ctx, dqkv, dout, qkv, lse, D, slots, p0, np, T, NH, scale);
+    else if (HS == 96)
+        mma_fused_kernels<96>(ctx, dqkv, dout, qkv, lse, D, slots, p0, np, T, NH, scale);
+    else
+        mma_fused_kernels<128>(ctx, dqkv, dout, qkv, lse, D, slots, p0, np, T, NH, scale);
 }
 
 /* dq, dk, dv of pairs p0 .. p0 + np on tensor cores, the tuned row tiles;
@@ -571,9 +520,9 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS) {
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || !flash_bwd_fused_built(HS) || !mma_fits(dqkv, dout, qkv, HS)) return 0;
+    if (o->act != TG_BF16 || !fb_fused_built(HS) || !mma_fits(dqkv, dout, qkv, HS)) return 0;
     const int T_room = T > 0 ? T : 1;
-    const size_t slots = flash_bwd_fused_slot_bytes(T_room, HS);
+    const size_t slots = dqs_pair_bytes<FB_FUSED_KB>(T_room, HS);
     if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
     if (B > 0 && T > 0 && NH > 0)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,

@@ -55,10 +55,15 @@ static __host__ __device__ constexpr int fb_dkv_key_tiles() {
  * each): k from tile 2 on, through buffer 1 before the second query tile
  * takes it, then v after k's KT tiles where the warps hold v's fragments
  * (they pass through too), or from tile 4 on where they are loaded at
- * each use (past both buffers: they stay). */
+ * each use (past both buffers: they stay). With DQ (flash_bwd_fused.cuh)
+ * k goes after v's tiles instead, where it stays for dq's product. */
 template <int HS, int KT>
 static __host__ __device__ constexpr int fb_dkv_v_tile() {
     return fb_v_held<HS, KT>() ? 2 + KT : (2 + KT > 4 ? 2 + KT : 4);
+}
+template <int HS, int KT, bool DQ>
+static __host__ __device__ constexpr int fb_dkv_k_tile() {
+    return DQ ? fb_dkv_v_tile<HS, KT>() + KT : 2;
 }
 
 /* Row tiles of 16 query rows each warp of the dq kernel owns: two up to
@@ -77,13 +82,15 @@ static __host__ __device__ constexpr int fb_dq_row_tiles() {
  * for the dq kernel (MT row tiles a warp) the block's q and dout rows (MT
  * tiles each) in tiles 2 onwards, before buffer 1 takes its first key
  * tile; for the dk, dv kernel (KT key tiles a warp) its k and v rows
- * (fb_dkv_v_tile). */
+ * (fb_dkv_v_tile, fb_dkv_k_tile), and with DQ the dS^T tile after them. */
 template <int HS>
 static constexpr int fb_dq_shared_bytes(int MT) {
     return (2 + 2 * MT) * (int)sizeof(fb_tile<HS>);
 }
-template <int HS, int KT>
+template <int HS, int KT, bool DQ>
 static constexpr int fb_dkv_shared_bytes() {
+    if (DQ) /* then the dS^T tile, 64 keys x 64 queries */
+        return (fb_dkv_k_tile<HS, KT, DQ>() + KT) * (int)sizeof(fb_tile<HS>) + (int)sizeof(fb_tile<FB_ROWS>);
     const int tiles = fb_dkv_v_tile<HS, KT>() + KT;
     return (tiles > 4 ? tiles : 4) * (int)sizeof(fb_tile<HS>);
 }

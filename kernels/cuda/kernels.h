@@ -165,7 +165,7 @@ int cuda_attention_backward_shaped(tg_o o, void *dqkv, const void *dout, const v
                                    int T, int NH, int HS, int k);
 
 /* attention_backward without dropout as one mma.sync kernel of five
- * products a tile (flash_bwd_fused.cu: dk and dv as attention_backward's,
+ * products a tile (flash_bwd_fused.cuh: dk and dv as attention_backward's,
  * dq's shares through float32 slots summed in a fixed order), for
  * bench_attention to time against the two kernels every run takes: 1
  * when run, 0 (nothing run) where it has no instance (activations not

@@ -1,5 +1,5 @@
 /* Kernel family: the fused mma.sync attention backward (kernels.h's
- * cuda_attention_backward_fused, kernels/cuda/flash_bwd_fused.cu: five
+ * cuda_attention_backward_fused, kernels/cuda/flash_bwd_fused.cuh: five
  * products a tile, dq's shares through float32 slots summed in a fixed
  * order). No CPU part: the backward's CPU checks are attention.c's. With
  * CUDA (or the emulation, tests/emu) against the CPU twin, dk and dv bit
@@ -18,7 +18,8 @@
 /* The scratch a round of one pair takes: its D (T floats), 256 bytes to
  * align the slots, and one 64 x HS float32 slot per 64-key block and query
  * tile at or below the diagonal (n (n + 1) / 2 for n query tiles). Worked
- * out here from the layout flash_bwd_fused.cu describes, not taken from it. */
+ * out here from the layout dq_slots.cuh describes, not taken from
+ * it. */
 static size_t fused_pair_bytes(int T, int HS) {
     const size_t n = (size_t)(T + 63) / 64;
     return (size_t)T * sizeof(float) + 256 + n * (n + 1) / 2 * 64 * (size_t)HS * sizeof(float);
