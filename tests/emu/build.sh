@@ -43,7 +43,7 @@ if [ "${EMU_FMA:-0}" = 1 ]; then CUFLAGS="$CUFLAGS -mfma -ffp-contract=fast"; el
 RACE_OBJ=()
 if [ "${EMU_RACE:-0}" = 1 ]; then
     CUFLAGS="$CUFLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0"
-    RACE_OBJ=("$OUT/obj/emu_race.o")
+    RACE_OBJ=("$OUT/obj/emu_race.o" "$OUT/obj/emu_race_clock.o")
 fi
 
 # The build is skipped when its inputs are unchanged since the last complete
@@ -100,6 +100,7 @@ for cu in kernels/cuda/*.cu; do
 done
 compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_clock.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_clock.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
 compile "$OUT/obj/emu_tma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
@@ -212,7 +213,7 @@ $CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" -o "$OUT/benc
 echo "built $OUT/bench_attention_emu"
 for t in "${emu_tests[@]}"; do
     extra=()
-    [ "$t" = tma ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
+    [ "$t" = tma ] || [ "$t" = race ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
     $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"

@@ -122,6 +122,20 @@ emu_space emu_race_space(const void *p, const char **base);
 void emu_race_access(const void *p, size_t bytes, bool write, const void *pc);
 /* A device allocation freed (cudaFree): the check drops what it kept of it. */
 void emu_race_free(const void *base, size_t bytes);
+/* The syncs that order a block's accesses besides __syncthreads, for the
+ * check's vector clocks (emu_race_clock.cpp); no-ops unless it is linked in:
+ * - a warp-level sync of lanes tids (one warp's, all that take part);
+ * - a release into round `round` of the sync object at obj (an mbarrier's
+ *   phase, a named barrier's generation), and an acquire of a round that
+ *   completed: the acquiring thread has seen what the releasing ones had;
+ * - the bulk loads on mbarrier obj that complete its phase `round`;
+ * - a bulk load's write of [p, p + bytes), issued by the running thread (at
+ *   pc) now, visible to those that acquire mbarrier obj's phase `round`. */
+void emu_race_join(const int *tids, int n);
+void emu_race_release(const void *obj, uint64_t round);
+void emu_race_acquire(const void *obj, uint64_t round);
+void emu_race_agent_release(const void *obj, uint64_t round);
+void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t round, const void *pc);
 
 /* ---- Hopper's mbarriers, bulk tensor copies, named barriers and
  * setmaxnreg (emu_tma.cpp), on the launcher of emu_runtime.cpp ---- */

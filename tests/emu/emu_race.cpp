@@ -8,9 +8,10 @@
  * last write and the reads since, kept per 2-byte granule (bf16 is the
  * smallest type the kernels store):
  * - within a block, accesses are ordered by __syncthreads, and within a
- *   warp also by its warp-level syncs (shuffles, __syncwarp, the tensor-core
- *   product's exchange); two accesses of different threads between the same
- *   barriers, one a write, race;
+ *   barrier interval by the vector clocks of emu_race_clock.cpp: warp-level
+ *   syncs (shuffles, __syncwarp, the tensor-core stand-ins' exchanges),
+ *   mbarriers, named barriers and the bulk tensor loads' completions; two
+ *   accesses of different threads that nothing orders, one a write, race;
  * - blocks of one launch are not ordered at all (the kernels use no atomics
  *   or fences): a granule written by one block and touched by another in the
  *   same launch races;
@@ -19,7 +20,9 @@
  * and another on a GPU; this check finds it whatever order the threads ran
  * in. cp.async's copies (performed by emu_runtime.cpp, not instrumented) are
  * reported through emu_race_access: the destination is written at the issue
- * and again at the wait.
+ * and again at the wait; so are the bulk copies' and wgmma's accesses
+ * (emu_tma.cpp, emu_wgmma.cpp; a bulk load's box through
+ * emu_race_async_write).
  *
  * A race prints "emu: ERROR" (so the binary exits 3) with both source lines,
  * once per pair of lines, at most MAX_REPORTS times. */
@@ -31,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -38,21 +42,30 @@
 #include <vector>
 
 #include "emu_internal.h"
+#include "emu_race_clock.h"
 
 namespace {
 
-const uint16_t MANY = 0xffff; /* several readers / readers of several warps */
 const int GRANULE_SHIFT = 1, PAGE_SHIFT = 12;
 const size_t GRANULES_PER_PAGE = (size_t)1 << (PAGE_SHIFT - GRANULE_SHIFT);
 const int MAX_REPORTS = 20;
 
+/* One read of a granule in the current barrier interval: by thread (or
+ * agent) tid at its clock clk, warp epoch we, code offset pc. */
+struct reader {
+    uint32_t clk, we, pc;
+    uint16_t tid, pad;
+};
+
 /* What the check knows of one granule: its last write, and the reads since
- * by the latest reading block (blocks rlo..rhi read it in this launch).
+ * by the latest reading block (blocks rlo..rhi read it in this launch): r0
+ * and, past one, those in the pool's set rset (compacted now and then).
  * Serial 0: none. pc: the access's code address less the binary's base. */
 struct granule {
-    uint32_t wblk, wbar, wwe, wpc;
-    uint32_t rlo, rhi, rbar, rwe, rpc;
-    uint16_t wtid, rtid, rwarp, pad;
+    uint32_t wblk, wbar, wwe, wpc, wclk;
+    uint32_t rlo, rhi, rbar, rset;
+    reader r0;
+    uint16_t wtid, rcount;
 };
 
 struct shadow {
@@ -63,6 +76,11 @@ struct shadow {
     int reports = 0;
     long unreported = 0, found = 0; /* found: every race, reported or not */
     uintptr_t code_base = 0;
+    std::vector<std::vector<reader>> sets{1}; /* the readers past r0 (set 0: unused) */
+    std::vector<size_t> compact_at{0};         /* each set's size at which compact_readers runs */
+    std::vector<uint32_t> free_sets;
+    std::vector<reader> scratch;  /* compact_readers' */
+    std::vector<uint32_t> latest; /* compact_readers': by reader id, all 0 between calls */
 };
 
 shadow &the_shadow() {
@@ -164,60 +182,138 @@ void report(shadow &s, const emu_race_pos &me, bool write, uint32_t pc, bool oth
     char other[160];
     if (other_blk != me.block)
         snprintf(other, sizeof other, "block (%u,%u,%u) of the same launch (blocks are not ordered)", theirs[0], theirs[1], theirs[2]);
-    else if (other_tid == MANY)
-        snprintf(other, sizeof other, "other threads of the block with no __syncthreads between");
+    else if (race_clock::is_agent(other_tid))
+        snprintf(other, sizeof other, "a bulk tensor load (landing on its mbarrier; nothing ordered this after that phase)");
     else
-        snprintf(other, sizeof other, "thread %d with no __syncthreads%s between", other_tid,
-                 other_tid / 32 == me.warp ? " or __syncwarp" : "");
+        snprintf(other, sizeof other, "thread %d, nothing ordering the two (a __syncthreads, or a chain of %s)", other_tid,
+                 other_tid / 32 == me.warp ? "__syncwarp, mbarriers, named barriers" : "mbarriers, named barriers, warp syncs");
     const std::string here = source_lines(pc), there = source_lines(other_pc);
     emu_error("%s: data race on %s memory (+%zu): block (%u,%u,%u) thread %d %s it at %s; %s %s it at %s", me.kernel,
               space == EMU_SPACE_SHARED ? "shared" : "device", (size_t)(a - (uintptr_t)base), mine[0], mine[1], mine[2], me.tid,
               how(write), here.c_str(), other, other_wrote ? "wrote" : "read", there.c_str());
 }
 
-/* Whether an earlier access of `me`'s block (thread tid, warp, barrier
- * interval bar, warp epoch we; tid and warp MANY for the reads of several)
- * may run at the same time as `me`'s: same barrier interval, another
- * thread, not ordered by a warp-level sync. */
-bool concurrent_in_block(const emu_race_pos &me, uint16_t tid, uint16_t warp, uint32_t bar, uint32_t we) {
-    if (bar != me.bar) return false;
-    if (tid == me.tid) return false;
-    return !(warp == (uint16_t)me.warp && we < me.warp_epoch);
+/* The accessing thread: where it stands, and what it has seen. */
+struct accessor {
+    emu_race_pos pos;
+    race_clock::viewer view;
+};
+
+/* Whether an earlier access of `me`'s block (thread or agent tid, barrier
+ * interval bar, warp epoch we, clock clk) may run at the same time as
+ * `me`'s: same barrier interval, another thread, not ordered by a warp
+ * sync nor by what `me` has seen through the syncs the clocks follow. */
+bool concurrent_in_block(const accessor &me, uint16_t tid, uint32_t bar, uint32_t we, uint32_t clk) {
+    if (bar != me.pos.bar) return false;
+    if (tid == me.pos.tid) return false;
+    if (!race_clock::is_agent(tid) && tid / 32 == me.pos.warp && we < me.pos.warp_epoch) return false;
+    return !me.view.seen(tid, clk);
 }
 
-void check_granule(shadow &s, granule &g, const emu_race_pos &me, bool write, uint32_t pc, emu_space space, const char *base,
-                   uintptr_t a) {
-    /* shared memory is the block's own; device memory's earlier launches are ordered */
-    const uint32_t first_valid = space == EMU_SPACE_SHARED ? me.block : me.launch_first;
-    const uint16_t tid = (uint16_t)me.tid, warp = (uint16_t)me.warp;
-    if (g.wblk >= first_valid) {
-        const bool race = g.wblk != me.block || concurrent_in_block(me, g.wtid, (uint16_t)(g.wtid / 32), g.wbar, g.wwe);
-        if (race) report(s, me, write, pc, true, g.wblk, g.wtid, g.wpc, space, base, a);
+std::vector<reader> &readers_past_r0(shadow &s, granule &g) {
+    if (!g.rset) {
+        if (!s.free_sets.empty()) g.rset = s.free_sets.back(), s.free_sets.pop_back();
+        else g.rset = (uint32_t)s.sets.size(), s.sets.emplace_back(), s.compact_at.push_back(0);
+        s.compact_at[g.rset] = 8;
     }
+    return s.sets[g.rset];
+}
+
+void drop_readers(shadow &s, granule &g) {
+    if (g.rset) {
+        s.sets[g.rset].clear();
+        s.free_sets.push_back(g.rset);
+        g.rset = 0;
+    }
+    g.rcount = 0;
+}
+
+/* The interval's readers, fewer: the latest read of each thread (a write
+ * that has seen it has seen the earlier ones), and none that `me` has seen
+ * (a write that sees `me`'s read, its newest, sees those). */
+void compact_readers(shadow &s, granule &g, const accessor &me) {
+    std::vector<reader> &all = s.scratch;
+    all.assign(1, g.r0);
+    all.insert(all.end(), s.sets[g.rset].begin(), s.sets[g.rset].end());
+    if (s.latest.size() < 65536) s.latest.assign(65536, 0);
+    for (size_t i = 0; i < all.size(); i++) { /* the index + 1 of each thread's latest */
+        uint32_t &at = s.latest[all[i].tid];
+        if (!at || all[at - 1].clk <= all[i].clk) at = (uint32_t)i + 1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < all.size(); i++) {
+        const reader o = all[i];
+        const bool latest = s.latest[o.tid] == i + 1;
+        if (latest && (o.tid == me.pos.tid || concurrent_in_block(me, o.tid, me.pos.bar, o.we, o.clk))) all[kept++] = o;
+    }
+    for (size_t i = 0; i < all.size(); i++) s.latest[all[i].tid] = 0;
+    all.resize(kept);
+    std::vector<reader> &past = s.sets[g.rset];
+    g.r0 = all[0]; /* kept holds `me`'s read at least */
+    past.assign(all.begin() + 1, all.end());
+    g.rcount = (uint16_t)std::min<size_t>(all.size(), 0xffff);
+    s.compact_at[g.rset] = std::max<size_t>(8, 2 * past.size()); /* amortized: each read costs a constant */
+}
+
+/* A read by `me` joins the interval's readers; now and then (each time
+ * their number has doubled since) they are compacted. */
+void add_reader(shadow &s, granule &g, const reader &r, const accessor &me) {
+    if (!g.rcount || (g.rcount == 1 && g.r0.tid == r.tid)) {
+        g.r0 = r;
+        g.rcount = 1;
+        return;
+    }
+    std::vector<reader> &past = readers_past_r0(s, g);
+    if (!past.empty() && past.back().tid == r.tid) { /* its own read, the last: this one stands for both */
+        past.back() = r;
+        return;
+    }
+    past.push_back(r);
+    g.rcount = (uint16_t)std::min<size_t>(1 + past.size(), 0xffff);
+    if (past.size() >= s.compact_at[g.rset]) compact_readers(s, g, me);
+}
+
+/* The first of the interval's readers that `me`'s write races with, or NULL. */
+const reader *racing_reader(shadow &s, const granule &g, const accessor &me) {
+    if (g.rcount && concurrent_in_block(me, g.r0.tid, g.rbar, g.r0.we, g.r0.clk)) return &g.r0;
+    if (g.rcount > 1)
+        for (const reader &o : s.sets[g.rset])
+            if (concurrent_in_block(me, o.tid, g.rbar, o.we, o.clk)) return &o;
+    return NULL;
+}
+
+/* `me`'s access to granule g, made as thread (or agent) `as` at clock clk. */
+void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32_t pc, emu_space space, const char *base,
+                   uintptr_t a, uint16_t as, uint32_t clk) {
+    /* shared memory is the block's own; device memory's earlier launches are ordered */
+    const uint32_t first_valid = space == EMU_SPACE_SHARED ? me.pos.block : me.pos.launch_first;
+    if (g.wblk >= first_valid) {
+        const bool race = g.wblk != me.pos.block || concurrent_in_block(me, g.wtid, g.wbar, g.wwe, g.wclk);
+        if (race) report(s, me.pos, write, pc, true, g.wblk, g.wtid, g.wpc, space, base, a);
+    }
+    const bool interval = g.rhi == me.pos.block && g.rbar == me.pos.bar; /* the readers kept are this interval's */
     if (write && g.rhi >= first_valid) {
-        if (g.rlo != me.block || g.rhi != me.block)
-            report(s, me, write, pc, false, g.rhi != me.block ? g.rhi : g.rlo, g.rtid, g.rpc, space, base, a);
-        else if (concurrent_in_block(me, g.rtid, g.rwarp, g.rbar, g.rwe))
-            report(s, me, write, pc, false, g.rhi, g.rtid, g.rpc, space, base, a);
+        if (g.rlo != me.pos.block || g.rhi != me.pos.block)
+            report(s, me.pos, write, pc, false, g.rhi != me.pos.block ? g.rhi : g.rlo, g.r0.tid, g.r0.pc, space, base, a);
+        else if (const reader *r = interval ? racing_reader(s, g, me) : NULL)
+            report(s, me.pos, write, pc, false, g.rhi, r->tid, r->pc, space, base, a);
     }
     if (write) {
-        g.wblk = me.block, g.wbar = me.bar, g.wwe = me.warp_epoch, g.wpc = pc, g.wtid = tid;
+        g.wblk = me.pos.block, g.wbar = me.pos.bar, g.wwe = me.pos.warp_epoch, g.wpc = pc, g.wtid = as, g.wclk = clk;
+        if (interval) drop_readers(s, g);
         return;
     }
-    if (g.rhi < first_valid) g.rlo = me.block; /* the first read of this launch */
-    if (g.rhi != me.block || g.rbar != me.bar) {
-        g.rhi = me.block, g.rbar = me.bar, g.rwe = me.warp_epoch, g.rpc = pc, g.rtid = tid, g.rwarp = warp;
-        return;
+    if (g.rhi < first_valid) g.rlo = me.pos.block; /* the first read of this launch */
+    if (!interval) {
+        drop_readers(s, g);
+        g.rhi = me.pos.block, g.rbar = me.pos.bar;
     }
-    if (g.rtid != tid) g.rtid = MANY;
-    if (g.rwarp != warp) g.rwarp = MANY;
-    if (me.warp_epoch > g.rwe) g.rwe = me.warp_epoch;
-    g.rpc = pc;
+    add_reader(s, g, reader{clk, me.pos.warp_epoch, pc, as, 0}, me);
 }
 
-void access(const void *p, size_t bytes, bool write, const void *pc) {
-    emu_race_pos me;
-    if (bytes == 0 || !emu_race_position(&me)) return;
+/* An access as thread or agent `as` at clock clk (the running thread's own
+ * unless an agent's write). */
+void access_as(const void *p, size_t bytes, bool write, const void *pc, const accessor &me, uint16_t as, uint32_t clk) {
     const char *base = nullptr;
     const emu_space space = emu_race_space(p, &base);
     if (space == EMU_SPACE_OTHER) return;
@@ -225,7 +321,14 @@ void access(const void *p, size_t bytes, bool write, const void *pc) {
     const uint32_t off = code_offset(s, pc);
     const uintptr_t a = (uintptr_t)p;
     for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + bytes - 1) >> GRANULE_SHIFT; g++)
-        check_granule(s, *granule_at(s, g << GRANULE_SHIFT), me, write, off, space, base, g << GRANULE_SHIFT);
+        check_granule(s, *granule_at(s, g << GRANULE_SHIFT), me, write, off, space, base, g << GRANULE_SHIFT, as, clk);
+}
+
+void access(const void *p, size_t bytes, bool write, const void *pc) {
+    accessor me;
+    if (bytes == 0 || !emu_race_position(&me.pos)) return;
+    me.view = race_clock::viewer_of(me.pos);
+    access_as(p, bytes, write, pc, me, (uint16_t)me.pos.tid, me.view.now);
 }
 
 struct summary_at_exit {
@@ -239,6 +342,17 @@ struct summary_at_exit {
 
 void emu_race_access(const void *p, size_t bytes, bool write, const void *pc) { access(p, bytes, write, pc); }
 
+/* The issuing thread writes now (what it and others did to the box must be
+ * ordered before), and the record becomes the load's agent's, stamped with
+ * the phase it completes (what reads it must have acquired that phase). */
+void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t round, const void *pc) {
+    accessor me;
+    if (bytes == 0 || !emu_race_position(&me.pos)) return;
+    me.view = race_clock::viewer_of(me.pos);
+    access_as(p, bytes, true, pc, me, (uint16_t)me.pos.tid, me.view.now);
+    access_as(p, bytes, true, pc, me, (uint16_t)race_clock::agent(obj), (uint32_t)round + 1);
+}
+
 /* The shadow pages that lie wholly in the freed allocation go (those it
  * shares with a neighbour stay: their records of it are stale by serial). */
 void emu_race_free(const void *base, size_t bytes) {
@@ -247,6 +361,7 @@ void emu_race_free(const void *base, size_t bytes) {
     for (uintptr_t key = (a + page - 1) >> PAGE_SHIFT; (key + 1) << PAGE_SHIFT <= a + bytes; key++) {
         auto it = s.pages.find(key);
         if (it == s.pages.end()) continue;
+        for (size_t i = 0; i < GRANULES_PER_PAGE; i++) drop_readers(s, it->second[i]); /* their sets back to the pool */
         free(it->second);
         s.pages.erase(it);
         if (s.last_key == key) s.last_key = ~(uintptr_t)0;

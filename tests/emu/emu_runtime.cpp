@@ -748,7 +748,20 @@ void prime(fiber *f) {
 
 void yield() { emu_switch(&g_cur->sp, g_sched_sp); }
 
-void wait_barrier(barrier &bar, int expected, const char *file, int line, const char *what) {
+/* The race check's join of warp w's live lanes (a warp-level sync completed). */
+void race_join_warp(int w) {
+    int tids[32], n = 0;
+    for (int t = w * 32; t < w * 32 + g_block.warps[w].lanes; t++)
+        if (g_fibers[t].state != DONE) tids[n++] = t;
+    emu_race_join(tids, n);
+}
+void race_join_my_warp() { race_join_warp(g_cur->warp); }
+void race_join_my_warpgroup() { /* wgmma's sync is each warp's, not the warpgroup's */
+    for (int w = g_cur->warp / 4 * 4; w < g_cur->warp / 4 * 4 + 4; w++) race_join_warp(w);
+}
+
+/* on_complete: run by the last thread to arrive, before any leaves. */
+void wait_barrier(barrier &bar, int expected, const char *file, int line, const char *what, void (*on_complete)() = NULL) {
     if (bar.arrived == 0) {
         bar.file = file;
         bar.line = line;
@@ -758,6 +771,7 @@ void wait_barrier(barrier &bar, int expected, const char *file, int line, const 
     }
     g_progress++;
     if (++bar.arrived == expected) {
+        if (on_complete) on_complete();
         bar.arrived = 0;
         bar.gen++;
         return;
@@ -925,7 +939,7 @@ static warp_state &warp_checked(unsigned mask, const char *what) {
 
 void syncwarp(unsigned mask) {
     warp_state &w = warp_checked(mask, "__syncwarp");
-    wait_barrier(w.bar, w.live, NULL, 0, "__syncwarp");
+    wait_barrier(w.bar, w.live, NULL, 0, "__syncwarp", race_join_my_warp);
     g_cur->warp_syncs++;
 }
 
@@ -934,7 +948,7 @@ uint64_t shfl(unsigned mask, uint64_t bits, int src_lane) {
     fiber *f = g_cur;
     const int buf = f->shfl_count++ & 1;
     w.slots[buf][f->lane] = bits;
-    wait_barrier(w.bar, w.live, NULL, 0, "shuffle");
+    wait_barrier(w.bar, w.live, NULL, 0, "shuffle", race_join_my_warp);
     f->warp_syncs++;
     if (src_lane < 0 || src_lane >= w.lanes) {
         emu_error("%s: shuffle from lane %d of a %d-lane warp", g_block.kernel, src_lane, w.lanes);
@@ -955,7 +969,7 @@ const uint32_t *warp_gather_view(const uint32_t *words, int n) {
     }
     const int buf = f->shfl_count++ & 1;
     memcpy(w.words[buf][f->lane], words, sizeof(uint32_t) * (size_t)n);
-    wait_barrier(w.bar, w.live, NULL, 0, "warp_gather");
+    wait_barrier(w.bar, w.live, NULL, 0, "warp_gather", race_join_my_warp);
     f->warp_syncs++;
     return &w.words[buf][0][0];
 }
@@ -991,7 +1005,7 @@ bool warpgroup_gather(const uint32_t *words, int n, uint32_t *all) {
     warpgroup_state &g = g_block.warpgroups[first / 4];
     const int buf = f->wg_count++ & 1, me = f->tid - first * 32;
     memcpy(g.words[buf][me], words, sizeof(uint32_t) * (size_t)n);
-    wait_barrier(g.bar, 128, NULL, 0, "wgmma");
+    wait_barrier(g.bar, 128, NULL, 0, "wgmma", race_join_my_warpgroup);
     f->warp_syncs++;
     for (int t = 0; t < 128; t++) memcpy(all + (size_t)t * n, g.words[buf][t], sizeof(uint32_t) * (size_t)n);
     return true;
@@ -1215,6 +1229,11 @@ emu_space emu_race_space(const void *p, const char **base) {
 /* Without emu_race.cpp (every build but EMU_RACE=1), nothing to record. */
 __attribute__((weak)) void emu_race_access(const void *, size_t, bool, const void *) {}
 __attribute__((weak)) void emu_race_free(const void *, size_t) {}
+__attribute__((weak)) void emu_race_join(const int *, int) {}
+__attribute__((weak)) void emu_race_release(const void *, uint64_t) {}
+__attribute__((weak)) void emu_race_acquire(const void *, uint64_t) {}
+__attribute__((weak)) void emu_race_agent_release(const void *, uint64_t) {}
+__attribute__((weak)) void emu_race_async_write(const void *, size_t, const void *, uint64_t, const void *) {}
 
 /* ------------------------------------------------------------ GEMM */
 

@@ -230,6 +230,7 @@ void settle(const emu::thread_pos &p, uint64_t *bar, mbar &b) {
         emu_error("%s: mbarrier %p: phase %llu completed with %zu bulk copies issued in it still in flight: their bytes were "
                   "not announced (mbar_arrive_expect_tx missing or short)",
                   p.kernel, (void *)bar, (unsigned long long)b.phase, early);
+    emu_race_agent_release(bar, b.phase); /* the loads of this phase have landed */
     b.phase++;
     b.pending = b.count;
     emu::progress();
@@ -264,6 +265,7 @@ uint64_t mbar_arrive(uint64_t *bar, unsigned expect_tx_bytes) {
         return b.phase;
     }
     const uint64_t token = b.phase;
+    emu_race_release(bar, b.phase);
     b.pending--;
     progress();
     settle(p, bar, b);
@@ -305,6 +307,7 @@ bool mbar_try_wait(uint64_t *bar, unsigned parity) {
         b.parity_reported = true;
     }
     if (done) {
+        if (b.phase > 0) emu_race_acquire(bar, b.phase - 1); /* the phase of that parity that completed */
         g_tma.waits.erase(p.tid);
         return true;
     }
@@ -337,16 +340,19 @@ void named_bar(int id, int threads, bool wait) {
         emu_error("%s: thread %d: named barrier %d reached with %d threads while others wait for %d", p.kernel, p.tid, id,
                   threads, n.expected);
     progress();
+    const unsigned gen = n.gen;
+    emu_race_release(&n, gen);
     if (++n.arrived >= n.expected) {
         n.arrived = 0;
         n.gen++;
+        if (wait) emu_race_acquire(&n, gen);
         return;
     }
     if (!wait) return;
-    const unsigned gen = n.gen;
     g_tma.waits[p.tid] = wait_note{NULL, id, 0};
     while (g_tma.named[id].gen == gen) spin();
     g_tma.waits.erase(p.tid);
+    emu_race_acquire(&n, gen);
 }
 
 void setmaxnreg(int regs, bool inc) {
@@ -384,6 +390,11 @@ void tma_load(void *dst, const void *map, uint64_t *bar, const int *coords, int 
     memset(dst, 0xff, box_bytes(m)); /* undefined until it lands: NaN */
     bulk_load l{(char *)dst, m, {0, 0, 0, 0, 0}, b.phase, p.tid};
     memcpy(l.coord, coords, sizeof(int) * (size_t)rank);
+    const void *pc = __builtin_return_address(0);
+    for_box(m, l.coord, l.dst, [&](char *g, char *sh) { /* the race check: read there, written here by the load */
+        if (g) emu_race_access(g, m.esize, false, pc);
+        emu_race_async_write(sh, m.esize, bar, b.phase, pc);
+    });
     b.loads.push_back(l);
     progress();
 }
@@ -394,6 +405,8 @@ void tma_store(const void *map, const void *src, const int *coords, int rank) {
     check_box_address(p, m, src, "a bulk tensor store's source");
     bulk_store s{(const char *)src, m, {0, 0, 0, 0, 0}, g_tma.committed[p.tid]};
     memcpy(s.coord, coords, sizeof(int) * (size_t)rank);
+    const void *pc = __builtin_return_address(0);
+    for_box(m, s.coord, s.src, [&](char *, char *sh) { emu_race_access(sh, m.esize, false, pc); }); /* read from here to its wait */
     g_tma.stores[p.tid].push_back(s);
 }
 
@@ -403,6 +416,7 @@ void tma_store_wait(int newest_pending) {
     const thread_pos p = here("cp.async.bulk.wait_group");
     const unsigned committed = g_tma.committed[p.tid];
     const unsigned done = committed > (unsigned)newest_pending ? committed - (unsigned)newest_pending : 0;
+    const void *pc = __builtin_return_address(0);
     std::vector<bulk_store> &queue = g_tma.stores[p.tid], kept;
     for (const bulk_store &s : queue) {
         if (s.group >= done) {
@@ -410,7 +424,9 @@ void tma_store_wait(int newest_pending) {
             continue;
         }
         for_box(s.map, s.coord, s.src, [&](char *g, char *sh) { /* shared memory read now; nothing outside the tensor */
+            emu_race_access(sh, s.map.esize, false, pc);
             if (!g) return;
+            emu_race_access(g, s.map.esize, true, pc);
             if (emu_check_device_range(g, s.map.esize, "bulk tensor store destination")) memcpy(g, sh, s.map.esize);
             else abort();
         });

@@ -50,6 +50,7 @@ struct wg_op {
     float a_rows[2][16]; /* register form: rows g and g + 8 of the warp's A, read at the issue */
     int scale_d, tnsp_a, tnsp_b;
     unsigned group;
+    uint64_t digest; /* of the operand elements the thread's share read at the issue */
 };
 
 /* Accumulators (n / 2 floats) as the emulator last left them (the fence check). */
@@ -73,6 +74,7 @@ wg_thread g_threads[MAX_THREADS];
  * shared addresses in: a descriptor's 18-bit start is resolved among them. */
 std::vector<uintptr_t> g_windows;
 uint32_t g_windows_block = 0;
+uint32_t g_changed_block = 0; /* the last block whose operand changed before its wait (reported once a block) */
 
 /* The calling thread's state (fresh in a new block), or NULL outside a kernel. */
 wg_thread *thread_state(emu_race_pos *pos, const char *what) {
@@ -140,8 +142,9 @@ float bf16_at(const char *p) {
     return f;
 }
 
-/* Element (mn, k) of operand o; an address outside its shared region aborts. */
-float element(const operand &o, unsigned major, uint32_t mn, uint32_t k) {
+/* Element (mn, k) of operand o; an address outside its shared region
+ * aborts. Its bits go into *digest; with pc, the race check reads it there. */
+float element(const operand &o, unsigned major, uint32_t mn, uint32_t k, const void *pc, uint64_t *digest) {
     const uint32_t at = smem_element_address(o.f, major, mn, k, 2);
     const char *p = o.start + ((intptr_t)at - (intptr_t)o.f.start), *b0, *b1;
     if (emu_race_space(p, &b0) != EMU_SPACE_SHARED || emu_race_space(p + 1, &b1) != EMU_SPACE_SHARED || b0 != o.region ||
@@ -150,35 +153,67 @@ float element(const operand &o, unsigned major, uint32_t mn, uint32_t k) {
                   o.name, mn, k, at);
         abort(); /* the device faults */
     }
+    if (pc) emu_race_access(p, 2, false, pc);
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    *digest = (*digest ^ bits) * 0x100000001b3ull;
     return bf16_at(p);
 }
 
-/* The calling thread's share of op: rows 16w + g and + 8 of its warp w,
- * columns 8j + 2q + i, in the accumulator layout of kernels/cuda/wgmma.cuh. */
-void perform(const wg_op &op, const emu_race_pos &pos) {
-    const int tid = pos.tid;
-    const char *kernel = pos.kernel;
-    const int w = (tid % 128) / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
-    float a[2][16];
+/* The operand elements the calling thread's share of op reads: rows 16w + g
+ * and + 8 of A (its warp w), columns 8j + 2q + i of B, in the accumulator
+ * layout of kernels/cuda/wgmma.cuh. Returns a digest of their bits. */
+uint64_t operands(const wg_op &op, const emu_race_pos &pos, float a[2][16], float b[32][2][16]) {
+    const void *pc = NULL; /* the race check sees the warp's reads (warp_reads), not each thread's */
+    const int w = (pos.tid % 128) / 32, lane = pos.tid % 32, g = lane / 4, q = lane % 4;
+    uint64_t digest = 0xcbf29ce484222325ull;
     operand oa, ob;
-    if (op.a_regs) memcpy(a, op.a_rows, sizeof a);
+    if (op.a_regs) memcpy(a, op.a_rows, sizeof op.a_rows);
     else {
-        if (!open_operand(&oa, op.desc_a, pos.block, kernel, "A")) abort();
+        if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
         for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 16; k++) a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k);
+            for (int k = 0; k < 16; k++)
+                a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k, pc, &digest);
     }
-    if (!open_operand(&ob, op.desc_b, pos.block, kernel, "B")) abort();
+    if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
     for (int j = 0; j < op.n / 8; j++)
-        for (int i = 0; i < 2; i++) {
-            const uint32_t col = 8 * j + 2 * q + i;
-            float b[16];
-            for (int k = 0; k < 16; k++) b[k] = element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, col, k);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 16; k++)
+                b[j][i][k] = element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 8 * j + 2 * q + i, k, pc, &digest);
+    return digest;
+}
+
+/* What the race check sees op read: the warp's share (its lane 0 records
+ * it at the issue and at the wait, each time beside a sync of the warp),
+ * A's rows 16w to 16w + 15 (warp w) and the whole of B. */
+void warp_reads(const wg_op &op, const emu_race_pos &pos, const void *pc) {
+    const int w = (pos.tid % 128) / 32;
+    uint64_t unused = 0;
+    operand oa, ob;
+    if (!op.a_regs) {
+        if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < 16; k++) element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + r, k, pc, &unused);
+    }
+    if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
+    for (int col = 0; col < op.n; col++)
+        for (int k = 0; k < 16; k++) element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, col, k, pc, &unused);
+}
+
+/* The calling thread's share of op, its operands read now (the wait): they
+ * must hold what they held at the issue. */
+void perform(const wg_op &op, const emu_race_pos &pos) {
+    float a[2][16], b[32][2][16];
+    if (operands(op, pos, a, b) != op.digest && g_changed_block != pos.block && (g_changed_block = pos.block))
+        emu_error("%s: thread %d: a wgmma operand in shared memory changed between its wgmma.mma_async and the "
+                  "wgmma.wait_group that completes it (the device may read it any time between)", pos.kernel, pos.tid);
+    for (int j = 0; j < op.n / 8; j++)
+        for (int i = 0; i < 2; i++)
             for (int h = 0; h < 2; h++) {
                 float acc = op.scale_d ? op.d[4 * j + 2 * h + i] : 0.0f;
-                for (int k = 0; k < 16; k++) acc += a[h][k] * b[k];
+                for (int k = 0; k < 16; k++) acc += a[h][k] * b[j][i][k];
                 op.d[4 * j + 2 * h + i] = acc;
             }
-        }
 }
 
 wg_acc *acc_record(wg_thread *t, const float *d) {
@@ -259,10 +294,12 @@ void wgmma_wait(int pending) {
         const wg_op op = t->ops[i];
         if (op.group < done) {
             perform(op, pos);
+            if (pos.tid % 32 == 0) warp_reads(op, pos, __builtin_return_address(0)); /* read until now */
             remember(t, op.d, op.n);
         } else t->ops[kept++] = op;
     }
     t->ops.resize(kept);
+    syncwarp(0xffffffffu); /* .sync.aligned: the warp waits as one (and the race check joins its lanes here) */
 }
 
 void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
@@ -287,7 +324,7 @@ void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t des
         }
     check_fence(t, pos, d, n);
     remember(t, d, n);
-    wg_op op{d, n, desc_a, desc_b, a != NULL, {}, scale_d, tnsp_a, tnsp_b, t->committed};
+    wg_op op{d, n, desc_a, desc_b, a != NULL, {}, scale_d, tnsp_a, tnsp_b, t->committed, 0};
     if (a) { /* the warp's A fragments (mma.sync's m16n8k16 A layout): rows g, g + 8 */
         uint32_t frag[32 * 4];
         warp_gather(a, 4, frag);
@@ -301,6 +338,9 @@ void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t des
                 }
         }
     }
+    float ra[2][16], rb[32][2][16];
+    op.digest = operands(op, pos, ra, rb);
+    if (pos.tid % 32 == 0) warp_reads(op, pos, __builtin_return_address(0)); /* read from the issue on */
     t->ops.push_back(op);
 }
 

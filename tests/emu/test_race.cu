@@ -10,7 +10,17 @@
  *   the same launch (blocks are not ordered), and across two launches
  *   (which are);
  * - a cp.async tile read by other threads after the issuing thread's wait
- *   but without a __syncthreads.
+ *   but without a __syncthreads;
+ * - Hopper's syncs (the clocks of tests/emu/emu_race_clock.cpp): a slot
+ *   written after the mbarrier arrival its reader waits for; a buffer
+ *   rewritten after waiting for an "empty" arrival that one lane made
+ *   without a __syncwarp after its warp's reads; a named barrier's arrival
+ *   before the write; a bulk tensor load's box read before the wait on its
+ *   mbarrier, or loaded again over a box still being read; a wgmma operand
+ *   rewritten by another warpgroup released before the product's wait;
+ * - a warpgroup rewriting its own wgmma operand before the wait: an error
+ *   of the wgmma stand-in besides the races (the operand changed between
+ *   the issue and the wait), which sees it within one thread too.
  * The report must name the source lines of both accesses.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
 #include <stdio.h>
@@ -18,7 +28,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <string>
+
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
+#include "kernels/cuda/wgmma.cuh"
 #include "tests/emu/emu_hooks.h"
 #include "tests/tap.h"
 
@@ -99,6 +115,126 @@ __global__ void async_tile_kernel(float *out, const float *src, bool sync) {
     out[t] = tile[((t + 1) % THREADS) * CHUNK];
 }
 
+/* Lane 0 of warp 0 hands a slot to warp 1 through an mbarrier: written
+ * before its arrival (fixed) or after it (racy). */
+__global__ void mbar_handoff_kernel(float *out, bool sync) {
+    __shared__ float slot;
+    __shared__ __align__(8) uint64_t full;
+    const int t = threadIdx.x;
+    if (t == 0) {
+        mbar_init(&full, 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (t == 0) {
+        if (sync) slot = 1.0f;
+        mbar_arrive(&full);
+        if (!sync) slot = 1.0f;
+    }
+    if (t >= 32) {
+        mbar_wait(&full, 0);
+        out[t] = slot;
+    }
+}
+
+/* Warp 1 reads a buffer, then its lane 0 alone arrives on `empty`; warp 0's
+ * lane 0 waits for that and rewrites the buffer. Without the __syncwarp
+ * before the arrival, lanes 1 to 31's reads are not ordered before it. */
+__global__ void mbar_release_kernel(float *out, bool sync) {
+    __shared__ float buffer[32];
+    __shared__ __align__(8) uint64_t empty;
+    const int t = threadIdx.x;
+    if (t == 0) {
+        mbar_init(&empty, 1);
+        mbar_fence_init();
+    }
+    if (t < 32) buffer[t] = (float)t;
+    __syncthreads();
+    if (t >= 32) {
+        out[t] = buffer[t - 32];
+        if (sync) __syncwarp();
+        if (t == 32) mbar_arrive(&empty);
+    } else if (t == 0) {
+        mbar_wait(&empty, 0);
+        for (int i = 0; i < 32; i++) buffer[i] = -1.0f;
+    }
+}
+
+/* Warps 0 and 1 write, then bar.arrive; warps 2 and 3 bar.sync, then read:
+ * the write after the arrival races. */
+__global__ void named_kernel(float *out, bool sync) {
+    __shared__ float s[THREADS];
+    const int t = threadIdx.x;
+    if (t < THREADS) {
+        if (sync) s[t] = (float)t;
+        named_bar_arrive(1, 2 * THREADS);
+        if (!sync) s[t] = (float)t;
+    } else {
+        named_bar_sync(1, 2 * THREADS);
+        out[t - THREADS] = s[t - THREADS];
+    }
+}
+
+#define BOX 64 /* bf16 elements: one 128-byte row of the box */
+/* Thread 0 loads a 64 x 2 box by the bulk tensor copy; every thread reads
+ * it after the wait (fixed) or before it (racy: the box may not be there);
+ * or (reload) thread 0 loads the box again, on a second mbarrier, once it
+ * has waited, while the others may still read the first load (racy without
+ * a __syncthreads). */
+__global__ void tma_kernel(const __grid_constant__ CUtensorMap map, float *out, bool sync, bool reload) {
+    __shared__ __align__(1024) uint16_t box[2 * BOX];
+    __shared__ __align__(8) uint64_t full[2];
+    const int t = threadIdx.x;
+    if (t == 0) {
+        mbar_init(&full[0], 1);
+        mbar_init(&full[1], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    if (t == 0) {
+        mbar_arrive_expect_tx(&full[0], sizeof box);
+        tma_load_2d(box, &map, &full[0], 0, 0);
+    }
+    float v = 0.0f;
+    if (!sync && !reload) v = box[t];
+    mbar_wait(&full[0], 0);
+    v += box[t];
+    if (reload) {
+        if (sync) __syncthreads();
+        if (t == 0) {
+            mbar_arrive_expect_tx(&full[1], sizeof box);
+            tma_load_2d(box, &map, &full[1], 0, 0);
+        }
+        mbar_wait(&full[1], 0);
+    }
+    out[t] = v;
+}
+
+/* Warpgroup 0 multiplies tiles in shared memory (wgmma, N 16); it lets
+ * warpgroup 1 go (a named barrier) after its wait (fixed) or between the
+ * issue and the wait (racy), and warpgroup 1 rewrites the B tile. With
+ * `self`, warpgroup 0's own threads rewrite B before their wait. */
+__global__ void wgmma_operand_kernel(float *out, bool sync, bool self) {
+    __shared__ __align__(1024) unsigned char tiles[4096];
+    const int t = threadIdx.x;
+    for (int i = t; i < 2048; i += blockDim.x) ((uint16_t *)tiles)[i] = 0x3f80; /* 1.0 */
+    __syncthreads();
+    if (t < 128) {
+        float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        wgmma_fence();
+        wgmma_ss<16, 0, 0>(d, wgmma_desc(tiles, 128, 256, 0), wgmma_desc(tiles + 2048, 128, 256, 0), 0);
+        wgmma_commit();
+        if (self) ((uint16_t *)(tiles + 2048))[t] = 0;
+        if (!sync) named_bar_arrive(1, 256);
+        wgmma_wait<0>();
+        if (sync) named_bar_arrive(1, 256);
+        out[t] = d[0];
+    } else {
+        named_bar_sync(1, 256);
+        if (!self) ((uint16_t *)(tiles + 2048))[t - 128] = 0;
+    }
+}
+
 /* Races found while `launch` runs (their errors forgiven after). */
 template <typename F>
 static long races_in(F launch) {
@@ -120,29 +256,55 @@ static int pair(const char *name, F launch) {
     return failed + tap_result(races_in([&] { launch(true); }) == 0, n, "a race reported in the synchronized kernel");
 }
 
-/* The report of the neighbour race, captured from stderr, names this file
- * and the lines of the write and the read. */
-static int check_report_names_lines(float *d) {
+/* What `launch` prints on stderr (its errors forgiven after). */
+template <typename F>
+static std::string stderr_of(F launch) {
     fflush(stderr);
     char path[] = "/tmp/emu_race_XXXXXX";
     const int fd = mkstemp(path), saved = dup(2);
     dup2(fd, 2);
-    races_in([&] { neighbour_kernel<<<1, THREADS>>>(d, false); });
+    races_in(launch);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    char text[4096] = {0};
+    std::string text;
+    char buf[4096];
     lseek(fd, 0, SEEK_SET);
-    const ssize_t got = read(fd, text, sizeof text - 1);
+    for (ssize_t got; (got = read(fd, buf, sizeof buf)) > 0;) text.append(buf, (size_t)got);
     close(fd);
     unlink(path);
-    (void)got;
+    return text;
+}
+
+/* The bulk tensor loads' cases, on a 64 x 2 bf16 tensor. */
+static int tma_pairs(float *out) {
+    uint16_t *src;
+    cudaMalloc((void **)&src, 2 * BOX * sizeof(uint16_t));
+    cudaMemset(src, 0, 2 * BOX * sizeof(uint16_t));
+    tma_tensor t = {"race test box", src, 2, {BOX, 2}, {0, BOX * sizeof(uint16_t)}, {BOX, 2}, 128};
+    alignas(64) CUtensorMap map;
+    tg_err e;
+    int failures = 0;
+    if (tma_map_bf16(&map, &t, &e)) failures += tap_result(0, "tma_map", e.msg);
+    else {
+        failures += pair("tma_box_read_before_wait", [&](bool sync) { tma_kernel<<<1, 2 * BOX>>>(map, out, sync, false); });
+        failures += pair("tma_box_reloaded_while_read", [&](bool sync) { tma_kernel<<<1, 2 * BOX>>>(map, out, sync, true); });
+    }
+    cudaFree(src);
+    return failures;
+}
+
+/* The report of the neighbour race, captured from stderr, names this file
+ * and the lines of the write and the read (run first: the check reports
+ * at most 20 pairs of lines in a run). */
+static int check_report_names_lines(float *d) {
+    const std::string text = stderr_of([&] { neighbour_kernel<<<1, THREADS>>>(d, false); });
     char write_at[64], read_at[64];
     snprintf(write_at, sizeof write_at, "test_race.cu:%d", (int)NEIGHBOUR_WRITE_LINE);
     snprintf(read_at, sizeof read_at, "test_race.cu:%d", (int)NEIGHBOUR_READ_LINE);
-    const bool names = strstr(text, "data race on shared memory") && strstr(text, write_at) && strstr(text, read_at) &&
-                       strstr(text, "neighbour_kernel");
-    return tap_result(names, "report_names_both_lines", text[0] ? text : "nothing on stderr");
+    const bool names = text.find("data race on shared memory") != std::string::npos && text.find(write_at) != std::string::npos &&
+                       text.find(read_at) != std::string::npos && text.find("neighbour_kernel") != std::string::npos;
+    return tap_result(names, "report_names_both_lines", text.empty() ? "nothing on stderr" : text.c_str());
 }
 
 int main(void) {
@@ -152,6 +314,7 @@ int main(void) {
     cudaMalloc((void **)&x, 4 * THREADS * sizeof(float));
     cudaMalloc((void **)&y, 4 * THREADS * sizeof(float));
     fill_kernel<<<4, THREADS>>>(d, 4 * THREADS * CHUNK);
+    failures += check_report_names_lines(x);
 
     failures += pair("shared_read_after_write", [&](bool sync) { neighbour_kernel<<<1, THREADS>>>(x, sync); });
     failures += pair("shared_write_after_read", [&](bool sync) { overwrite_kernel<<<1, THREADS>>>(x, sync); });
@@ -176,7 +339,14 @@ int main(void) {
           }) == 0,
           "launches_are_ordered", "a write and a read in different launches reported");
     failures += pair("async_copy_tile", [&](bool sync) { async_tile_kernel<<<1, THREADS>>>(x, d, sync); });
-    failures += check_report_names_lines(x);
+    failures += pair("mbarrier_slot_written_after_arrival", [&](bool sync) { mbar_handoff_kernel<<<1, THREADS>>>(x, sync); });
+    failures += pair("mbarrier_empty_arrival_without_syncwarp", [&](bool sync) { mbar_release_kernel<<<1, THREADS>>>(x, sync); });
+    failures += pair("named_barrier_write_after_arrive", [&](bool sync) { named_kernel<<<1, 2 * THREADS>>>(x, sync); });
+    failures += tma_pairs(x);
+    failures += pair("wgmma_operand_rewritten_before_wait", [&](bool sync) { wgmma_operand_kernel<<<1, 256>>>(x, sync, false); });
+    const std::string own = stderr_of([&] { wgmma_operand_kernel<<<1, 256>>>(x, true, true); });
+    failures += tap_result(own.find("changed between its wgmma.mma_async and the wgmma.wait_group") != std::string::npos,
+                           "wgmma_own_operand_rewritten_before_wait_is_an_error", "no such error on stderr");
 
     cudaFree(d);
     cudaFree(x);
