@@ -59,6 +59,8 @@ static __device__ __forceinline__ void mbar_fence_init() {
 #if defined(MBAR_SM90)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(EMU_CUDA_EMU_H)
+    ::emu::fence_proxy_async();
 #endif
 }
 
@@ -67,6 +69,8 @@ static __device__ __forceinline__ void mbar_fence_init() {
 static __device__ __forceinline__ void fence_proxy_async_shared() {
 #if defined(MBAR_SM90)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(EMU_CUDA_EMU_H)
+    ::emu::fence_proxy_async();
 #endif
 }
 

@@ -132,6 +132,10 @@ void mbar_expect_tx(uint64_t *bar, unsigned bytes);
 bool mbar_try_wait(uint64_t *bar, unsigned parity);
 void mbar_inval(uint64_t *bar);
 void named_bar(int id, int threads, bool wait);
+/* fence.proxy.async: the thread's earlier shared-memory stores become
+ * visible to the async proxy (wgmma's operand reads, bulk stores); the race
+ * check (EMU_RACE=1) reports such a read of a store no fence followed. */
+void fence_proxy_async();
 void setmaxnreg(int regs, bool inc);
 void tma_prefetch(const void *map);
 void tma_load(void *dst, const void *map, uint64_t *bar, const int *coords, int rank);

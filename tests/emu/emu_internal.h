@@ -132,10 +132,17 @@ void emu_race_free(const void *base, size_t bytes);
  * - a bulk load's write of [p, p + bytes), issued by the running thread (at
  *   pc) now, visible to those that acquire mbarrier obj's phase `round`. */
 void emu_race_join(const int *tids, int n);
+/* Whether emu_race.cpp is linked in (the weak default: false). */
+bool emu_race_linked();
 void emu_race_release(const void *obj, uint64_t round);
 void emu_race_acquire(const void *obj, uint64_t round);
 void emu_race_agent_release(const void *obj, uint64_t round);
 void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t round, const void *pc);
+/* The async proxy (wgmma's operands, a bulk store's box) reads [p, p +
+ * bytes) for the running thread (at pc); fence.proxy.async by the running
+ * thread: its earlier shared-memory stores become visible to such reads. */
+void emu_race_async_read(const void *p, size_t bytes, const void *pc);
+void emu_race_proxy_fence();
 
 /* ---- Hopper's mbarriers, bulk tensor copies, named barriers and
  * setmaxnreg (emu_tma.cpp), on the launcher of emu_runtime.cpp ---- */

@@ -50,11 +50,13 @@ const int GRANULE_SHIFT = 1, PAGE_SHIFT = 12;
 const size_t GRANULES_PER_PAGE = (size_t)1 << (PAGE_SHIFT - GRANULE_SHIFT);
 const int MAX_REPORTS = 20;
 
-/* One read of a granule in the current barrier interval: by thread (or
- * agent) tid at its clock clk, warp epoch we, code offset pc. */
+/* Reads of a granule in the current barrier interval by the lanes `mask`
+ * of one warp, all at the same clock clk and warp epoch we (lanes that
+ * took the same syncs read at the same clock: a warp reading a broadcast
+ * value is one entry); pc: the latest one's code offset. */
 struct reader {
-    uint32_t clk, we, pc;
-    uint16_t tid, pad;
+    uint32_t mask, clk, we, pc;
+    uint16_t warp, pad;
 };
 
 /* What the check knows of one granule: its last write, and the reads since
@@ -62,7 +64,7 @@ struct reader {
  * and, past one, those in the pool's set rset (compacted now and then).
  * Serial 0: none. pc: the access's code address less the binary's base. */
 struct granule {
-    uint32_t wblk, wbar, wwe, wpc, wclk;
+    uint32_t wblk, wbar, wwe, wpc, wclk, wfence; /* wfence: the writer's fence.proxy.async count then */
     uint32_t rlo, rhi, rbar, rset;
     reader r0;
     uint16_t wtid, rcount;
@@ -79,8 +81,9 @@ struct shadow {
     std::vector<std::vector<reader>> sets{1}; /* the readers past r0 (set 0: unused) */
     std::vector<size_t> compact_at{0};         /* each set's size at which compact_readers runs */
     std::vector<uint32_t> free_sets;
-    std::vector<reader> scratch;  /* compact_readers' */
-    std::vector<uint32_t> latest; /* compact_readers': by reader id, all 0 between calls */
+    struct fences {
+        uint32_t block, count;
+    } fences[1024] = {}; /* each thread's fence.proxy.async count in its block */
 };
 
 shadow &the_shadow() {
@@ -228,58 +231,102 @@ void drop_readers(shadow &s, granule &g) {
     g.rcount = 0;
 }
 
-/* The interval's readers, fewer: the latest read of each thread (a write
- * that has seen it has seen the earlier ones), and none that `me` has seen
- * (a write that sees `me`'s read, its newest, sees those). */
+/* Drops from e the lanes whose reads `me` (which has just read too) has
+ * seen: whatever sees `me`'s read sees theirs. */
+void drop_seen_lanes(reader &e, const accessor &me) {
+    for (uint32_t m = e.mask; m; m &= m - 1) {
+        const int lane = __builtin_ctz(m);
+        const uint16_t tid = (uint16_t)(e.warp * 32 + lane);
+        if (tid != me.pos.tid && !concurrent_in_block(me, tid, me.pos.bar, e.we, e.clk)) e.mask &= ~(1u << lane);
+    }
+}
+
+size_t readers_past(const shadow &s, const granule &g) { return g.rset ? s.sets[g.rset].size() : 0; }
+
+/* The interval's readers less those `me` has seen (each time their number
+ * has doubled since the last time: a read costs a constant on average). */
 void compact_readers(shadow &s, granule &g, const accessor &me) {
-    std::vector<reader> &all = s.scratch;
-    all.assign(1, g.r0);
-    all.insert(all.end(), s.sets[g.rset].begin(), s.sets[g.rset].end());
-    if (s.latest.size() < 65536) s.latest.assign(65536, 0);
-    for (size_t i = 0; i < all.size(); i++) { /* the index + 1 of each thread's latest */
-        uint32_t &at = s.latest[all[i].tid];
-        if (!at || all[at - 1].clk <= all[i].clk) at = (uint32_t)i + 1;
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < all.size(); i++) {
-        const reader o = all[i];
-        const bool latest = s.latest[o.tid] == i + 1;
-        if (latest && (o.tid == me.pos.tid || concurrent_in_block(me, o.tid, me.pos.bar, o.we, o.clk))) all[kept++] = o;
-    }
-    for (size_t i = 0; i < all.size(); i++) s.latest[all[i].tid] = 0;
-    all.resize(kept);
     std::vector<reader> &past = s.sets[g.rset];
-    g.r0 = all[0]; /* kept holds `me`'s read at least */
-    past.assign(all.begin() + 1, all.end());
-    g.rcount = (uint16_t)std::min<size_t>(all.size(), 0xffff);
-    s.compact_at[g.rset] = std::max<size_t>(8, 2 * past.size()); /* amortized: each read costs a constant */
-}
-
-/* A read by `me` joins the interval's readers; now and then (each time
- * their number has doubled since) they are compacted. */
-void add_reader(shadow &s, granule &g, const reader &r, const accessor &me) {
-    if (!g.rcount || (g.rcount == 1 && g.r0.tid == r.tid)) {
-        g.r0 = r;
-        g.rcount = 1;
-        return;
+    drop_seen_lanes(g.r0, me);
+    size_t kept = 0;
+    for (reader &e : past) {
+        drop_seen_lanes(e, me);
+        if (e.mask) past[kept++] = e;
     }
-    std::vector<reader> &past = readers_past_r0(s, g);
-    if (!past.empty() && past.back().tid == r.tid) { /* its own read, the last: this one stands for both */
-        past.back() = r;
-        return;
-    }
-    past.push_back(r);
+    past.resize(kept);
+    if (!g.r0.mask) g.r0 = past.back(), past.pop_back(); /* `me`'s read is kept somewhere */
     g.rcount = (uint16_t)std::min<size_t>(1 + past.size(), 0xffff);
-    if (past.size() >= s.compact_at[g.rset]) compact_readers(s, g, me);
+    s.compact_at[g.rset] = std::max<size_t>(8, 2 * past.size());
 }
 
-/* The first of the interval's readers that `me`'s write races with, or NULL. */
-const reader *racing_reader(shadow &s, const granule &g, const accessor &me) {
-    if (g.rcount && concurrent_in_block(me, g.r0.tid, g.rbar, g.r0.we, g.r0.clk)) return &g.r0;
+/* A read by `me`, thread tid at clock clk, joins the interval's readers:
+ * into its warp's entry of the same clock and warp epoch, else a new one
+ * (the entries past r0 are kept in warp order, so that a read looks only
+ * at its own warp's).
+ * Its warp's entries of earlier warp epochs go (a warp sync ordered them
+ * before it), and so does its own earlier read. */
+void add_reader(shadow &s, granule &g, unsigned tid, uint32_t clk, uint32_t pc, const accessor &me) {
+    const reader r{1u << (tid % 32), clk, me.pos.warp_epoch, pc, (uint16_t)(tid / 32), 0};
+    if (g.rcount && g.r0.warp == r.warp && g.r0.clk == r.clk && g.r0.we == r.we) { /* another lane of the warp reading */
+        g.r0.mask |= r.mask, g.r0.pc = pc;
+        return;
+    }
+    if (!g.rcount) {
+        g.r0 = r, g.rcount = 1;
+        return;
+    }
+    bool placed = false;
+    auto keeps = [&](reader &e) { /* e updated by this read; false: e is gone */
+        if (e.warp != r.warp) return true;
+        if (e.clk == r.clk && e.we == r.we) {
+            e.mask |= r.mask, e.pc = pc, placed = true;
+            return true;
+        }
+        if (e.we < r.we) return false;
+        e.mask &= ~r.mask;
+        return e.mask != 0;
+    };
+    bool r0_kept = keeps(g.r0);
+    size_t at = 0; /* where this warp's entries end among the rest (kept in warp order) */
+    if (g.rcount > 1) {
+        std::vector<reader> &past = s.sets[g.rset];
+        auto by_warp = [](const reader &e, uint16_t w) { return e.warp < w; };
+        const size_t lo = (size_t)(std::lower_bound(past.begin(), past.end(), r.warp, by_warp) - past.begin());
+        size_t kept = lo, hi = lo;
+        for (; hi < past.size() && past[hi].warp == r.warp; hi++)
+            if (keeps(past[hi])) past[kept++] = past[hi];
+        past.erase(past.begin() + (long)kept, past.begin() + (long)hi);
+        at = kept;
+    }
+    if (!r0_kept && !placed) g.r0 = r, r0_kept = placed = true;
+    if (!placed) {
+        std::vector<reader> &past = readers_past_r0(s, g);
+        past.insert(past.begin() + (long)std::min(at, past.size()), r);
+    }
+    if (!r0_kept) g.r0 = s.sets[g.rset].back(), s.sets[g.rset].pop_back(); /* one of the rest moves up */
+    g.rcount = (uint16_t)std::min<size_t>(1 + readers_past(s, g), 0xffff);
+    if (g.rset && readers_past(s, g) >= s.compact_at[g.rset]) compact_readers(s, g, me);
+}
+
+/* The first of the interval's readers that `me`'s write races with: its
+ * thread in *tid, or NULL. */
+const reader *racing_reader(shadow &s, const granule &g, const accessor &me, uint16_t *tid) {
+    auto races = [&](const reader &e) {
+        for (uint32_t m = e.mask; m; m &= m - 1) {
+            *tid = (uint16_t)(e.warp * 32 + __builtin_ctz(m));
+            if (concurrent_in_block(me, *tid, g.rbar, e.we, e.clk)) return true;
+        }
+        return false;
+    };
+    if (g.rcount && races(g.r0)) return &g.r0;
     if (g.rcount > 1)
-        for (const reader &o : s.sets[g.rset])
-            if (concurrent_in_block(me, o.tid, g.rbar, o.we, o.clk)) return &o;
+        for (const reader &e : s.sets[g.rset])
+            if (races(e)) return &e;
     return NULL;
+}
+
+uint32_t fences_of(shadow &s, unsigned tid, uint32_t block) {
+    return tid < 1024 && s.fences[tid].block == block ? s.fences[tid].count : 0;
 }
 
 /* `me`'s access to granule g, made as thread (or agent) `as` at clock clk. */
@@ -292,14 +339,17 @@ void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32
         if (race) report(s, me.pos, write, pc, true, g.wblk, g.wtid, g.wpc, space, base, a);
     }
     const bool interval = g.rhi == me.pos.block && g.rbar == me.pos.bar; /* the readers kept are this interval's */
+    uint16_t reader_tid = 0;
     if (write && g.rhi >= first_valid) {
         if (g.rlo != me.pos.block || g.rhi != me.pos.block)
-            report(s, me.pos, write, pc, false, g.rhi != me.pos.block ? g.rhi : g.rlo, g.r0.tid, g.r0.pc, space, base, a);
-        else if (const reader *r = interval ? racing_reader(s, g, me) : NULL)
-            report(s, me.pos, write, pc, false, g.rhi, r->tid, r->pc, space, base, a);
+            report(s, me.pos, write, pc, false, g.rhi != me.pos.block ? g.rhi : g.rlo, (uint16_t)(g.r0.warp * 32), g.r0.pc, space,
+                   base, a);
+        else if (const reader *r = interval ? racing_reader(s, g, me, &reader_tid) : NULL)
+            report(s, me.pos, write, pc, false, g.rhi, reader_tid, r->pc, space, base, a);
     }
     if (write) {
         g.wblk = me.pos.block, g.wbar = me.pos.bar, g.wwe = me.pos.warp_epoch, g.wpc = pc, g.wtid = as, g.wclk = clk;
+        g.wfence = fences_of(s, as, me.pos.block);
         if (interval) drop_readers(s, g);
         return;
     }
@@ -308,7 +358,7 @@ void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32
         drop_readers(s, g);
         g.rhi = me.pos.block, g.rbar = me.pos.bar;
     }
-    add_reader(s, g, reader{clk, me.pos.warp_epoch, pc, as, 0}, me);
+    add_reader(s, g, as, clk, pc, me);
 }
 
 /* An access as thread or agent `as` at clock clk (the running thread's own
@@ -341,6 +391,7 @@ struct summary_at_exit {
 } // namespace
 
 void emu_race_access(const void *p, size_t bytes, bool write, const void *pc) { access(p, bytes, write, pc); }
+bool emu_race_linked() { return true; }
 
 /* The issuing thread writes now (what it and others did to the box must be
  * ordered before), and the record becomes the load's agent's, stamped with
@@ -351,6 +402,46 @@ void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t
     me.view = race_clock::viewer_of(me.pos);
     access_as(p, bytes, true, pc, me, (uint16_t)me.pos.tid, me.view.now);
     access_as(p, bytes, true, pc, me, (uint16_t)race_clock::agent(obj), (uint32_t)round + 1);
+}
+
+/* A thread's store that the async proxy reads with no fence.proxy.async
+ * by the writer after it: on the device the read may miss it (reported
+ * like a race, once per pair of source lines). The fence must also come
+ * before whatever orders the two; that is not checked. */
+void emu_race_async_read(const void *p, size_t bytes, const void *pc) {
+    accessor me;
+    if (bytes == 0 || !emu_race_position(&me.pos)) return;
+    me.view = race_clock::viewer_of(me.pos);
+    access_as(p, bytes, false, pc, me, (uint16_t)me.pos.tid, me.view.now);
+    const char *base = nullptr;
+    if (emu_race_space(p, &base) != EMU_SPACE_SHARED) return;
+    shadow &s = the_shadow();
+    const uintptr_t a = (uintptr_t)p;
+    for (uintptr_t at = a >> GRANULE_SHIFT; at <= (a + bytes - 1) >> GRANULE_SHIFT; at++) {
+        const granule &g = *granule_at(s, at << GRANULE_SHIFT);
+        if (g.wblk != me.pos.block || race_clock::is_agent(g.wtid) || fences_of(s, g.wtid, me.pos.block) > g.wfence) continue;
+        const uint32_t off = code_offset(s, pc);
+        s.found++;
+        if (!s.reported.insert({off, g.wpc}).second) continue;
+        if (s.reports >= MAX_REPORTS) {
+            s.unreported++;
+            continue;
+        }
+        s.reports++;
+        const std::string here = source_lines(off), there = source_lines(g.wpc);
+        emu_error("%s: shared memory (+%zu) stored by thread %d at %s with no fence.proxy.async after it, read by the async "
+                  "proxy (wgmma's operand or a bulk store's box) for thread %d at %s",
+                  me.pos.kernel, (size_t)((at << GRANULE_SHIFT) - (uintptr_t)base), g.wtid, there.c_str(), me.pos.tid,
+                  here.c_str());
+    }
+}
+
+void emu_race_proxy_fence() {
+    emu_race_pos me;
+    if (!emu_race_position(&me)) return;
+    shadow &s = the_shadow();
+    if (s.fences[me.tid].block != me.block) s.fences[me.tid] = {me.block, 0};
+    s.fences[me.tid].count++;
 }
 
 /* The shadow pages that lie wholly in the freed allocation go (those it

@@ -750,6 +750,8 @@ void yield() { emu_switch(&g_cur->sp, g_sched_sp); }
 
 /* The race check's join of warp w's live lanes (a warp-level sync completed). */
 void race_join_warp(int w) {
+    static const bool checking = emu_race_linked(); /* a warp sync costs nothing more without the check */
+    if (!checking) return;
     int tids[32], n = 0;
     for (int t = w * 32; t < w * 32 + g_block.warps[w].lanes; t++)
         if (g_fibers[t].state != DONE) tids[n++] = t;
@@ -1229,11 +1231,14 @@ emu_space emu_race_space(const void *p, const char **base) {
 /* Without emu_race.cpp (every build but EMU_RACE=1), nothing to record. */
 __attribute__((weak)) void emu_race_access(const void *, size_t, bool, const void *) {}
 __attribute__((weak)) void emu_race_free(const void *, size_t) {}
+__attribute__((weak)) bool emu_race_linked() { return false; }
 __attribute__((weak)) void emu_race_join(const int *, int) {}
 __attribute__((weak)) void emu_race_release(const void *, uint64_t) {}
 __attribute__((weak)) void emu_race_acquire(const void *, uint64_t) {}
 __attribute__((weak)) void emu_race_agent_release(const void *, uint64_t) {}
 __attribute__((weak)) void emu_race_async_write(const void *, size_t, const void *, uint64_t, const void *) {}
+__attribute__((weak)) void emu_race_async_read(const void *, size_t, const void *) {}
+__attribute__((weak)) void emu_race_proxy_fence() {}
 
 /* ------------------------------------------------------------ GEMM */
 

@@ -355,6 +355,11 @@ void named_bar(int id, int threads, bool wait) {
     emu_race_acquire(&n, gen);
 }
 
+void fence_proxy_async() {
+    here("fence.proxy.async");
+    emu_race_proxy_fence();
+}
+
 void setmaxnreg(int regs, bool inc) {
     const thread_pos p = here("setmaxnreg");
     const int wg = p.tid / 128;
@@ -406,7 +411,7 @@ void tma_store(const void *map, const void *src, const int *coords, int rank) {
     bulk_store s{(const char *)src, m, {0, 0, 0, 0, 0}, g_tma.committed[p.tid]};
     memcpy(s.coord, coords, sizeof(int) * (size_t)rank);
     const void *pc = __builtin_return_address(0);
-    for_box(m, s.coord, s.src, [&](char *, char *sh) { emu_race_access(sh, m.esize, false, pc); }); /* read from here to its wait */
+    for_box(m, s.coord, s.src, [&](char *, char *sh) { emu_race_async_read(sh, m.esize, pc); }); /* read from here to its wait */
     g_tma.stores[p.tid].push_back(s);
 }
 
@@ -424,7 +429,7 @@ void tma_store_wait(int newest_pending) {
             continue;
         }
         for_box(s.map, s.coord, s.src, [&](char *g, char *sh) { /* shared memory read now; nothing outside the tensor */
-            emu_race_access(sh, s.map.esize, false, pc);
+            emu_race_async_read(sh, s.map.esize, pc);
             if (!g) return;
             emu_race_access(g, s.map.esize, true, pc);
             if (emu_check_device_range(g, s.map.esize, "bulk tensor store destination")) memcpy(g, sh, s.map.esize);

@@ -50,7 +50,7 @@ struct wg_op {
     float a_rows[2][16]; /* register form: rows g and g + 8 of the warp's A, read at the issue */
     int scale_d, tnsp_a, tnsp_b;
     unsigned group;
-    uint64_t digest; /* of the operand elements the thread's share read at the issue */
+    uint64_t digest; /* lane 0's: of the operand elements its warp read at the issue (warp_reads) */
 };
 
 /* Accumulators (n / 2 floats) as the emulator last left them (the fence check). */
@@ -143,8 +143,9 @@ float bf16_at(const char *p) {
 }
 
 /* Element (mn, k) of operand o; an address outside its shared region
- * aborts. Its bits go into *digest; with pc, the race check reads it there. */
-float element(const operand &o, unsigned major, uint32_t mn, uint32_t k, const void *pc, uint64_t *digest) {
+ * aborts. With digest, its bits go into *digest and the race check reads
+ * it at pc. */
+float element(const operand &o, unsigned major, uint32_t mn, uint32_t k, const void *pc = NULL, uint64_t *digest = NULL) {
     const uint32_t at = smem_element_address(o.f, major, mn, k, 2);
     const char *p = o.start + ((intptr_t)at - (intptr_t)o.f.start), *b0, *b1;
     if (emu_race_space(p, &b0) != EMU_SPACE_SHARED || emu_race_space(p + 1, &b1) != EMU_SPACE_SHARED || b0 != o.region ||
@@ -153,60 +154,59 @@ float element(const operand &o, unsigned major, uint32_t mn, uint32_t k, const v
                   o.name, mn, k, at);
         abort(); /* the device faults */
     }
-    if (pc) emu_race_access(p, 2, false, pc);
-    uint16_t bits;
-    memcpy(&bits, p, 2);
-    *digest = (*digest ^ bits) * 0x100000001b3ull;
+    if (digest) {
+        emu_race_async_read(p, 2, pc);
+        uint16_t bits;
+        memcpy(&bits, p, 2);
+        *digest = (*digest ^ bits) * 0x100000001b3ull;
+    }
     return bf16_at(p);
 }
 
 /* The operand elements the calling thread's share of op reads: rows 16w + g
  * and + 8 of A (its warp w), columns 8j + 2q + i of B, in the accumulator
- * layout of kernels/cuda/wgmma.cuh. Returns a digest of their bits. */
-uint64_t operands(const wg_op &op, const emu_race_pos &pos, float a[2][16], float b[32][2][16]) {
-    const void *pc = NULL; /* the race check sees the warp's reads (warp_reads), not each thread's */
+ * layout of kernels/cuda/wgmma.cuh. */
+void operands(const wg_op &op, const emu_race_pos &pos, float a[2][16], float b[32][2][16]) {
     const int w = (pos.tid % 128) / 32, lane = pos.tid % 32, g = lane / 4, q = lane % 4;
-    uint64_t digest = 0xcbf29ce484222325ull;
     operand oa, ob;
     if (op.a_regs) memcpy(a, op.a_rows, sizeof op.a_rows);
     else {
         if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
         for (int h = 0; h < 2; h++)
             for (int k = 0; k < 16; k++)
-                a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k, pc, &digest);
+                a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k);
     }
     if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
     for (int j = 0; j < op.n / 8; j++)
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 16; k++)
-                b[j][i][k] = element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 8 * j + 2 * q + i, k, pc, &digest);
-    return digest;
+                b[j][i][k] = element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 8 * j + 2 * q + i, k);
 }
 
-/* What the race check sees op read: the warp's share (its lane 0 records
- * it at the issue and at the wait, each time beside a sync of the warp),
- * A's rows 16w to 16w + 15 (warp w) and the whole of B. */
-void warp_reads(const wg_op &op, const emu_race_pos &pos, const void *pc) {
+/* The operand elements op reads for the calling thread's warp w, A's rows
+ * 16w to 16w + 15 and the whole of B: lane 0 reads them at the issue and
+ * at the wait (each time beside a sync of the warp), for the race check
+ * (at pc) and for a digest of their bits, which the wait compares with the
+ * issue's. */
+uint64_t warp_reads(const wg_op &op, const emu_race_pos &pos, const void *pc) {
     const int w = (pos.tid % 128) / 32;
-    uint64_t unused = 0;
+    uint64_t digest = 0xcbf29ce484222325ull;
     operand oa, ob;
     if (!op.a_regs) {
         if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
         for (int r = 0; r < 16; r++)
-            for (int k = 0; k < 16; k++) element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + r, k, pc, &unused);
+            for (int k = 0; k < 16; k++) element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + r, k, pc, &digest);
     }
     if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
     for (int col = 0; col < op.n; col++)
-        for (int k = 0; k < 16; k++) element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, col, k, pc, &unused);
+        for (int k = 0; k < 16; k++) element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, col, k, pc, &digest);
+    return digest;
 }
 
-/* The calling thread's share of op, its operands read now (the wait): they
- * must hold what they held at the issue. */
+/* The calling thread's share of op, its operands read now (the wait). */
 void perform(const wg_op &op, const emu_race_pos &pos) {
     float a[2][16], b[32][2][16];
-    if (operands(op, pos, a, b) != op.digest && g_changed_block != pos.block && (g_changed_block = pos.block))
-        emu_error("%s: thread %d: a wgmma operand in shared memory changed between its wgmma.mma_async and the "
-                  "wgmma.wait_group that completes it (the device may read it any time between)", pos.kernel, pos.tid);
+    operands(op, pos, a, b);
     for (int j = 0; j < op.n / 8; j++)
         for (int i = 0; i < 2; i++)
             for (int h = 0; h < 2; h++) {
@@ -294,7 +294,11 @@ void wgmma_wait(int pending) {
         const wg_op op = t->ops[i];
         if (op.group < done) {
             perform(op, pos);
-            if (pos.tid % 32 == 0) warp_reads(op, pos, __builtin_return_address(0)); /* read until now */
+            /* read until now: they must hold what they held at the issue */
+            if (pos.tid % 32 == 0 && warp_reads(op, pos, __builtin_return_address(0)) != op.digest && g_changed_block != pos.block &&
+                (g_changed_block = pos.block))
+                emu_error("%s: warp %d: a wgmma operand in shared memory changed between its wgmma.mma_async and the "
+                          "wgmma.wait_group that completes it (the device may read it any time between)", pos.kernel, pos.warp);
             remember(t, op.d, op.n);
         } else t->ops[kept++] = op;
     }
@@ -338,9 +342,7 @@ void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t des
                 }
         }
     }
-    float ra[2][16], rb[32][2][16];
-    op.digest = operands(op, pos, ra, rb);
-    if (pos.tid % 32 == 0) warp_reads(op, pos, __builtin_return_address(0)); /* read from the issue on */
+    if (pos.tid % 32 == 0) op.digest = warp_reads(op, pos, __builtin_return_address(0)); /* read from the issue on */
     t->ops.push_back(op);
 }
 

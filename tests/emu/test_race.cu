@@ -17,7 +17,9 @@
  *   without a __syncwarp after its warp's reads; a named barrier's arrival
  *   before the write; a bulk tensor load's box read before the wait on its
  *   mbarrier, or loaded again over a box still being read; a wgmma operand
- *   rewritten by another warpgroup released before the product's wait;
+ *   rewritten by another warpgroup released before the product's wait; a
+ *   tile stored by threads and read by wgmma without fence.proxy.async
+ *   after the stores;
  * - a warpgroup rewriting its own wgmma operand before the wait: an error
  *   of the wgmma stand-in besides the races (the operand changed between
  *   the issue and the wait), which sees it within one thread too.
@@ -210,20 +212,33 @@ __global__ void tma_kernel(const __grid_constant__ CUtensorMap map, float *out, 
     out[t] = v;
 }
 
-/* Warpgroup 0 multiplies tiles in shared memory (wgmma, N 16); it lets
- * warpgroup 1 go (a named barrier) after its wait (fixed) or between the
- * issue and the wait (racy), and warpgroup 1 rewrites the B tile. With
- * `self`, warpgroup 0's own threads rewrite B before their wait. */
+/* Every thread stores 1.0 over the tiles (A at 0, B at 2048); with
+ * `fence`, fence.proxy.async makes the stores visible to wgmma's reads. */
+static __device__ void fill_tiles(unsigned char *tiles, bool fence) {
+    for (int i = threadIdx.x; i < 2048; i += blockDim.x) ((uint16_t *)tiles)[i] = 0x3f80;
+    if (fence) fence_proxy_async_shared();
+    __syncthreads();
+}
+
+/* Warpgroup 0 issues D = A B (N 16, K-major, no swizzle) and commits it. */
+static __device__ void issue_product(unsigned char *tiles, float (&d)[8]) {
+    for (int i = 0; i < 8; i++) d[i] = 0.0f;
+    wgmma_fence();
+    wgmma_ss<16, 0, 0>(d, wgmma_desc(tiles, 128, 256, 0), wgmma_desc(tiles + 2048, 128, 256, 0), 0);
+    wgmma_commit();
+}
+
+/* Warpgroup 0 multiplies the tiles; it lets warpgroup 1 go (a named
+ * barrier) after its wait (fixed) or between the issue and the wait
+ * (racy), and warpgroup 1 rewrites the B tile. With `self`, warpgroup 0's
+ * own threads rewrite B before their wait. */
 __global__ void wgmma_operand_kernel(float *out, bool sync, bool self) {
     __shared__ __align__(1024) unsigned char tiles[4096];
     const int t = threadIdx.x;
-    for (int i = t; i < 2048; i += blockDim.x) ((uint16_t *)tiles)[i] = 0x3f80; /* 1.0 */
-    __syncthreads();
+    fill_tiles(tiles, true);
     if (t < 128) {
-        float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        wgmma_fence();
-        wgmma_ss<16, 0, 0>(d, wgmma_desc(tiles, 128, 256, 0), wgmma_desc(tiles + 2048, 128, 256, 0), 0);
-        wgmma_commit();
+        float d[8];
+        issue_product(tiles, d);
         if (self) ((uint16_t *)(tiles + 2048))[t] = 0;
         if (!sync) named_bar_arrive(1, 256);
         wgmma_wait<0>();
@@ -233,6 +248,18 @@ __global__ void wgmma_operand_kernel(float *out, bool sync, bool self) {
         named_bar_sync(1, 256);
         if (!self) ((uint16_t *)(tiles + 2048))[t - 128] = 0;
     }
+}
+
+/* The tiles stored by threads and read by wgmma, with or without
+ * fence.proxy.async between (the __syncthreads alone does not order the
+ * generic proxy's stores before the async proxy's reads). */
+__global__ void proxy_fence_kernel(float *out, bool fence) {
+    __shared__ __align__(1024) unsigned char tiles[4096];
+    fill_tiles(tiles, fence);
+    float d[8];
+    issue_product(tiles, d);
+    wgmma_wait<0>();
+    out[threadIdx.x] = d[0];
 }
 
 /* Races found while `launch` runs (their errors forgiven after). */
@@ -344,6 +371,7 @@ int main(void) {
     failures += pair("named_barrier_write_after_arrive", [&](bool sync) { named_kernel<<<1, 2 * THREADS>>>(x, sync); });
     failures += tma_pairs(x);
     failures += pair("wgmma_operand_rewritten_before_wait", [&](bool sync) { wgmma_operand_kernel<<<1, 256>>>(x, sync, false); });
+    failures += pair("wgmma_tile_stored_without_proxy_fence", [&](bool fence) { proxy_fence_kernel<<<1, 128>>>(x, fence); });
     const std::string own = stderr_of([&] { wgmma_operand_kernel<<<1, 256>>>(x, true, true); });
     failures += tap_result(own.find("changed between its wgmma.mma_async and the wgmma.wait_group") != std::string::npos,
                            "wgmma_own_operand_rewritten_before_wait_is_an_error", "no such error on stderr");

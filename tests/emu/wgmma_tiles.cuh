@@ -88,6 +88,8 @@ static __device__ void a_fragment(uint32_t a[4], const float *A, int s) {
 static __device__ __forceinline__ void tiles_visible_to_wgmma() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(EMU_CUDA_EMU_H)
+    ::emu::fence_proxy_async();
 #endif
 }
 
