@@ -56,8 +56,10 @@ if wait $race_build_pid; then
     grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
     # Not also chunked (AddressSanitizer's run below is): the chunked paths
     # launch the same kernels at other offsets, and since the check follows
-    # Hopper's syncs (vector clocks) one run costs about 130 s of a core.
-    sanitized_kernels race kernels_race_free "data race\|fence.proxy.async" plain
+    # Hopper's syncs (vector clocks) one run costs about 130 s of a core: the
+    # training runs below take the other core meanwhile.
+    (failed=0; sanitized_kernels race kernels_race_free "data race\|fence.proxy.async" plain; exit $failed) &
+    race_kernels_pid=$!
     # race_train NAME [--set ...]: a run of the race build, which must find no race
     race_train() {
         local name="race_train_$1"; shift
@@ -70,6 +72,7 @@ if wait $race_build_pid; then
     if race_train fp32_graph --set train.precision=fp32 "${graph[@]}" && grep -q "captured as a CUDA graph" "$tmp/race_train_fp32_graph.out"
     then ok race_train_fp32_graph_race_free
     else not_ok race_train_fp32_graph_race_free "$(grep -m3 "data race\|rror\|graph" "$tmp/race_train_fp32_graph.out" | tr '\n' ' ')"; fi
+    wait $race_kernels_pid || failed=1
 else
     not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
 fi
