@@ -361,6 +361,13 @@ void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32
     add_reader(s, g, as, clk, pc, me);
 }
 
+/* The running thread as an accessor; false outside a kernel. */
+bool running_accessor(accessor *me) {
+    if (!emu_race_position(&me->pos)) return false;
+    me->view = race_clock::viewer_of(me->pos);
+    return true;
+}
+
 /* An access as thread or agent `as` at clock clk (the running thread's own
  * unless an agent's write). */
 void access_as(const void *p, size_t bytes, bool write, const void *pc, const accessor &me, uint16_t as, uint32_t clk) {
@@ -376,8 +383,7 @@ void access_as(const void *p, size_t bytes, bool write, const void *pc, const ac
 
 void access(const void *p, size_t bytes, bool write, const void *pc) {
     accessor me;
-    if (bytes == 0 || !emu_race_position(&me.pos)) return;
-    me.view = race_clock::viewer_of(me.pos);
+    if (bytes == 0 || !running_accessor(&me)) return;
     access_as(p, bytes, write, pc, me, (uint16_t)me.pos.tid, me.view.now);
 }
 
@@ -398,8 +404,7 @@ bool emu_race_linked() { return true; }
  * the phase it completes (what reads it must have acquired that phase). */
 void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t round, const void *pc) {
     accessor me;
-    if (bytes == 0 || !emu_race_position(&me.pos)) return;
-    me.view = race_clock::viewer_of(me.pos);
+    if (bytes == 0 || !running_accessor(&me)) return;
     access_as(p, bytes, true, pc, me, (uint16_t)me.pos.tid, me.view.now);
     access_as(p, bytes, true, pc, me, (uint16_t)race_clock::agent(obj), (uint32_t)round + 1);
 }
@@ -410,8 +415,7 @@ void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t
  * before whatever orders the two; that is not checked. */
 void emu_race_async_read(const void *p, size_t bytes, const void *pc) {
     accessor me;
-    if (bytes == 0 || !emu_race_position(&me.pos)) return;
-    me.view = race_clock::viewer_of(me.pos);
+    if (bytes == 0 || !running_accessor(&me)) return;
     access_as(p, bytes, false, pc, me, (uint16_t)me.pos.tid, me.view.now);
     const char *base = nullptr;
     if (emu_race_space(p, &base) != EMU_SPACE_SHARED) return;
