@@ -75,10 +75,18 @@ Options:
   --steps N            steps per run (default 20; at least 5: steps 1-3 are warm-up)
   --models LIST        comma-separated, of gpt2_124m,megatron_1.2b (default both)
   --no-compile         skip torch.compile (its rows say "not measured")
+  --no-eager           skip PyTorch eager (its rows say "not measured" and do not count in the exit
+                       status): for a sitting that reuses an earlier one's PyTorch rows
   --hopper             also train_gpt with kernels.attention=wgmma_ws (the Hopper attention: TMA and
                        wgmma, compute capability 9.0) at every point, as rows of their own
                        (train_gpt_hopper), each with its per-op table; such a row that is not
                        measured (another GPU: train_gpt refuses) does not count in the exit status
+  --lt-tune            also train_gpt with kernels.lt_tune=time (each product's cuBLASLt algorithm the
+                       fastest of the heuristic's top 8, timed in step 1) at every point, as rows of
+                       their own (train_gpt_lt); the record it writes (lt_algos.tsv, in its run's
+                       folder) is pinned in the run for its per-op table, so that table's products
+                       are the tuned ones and a record that does not pin shows there; such a row that
+                       is not measured does not count in the exit status
   --compile-limit S    seconds one torch.compile run may take, compilation
                        included (default 420; --quick 180)
   --llmc DIR           llm.c's source tree (karpathy/llm.c: train_gpt2.cu,
@@ -94,9 +102,9 @@ a git checkout and the binary says "unknown"), and scripts/build_llmc.sh's
 
 Refuses (exit 1, nothing measured) without a GPU (nvidia-smi lists none) or
 when TRAIN_GPT was built without CUDA (make GPU=1). Exit status otherwise: 0
-when every train_gpt and PyTorch eager row was measured, 1 when one was not
-(the table is still written, saying why); a torch.compile, llm.c or train_gpt_hopper row that is
-not measured does not count. 2: bad arguments (a --llmc DIR that is not llm.c's
+when every train_gpt and PyTorch eager row was measured (eager's unless --no-eager), 1 when one
+was not (the table is still written, saying why); a torch.compile, llm.c, train_gpt_hopper or train_gpt_lt
+row that is not measured does not count. 2: bad arguments (a --llmc DIR that is not llm.c's
 source included).
 EOF
 }
@@ -110,14 +118,16 @@ for v in OUT TRAIN_GPT PYTHON CUDA_VISIBLE_DEVICES LLMC_SRC; do
 done
 orig_cmd+="scripts/bench_gpu.sh$(printf ' %q' "$@")"
 
-quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 compile_limit="" llmc_limit="" hopper=0
+quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 eager=1 compile_limit="" llmc_limit="" hopper=0 lt_tune=0
 llmc="${LLMC_SRC:-}" llmc_from="LLMC_SRC"
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
         --quick) quick=1; shift ;;
         --no-compile) compile=0; shift ;;
+        --no-eager) eager=0; shift ;;
         --hopper) hopper=1; shift ;;
+        --lt-tune) lt_tune=1; shift ;;
         --steps|--models|--compile-limit|--llmc|--llmc-limit)
             [ $# -ge 2 ] || die "$1 needs a value"
             case "$1" in
@@ -262,17 +272,22 @@ not_measured() {
 }
 last_lines() { tail -n "${2:-3}" "$1" 2>/dev/null | tr '\n' ' ' | sed 's/ *$//' | cut -c1-300; }
 
-# run_train_gpt KEY GB RECOMPUTE [train_gpt_hopper]: one train_gpt run (the second form with
-# kernels.attention=wgmma_ws); its row, or a row saying why not; 0 when measured
+# run_train_gpt KEY GB RECOMPUTE [IMPL]: one train_gpt run (IMPL train_gpt_hopper: with
+# kernels.attention=wgmma_ws; train_gpt_lt: with kernels.lt_tune=time, its per-op run pinning
+# the record the timed run wrote); its row, or a row saying why not; 0 when measured
 run_train_gpt() {
     local key="$1" gb="$2" rc="$3" impl="${4:-train_gpt}" dir row
     dir="$raw/${key}_gb${gb}_${impl}_$rc"
     model_setup "$key" "$gb"
     local cmd=("$bin" --config "$cfg" "${shape[@]}" --set device=cuda --set train.precision=bf16
                --set train.recompute="$rc" "${common[@]}" --set out.dir="$dir")
-    [ "$impl" = train_gpt_hopper ] && cmd+=(--set kernels.attention=wgmma_ws)
+    local what=""
+    case "$impl" in
+        train_gpt_hopper) cmd+=(--set kernels.attention=wgmma_ws) what=", Hopper attention" ;;
+        train_gpt_lt) cmd+=(--set kernels.lt_tune=time) what=", cuBLASLt tuned" ;;
+    esac
     note_cmd "${cmd[@]}"
-    say "$label, train_gpt bf16$([ "$impl" = train_gpt_hopper ] && echo ", Hopper attention"), recompute $rc, $steps steps ..."
+    say "$label, train_gpt bf16$what, recompute $rc, $steps steps ..."
     timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.out" 2>&1
     local status=$?
     if [ "$status" -ne 0 ]; then
@@ -283,7 +298,8 @@ run_train_gpt() {
         status=1
     else
         add_result "$row"
-        op_times "$dir" "${cmd[@]}"
+        if [ "$impl" = train_gpt_lt ]; then op_times "$dir" "${cmd[@]}" --set kernels.lt_tune="$dir/lt_algos.tsv"
+        else op_times "$dir" "${cmd[@]}"; fi
         if [ "$impl" = train_gpt ]; then
             [ "$key" = gpt2_124m ] && graph_saving "$dir" "$key" "$gb" "${cmd[@]}"
             [ "$key:$gb" = megatron_1.2b:8 ] && recompute_cost "$dir" "$key" "$gb" "$rc" "${cmd[@]}"
@@ -511,7 +527,12 @@ for point in "${points[@]}"; do
         run_train_gpt "$key" "$gb" "$rc" train_gpt_hopper # its failure is its row's note, not the exit status
         render
     fi
-    run_torch "$key" "$gb" "$rc" "${peak[$point]}" eager "$run_limit" || failed=1
+    if [ "$lt_tune" = 1 ]; then
+        run_train_gpt "$key" "$gb" "$rc" train_gpt_lt # as the Hopper row's
+        render
+    fi
+    if [ "$eager" = 1 ]; then run_torch "$key" "$gb" "$rc" "${peak[$point]}" eager "$run_limit" || failed=1
+    else not_measured "$key" "$gb" pytorch_eager "$rc" "" "not measured (--no-eager)"; fi
     render
 done
 if [[ " ${points[*]} " == *" gpt2_124m:16 "* ]]; then

@@ -3,15 +3,16 @@
 only (so that it, and its tests, run on any machine, GPU or not).
 
 A row is one JSON object a line in the run's results.jsonl: one model at one
-global batch, one implementation (train_gpt, train_gpt_hopper: the same with
-kernels.attention=wgmma_ws, pytorch_eager, pytorch_compile, llm.c), either measured (the time of every step, the shape each program
+global batch, one implementation (train_gpt; train_gpt_hopper: the same with
+kernels.attention=wgmma_ws; train_gpt_lt: the same with kernels.lt_tune=time;
+pytorch_eager, pytorch_compile, llm.c), either measured (the time of every step, the shape each program
 reports, flops per token, the peak, memory) or not ("error": why). Every
 median, min and max is over the steps after the warm-up (from step 4 on), the
 same rule for every implementation.
 
   bench_report.py train-gpt DIR --key K --gb N --recompute R --warmup W [--impl I] [--command C]
-      a row from train_gpt's DIR/log.jsonl and its stdout DIR.out (I: train_gpt, the default, or
-      train_gpt_hopper)
+      a row from train_gpt's DIR/log.jsonl and its stdout DIR.out (I: train_gpt, the default,
+      train_gpt_hopper or train_gpt_lt)
   bench_report.py llmc LOG --key K --gb N --warmup W [--peak P] [--build B] [--command C]
       a row from the stdout of llm.c's train_gpt2cu ("step N/M | loss ... | X ms | ...")
   bench_report.py torch JSON --key K --gb N [--command C]
@@ -28,7 +29,8 @@ same rule for every implementation.
   bench_report.py render RESULTS COMMANDS --points K:N,... --md FILE --json FILE
       the Markdown table and bench.json: a row for every point x implementation,
       "not measured" with the reason where results.jsonl has none (train_gpt_hopper's
-      rows only where results.jsonl has one: bench_gpu.sh --hopper). The run's
+      and train_gpt_lt's rows only where results.jsonl has one: bench_gpu.sh --hopper,
+      --lt-tune). The run's
       description comes from BENCH_* environment variables (see scripts/bench_gpu.sh).
 
 bench.json: {"device", "driver", "cuda", "commit", "date", "rows": [{"model",
@@ -43,9 +45,11 @@ import re
 import statistics
 import sys
 
-IMPLS = ("train_gpt", "train_gpt_hopper", "pytorch_eager", "pytorch_compile", "llm.c")
-TRAIN_GPT_IMPLS = ("train_gpt", "train_gpt_hopper")
+IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_lt", "pytorch_eager", "pytorch_compile", "llm.c")
+TRAIN_GPT_IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_lt")
+OPTIONAL_IMPLS = ("train_gpt_hopper", "train_gpt_lt")  # rows only in a run that asked for them
 IMPL_LABELS = {"train_gpt": "train_gpt bf16", "train_gpt_hopper": "train_gpt bf16, Hopper attention (wgmma_ws)",
+               "train_gpt_lt": "train_gpt bf16, cuBLASLt tuned (kernels.lt_tune=time)",
                "pytorch_eager": "PyTorch eager", "pytorch_compile": "PyTorch compile", "llm.c": "llm.c train_gpt2cu"}
 MODEL_LABELS = {"gpt2_124m": "GPT-2 124M", "megatron_1.2b": "Megatron 1.2B"}
 LLMC_NO_CONFIG = ("not measured: llm.c has no configuration matching megatron_1.2b (its -e descriptors are "
@@ -158,9 +162,9 @@ def timing(r):
 def cells(results, points):
     """Every point x implementation, in order: (key, gb, impl, row or None, note if not measured)."""
     out = []
-    hopper = any(r["impl"] == "train_gpt_hopper" for r in results)
+    asked = {r["impl"] for r in results}
     for key, gb in points:
-        for impl in (i for i in IMPLS if hopper or i != "train_gpt_hopper"):
+        for impl in (i for i in IMPLS if i in asked or i not in OPTIONAL_IMPLS):
             mine = [r for r in results if (r["key"], r["gb"], r["impl"]) == (key, gb, impl)]
             row = mine[-1] if mine else None
             if row is None:
@@ -222,13 +226,15 @@ def point_notes(key, gb, measured):
     t = measured.get("train_gpt")
     if t:
         parts.append(f"flops/token {t['flops_per_token']:.4g}, peak {t['peak_tflops']:g} TFLOP/s (train_gpt's)")
+    who = {"train_gpt": "train_gpt", "train_gpt_hopper": "train_gpt with the Hopper attention",
+           "train_gpt_lt": "train_gpt with cuBLASLt tuned"}
     for mine in TRAIN_GPT_IMPLS:
         t = measured.get(mine)
         for impl in IMPLS[IMPLS.index(mine) + 1:] if t else ():
-            if impl in measured:
+            # each option against the plain row and the others' programs, not against the other option
+            if impl in measured and not (mine in OPTIONAL_IMPLS and impl in OPTIONAL_IMPLS):
                 ratio = timing(t)[0] / timing(measured[impl])[0]
-                who = "train_gpt" if mine == "train_gpt" else "train_gpt with the Hopper attention"
-                parts.append(f"{who}'s step takes {ratio:.2f}x the time of {IMPL_LABELS[impl]}'s")
+                parts.append(f"{who[mine]}'s step takes {ratio:.2f}x the time of {IMPL_LABELS[impl]}'s")
     for impl, r in measured.items():
         parts.append(f"{IMPL_LABELS[impl]} per-step ms: " + " ".join(f"{x:.1f}" for x in r["ms"]))
         if impl.startswith("pytorch"):

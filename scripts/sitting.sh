@@ -19,10 +19,12 @@
 # the 124M benchmark: environment build (CUDA_SM=90a: Hopper's code only), then
 # llm.c's build in the background beside kernels attention whole-model
 # recompute-bitwise tp2-shm nccl budget, then bench-124m (33 steps, 30 timed; --hopper: train_gpt
-# also with kernels.attention=wgmma_ws, a row of its own, each against llm.c and PyTorch).
-# Command 2: hf sanitizer bench-1.2b (33 steps, --hopper, recompute rows; torch.compile's
-# 1.2B rows dropped: same torch as the last sitting, reuse its rows) and scaling
-# with what is left. Each gpu_check call leaves summary.md and logs.tar.gz in
+# also with kernels.attention=wgmma_ws, --lt-tune: with kernels.lt_tune=time, each a row of its
+# own, against llm.c and PyTorch), then sanitizer and hf with what is left.
+# Command 2: bench-1.2b (33 steps, --hopper, --lt-tune, recompute rows; with the same torch as the
+# last sitting, PyTorch's 1.2B rows, eager and compile, are that sitting's: reused), then scaling
+# with what is left. The order is the priority: a section the budget cuts is the last one's.
+# Each gpu_check call leaves summary.md and logs.tar.gz in
 # $OUT/<letter>: at most 7 files come back, also from a command killed at its
 # limit. Budgets leave 20 s of the call's timeout_s for the transfers.
 set -uo pipefail
@@ -70,17 +72,18 @@ command_1() {
         tp2-shm nccl budget
     wait "$p"
     left=$((limit - SECONDS))
-    BENCH_ARGS="--steps 33 --hopper" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) bench-124m
+    BENCH_ARGS="--steps 33 --hopper --lt-tune" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) \
+        bench-124m sanitizer hf
 }
 command_2() {
-    local args="--steps 33 --hopper" torch
+    local args="--steps 33 --hopper --lt-tune" torch
     torch=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)
-    if [ "$torch" = 2.11.0+cu130 ]; then # the first sitting's (results/gpu/2026-11-27_h200): its compile rows stand
-        args="$args --no-compile"
-        echo "$prog: torch $torch, as at the last sitting: bench-1.2b leaves torch.compile out (reuse 2026-11-27_h200's rows)"
+    if [ "$torch" = 2.11.0+cu130 ]; then # the first sitting's (results/gpu/2026-11-27_h200): its PyTorch rows stand
+        args="$args --no-compile --no-eager"
+        echo "$prog: torch $torch, as at the last sitting: bench-1.2b leaves PyTorch out (reuse 2026-11-27_h200's rows)"
     fi
     local limit=$((${SITTING_LIMIT_S:-300} - 20 - SECONDS))
-    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) hf sanitizer bench-1.2b scaling
+    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) bench-1.2b scaling
 }
 
 run() { # N

@@ -57,16 +57,22 @@ hopper = sets.get("kernels.attention") == "wgmma_ws"
 if hopper and os.environ.get("FAKE_NOT_HOPPER"):
     print("train_gpt: kernels.attention: wgmma_ws needs a device of compute capability 9.0 (H100, H200)")
     sys.exit(1)
+lt = sets.get("kernels.lt_tune", "off")  # time: 5 ms faster, a record written; a path: pinned from it
+if lt not in ("off", "time") and (not os.path.isfile(lt) or os.environ.get("FAKE_LT_UNPINNABLE")):
+    print(f"train_gpt: error: {lt}: line 2: algorithm 3 is not among the heuristic's 8 for this product")
+    sys.exit(1)
 graph = sets.get("train.cuda_graph", "true") == "true" and sets.get("out.op_times") != "true"
 if graph:
     print("step 2: captured as a CUDA graph; every later step replays it (train.cuda_graph)")
 os.makedirs(out, exist_ok=True)
+if lt == "time":
+    open(f"{out}/lt_algos.tsv", "w").write("# the fake's record\n")
 fpt = 6 * n + 12 * L * C * T
 with open(f"{out}/log.jsonl", "w") as f:
     for s in range(1, steps + 1):
         # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none; the Hopper attention 30 ms faster
         ms = 100.0 + s + (0 if graph else 10) + {"none": 0, "selective": 2, "full": 30}[sets.get("train.recompute", "none")]
-        ms -= 30 if hopper else 0
+        ms -= (30 if hopper else 0) + (5 if lt != "off" else 0)
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -171,23 +177,28 @@ check bench_dry_op_times_brought_back "$(ls "$tmp"/out/gpu_bench_*/ 2>&1 | tr '\
           grep -q "^matmul_forward" "$tmp"/out/gpu_bench_*/megatron_1.2b_gb8_train_gpt_*.op_times.tsv'
 check bench_dry_source_untouched "$(ls "$tmp/llmc" | tr '\n' ' ')" test "$(ls "$tmp/llmc" | tr '\n' ' ')" = "Makefile llmc train_gpt2.cu "
 # a second run keeps llm.c's build (the same source and command); with --hopper, train_gpt with
-# kernels.attention=wgmma_ws is a row of its own (the fake's steps 30 ms faster), with its op table
+# kernels.attention=wgmma_ws is a row of its own (the fake's steps 30 ms faster), with its op table;
+# with --lt-tune, so is train_gpt with kernels.lt_tune=time (5 ms faster), its op table's run
+# pinning the record the timed run wrote
 sleep 1 # a raw folder of its own (runs/gpu_bench_<second>)
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" NVCC="$fake/cuda/bin/nvcc" \
     LLMC_CUDNN=0 OUT="$tmp/out2" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --hopper \
-    --llmc "$tmp/llmc") >"$tmp/bench2.out" 2>&1
+    --lt-tune --llmc "$tmp/llmc") >"$tmp/bench2.out" 2>&1
 rc=$?
 check bench_dry_keeps_llmc_build "rc $rc: $(grep -h 'build' "$repo"/runs/gpu_bench_*/llmc_build.out | tr '\n' ' ')" \
     eval '[ $rc = 0 ] && grep -q "kept the plain build" "$(ls -td "$repo"/runs/gpu_bench_*/ | head -n 1)/llmc_build.out"'
-# hopper_rows JSON: "same" when the rows are train_gpt, train_gpt_hopper (measured, or not with NOTE), eager,
-# compile (--no-compile), llm.c
+# hopper_rows JSON [NOTE]: "same" when the rows are train_gpt, train_gpt_hopper (measured, or not with
+# NOTE), train_gpt_lt (measured), eager, compile (--no-compile), llm.c
 hopper_rows() {
     python3 - "$1" "${2:-}" <<'PY' 2>&1
 import json, sys
 j, note = json.load(open(sys.argv[1])), sys.argv[2]
 impls = [r["impl"] for r in j["rows"]]
 h = next((r for r in j["rows"] if r["impl"] == "train_gpt_hopper"), None)
-bad = [] if impls == ["train_gpt", "train_gpt_hopper", "pytorch_eager", "pytorch_compile", "llm.c"] else [impls]
+lt = next((r for r in j["rows"] if r["impl"] == "train_gpt_lt"), None)
+bad = [] if impls == ["train_gpt", "train_gpt_hopper", "train_gpt_lt", "pytorch_eager", "pytorch_compile", "llm.c"] else [impls]
+if not lt or (lt["ms_per_step"], lt["ms_min"], lt["ms_max"]) != (103.5, 99.0, 108.0) or "kernels.lt_tune=time" not in lt["command"]:
+    bad.append(lt)
 if h and note:
     bad += [] if h["ms_per_step"] is None and note in (h["note"] or "") else [h]
 elif h:
@@ -202,12 +213,24 @@ check bench_dry_hopper_row "$got" test "$got" = same
 check bench_dry_hopper_ratio_and_op_times "$(grep "Hopper attention's step" "${json2%.json}.md")" \
     eval 'grep -q "train_gpt with the Hopper attention.s step takes 0.38x the time of PyTorch eager.s" "${json2%.json}.md" &&
           grep -q "^matmul_forward" "$tmp"/out2/gpu_bench_*/gpt2_124m_gb16_train_gpt_hopper_none.op_times.tsv'
+lt_dir=$(ls -d "$tmp"/out2/gpu_bench_*/ | head -n 1)gpt2_124m_gb16_train_gpt_lt_none
+check bench_dry_lt_ratio_and_pinned_op_times "$(grep -c "kernels.lt_tune=" "$tmp"/out2/gpu_bench_*/commands.txt) commands" \
+    eval 'grep -q "train_gpt.s step takes 1.05x the time of train_gpt bf16, cuBLASLt tuned (kernels.lt_tune=time).s" "${json2%.json}.md" &&
+          grep -q "^matmul_forward" "$lt_dir.op_times.tsv" && [ -s "$lt_dir/lt_algos.tsv" ] &&
+          grep -q "kernels.lt_tune=[^ ]*/gpt2_124m_gb16_train_gpt_lt_none/lt_algos.tsv .*out.op_times=true" "$tmp"/out2/gpu_bench_*/commands.txt'
 # on a device that is not compute capability 9.0 train_gpt refuses the Hopper attention: its row says
-# why, and the exit status stays 0
+# why, and the exit status stays 0; a record that does not pin leaves the tuned row without its op
+# table, and says why; --no-eager: PyTorch eager's row says so, nothing run
 sleep 1
-(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_NOT_HOPPER=1 \
-    OUT="$tmp/out3" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --hopper) >"$tmp/bench3.out" 2>&1
+(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_NOT_HOPPER=1 FAKE_LT_UNPINNABLE=1 \
+    OUT="$tmp/out3" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --lt-tune) >"$tmp/bench3.out" 2>&1
 rc=$?
 got=$(hopper_rows "$(ls "$tmp"/out3/gpu_bench_*.json 2>/dev/null | head -n 1)" "needs a device of compute capability 9.0")
 check bench_dry_hopper_refused_not_counted "rc $rc: $got" eval '[ $rc = 0 ] && [ "$got" = same ]'
+check bench_dry_lt_record_not_pinned_said "$(grep "per-op times" "$tmp/bench3.out" | tr '\n' ' ')" \
+    eval '! ls "$tmp"/out3/gpu_bench_*/gpt2_124m_gb16_train_gpt_lt_none.op_times.tsv >/dev/null 2>&1 &&
+          grep -q "per-op times not measured: .*algorithm 3 is not among" "$tmp/bench3.out"'
+check bench_dry_no_eager "$(grep "PyTorch eager" "$tmp"/out3/gpu_bench_*.md | head -n 2 | tr '\n' ' ')" \
+    eval 'grep -q "| GPT-2 124M | 16 | PyTorch eager | | none | not measured (--no-eager) |" "$tmp"/out3/gpu_bench_*.md &&
+          ! grep -q "bench_torch.py" "$tmp"/out3/gpu_bench_*/commands.txt'
 exit "$failed"

@@ -302,6 +302,17 @@ if want recompute; then
             check_bitwise "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph" "rc_${v}_none"
         else run_failed "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph"; fi
     done
+    # kernels.lt_tune: a run that times cuBLASLt's candidates for each product (stdout: a "cuBLASLt" line a
+    # product) and records its choices, then the same run pinning that record: nothing timed, the same bits
+    args=("${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.steps=4 --set train.precision=bf16)
+    if ! train lt_time 1 "${args[@]}" --set kernels.lt_tune=time || [ ! -s "$tmp/lt_time/lt_algos.tsv" ] ||
+        ! grep -q "^cuBLASLt .*: algorithm [0-9]* of [0-9]*" "$tmp/lt_time.out"; then
+        run_failed lt_tune_pinned_bitwise_equals_timed lt_time
+    elif ! train lt_pinned 1 "${args[@]}" --set kernels.lt_tune="$tmp/lt_time/lt_algos.tsv"; then
+        run_failed lt_tune_pinned_bitwise_equals_timed lt_pinned
+    elif grep -q "^cuBLASLt" "$tmp/lt_pinned.out"; then
+        bad lt_tune_pinned_bitwise_equals_timed "the pinned run timed again: $(grep -m2 "^cuBLASLt" "$tmp/lt_pinned.out" | tr '\n' ' ')"
+    else check_bitwise lt_tune_pinned_bitwise_equals_timed lt_time lt_pinned; fi
 fi
 
 # (f) compute-sanitizer memcheck: the kernel tests (small cases) and 2 training steps (bf16, dropout) report no error;
