@@ -49,6 +49,7 @@ sanitized_kernels() {
 # check (the quick sizes) and training steps (bf16 with dropout at head size 64 and T = 80,
 # the tensor-core attention; fp32 with the step replayed as a CUDA graph),
 # with no race found.
+race_kernels_pid=""
 if wait $race_build_pid; then
     ok race_build
     build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
@@ -57,7 +58,8 @@ if wait $race_build_pid; then
     # Not also chunked (AddressSanitizer's run below is): the chunked paths
     # launch the same kernels at other offsets, and since the check follows
     # Hopper's syncs (vector clocks) one run costs about 130 s of a core: the
-    # training runs below take the other core meanwhile.
+    # training runs below, then AddressSanitizer's runs, take the other core
+    # meanwhile (it is waited for at the end).
     (failed=0; sanitized_kernels race kernels_race_free "data race\|fence.proxy.async" plain; exit $failed) &
     race_kernels_pid=$!
     # race_train NAME [--set ...]: a run of the race build, which must find no race
@@ -72,7 +74,6 @@ if wait $race_build_pid; then
     if race_train fp32_graph --set train.precision=fp32 "${graph[@]}" && grep -q "captured as a CUDA graph" "$tmp/race_train_fp32_graph.out"
     then ok race_train_fp32_graph_race_free
     else not_ok race_train_fp32_graph_race_free "$(grep -m3 "data race\|rror\|graph" "$tmp/race_train_fp32_graph.out" | tr '\n' ' ')"; fi
-    wait $race_kernels_pid || failed=1
 else
     not_ok race_build "$(tail -n 5 "$tmp/race_build.out" | tr '\n' ' ')"
 fi
@@ -81,9 +82,16 @@ fi
 # allocation or its shared arrays (on a GPU, an illegal address or silent
 # corruption), at the quick sizes, plain and chunked.
 if wait $asan_build_pid; then
-    sanitized_kernels asan kernels_in_bounds AddressSanitizer "plain chunked" ASAN_OPTIONS=detect_leaks=0
+    asan=(asan kernels_in_bounds AddressSanitizer)
+    if [ -n "$race_kernels_pid" ]; then # one after the other while the race check's run, the longest, holds the other core
+        sanitized_kernels "${asan[@]}" plain ASAN_OPTIONS=detect_leaks=0
+        sanitized_kernels "${asan[@]}" chunked ASAN_OPTIONS=detect_leaks=0
+    else
+        sanitized_kernels "${asan[@]}" "plain chunked" ASAN_OPTIONS=detect_leaks=0
+    fi
 else
     not_ok asan_build "$(tail -n 5 "$tmp/asan_build.out" | tr '\n' ' ')"
 fi
+if [ -n "$race_kernels_pid" ]; then wait "$race_kernels_pid" || failed=1; fi
 
 exit $failed
