@@ -48,8 +48,8 @@ CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)
 # same: the kernels that need Hopper need sm_90a, which no PTX carries);
 # or, with CUDA_SM=90a (80, 90, ...: make's command line or the environment),
 # machine code for that one architecture only: the shorter build for the GPU
-# at hand (a lent H100/H200). Objects already built are not rebuilt when it
-# changes: make clean first.
+# at hand (a lent H100/H200). Changing it (or NVCCFLAGS) rebuilds the CUDA
+# objects: $(BUILD)/nvcc_flags holds the flags they were built with.
 ifdef CUDA_SM
 CUDA_ARCH ?= -gencode arch=compute_$(CUDA_SM),code=sm_$(CUDA_SM)
 else
@@ -64,13 +64,19 @@ $(BUILD)/cuda.mk: scripts/find_cuda.sh
 	@mkdir -p $(dir $@)
 	bash scripts/find_cuda.sh > $@.tmp && mv $@.tmp $@
 
+# Rewritten (its time moved on) only when the flags differ from the last
+# build's: objects built for other architectures are not kept.
+$(BUILD)/nvcc_flags: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(NVCCFLAGS)' | cmp -s - $@ 2>/dev/null || printf '%s\n' '$(NVCCFLAGS)' > $@
+
 # ptxas's report of each kernel (registers, spills, shared memory) is kept
 # beside its object as X.o.ptxas for scripts/kernel_resources.py; whatever
 # else nvcc prints (warnings, errors) still reaches the terminal.
 PTXAS_INFO = ^(ptxas info|    [0-9]+ bytes stack frame)
 # (A pattern rule with two targets makes both in one run: an object without
 # its report is rebuilt.)
-$(BUILD)/%.o $(BUILD)/%.o.ptxas: %.cu $(BUILD)/cuda.mk
+$(BUILD)/%.o $(BUILD)/%.o.ptxas: %.cu $(BUILD)/cuda.mk $(BUILD)/nvcc_flags
 	@mkdir -p $(dir $@)
 	@echo "$(NVCC) $(NVCCFLAGS) --resource-usage -c $< -o $(BUILD)/$*.o"
 	@o=$(BUILD)/$*.o; $(NVCC) $(NVCCFLAGS) --resource-usage -c $< -o $$o 2>$$o.nvcc; rc=$$?; \
@@ -83,7 +89,7 @@ cuda-objects: $(LIB_OBJ_EXTRA) $(LIB_OBJ_EXTRA:%=%.ptxas)
 # named barriers (kernels/cuda/tma.cuh, mbarrier.cuh) against the host's
 # reference. Its own rule: no ptxas report, so that scripts/kernel_resources.py
 # does not take its test kernels for the backend's.
-$(BUILD)/tests/emu/test_tma.o: tests/emu/test_tma.cu $(BUILD)/cuda.mk
+$(BUILD)/tests/emu/test_tma.o: tests/emu/test_tma.cu $(BUILD)/cuda.mk $(BUILD)/nvcc_flags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 # Hopper's wgmma against a CPU product on the GPU (tests/gpu/hopper_check.cu):

@@ -20,7 +20,14 @@ failure. For every kernel of every architecture ptxas compiled:
   - on sm_90 (the GPU the project is tuned for) nothing spills to local
     memory: a spill in a hot kernel costs more than it saves (on sm_80 a
     spill is printed, not failed);
-and every launched kernel is one ptxas compiled (else names went astray).
+  - on sm_90 ptxas gives no advisory about it ("(C7511) Potential
+    Performance Loss: wgmma.mma_async instructions are serialized ...",
+    "(C7517) warpgroup.wait is injected ...", "(C7508) ... setmaxnreg
+    ignored ..."): each is a wgmma pipeline or a register split that the
+    source asked for and the machine code does not keep;
+and every launched kernel is one ptxas compiled (else names went astray),
+and every architecture of LIMITS was compiled for (a build for one, with
+CUDA_SM, would leave the other's limits unchecked).
 Kernels of the libraries (cub::, thrust::) are theirs and not checked.
 
 A kernel is named by its source file and its name without template
@@ -47,7 +54,9 @@ SMEM_RESERVED = 1 << 10      # per resident block, taken by the system from the 
 STRICT_SPILLS = {"sm_90"}    # where a spill fails the check
 LIBRARY_PREFIXES = ("cub::", "thrust::", "cuda::")
 
-Kernel = collections.namedtuple("Kernel", "source name qualified arch regs smem stack spill_st spill_ld")
+Kernel = collections.namedtuple("Kernel", "source name qualified arch regs smem stack spill_st spill_ld advisories")
+# ptxas's advisory about one function: "ptxas info    : (C7511) Potential Performance Loss: ... in the function 'NAME'"
+ADVISORY = re.compile(r"\((C\d{4})\) (.*?)\s+in (?:the )?function '([^']+)'")
 
 
 def arch_family(arch):
@@ -79,7 +88,14 @@ def demangle(names):
 def parse_ptxas(text, source):
     """ptxas's --resource-usage report of one object -> [Kernel] (entry functions only)."""
     entries, cur, prev = [], None, ""
+    advisories = collections.defaultdict(list)  # mangled name -> ["(C7511) Potential Performance Loss: ...", ...]
     for line in text.splitlines():
+        m = ADVISORY.search(line)
+        if m:
+            note = "(%s) %s" % (m.group(1), re.sub(r" (?:in )?around line \d+", "", m.group(2)))
+            if note not in advisories[m.group(3)]:
+                advisories[m.group(3)].append(note)
+            continue
         m = re.search(r"Compiling entry function '([^']+)' for '([^']+)'", line)
         if m:
             cur = {"mangled": m.group(1), "arch": m.group(2), "regs": None, "smem": 0, "stack": 0, "st": 0, "ld": 0}
@@ -104,7 +120,7 @@ def parse_ptxas(text, source):
     for e in entries:
         name, qualified = base_name(readable.get(e["mangled"], e["mangled"]))
         kernels.append(Kernel(source, name, qualified, arch_family(e["arch"]), e["regs"], e["smem"], e["stack"], e["st"],
-                              e["ld"]))
+                              e["ld"], tuple(advisories.get(e["mangled"], ()))))
     return kernels
 
 
@@ -147,7 +163,9 @@ def merge(kernels):
         m = merged.get(key)
         merged[key] = k if m is None else m._replace(regs=max(m.regs, k.regs), smem=max(m.smem, k.smem),
                                                      stack=max(m.stack, k.stack), spill_st=max(m.spill_st, k.spill_st),
-                                                     spill_ld=max(m.spill_ld, k.spill_ld))
+                                                     spill_ld=max(m.spill_ld, k.spill_ld),
+                                                     advisories=m.advisories + tuple(a for a in k.advisories
+                                                                                     if a not in m.advisories))
     return merged
 
 
@@ -156,6 +174,11 @@ def check(kernels, launches):
     results = []
     merged = merge(kernels)
     compiled = {(s, n) for (s, n, _) in merged}
+    built = {a for (_, _, a) in merged}
+    for arch in sorted(LIMITS):
+        results.append((arch in built, "%s compiled for" % arch,
+                        "ptxas compiled no kernel for %s (only %s): make GPU=1 without CUDA_SM builds sm_80 and sm_90a" %
+                        (arch, ", ".join(sorted(built)) or "none")))
     for (source, name, arch), k in sorted(merged.items()):
         tag = "%s %s %s" % (arch, os.path.basename(source), name)
         lim = LIMITS.get(arch)
@@ -181,6 +204,9 @@ def check(kernels, launches):
             results.append((spilled == 0, tag + " no spills",
                             "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads" %
                             (k.stack, k.spill_st, k.spill_ld)))
+            results.append((not k.advisories, tag + " no ptxas advisories",
+                            "; ".join(k.advisories[:3]) + (" (and %d more)" % (len(k.advisories) - 3)
+                                                           if len(k.advisories) > 3 else "")))
     for (source, name), runs in sorted(launches.items()):
         if (source, name) not in compiled:
             results.append((False, "%s %s compiled" % (os.path.basename(source), name),
