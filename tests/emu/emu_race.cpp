@@ -81,9 +81,15 @@ struct shadow {
     std::vector<std::vector<reader>> sets{1}; /* the readers past r0 (set 0: unused) */
     std::vector<size_t> compact_at{0};         /* each set's size at which compact_readers runs */
     std::vector<uint32_t> free_sets;
-    struct fences {
-        uint32_t block, count;
-    } fences[1024] = {}; /* each thread's fence.proxy.async count in its block */
+    /* each thread's fence.proxy.async in its block, in order: the barrier
+     * interval and the thread's clock at each (what a reader must have seen) */
+    struct fence_at {
+        uint32_t bar, clk;
+    };
+    struct fence_log {
+        uint32_t block = 0;
+        std::vector<fence_at> at;
+    } fences[1024];
 };
 
 shadow &the_shadow() {
@@ -170,15 +176,22 @@ std::string source_lines(uint32_t offset) {
 
 const char *how(bool write) { return write ? "writes" : "reads"; }
 
-void report(shadow &s, const emu_race_pos &me, bool write, uint32_t pc, bool other_wrote, uint32_t other_blk, uint16_t other_tid,
-            uint32_t other_pc, emu_space space, const char *base, uintptr_t a) {
+/* Counts a finding of the pair of code offsets (pc, other_pc): true when it
+ * is to be printed (the pair's first, within MAX_REPORTS). */
+bool take_report(shadow &s, uint32_t pc, uint32_t other_pc) {
     s.found++;
-    if (!s.reported.insert({pc, other_pc}).second) return;
+    if (!s.reported.insert({pc, other_pc}).second) return false;
     if (s.reports >= MAX_REPORTS) {
         s.unreported++;
-        return;
+        return false;
     }
     s.reports++;
+    return true;
+}
+
+void report(shadow &s, const emu_race_pos &me, bool write, uint32_t pc, bool other_wrote, uint32_t other_blk, uint16_t other_tid,
+            uint32_t other_pc, emu_space space, const char *base, uintptr_t a) {
+    if (!take_report(s, pc, other_pc)) return;
     unsigned mine[3], theirs[3];
     emu_race_block_of(me.block, mine);
     emu_race_block_of(other_blk, theirs);
@@ -326,7 +339,7 @@ const reader *racing_reader(shadow &s, const granule &g, const accessor &me, uin
 }
 
 uint32_t fences_of(shadow &s, unsigned tid, uint32_t block) {
-    return tid < 1024 && s.fences[tid].block == block ? s.fences[tid].count : 0;
+    return tid < 1024 && s.fences[tid].block == block ? (uint32_t)s.fences[tid].at.size() : 0;
 }
 
 /* `me`'s access to granule g, made as thread (or agent) `as` at clock clk. */
@@ -409,10 +422,22 @@ void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t
     access_as(p, bytes, true, pc, me, (uint16_t)race_clock::agent(obj), (uint32_t)round + 1);
 }
 
-/* A thread's store that the async proxy reads with no fence.proxy.async
- * by the writer after it: on the device the read may miss it (reported
- * like a race, once per pair of source lines). The fence must also come
- * before whatever orders the two; that is not checked. */
+/* Why the async proxy's read by `me` may miss the thread's store that g
+ * holds, or NULL if it cannot: the writer's first fence.proxy.async after
+ * the store (a later one is ordered after it) must come before the read:
+ * in the writer's own order (the reader is the writer), before a
+ * __syncthreads since, or before a sync `me` has acquired (its clock). */
+const char *unfenced(const shadow &s, const granule &g, const accessor &me) {
+    const shadow::fence_log &log = s.fences[g.wtid];
+    if (log.block != me.pos.block || log.at.size() <= g.wfence) return "with no fence.proxy.async after it";
+    const shadow::fence_at &f = log.at[g.wfence];
+    if (g.wtid == me.pos.tid || f.bar < me.pos.bar || me.view.seen(g.wtid, f.clk)) return NULL;
+    return "fenced (fence.proxy.async) only after the sync that orders it before this read";
+}
+
+/* A thread's store that the async proxy reads (wgmma's operand, a bulk
+ * store's box) unfenced: on the device the read may miss it (reported like
+ * a race, once per pair of source lines). */
 void emu_race_async_read(const void *p, size_t bytes, const void *pc) {
     accessor me;
     if (bytes == 0 || !running_accessor(&me)) return;
@@ -423,29 +448,24 @@ void emu_race_async_read(const void *p, size_t bytes, const void *pc) {
     const uintptr_t a = (uintptr_t)p;
     for (uintptr_t at = a >> GRANULE_SHIFT; at <= (a + bytes - 1) >> GRANULE_SHIFT; at++) {
         const granule &g = *granule_at(s, at << GRANULE_SHIFT);
-        if (g.wblk != me.pos.block || race_clock::is_agent(g.wtid) || fences_of(s, g.wtid, me.pos.block) > g.wfence) continue;
+        if (g.wblk != me.pos.block || race_clock::is_agent(g.wtid)) continue;
+        const char *why = unfenced(s, g, me);
         const uint32_t off = code_offset(s, pc);
-        s.found++;
-        if (!s.reported.insert({off, g.wpc}).second) continue;
-        if (s.reports >= MAX_REPORTS) {
-            s.unreported++;
-            continue;
-        }
-        s.reports++;
+        if (!why || !take_report(s, off, g.wpc)) continue;
         const std::string here = source_lines(off), there = source_lines(g.wpc);
-        emu_error("%s: shared memory (+%zu) stored by thread %d at %s with no fence.proxy.async after it, read by the async "
-                  "proxy (wgmma's operand or a bulk store's box) for thread %d at %s",
-                  me.pos.kernel, (size_t)((at << GRANULE_SHIFT) - (uintptr_t)base), g.wtid, there.c_str(), me.pos.tid,
+        emu_error("%s: shared memory (+%zu) stored by thread %d at %s %s, read by the async proxy (wgmma's operand or a "
+                  "bulk store's box) for thread %d at %s",
+                  me.pos.kernel, (size_t)((at << GRANULE_SHIFT) - (uintptr_t)base), g.wtid, there.c_str(), why, me.pos.tid,
                   here.c_str());
     }
 }
 
 void emu_race_proxy_fence() {
-    emu_race_pos me;
-    if (!emu_race_position(&me)) return;
-    shadow &s = the_shadow();
-    if (s.fences[me.tid].block != me.block) s.fences[me.tid] = {me.block, 0};
-    s.fences[me.tid].count++;
+    accessor me;
+    if (!running_accessor(&me)) return;
+    shadow::fence_log &log = the_shadow().fences[me.pos.tid];
+    if (log.block != me.pos.block) log.block = me.pos.block, log.at.clear();
+    log.at.push_back({me.pos.bar, me.view.now});
 }
 
 /* The shadow pages that lie wholly in the freed allocation go (those it

@@ -262,6 +262,24 @@ __global__ void proxy_fence_kernel(float *out, bool fence) {
     out[threadIdx.x] = d[0];
 }
 
+/* Where each thread's fence.proxy.async stands: before the __syncthreads
+ * that orders its stores before wgmma's read (right), after it (the read
+ * may miss them: the fence orders nothing the barrier has not), or after it
+ * but before a second one (right again). */
+enum fence_place { FENCE_BEFORE_SYNC, FENCE_AFTER_SYNC, FENCE_BETWEEN_SYNCS };
+__global__ void proxy_fence_order_kernel(float *out, int place) {
+    __shared__ __align__(1024) unsigned char tiles[4096];
+    for (int i = threadIdx.x; i < 2048; i += blockDim.x) ((uint16_t *)tiles)[i] = 0x3f80;
+    if (place == FENCE_BEFORE_SYNC) fence_proxy_async_shared();
+    __syncthreads();
+    if (place != FENCE_BEFORE_SYNC) fence_proxy_async_shared();
+    if (place == FENCE_BETWEEN_SYNCS) __syncthreads();
+    float d[8];
+    issue_product(tiles, d);
+    wgmma_wait<0>();
+    out[threadIdx.x] = d[0];
+}
+
 /* Races found while `launch` runs (their errors forgiven after). */
 template <typename F>
 static long races_in(F launch) {
@@ -372,6 +390,11 @@ int main(void) {
     failures += tma_pairs(x);
     failures += pair("wgmma_operand_rewritten_before_wait", [&](bool sync) { wgmma_operand_kernel<<<1, 256>>>(x, sync, false); });
     failures += pair("wgmma_tile_stored_without_proxy_fence", [&](bool fence) { proxy_fence_kernel<<<1, 128>>>(x, fence); });
+    failures += pair("wgmma_tile_fenced_after_the_sync", [&](bool right) {
+        proxy_fence_order_kernel<<<1, 128>>>(x, right ? FENCE_BEFORE_SYNC : FENCE_AFTER_SYNC);
+    });
+    failures += tap_result(races_in([&] { proxy_fence_order_kernel<<<1, 128>>>(x, FENCE_BETWEEN_SYNCS); }) == 0,
+                           "wgmma_tile_fenced_between_two_syncs_quiet", "a fence before the second __syncthreads reported");
     const std::string own = stderr_of([&] { wgmma_operand_kernel<<<1, 256>>>(x, true, true); });
     failures += tap_result(own.find("changed between its wgmma.mma_async and the wgmma.wait_group") != std::string::npos,
                            "wgmma_own_operand_rewritten_before_wait_is_an_error", "no such error on stderr");
