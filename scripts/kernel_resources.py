@@ -22,9 +22,10 @@ failure. For every kernel of every architecture ptxas compiled:
     spill is printed, not failed);
   - on sm_90 ptxas gives no advisory about it ("(C7511) Potential
     Performance Loss: wgmma.mma_async instructions are serialized ...",
-    "(C7517) warpgroup.wait is injected ...", "(C7508) ... setmaxnreg
-    ignored ..."): each is a wgmma pipeline or a register split that the
-    source asked for and the machine code does not keep;
+    "(C7517) warpgroup.wait is injected ...", "(C7508) ... 'setmaxnreg'
+    ignored ...", which names no function and so counts against every
+    kernel of its object): each is a wgmma pipeline or a register split
+    that the source asked for and the machine code does not keep;
 and every launched kernel is one ptxas compiled (else names went astray),
 and every architecture of LIMITS was compiled for (a build for one, with
 CUDA_SM, would leave the other's limits unchecked).
@@ -55,8 +56,9 @@ STRICT_SPILLS = {"sm_90"}    # where a spill fails the check
 LIBRARY_PREFIXES = ("cub::", "thrust::", "cuda::")
 
 Kernel = collections.namedtuple("Kernel", "source name qualified arch regs smem stack spill_st spill_ld advisories")
-# ptxas's advisory about one function: "ptxas info    : (C7511) Potential Performance Loss: ... in the function 'NAME'"
-ADVISORY = re.compile(r"\((C\d{4})\) (.*?)\s+in (?:the )?function '([^']+)'")
+# ptxas's advisory: "ptxas info    : (C7511) Potential Performance Loss: ... in the function 'NAME'", or one that
+# names no function ("(C7508) ... 'setmaxnreg' ignored; ...", printed before the object's first entry)
+ADVISORY = re.compile(r"\((C\d{4})\) (.*?)(?:\s+in (?:the )?function '([^']+)')?\.?$")
 
 
 def arch_family(arch):
@@ -88,11 +90,15 @@ def demangle(names):
 def parse_ptxas(text, source):
     """ptxas's --resource-usage report of one object -> [Kernel] (entry functions only)."""
     entries, cur, prev = [], None, ""
-    advisories = collections.defaultdict(list)  # mangled name -> ["(C7511) Potential Performance Loss: ...", ...]
+    # mangled name -> ["(C7511) Potential Performance Loss: ...", ...]; None: those naming no function, which
+    # count against every entry of the object
+    advisories = collections.defaultdict(list)
     for line in text.splitlines():
         m = ADVISORY.search(line)
-        if m:
+        if m and line.startswith("ptxas"):
             note = "(%s) %s" % (m.group(1), re.sub(r" (?:in )?around line \d+", "", m.group(2)))
+            if m.group(3) is None:
+                note += " (naming no function: said of this object)"
             if note not in advisories[m.group(3)]:
                 advisories[m.group(3)].append(note)
             continue
@@ -120,7 +126,7 @@ def parse_ptxas(text, source):
     for e in entries:
         name, qualified = base_name(readable.get(e["mangled"], e["mangled"]))
         kernels.append(Kernel(source, name, qualified, arch_family(e["arch"]), e["regs"], e["smem"], e["stack"], e["st"],
-                              e["ld"], tuple(advisories.get(e["mangled"], ()))))
+                              e["ld"], tuple(advisories.get(e["mangled"], []) + advisories.get(None, []))))
     return kernels
 
 
