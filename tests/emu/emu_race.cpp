@@ -338,7 +338,7 @@ const reader *racing_reader(shadow &s, const granule &g, const accessor &me, uin
     return NULL;
 }
 
-uint32_t fences_of(shadow &s, unsigned tid, uint32_t block) {
+uint32_t fences_of(const shadow &s, unsigned tid, uint32_t block) {
     return tid < 1024 && s.fences[tid].block == block ? (uint32_t)s.fences[tid].at.size() : 0;
 }
 
@@ -428,9 +428,8 @@ void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t
  * in the writer's own order (the reader is the writer), before a
  * __syncthreads since, or before a sync `me` has acquired (its clock). */
 const char *unfenced(const shadow &s, const granule &g, const accessor &me) {
-    const shadow::fence_log &log = s.fences[g.wtid];
-    if (log.block != me.pos.block || log.at.size() <= g.wfence) return "with no fence.proxy.async after it";
-    const shadow::fence_at &f = log.at[g.wfence];
+    if (fences_of(s, g.wtid, me.pos.block) <= g.wfence) return "with no fence.proxy.async after it";
+    const shadow::fence_at &f = s.fences[g.wtid].at[g.wfence];
     if (g.wtid == me.pos.tid || f.bar < me.pos.bar || me.view.seen(g.wtid, f.clk)) return NULL;
     return "fenced (fence.proxy.async) only after the sync that orders it before this read";
 }
@@ -445,12 +444,12 @@ void emu_race_async_read(const void *p, size_t bytes, const void *pc) {
     const char *base = nullptr;
     if (emu_race_space(p, &base) != EMU_SPACE_SHARED) return;
     shadow &s = the_shadow();
+    const uint32_t off = code_offset(s, pc);
     const uintptr_t a = (uintptr_t)p;
     for (uintptr_t at = a >> GRANULE_SHIFT; at <= (a + bytes - 1) >> GRANULE_SHIFT; at++) {
         const granule &g = *granule_at(s, at << GRANULE_SHIFT);
         if (g.wblk != me.pos.block || race_clock::is_agent(g.wtid)) continue;
         const char *why = unfenced(s, g, me);
-        const uint32_t off = code_offset(s, pc);
         if (!why || !take_report(s, off, g.wpc)) continue;
         const std::string here = source_lines(off), there = source_lines(g.wpc);
         emu_error("%s: shared memory (+%zu) stored by thread %d at %s %s, read by the async proxy (wgmma's operand or a "

@@ -294,11 +294,12 @@ void wgmma_wait(int pending) {
         const wg_op op = t->ops[i];
         if (op.group < done) {
             perform(op, pos);
-            /* read until now: they must hold what they held at the issue */
-            if (pos.tid % 32 == 0 && warp_reads(op, pos, __builtin_return_address(0)) != op.digest && g_changed_block != pos.block &&
-                (g_changed_block = pos.block))
+            /* read until now: they must hold what they held at the issue (reported once a block) */
+            if (pos.tid % 32 == 0 && warp_reads(op, pos, __builtin_return_address(0)) != op.digest && g_changed_block != pos.block) {
+                g_changed_block = pos.block;
                 emu_error("%s: warp %d: a wgmma operand in shared memory changed between its wgmma.mma_async and the "
                           "wgmma.wait_group that completes it (the device may read it any time between)", pos.kernel, pos.warp);
+            }
             remember(t, op.d, op.n);
         } else t->ops[kept++] = op;
     }

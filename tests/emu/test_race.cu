@@ -250,29 +250,17 @@ __global__ void wgmma_operand_kernel(float *out, bool sync, bool self) {
     }
 }
 
-/* The tiles stored by threads and read by wgmma, with or without
- * fence.proxy.async between (the __syncthreads alone does not order the
- * generic proxy's stores before the async proxy's reads). */
-__global__ void proxy_fence_kernel(float *out, bool fence) {
+/* The tiles stored by threads and read by wgmma, and where each thread's
+ * fence.proxy.async stands: none (the __syncthreads alone does not order
+ * the generic proxy's stores before the async proxy's reads), before the
+ * __syncthreads (right), after it (the read may miss the stores: the fence
+ * orders nothing the barrier has not), or after it but before a second one
+ * (right again). */
+enum fence_place { FENCE_NONE, FENCE_BEFORE_SYNC, FENCE_AFTER_SYNC, FENCE_BETWEEN_SYNCS };
+__global__ void proxy_fence_kernel(float *out, int place) {
     __shared__ __align__(1024) unsigned char tiles[4096];
-    fill_tiles(tiles, fence);
-    float d[8];
-    issue_product(tiles, d);
-    wgmma_wait<0>();
-    out[threadIdx.x] = d[0];
-}
-
-/* Where each thread's fence.proxy.async stands: before the __syncthreads
- * that orders its stores before wgmma's read (right), after it (the read
- * may miss them: the fence orders nothing the barrier has not), or after it
- * but before a second one (right again). */
-enum fence_place { FENCE_BEFORE_SYNC, FENCE_AFTER_SYNC, FENCE_BETWEEN_SYNCS };
-__global__ void proxy_fence_order_kernel(float *out, int place) {
-    __shared__ __align__(1024) unsigned char tiles[4096];
-    for (int i = threadIdx.x; i < 2048; i += blockDim.x) ((uint16_t *)tiles)[i] = 0x3f80;
-    if (place == FENCE_BEFORE_SYNC) fence_proxy_async_shared();
-    __syncthreads();
-    if (place != FENCE_BEFORE_SYNC) fence_proxy_async_shared();
+    fill_tiles(tiles, place == FENCE_BEFORE_SYNC);
+    if (place == FENCE_AFTER_SYNC || place == FENCE_BETWEEN_SYNCS) fence_proxy_async_shared();
     if (place == FENCE_BETWEEN_SYNCS) __syncthreads();
     float d[8];
     issue_product(tiles, d);
@@ -389,11 +377,13 @@ int main(void) {
     failures += pair("named_barrier_write_after_arrive", [&](bool sync) { named_kernel<<<1, 2 * THREADS>>>(x, sync); });
     failures += tma_pairs(x);
     failures += pair("wgmma_operand_rewritten_before_wait", [&](bool sync) { wgmma_operand_kernel<<<1, 256>>>(x, sync, false); });
-    failures += pair("wgmma_tile_stored_without_proxy_fence", [&](bool fence) { proxy_fence_kernel<<<1, 128>>>(x, fence); });
-    failures += pair("wgmma_tile_fenced_after_the_sync", [&](bool right) {
-        proxy_fence_order_kernel<<<1, 128>>>(x, right ? FENCE_BEFORE_SYNC : FENCE_AFTER_SYNC);
+    failures += pair("wgmma_tile_stored_without_proxy_fence", [&](bool fence) {
+        proxy_fence_kernel<<<1, 128>>>(x, fence ? FENCE_BEFORE_SYNC : FENCE_NONE);
     });
-    failures += tap_result(races_in([&] { proxy_fence_order_kernel<<<1, 128>>>(x, FENCE_BETWEEN_SYNCS); }) == 0,
+    failures += pair("wgmma_tile_fenced_after_the_sync", [&](bool right) {
+        proxy_fence_kernel<<<1, 128>>>(x, right ? FENCE_BEFORE_SYNC : FENCE_AFTER_SYNC);
+    });
+    failures += tap_result(races_in([&] { proxy_fence_kernel<<<1, 128>>>(x, FENCE_BETWEEN_SYNCS); }) == 0,
                            "wgmma_tile_fenced_between_two_syncs_quiet", "a fence before the second __syncthreads reported");
     const std::string own = stderr_of([&] { wgmma_operand_kernel<<<1, 256>>>(x, true, true); });
     failures += tap_result(own.find("changed between its wgmma.mma_async and the wgmma.wait_group") != std::string::npos,
