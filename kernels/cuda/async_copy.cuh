@@ -19,9 +19,25 @@ static __device__ __forceinline__ void async_copy16(void *dst, const void *src) 
     const unsigned shared = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(__cvta_generic_to_global(src)) : "memory");
 #elif defined(EMU_CUDA_EMU_H)
-    ::emu::cp_async16(dst, src);
+    ::emu::cp_async(dst, src, 16, 16);
 #else
     (void)dst; (void)src; /* nvcc's host pass: never called on the host */
+#endif
+}
+
+/* One float from global src to shared dst, or a zero where !valid (the
+ * copy's src-size 0: nothing is read, so src need only be aligned): a
+ * row's statistic staged without a register waiting on the load. .ca: the
+ * ISA's only cache mode below 16 bytes. */
+static __device__ __forceinline__ void async_copy4_or_zero(float *dst, const float *src, bool valid) {
+#if defined(__CUDA_ARCH__)
+    const unsigned shared = (unsigned)__cvta_generic_to_shared(dst), src_bytes = valid ? 4u : 0u;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(__cvta_generic_to_global(src)), "r"(src_bytes)
+                 : "memory");
+#elif defined(EMU_CUDA_EMU_H)
+    ::emu::cp_async(dst, src, 4, valid ? 4u : 0u);
+#else
+    (void)dst; (void)src; (void)valid;
 #endif
 }
 

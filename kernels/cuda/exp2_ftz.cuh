@@ -1,6 +1,6 @@
 /* 2^x in one MUFU.EX2 (ex2.approx.ftz.f32: about 2 ulp; results below
- * FLT_MIN flushed to +0), for the softmaxes of the flash forward and the
- * cross-entropy. exp2f and expf compile to ex2.approx.f32 without ftz (the
+ * FLT_MIN flushed to +0), for the softmaxes of the flash forward and
+ * backward and the cross-entropy. exp2f and expf compile to ex2.approx.f32 without ftz (the
  * PTX of these kernels before), which ptxas must wrap in extra instructions
  * to keep denormal results (a compare and two predicated multiplies, as
  * NVIDIA's compilers lower it; not disassembled here, where no disassembler

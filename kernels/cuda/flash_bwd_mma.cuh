@@ -230,19 +230,31 @@ static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], co
  * (edge) need the mask. DROP: dropout is on (without it, no dropout code).
  * EDGE: the caller may pass edge true; without it the mask test is not
  * compiled at all (the blocks of whole tiles before the diagonal, most of
- * them, carry no per-element branch). exp2f, not the forward's exp2_ftz:
- * with it ptxas spilled in three of the backward's instances (a quarter of
- * an exponential per mma here, two in the forward). */
-template <bool DROP, bool EDGE>
+ * them, carry no per-element branch). FTZ: the forward's exp2_ftz (one
+ * MUFU.EX2; a probability under 2^-126 flushed to 0, as it is to bf16's
+ * P anyway bar denormals), where exp2f keeps denormal results at the cost
+ * of a compare and two predicated multiplies around it: sm_90a's
+ * instructions (the cubin's code bytes / 16) fell by 280 to 296 in each
+ * wgmma backward instance with it. */
+template <bool DROP, bool EDGE, bool FTZ = false>
 static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,
                                               bool edge, const fb_pair &c) {
     if (EDGE && edge && !fl_visible(query, 0, key, 0, c.T)) {
         *kept = 0.0f;
         return 0.0f;
     }
-    const float prob = exp2f(s * c.scale2 - lse2), keep = DROP ? fl_drop(c.drop, c.b, c.h, query, key, c.T) : 1.0f;
+    const float x = s * c.scale2 - lse2;
+    const float prob = FTZ ? exp2_ftz(x) : exp2f(x), keep = DROP ? fl_drop(c.drop, c.b, c.h, query, key, c.T) : 1.0f;
     *kept = prob * keep;
     return prob * (dp * keep - D);
+}
+
+/* fb_ds's FTZ in the mma.sync kernels at head size HS: every size but 48,
+ * where the dk, dv kernel (128 registers for its blocks an SM) spilled 4
+ * bytes with it on sm_90a (ptxas, CUDA 13.0). */
+template <int HS>
+static __host__ __device__ constexpr bool fb_ftz() {
+    return HS != 48;
 }
 
 /* Whether any of R tiles' blocks needs the mask (edge: one flag a tile). */
@@ -275,7 +287,7 @@ static __device__ __forceinline__ void fb_dq_block_of(float dq[R][HS / 8][4], co
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* accumulator e: query g + 8 (e / 2), key 8 n + 2 t + e % 2 */
                 const int row = g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
-                s[i][n][e] = fb_ds<DROP, EDGE>(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row,
+                s[i][n][e] = fb_ds<DROP, EDGE, fb_ftz<HS>()>(&kept, s[i][n][e], dp[i][n][e], lse2[i][e >> 1], D[i][e >> 1], qw[i] + row,
                                                kt + col, edge[i], c);
             }
         mma_a_from_accumulators(ds[i], s[i][0], s[i][1]);
@@ -329,7 +341,7 @@ static __device__ __forceinline__ void fb_dkv_block_of(float dk[R][HS / 8][4], f
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* accumulator e: key g + 8 (e / 2), query 8 n + 2 t + e % 2 */
                 const int col = 8 * n + 2 * t + (e & 1);
-                s[i][n][e] = fb_ds<DROP, EDGE>(&kept[i][n][e], s[i][n][e], dp[i][n][e], lse2[col], D[col], qt + col,
+                s[i][n][e] = fb_ds<DROP, EDGE, fb_ftz<HS>()>(&kept[i][n][e], s[i][n][e], dp[i][n][e], lse2[col], D[col], qt + col,
                                                kw[i] + g + 8 * (e >> 1), R == 1 || edge[i], c);
             }
         mma_a_from_accumulators(pk[i], kept[i][0], kept[i][1]);

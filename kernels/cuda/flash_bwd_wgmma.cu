@@ -58,8 +58,8 @@
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 240, at 128
- * 255; without DQ 158 at 64, 192 at 96, 226 at 128; none spills (with
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 238, at 128
+ * 254; without DQ 158 at 64, 192 at 96, 226 at 128; none spills (with
  * mbar_wait's loop inside its asm: 5 and 4 more with DQ at 64 and 96). (Taking
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
@@ -70,11 +70,17 @@
  * not read to confirm.)
  * Against cp.async (before), one thread issues the copies where 256
  * computed addresses, and the barrier that made each tile visible is an
- * mbarrier wait (the statistics of tile n + 1, plain stores, are ordered
- * by iteration n's block barrier); ptxas took 3 to 29 registers fewer.
+ * mbarrier wait; ptxas took 3 to 29 registers fewer. The statistics of
+ * tile n + 1 (256 bytes each of lse and D) come by a 4-byte cp.async a
+ * row, issued when tile n's iteration begins and waited for just before
+ * its block barrier, which orders them before their readers: a plain load
+ * there held warps 0 and 1 (and so, through the products' turn, the
+ * whole block) for a memory latency every tile (the same bits; ptxas:
+ * 0 to 2 registers fewer).
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
- * registers: under dq's 255 at 128, 240 at 96; at 1 block an SM they
- * fit without it), dq reduced without the trip through global memory.
+ * registers: under dq's 254 at 128, just over its 238 at 96; at 1 block
+ * an SM they fit without it), dq reduced without the trip through global
+ * memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
  * other device architectures it is a trap, and flash_bwd.cu launches it
@@ -84,6 +90,7 @@
 
 #include <string.h>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/dq_slots.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/head_tiles.cuh"
@@ -161,12 +168,30 @@ static __device__ __forceinline__ void bw_load_keys(unsigned char *ks, unsigned 
 }
 
 /* The statistics of query rows q0 .. q0 + 63 (lse of the pair's rows, D of
- * the round's): lse log2(e) and D, 0 past T (fb_row_stats' values). */
-static __device__ void bw_stats(float *lse2_t, float *D_t, const float *lse_rows, const float *D_rows, int q0, int T) {
+ * the round's) into lse2_t and D_t, zeros past T: threads 0 .. 63 issue a
+ * cp.async each and go on, so no warp waits on the loads (a plain load
+ * here held warps 0 and 1, and so both warpgroups' products, for a memory
+ * latency each tile); bw_stats_land finishes them. */
+static __device__ void bw_stats_copy(float *lse2_t, float *D_t, const float *lse_rows, const float *D_rows, int q0, int T) {
     const int r = (int)threadIdx.x, t = q0 + r;
     if (r >= BW_ROWS) return;
-    lse2_t[r] = t < T ? lse_rows[t] * FB_LOG2E : 0.0f;
-    D_t[r] = t < T ? D_rows[t] : 0.0f;
+    const bool in = t < T;
+    async_copy4_or_zero(&lse2_t[r], lse_rows + (in ? t : 0), in);
+    async_copy4_or_zero(&D_t[r], D_rows + (in ? t : 0), in);
+    async_commit();
+}
+
+/* Waits for the calling thread's bw_stats_copy and scales its lse by
+ * log2(e) in place (fb_row_stats' values: lse log2(e) and D, 0 past T);
+ * the block barrier after it shows both to every thread. The kernel calls
+ * it at every tile, the last too, where no copy was issued and it scales
+ * values nobody reads again: ptxas held the condition in registers, and
+ * at head size 128 with dq spilled 8 bytes. */
+static __device__ void bw_stats_land(float *lse2_t) {
+    const int r = (int)threadIdx.x;
+    if (r >= BW_ROWS) return;
+    async_wait<0>();
+    lse2_t[r] *= FB_LOG2E;
 }
 
 /* dS^T (the warp's keys as rows, the tile's queries as columns; fb_ds's
@@ -246,7 +271,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
 #pragma unroll
     for (int i = 0; i < 32; i++) { /* accumulator i: key kw + g + 8 (i % 4 / 2), query q0 + 8 (i / 4) + 2 t + i % 2 */
         const int col = 8 * (i >> 2) + 2 * t + (i & 1);
-        s[i] = fb_ds<false, EDGE>(&kept[i], s[i], dp[i], lse2[col], D[col], q0 + col, kw + g + 8 * ((i >> 1) & 1), true, c);
+        s[i] = fb_ds<false, EDGE, true>(&kept[i], s[i], dp[i], lse2[col], D[col], q0 + col, kw + g + 8 * ((i >> 1) & 1), true, c);
     }
     uint32_t pa[BW_ROWS / 16][4], da[BW_ROWS / 16][4];
 #pragma unroll
@@ -325,7 +350,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         mbar_init(&full[1], 1);
         mbar_fence_init();
     }
-    bw_stats(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
+    bw_stats_copy(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
+    bw_stats_land(lse2_t[0]);
     __syncthreads(); /* the barriers' inits, tile 0's statistics */
     if (threadIdx.x == 0) {
         bw_load_keys<HS>(ks, vs, maps, kv_full, h, k0, b);
@@ -341,7 +367,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         unsigned char *qs = stages + st * 2 * tile;
         if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's block barrier */
             if (threadIdx.x == 0) bw_load_query_tile<HS>(stages + (st ^ 1) * 2 * tile, maps, &full[st ^ 1], h, q0 + BW_ROWS, b);
-            bw_stats(lse2_t[st ^ 1], D_t[st ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
+            bw_stats_copy(lse2_t[st ^ 1], D_t[st ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
         }
         mbar_wait(&full[st], (n >> 1) & 1); /* tile n's Q and dout are in */
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
@@ -350,6 +376,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
             bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         else
             bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+        bw_stats_land(lse2_t[st ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
            and with DQ those of dS^T tile n - 1 too: the next iterations refill them */

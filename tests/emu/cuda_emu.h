@@ -111,10 +111,12 @@ void wgmma_mma(float *d, int n, uint64_t desc_a, const uint32_t *a, uint64_t des
 void *dynamic_shared();
 /* cp.async (kernels/cuda/async_copy.cuh): each thread's copies wait in its
  * own queue, the open group first; commit closes it; wait(n) performs the
- * copies of all but the n newest committed groups. An issued copy's
+ * copies of all but the n newest committed groups; a copy of `bytes` takes
+ * the first src_bytes from the source and zero-fills the rest (the ISA's
+ * src-size; 0 reads nothing). An issued copy's
  * destination reads as NaN (0xff) until its group is waited for, and a
  * thread that exits with copies queued is an error. */
-void cp_async16(void *dst_shared, const void *src_global);
+void cp_async(void *dst_shared, const void *src_global, unsigned bytes, unsigned src_bytes);
 void cp_async_commit();
 void cp_async_wait(int newest_pending);
 /* Hopper (emu_tma.cpp; kernels/cuda/mbarrier.cuh and tma.cuh): mbarrier

@@ -600,11 +600,13 @@ const int MAX_THREADS = 1024;
 
 enum wait_kind { RUNNING, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 
-/* One 16-byte cp.async not yet performed: group is the number of groups
- * its thread had committed when it was issued (== committed: still open). */
+/* One cp.async not yet performed (bytes to dst, the first src_bytes of
+ * them from src, zeros after): group is the number of groups its thread
+ * had committed when it was issued (== committed: still open). */
 struct async_copy {
     void *dst;
     const void *src;
+    unsigned bytes, src_bytes;
     unsigned group;
 };
 
@@ -1140,22 +1142,29 @@ static fiber *current(const char *what) {
     return g_cur;
 }
 
-void cp_async16(void *dst, const void *src) {
+void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes) {
     fiber *f = current("cp.async");
     if (!f) return;
-    if (((uintptr_t)dst | (uintptr_t)src) & 15) {
-        emu_error("%s: cp.async of 16 bytes misaligned (%p <- %p)", g_block.kernel, dst, src);
+    if ((bytes != 4 && bytes != 8 && bytes != 16) || src_bytes > bytes) {
+        emu_error("%s: cp.async of %u bytes (%u from the source): the ISA allows 4, 8 or 16, src-size at most that",
+                  g_block.kernel, bytes, src_bytes);
+        abort();
+    }
+    if (((uintptr_t)dst | (uintptr_t)src) & (bytes - 1)) {
+        emu_error("%s: cp.async of %u bytes misaligned (%p <- %p)", g_block.kernel, bytes, dst, src);
         abort(); /* a misaligned address faults on the device */
     }
-    if (!shared_region(dst, 16)) {
+    if (!shared_region(dst, bytes)) {
         emu_error("%s: cp.async destination %p is not in the block's shared memory", g_block.kernel, dst);
         abort();
     }
-    if (!emu_check_device_range(src, 16, "cp.async source")) abort();
-    emu_race_access(src, 16, false, __builtin_return_address(0));
-    emu_race_access(dst, 16, true, __builtin_return_address(0)); /* the copy may land any time from here to its wait */
-    memset(dst, 0xff, 16);          /* undefined until waited for: NaN */
-    f->copies.push_back(async_copy{dst, src, f->committed});
+    if (src_bytes) { /* src-size 0 reads nothing: the source need not be valid memory */
+        if (!emu_check_device_range(src, src_bytes, "cp.async source")) abort();
+        emu_race_access(src, src_bytes, false, __builtin_return_address(0));
+    }
+    emu_race_access(dst, bytes, true, __builtin_return_address(0)); /* the copy may land any time from here to its wait */
+    memset(dst, 0xff, bytes);                                        /* undefined until waited for: NaN */
+    f->copies.push_back(async_copy{dst, src, bytes, src_bytes, f->committed});
 }
 
 void cp_async_commit() {
@@ -1175,8 +1184,9 @@ void cp_async_wait(int newest_pending) {
     size_t kept = 0;
     for (const async_copy &c : f->copies) {
         if (c.group < done) {
-            memcpy(c.dst, c.src, 16); /* the source as it is now: read late, as the device may */
-            emu_race_access(c.dst, 16, true, __builtin_return_address(0));
+            memcpy(c.dst, c.src, c.src_bytes); /* the source as it is now: read late, as the device may */
+            memset((char *)c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+            emu_race_access(c.dst, c.bytes, true, __builtin_return_address(0));
         } else f->copies[kept++] = c;
     }
     f->copies.resize(kept);

@@ -5,14 +5,17 @@
  *   async_wait<1> leaves the newest group in flight; copies not yet
  *   committed are not waited for; after the wait and a __syncthreads every
  *   thread sees every thread's copies;
+ * - a 4-byte copy (async_copy4_or_zero) likewise reads NaN until waited
+ *   for, and with src-size 0 lands a +0 without reading its source;
  * - dynamic shared memory past 48 KiB works after the kernel's
  *   cudaFuncSetAttribute opt-in, and reads NaN in a block that did not
  *   write it;
  * - errors, each in a child process that must exit with the emulator's
  *   status 3 (or abort) and name the problem: a thread exiting with copies
  *   in flight, a launch over 48 KiB without the opt-in, a cp.async into
- *   global memory.
+ *   global memory, a 4-byte copy from a misaligned source.
  * Prints "ok NAME" / "not ok NAME - reason"; exit 1 on a failure. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +128,41 @@ static int check_dynamic_shared(void) {
     return failed;
 }
 
+/* async_copy4_or_zero: thread t copies src[t] when t is even, a zero
+ * otherwise (src-size 0: the source is not read); seen holds what each
+ * thread read of its float before the wait, then after it. */
+__global__ void copy4_kernel(float *seen, const float *src) {
+    __shared__ float tile[THREADS];
+    const int t = threadIdx.x;
+    async_copy4_or_zero(&tile[t], src + t, t % 2 == 0);
+    async_commit();
+    seen[t] = tile[t];
+    async_wait<0>();
+    seen[THREADS + t] = tile[t];
+}
+
+static int check_copy4(void) {
+    float src[THREADS], seen[2 * THREADS], *d_src, *d_seen;
+    for (int i = 0; i < THREADS; i++) src[i] = 1.0f + (float)i;
+    cudaMalloc((void **)&d_src, sizeof src);
+    cudaMalloc((void **)&d_seen, sizeof seen);
+    cudaMemcpy(d_src, src, sizeof src, cudaMemcpyHostToDevice);
+    copy4_kernel<<<1, THREADS>>>(d_seen, d_src);
+    cudaMemcpy(seen, d_seen, sizeof seen, cudaMemcpyDeviceToHost);
+    cudaFree(d_src);
+    cudaFree(d_seen);
+    bool before = true, landed = true, zeros = true;
+    for (int t = 0; t < THREADS; t++) {
+        before &= seen[t] != seen[t];
+        if (t % 2 == 0) landed &= seen[THREADS + t] == src[t];
+        else zeros &= seen[THREADS + t] == 0.0f && !signbit(seen[THREADS + t]);
+    }
+    int failed = tap_result(before, "emu_cp_async4_unwaited_copy_reads_nan", "a 4-byte copy was visible before its wait");
+    failed |= tap_result(landed, "emu_cp_async4_copy_lands_after_wait", "a 4-byte copy did not land");
+    failed |= tap_result(zeros, "emu_cp_async4_src_size_0_lands_positive_zero", "src-size 0 did not give +0");
+    return failed;
+}
+
 /* ---- errors, each in a child process ---- */
 
 __global__ void exit_pending_kernel(const float *src) {
@@ -147,6 +185,17 @@ static void child_no_opt_in(float *a, float *b) {
     dynamic_kernel<double><<<1, 1, DYN_BYTES>>>((double *)a, (const double *)b); /* <double>: never opted in */
 }
 static void child_copy_to_global(float *a, float *b) { copy_to_global_kernel<<<1, 1>>>(a, b); }
+
+__global__ void copy4_misaligned_kernel(const float *src) {
+    __shared__ float tile[2];
+    async_copy4_or_zero(tile, (const float *)((const char *)src + 2), false); /* src-size 0 still needs the alignment */
+    async_commit();
+    async_wait<0>();
+}
+static void child_copy4_misaligned(float *a, float *b) {
+    (void)b;
+    copy4_misaligned_kernel<<<1, 1>>>(a);
+}
 
 /* Runs body in a child whose stderr is kept: it must end with exit status 3
  * or SIGABRT, and its stderr must contain `needle`. */
@@ -182,10 +231,12 @@ static int expect_error(const char *name, void (*body)(float *, float *), const 
 int main(void) {
     int failed = check_groups();
     failed |= check_dynamic_shared();
+    failed |= check_copy4();
     failed |= expect_error("emu_cp_async_exit_with_copies_in_flight_reported", child_exit_pending, "cp.async copies not waited for");
     failed |= expect_error("emu_dynamic_shared_memory_without_opt_in_rejected", child_no_opt_in,
                            "beyond the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize");
     failed |= expect_error("emu_cp_async_into_global_memory_rejected", child_copy_to_global,
                            "is not in the block's shared memory");
+    failed |= expect_error("emu_cp_async4_misaligned_source_rejected", child_copy4_misaligned, "cp.async of 4 bytes misaligned");
     return failed;
 }
