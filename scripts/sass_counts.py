@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The machine instructions of each CUDA kernel, counted without a disassembler.
+
+usage: scripts/sass_counts.py [--arch sm_90a] [--base REV] [--match TEXT] SRC.cu ...
+
+Compiles each source as the Makefile does (nvcc -O3 -std=c++17 -I<tree>
+-DTG_CUDA) into a cubin for one architecture and prints, per kernel, the size
+of its code section divided by 16: every instruction of sm_70 and later
+(SASS) is 16 bytes, so that is the kernel's static instruction count. With
+--base REV the same sources at git revision REV (`git archive`, so the headers
+are REV's too) are counted beside them, with the difference. --match keeps
+the kernels whose demangled name contains TEXT.
+
+Why: this machine has nvcc and ptxas but neither cuobjdump nor nvdisasm, so
+a kernel change's effect on the instruction stream (issue 36's "instruction
+counts") is otherwise unseen until a GPU sitting. A static count is not a
+dynamic one: instructions in loops count once, and nothing here is timed.
+"""
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+INSTRUCTION_BYTES = 16  # SASS of sm_70 and later
+
+
+def fail(msg):
+    sys.exit("sass_counts.py: " + msg)
+
+
+def nvcc_path():
+    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    fail("nvcc not found (set NVCC, or put CUDA's bin on PATH)")
+
+
+def code_sections(cubin):
+    """{mangled kernel name: bytes of its .text section} of an ELF64 cubin."""
+    data = open(cubin, "rb").read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        fail("%s: not a 64-bit ELF cubin" % cubin)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    sizes = {}
+    for h in headers:
+        end = data.index(b"\0", names_at + h[0])
+        name = data[names_at + h[0]:end].decode()
+        if name.startswith(".text."):
+            sizes[name[len(".text."):]] = h[5]
+    return sizes
+
+
+def demangle(names):
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail("c++filt (binutils) is needed to read the kernels' names: %s" % e)
+    return [line.replace("(anonymous namespace)::", "") for line in out.split("\n")[:len(names)]]
+
+
+def count(tree, src, arch, scratch, label):
+    """{demangled kernel: instructions} of tree/src built for arch (label: the cubin's, now or base)."""
+    path = os.path.join(tree, src)
+    if not os.path.isfile(path):
+        fail("%s: no such file" % path)
+    cubin = os.path.join(scratch, "%s.%s.cubin" % (src.replace("/", "_"), label))
+    cmd = [nvcc_path(), "-O3", "-std=c++17", "-I" + tree, "-arch=" + arch, "-DTG_CUDA", "-cubin", path, "-o", cubin]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("nvcc failed on %s:\n%s" % (path, run.stderr[-2000:]))
+    sizes = code_sections(cubin)
+    names = sorted(sizes)
+    return {d: sizes[m] // INSTRUCTION_BYTES for m, d in zip(names, demangle(names))}
+
+
+def archive(rev, scratch):
+    """The tree at git revision rev, unpacked under scratch."""
+    dest = os.path.join(scratch, "base")
+    os.makedirs(dest)
+    git = subprocess.run(["git", "archive", rev], capture_output=True)
+    if git.returncode != 0:
+        fail("git archive %s: %s" % (rev, git.stderr.decode().strip()))
+    subprocess.run(["tar", "-x", "-C", dest], input=git.stdout, check=True)
+    return dest
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sources", nargs="+", metavar="SRC.cu", help="paths from the repository's root")
+    ap.add_argument("--arch", default="sm_90a", help="nvcc -arch (default sm_90a)")
+    ap.add_argument("--base", metavar="REV", help="also count the sources at this git revision")
+    ap.add_argument("--match", default="", metavar="TEXT", help="only kernels whose name contains TEXT")
+    a = ap.parse_args()
+    digits = a.arch.split("_")[-1].rstrip("af")
+    if not digits.isdigit() or int(digits) < 70:
+        fail("--arch %s: the 16-byte instruction count holds from sm_70 on" % a.arch)
+    tree = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="sass_counts.") as scratch:
+        base_tree = archive(a.base, scratch) if a.base else None
+        for src in a.sources:
+            now = count(tree, src, a.arch, scratch, "now")
+            before = count(base_tree, src, a.arch, scratch, "base") if base_tree else {}
+            print("# %s, %s%s" % (src, a.arch, ", against " + a.base if a.base else ""))
+            print("#  now    base  delta  kernel" if base_tree else "#  now  kernel")
+            for name in sorted(set(now) | set(before)):
+                if a.match not in name:
+                    continue
+                if not base_tree:
+                    print("%7d  %s" % (now[name], name))
+                    continue
+                n, b = now.get(name), before.get(name)
+                delta = "%+d" % (n - b) if n is not None and b is not None else ("new" if b is None else "gone")
+                print("%7s %7s %6s  %s" % ("-" if n is None else n, "-" if b is None else b, delta, name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/sass_counts.py: each kernel's static SASS instruction count from
+# an nvcc cubin (code bytes / 16), against a git revision with --base. On a
+# made-up repository: a kernel given more work counts more instructions than
+# at its committed revision, and a kernel left alone counts the same; the
+# counts are whole and positive; an architecture before sm_70, an unknown
+# revision and a missing source are refused with a message. Then one of the
+# project's sources, as a developer runs it. Needs nvcc (scripts/find_cuda.sh).
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh" sass_counts
+counter="$PWD/scripts/sass_counts.py"
+
+if ! bash scripts/find_cuda.sh >"$tmp/find_cuda.out" 2>&1; then
+    echo "# SKIP: no CUDA toolkit here ($(tail -n 1 "$tmp/find_cuda.out"))"
+    exit 0
+fi
+NVCC=$(make -s --no-print-directory GPU=1 print-NVCC)
+export NVCC
+
+# k.cu with long_kernel's loop unrolled N times
+kernels() {
+    cat <<CU
+__global__ void short_kernel(float *x) { x[threadIdx.x] = 1.0f; }
+__global__ void long_kernel(float *x, float y) {
+    float a = x[threadIdx.x];
+#pragma unroll
+    for (int i = 0; i < $1; i++) a = a * y + (float)i;
+    x[threadIdx.x] = a;
+}
+CU
+}
+repo="$tmp/repo"
+mkdir -p "$repo"
+kernels 4 >"$repo/k.cu"
+git -C "$repo" init -q && git -C "$repo" add k.cu &&
+    git -C "$repo" -c user.name=t -c user.email=t@t commit -qm base || { not_ok fixture_repo "git failed"; exit 1; }
+kernels 64 >"$repo/k.cu"
+
+# count_of NAME FILE COLUMN: the column of NAME's row
+count_of() { awk -v n="$1" -v c="$3" '!/^#/ && index($0, n) { print $c; exit }' "$2"; }
+if (cd "$repo" && "$py" "$counter" --base HEAD k.cu) >"$tmp/base.out" 2>&1; then
+    now=$(count_of long_kernel "$tmp/base.out" 1) before=$(count_of long_kernel "$tmp/base.out" 2)
+    delta=$(count_of long_kernel "$tmp/base.out" 3) short=$(count_of short_kernel "$tmp/base.out" 3)
+    if [[ "$now" =~ ^[0-9]+$ && "$before" =~ ^[0-9]+$ && $before -gt 0 && $now -gt $before &&
+        "$delta" = "+$((now - before))" ]]; then
+        ok "longer_kernel_counts_more ($before -> $now)"
+    else not_ok longer_kernel_counts_more "$(tr '\n' ' ' <"$tmp/base.out")"; fi
+    if [ "$short" = "+0" ]; then ok kernel_left_alone_counts_the_same
+    else not_ok kernel_left_alone_counts_the_same "$(tr '\n' ' ' <"$tmp/base.out")"; fi
+else not_ok base_run "$(tail -n 3 "$tmp/base.out" | tr '\n' ' ')"; fi
+
+# refused: exit non-zero, and the message names what is wrong
+refused() { # NAME PATTERN ARGS...
+    local name="$1" pattern="$2"; shift 2
+    if (cd "$repo" && "$py" "$counter" "$@") >"$tmp/$name.out" 2>&1; then
+        not_ok "$name" "exited 0: $(tr '\n' ' ' <"$tmp/$name.out")"
+    elif grep -qE "$pattern" "$tmp/$name.out"; then ok "$name"
+    else not_ok "$name" "no \"$pattern\" in: $(tr '\n' ' ' <"$tmp/$name.out")"; fi
+}
+refused arch_before_sm70_refused "sm_60: the 16-byte instruction count holds from sm_70" --arch sm_60 k.cu
+refused unknown_revision_refused "git archive no-such-rev" --base no-such-rev k.cu
+refused missing_source_refused "nope.cu: no such file" nope.cu
+
+# a project source: every GELU kernel listed, with a whole count
+if "$py" "$counter" --match gelu kernels/cuda/gelu.cu >"$tmp/gelu.out" 2>&1 &&
+    [ "$(grep -cE '^ +[1-9][0-9]*  void .*gelu' "$tmp/gelu.out")" -ge 2 ]; then
+    ok "project_source_counted ($(grep -vc '^#' "$tmp/gelu.out") kernels)"
+else not_ok project_source_counted "$(tail -n 4 "$tmp/gelu.out" | tr '\n' ' ')"; fi
+exit $failed
