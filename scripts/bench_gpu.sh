@@ -157,6 +157,9 @@ if [ -n "$llmc" ]; then
 fi
 warmup=3          # steps left out of every median: from step 4 on
 run_limit=420     # seconds a train_gpt or PyTorch eager run may take
+declare -A plain_wall=() # KEY:GB: the plain train_gpt run's seconds, which bound the option rows' (option_limit)
+option_slack="${BENCH_OPTION_SLACK_S:-60}" # option_limit's minute (t_bench_gpu_dry shortens it)
+[[ "$option_slack" =~ ^[0-9]+$ ]] || die "BENCH_OPTION_SLACK_S must be a whole number of seconds, got '$option_slack'"
 # the measured points, MODEL:GLOBAL_BATCH
 points=()
 for key in ${models//,/ }; do
@@ -272,12 +275,26 @@ not_measured() {
 }
 last_lines() { tail -n "${2:-3}" "$1" 2>/dev/null | tr '\n' ' ' | sed 's/ *$//' | cut -c1-300; }
 
+# option_limit KEY GB: the seconds an option row's runs (Hopper attention, cuBLASLt tuned) may
+# take at a point: three times the plain run's there, plus a minute for step 1's tuning, within
+# run_limit. Their kernels may meet a GPU for the first time here, and a deadlock held the rest of
+# the section (PyTorch's and llm.c's rows, then the sections after it) for run_limit.
+option_limit() {
+    local wall="${plain_wall[$1:$2]:-}"
+    if [ -z "$wall" ]; then echo "$run_limit"; return; fi
+    local cap=$((3 * wall + option_slack))
+    echo $((cap < run_limit ? cap : run_limit))
+}
+
 # run_train_gpt KEY GB RECOMPUTE [IMPL]: one train_gpt run (IMPL train_gpt_hopper: with
 # kernels.attention=wgmma_ws; train_gpt_lt: with kernels.lt_tune=time, its per-op run pinning
 # the record the timed run wrote); its row, or a row saying why not; 0 when measured
 run_train_gpt() {
     local key="$1" gb="$2" rc="$3" impl="${4:-train_gpt}" dir row
     dir="$raw/${key}_gb${gb}_${impl}_$rc"
+    # the option rows' runs (this one and op_times') on option_limit's clock
+    local run_limit="$run_limit"
+    [ "$impl" = train_gpt ] || run_limit=$(option_limit "$key" "$gb")
     model_setup "$key" "$gb"
     local cmd=("$bin" --config "$cfg" "${shape[@]}" --set device=cuda --set train.precision=bf16
                --set train.recompute="$rc" "${common[@]}" --set out.dir="$dir")
@@ -287,10 +304,15 @@ run_train_gpt() {
         train_gpt_lt) cmd+=(--set kernels.lt_tune=time) what=", cuBLASLt tuned" ;;
     esac
     note_cmd "${cmd[@]}"
-    say "$label, train_gpt bf16$what, recompute $rc, $steps steps ..."
+    say "$label, train_gpt bf16$what, recompute $rc, $steps steps (at most ${run_limit}s) ..."
+    local t0=$SECONDS
     timeout -k 10 "$run_limit" "${cmd[@]}" >"$dir.out" 2>&1
     local status=$?
-    if [ "$status" -ne 0 ]; then
+    [ "$impl" != train_gpt ] || [ "$status" -ne 0 ] || plain_wall[$key:$gb]=$((SECONDS - t0 + 1))
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        not_measured "$key" "$gb" "$impl" "$rc" "$(quoted "${cmd[@]}")" \
+            "not measured: stopped after ${run_limit}s (timeout; a hang?): $(last_lines "$dir.out")"
+    elif [ "$status" -ne 0 ]; then
         not_measured "$key" "$gb" "$impl" "$rc" "$(quoted "${cmd[@]}")" "not measured: failed (exit $status): $(last_lines "$dir.out")"
     elif ! row=$(report train-gpt "$dir" --key "$key" --gb "$gb" --recompute "$rc" --warmup "$warmup" --impl "$impl" \
                      --command "$(quoted "${cmd[@]}")" 2>&1); then

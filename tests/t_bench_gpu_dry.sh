@@ -54,6 +54,9 @@ print(f"model: {L} layers, {m['n_head']} heads, width {C}, context {T}, vocab {V
 print(f"batch: {gb} sequences x {T} tokens per step = dp 1 x {gb // mb} micro-batches of {mb} (gradient accumulation {gb // mb})")
 print("backend: cuda (bf16; fake)")
 hopper = sets.get("kernels.attention") == "wgmma_ws"
+if hopper and os.environ.get("FAKE_HOPPER_HANGS"):
+    import time
+    time.sleep(600)  # a deadlocked kernel: the option row's clock must end it
 if hopper and os.environ.get("FAKE_NOT_HOPPER"):
     print("train_gpt: kernels.attention: wgmma_ws needs a device of compute capability 9.0 (H100, H200)")
     sys.exit(1)
@@ -233,4 +236,20 @@ check bench_dry_lt_record_not_pinned_said "$(grep "per-op times" "$tmp/bench3.ou
 check bench_dry_no_eager "$(grep "PyTorch eager" "$tmp"/out3/gpu_bench_*.md | head -n 2 | tr '\n' ' ')" \
     eval 'grep -q "| GPT-2 124M | 16 | PyTorch eager | | none | not measured (--no-eager) |" "$tmp"/out3/gpu_bench_*.md &&
           ! grep -q "bench_torch.py" "$tmp"/out3/gpu_bench_*/commands.txt'
+# a Hopper run that hangs is stopped on option_limit's clock (three times the plain run's seconds
+# plus BENCH_OPTION_SLACK_S), not run_limit's 420 s: its row says so, the tuned row after it is measured
+sleep 1
+t0=$SECONDS
+(cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_HOPPER_HANGS=1 BENCH_OPTION_SLACK_S=3 \
+    OUT="$tmp/out4" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --lt-tune) >"$tmp/bench4.out" 2>&1
+rc=$? took=$((SECONDS - t0))
+got=$("$py" - "$(ls "$tmp"/out4/gpu_bench_*.json 2>/dev/null | head -n 1)" <<'PY'
+import json, sys
+rows = {r["impl"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+h, lt = rows.get("train_gpt_hopper", {}), rows.get("train_gpt_lt", {})
+ok = "stopped after" in h.get("note", "") and "a hang?" in h.get("note", "") and lt.get("ms_per_step") is not None
+print("same" if ok else f"hopper {h.get('note')!r}, lt {lt.get('ms_per_step')!r}")
+PY
+)
+check bench_dry_hung_hopper_row_stopped_early "rc $rc in ${took}s: $got" eval '[ $rc = 0 ] && [ $took -lt 60 ] && [ "$got" = same ]'
 exit "$failed"
