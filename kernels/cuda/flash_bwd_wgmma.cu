@@ -26,9 +26,11 @@
  * swizzle, at head size 96 a last chunk of 32 under the 64B swizzle. Per
  * query tile, each warpgroup against its keys:
  *   S^T = K Q^T and dP^T = V dout^T by wgmma_ss (all four K-major, N = 64
- *     queries; k16 step j reads chunk j / 4): keys are the accumulators'
- *     rows, so the query rows' statistics (lse and D, staged beside the
- *     tile) are per column;
+ *     queries; k16 step j reads chunk j / 4), at head size 64 by wgmma_rs
+ *     with K and V as A fragments loaded once into registers
+ *     (bw_kv_in_registers: shared memory's bandwidth); keys are the
+ *     accumulators' rows, so the query rows' statistics (lse and D,
+ *     staged beside the tile) are per column;
  *   P^T and dS^T by fb_ds, rounded to bf16 and packed straight from the
  *     accumulators into A fragments (mma_a_from_accumulators);
  *   dV += P^T dout and dK += dS^T Q by wgmma_rs, dout and Q read MN-major
@@ -58,8 +60,9 @@
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 204 registers, at 96 238, at 128
- * 254; without DQ 158 at 64, 192 at 96, 226 at 128; none spills (with
+ * ptxas (sm_90a, CUDA 13.0): DQ at 64 237 registers (203 before K and V
+ * were held), at 96 237, at 128 255; without DQ 198 (168) at 64, 200 at
+ * 96, 227 at 128; none spills (with
  * mbar_wait's loop inside its asm: 5 and 4 more with DQ at 64 and 96). (Taking
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
@@ -78,9 +81,9 @@
  * whole block) for a memory latency every tile (the same bits; ptxas:
  * 0 to 2 registers fewer).
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
- * registers: under dq's 254 at 128, just over its 238 at 96; at 1 block
- * an SM they fit without it), dq reduced without the trip through global
- * memory.
+ * registers: under dq's 255 at 128, just over 237 at 64 and 96; at 1
+ * block an SM they fit without it), dq reduced without the trip through
+ * global memory.
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
  * other device architectures it is a trap, and flash_bwd.cu launches it
@@ -208,6 +211,37 @@ static __device__ __forceinline__ void bw_stage_ds(unsigned char *dss, const flo
     }
 }
 
+/* Whether a warpgroup holds its 64 keys' K and V as wgmma A fragments in
+ * registers (32 at head size 64), so that the score products S^T = K Q^T
+ * and dP^T = V dout^T read only Q and dout from shared memory. At the
+ * datasheet's bf16 rate (about 990 TFLOP/s: 4096 FLOP a cycle an SM at
+ * 1.83 GHz) and shared memory's 32 banks of 4 bytes, an m64n64k16 product
+ * with both operands there reads its 4 KB (if B is read once for the
+ * warpgroup's four tensor cores) in its 32 cycles, 128 bytes a cycle:
+ * shared memory as busy as the tensor cores. A
+ * tile of the block reads 128 KB so (the scores 64, dk and dv 32, dq 32)
+ * beside the copies and dS^T's stores; held, K and V save 32 of them. A
+ * model, not a measurement. At 96 and 128 the fragments (48 and 64
+ * registers) do not fit beside dk and dv. */
+template <int HS>
+static __host__ __device__ constexpr bool bw_kv_in_registers() {
+    return HS == 64;
+}
+
+/* The calling warp's 16 rows (keys) of a warpgroup's [64 x 64] tile (one
+ * 128B-swizzled column chunk, head_tiles.cuh) as A fragments, one per k16
+ * step, by ldmatrix: lane 8m + i gives row i + 8 (m % 2), 16-byte column
+ * unit 2 step + m / 2, where the swizzle put it. */
+static __device__ __forceinline__ void bw_load_a_fragments(uint32_t (&a)[4][4], const unsigned char *tile) {
+    const int lane = (int)threadIdx.x & 31, m = lane >> 3;
+    const uint32_t row = (uint32_t)(16 * (((int)threadIdx.x >> 5) & 3) + (lane & 7) + 8 * (m & 1));
+#pragma unroll
+    for (int step = 0; step < 4; step++) {
+        const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, SMEM_SWIZZLE_128B, 16, 8 * 128, row, (uint32_t)(16 * step + 8 * (m >> 1)), 2);
+        mma_ldmatrix_x4<false>(a[step], (const __nv_bfloat16 *)(tile + smem_swizzle_apply(at, SMEM_SWIZZLE_128B, 0)));
+    }
+}
+
 /* Column chunk c (N columns from 64 c) of a dq share (warp w of the
  * warpgroup: queries 16w .. 16w + 15 as rows) into its float32 slot,
  * row-major 64 x HS. */
@@ -241,6 +275,14 @@ static __device__ __forceinline__ void bw_dq_share(float *slot, const unsigned c
     bw_store_share<HS, N>(slot, dq, c);
 }
 
+/* A warpgroup's K and V as A fragments (bw_kv_in_registers), else empty. */
+template <bool HELD>
+struct bw_kv_held {
+    uint32_t k[4][4], v[4][4];
+};
+template <>
+struct bw_kv_held<false> {};
+
 /* One staged query tile (rows q0 ..) against warpgroup wg's 64 keys (ks,
  * vs: its K and V): dk, dv (its accumulators: warp w's keys kw .. kw + 15
  * as rows, the head's columns) += dS^T Q, P^T dout, waited for; DQ: dS^T
@@ -250,19 +292,26 @@ static __device__ __forceinline__ void bw_dq_share(float *slot, const unsigned c
  * tensor core works on 1's, and 1's while it works on 0's dk and dv. */
 template <int HS, bool EDGE, bool DQ>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
-                                                     const unsigned char *vs, const unsigned char *qs, const unsigned char *gs,
-                                                     unsigned char *dss, const float *lse2, const float *D, int q0, int kw,
-                                                     int wg, const fb_pair &c) {
+                                                     const unsigned char *vs, const bw_kv_held<bw_kv_in_registers<HS>()> &kv,
+                                                     const unsigned char *qs, const unsigned char *gs, unsigned char *dss,
+                                                     const float *lse2, const float *D, int q0, int kw, int wg, const fb_pair &c) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
     if (wg == 1) named_bar_sync(BW_BAR_TURN, BW_THREADS);
     wgmma_fence(); /* s and dp were last read by this thread's registers */
+    if constexpr (bw_kv_in_registers<HS>()) {
 #pragma unroll
-    for (int step = 0; step < HS / 16; step++)
-        wgmma_ss<BW_ROWS, 0, 0>(s, ht_k_major<HS, BW_WG_KEYS>(ks, step), ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
+        for (int step = 0; step < HS / 16; step++) wgmma_rs<BW_ROWS, 0>(s, kv.k[step], ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
 #pragma unroll
-    for (int step = 0; step < HS / 16; step++)
-        wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_WG_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
+        for (int step = 0; step < HS / 16; step++) wgmma_rs<BW_ROWS, 0>(dp, kv.v[step], ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
+    } else {
+#pragma unroll
+        for (int step = 0; step < HS / 16; step++)
+            wgmma_ss<BW_ROWS, 0, 0>(s, ht_k_major<HS, BW_WG_KEYS>(ks, step), ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
+#pragma unroll
+        for (int step = 0; step < HS / 16; step++)
+            wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_WG_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
+    }
     wgmma_commit();
     if (wg == 0) named_bar_arrive(BW_BAR_TURN, BW_THREADS);
     wgmma_wait<0>();
@@ -362,6 +411,11 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
+    bw_kv_held<bw_kv_in_registers<HS>()> kv;
+    if constexpr (bw_kv_in_registers<HS>()) {
+        bw_load_a_fragments(kv.k, ks + wg * tile);
+        bw_load_a_fragments(kv.v, vs + wg * tile);
+    }
     for (int q0 = k0, n = 0; q0 < T; q0 += BW_ROWS, n++) {
         const int st = n & 1;
         unsigned char *qs = stages + st * 2 * tile;
@@ -373,9 +427,9 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         unsigned char *ds_n = dss + st * bw_ds_bytes();
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         bw_stats_land(lse2_t[st ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,

@@ -346,14 +346,17 @@ if want sanitizer; then
             done < <(race_kernels "$1")
             [ "$n" -gt 0 ] && grep -q '^peak resident memory' "$1"
         }
-        # sanitized NAME [--tool TOOL] COMMAND...: runs under memcheck (or TOOL); passes on exit 0 with "0 errors"
-        # (racecheck also with hazards inside cuBLAS's kernels only: only_library_races)
+        # sanitized NAME [--tool TOOL] [--limit SECONDS] COMMAND...: runs under memcheck (or TOOL) for at most
+        # SECONDS (900); passes on exit 0 with "0 errors" (racecheck also with hazards inside cuBLAS's kernels
+        # only: only_library_races); san_rc: the run's exit status (124 or 137: stopped by the clock)
         sanitized() {
             local name="$1"; shift
-            local tool=memcheck
+            local tool=memcheck limit=900
             if [ "$1" = --tool ]; then tool="$2"; shift 2; fi
-            timeout -k 10 900 "$san" --tool "$tool" --error-exitcode 1 "$@" >"$tmp/$name.out" 2>&1
+            if [ "$1" = --limit ]; then limit="$2"; shift 2; fi
+            timeout -k 10 "$limit" "$san" --tool "$tool" --error-exitcode 1 "$@" >"$tmp/$name.out" 2>&1
             local rc=$?
+            san_rc=$rc
             # racecheck ends in its own summary line ("RACECHECK SUMMARY: N hazards displayed (N errors, ...")
             local summary='ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors'
             if [ "$rc" -eq 0 ] && grep -qE "$summary" "$tmp/$name.out"; then
@@ -386,11 +389,19 @@ if want sanitizer; then
         if [ "$cc" != 9.0 ]; then
             skip sanitizer_train_hopper "compute capability ${cc:-unknown}, not 9.0: no Hopper attention (not counted as passed)"
         else
+            # each on a 150 s clock (a tiny step; the first sitting's whole section took 53 s): a kernel that
+            # deadlocks on its first GPU ends in a failure here, and the tools after it are not run
+            hung=""
             for tool in memcheck racecheck synccheck; do
+                if [ -n "$hung" ]; then
+                    bad "sanitizer_train_hopper_$tool" "not run: $hung"
+                    continue
+                fi
                 rm -rf "$tmp/san_hopper_$tool"
-                sanitized "sanitizer_train_hopper_$tool" --tool "$tool" "$bin" "${tiny[@]}" "${synthetic[@]}" --set device=cuda \
-                    --set train.precision=bf16 --set model.n_head=2 --set kernels.attention=wgmma_ws --set train.steps=1 \
-                    --set train.cuda_graph=false --set out.save_final=false --set out.dir="$tmp/san_hopper_$tool"
+                sanitized "sanitizer_train_hopper_$tool" --tool "$tool" --limit 150 "$bin" "${tiny[@]}" "${synthetic[@]}" \
+                    --set device=cuda --set train.precision=bf16 --set model.n_head=2 --set kernels.attention=wgmma_ws \
+                    --set train.steps=1 --set train.cuda_graph=false --set out.save_final=false --set out.dir="$tmp/san_hopper_$tool"
+                [ "$san_rc" -ne 124 ] && [ "$san_rc" -ne 137 ] || hung="the $tool run was stopped after 150 s (a hang?)"
             done
         fi
     fi
