@@ -159,7 +159,7 @@ warmup=3          # steps left out of every median: from step 4 on
 run_limit=420     # seconds a train_gpt or PyTorch eager run may take
 declare -A plain_wall=() # KEY:GB: the plain train_gpt run's seconds, which bound the option rows' (option_limit)
 option_slack="${BENCH_OPTION_SLACK_S:-60}" # option_limit's minute (t_bench_gpu_dry shortens it)
-[[ "$option_slack" =~ ^[0-9]+$ ]] || die "BENCH_OPTION_SLACK_S must be a whole number of seconds, got '$option_slack'"
+[[ "$option_slack" =~ ^(0|[1-9][0-9]*)$ ]] || die "BENCH_OPTION_SLACK_S must be a whole number of seconds, got '$option_slack'"
 # the measured points, MODEL:GLOBAL_BATCH
 points=()
 for key in ${models//,/ }; do

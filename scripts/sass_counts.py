@@ -4,9 +4,10 @@
 usage: scripts/sass_counts.py [--arch sm_90a] [--base REV] [--match TEXT] SRC.cu ...
 
 Compiles each source as the Makefile does (nvcc -O3 -std=c++17 -I<tree>
--DTG_CUDA) into a cubin for one architecture and prints, per kernel, the size
-of its code section divided by 16: every instruction of sm_70 and later
-(SASS) is 16 bytes, so that is the kernel's static instruction count. With
+-DTG_CUDA) into a cubin for one architecture and prints, per kernel (and
+per device function nvcc kept out of line), its static instruction count:
+the code section's 16-byte words (every instruction of sm_70 and later is
+16 bytes), less the closing branch to itself and the padding NOPs. With
 --base REV the same sources at git revision REV (`git archive`, so the headers
 are REV's too) are counted beside them, with the difference. --match keeps
 the kernels whose demangled name contains TEXT.
@@ -25,6 +26,10 @@ import sys
 import tempfile
 
 INSTRUCTION_BYTES = 16  # SASS of sm_70 and later
+# The low 12 bits of an sm_70+ instruction word: its opcode. A kernel's code
+# ends in a branch to itself and NOPs up to a 128-byte boundary, which are
+# not counted (seen in nvcc 13.0's sm_90a cubins).
+OPCODE_NOP, OPCODE_BRA = 0x918, 0x947
 
 
 def fail(msg):
@@ -38,8 +43,20 @@ def nvcc_path():
     fail("nvcc not found (set NVCC, or put CUDA's bin on PATH)")
 
 
+def instructions(code):
+    """The instructions of one function's code, less the closing branch to
+    itself and the NOPs that pad it."""
+    words = [int.from_bytes(code[i:i + INSTRUCTION_BYTES], "little") & 0xFFF
+             for i in range(0, len(code) - INSTRUCTION_BYTES + 1, INSTRUCTION_BYTES)]
+    while words and words[-1] == OPCODE_NOP:
+        words.pop()
+    if words and words[-1] == OPCODE_BRA:
+        words.pop()
+    return len(words)
+
+
 def code_sections(cubin):
-    """{mangled kernel name: bytes of its .text section} of an ELF64 cubin."""
+    """{mangled function name: its instructions} of an ELF64 cubin."""
     data = open(cubin, "rb").read()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         fail("%s: not a 64-bit ELF cubin" % cubin)
@@ -52,7 +69,7 @@ def code_sections(cubin):
         end = data.index(b"\0", names_at + h[0])
         name = data[names_at + h[0]:end].decode()
         if name.startswith(".text."):
-            sizes[name[len(".text."):]] = h[5]
+            sizes[name[len(".text."):]] = instructions(data[h[4]:h[4] + h[5]])
     return sizes
 
 
@@ -74,9 +91,9 @@ def count(tree, src, arch, scratch, label):
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         fail("nvcc failed on %s:\n%s" % (path, run.stderr[-2000:]))
-    sizes = code_sections(cubin)
-    names = sorted(sizes)
-    return {d: sizes[m] // INSTRUCTION_BYTES for m, d in zip(names, demangle(names))}
+    counts = code_sections(cubin)
+    names = sorted(counts)
+    return {d: counts[m] for m, d in zip(names, demangle(names))}
 
 
 def archive(rev, scratch):
@@ -100,7 +117,10 @@ def main():
     digits = a.arch.split("_")[-1].rstrip("af")
     if not digits.isdigit() or int(digits) < 70:
         fail("--arch %s: the 16-byte instruction count holds from sm_70 on" % a.arch)
-    tree = os.getcwd()
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode != 0:
+        fail("not inside a git checkout (the sources are paths from its root): %s" % top.stderr.strip())
+    tree = top.stdout.strip()
     with tempfile.TemporaryDirectory(prefix="sass_counts.") as scratch:
         base_tree = archive(a.base, scratch) if a.base else None
         for src in a.sources:

@@ -8,7 +8,8 @@
 # kernels.attention = wgmma_ws (flash_fwd_wgmma_ws.cu, the warp-specialized
 # forward on TMA, with the same backward), and again at head size 96; bench_attention times each
 # forward and the backward as rows of their own, and at head size 128 the
-# backward's dq goes through its slots (the launch log); wgmma is refused,
+# backward's dq goes through its slots (the launch log), at 64 also with K
+# and V read from shared memory (a row of its own); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu. The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
@@ -94,16 +95,27 @@ else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not
 EMU_LAUNCH_LOG="$tmp/bench128.launches" "$bench" --shape 1,1,70,128 --warmup 0 --runs 1 >"$tmp/bench128.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
     tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_head_size_128_dq_by_slots
 else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 # and a second row with dq by the mma.sync dq kernel (cuda_attention_backward_wgmma_dq), so that a GPU times
 # both routes: its launches are the wgmma kernel without dq and flash_dq_mma_kernel
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync kernel\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, false>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
     ok wgmma_backward_dq_by_mma_row
 else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
+
+# at head size 64 a third wgmma backward row, K and V read from shared memory where every run holds them
+# in registers (cuda_attention_backward_wgmma_kv_shared), launched as its own instance; none at 96
+EMU_LAUNCH_LOG="$tmp/bench64.launches" "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench64.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, K and V read from shared memory.*\t(same bits|err=[0-9.e-]+)$' \
+    "$tmp/bench64.out" && ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row' "$tmp/bench64.out" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, false>' "$tmp/bench64.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
+    ok wgmma_backward_kv_shared_row_at_64_only
+else not_ok wgmma_backward_kv_shared_row_at_64_only "exit $rc: $(grep -E 'backward.*wgmma|not ok' "$tmp/bench64.out" | tr '\n' ' ')"; fi
 
 # [kernel=K] refused NAME PATTERN [--set ...]: the run with kernels.attention = K (wgmma unless given)
 # stops before training, naming kernels.attention and PATTERN

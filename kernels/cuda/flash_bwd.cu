@@ -334,7 +334,14 @@ static float *round_dq_slots(const float *D, int np, int T) {
 static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                             const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                             tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, false);
+}
+/* The same with K and V read from shared memory at head size 64 too
+ * (cuda_attention_backward_wgmma_kv_shared). */
+static void wgmma_kv_shared_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                                      const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
+                                      tg_dropout drop) {
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, true);
 }
 /* The same where the scratch cannot hold one pair's slots: dq by the
  * mma.sync kernel (its tuned row tiles at the wgmma backward's head sizes,
@@ -346,7 +353,7 @@ static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_b
         constexpr int H = decltype(hs)::value;
         mma_dq_kernel<H, false, fb_dq_row_tiles<H>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     });
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop, false);
 }
 
 /* The fused mma.sync backward (flash_bwd_fused.cuh: five products a
@@ -514,6 +521,19 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
                                   dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);
+    return 1;
+}
+
+int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                            const float *lse, int B, int T, int NH, int HS) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || HS != 64 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
+    const int T_room = T > 0 ? T : 1;
+    const size_t slots = flash_bwd_wgmma_slot_bytes(T_room, HS);
+    if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
+    if (B > 0 && T > 0 && NH > 0)
+        flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, wgmma_kv_shared_gradients, slots);
     return 1;
 }
 

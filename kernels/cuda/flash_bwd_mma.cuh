@@ -234,7 +234,7 @@ static __device__ __forceinline__ void fb_accumulate(float acc[R][HS / 8][4], co
  * MUFU.EX2; a probability under 2^-126 flushed to 0, as it is to bf16's
  * P anyway bar denormals), where exp2f keeps denormal results at the cost
  * of a compare and two predicated multiplies around it: sm_90a's
- * instructions (the cubin's code bytes / 16) fell by 280 to 296 in each
+ * instructions (the cubin's 16-byte words) fell by 280 to 296 in each
  * wgmma backward instance with it. */
 template <bool DROP, bool EDGE, bool FTZ = false>
 static __device__ __forceinline__ float fb_ds(float *kept, float s, float dp, float lse2, float D, int query, int key,

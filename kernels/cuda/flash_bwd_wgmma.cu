@@ -140,6 +140,23 @@ struct bw_maps {
 #define BW_KB 2
 static_assert(BW_ROWS == DQS_ROWS, "a dq slot holds one query tile");
 
+/* Whether a warpgroup holds its 64 keys' K and V as wgmma A fragments in
+ * registers (32 at head size 64), so that the score products S^T = K Q^T
+ * and dP^T = V dout^T read only Q and dout from shared memory. At the
+ * datasheet's bf16 rate (about 990 TFLOP/s: 4096 FLOP a cycle an SM at
+ * 1.83 GHz) and shared memory's 32 banks of 4 bytes, an m64n64k16 product
+ * with both operands there reads its 4 KB (if B is read once for the
+ * warpgroup's four tensor cores) in its 32 cycles, 128 bytes a cycle:
+ * shared memory as busy as the tensor cores. A
+ * tile of the block reads 128 KB so (the scores 64, dk and dv 32, dq 32)
+ * beside the copies and dS^T's stores; held, K and V save 32 of them. A
+ * model, not a measurement. At 96 and 128 the fragments (48 and 64
+ * registers) do not fit beside dk and dv. */
+template <int HS>
+static __host__ __device__ constexpr bool bw_kv_in_registers() {
+    return HS == 64;
+}
+
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define BW_BODY 1 /* the kernel's body: sm_90a, or the emulation (and nvcc's host pass) */
 #endif
@@ -211,23 +228,6 @@ static __device__ __forceinline__ void bw_stage_ds(unsigned char *dss, const flo
     }
 }
 
-/* Whether a warpgroup holds its 64 keys' K and V as wgmma A fragments in
- * registers (32 at head size 64), so that the score products S^T = K Q^T
- * and dP^T = V dout^T read only Q and dout from shared memory. At the
- * datasheet's bf16 rate (about 990 TFLOP/s: 4096 FLOP a cycle an SM at
- * 1.83 GHz) and shared memory's 32 banks of 4 bytes, an m64n64k16 product
- * with both operands there reads its 4 KB (if B is read once for the
- * warpgroup's four tensor cores) in its 32 cycles, 128 bytes a cycle:
- * shared memory as busy as the tensor cores. A
- * tile of the block reads 128 KB so (the scores 64, dk and dv 32, dq 32)
- * beside the copies and dS^T's stores; held, K and V save 32 of them. A
- * model, not a measurement. At 96 and 128 the fragments (48 and 64
- * registers) do not fit beside dk and dv. */
-template <int HS>
-static __host__ __device__ constexpr bool bw_kv_in_registers() {
-    return HS == 64;
-}
-
 /* The calling warp's 16 rows (keys) of a warpgroup's [64 x 64] tile (one
  * 128B-swizzled column chunk, head_tiles.cuh) as A fragments, one per k16
  * step, by ldmatrix: lane 8m + i gives row i + 8 (m % 2), 16-byte column
@@ -289,17 +289,18 @@ struct bw_kv_held<false> {};
  * into the warpgroup's rows of dss. EDGE: the tile touches the warpgroup's
  * diagonal or T, where fb_ds masks. Warpgroup 1 issues its score products
  * after warpgroup 0's (BW_BAR_TURN), so that 0's softmax runs while the
- * tensor core works on 1's, and 1's while it works on 0's dk and dv. */
-template <int HS, bool EDGE, bool DQ>
+ * tensor core works on 1's, and 1's while it works on 0's dk and dv. KVR:
+ * the score products take K and V from kv (bw_kv_in_registers). */
+template <int HS, bool EDGE, bool DQ, bool KVR>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
-                                                     const unsigned char *vs, const bw_kv_held<bw_kv_in_registers<HS>()> &kv,
+                                                     const unsigned char *vs, const bw_kv_held<KVR> &kv,
                                                      const unsigned char *qs, const unsigned char *gs, unsigned char *dss,
                                                      const float *lse2, const float *D, int q0, int kw, int wg, const fb_pair &c) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
     if (wg == 1) named_bar_sync(BW_BAR_TURN, BW_THREADS);
     wgmma_fence(); /* s and dp were last read by this thread's registers */
-    if constexpr (bw_kv_in_registers<HS>()) {
+    if constexpr (KVR) {
 #pragma unroll
         for (int step = 0; step < HS / 16; step++) wgmma_rs<BW_ROWS, 0>(s, kv.k[step], ht_k_major<HS, BW_ROWS>(qs, step), step > 0);
 #pragma unroll
@@ -374,12 +375,15 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * tile's stage and statistics and of the dS^T tile before (dq's product
  * of tile n - 1, waited for), so that the copy into that stage, the
  * statistics and the dS^T stores of the tiles after may follow; without
- * DQ, one at the tile's end. */
-template <int HS, bool DQ>
+ * DQ, one at the tile's end. KVR: K and V held in registers
+ * (bw_kv_in_registers; every run's where it holds, else bench_attention's
+ * comparison). */
+template <int HS, bool DQ, bool KVR>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
                            float *dq_slots, int p0, int T, int NH, float scale) {
 #if defined(BW_BODY)
+    static_assert(!KVR || bw_kv_in_registers<HS>(), "K and V held in registers at head size 64 only");
     constexpr uint32_t tile = bw_tile_bytes<HS>();
     extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS, DQ>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
@@ -411,8 +415,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
-    bw_kv_held<bw_kv_in_registers<HS>()> kv;
-    if constexpr (bw_kv_in_registers<HS>()) {
+    bw_kv_held<KVR> kv;
+    if constexpr (KVR) {
         bw_load_a_fragments(kv.k, ks + wg * tile);
         bw_load_a_fragments(kv.v, vs + wg * tile);
     }
@@ -427,9 +431,9 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         unsigned char *ds_n = dss + st * bw_ds_bytes();
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
         bw_stats_land(lse2_t[st ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
@@ -459,29 +463,39 @@ static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfl
 }
 
 /* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
- * then their reduction; without, dk and dv only. The emulation
- * names a launch by its source text, so each launch is its own line. */
+ * then their reduction; without, dk and dv only. kv_shared (with
+ * dq_slots, at head size 64): K and V read from shared memory, as at the
+ * other head sizes. The emulation names a launch by its source text, so
+ * each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale) {
+               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bool kv_shared) {
+    constexpr bool KVR = bw_kv_in_registers<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
     bw_maps maps;
     bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
     if (dq_slots) {
         constexpr int shared = bw_shared_bytes<HS, true>();
-        CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-        flash_bwd_wgmma_kernel<HS, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
-        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        if (kv_shared) {
+            CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true, false>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+            flash_bwd_wgmma_kernel<HS, true, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
+            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        } else {
+            CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true, KVR>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+            flash_bwd_wgmma_kernel<HS, true, KVR><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
+            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        }
         flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
         CUDA_LAUNCHED("flash_dq_reduce_kernel");
         return;
     }
     constexpr int shared = bw_shared_bytes<HS, false>();
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false, KVR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     shared));
-    flash_bwd_wgmma_kernel<HS, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, (float *)NULL, p0, T, NH, scale);
+    flash_bwd_wgmma_kernel<HS, false, KVR><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, (float *)NULL, p0, T, NH, scale);
     CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
 }
 
@@ -490,10 +504,13 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
 size_t flash_bwd_wgmma_slot_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS); }
 
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                    const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop) {
+                    const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop,
+                    bool kv_shared) {
     if (!flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (np <= 0 || T <= 0) return 1;
-    head_tile_dispatch(HS, [&](auto hs) { bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale); });
+    head_tile_dispatch(HS, [&](auto hs) {
+        bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, kv_shared);
+    });
     return 1;
 }
 

@@ -20,10 +20,13 @@ size_t flash_bwd_wgmma_slot_bytes(int T, int HS);
 /* dk and dv of pairs p0 .. p0 + np (lse: every pair's rows; D: the
  * round's, pair j at D + j T) into dqkv's k and v columns, and with
  * dq_slots (np times flash_bwd_wgmma_slot_bytes(T,
- * HS) of scratch, 16-byte aligned) dq into its q columns too; with NULL, dq is the caller's. 1
- * when launched (or nothing to do), 0 (nothing run) where
- * flash_bwd_wgmma_fits is false. */
+ * HS) of scratch, 16-byte aligned) dq into its q columns too; with NULL, dq is the caller's.
+ * kv_shared (with dq_slots): the score products read K and V from shared
+ * memory at head size 64 too, where every run holds them in registers
+ * (bench_attention's comparison; the same results). 1 when launched (or
+ * nothing to do), 0 (nothing run) where flash_bwd_wgmma_fits is false. */
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-                    const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop);
+                    const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop,
+                    bool kv_shared);
 
 #endif

@@ -142,7 +142,15 @@ typedef enum { CUDA_WGMMA_DQ_SLOTS, CUDA_WGMMA_DQ_MMA } cuda_wgmma_dq;
  * also for B = 0, which runs nothing). Same returns. */
 int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
                                      int B, int T, int NH, int HS, tg_dropout drop, cuda_wgmma_dq want, cuda_wgmma_dq *taken);
-/* The same as a warp-specialized pipeline (flash_fwd_wgmma_ws.cu: a TMA
+/* The wgmma backward, dq by its slots, with the score products reading K
+ * and V from shared memory at head size 64, where every run holds them in
+ * registers (flash_bwd_wgmma.cu's bw_kv_in_registers): for bench_attention
+ * to time the two; the same results. 1 when run; 0 (nothing run) at other
+ * head sizes, with dropout, off bf16 or a compute capability other than
+ * 9.0, or where the scratch cannot hold one pair's dq slots. */
+int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                            const float *lse, int B, int T, int NH, int HS);
+/* cuda_attention_forward_wgmma as a warp-specialized pipeline (flash_fwd_wgmma_ws.cu: a TMA
  * producer warp, two consumer warpgroups, mbarriers; tensor maps made per
  * call): 1 when run, 0 where it has no instance (as above). A qkv not
  * 16-byte aligned, which the copy engine cannot read, runs

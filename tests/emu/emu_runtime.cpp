@@ -1184,7 +1184,9 @@ void cp_async_wait(int newest_pending) {
     size_t kept = 0;
     for (const async_copy &c : f->copies) {
         if (c.group < done) {
-            memcpy(c.dst, c.src, c.src_bytes); /* the source as it is now: read late, as the device may */
+            /* the source as it is now: read late, as the device may (and so checked for races here too) */
+            if (c.src_bytes) emu_race_access(c.src, c.src_bytes, false, __builtin_return_address(0));
+            memcpy(c.dst, c.src, c.src_bytes);
             memset((char *)c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
             emu_race_access(c.dst, c.bytes, true, __builtin_return_address(0));
         } else f->copies[kept++] = c;

@@ -139,10 +139,13 @@ static int cmp_double(const void *a, const void *b) {
 /* What a timed call runs: the forward or the backward in shape `shape`
  * of the head size's list, its blocks in `order`; shape SHAPE_WGMMA: the
  * wgmma forward or backward (dq by route `dq`), SHAPE_WGMMA_WS: the
- * warp-specialized forward, SHAPE_FUSED: the fused mma.sync backward. */
+ * warp-specialized forward, SHAPE_FUSED: the fused mma.sync backward,
+ * SHAPE_WGMMA_KV_SHARED: the wgmma backward with K and V read from shared
+ * memory at head size 64. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
+#define SHAPE_WGMMA_KV_SHARED (-4)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -157,6 +160,8 @@ static void run_call(const attn_call *call) {
     const attn_buffers *b = call->buf;
     if (call->backward && call->shape == SHAPE_FUSED)
         cuda_attention_backward_fused(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA_KV_SHARED)
+        cuda_attention_backward_wgmma_kv_shared(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
@@ -384,15 +389,39 @@ static int bench_backward_fused(tg_o o, const attn_case *c, const attn_buffers *
     return !ok;
 }
 
+/* At head size 64, the wgmma backward (dq by slots) with its score
+ * products reading K and V from shared memory, where every run holds them
+ * in registers: a row against the tuned shape's dqkv (within the
+ * tolerance), beside the slots row, so that a GPU tells whether holding
+ * them pays; nothing where it does not run. Returns the failed checks. */
+static int bench_backward_wgmma_kv_shared(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                                          double ceiling) {
+    /* asked with no sequences: whether it runs here, nothing run */
+    if (!cuda_attention_backward_wgmma_kv_shared(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH,
+                                                 c->HS))
+        return 0;
+    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
+    const attn_call call = {
+        .o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_WGMMA_KV_SHARED, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
+    const timing t = time_call(&call, opts);
+    char verdict[96];
+    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
+    print_row(c, "backward", "wgmma: as the slots row, K and V read from shared memory (not held in registers)",
+              CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
+    return !ok;
+}
+
 /* The wgmma backward's rows: dq by slots (every run's, where the scratch
  * holds them), then by the mma.sync dq kernel, so that a GPU tells which
  * pays: the slots' write and read (1.2 MB a pair at T = 1024 and head
- * size 64) or the two products the dq kernel repeats. */
+ * size 64) or the two products the dq kernel repeats; at head size 64
+ * also with K and V from shared memory. */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
-    const int failed = bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SLOTS, &ran);
+    int failed = bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SLOTS, &ran);
     if (!ran) return failed; /* its note, once */
+    failed += bench_backward_wgmma_kv_shared(o, c, buf, opts, ceiling);
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 

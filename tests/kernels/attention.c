@@ -457,6 +457,38 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+/* At head size 64, the wgmma backward with K and V read from shared
+ * memory (cuda_attention_backward_wgmma_kv_shared, bench_attention's
+ * comparison) against the default's dqkv `got`, where they are held in
+ * registers: within the tolerance (the same bits under the emulation,
+ * which computes both products alike). */
+static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const char *shape) {
+    char name[256], detail[64];
+    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
+    const int ran = cuda_attention_backward_wgmma_kv_shared(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
+                                                            a->T, a->NH, a->HS);
+    sync_gpu(e);
+    cuda_wgmma_dq route; /* asked with no sequences: whether the scratch holds one pair's dq slots */
+    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
+                                     CUDA_WGMMA_DQ_SLOTS, &route);
+    if (route != CUDA_WGMMA_DQ_SLOTS) { /* a small kernel scratch (EMU_SCRATCH_BYTES): it runs with dq by slots only */
+        snprintf(name, sizeof name, "attention_backward_wgmma, K and V from shared memory: none without room for the slots %s", shape);
+        check_true(e, ran == 0, name, "");
+        return;
+    }
+    void *shared = gpu_bytes(e, a->dqkv);
+    const double diff = bf16_rel_diff(shared, got, a->dqkv.n);
+    snprintf(detail, sizeof detail, "err=%.3g tol=%.3g", diff, (double)e->tol);
+    snprintf(name, sizeof name, "attention_backward_wgmma, K and V from shared memory: the held form's dqkv within the tolerance %s",
+             shape);
+    check_true(e, ran == 1 && diff <= e->tol, name, detail);
+#ifdef TG_CUDA_EMU
+    snprintf(name, sizeof name, "attention_backward_wgmma, K and V from shared memory: the held form's bits (emulation) %s", shape);
+    check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
+#endif
+    free(shared);
+}
+
 /* One case of the wgmma backward (flash_bwd_wgmma.cu), from the CPU
  * forward's out and lse: against the CPU twin (the bf16 tolerance),
  * against the mma.sync backward (within the tolerance; dk and dv bit for
@@ -496,6 +528,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
         cuda_attention_backward_wgmma(e->gpu, a.dqkv.g, a.dout.g, a.out_r.g, a.qkv.g, a.lse_r.g, B, T, NH, HS, (tg_dropout){0});
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
     check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
+    if (HS == 64) wgmma_backward_kv_shared(e, &a, got, shape);
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
@@ -582,6 +615,8 @@ void cuda_test_attention_wgmma(env *e) {
     /* no instance: nothing run, the tensors (NULL) never read */
     check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 80, (tg_dropout){0}) == 0,
                "attention_backward_wgmma: no instance at HS=80", "");
+    check_true(e, cuda_attention_backward_wgmma_kv_shared(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 96) == 0,
+               "attention_backward_wgmma_kv_shared: head size 64 only (none at 96)", "");
     check_true(e, cuda_attention_backward_wgmma(e->gpu, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
                "attention_backward_wgmma: no instance with dropout", "");
     check_true(e, cuda_attention_backward_wgmma(e->gpu, (void *)2, NULL, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
