@@ -66,16 +66,26 @@ static bool all_nan(const float *x) {
     return true;
 }
 
-static int check_groups(void) {
-    float src[3 * THREADS * CHUNK], seen[THREADS * SEEN_COUNT * CHUNK], *d_src, *d_seen;
-    for (int i = 0; i < 3 * THREADS * CHUNK; i++) src[i] = (float)i;
-    cudaMalloc((void **)&d_src, sizeof src);
-    cudaMalloc((void **)&d_seen, sizeof seen);
-    cudaMemcpy(d_src, src, sizeof src, cudaMemcpyHostToDevice);
-    groups_kernel<<<1, THREADS>>>(d_seen, d_src);
-    cudaMemcpy(seen, d_seen, sizeof seen, cudaMemcpyDeviceToHost);
+/* Runs launch(seen, src) on device copies of src (src_bytes) and seen
+ * (seen_bytes), then copies seen back. */
+static void run_on_device(void (*launch)(float *, const float *), const float *src, size_t src_bytes, float *seen,
+                          size_t seen_bytes) {
+    float *d_src, *d_seen;
+    cudaMalloc((void **)&d_src, src_bytes);
+    cudaMalloc((void **)&d_seen, seen_bytes);
+    cudaMemcpy(d_src, src, src_bytes, cudaMemcpyHostToDevice);
+    launch(d_seen, d_src);
+    cudaMemcpy(seen, d_seen, seen_bytes, cudaMemcpyDeviceToHost);
     cudaFree(d_src);
     cudaFree(d_seen);
+}
+
+static void launch_groups(float *seen, const float *src) { groups_kernel<<<1, THREADS>>>(seen, src); }
+
+static int check_groups(void) {
+    float src[3 * THREADS * CHUNK], seen[THREADS * SEEN_COUNT * CHUNK];
+    for (int i = 0; i < 3 * THREADS * CHUNK; i++) src[i] = (float)i;
+    run_on_device(launch_groups, src, sizeof src, seen, sizeof seen);
     bool before = true, a_in = true, b_out = true, open_out = true, neighbour = true, refilling = true;
     for (int t = 0; t < THREADS; t++) {
         const float *mine = seen + t * SEEN_COUNT * CHUNK;
@@ -141,16 +151,12 @@ __global__ void copy4_kernel(float *seen, const float *src) {
     seen[THREADS + t] = tile[t];
 }
 
+static void launch_copy4(float *seen, const float *src) { copy4_kernel<<<1, THREADS>>>(seen, src); }
+
 static int check_copy4(void) {
-    float src[THREADS], seen[2 * THREADS], *d_src, *d_seen;
+    float src[THREADS], seen[2 * THREADS];
     for (int i = 0; i < THREADS; i++) src[i] = 1.0f + (float)i;
-    cudaMalloc((void **)&d_src, sizeof src);
-    cudaMalloc((void **)&d_seen, sizeof seen);
-    cudaMemcpy(d_src, src, sizeof src, cudaMemcpyHostToDevice);
-    copy4_kernel<<<1, THREADS>>>(d_seen, d_src);
-    cudaMemcpy(seen, d_seen, sizeof seen, cudaMemcpyDeviceToHost);
-    cudaFree(d_src);
-    cudaFree(d_seen);
+    run_on_device(launch_copy4, src, sizeof src, seen, sizeof seen);
     bool before = true, landed = true, zeros = true;
     for (int t = 0; t < THREADS; t++) {
         before &= seen[t] != seen[t];
