@@ -147,11 +147,11 @@ static_assert(BW_ROWS == DQS_ROWS, "a dq slot holds one query tile");
  * 1.83 GHz) and shared memory's 32 banks of 4 bytes, an m64n64k16 product
  * with both operands there reads its 4 KB (if B is read once for the
  * warpgroup's four tensor cores) in its 32 cycles, 128 bytes a cycle:
- * shared memory as busy as the tensor cores. A
- * tile of the block reads 128 KB so (the scores 64, dk and dv 32, dq 32)
- * beside the copies and dS^T's stores; held, K and V save 32 of them. A
- * model, not a measurement. At 96 and 128 the fragments (48 and 64
- * registers) do not fit beside dk and dv. */
+ * shared memory as busy as the tensor cores. A tile of the block reads
+ * 128 KB so (the scores 64, dk and dv 32, dq 32) beside the copies and
+ * dS^T's stores; held, K and V save 32 of them. A model, not a
+ * measurement: bench_attention times both forms. At 96 and 128 the
+ * fragments (48 and 64 registers) do not fit beside dk and dv. */
 template <int HS>
 static __host__ __device__ constexpr bool bw_kv_in_registers() {
     return HS == 64;
