@@ -5,11 +5,14 @@
 
 #include <stdio.h>
 
-/* The line alone; returns 1 when the check failed (for tests that OR the
- * results of their checks together). */
+/* The line alone, flushed (a test killed by its clock, as a GPU sitting
+ * stops one that hangs, still leaves every line before); returns 1 when
+ * the check failed (for tests that OR the results of their checks
+ * together). */
 static inline int tap_result(int pass, const char *name, const char *why) {
     if (pass) printf("ok %s\n", name);
     else printf("not ok %s - %s\n", name, why);
+    fflush(stdout);
     return !pass;
 }
 

@@ -101,6 +101,7 @@ static double worst_error(int n, int with_c, const float *A, const float *B, con
 static const char *sw_name(int sw) { return sw == 128 ? "128b" : sw == 64 ? "64b" : sw == 32 ? "32b" : "none"; }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a line at a time: a run stopped by its clock keeps the lines before */
     int devices = 0;
     cudaDeviceProp prop;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
