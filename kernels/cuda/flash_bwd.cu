@@ -524,30 +524,33 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     return 1;
 }
 
+/* A bf16 backward without dropout whose dq goes through slots of
+ * slot_bytes(T, HS) a pair (bench_attention's routes): 0 (nothing run)
+ * where the scratch cannot hold one pair's, else gradients over the
+ * rounds (nothing for an empty call) and 1. */
+static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), round_kernels<__nv_bfloat16> gradients) {
+    const int T_room = T > 0 ? T : 1; /* the answer of an empty call too */
+    const size_t slots = slot_bytes(T_room, HS);
+    if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
+    if (B > 0 && T > 0 && NH > 0)
+        flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, gradients, slots);
+    return 1;
+}
+
 int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                             const float *lse, int B, int T, int NH, int HS) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || HS != 64 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    const int T_room = T > 0 ? T : 1;
-    const size_t slots = flash_bwd_wgmma_slot_bytes(T_room, HS);
-    if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
-    if (B > 0 && T > 0 && NH > 0)
-        flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, wgmma_kv_shared_gradients, slots);
-    return 1;
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, wgmma_kv_shared_gradients);
 }
 
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !fb_fused_built(HS) || !mma_fits(dqkv, dout, qkv, HS)) return 0;
-    const int T_room = T > 0 ? T : 1;
-    const size_t slots = dqs_pair_bytes<FB_FUSED_KB>(T_room, HS);
-    if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
-    if (B > 0 && T > 0 && NH > 0)
-        flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, fused_gradients, slots);
-    return 1;
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, dqs_pair_bytes<FB_FUSED_KB>, fused_gradients);
 }
 
 int cuda_attention_backward_shapes(int HS, cuda_flash_bwd_shape *shapes, int max) {

@@ -338,6 +338,22 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
     return failed + bench_forward_wgmma(o, c, buf, opts, ceiling);
 }
 
+/* One backward row of a route other than the mma.sync shapes (shape: a
+ * SHAPE_ value; dq: the wgmma backward's route): timed from a zeroed dqkv
+ * (a block never run leaves zeros: its check fails), against the tuned
+ * shape's dqkv within the tolerance. Returns the failed checks. */
+static int bench_backward_row(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling,
+                              int shape, cuda_wgmma_dq dq, const char *name) {
+    o->zero(o, buf->dqkv, buf->n_qkv * 2);
+    const attn_call call = {
+        .o = o, .c = c, .buf = buf, .backward = 1, .shape = shape, .order = {CUDA_FLASH_PAIRS_FIRST, 0}, .dq = dq};
+    const timing t = time_call(&call, opts);
+    char verdict[96];
+    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
+    print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
+    return !ok;
+}
+
 /* The wgmma backward (kernels.attention = wgmma; compute capability 9.0,
  * head sizes 64, 96 and 128) with dq by route `want`: a row named by the
  * route it took, against the tuned mma.sync shape's dqkv
@@ -345,7 +361,6 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
  * instance (*ran 0). Returns the failed checks. */
 static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling,
                                    cuda_wgmma_dq want, int *ran) {
-    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
     cuda_wgmma_dq taken; /* asked with no sequences: the route, nothing run (the timed calls are the only runs) */
     if (!cuda_attention_backward_wgmma_dq(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH, c->HS,
                                           (tg_dropout){0}, want, &taken)) {
@@ -355,16 +370,10 @@ static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffer
         return 0;
     }
     *ran = 1;
-    const attn_call call = {
-        .o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_WGMMA, .order = {CUDA_FLASH_PAIRS_FIRST, 0}, .dq = want};
-    const timing t = time_call(&call, opts);
-    char verdict[96];
-    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
     char name[128];
     snprintf(name, sizeof name, "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by %s",
              taken == CUDA_WGMMA_DQ_SLOTS ? "slots" : "the mma.sync kernel");
-    print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
-    return !ok;
+    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA, want, name);
 }
 
 /* The fused mma.sync backward (five products a tile, dq by 64-key slots;
@@ -379,14 +388,8 @@ static int bench_backward_fused(tg_o o, const attn_case *c, const attn_buffers *
                c->B, c->NH, c->T, c->HS);
         return 0;
     }
-    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
-    const attn_call call = {.o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_FUSED, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
-    const timing t = time_call(&call, opts);
-    char verdict[96];
-    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
-    print_row(c, "backward", "fused: 64 keys a block, 5 products a tile, dq by slots", CUDA_FLASH_PAIRS_FIRST, t,
-              attention_tflop(c, 5), ceiling, verdict);
-    return !ok;
+    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_FUSED, CUDA_WGMMA_DQ_SLOTS,
+                              "fused: 64 keys a block, 5 products a tile, dq by slots");
 }
 
 /* At head size 64, the wgmma backward (dq by slots) with its score
@@ -400,15 +403,8 @@ static int bench_backward_wgmma_kv_shared(tg_o o, const attn_case *c, const attn
     if (!cuda_attention_backward_wgmma_kv_shared(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH,
                                                  c->HS))
         return 0;
-    o->zero(o, buf->dqkv, buf->n_qkv * 2); /* a block never run leaves zeros: its check fails */
-    const attn_call call = {
-        .o = o, .c = c, .buf = buf, .backward = 1, .shape = SHAPE_WGMMA_KV_SHARED, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
-    const timing t = time_call(&call, opts);
-    char verdict[96];
-    const int ok = check_shape(o, buf->dqkv, buf->tuned_dqkv, buf->n_qkv, 0, verdict, sizeof verdict);
-    print_row(c, "backward", "wgmma: as the slots row, K and V read from shared memory (not held in registers)",
-              CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
-    return !ok;
+    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA_KV_SHARED, CUDA_WGMMA_DQ_SLOTS,
+                              "wgmma: as the slots row, K and V read from shared memory (not held in registers)");
 }
 
 /* The wgmma backward's rows: dq by slots (every run's, where the scratch
