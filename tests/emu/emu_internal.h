@@ -161,6 +161,8 @@ void spin();
 void progress();
 /* The start of the block's shared memory region that [p, p + bytes) lies in, or NULL. */
 const char *shared_base(const void *p, size_t bytes);
+/* The end of the region shared_base returned (base itself: NULL if it is not one). */
+const char *shared_end(const char *base);
 } // namespace emu
 /* Called by the launcher: a thread returned (its bulk stores must be
  * waited for); the block ended (its bulk loads must have landed); and, for

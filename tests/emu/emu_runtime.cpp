@@ -911,6 +911,11 @@ bool thread_position(thread_pos *p) {
 void spin() { yield(); }
 void progress() { g_progress++; }
 const char *shared_base(const void *p, size_t bytes) { return shared_region(p, bytes); }
+const char *shared_end(const char *base) {
+    if (base && base == __start_emu_shared) return __stop_emu_shared;
+    if (base && base == (const char *)g_dynamic_shared) return base + g_dynamic_bytes;
+    return NULL;
+}
 
 void syncthreads(const char *file, int line) {
     if (!g_cur) {
@@ -1319,6 +1324,37 @@ void operand_sums(const std::vector<float> &rows, int count, int k, void *out, c
     }
 }
 
+/* Four floats, loaded unaligned (SSE's width: wider generic vectors live
+ * in memory without AVX). */
+typedef float floats4 __attribute__((vector_size(16), aligned(4)));
+
+/* The dot products of rows ai[0..R) with column bj (each k long) into
+ * acc[0..R): lane u of a row's 8 partial sums (lo: 0-3, hi: 4-7) takes the
+ * products at p = u mod 8 in order of p, and the 8 are combined pairwise.
+ * Rows go R at a time so that 2R sums are in flight, not 2: the same sums,
+ * in the same order, as one row at a time. */
+template <int R> void dots(const float *const *ai, const float *bj, int k, float *acc) {
+    floats4 lo[R], hi[R]; /* unrolled, so that they stay in registers */
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) lo[r] = hi[r] = floats4{0, 0, 0, 0};
+    int p = 0;
+    for (; p + 8 <= k; p += 8) {
+        const floats4 b0 = *(const floats4 *)(bj + p), b1 = *(const floats4 *)(bj + p + 4);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            lo[r] += *(const floats4 *)(ai[r] + p) * b0;
+            hi[r] += *(const floats4 *)(ai[r] + p + 4) * b1;
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float s8[8];
+        memcpy(s8, &lo[r], 16);
+        memcpy(s8 + 4, &hi[r], 16);
+        for (int q = p; q < k; q++) s8[q & 7] += ai[r][q] * bj[q];
+        acc[r] = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+    }
+}
+
 /* D = epilogue(alpha op(A) op(B) + beta C), one batch entry; float32
  * products accumulated in float32 (8 interleaved partial sums, then
  * combined: an order a tiled GPU kernel might also use). C is read only
@@ -1336,6 +1372,7 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < n; j++) {
         const float *bj = &bm[(size_t)j * k];
+        float accs[4];
         for (int i = 0; i < m; i++) {
             const float *ai = &a[(size_t)i * k];
             float acc;
@@ -1344,12 +1381,14 @@ void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const void *A,
                 for (int p = 0; p < k; p++) s += (double)ai[p] * bj[p];
                 acc = (float)s;
             } else {
-                float s8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                int p = 0;
-                for (; p + 8 <= k; p += 8)
-                    for (int u = 0; u < 8; u++) s8[u] += ai[p + u] * bj[p + u];
-                for (; p < k; p++) s8[p & 7] += ai[p] * bj[p];
-                acc = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+                if (i % 4 == 0) { /* rows i to i + 3 at once (the rest one at a time) */
+                    const float *rows[4] = {ai, ai, ai, ai};
+                    for (int r = 1; r < 4 && i + r < m; r++) rows[r] = ai + (size_t)r * k;
+                    if (i + 4 <= m) dots<4>(rows, bj, k, accs);
+                    else
+                        for (int r = 0; i + r < m; r++) dots<1>(rows + r, bj, k, accs + r);
+                }
+                acc = accs[i % 4];
             }
             float v = alpha * acc;
             if (beta != 0.0f) v += beta * load(C, ct, (size_t)i + (size_t)j * ldc);

@@ -95,8 +95,9 @@ wg_thread *thread_state(emu_race_pos *pos, const char *what) {
 /* An operand as the tensor core sees it: descriptor fields, and the host
  * address of its start in the block's shared memory. */
 struct operand {
+    uint64_t desc;
     smem_desc_fields f;
-    const char *start, *region;
+    const char *start, *region, *region_end; /* [region, region_end): the shared region start lies in */
     const char *kernel, *name;
 };
 
@@ -128,8 +129,10 @@ bool open_operand(operand *o, uint64_t desc, uint32_t block, const char *kernel,
         emu_error("%s: wgmma operand %s: descriptor %#llx has reserved bits set", kernel, name, (unsigned long long)desc);
         return false;
     }
+    o->desc = desc;
     o->f = smem_desc_decode(desc);
     o->start = resolve(o->f.start, block, &o->region, kernel, name);
+    o->region_end = emu::shared_end(o->region);
     return o->start != NULL;
 }
 
@@ -142,25 +145,64 @@ float bf16_at(const char *p) {
     return f;
 }
 
-/* Element (mn, k) of operand o; an address outside its shared region
- * aborts. With digest, its bits go into *digest and the race check reads
- * it at pc. */
-float element(const operand &o, unsigned major, uint32_t mn, uint32_t k, const void *pc = NULL, uint64_t *digest = NULL) {
+/* Element (mn, k) of operand o must lie in the operand's shared region
+ * (what emu_race_space says of its two bytes): outside, an error, and the
+ * device faults. */
+void check_element(const operand &o, unsigned major, uint32_t mn, uint32_t k) {
     const uint32_t at = smem_element_address(o.f, major, mn, k, 2);
-    const char *p = o.start + ((intptr_t)at - (intptr_t)o.f.start), *b0, *b1;
-    if (emu_race_space(p, &b0) != EMU_SPACE_SHARED || emu_race_space(p + 1, &b1) != EMU_SPACE_SHARED || b0 != o.region ||
-        b1 != o.region) {
+    const char *p = o.start + ((intptr_t)at - (intptr_t)o.f.start);
+    if (p < o.region || p + 2 > o.region_end) {
         emu_error("%s: wgmma operand %s: element (%u, %u) at shared address %#x is outside the block's shared memory", o.kernel,
                   o.name, mn, k, at);
-        abort(); /* the device faults */
+        abort();
     }
-    if (digest) {
-        emu_race_async_read(p, 2, pc);
-        uint16_t bits;
-        memcpy(&bits, p, 2);
-        *digest = (*digest ^ bits) * 0x100000001b3ull;
+}
+
+/* An operand's layout: the offset from its start of each element (mn, k)
+ * of rows [0, rows), as smem_element_address gives it. All 128 threads of a
+ * warpgroup read the same operands, so a layout is worked out once for a
+ * descriptor and kept, in a table of LAYOUTS slots by a hash of it (a
+ * kernel's loop goes through more descriptors than a short list holds). */
+struct layout {
+    uint64_t desc;
+    unsigned major;
+    uint32_t rows; /* 0: an empty slot */
+    std::vector<int32_t> offset; /* of (mn, k) at [16 mn + k] */
+    int32_t lo, hi;              /* the lowest offset, the highest + 2 */
+};
+const unsigned LAYOUTS = 256;
+layout g_layouts[LAYOUTS];
+
+/* Operand o's layout for rows [0, rows) read as major; an element outside
+ * the operand's shared region is reported (check_element). */
+const layout &checked_layout(const operand &o, unsigned major, uint32_t rows) {
+    const uint64_t hash = (o.desc ^ (uint64_t)major << 47 ^ (uint64_t)rows << 53) * 0x9e3779b97f4a7c15ull;
+    layout *found = &g_layouts[hash >> 56];
+    if (found->rows != rows || found->desc != o.desc || found->major != major) {
+        layout &l = *found;
+        l.desc = o.desc, l.major = major, l.rows = rows;
+        l.offset.resize(16 * (size_t)rows);
+        l.lo = INT32_MAX, l.hi = INT32_MIN;
+        for (uint32_t mn = 0; mn < rows; mn++)
+            for (uint32_t k = 0; k < 16; k++) {
+                const int32_t off = (int32_t)(smem_element_address(o.f, major, mn, k, 2) - o.f.start);
+                l.offset[16 * mn + k] = off;
+                l.lo = off < l.lo ? off : l.lo, l.hi = off + 2 > l.hi ? off + 2 : l.hi;
+            }
     }
-    return bf16_at(p);
+    const uintptr_t start = (uintptr_t)o.start;
+    if (start + found->lo < (uintptr_t)o.region || start + found->hi > (uintptr_t)o.region_end)
+        for (uint32_t mn = 0; mn < rows; mn++)
+            for (uint32_t k = 0; k < 16; k++) check_element(o, major, mn, k); /* aborts at the first outside */
+    return *found;
+}
+
+/* The bits at p into *digest, the race check reading them at pc. */
+void digest_read(const char *p, const void *pc, uint64_t *digest) {
+    emu_race_async_read(p, 2, pc);
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    *digest = (*digest ^ bits) * 0x100000001b3ull;
 }
 
 /* The operand elements the calling thread's share of op reads: rows 16w + g
@@ -172,15 +214,15 @@ void operands(const wg_op &op, const emu_race_pos &pos, float a[2][16], float b[
     if (op.a_regs) memcpy(a, op.a_rows, sizeof op.a_rows);
     else {
         if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
+        const layout &la = checked_layout(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 64);
         for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 16; k++)
-                a[h][k] = element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + g + 8 * h, k);
+            for (int k = 0; k < 16; k++) a[h][k] = bf16_at(oa.start + la.offset[16 * (16 * w + g + 8 * h) + k]);
     }
     if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
+    const layout &lb = checked_layout(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, (uint32_t)op.n);
     for (int j = 0; j < op.n / 8; j++)
         for (int i = 0; i < 2; i++)
-            for (int k = 0; k < 16; k++)
-                b[j][i][k] = element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 8 * j + 2 * q + i, k);
+            for (int k = 0; k < 16; k++) b[j][i][k] = bf16_at(ob.start + lb.offset[16 * (8 * j + 2 * q + i) + k]);
 }
 
 /* The operand elements op reads for the calling thread's warp w, A's rows
@@ -194,12 +236,14 @@ uint64_t warp_reads(const wg_op &op, const emu_race_pos &pos, const void *pc) {
     operand oa, ob;
     if (!op.a_regs) {
         if (!open_operand(&oa, op.desc_a, pos.block, pos.kernel, "A")) abort();
+        const layout &la = checked_layout(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 64);
         for (int r = 0; r < 16; r++)
-            for (int k = 0; k < 16; k++) element(oa, op.tnsp_a ? SMEM_MN_MAJOR : SMEM_K_MAJOR, 16 * w + r, k, pc, &digest);
+            for (int k = 0; k < 16; k++) digest_read(oa.start + la.offset[16 * (16 * w + r) + k], pc, &digest);
     }
     if (!open_operand(&ob, op.desc_b, pos.block, pos.kernel, "B")) abort();
+    const layout &lb = checked_layout(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, (uint32_t)op.n);
     for (int col = 0; col < op.n; col++)
-        for (int k = 0; k < 16; k++) element(ob, op.tnsp_b ? SMEM_MN_MAJOR : SMEM_K_MAJOR, col, k, pc, &digest);
+        for (int k = 0; k < 16; k++) digest_read(ob.start + lb.offset[16 * col + k], pc, &digest);
     return digest;
 }
 
