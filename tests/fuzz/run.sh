@@ -3,7 +3,9 @@
 #   tests/fuzz/run.sh replay          every committed seed once through its harness
 #   tests/fuzz/run.sh fuzz [SECONDS]  each harness for SECONDS (FUZZ_SECONDS, default 60)
 #                                     from a scratch copy of its seed corpus
-# FUZZ_HARNESSES="config shards" limits the run. Prints "ok fuzz_NAME" or
+# FUZZ_HARNESSES="config shards" limits the run; FUZZ_JOBS harnesses fuzz at
+# once (default: the processors, nproc; each is one process of its own, so
+# the run takes SECONDS per round of FUZZ_JOBS). Prints "ok fuzz_NAME" or
 # "not ok fuzz_NAME - reason" per harness; exits 1 if any failed. A crash's
 # input is kept as build/fuzz/artifacts/NAME/crash-* (add it to the corpus
 # tests/fuzz/NAME/ as a regression seed once the bug is understood).
@@ -61,7 +63,11 @@ fuzz_one() {
     return 1
 }
 
+jobs="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+case "$jobs" in ''|*[!0-9]*|0) echo "$0: FUZZ_JOBS=$jobs: not a positive whole number" >&2; exit 2 ;; esac
 failed=0
+running=0
+fuzzed=()
 for h in $harnesses; do
     bin="build/fuzz/fuzz_$h" seeds="tests/fuzz/$h"
     if [ ! -x "$bin" ] || [ ! -d "$seeds" ]; then
@@ -70,8 +76,16 @@ for h in $harnesses; do
         continue
     fi
     mkdir -p "build/fuzz/artifacts/$h"
-    if [ "$mode" = replay ]; then replay_one "$h" "$bin" "$seeds" || failed=1
-    else fuzz_one "$h" "$bin" "$seeds" || failed=1
-    fi
+    if [ "$mode" = replay ]; then replay_one "$h" "$bin" "$seeds" || failed=1; continue; fi
+    # fuzz: in the background, its lines kept for the report in harness order below
+    if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+    (fuzz_one "$h" "$bin" "$seeds" >"$scratch/$h.report" 2>&1; echo $? >"$scratch/$h.rc") &
+    running=$((running + 1))
+    fuzzed+=("$h")
+done
+wait
+for h in "${fuzzed[@]}"; do
+    cat "$scratch/$h.report"
+    [ "$(cat "$scratch/$h.rc" 2>/dev/null)" = 0 ] || failed=1
 done
 exit "$failed"
