@@ -16,6 +16,9 @@ set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export TG_ROOT="$root"
+# How many suites run at once (below, before the runner makes its scratch).
+jobs="${TG_TEST_JOBS:-2}"
+case "$jobs" in ''|*[!0-9]*|0) echo "tests/run.sh: TG_TEST_JOBS=$jobs: not a positive whole number" >&2; exit 2 ;; esac
 # The suites' scratch (about 1.3 GB a full run): removed at the end when
 # every check passed and this script made it; kept, and named, when one
 # failed (the failures' logs are there). A TG_TMP given is left alone.
@@ -42,15 +45,23 @@ tier_of() {
 }
 # Whether the chosen tier runs a suite of tier $1: make test runs all but the sanitizers'.
 tier_runs() { case "$tier" in test) [ "$1" != sanitizers ] ;; *) [ "$1" = "$tier" ] ;; esac; }
-# The suites marked "# lane: emu" (the CUDA emulation's build and the
-# suites that run it, mostly one compiler or one emulated thread at a time)
-# run in a second lane beside the others, so that two cores are busy; the
-# two lanes take about as long (t_kernel_resources, nvcc's compile, stays in
-# the first). TG_TEST_LANES=1 runs every suite in one lane, in turn.
-in_emu_lane() { case "$1" in build/*) return 1 ;; esac; grep -q "^# lane: emu" "$1"; }
+# The suites run TG_TEST_JOBS at a time (default 2: CI's cores). Each
+# worker takes the next suite off one list, longest first: a suite's
+# "# cost: N" (about its processor seconds in a CI run; unmarked: 0, the
+# C binaries too), ties in name order. So the long suites start at once and
+# the short ones keep both cores busy to the end, whatever the mix (fixed
+# lanes left one core idle for minutes when one lane ran long). The suites
+# that run the CUDA emulation each ask tests/emu/build.sh for it, whose lock
+# makes the second wait for the first's build. TG_TEST_JOBS=1: in turn.
+cost_of() {
+    case "$1" in build/*) echo 0; return ;; esac
+    local c
+    c=$(sed -nE 's/^# cost: ([0-9]+).*/\1/p' "$1" | head -n 1)
+    echo "${c:-0}"
+}
 
 # run_one NAME CMD...: runs one suite into NAME.log, prints its lines and its
-# closing line as one block (under a lock: two lanes never interleave a
+# closing line as one block (under a lock: two workers never interleave a
 # suite's lines), and leaves its counts in NAME.result and its first failed
 # checks in NAME.failed, which the summary at the end adds up.
 run_one() {
@@ -59,9 +70,9 @@ run_one() {
     local t0=$SECONDS
     # bash's time: the processor seconds of the suite and every process it
     # waited for (user + system), which, unlike the wall clock, the other
-    # lane's load barely moves: what CI's budget is made of. In a subshell
-    # of its own, whose only child is the suite: the lane's shell also
-    # reaps the other lane, whose seconds would count here.
+    # worker's load barely moves: what CI's budget is made of. In a subshell
+    # of its own, whose only child is the suite: the worker's shell also
+    # reaps the other workers, whose seconds would count here.
     ( TIMEFORMAT='%U %S'; time "$@" >"$log" 2>&1 ) 2>"$TG_TMP/$name.cpu"
     local rc=$?
     local p f cpu
@@ -98,7 +109,7 @@ run_suite() {
     esac
 }
 
-names=() lane_main=() lane_emu=()
+names=() listed=()
 for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
     [ -e "$t" ] || continue
     name="$(basename "$t")"
@@ -107,16 +118,28 @@ for t in build/test_kernels build/test_zero_shards tests/t_*.sh tests/t_*.py; do
     tier_runs "$(tier_of "$t")" || continue
     names+=("$name")
     rm -f "$TG_TMP/$name.result" "$TG_TMP/$name.failed"
-    if [ "${TG_TEST_LANES:-2}" != 1 ] && in_emu_lane "$t"; then lane_emu+=("$t"); else lane_main+=("$t"); fi
+    listed+=("$(cost_of "$t") $t")
 done
-lane() { local t n; for t in "$@"; do n="$(basename "$t")"; run_suite "$t" "${n%.*}"; done; }
-emu_pid=""
-if [ ${#lane_emu[@]} -gt 0 ]; then
-    lane "${lane_emu[@]}" &
-    emu_pid=$!
-fi
-[ ${#lane_main[@]} -gt 0 ] && lane "${lane_main[@]}"
-[ -n "$emu_pid" ] && wait "$emu_pid"
+# The run order: cost, highest first, then the listing's order (sort -s).
+queue=()
+[ ${#listed[@]} -gt 0 ] && mapfile -t queue < <(printf '%s\n' "${listed[@]}" | sort -s -k1,1nr | cut -d' ' -f2-)
+echo 0 >"$TG_TMP/.next"
+# take: the next index into queue, under the lock every worker takes it by.
+take() { { flock 8; local i; read -r i <"$TG_TMP/.next"; echo $((i + 1)) >"$TG_TMP/.next"; echo "$i"; } 8>"$TG_TMP/.next.lock"; }
+worker() {
+    local i n
+    while i=$(take) && [ "$i" -lt ${#queue[@]} ]; do
+        n="$(basename "${queue[$i]}")"
+        run_suite "${queue[$i]}" "${n%.*}"
+    done
+}
+workers=()
+for ((w = 1; w < jobs; w++)); do
+    worker &
+    workers+=($!)
+done
+worker
+[ ${#workers[@]} -gt 0 ] && wait "${workers[@]}"
 
 # The totals, from each suite's counts (a suite that left none failed).
 pass=0 fail=0

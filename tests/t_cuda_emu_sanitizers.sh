@@ -6,7 +6,6 @@
 # make test leaves this suite to CI (.ci/run: make test-sanitizers); run it
 # after changing kernels/cuda or tests/emu.
 # tier: sanitizers
-# lane: emu
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" cuda_emu_sanitizers
 export OMP_NUM_THREADS=1

@@ -4,7 +4,8 @@
 # as one failure, and its scratch directory (about 1.3 GB a full run), which
 # it removes when every check passed and it made the directory, keeps and
 # names when a check failed, and leaves alone when TG_TMP was given; the quick
-# tier (--check) and the second lane ("# lane: emu"). The
+# tier (--check), the suites run two at a time (TG_TEST_JOBS), costliest
+# first ("# cost: N"). The
 # inner runs' output goes to files: its copies of "not ok" lines must not
 # reach the outer runner.
 # shellcheck source=tests/lib.sh
@@ -79,28 +80,42 @@ if [ "$(cat "$tmp/san.rc")" = 0 ] && [ "$(tail -n 1 "$tmp/san.out")" = "1 passed
     ok sanitizers_tier_only_with_its_option
 else not_ok sanitizers_tier_only_with_its_option "plain: $(tail -n 1 "$tmp/san.out"); --sanitizers rc $rc: $(tail -n 1 "$tmp/san_only.out")"; fi
 
-# A suite marked "# lane: emu" runs beside the others: the two suites below
-# each wait (10 s at most) for the other to have started, which only
-# concurrent lanes satisfy; a failing and a crashing suite in the second
-# lane are counted as in the first.
-lanes_tree() {
+# Two suites run at once (TG_TEST_JOBS, default 2): the two below each wait
+# (10 s at most) for the other to have started, which only concurrent
+# workers satisfy; a failing and a crashing suite beside them are counted
+# as when run in turn.
+jobs_tree() {
     tree "$1" bad crash
     local d="$tmp/$1/tests"
-    printf '# lane: emu\ntouch "$TG_TMP/emu_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/main_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other lane never started"\n' >"$d/t_emu.sh"
-    printf 'touch "$TG_TMP/main_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/emu_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other lane never started"\n' >"$d/t_main.sh"
-    sed -i '1i # lane: emu' "$d/t_bad.sh" "$d/t_crash.sh"
+    printf 'touch "$TG_TMP/a_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/b_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other suite never started"\n' >"$d/t_a.sh"
+    printf 'touch "$TG_TMP/b_started"\nfor i in $(seq 100); do [ -e "$TG_TMP/a_started" ] && { echo "ok met"; exit 0; }; sleep 0.1; done\necho "not ok met - the other suite never started"\n' >"$d/t_b.sh"
 }
-lanes_tree lanes
-inner lanes
-if [ "$(cat "$tmp/lanes.rc")" = 1 ] && [ "$(tail -n 1 "$tmp/lanes.out")" = "3 passed, 2 failed" ] &&
-    grep -q '^\[t_emu\] ok met' "$tmp/lanes.out" && grep -q '^\[t_main\] ok met' "$tmp/lanes.out"; then
-    ok emu_lane_runs_beside_the_others_and_counts
-else not_ok emu_lane_runs_beside_the_others_and_counts "rc $(cat "$tmp/lanes.rc"): $(grep -E 'met|passed' "$tmp/lanes.out" | tr '\n' ' ')"; fi
-# One lane (TG_TEST_LANES=1): the same suites one after another, so the
+jobs_tree jobs
+inner jobs
+if [ "$(cat "$tmp/jobs.rc")" = 1 ] && [ "$(tail -n 1 "$tmp/jobs.out")" = "3 passed, 2 failed" ] &&
+    grep -q '^\[t_a\] ok met' "$tmp/jobs.out" && grep -q '^\[t_b\] ok met' "$tmp/jobs.out"; then
+    ok two_suites_run_at_once_and_count
+else not_ok two_suites_run_at_once_and_count "rc $(cat "$tmp/jobs.rc"): $(grep -E 'met|passed' "$tmp/jobs.out" | tr '\n' ' ')"; fi
+# One at a time (TG_TEST_JOBS=1): the same suites in turn, so the
 # rendezvous cannot happen (this is what makes the check above able to fail).
-lanes_tree one_lane
-inner one_lane TG_TEST_LANES=1
-if [ "$(tail -n 1 "$tmp/one_lane.out")" = "2 passed, 3 failed" ]; then ok one_lane_runs_suites_in_turn
-else not_ok one_lane_runs_suites_in_turn "$(grep -E 'met|passed' "$tmp/one_lane.out" | tr '\n' ' ')"; fi
+jobs_tree one_job
+inner one_job TG_TEST_JOBS=1
+if [ "$(tail -n 1 "$tmp/one_job.out")" = "2 passed, 3 failed" ]; then ok one_job_runs_suites_in_turn
+else not_ok one_job_runs_suites_in_turn "$(grep -E 'met|passed' "$tmp/one_job.out" | tr '\n' ' ')"; fi
+# The order: "# cost: N" highest first, then by name (unmarked: 0); in turn,
+# each suite's closing line comes in the order they ran.
+tree order good bad crash
+sed -i '1i # cost: 5' "$tmp/order/tests/t_crash.sh"
+sed -i '1i # cost: 40 (seconds)' "$tmp/order/tests/t_good.sh"
+inner order TG_TEST_JOBS=1
+got=$(sed -nE 's/^\[(t_[a-z]+)\] [0-9]+ passed.*/\1/p' "$tmp/order.out" | tr '\n' ' ')
+if [ "$got" = "t_good t_crash t_bad " ]; then ok costliest_suites_first
+else not_ok costliest_suites_first "ran in the order: $got (want t_good t_crash t_bad)"; fi
+# A bad TG_TEST_JOBS: a message and exit 2, nothing run.
+tree bad_jobs good
+inner bad_jobs TG_TEST_JOBS=two
+if [ "$(cat "$tmp/bad_jobs.rc")" = 2 ] && grep -q "TG_TEST_JOBS=two: not a positive whole number" "$tmp/bad_jobs.out" &&
+    ! grep -q t_good "$tmp/bad_jobs.out" && [ "$(left bad_jobs)" = 0 ]; then ok bad_test_jobs_refused
+else not_ok bad_test_jobs_refused "rc $(cat "$tmp/bad_jobs.rc"): $(head -n 2 "$tmp/bad_jobs.out" | tr '\n' ' ')"; fi
 
 exit $failed
