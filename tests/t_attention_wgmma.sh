@@ -95,16 +95,31 @@ else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not
 EMU_LAUNCH_LOG="$tmp/bench128.launches" "$bench" --shape 1,1,70,128 --warmup 0 --runs 1 >"$tmp/bench128.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
     tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_head_size_128_dq_by_slots
 else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 # and a second row with dq by the mma.sync dq kernel (cuda_attention_backward_wgmma_dq), so that a GPU times
 # both routes: its launches are the wgmma kernel without dq and flash_dq_mma_kernel
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync kernel\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR, false>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
     ok wgmma_backward_dq_by_mma_row
 else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
+
+# a row with dq's slots summed in the kernel by the last key block of each query tile
+# (CUDA_WGMMA_DQ_SUMMED), its own instance; with a scratch of one pair a round (65824 bytes a
+# pair at T = 70 and head size 128, after 256 of alignment), two rounds (EMU_VERBOSE's launches),
+# each zeroing its counts first (a round whose counts start where the last one's ended sums
+# nothing, and its dq stays the zeros the row starts from)
+summed_row='^1,(1|2),70,128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
+EMU_SCRATCH_BYTES=100000 EMU_VERBOSE=1 "$bench" --shape 1,2,70,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
+summed_rc=$?
+summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true><<<' "$tmp/summed.launches")
+if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true>' \
+    "$tmp/bench128.launches" && [ $summed_rc -eq 0 ] && grep -qP "$summed_row" "$tmp/summed.out" && [ "$summed_launches" = 2 ] &&
+    tail -n 1 "$tmp/summed.out" | grep -q "^# every check passed"; then
+    ok wgmma_backward_dq_summed_row_in_rounds
+else not_ok wgmma_backward_dq_summed_row_in_rounds "exit $rc $summed_rc, $summed_launches launches in rounds: $(grep -E 'summed|not ok' "$tmp/bench128.out" "$tmp/summed.out" | tr '\n' ' ')"; fi
 
 # at head size 64 a third wgmma backward row, K and V read from shared memory where every run holds them
 # in registers (cuda_attention_backward_wgmma_kv_shared), launched as its own instance; none at 96
@@ -112,8 +127,8 @@ EMU_LAUNCH_LOG="$tmp/bench64.launches" "$bench" --shape 1,2,130,64 --shape 1,1,7
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, K and V read from shared memory.*\t(same bits|err=[0-9.e-]+)$' \
     "$tmp/bench64.out" && ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row' "$tmp/bench64.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, false>' "$tmp/bench64.launches" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, false, false>' "$tmp/bench64.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_kv_shared_row_at_64_only
 else not_ok wgmma_backward_kv_shared_row_at_64_only "exit $rc: $(grep -E 'backward.*wgmma|not ok' "$tmp/bench64.out" | tr '\n' ' ')"; fi
 

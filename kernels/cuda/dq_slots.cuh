@@ -43,6 +43,10 @@ static size_t dqs_pair_bytes(int T, int HS) {
     return dqs_slots<KB>(T) * (size_t)DQS_ROWS * (size_t)HS * sizeof(float);
 }
 
+/* The bytes of one pair's arrival counts, an int per query tile (the
+ * kernels that sum the slots themselves: flash_bwd_wgmma.cu's SUM). */
+static inline size_t dqs_counts_bytes(int T) { return (size_t)((T + DQS_ROWS - 1) / DQS_ROWS) * sizeof(int); }
+
 /* Two adjacent floats (8-byte aligned): one 8-byte store on the device. */
 static __device__ __forceinline__ void dqs_store2(float *dst, float x, float y) {
 #if defined(__CUDA_ARCH__)
@@ -51,13 +55,53 @@ static __device__ __forceinline__ void dqs_store2(float *dst, float x, float y) 
     dst[0] = x, dst[1] = y;
 #endif
 }
-/* Four adjacent floats (16-byte aligned): one 16-byte load on the device. */
+/* Four adjacent floats (16-byte aligned): one 16-byte load on the device,
+ * from L2 (ld.global.cg): other blocks wrote them, and the summing block's
+ * SM may hold stale lines of the scratch in its L1. */
 static __device__ __forceinline__ void dqs_load4(float v[4], const float *src) {
 #if defined(__CUDA_ARCH__)
-    const float4 f = *reinterpret_cast<const float4 *>(src);
+    const float4 f = __ldcg(reinterpret_cast<const float4 *>(src));
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 #else
     for (int i = 0; i < 4; i++) v[i] = src[i];
+#endif
+}
+
+/* Four adjacent columns of one query row: its n slots from at (key block
+ * 0's) on, summed in float32 in key-block order, times scale, as bf16 at
+ * dst (4 columns, 8-byte aligned). Every sum of the slots is this one:
+ * the same bits whichever kernel or block runs it. */
+template <int HS>
+static __device__ __forceinline__ void dqs_sum_store4(__nv_bfloat16 *dst, const float *at, int n, float scale) {
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (int kb = 0; kb < n; kb++, at += dqs_slot_floats<HS>()) {
+        float v[4];
+        dqs_load4(v, at);
+        for (int i = 0; i < 4; i++) sum[i] += v[i];
+    }
+    fb_store_pair(dst, mma_pack(sum[0] * scale, sum[1] * scale));
+    fb_store_pair(dst + 2, mma_pack(sum[2] * scale, sum[3] * scale));
+}
+
+/* The calling thread's earlier stores made visible to every block, and
+ * its later loads made to see what other blocks made visible so
+ * (__threadfence: around dqs_count, as CUTLASS's semaphore does). In the
+ * emulation gcc's builtins, which its race check follows
+ * (tests/emu/emu_race_atomic.cpp). */
+static __device__ __forceinline__ void dqs_fence() {
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+/* One more arrival at *count; what it held before (atomicAdd). */
+static __device__ __forceinline__ int dqs_count(int *count) {
+#if defined(__CUDA_ARCH__)
+    return atomicAdd(count, 1);
+#else
+    return __atomic_fetch_add(count, 1, __ATOMIC_RELAXED);
 #endif
 }
 
@@ -76,16 +120,7 @@ __global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slot
         const int c = 4 * (int)(e % (HS / 4)), t = (int)(e / (HS / 4) % (size_t)T), j = (int)(e / (HS / 4) / (size_t)T);
         const int qt = t / DQS_ROWS, p = p0 + j, b = p / NH, h = p % NH;
         const float *at = dq_slots + (size_t)j * per_pair + dqs_slot<KB>(qt, 0) * slot_floats + (t % DQS_ROWS) * HS + c;
-        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-        for (int kb = 0; kb <= qt / KB; kb++, at += slot_floats) {
-            float v[4];
-            dqs_load4(v, at);
-            for (int i = 0; i < 4; i++) sum[i] += v[i];
-        }
-        __nv_bfloat16 *dst = dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c;
-        fb_store_pair(dst, mma_pack(sum[0] * scale, sum[1] * scale));
-        fb_store_pair(dst + 2, mma_pack(sum[2] * scale, sum[3] * scale));
+        dqs_sum_store4<HS>(dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c, at, qt / KB + 1, scale);
     }
 }
 

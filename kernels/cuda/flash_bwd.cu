@@ -334,14 +334,21 @@ static float *round_dq_slots(const float *D, int np, int T) {
 static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                             const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                             tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, false);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_SLOTS);
+}
+/* The same with each query tile's slots summed in the kernel by the last
+ * of its key blocks (CUDA_WGMMA_DQ_SUMMED). */
+static void wgmma_summed_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                                   const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
+                                   tg_dropout drop) {
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_SUMMED);
 }
 /* The same with K and V read from shared memory at head size 64 too
  * (cuda_attention_backward_wgmma_kv_shared). */
 static void wgmma_kv_shared_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                                       const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                                       tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, true);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_KV_SHARED);
 }
 /* The same where the scratch cannot hold one pair's slots: dq by the
  * mma.sync kernel (its tuned row tiles at the wgmma backward's head sizes,
@@ -353,7 +360,7 @@ static void wgmma_dkv_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_b
         constexpr int H = decltype(hs)::value;
         mma_dq_kernel<H, false, fb_dq_row_tiles<H>()>(ctx, dqkv, dout, qkv, lse, D, p0, np, T, NH, scale, drop);
     });
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop, false);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, NULL, p0, np, T, NH, HS, scale, drop, BW_DQ_SLOTS);
 }
 
 /* The fused mma.sync backward (flash_bwd_fused.cuh: five products a
@@ -514,13 +521,14 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     if (o->act != TG_BF16 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
     const int T_room = T > 0 ? T : 1; /* the route of an empty call too */
-    const size_t slots = flash_bwd_wgmma_slot_bytes(T_room, HS);
-    const bool dq_slots = want == CUDA_WGMMA_DQ_SLOTS && round_pairs(ctx, T_room, slots) > 0;
-    if (taken) *taken = dq_slots ? CUDA_WGMMA_DQ_SLOTS : CUDA_WGMMA_DQ_MMA;
+    const bool summed = want == CUDA_WGMMA_DQ_SUMMED;
+    const size_t slots = summed ? flash_bwd_wgmma_sum_bytes(T_room, HS) : flash_bwd_wgmma_slot_bytes(T_room, HS);
+    const bool dq_slots = want != CUDA_WGMMA_DQ_MMA && round_pairs(ctx, T_room, slots) > 0;
+    if (taken) *taken = dq_slots ? want : CUDA_WGMMA_DQ_MMA;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    const round_kernels<__nv_bfloat16> tiles = !dq_slots ? wgmma_dkv_gradients : summed ? wgmma_summed_gradients : wgmma_gradients;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                  (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop,
-                                  dq_slots ? wgmma_gradients : wgmma_dkv_gradients, dq_slots ? slots : 0);
+                                  (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, tiles, dq_slots ? slots : 0);
     return 1;
 }
 

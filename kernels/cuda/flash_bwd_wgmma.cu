@@ -80,10 +80,20 @@
  * there held warps 0 and 1 (and so, through the products' turn, the
  * whole block) for a memory latency every tile (the same bits; ptxas:
  * 0 to 2 registers fewer).
+ * SUM (bench_attention's "dq by slots summed in the kernel" row, not yet
+ * any run's): no second kernel; after its last tile each block counts its
+ * arrival at every query tile it shared in (an atomic per tile), and the
+ * last of a tile's key blocks sums the tile's slots as the reduction
+ * kernel would (dqs_sum_store4: the same bits), while they are likely
+ * still in L2. The reduction kernel reads the slots back from memory (1.2
+ * MB a pair at T = 1024 and head size 64: 230 MB a layer of GPT-2 124M,
+ * about 50 us at the H200's 4.8 TB/s, by arithmetic); the sums here stall
+ * only the summing block. Which pays is for a GPU. ptxas: 236, 239 and
+ * 255 registers at 64, 96 and 128, no spills.
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
  * registers: under dq's 255 at 128, just over 237 at 64 and 96; at 1
- * block an SM they fit without it), dq reduced without the trip through
- * global memory.
+ * block an SM they fit without it), dq summed without any trip through
+ * global memory (FlashAttention-3's atomics add in no fixed order).
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
  * other device architectures it is a trap, and flash_bwd.cu launches it
@@ -360,6 +370,45 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
             bw_dq_share<HS, H::cols1>(slot, dss, ks, 1);
     }
 }
+
+/* SUM, after the block's last tile: its arrival counted at each query
+ * tile it shared in (counts: the pair's, an int a tile, zeroed before the
+ * launch), and the tiles where it is the last of their qt / BW_KB + 1 key
+ * blocks summed into dq (rows q0 .. of pair (b, h) in dqkv) as
+ * flash_dq_reduce_kernel sums them: the same bits, with no second kernel
+ * and while the slots are likely still in L2. Every thread is past a
+ * block barrier after its stores; each counting thread fences before its
+ * count (the block's stores visible first) and, where it was last, after
+ * it (its reads see the others'), as CUTLASS's semaphore does. last:
+ * BW_THREADS flags in shared memory no product reads any more (dS^T's
+ * tiles: an array of its own took the kernel at head size 128 past
+ * sm_80's limit a block, which t_kernel_resources holds every kernel to),
+ * 2 bytes each (the emulation's race check keeps 2-byte granules). */
+template <int HS>
+static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const float *slots, int *counts, int kb,
+                                    int T, int NH, int b, int h, float scale) {
+    const int tiles = (T + BW_ROWS - 1) / BW_ROWS, C = NH * HS;
+    for (int q = BW_KB * kb; q < tiles; q += BW_THREADS) {
+        const int mine = q + (int)threadIdx.x, n = fl_min(BW_THREADS, tiles - q);
+        if (mine < tiles) {
+            dqs_fence();
+            last[threadIdx.x] = (uint16_t)(dqs_count(&counts[mine]) == mine / BW_KB);
+            if (last[threadIdx.x]) dqs_fence();
+        }
+        __syncthreads(); /* last[] */
+        for (int i = 0; i < n; i++) {
+            if (!last[i]) continue;
+            const int qt = q + i, rows = fl_min(BW_ROWS, T - BW_ROWS * qt);
+            const float *at = slots + dqs_slot<BW_KB>(qt, 0) * dqs_slot_floats<HS>();
+            for (int e = (int)threadIdx.x; e < rows * (HS / 4); e += BW_THREADS) {
+                const int r = e / (HS / 4), c = 4 * (e % (HS / 4));
+                dqs_sum_store4<HS>(dqkv + ((size_t)b * T + BW_ROWS * qt + r) * 3 * C + (size_t)h * HS + c, at + r * HS + c,
+                                   qt / BW_KB + 1, scale);
+            }
+        }
+        __syncthreads(); /* last[]'s readers, before the next tiles' counts */
+    }
+}
 #endif
 
 /* One block: keys [k0, k0 + 128) of pair p0 + fl_grid_pair() (the first
@@ -378,12 +427,13 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * DQ, one at the tile's end. KVR: K and V held in registers
  * (bw_kv_in_registers; every run's where it holds, else bench_attention's
  * comparison). */
-template <int HS, bool DQ, bool KVR>
+template <int HS, bool DQ, bool KVR, bool SUM>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
-                           float *dq_slots, int p0, int T, int NH, float scale) {
+                           float *dq_slots, int *dq_counts, int p0, int T, int NH, float scale) {
 #if defined(BW_BODY)
     static_assert(!KVR || bw_kv_in_registers<HS>(), "K and V held in registers at head size 64 only");
+    static_assert(!SUM || DQ, "the slots summed in the kernel: with DQ only");
     constexpr uint32_t tile = bw_tile_bytes<HS>();
     extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS, DQ>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
@@ -443,6 +493,12 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
+    if constexpr (SUM) {
+        __syncthreads(); /* the last tile's dq share stored (its product, which read dS^T, waited for) */
+        static_assert(bw_ds_bytes() >= 2 * BW_THREADS, "the finish's flags in dS^T's tiles");
+        bw_dq_finish<HS>(reinterpret_cast<uint16_t *>(dss), dqkv, slots,
+                         dq_counts + (size_t)j * ((T + BW_ROWS - 1) / BW_ROWS), kb, T, NH, b, h, scale);
+    }
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
@@ -462,54 +518,68 @@ static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfl
     ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
 }
 
-/* The kernels at head size HS: with dq_slots, dk, dv and the dq shares,
- * then their reduction; without, dk and dv only. kv_shared (with
- * dq_slots, at head size 64): K and V read from shared memory, as at the
- * other head sizes. The emulation names a launch by its source text, so
+/* The dynamic shared memory a kernel instance opts in to. */
+static void bw_allow_shared(const void *kernel, int bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+/* The kernels at head size HS: with dq_slots, dk, dv and the dq shares in
+ * `form` (BW_DQ_SLOTS and BW_DQ_KV_SHARED: then their reduction; with
+ * BW_DQ_SUMMED the round's counts, after its slots, zeroed first); without,
+ * dk and dv only. The emulation names a launch by its source text, so
  * each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bool kv_shared) {
+               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bw_dq_form form) {
     constexpr bool KVR = bw_kv_in_registers<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
     bw_maps maps;
     bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
-    if (dq_slots) {
-        constexpr int shared = bw_shared_bytes<HS, true>();
-        if (kv_shared) {
-            CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true, false>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-            flash_bwd_wgmma_kernel<HS, true, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
-            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
-        } else {
-            CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, true, KVR>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-            flash_bwd_wgmma_kernel<HS, true, KVR><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, p0, T, NH, scale);
-            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
-        }
-        flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
-        CUDA_LAUNCHED("flash_dq_reduce_kernel");
+    if (!dq_slots) {
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, false, KVR, false>, bw_shared_bytes<HS, false>());
+        flash_bwd_wgmma_kernel<HS, false, KVR, false><<<grid, BW_THREADS, bw_shared_bytes<HS, false>(), stream>>>(
+            maps, dqkv, lse, D, (float *)NULL, (int *)NULL, p0, T, NH, scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         return;
     }
-    constexpr int shared = bw_shared_bytes<HS, false>();
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_kernel<HS, false, KVR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    shared));
-    flash_bwd_wgmma_kernel<HS, false, KVR><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, (float *)NULL, p0, T, NH, scale);
-    CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+    constexpr int shared = bw_shared_bytes<HS, true>();
+    if (form == BW_DQ_SUMMED) {
+        int *counts = (int *)(dq_slots + (size_t)np * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>());
+        CUDA_CHECK(cudaMemsetAsync(counts, 0, (size_t)np * dqs_counts_bytes(T), stream));
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, true>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, counts, p0, T,
+                                                                                            NH, scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        return;
+    }
+    if (form == BW_DQ_KV_SHARED) {
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, false, false>, shared);
+        flash_bwd_wgmma_kernel<HS, true, false, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
+                                                                                               p0, T, NH, scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+    } else {
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
+                                                                                             p0, T, NH, scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+    }
+    flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
+    CUDA_LAUNCHED("flash_dq_reduce_kernel");
 }
 
 } // namespace
 
 size_t flash_bwd_wgmma_slot_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS); }
+size_t flash_bwd_wgmma_sum_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS) + dqs_counts_bytes(T); }
 
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                     const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop,
-                    bool kv_shared) {
+                    bw_dq_form form) {
     if (!flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (np <= 0 || T <= 0) return 1;
     head_tile_dispatch(HS, [&](auto hs) {
-        bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, kv_shared);
+        bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, form);
     });
     return 1;
 }

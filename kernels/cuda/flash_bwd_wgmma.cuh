@@ -17,16 +17,29 @@ bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dou
  * HS (dq_slots). */
 size_t flash_bwd_wgmma_slot_bytes(int T, int HS);
 
+/* The forms of the kernel with dq_slots, beside every run's (BW_DQ_SLOTS:
+ * K and V held in registers at head size 64, the slots summed by a second
+ * kernel), for bench_attention to time against it; the same results:
+ *   BW_DQ_KV_SHARED: the score products read K and V from shared memory at
+ *     head size 64 too;
+ *   BW_DQ_SUMMED: each query tile's slots summed in the kernel, by the
+ *     last of its key blocks to finish (flash_bwd_wgmma_sum_bytes of
+ *     scratch a pair). */
+typedef enum { BW_DQ_SLOTS, BW_DQ_KV_SHARED, BW_DQ_SUMMED } bw_dq_form;
+
+/* The scratch bytes a pair takes with BW_DQ_SUMMED: its slots, then its
+ * arrival counts. */
+size_t flash_bwd_wgmma_sum_bytes(int T, int HS);
+
 /* dk and dv of pairs p0 .. p0 + np (lse: every pair's rows; D: the
  * round's, pair j at D + j T) into dqkv's k and v columns, and with
- * dq_slots (np times flash_bwd_wgmma_slot_bytes(T,
- * HS) of scratch, 16-byte aligned) dq into its q columns too; with NULL, dq is the caller's.
- * kv_shared (with dq_slots): the score products read K and V from shared
- * memory at head size 64 too, where every run holds them in registers
- * (bench_attention's comparison; the same results). 1 when launched (or
- * nothing to do), 0 (nothing run) where flash_bwd_wgmma_fits is false. */
+ * dq_slots (np times flash_bwd_wgmma_slot_bytes(T, HS) of scratch, or
+ * flash_bwd_wgmma_sum_bytes(T, HS) for BW_DQ_SUMMED, 256-byte aligned) dq
+ * into its q columns too, in `form`; with NULL, dq is the caller's. 1 when
+ * launched (or nothing to do), 0 (nothing run) where flash_bwd_wgmma_fits
+ * is false. */
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                     const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop,
-                    bool kv_shared);
+                    bw_dq_form form);
 
 #endif

@@ -133,13 +133,16 @@ int cuda_attention_forward_wgmma(tg_o o, void *out, float *lse, const void *qkv,
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS, tg_dropout drop);
 /* How the wgmma backward takes dq: through its fixed-order slots (a
- * second kernel sums them; the kernel scratch must hold one pair's), or by
- * the mma.sync dq kernel beside dk and dv on wgmma. */
-typedef enum { CUDA_WGMMA_DQ_SLOTS, CUDA_WGMMA_DQ_MMA } cuda_wgmma_dq;
+ * second kernel sums them; the kernel scratch must hold one pair's), the
+ * same slots summed in the kernel (SUMMED: each query tile's by the last
+ * of its key blocks to finish, counted by an atomic; the same sum in the
+ * same order, so the same bits), or by the mma.sync dq kernel beside dk
+ * and dv on wgmma. */
+typedef enum { CUDA_WGMMA_DQ_SLOTS, CUDA_WGMMA_DQ_MMA, CUDA_WGMMA_DQ_SUMMED } cuda_wgmma_dq;
 /* cuda_attention_backward_wgmma with dq by `want` where it can (SLOTS
- * falls back to MMA where the scratch cannot hold the slots), for
- * bench_attention to time both; *taken (may be NULL): the route run (set
- * also for B = 0, which runs nothing). Same returns. */
+ * and SUMMED fall back to MMA where the scratch cannot hold the slots),
+ * for bench_attention to time them; *taken (may be NULL): the route run
+ * (set also for B = 0, which runs nothing). Same returns. */
 int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
                                      int B, int T, int NH, int HS, tg_dropout drop, cuda_wgmma_dq want, cuda_wgmma_dq *taken);
 /* The wgmma backward, dq by its slots, with the score products reading K

@@ -43,7 +43,7 @@ if [ "${EMU_FMA:-0}" = 1 ]; then CUFLAGS="$CUFLAGS -mfma -ffp-contract=fast"; el
 RACE_OBJ=()
 if [ "${EMU_RACE:-0}" = 1 ]; then
     CUFLAGS="$CUFLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0"
-    RACE_OBJ=("$OUT/obj/emu_race.o" "$OUT/obj/emu_race_clock.o")
+    RACE_OBJ=("$OUT/obj/emu_race.o" "$OUT/obj/emu_race_clock.o" "$OUT/obj/emu_race_atomic.o")
 fi
 
 # The build is skipped when its inputs are unchanged since the last complete
@@ -101,6 +101,7 @@ done
 compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_clock.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_clock.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_atomic.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_atomic.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
 compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
 compile "$OUT/obj/emu_tma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp

@@ -143,6 +143,13 @@ void emu_race_async_write(const void *p, size_t bytes, const void *obj, uint64_t
  * thread: its earlier shared-memory stores become visible to such reads. */
 void emu_race_async_read(const void *p, size_t bytes, const void *pc);
 void emu_race_proxy_fence();
+/* Blocks ordered by a fence and an atomic (emu_race_atomic.cpp, linked with
+ * emu_race.cpp): how many gpu-scope fences ran so far (a write's place
+ * among them), and whether a write of block wblk (thread wtid, barrier
+ * interval wbar, after wseq fences) was released and acquired before the
+ * access of `me`. */
+uint32_t emu_race_fence_seq();
+bool emu_race_published(uint32_t wblk, int wtid, uint32_t wbar, uint32_t wseq, const emu_race_pos &me);
 
 /* ---- Hopper's mbarriers, bulk tensor copies, named barriers and
  * setmaxnreg (emu_tma.cpp), on the launcher of emu_runtime.cpp ---- */

@@ -12,9 +12,10 @@
  *   syncs (shuffles, __syncwarp, the tensor-core stand-ins' exchanges),
  *   mbarriers, named barriers and the bulk tensor loads' completions; two
  *   accesses of different threads that nothing orders, one a write, race;
- * - blocks of one launch are not ordered at all (the kernels use no atomics
- *   or fences): a granule written by one block and touched by another in the
- *   same launch races;
+ * - blocks of one launch are not ordered, but for a release by a fence
+ *   and an atomic that a later block's atomic and fence acquire
+ *   (emu_race_atomic.cpp): a granule written by one block and touched by
+ *   another in the same launch races unless its write was so published;
  * - launches are ordered (one stream at a time).
  * The emulator runs threads one at a time, so a race gives one answer here
  * and another on a GPU; this check finds it whatever order the threads ran
@@ -65,6 +66,7 @@ struct reader {
  * Serial 0: none. pc: the access's code address less the binary's base. */
 struct granule {
     uint32_t wblk, wbar, wwe, wpc, wclk, wfence; /* wfence: the writer's fence.proxy.async count then */
+    uint32_t wseq;                               /* gpu-scope fences before the write (emu_race_atomic.cpp) */
     uint32_t rlo, rhi, rbar, rset;
     reader r0;
     uint16_t wtid, rcount;
@@ -197,7 +199,8 @@ void report(shadow &s, const emu_race_pos &me, bool write, uint32_t pc, bool oth
     emu_race_block_of(other_blk, theirs);
     char other[160];
     if (other_blk != me.block)
-        snprintf(other, sizeof other, "block (%u,%u,%u) of the same launch (blocks are not ordered)", theirs[0], theirs[1], theirs[2]);
+        snprintf(other, sizeof other, "block (%u,%u,%u) of the same launch (blocks are not ordered, but by a fence and an atomic each)",
+                 theirs[0], theirs[1], theirs[2]);
     else if (race_clock::is_agent(other_tid))
         snprintf(other, sizeof other, "a bulk tensor load (landing on its mbarrier; nothing ordered this after that phase)");
     else
@@ -348,7 +351,8 @@ void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32
     /* shared memory is the block's own; device memory's earlier launches are ordered */
     const uint32_t first_valid = space == EMU_SPACE_SHARED ? me.pos.block : me.pos.launch_first;
     if (g.wblk >= first_valid) {
-        const bool race = g.wblk != me.pos.block || concurrent_in_block(me, g.wtid, g.wbar, g.wwe, g.wclk);
+        const bool race = g.wblk != me.pos.block ? !emu_race_published(g.wblk, g.wtid, g.wbar, g.wseq, me.pos)
+                                                 : concurrent_in_block(me, g.wtid, g.wbar, g.wwe, g.wclk);
         if (race) report(s, me.pos, write, pc, true, g.wblk, g.wtid, g.wpc, space, base, a);
     }
     const bool interval = g.rhi == me.pos.block && g.rbar == me.pos.bar; /* the readers kept are this interval's */
@@ -362,7 +366,7 @@ void check_granule(shadow &s, granule &g, const accessor &me, bool write, uint32
     }
     if (write) {
         g.wblk = me.pos.block, g.wbar = me.pos.bar, g.wwe = me.pos.warp_epoch, g.wpc = pc, g.wtid = as, g.wclk = clk;
-        g.wfence = fences_of(s, as, me.pos.block);
+        g.wfence = fences_of(s, as, me.pos.block), g.wseq = emu_race_fence_seq();
         if (interval) drop_readers(s, g);
         return;
     }
@@ -498,5 +502,4 @@ extern "C" void __tsan_read_range(void *p, unsigned long n) { access(p, n, false
 extern "C" void __tsan_write_range(void *p, unsigned long n) { access(p, n, true, __builtin_return_address(0)); }
 extern "C" void __tsan_init(void) {}
 extern "C" void __tsan_vptr_update(void **, void *) {}
-/* Host-side reference counts (std::shared_ptr in the capture path): the operation itself. */
-extern "C" int __tsan_atomic32_fetch_add(volatile int *a, int v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+/* __tsan_atomic32_fetch_add and __tsan_atomic_thread_fence: emu_race_atomic.cpp. */

@@ -8,7 +8,9 @@
  *   (and __syncwarp does not order two warps);
  * - device memory written by one block and read or written by another in
  *   the same launch (blocks are not ordered), and across two launches
- *   (which are);
+ *   (which are); a last block reading the others' writes after counting
+ *   its arrival, without the barrier after the writes, the fence before
+ *   the count or the fence after it (kernels/cuda/dq_slots.cuh's);
  * - a cp.async tile read by other threads after the issuing thread's wait
  *   but without a __syncthreads;
  * - Hopper's syncs (the clocks of tests/emu/emu_race_clock.cpp): a slot
@@ -33,6 +35,7 @@
 #include <string>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/dq_slots.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/tma.cuh"
@@ -268,6 +271,35 @@ __global__ void proxy_fence_kernel(float *out, int place) {
     out[threadIdx.x] = d[0];
 }
 
+/* Each block's threads write their shares; thread 0 counts the block's
+ * arrival (dq_slots.cuh's dqs_fence and dqs_count, as the wgmma
+ * backward's dq sum in the kernel); the last block sums every block's
+ * shares. Synchronized: a __syncthreads after the writes, a fence before
+ * the count and, in the last block, after it. Each other `missing` leaves
+ * one of the three out. */
+enum last_block_missing { LAST_SYNCED, LAST_NO_BARRIER, LAST_NO_RELEASE_FENCE, LAST_NO_ACQUIRE_FENCE };
+__global__ void last_block_kernel(float *shares, int *count, float *sum, int missing) {
+    __shared__ int last;
+    shares[blockIdx.x * blockDim.x + threadIdx.x] = (float)(blockIdx.x + threadIdx.x);
+    if (missing != LAST_NO_BARRIER) __syncthreads();
+    if (threadIdx.x == 0) {
+        if (missing != LAST_NO_RELEASE_FENCE) dqs_fence();
+        last = dqs_count(count) == (int)gridDim.x - 1;
+        if (last && missing != LAST_NO_ACQUIRE_FENCE) dqs_fence();
+    }
+    __syncthreads();
+    if (!last) return;
+    float total = 0.0f;
+    for (unsigned b = 0; b < gridDim.x; b++) total += shares[b * blockDim.x + threadIdx.x];
+    sum[threadIdx.x] = total;
+}
+
+/* last_block_kernel over 4 blocks, its count zeroed first. */
+static void last_block(float *shares, int *count, float *sum, int missing) {
+    cudaMemset(count, 0, sizeof(int));
+    last_block_kernel<<<4, THREADS>>>(shares, count, sum, missing);
+}
+
 /* Races found while `launch` runs (their errors forgiven after). */
 template <typename F>
 static long races_in(F launch) {
@@ -371,6 +403,14 @@ int main(void) {
               fill_kernel<<<4, THREADS>>>(x, 4 * THREADS);
           }) == 0,
           "launches_are_ordered", "a write and a read in different launches reported");
+    int *count;
+    cudaMalloc((void **)&count, sizeof(int));
+    failures += pair("last_block_without_barrier", [&](bool sync) { last_block(d, count, x, sync ? LAST_SYNCED : LAST_NO_BARRIER); });
+    failures += pair("last_block_without_release_fence",
+                     [&](bool sync) { last_block(d, count, x, sync ? LAST_SYNCED : LAST_NO_RELEASE_FENCE); });
+    failures += pair("last_block_without_acquire_fence",
+                     [&](bool sync) { last_block(d, count, x, sync ? LAST_SYNCED : LAST_NO_ACQUIRE_FENCE); });
+    cudaFree(count);
     failures += pair("async_copy_tile", [&](bool sync) { async_tile_kernel<<<1, THREADS>>>(x, d, sync); });
     failures += pair("mbarrier_slot_written_after_arrival", [&](bool sync) { mbar_handoff_kernel<<<1, THREADS>>>(x, sync); });
     failures += pair("mbarrier_empty_arrival_without_syncwarp", [&](bool sync) { mbar_release_kernel<<<1, THREADS>>>(x, sync); });

@@ -358,7 +358,8 @@ static int bench_backward_row(tg_o o, const attn_case *c, const attn_buffers *bu
  * head sizes 64, 96 and 128) with dq by route `want`: a row named by the
  * route it took, against the tuned mma.sync shape's dqkv
  * (buf->tuned_dqkv, within the tolerance), or a note where it has no
- * instance (*ran 0). Returns the failed checks. */
+ * instance (*ran 0); no row for SUMMED where the scratch has no room for
+ * the slots (it would repeat the mma.sync row). Returns the failed checks. */
 static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling,
                                    cuda_wgmma_dq want, int *ran) {
     cuda_wgmma_dq taken; /* asked with no sequences: the route, nothing run (the timed calls are the only runs) */
@@ -370,9 +371,12 @@ static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffer
         return 0;
     }
     *ran = 1;
+    if (want == CUDA_WGMMA_DQ_SUMMED && taken != want) return 0; /* no room for the slots: the mma.sync row says it */
     char name[128];
     snprintf(name, sizeof name, "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by %s",
-             taken == CUDA_WGMMA_DQ_SLOTS ? "slots" : "the mma.sync kernel");
+             taken == CUDA_WGMMA_DQ_SLOTS    ? "slots"
+             : taken == CUDA_WGMMA_DQ_SUMMED ? "slots summed in the kernel"
+                                             : "the mma.sync kernel");
     return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA, want, name);
 }
 
@@ -408,15 +412,18 @@ static int bench_backward_wgmma_kv_shared(tg_o o, const attn_case *c, const attn
 }
 
 /* The wgmma backward's rows: dq by slots (every run's, where the scratch
- * holds them), then by the mma.sync dq kernel, so that a GPU tells which
- * pays: the slots' write and read (1.2 MB a pair at T = 1024 and head
- * size 64) or the two products the dq kernel repeats; at head size 64
- * also with K and V from shared memory. */
+ * holds them), by the same slots summed in the kernel (no second kernel
+ * reads them back), then by the mma.sync dq kernel, so that a GPU tells
+ * which pays: the slots' write and read (1.2 MB a pair at T = 1024 and
+ * head size 64), their sum at the end of the key blocks, or the two
+ * products the dq kernel repeats; at head size 64 also with K and V from
+ * shared memory. */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
     int failed = bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SLOTS, &ran);
     if (!ran) return failed; /* its note, once */
+    failed += bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SUMMED, &ran);
     failed += bench_backward_wgmma_kv_shared(o, c, buf, opts, ceiling);
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }

@@ -489,6 +489,30 @@ static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const
     free(shared);
 }
 
+/* The wgmma backward with dq's slots summed in the kernel, each query
+ * tile's by the last of its key blocks to finish (CUDA_WGMMA_DQ_SUMMED),
+ * against the default's dqkv `got` (dq by the same slots, summed by a
+ * second kernel): the same bits, on a GPU too, as the sum is the same
+ * one in the same order; where the scratch has no room for the slots
+ * both take the mma.sync dq kernel (the same bits again). A tile never
+ * summed keeps the poison, one summed twice or in another order its
+ * bits. */
+static void wgmma_backward_summed(env *e, attn_bwd *a, const void *got, const char *shape) {
+    char name[256];
+    cuda_wgmma_dq slots_route, taken = CUDA_WGMMA_DQ_MMA; /* asked with no sequences: the routes with this scratch */
+    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
+                                     CUDA_WGMMA_DQ_SLOTS, &slots_route);
+    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
+    const int ran = cuda_attention_backward_wgmma_dq(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B, a->T,
+                                                     a->NH, a->HS, (tg_dropout){0}, CUDA_WGMMA_DQ_SUMMED, &taken);
+    sync_gpu(e);
+    const cuda_wgmma_dq expect = slots_route == CUDA_WGMMA_DQ_SLOTS ? CUDA_WGMMA_DQ_SUMMED : CUDA_WGMMA_DQ_MMA;
+    snprintf(name, sizeof name, "attention_backward_wgmma, dq %s: the bits of dq by %s %s",
+             expect == CUDA_WGMMA_DQ_SUMMED ? "summed in the kernel" : "without room for the slots",
+             expect == CUDA_WGMMA_DQ_SUMMED ? "the slots' reduction" : "the mma.sync kernel", shape);
+    check_true(e, ran == 1 && taken == expect && gpu_holds(e, a->dqkv, got), name, "");
+}
+
 /* One case of the wgmma backward (flash_bwd_wgmma.cu), from the CPU
  * forward's out and lse: against the CPU twin (the bf16 tolerance),
  * against the mma.sync backward (within the tolerance; dk and dv bit for
@@ -529,6 +553,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
     check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
     if (HS == 64) wgmma_backward_kv_shared(e, &a, got, shape);
+    wgmma_backward_summed(e, &a, got, shape);
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
