@@ -107,12 +107,12 @@ if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync
 else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
 # a row with dq's slots summed in the kernel by the last key block of each query tile
-# (CUDA_WGMMA_DQ_SUMMED), its own instance; with a scratch of one pair a round (65824 bytes a
-# pair at T = 70 and head size 128, after 256 of alignment), two rounds (EMU_VERBOSE's launches),
-# each zeroing its counts first (a round whose counts start where the last one's ended sums
-# nothing, and its dq stays the zeros the row starts from)
-summed_row='^1,(1|2),70,128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
-EMU_SCRATCH_BYTES=100000 EMU_VERBOSE=1 "$bench" --shape 1,2,70,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
+# (CUDA_WGMMA_DQ_SUMMED), its own instance; with a scratch of one pair a round (197424 bytes a
+# pair at T = 200 and head size 128, two key blocks, after 256 of alignment), two rounds
+# (EMU_VERBOSE's launches), each zeroing its counts first (a round whose counts start where the
+# last one's ended sums nothing, and its dq stays the zeros the row starts from)
+summed_row='^1,(1|2),(70|200),128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
+EMU_SCRATCH_BYTES=300000 EMU_VERBOSE=1 "$bench" --shape 1,2,200,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
 summed_rc=$?
 summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true><<<' "$tmp/summed.launches")
 if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true>' \

@@ -73,8 +73,12 @@ kernels kernels --
 kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
 # cuBLASLt with no algorithm for an epilogue (BIAS, DGELU), as a GPU's may
 # have for some shapes: the unfused fallbacks (bias rows, then the product
-# onto them; the GELU backward kernel)
-kernels no_epilogue EMU_LT_NO_EPILOGUE=1 -- --quick
+# onto them; the GELU backward kernel); blocks in reverse order with the
+# whole scratch (the run above has 12000 bytes, no room for the wgmma
+# backward's dq slots), so that the first key block of a pair, not the
+# diagonal one, is the last to count its arrival and sums every query
+# tile's slots (CUDA_WGMMA_DQ_SUMMED)
+kernels no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1 -- --quick
 # the heuristic offers an algorithm and cublasLtMatmul refuses the epilogue
 # (CUBLAS_STATUS_NOT_SUPPORTED): the same fallbacks, with a warning
 kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick

@@ -85,13 +85,14 @@ static __device__ __forceinline__ void dqs_sum_store4(__nv_bfloat16 *dst, const 
 }
 
 /* The calling thread's earlier stores made visible to every block, and
- * its later loads made to see what other blocks made visible so
- * (__threadfence: around dqs_count, as CUTLASS's semaphore does). In the
- * emulation gcc's builtins, which its race check follows
- * (tests/emu/emu_race_atomic.cpp). */
+ * its later loads made to see what other blocks made visible so: around
+ * dqs_count, as CUTLASS's barrier does, fence.acq_rel.gpu (__threadfence
+ * is fence.sc.gpu, which also orders fences among themselves: more than
+ * this needs). In the emulation gcc's builtins, which its race check
+ * follows (tests/emu/emu_race_atomic.cpp). */
 static __device__ __forceinline__ void dqs_fence() {
 #if defined(__CUDA_ARCH__)
-    __threadfence();
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
 #else
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif

@@ -379,7 +379,7 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * and while the slots are likely still in L2. Every thread is past a
  * block barrier after its stores; each counting thread fences before its
  * count (the block's stores visible first) and, where it was last, after
- * it (its reads see the others'), as CUTLASS's semaphore does. last:
+ * it (its reads see the others'), as CUTLASS's barrier does. last:
  * BW_THREADS flags in shared memory no product reads any more (dS^T's
  * tiles: an array of its own took the kernel at head size 128 past
  * sm_80's limit a block, which t_kernel_resources holds every kernel to),

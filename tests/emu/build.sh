@@ -119,11 +119,12 @@ grep -q EMU_SCRATCH_BYTES "$OUT/cu/ops_cuda.c" || echo "build.sh: warning: the E
 printf '#line 1 "kernels/cuda/ops_cuda.c"\n' | cat - "$OUT/cu/ops_cuda.c" > "$OUT/cu/ops_cuda.c.tmp" && mv "$OUT/cu/ops_cuda.c.tmp" "$OUT/cu/ops_cuda.c"
 compile "$OUT/obj/ops_cuda.o" $CC $CFLAGS $EMU_INC "$OUT/cu/ops_cuda.c"
 kernel_src=(kernels/cpu/*.c kernels/backend.c kernels/timed.c kernels/op_work.c kernels/op_rates.c util/rng.c parallel/comm.c parallel/comm_null.c util/err.c)
-# TG_CUDA_EMU: the tests may also read the emulation's own counters (tests/emu/emu_hooks.h).
+# TG_CUDA_EMU: the tests may also read the emulation's own counters (tests/emu/emu_hooks.h); the
+# emulation's CUDA headers: they may read the backend's state (kernels/cuda/cuda_ctx.h).
 for c in "${kernel_src[@]}" tests/kernels/*.c; do
     [ "$c" = tests/kernels/main_cpu.c ] && continue
     test_flags=()
-    [[ $c == tests/kernels/* ]] && test_flags=(-DTG_CUDA_EMU)
+    [[ $c == tests/kernels/* ]] && test_flags=(-DTG_CUDA_EMU "$EMU_INC")
     compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS "${test_flags[@]}" "$c"
 done
 # The CPU kernels' bf16 flavour (kernels/cpu/act.h), as the Makefile builds it.

@@ -92,6 +92,7 @@ void kcheck_attention(tally *t) {
 
 #ifdef TG_CUDA
 /* ---- CUDA against the CPU ---- */
+#include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/kernels.h"
 #include "util/rng_core.h"
 #include "tests/kernels/twin.h"
@@ -494,14 +495,19 @@ static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const
  * against the default's dqkv `got` (dq by the same slots, summed by a
  * second kernel): the same bits, on a GPU too, as the sum is the same
  * one in the same order; where the scratch has no room for the slots
- * both take the mma.sync dq kernel (the same bits again). A tile never
- * summed keeps the poison, one summed twice or in another order its
+ * both take the mma.sync dq kernel (the same bits again). The kernel
+ * scratch is poisoned first: the runs before left the very slot values
+ * this one writes there, so that a tile summed before its last share
+ * landed would have read right values. A tile never summed keeps dqkv's
+ * poison, one summed early a slot's, one summed in another order its
  * bits. */
 static void wgmma_backward_summed(env *e, attn_bwd *a, const void *got, const char *shape) {
     char name[256];
     cuda_wgmma_dq slots_route, taken = CUDA_WGMMA_DQ_MMA; /* asked with no sequences: the routes with this scratch */
     cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
                                      CUDA_WGMMA_DQ_SLOTS, &slots_route);
+    const cuda_ctx *ctx = cuda_ctx_of(e->gpu);
+    poison(e->gpu, ctx->scratch, ctx->scratch_bytes);
     poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
     const int ran = cuda_attention_backward_wgmma_dq(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B, a->T,
                                                      a->NH, a->HS, (tg_dropout){0}, CUDA_WGMMA_DQ_SUMMED, &taken);
