@@ -888,12 +888,26 @@ std::vector<span> static_shared_spans() {
     return spans;
 }
 
-/* The start of the block's shared memory region (the static arrays, or the
- * launch's dynamic bytes) that [p, p + bytes) lies in, or NULL. */
+/* The block's shared memory regions, [lo, hi): the static arrays, and the
+ * launch's dynamic bytes (lo NULL where there are none). */
+struct region {
+    const char *lo, *hi;
+};
+const int SHARED_REGIONS = 2;
+void shared_regions(region out[SHARED_REGIONS]) {
+    const char *dyn = (const char *)g_dynamic_shared;
+    out[0] = region{__start_emu_shared, __stop_emu_shared};
+    out[1] = region{dyn, dyn ? dyn + g_dynamic_bytes : NULL};
+}
+
+/* The start of the block's shared memory region that [p, p + bytes) lies
+ * in, or NULL. */
 const char *shared_region(const void *p, size_t bytes) {
-    const char *a = (const char *)p, *dyn = (const char *)g_dynamic_shared;
-    if (__start_emu_shared && a >= __start_emu_shared && a + bytes <= __stop_emu_shared) return __start_emu_shared;
-    if (dyn && a >= dyn && a + bytes <= dyn + g_dynamic_bytes) return dyn;
+    const char *a = (const char *)p;
+    region r[SHARED_REGIONS];
+    shared_regions(r);
+    for (const region &x : r)
+        if (x.lo && a >= x.lo && a + bytes <= x.hi) return x.lo;
     return NULL;
 }
 
@@ -912,8 +926,10 @@ void spin() { yield(); }
 void progress() { g_progress++; }
 const char *shared_base(const void *p, size_t bytes) { return shared_region(p, bytes); }
 const char *shared_end(const char *base) {
-    if (base && base == __start_emu_shared) return __stop_emu_shared;
-    if (base && base == (const char *)g_dynamic_shared) return base + g_dynamic_bytes;
+    region r[SHARED_REGIONS];
+    shared_regions(r);
+    for (const region &x : r)
+        if (base && base == x.lo) return x.hi;
     return NULL;
 }
 
