@@ -372,8 +372,8 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
 }
 
 /* SUM, after the block's last tile: its arrival counted at each query
- * tile it shared in (counts: the pair's, an int a tile, zeroed before the
- * launch), and the tiles where it is the last of their qt / BW_KB + 1 key
+ * tile it shared in (dq_counts: the round's, an int a tile of each pair,
+ * zeroed before the launch; pair j's), and the tiles where it is the last of their qt / BW_KB + 1 key
  * blocks summed into dq (rows q0 .. of pair (b, h) in dqkv) as
  * flash_dq_reduce_kernel sums them: the same bits, with no second kernel
  * and while the slots are likely still in L2. Every thread is past a
@@ -385,9 +385,10 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
  * sm_80's limit a block, which t_kernel_resources holds every kernel to),
  * 2 bytes each (the emulation's race check keeps 2-byte granules). */
 template <int HS>
-static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const float *slots, int *counts, int kb,
+static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const float *slots, int *dq_counts, int j, int kb,
                                     int T, int NH, int b, int h, float scale) {
     const int tiles = (T + BW_ROWS - 1) / BW_ROWS, C = NH * HS;
+    int *counts = dq_counts + (size_t)j * tiles;
     for (int q = BW_KB * kb; q < tiles; q += BW_THREADS) {
         const int mine = q + (int)threadIdx.x, n = fl_min(BW_THREADS, tiles - q);
         if (mine < tiles) {
@@ -496,8 +497,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     if constexpr (SUM) {
         __syncthreads(); /* the last tile's dq share stored (its product, which read dS^T, waited for) */
         static_assert(bw_ds_bytes() >= 2 * BW_THREADS, "the finish's flags in dS^T's tiles");
-        bw_dq_finish<HS>(reinterpret_cast<uint16_t *>(dss), dqkv, slots,
-                         dq_counts + (size_t)j * ((T + BW_ROWS - 1) / BW_ROWS), kb, T, NH, b, h, scale);
+        bw_dq_finish<HS>(reinterpret_cast<uint16_t *>(dss), dqkv, slots, dq_counts, j, kb, T, NH, b, h, scale);
     }
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
