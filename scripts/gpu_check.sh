@@ -123,7 +123,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/logs"
 started_at=$SECONDS
 
-have_gpu() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+# grep -c reads the whole list: grep -q stops at the first GPU, and nvidia-smi, writing the
+# next line into the closed pipe, dies of SIGPIPE, which pipefail makes "no GPU" (seen in CI)
+have_gpu() { [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -gt 0 ]; }
 llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row (git-ignored, never committed)
 # BENCH_ARGS: more options of scripts/bench_gpu.sh for the bench sections (e.g. --steps 33: 30 timed steps);
 # options only (letters, digits, '-', '.', ',', spaces), as they go into a command line

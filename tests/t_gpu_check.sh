@@ -148,6 +148,15 @@ check gpu_check_attention_section "rc $rc; $row" \
 flops=$(python3 scripts/attention_reference.py --flops 2>&1)
 check attention_reference_flops "$flops" \
     eval '[ "$(grep -c "forward 2.5770e+10 FLOP a layer, backward 6.4425e+10" <<<"$flops")" = 2 ]'
+# An nvidia-smi that lists its second GPU after the first has been read (as a slow or long listing
+# does): a check that stops reading at the first line leaves it writing into a closed pipe, which
+# must not make the GPU vanish. The kernels section then runs (and fails: no CUDA build here).
+mkdir -p "$tmp/slowbin"
+printf '#!/bin/sh\ncase "$*" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"; sleep 0.3; echo "GPU 1: NVIDIA H200 (UUID: GPU-1)" ;; esac\nexit 0\n' \
+    >"$tmp/slowbin/nvidia-smi" && chmod +x "$tmp/slowbin/nvidia-smi"
+PATH="$tmp/slowbin:$PATH" "$gc" --out "$tmp/slow_list" --limit 60 kernels >/dev/null 2>&1
+row=$(grep '^| kernels |' "$tmp/slow_list/summary.md" 2>/dev/null)
+check gpu_check_sees_a_gpu_listed_slowly "$row" eval '[[ "$row" == "| kernels | FAILED "* ]]'
 # The multi-GPU sections with one GPU (the stand-in above): they run nothing, and their rows say why.
 PATH="$tmp/gpubin:$PATH" "$gc" --out "$tmp/one_gpu" --limit 60 multi-gpu multi-gpu-scaling >/dev/null 2>&1; rc=$?
 rows=$(grep '^| multi-gpu' "$tmp/one_gpu/summary.md" 2>/dev/null | cut -d'|' -f2-3 | tr '\n' ';')
