@@ -77,7 +77,9 @@ Options (environment variables in brackets):
                        writes only the tiny configs into --out
   -h, --help           this text
 Also: TRAIN_GPT (the binary, default train_gpt in the repository), KEEP_CHECKPOINTS=1 (keep
-the checkpoint the trainer writes at the end of each run; removed by default).
+the checkpoint the trainer writes at the end of each run; removed by default), PYTHON (a Python
+with numpy for scripts/scaling/scaling.py; default the first of python3 and /usr/bin/python3
+that imports numpy).
 
 Exit status: 0 every row has its figures; 1 a run failed or a figure is
 missing (the table and chart are still written, with n/a, and the reasons
@@ -86,6 +88,21 @@ EOF
 }
 
 sc_die() { echo "$sc_prog: error: $*" >&2; exit 2; }
+
+# sc_python: the Python that runs scaling.py, which needs numpy: PYTHON when set, else the first of
+# python3 (a lent GPU machine's has numpy beside PyTorch, its /usr/bin/python3 none) and
+# /usr/bin/python3 (Debian's python3-numpy belongs to it) that imports numpy
+sc_python() {
+    local p
+    if [ -n "${PYTHON:-}" ]; then
+        "$PYTHON" -c 'import numpy' >/dev/null 2>&1 || sc_die "PYTHON=$PYTHON cannot import numpy, which scripts/scaling/scaling.py needs"
+        echo "$PYTHON"; return 0
+    fi
+    for p in python3 /usr/bin/python3; do
+        "$p" -c 'import numpy' >/dev/null 2>&1 && { echo "$p"; return 0; }
+    done
+    sc_die "no Python with numpy (scripts/scaling/scaling.py needs it): neither python3 nor /usr/bin/python3 imports it; set PYTHON or install python3-numpy"
+}
 sc_say() { echo "$sc_prog: $*" >&2; }
 
 # sc_list NAME VALUE: a comma-separated list of positive integers, or die
@@ -131,9 +148,10 @@ sc_main() {
     sc_kind="$1"; shift
     sc_prog="${sc_kind}_scaling"
     local root; root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-    local py=/usr/bin/python3 helper="$root/scripts/scaling/scaling.py"
+    local py helper="$root/scripts/scaling/scaling.py"
+    py=$(sc_python) || exit 2
     local orig_cmd env_part="" v
-    for v in SCALE DEVICES DEVICE PEAK_TFLOPS OMP_NUM_THREADS TRAIN_GPT; do
+    for v in SCALE DEVICES DEVICE PEAK_TFLOPS OMP_NUM_THREADS TRAIN_GPT PYTHON; do
         [ -n "${!v:-}" ] && env_part+="$v=$(printf '%q' "${!v}") "
     done
     orig_cmd="${env_part}scripts/${sc_kind}_scaling.sh$(printf ' %q' "$@")"
@@ -186,7 +204,6 @@ sc_main() {
     # gnuplot draws chart.png only: without it the sweep still runs and writes everything else
     local have_gnuplot=1
     command -v gnuplot >/dev/null 2>&1 || have_gnuplot=0
-    [ -x "$py" ] || sc_die "$py is missing"
 
     [ -n "$out" ] || out="$root/runs/${sc_kind}_scaling_${scale}_$(date +%Y-%m-%d)"
     local bin="${TRAIN_GPT:-$root/train_gpt}"
