@@ -103,6 +103,7 @@ chmod +x "$tmp/gpubin/nvidia-smi"
 if [ -x "$bin" ]; then
     printf '#!/bin/sh
 case "$1" in --help|--peak-tflops) exec %q "$@" ;; esac
+[ -n "$TG_TMP" ] && head -c 3000000 /dev/zero >"$TG_TMP/stand_in_3mb.dat" && echo small >"$TG_TMP/stand_in_small.txt"
 echo "stand-in trainer: no run" >&2; exit 1
 ' "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" >"$tmp/gpubin/fake_train_gpt"
     chmod +x "$tmp/gpubin/fake_train_gpt"
@@ -114,9 +115,19 @@ echo "stand-in trainer: no run" >&2; exit 1
               grep -qx "logs/scaling.scratch/weak/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/weak/chart.gp" "$tmp/scaling.list" &&
               grep -qx "logs/scaling.scratch/strong/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/strong/chart.gp" "$tmp/scaling.list" &&
               ! grep -q "\.bin$" "$tmp/scaling.list"'
+    # a file over 2 MiB stays out of the archive (a lent machine returns at most 16 MiB a file), named in left_out.txt
+    tar -xzf "$tmp/scaling/logs.tar.gz" -C "$tmp/scaling" logs/left_out.txt 2>/dev/null
+    check gpu_check_archive_leaves_big_files_out "$(grep -c stand_in "$tmp/scaling.list") stand-in files archived; left out: $(head -c 300 "$tmp/scaling/logs/left_out.txt" 2>&1)" \
+        eval 'grep -qx "logs/scaling.scratch/stand_in_small.txt" "$tmp/scaling.list" && ! grep -q "stand_in_3mb" "$tmp/scaling.list" &&
+              grep -q "^3000000	logs/scaling.scratch/stand_in_3mb.dat$" "$tmp/scaling/logs/left_out.txt"'
 else
     echo "skip gpu_check_scaling_results_archived - no $bin: build it with make"
 fi
+# An archive still over the limit keeps only the sections' logs (and left_out.txt saying so).
+GPU_CHECK_ARCHIVE_MAX_BYTES=100 "$gc" --out "$tmp/tiny_archive" --limit 60 environment >/dev/null 2>&1
+check gpu_check_archive_over_the_limit_keeps_the_logs "$(tar -tzf "$tmp/tiny_archive/logs.tar.gz" 2>&1 | tr '\n' ' ')" \
+    eval '[ "$(tar -tzf "$tmp/tiny_archive/logs.tar.gz" | sort | tr "\n" " ")" = "logs/environment.log logs/left_out.txt " ] &&
+          tar -xzOf "$tmp/tiny_archive/logs.tar.gz" logs/left_out.txt | grep -q "the archive passed 100 bytes"'
 # The profile section runs ncu once per flash-attention kernel, clocks left alone, on the GPU
 # build's trainer, and each kernel it names is one kernels/cuda defines (a renamed kernel would
 # leave ncu profiling nothing): a stand-in ncu records its arguments, beside the stand-in nvidia-smi.
