@@ -227,13 +227,15 @@ check bench_dry_lt_ratio_and_pinned_op_times "$(grep -c "kernels.lt_tune=" "$tmp
 # table, and says why; --no-eager: PyTorch eager's row says so, nothing run
 sleep 1
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_NOT_HOPPER=1 FAKE_LT_UNPINNABLE=1 \
-    OUT="$tmp/out3" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --lt-tune) >"$tmp/bench3.out" 2>&1
+    BENCH_COMMIT=feedc0de OUT="$tmp/out3" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --lt-tune) >"$tmp/bench3.out" 2>&1
 rc=$?
 got=$(hopper_rows "$(ls "$tmp"/out3/gpu_bench_*.json 2>/dev/null | head -n 1)" "needs a device of compute capability 9.0")
 check bench_dry_hopper_refused_not_counted "rc $rc: $got" eval '[ $rc = 0 ] && [ "$got" = same ]'
 check bench_dry_lt_record_not_pinned_said "$(grep "per-op times" "$tmp/bench3.out" | tr '\n' ' ')" \
     eval '! ls "$tmp"/out3/gpu_bench_*/gpt2_124m_gb16_train_gpt_lt_none.op_times.tsv >/dev/null 2>&1 &&
           grep -q "per-op times not measured: .*algorithm 3 is not among" "$tmp/bench3.out"'
+check bench_dry_report_names_bench_commit "$(grep -h "train_gpt commit" "$tmp"/out3/gpu_bench_*.md | head -n 1)" \
+    eval 'grep -q "; train_gpt commit feedc0de$" "$tmp"/out3/gpu_bench_*.md && grep -q "\"commit\": \"feedc0de\"" "$tmp"/out3/gpu_bench_*.json'
 check bench_dry_no_eager "$(grep "PyTorch eager" "$tmp"/out3/gpu_bench_*.md | head -n 2 | tr '\n' ' ')" \
     eval 'grep -q "| GPT-2 124M | 16 | PyTorch eager | | none | not measured (--no-eager) |" "$tmp"/out3/gpu_bench_*.md &&
           ! grep -q "bench_torch.py" "$tmp"/out3/gpu_bench_*/commands.txt'
