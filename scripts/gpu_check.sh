@@ -243,16 +243,15 @@ summary="$out/summary.md"
     echo "|---|---|---|---|"
 } >"$summary"
 # The archive as it stands, replaced whole (never left half written). A lent machine brings back
-# files of up to 16 MiB: checkpoints, token shards and any file over 2 MiB stay out, listed in
-# logs/left_out.txt; should the rest still pass 15 MiB, only the sections' own logs go in (the
-# 2026-11-30 sitting lost a whole command's logs to one archive over the limit).
+# files of up to 16 MiB: the sections' scratch files that are checkpoints, token shards or over
+# 2 MiB stay out, listed in logs/left_out.txt; should the rest still pass 15 MiB, only the
+# sections' own logs go in (the 2026-11-30 sitting lost a command's logs to an archive too large).
 archive_max_bytes=${GPU_CHECK_ARCHIVE_MAX_BYTES:-$((15 << 20))} # t_gpu_check lowers it to take the fallback
 archive() {
     local part="$out/logs.tar.gz.part"
-    (cd "$work" && find logs -type f \( -size +2M -o -name '*.safetensors' -o -name '*.bin' -o -name '*.pt' \) \
-        -printf '%s\t%p\n' >logs/left_out.txt)
-    (cd "$work" && find logs -type f ! -size +2M ! -name '*.safetensors' ! -name '*.bin' ! -name '*.pt' -print0 |
-        tar -czf "$part" --null -T -) || return 1
+    local big=(-path 'logs/*.scratch/*' \( -size +2M -o -name '*.safetensors' -o -name '*.bin' -o -name '*.pt' \))
+    (cd "$work" && find logs -type f "${big[@]}" -printf '%s\t%p\n' >logs/left_out.txt &&
+        find logs -type f ! \( "${big[@]}" \) -print0 | tar -czf "$part" --null -T -) || return 1
     if [ "$(stat -c %s "$part")" -gt "$archive_max_bytes" ]; then
         echo "every scratch file: the archive passed $archive_max_bytes bytes" >>"$work/logs/left_out.txt"
         (cd "$work" && tar -czf "$part" logs/*.log logs/left_out.txt) || return 1
