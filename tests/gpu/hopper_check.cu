@@ -98,6 +98,40 @@ static double worst_error(int n, int with_c, const float *A, const float *B, con
     return worst;
 }
 
+/* What a wrong product looks like, for the sitting's log: how many outputs are wrong in each warp's
+ * 16 rows, the worst one, and which of C and the four k16 steps' products add up to what the GPU
+ * gave there (a lost or repeated step, or a lost C, names itself). */
+static void explain(int n, int with_c, const float *A, const float *B, const float *C, const float *got) {
+    int bad[4] = {0, 0, 0, 0}, wm = 0, wj = 0;
+    double worst = -1.0;
+    for (int m = 0; m < M; m++)
+        for (int j = 0; j < n; j++) {
+            double s = with_c ? C[m * n + j] : 0.0;
+            for (int k = 0; k < K; k++) s += (double)A[m * K + k] * B[k * n + j];
+            const double e = fabs(got[m * n + j] - s);
+            if (e != 0.0) bad[m / 16]++;
+            if (e > worst || e != e) worst = e, wm = m, wj = j;
+        }
+    printf("# wrong outputs by warp (16 rows each): %d %d %d %d of %d; worst at row %d, column %d: got %.9g\n", bad[0],
+           bad[1], bad[2], bad[3], 16 * n, wm, wj, got[wm * n + wj]);
+    double step[K / 16] = {0};
+    for (int k = 0; k < K; k++) step[k / 16] += (double)A[wm * K + k] * B[k * n + wj];
+    printf("# there: C %.9g, k16 steps %.9g %.9g %.9g %.9g; sums that give what the GPU gave:", C[wm * n + wj], step[0], step[1],
+           step[2], step[3]);
+    int found = 0;
+    for (int mask = 0; mask < 32; mask++) { /* bit 4: C; bits 0-3: the steps */
+        double s = (mask & 16) ? C[wm * n + wj] : 0.0;
+        for (int q = 0; q < K / 16; q++) s += (mask >> q & 1) ? step[q] : 0.0;
+        if (s == got[wm * n + wj]) {
+            printf(" %s", (mask & 16) ? "C" : "-");
+            for (int q = 0; q < K / 16; q++)
+                if (mask >> q & 1) printf("+s%d", q);
+            found = 1;
+        }
+    }
+    printf("%s\n", found ? "" : " none");
+}
+
 static const char *sw_name(int sw) { return sw == 128 ? "128b" : sw == 64 ? "64b" : sw == 32 ? "32b" : "none"; }
 
 int main(void) {
@@ -133,14 +167,20 @@ int main(void) {
                              form == 2 ? "registers" : form == 1 ? "none" : "128b", bm ? "mn_major" : "k_major", sw_name(sws[bs]));
                     snprintf(why, sizeof why, "worst relative error %.3g, want 0 (integers)", e);
                     if (e == 0.0) printf("ok %s\n", name);
-                    else failed = 1, printf("not ok %s - %s\n", name, why);
+                    else {
+                        printf("not ok %s - %s\n", name, why);
+                        if (failed++ < 6) explain(n, 1, A, B, C, got); /* the first few: enough to tell a pattern */
+                    }
                 }
     /* scale-d 0 overwrites C */
     const wg_case over = {{128, 0, M}, {128, 1, 128}, 0, 0, P_NONE, P_NONE};
     run(128, over, A, B, C, got);
     const double e0 = worst_error(128, 0, A, B, C, got);
     if (e0 == 0.0) printf("ok hopper_wgmma_scale_d_0_overwrites\n");
-    else failed = 1, printf("not ok hopper_wgmma_scale_d_0_overwrites - worst relative error %.3g\n", e0);
+    else {
+        failed++, printf("not ok hopper_wgmma_scale_d_0_overwrites - worst relative error %.3g\n", e0);
+        explain(128, 0, A, B, C, got);
+    }
     /* random bf16 values */
     for (int i = 0; i < M * K; i++) A[i] = __bfloat162float(__float2bfloat16_rn(next_uniform() * 4 - 2));
     for (int i = 0; i < K * NMAX; i++) B[i] = __bfloat162float(__float2bfloat16_rn(next_uniform() * 4 - 2));
@@ -148,7 +188,7 @@ int main(void) {
     run(128, rnd, A, B, C, got);
     const double er = worst_error(128, 1, A, B, C, got);
     if (er <= 1e-5) printf("ok hopper_wgmma_random_bf16_within_float_summation (worst %.3g)\n", er);
-    else failed = 1, printf("not ok hopper_wgmma_random_bf16_within_float_summation - worst %.3g, want <= 1e-5\n", er);
+    else failed++, printf("not ok hopper_wgmma_random_bf16_within_float_summation - worst %.3g, want <= 1e-5\n", er);
     free(A), free(B), free(C), free(got);
-    return failed;
+    return failed != 0;
 }
