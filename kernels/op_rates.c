@@ -16,9 +16,10 @@ static const struct {
 } CEILINGS[] = {
     {"GH200", 0, 0, NULL, NULL},
     {"H200 NVL", 835, 4800, "data sheet", "data sheet"},
-    {"H200", 825, 4800,
-     "measured: the fastest cuBLASLt product op of results/gpu/2026-11-27_h200/op_times_*.tsv, lmhead_backward at 124M",
-     "data sheet; no copy bandwidth measured yet"},
+    {"H200", 845, 4148,
+     "measured: the fastest cuBLASLt product op of results/gpu/2026-11-30_h200/op_times_*.tsv, lmhead_backward at 124M "
+     "with kernels.lt_tune=time",
+     "measured: build/gpu/bench_copy's median, results/gpu/2026-11-30_h200"},
     {"H100 PCIe", 756, 2000, "data sheet", "data sheet"},
     {"H100 NVL", 835, 3900, "data sheet", "data sheet"},
     {"H100", 989, 3350, "data sheet (SXM)", "data sheet (SXM)"},

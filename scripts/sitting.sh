@@ -18,12 +18,13 @@
 # Command 1, the correctness of every kernel changed since the last sitting and
 # the 124M benchmark: environment build (CUDA_SM=90a: Hopper's code only), then
 # llm.c's build in the background beside kernels attention whole-model
-# recompute-bitwise tp2-shm nccl budget, then bench-124m (33 steps, 30 timed; --hopper: train_gpt
-# also with kernels.attention=wgmma_ws, --lt-tune: with kernels.lt_tune=time, each a row of its
-# own, against llm.c and PyTorch), then sanitizer and hf with what is left.
-# Command 2: bench-1.2b (33 steps, --hopper, --lt-tune, recompute rows; with the same torch as the
-# last sitting, PyTorch's 1.2B rows, eager and compile, are that sitting's: reused), then scaling
-# with what is left. The order is the priority: a section the budget cuts is the last one's.
+# recompute-bitwise tp2-shm nccl budget, then sanitizer and hf, then bench-124m (33 steps, 30
+# timed; --hopper: train_gpt also with kernels.attention=wgmma_ws, --lt-tune: with
+# kernels.lt_tune=time, each a row of its own, against llm.c and PyTorch) with what is left.
+# Command 2: scaling, then bench-1.2b (33 steps, --hopper, --lt-tune, recompute rows; with the same
+# torch as the last sitting, PyTorch's 1.2B rows, eager and compile, are that sitting's: reused)
+# with what is left. The order is the priority: a section the budget cuts is the last one's. The
+# benches come last since 2026-11-30, which timed both (results/gpu/2026-11-30_h200).
 # Each gpu_check call leaves summary.md and logs.tar.gz in
 # $OUT/<letter>: at most 7 files come back, also from a command killed at its
 # limit. Budgets leave 20 s of the call's timeout_s for the transfers.
@@ -73,7 +74,7 @@ command_1() {
     wait "$p"
     left=$((limit - SECONDS))
     BENCH_ARGS="--steps 33 --hopper --lt-tune" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) \
-        bench-124m sanitizer hf
+        sanitizer hf bench-124m
 }
 command_2() {
     local args="--steps 33 --hopper --lt-tune" torch
@@ -83,7 +84,7 @@ command_2() {
         echo "$prog: torch $torch, as at the last sitting: bench-1.2b leaves PyTorch out (reuse 2026-11-27_h200's rows)"
     fi
     local limit=$((${SITTING_LIMIT_S:-300} - 20 - SECONDS))
-    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) bench-1.2b scaling
+    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) scaling bench-1.2b
 }
 
 run() { # N
