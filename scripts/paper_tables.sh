@@ -5,7 +5,6 @@ set -u
 
 prog=paper_tables
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-py=/usr/bin/python3
 helper="$root/scripts/scaling/paper_tables.py"
 
 usage() {
@@ -54,7 +53,8 @@ Options
   --dry-run           print every command (plans, sweeps, srun) and stop
   -h, --help          this text
 Also: TRAIN_GPT (the binary; default train_gpt in the repository, build/gpu/train_gpt
-for --slurm when it exists).
+for --slurm when it exists), PYTHON (a Python with numpy; default the first of python3 and
+/usr/bin/python3 that imports it).
 
 Exit status: 0 every table has its figures; 1 a figure is missing (the tables
 are still printed, the reasons under "Missing figures"); 2 bad arguments or a
@@ -94,7 +94,9 @@ posint --gpus-per-node "$gpn"; posint --steps "$steps"
 [ -z "$repeat" ] || posint --repeat "$repeat"
 [ "$steps" -ge 2 ] || die "--steps must be at least 2 (one warm-up step, then the timed ones)"
 cd "$root" || exit 2
-[ -x "$py" ] || die "$py is missing"
+# shellcheck source=scripts/scaling/python.sh
+source "$root/scripts/scaling/python.sh"
+py=$(numpy_python 2>&1) || die "$py"
 [ "$calibration" = none ] || [ -f "$calibration" ] || die "--calibration $calibration: no such file"
 [ -z "$links" ] || [ -f "$links" ] || die "--links $links: no such file"
 

@@ -89,19 +89,13 @@ EOF
 
 sc_die() { echo "$sc_prog: error: $*" >&2; exit 2; }
 
-# sc_python: the Python that runs scaling.py, which needs numpy: PYTHON when set, else the first of
-# python3 (a lent GPU machine's has numpy beside PyTorch, its /usr/bin/python3 none) and
-# /usr/bin/python3 (Debian's python3-numpy belongs to it) that imports numpy
+# sc_python: numpy_python (scripts/scaling/python.sh), or the sweep stops (exit 2)
+# shellcheck source=scripts/scaling/python.sh
+source "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 sc_python() {
     local p
-    if [ -n "${PYTHON:-}" ]; then
-        "$PYTHON" -c 'import numpy' >/dev/null 2>&1 || sc_die "PYTHON=$PYTHON cannot import numpy, which scripts/scaling/scaling.py needs"
-        echo "$PYTHON"; return 0
-    fi
-    for p in python3 /usr/bin/python3; do
-        "$p" -c 'import numpy' >/dev/null 2>&1 && { echo "$p"; return 0; }
-    done
-    sc_die "no Python with numpy (scripts/scaling/scaling.py needs it): neither python3 nor /usr/bin/python3 imports it; set PYTHON or install python3-numpy"
+    p=$(numpy_python 2>&1) || sc_die "$p"
+    echo "$p"
 }
 sc_say() { echo "$sc_prog: $*" >&2; }
 
