@@ -107,8 +107,14 @@ struct wg_case {
     int perturb_a, perturb_b;
 };
 
-/* out[wg][M][N] = C (if first_scale) + A B: A [M][K], B [K][N], C [M][N] in global memory. */
-template <int N>
+/* out[wg][M][N] = C (if first_scale) + A B: A [M][K], B [K][N], C [M][N] in global memory.
+ * The four k16 products as the attention kernels issue them: every descriptor and A fragment made
+ * first, one fence, the products unrolled back to back, so that nothing they read or write is
+ * touched while they are in flight. LOOPED: as this kernel did before the 2026-11-30 sitting, a
+ * k loop (not unrolled) that makes each step's descriptors and A fragment between the products,
+ * which failed every check on an H200 (results/gpu/2026-11-30_h200) and passes on the emulator;
+ * hopper_check runs it beside the other to tell whether that is the difference. */
+template <int N, int LOOPED = 0>
 __global__ void product_kernel(float *out, const float *A, const float *B, const float *C, wg_case c) {
 #if defined(EMU_CUDA_EMU_H) /* tests/emu/prep.py rewrites the .cu files, not this header */
     unsigned char *dyn = (unsigned char *)::emu::dynamic_shared();
@@ -124,23 +130,52 @@ __global__ void product_kernel(float *out, const float *A, const float *B, const
     float d[N / 2];
     for (int j = 0; j < N / 8; j++)
         for (int r = 0; r < 4; r++) d[4 * j + r] = C[(16 * w + g + 8 * (r >> 1)) * N + 8 * j + 2 * t + (r & 1)];
-    wgmma_fence();
-    for (int s = 0; s < K / 16; s++) {
-        unsigned lbo, sbo, start;
-        tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
-        uint64_t da = wgmma_desc(sa, lbo, sbo, code_of(c.la.sw));
-        da = wgmma_desc_advance(da, start);
-        tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
-        uint64_t db = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
-        if (s == 0) da = perturbed(da, c.perturb_a), db = perturbed(db, c.perturb_b);
-        const int scale = s == 0 ? c.first_scale : 1;
-        if (c.a_regs) {
-            uint32_t a[4];
-            a_fragment(a, A, s);
-            if (c.lb.mn) wgmma_rs<N, 1>(d, a, db, scale);
-            else wgmma_rs<N, 0>(d, a, db, scale);
-        } else if (c.lb.mn) wgmma_ss<N, 0, 1>(d, da, db, scale);
-        else wgmma_ss<N, 0, 0>(d, da, db, scale);
+    if (!LOOPED) {
+        uint64_t da[K / 16], db[K / 16];
+        uint32_t a[K / 16][4];
+#pragma unroll
+        for (int s = 0; s < K / 16; s++) {
+            unsigned lbo, sbo, start;
+            tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
+            da[s] = wgmma_desc_advance(wgmma_desc(sa, lbo, sbo, code_of(c.la.sw)), start);
+            tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
+            db[s] = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
+            a_fragment(a[s], A, s);
+        }
+        da[0] = perturbed(da[0], c.perturb_a), db[0] = perturbed(db[0], c.perturb_b);
+        wgmma_fence();
+        if (c.a_regs && c.lb.mn) {
+#pragma unroll
+            for (int s = 0; s < K / 16; s++) wgmma_rs<N, 1>(d, a[s], db[s], s == 0 ? c.first_scale : 1);
+        } else if (c.a_regs) {
+#pragma unroll
+            for (int s = 0; s < K / 16; s++) wgmma_rs<N, 0>(d, a[s], db[s], s == 0 ? c.first_scale : 1);
+        } else if (c.lb.mn) {
+#pragma unroll
+            for (int s = 0; s < K / 16; s++) wgmma_ss<N, 0, 1>(d, da[s], db[s], s == 0 ? c.first_scale : 1);
+        } else {
+#pragma unroll
+            for (int s = 0; s < K / 16; s++) wgmma_ss<N, 0, 0>(d, da[s], db[s], s == 0 ? c.first_scale : 1);
+        }
+    } else {
+        wgmma_fence();
+        for (int s = 0; s < K / 16; s++) {
+            unsigned lbo, sbo, start;
+            tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
+            uint64_t da = wgmma_desc(sa, lbo, sbo, code_of(c.la.sw));
+            da = wgmma_desc_advance(da, start);
+            tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
+            uint64_t db = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
+            if (s == 0) da = perturbed(da, c.perturb_a), db = perturbed(db, c.perturb_b);
+            const int scale = s == 0 ? c.first_scale : 1;
+            if (c.a_regs) {
+                uint32_t a[4];
+                a_fragment(a, A, s);
+                if (c.lb.mn) wgmma_rs<N, 1>(d, a, db, scale);
+                else wgmma_rs<N, 0>(d, a, db, scale);
+            } else if (c.lb.mn) wgmma_ss<N, 0, 1>(d, da, db, scale);
+            else wgmma_ss<N, 0, 0>(d, da, db, scale);
+        }
     }
     wgmma_commit();
     wgmma_wait<0>();

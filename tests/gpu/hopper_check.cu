@@ -8,6 +8,11 @@
  * four k16 steps, A from shared memory and from registers, scale-d 0 and 1;
  * small integers, so the GPU's D must equal the plain product exactly; then
  * random bf16 values within float summation (|error| <= 1e-5 sum |a b|).
+ * Also the k loop as it stood when all of these failed on an H200
+ * (results/gpu/2026-11-30_h200: products issued between the making of each
+ * step's descriptors and fragments), at N 64, as "..._looped_exact".
+ * A failure prints which of C and the four k16 steps' products make up
+ * what the GPU gave, for the first few.
  * N 32 too, B in each layout whose atom it fills (not MN-major under the
  * 128B swizzle, whose atom is 64 columns): the attention kernels' last
  * chunk at head size 96 (kernels/cuda/head_tiles.cuh) is N 32, MN-major
@@ -55,23 +60,25 @@ static float *to_device(const float *x, size_t n) {
     return d;
 }
 
-template <int N>
+template <int N, int LOOPED>
 static void launch(float *out, const float *A, const float *B, const float *C, wg_case c) {
     const unsigned bytes = shared_bytes(c.la, c.lb);
-    CHECK(cudaFuncSetAttribute((const void *)product_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    product_kernel<N><<<1, 128, bytes>>>(out, A, B, C, c);
+    CHECK(cudaFuncSetAttribute((const void *)product_kernel<N, LOOPED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)bytes));
+    product_kernel<N, LOOPED><<<1, 128, bytes>>>(out, A, B, C, c);
     CHECK(cudaGetLastError());
 }
 
-/* got[M][n] of product_kernel<n> on the device. */
-static void run(int n, wg_case c, const float *A, const float *B, const float *C, float *got) {
+/* got[M][n] of product_kernel<n> on the device (looped: its k loop as before 2026-11-30, n 64 only). */
+static void run(int n, wg_case c, const float *A, const float *B, const float *C, float *got, int looped = 0) {
     c.la.rows = M, c.lb.rows = n;
     float *dA = to_device(A, M * K), *dB = to_device(B, (size_t)K * n), *dC = to_device(C, (size_t)M * n), *dout;
     CHECK(cudaMalloc((void **)&dout, sizeof(float) * M * n));
-    if (n == 32) launch<32>(dout, dA, dB, dC, c);
-    else if (n == 64) launch<64>(dout, dA, dB, dC, c);
-    else if (n == 128) launch<128>(dout, dA, dB, dC, c);
-    else launch<256>(dout, dA, dB, dC, c);
+    if (looped) launch<64, 1>(dout, dA, dB, dC, c);
+    else if (n == 32) launch<32, 0>(dout, dA, dB, dC, c);
+    else if (n == 64) launch<64, 0>(dout, dA, dB, dC, c);
+    else if (n == 128) launch<128, 0>(dout, dA, dB, dC, c);
+    else launch<256, 0>(dout, dA, dB, dC, c);
     CHECK(cudaMemcpy(got, dout, sizeof(float) * M * n, cudaMemcpyDeviceToHost));
     CHECK(cudaFree(dA));
     CHECK(cudaFree(dB));
@@ -172,6 +179,19 @@ int main(void) {
                         if (failed++ < 6) explain(n, 1, A, B, C, got); /* the first few: enough to tell a pattern */
                     }
                 }
+    /* The k loop as it stood on 2026-11-30, when every check failed on an H200: beside the unrolled
+     * products above, it tells whether the loop was the difference. */
+    for (int form = 0; form < 3; form++) {
+        const wg_case c = {{form == 1 ? 0 : 128, 0, M}, {128, 0, 64}, form == 2, 1, P_NONE, P_NONE};
+        run(64, c, A, B, C, got, 1);
+        const double e = worst_error(64, 1, A, B, C, got);
+        const char *name = form == 2 ? "registers" : form == 1 ? "none" : "128b";
+        if (e == 0.0) printf("ok hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact\n", name);
+        else {
+            printf("not ok hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact - worst relative error %.3g\n", name, e);
+            failed++, explain(64, 1, A, B, C, got);
+        }
+    }
     /* scale-d 0 overwrites C */
     const wg_case over = {{128, 0, M}, {128, 1, 128}, 0, 0, P_NONE, P_NONE};
     run(128, over, A, B, C, got);
