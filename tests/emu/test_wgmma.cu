@@ -208,11 +208,7 @@ __global__ void async_kernel(float *out, const float *A, const float *B, const f
     for (int e = threadIdx.x; e < K * AN; e += blockDim.x) store_bf16(sb, tile_offset(lb, e % AN, e / AN), B[e]);
     tiles_visible_to_wgmma();
     __syncthreads();
-    unsigned lbo, sbo, start;
-    tile_strides(la, 0, &lbo, &sbo, &start);
-    const uint64_t da = wgmma_desc(sa, lbo, sbo, 1);
-    tile_strides(lb, 0, &lbo, &sbo, &start);
-    const uint64_t db = wgmma_desc(sb, lbo, sbo, 1);
+    const uint64_t da = step_desc(la, sa, 0), db = step_desc(lb, sb, 0);
     float d[AN / 2], d2[AN / 2], seen[AN / 2], seen2[AN / 2];
     for (int i = 0; i < AN / 2; i++) d[i] = d2[i] = -1.0f;
     wgmma_fence();
@@ -304,11 +300,7 @@ __global__ void chain_kernel(float *out, const float *Q, const float *Kt, const 
     float s[32], o[32];
     wgmma_fence();
     for (int step = 0; step < K / 16; step++) {
-        unsigned lbo, sbo, start;
-        tile_strides(lq, (unsigned)step, &lbo, &sbo, &start);
-        const uint64_t dq = wgmma_desc_advance(wgmma_desc(sq, lbo, sbo, 1), start);
-        tile_strides(lk, (unsigned)step, &lbo, &sbo, &start);
-        wgmma_ss<64, 0, 0>(s, dq, wgmma_desc_advance(wgmma_desc(sk, lbo, sbo, 1), start), step > 0);
+        wgmma_ss<64, 0, 0>(s, step_desc(lq, sq, step), step_desc(lk, sk, step), step > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -317,9 +309,7 @@ __global__ void chain_kernel(float *out, const float *Q, const float *Kt, const 
     for (int step = 0; step < 64 / 16; step++) { /* keys 16 step .. 16 step + 15 */
         uint32_t a[4];
         mma_a_from_accumulators(a, s + 8 * step, s + 8 * step + 4);
-        unsigned lbo, sbo, start;
-        tile_strides(lv, (unsigned)step, &lbo, &sbo, &start);
-        wgmma_rs<64, 1>(o, a, wgmma_desc_advance(wgmma_desc(sv, lbo, sbo, 1), start), step > 0);
+        wgmma_rs<64, 1>(o, a, step_desc(lv, sv, step), step > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();

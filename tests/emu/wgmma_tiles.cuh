@@ -107,6 +107,13 @@ struct wg_case {
     int perturb_a, perturb_b;
 };
 
+/* The descriptor of k16 step s of a tile laid out as l at tile. */
+static __device__ uint64_t step_desc(layout l, const unsigned char *tile, int s) {
+    unsigned lbo, sbo, start;
+    tile_strides(l, (unsigned)s, &lbo, &sbo, &start);
+    return wgmma_desc_advance(wgmma_desc(tile, lbo, sbo, code_of(l.sw)), start);
+}
+
 /* out[wg][M][N] = C (if first_scale) + A B: A [M][K], B [K][N], C [M][N] in global memory.
  * The four k16 products as the attention kernels issue them: every descriptor and A fragment made
  * first, one fence, the products unrolled back to back, so that nothing they read or write is
@@ -135,11 +142,7 @@ __global__ void product_kernel(float *out, const float *A, const float *B, const
         uint32_t a[K / 16][4];
 #pragma unroll
         for (int s = 0; s < K / 16; s++) {
-            unsigned lbo, sbo, start;
-            tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
-            da[s] = wgmma_desc_advance(wgmma_desc(sa, lbo, sbo, code_of(c.la.sw)), start);
-            tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
-            db[s] = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
+            da[s] = step_desc(c.la, sa, s), db[s] = step_desc(c.lb, sb, s);
             a_fragment(a[s], A, s);
         }
         da[0] = perturbed(da[0], c.perturb_a), db[0] = perturbed(db[0], c.perturb_b);
@@ -160,12 +163,7 @@ __global__ void product_kernel(float *out, const float *A, const float *B, const
     } else {
         wgmma_fence();
         for (int s = 0; s < K / 16; s++) {
-            unsigned lbo, sbo, start;
-            tile_strides(c.la, (unsigned)s, &lbo, &sbo, &start);
-            uint64_t da = wgmma_desc(sa, lbo, sbo, code_of(c.la.sw));
-            da = wgmma_desc_advance(da, start);
-            tile_strides(c.lb, (unsigned)s, &lbo, &sbo, &start);
-            uint64_t db = wgmma_desc_advance(wgmma_desc(sb, lbo, sbo, code_of(c.lb.sw)), start);
+            uint64_t da = step_desc(c.la, sa, s), db = step_desc(c.lb, sb, s);
             if (s == 0) da = perturbed(da, c.perturb_a), db = perturbed(db, c.perturb_b);
             const int scale = s == 0 ? c.first_scale : 1;
             if (c.a_regs) {
