@@ -139,6 +139,25 @@ static void explain(int n, int with_c, const float *A, const float *B, const flo
     printf("%s\n", found ? "" : " none");
 }
 
+/* A's form: 0 from shared memory under the 128B swizzle, 1 unswizzled, 2 from registers. */
+static const char *a_name(int form) { return form == 2 ? "registers" : form == 1 ? "none" : "128b"; }
+
+/* One integer product (A in the given form, B laid out as lb, C added) that must be exact:
+ * prints ok or not ok NAME, and what the wrong sums look like when explain_it; 1 on a failure. */
+static int exact_check(const char *name, int n, int form, layout lb, int looped, int explain_it, const float *A,
+                       const float *B, const float *C, float *got) {
+    const wg_case c = {{form == 1 ? 0 : 128, 0, M}, lb, form == 2, 1, P_NONE, P_NONE};
+    run(n, c, A, B, C, got, looped);
+    const double e = worst_error(n, 1, A, B, C, got);
+    if (e == 0.0) {
+        printf("ok %s\n", name);
+        return 0;
+    }
+    printf("not ok %s - worst relative error %.3g, want 0 (integers)\n", name, e);
+    if (explain_it) explain(n, 1, A, B, C, got);
+    return 1;
+}
+
 static const char *sw_name(int sw) { return sw == 128 ? "128b" : sw == 64 ? "64b" : sw == 32 ? "32b" : "none"; }
 
 int main(void) {
@@ -164,33 +183,22 @@ int main(void) {
     for (int n = 32; n <= 256; n *= 2)
         for (int bm = 0; bm < 2; bm++)
             for (int bs = 0; bs < 4; bs++)
-                for (int form = 0; form < 3; form++) { /* A 128B from shared, A unswizzled from shared, A from registers */
+                for (int form = 0; form < 3; form++) {
                     if (bm && 2 * n < sws[bs]) continue; /* an MN-major B narrower than its swizzle atom */
-                    const wg_case c = {{form == 1 ? 0 : 128, 0, M}, {sws[bs], bm, n}, form == 2, 1, P_NONE, P_NONE};
-                    run(n, c, A, B, C, got);
-                    const double e = worst_error(n, 1, A, B, C, got);
-                    char name[128], why[96];
-                    snprintf(name, sizeof name, "hopper_wgmma_n%d_a_%s_b_%s_%s_exact", n,
-                             form == 2 ? "registers" : form == 1 ? "none" : "128b", bm ? "mn_major" : "k_major", sw_name(sws[bs]));
-                    snprintf(why, sizeof why, "worst relative error %.3g, want 0 (integers)", e);
-                    if (e == 0.0) printf("ok %s\n", name);
-                    else {
-                        printf("not ok %s - %s\n", name, why);
-                        if (failed++ < 6) explain(n, 1, A, B, C, got); /* the first few: enough to tell a pattern */
-                    }
+                    char name[128];
+                    snprintf(name, sizeof name, "hopper_wgmma_n%d_a_%s_b_%s_%s_exact", n, a_name(form),
+                             bm ? "mn_major" : "k_major", sw_name(sws[bs]));
+                    const layout lb = {sws[bs], bm, n};
+                    /* the first few failures explained: enough to tell a pattern */
+                    failed += exact_check(name, n, form, lb, 0, failed < 6, A, B, C, got);
                 }
     /* The k loop as it stood on 2026-11-30, when every check failed on an H200: beside the unrolled
      * products above, it tells whether the loop was the difference. */
     for (int form = 0; form < 3; form++) {
-        const wg_case c = {{form == 1 ? 0 : 128, 0, M}, {128, 0, 64}, form == 2, 1, P_NONE, P_NONE};
-        run(64, c, A, B, C, got, 1);
-        const double e = worst_error(64, 1, A, B, C, got);
-        const char *name = form == 2 ? "registers" : form == 1 ? "none" : "128b";
-        if (e == 0.0) printf("ok hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact\n", name);
-        else {
-            printf("not ok hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact - worst relative error %.3g\n", name, e);
-            failed++, explain(64, 1, A, B, C, got);
-        }
+        char name[128];
+        snprintf(name, sizeof name, "hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact", a_name(form));
+        const layout lb = {128, 0, 64};
+        failed += exact_check(name, 64, form, lb, 1, 1, A, B, C, got);
     }
     /* scale-d 0 overwrites C */
     const wg_case over = {{128, 0, M}, {128, 1, 128}, 0, 0, P_NONE, P_NONE};
