@@ -123,9 +123,11 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/logs"
 started_at=$SECONDS
 
-# grep -c reads the whole list: grep -q stops at the first GPU, and nvidia-smi, writing the
-# next line into the closed pipe, dies of SIGPIPE, which pipefail makes "no GPU" (seen in CI)
-have_gpu() { [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -gt 0 ]; }
+# The GPUs nvidia-smi lists. grep -c reads the whole list: grep -q would stop at the first GPU,
+# and nvidia-smi, writing the next line into the closed pipe, die of SIGPIPE, which pipefail
+# makes "no GPU" (seen in CI).
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU '; }
+have_gpu() { [ "$(gpu_count)" -gt 0 ]; }
 llmc_src="${LLMC_SRC:-.peer/llm.c}" # llm.c's source for bench-124m's llm.c row (git-ignored, never committed)
 # BENCH_ARGS: more options of scripts/bench_gpu.sh for the bench sections (e.g. --steps 33: 30 timed steps);
 # options only (letters, digits, '-', '.', ',', spaces), as they go into a command line
@@ -201,7 +203,7 @@ section_note() {
     if [ "$1" = bench-124m ] && [ ! -d "$llmc_src" ]; then
         echo "; llm.c not measured: no $llmc_src (llm.c's source: LLMC_SRC, default .peer/llm.c)"
     fi
-    if [[ "$1" == multi-gpu* ]] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -lt 2 ]; then
+    if [[ "$1" == multi-gpu* ]] && [ "$(gpu_count)" -lt 2 ]; then
         echo "; skipped: fewer than 2 GPUs"
     fi
 }
