@@ -242,9 +242,12 @@ nvcc_path=$(sed -n 's/^NVCC = //p' build/gpu/cuda.mk 2>/dev/null)
 cuda_toolkit=$(grep -o 'release [0-9.]*' <<<"$nvcc_info" | sed 's/release //')
 [ -n "$cuda_toolkit" ] || cuda_toolkit=$(sed -n 's/.*(CUDA \([0-9.]*\)).*/\1/p' <<<"$torch_info")
 # the report's commit line: BENCH_COMMIT where given (a lent machine's tree may carry a stale .git)
-git_rev="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || git_rev+=" (with uncommitted changes)"
-[ -z "${BENCH_COMMIT:-}" ] || git_rev="$BENCH_COMMIT"
+if [ -n "${BENCH_COMMIT:-}" ]; then
+    git_rev="$BENCH_COMMIT"
+else
+    git_rev="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || git_rev+=" (with uncommitted changes)"
+fi
 # bench.json's "commit": BENCH_COMMIT, else git's, else the one the binary was built from (--version)
 commit="${BENCH_COMMIT:-}"
 if [ -z "$commit" ] && commit=$(git rev-parse HEAD 2>/dev/null); then
