@@ -71,3 +71,12 @@ sweep_fixture_table() {
     "$py" scripts/scaling/scaling.py table --kind "$2" --manifest "$1/manifest.tsv" --info "$1/info.tsv" --out "$1" \
         --help-text "$1/help.txt" >"$1/out.txt" 2>&1
 }
+
+# python_without_numpy DIR: a python3 stand-in in DIR whose numpy cannot be imported (as on a lent
+# GPU machine's /usr/bin/python3); prints its path
+python_without_numpy() {
+    mkdir -p "$1/mods" || return 1
+    printf 'raise ModuleNotFoundError("No module named numpy (stand-in)")\n' >"$1/mods/numpy.py"
+    printf '#!/bin/sh\nPYTHONPATH=%q exec /usr/bin/python3 "$@"\n' "$1/mods" >"$1/python3" && chmod +x "$1/python3" &&
+        echo "$1/python3"
+}

@@ -273,8 +273,6 @@ check_bad bad_calibration "no such file" --calibration "$tmp/none.tsv" --dry-run
 check_bad bad_repeat "--repeat must be a positive integer" --repeat 0 --dry-run
 check_bad unknown_argument "unknown argument" --bogus
 # its helpers import numpy: a PYTHON without it is refused by name (a stand-in whose numpy is missing)
-mkdir -p "$tmp/nonumpy/mods"
-printf 'raise ModuleNotFoundError("No module named numpy (stand-in)")\n' >"$tmp/nonumpy/mods/numpy.py"
-printf '#!/bin/sh\nPYTHONPATH=%q exec /usr/bin/python3 "$@"\n' "$tmp/nonumpy/mods" >"$tmp/nonumpy/python3" && chmod +x "$tmp/nonumpy/python3"
-PYTHON="$tmp/nonumpy/python3" check_bad python_without_numpy_refused "PYTHON=$tmp/nonumpy/python3 cannot import numpy" --dry-run
+nonumpy=$(python_without_numpy "$tmp/nonumpy")
+PYTHON="$nonumpy" check_bad python_without_numpy_refused "PYTHON=$nonumpy cannot import numpy" --dry-run
 exit "$failed"

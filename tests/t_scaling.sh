@@ -277,16 +277,14 @@ check_bad() { # NAME EXPECTED_MESSAGE ARGS...
 # The Python for scaling.py: python3 first (a lent GPU machine's /usr/bin/python3 has no numpy,
 # its python3 has), /usr/bin/python3 after; PYTHON overrides both and must import numpy.
 # Stand-ins: one python3 that logs each call and runs /usr/bin/python3, one whose numpy is missing.
-mkdir -p "$tmp/pybin" "$tmp/nonumpy/mods"
-printf '#!/bin/sh\necho "$*" >>%q\nexec /usr/bin/python3 "$@"\n' "$tmp/pybin/calls" >"$tmp/pybin/python3"
-printf 'raise ModuleNotFoundError("No module named numpy (stand-in)")\n' >"$tmp/nonumpy/mods/numpy.py"
-printf '#!/bin/sh\nPYTHONPATH=%q exec /usr/bin/python3 "$@"\n' "$tmp/nonumpy/mods" >"$tmp/nonumpy/python3"
-chmod +x "$tmp/pybin/python3" "$tmp/nonumpy/python3"
+mkdir -p "$tmp/pybin"
+printf '#!/bin/sh\necho "$*" >>%q\nexec /usr/bin/python3 "$@"\n' "$tmp/pybin/calls" >"$tmp/pybin/python3" && chmod +x "$tmp/pybin/python3"
+nonumpy=$(python_without_numpy "$tmp/nonumpy")
 PATH="$tmp/pybin:$PATH" DEVICES=1 SCALE=paper scripts/weak_scaling.sh --dry-run --device cpu --out "$tmp/dry_py" >"$tmp/dry_py.out" 2>&1; rc=$?
 if [ "$rc" = 0 ] && grep -q "scripts/scaling/scaling.py get" "$tmp/pybin/calls" 2>/dev/null; then ok sweep_runs_scaling_py_with_path_python3
 else not_ok sweep_runs_scaling_py_with_path_python3 "rc $rc; calls: $(head -c 200 "$tmp/pybin/calls" 2>&1); $(tail -n 2 "$tmp/dry_py.out" | tr '\n' ' ')"; fi
-check_bad python_without_numpy_refused "PYTHON=$tmp/nonumpy/python3 cannot import numpy" \
-    env PYTHON="$tmp/nonumpy/python3" DEVICES=1 SCALE=paper scripts/weak_scaling.sh --dry-run --device cpu --out "$tmp/bad"
+check_bad python_without_numpy_refused "PYTHON=$nonumpy cannot import numpy" \
+    env PYTHON="$nonumpy" DEVICES=1 SCALE=paper scripts/weak_scaling.sh --dry-run --device cpu --out "$tmp/bad"
 
 check_bad bad_batches "--batches must be a comma-separated list" scripts/weak_scaling.sh --batches 8,x --out "$tmp/bad"
 check_bad bad_weak_tp "not 3" scripts/weak_scaling.sh --tp 1,3 --out "$tmp/bad"
