@@ -330,25 +330,16 @@ static float *round_dq_slots(const float *D, int np, int T) {
 
 /* kernels.attention = wgmma (head size 64, 96 or 128, no dropout, compute capability
  * 9.0, aligned: the caller checked flash_bwd_wgmma_fits): the whole
- * backward on Hopper's warpgroup MMA, dq through the slots. */
+ * backward on Hopper's warpgroup MMA, dq through the slots, in FORM
+ * (BW_DQ_SLOTS every run's; BW_DQ_SUMMED, the slots summed in the kernel by
+ * each query tile's last key block: CUDA_WGMMA_DQ_SUMMED; BW_DQ_KV_SHARED,
+ * K and V read from shared memory at head size 64 too:
+ * cuda_attention_backward_wgmma_kv_shared). */
+template <bw_dq_form FORM>
 static void wgmma_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
                             const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
                             tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_SLOTS);
-}
-/* The same with each query tile's slots summed in the kernel by the last
- * of its key blocks (CUDA_WGMMA_DQ_SUMMED). */
-static void wgmma_summed_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
-                                   const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
-                                   tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_SUMMED);
-}
-/* The same with K and V read from shared memory at head size 64 too
- * (cuda_attention_backward_wgmma_kv_shared). */
-static void wgmma_kv_shared_gradients(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
-                                      const float *lse, const float *D, int p0, int np, int T, int NH, int HS, float scale,
-                                      tg_dropout drop) {
-    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, BW_DQ_KV_SHARED);
+    flash_bwd_wgmma(ctx, dqkv, dout, qkv, lse, D, round_dq_slots(D, np, T), p0, np, T, NH, HS, scale, drop, FORM);
 }
 /* The same where the scratch cannot hold one pair's slots: dq by the
  * mma.sync kernel (its tuned row tiles at the wgmma backward's head sizes,
@@ -526,7 +517,9 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     const bool dq_slots = want != CUDA_WGMMA_DQ_MMA && round_pairs(ctx, T_room, slots) > 0;
     if (taken) *taken = dq_slots ? want : CUDA_WGMMA_DQ_MMA;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
-    const round_kernels<__nv_bfloat16> tiles = !dq_slots ? wgmma_dkv_gradients : summed ? wgmma_summed_gradients : wgmma_gradients;
+    const round_kernels<__nv_bfloat16> tiles = !dq_slots ? wgmma_dkv_gradients
+                                               : summed   ? wgmma_gradients<BW_DQ_SUMMED>
+                                                          : wgmma_gradients<BW_DQ_SLOTS>;
     flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                   (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, tiles, dq_slots ? slots : 0);
     return 1;
@@ -551,7 +544,7 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
                                             const float *lse, int B, int T, int NH, int HS) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || HS != 64 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, wgmma_kv_shared_gradients);
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, wgmma_gradients<BW_DQ_KV_SHARED>);
 }
 
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
