@@ -1,5 +1,6 @@
 /* What every build has of the backends: the CPU tables, destruction, and in
  * a build without CUDA (no make GPU=1) the answer that CUDA is missing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,12 @@ int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int 
 
 int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
     (void)o, (void)hs, (void)dropout;
-    if (strcmp(kernel, "mma") == 0) return 0;
+    if (strcmp(kernel, "mma") == 0 || strcmp(kernel, "auto") == 0) return 0;
     return tg_fail(e, "attention kernel %s: this train_gpt was built without CUDA (rebuild with make GPU=1)", kernel);
+}
+
+void ops_cuda_attention_describe(const tg_ops *o, char *out, size_t size) {
+    (void)o;
+    snprintf(out, size, "no CUDA backend");
 }
 #endif

@@ -437,12 +437,16 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e);
 int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int write, tg_err *e);
 /* Which attention kernels the CUDA backend o runs (kernels.attention):
  * "mma" (mma.sync, every device), "wgmma" (Hopper's warpgroup MMA for the
- * forward and the backward; for bf16, head size 64 and no dropout: hs and
- * dropout are the run's) or "wgmma_ws" (the same, its forward
- * warp-specialized on TMA). The wgmma ones fail, naming what is missing,
- * on a device that is not compute capability 9.0, on float32
+ * forward and the backward; for bf16, head sizes 64, 96 and 128 and no
+ * dropout: hs and dropout are the run's), "wgmma_ws" (the same, its forward
+ * warp-specialized on TMA) or "auto" (per head size, the forward and the
+ * backward measured faster on an H200 where the wgmma kernels can run, mma
+ * elsewhere; never fails). wgmma and wgmma_ws fail, naming what is
+ * missing, on a device that is not compute capability 9.0, on float32
  * activations, another head size or dropout. */
 int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e);
+/* "forward F, backward B": the attention kernels ops_cuda_attention chose for o. */
+void ops_cuda_attention_describe(const tg_ops *o, char *out, size_t size);
 /* Visible CUDA devices (0 without CUDA or without a device). */
 int ops_cuda_device_count(void);
 /* True when this binary was built with make GPU=1. */

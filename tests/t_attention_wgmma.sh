@@ -11,7 +11,9 @@
 # backward's dq goes through its slots (the launch log), at 64 also with K
 # and V read from shared memory (a row of its own); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
-# device = cpu. The kernel against the CPU and the mma.sync forward:
+# device = cpu; kernels.attention = auto (the default) runs at head sizes 64,
+# 96 and 16 the kernels its table names, and says so.
+# The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
 # cost: 40 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
@@ -26,7 +28,7 @@ emu_bin=build/emu/train_gpt_emu
 # shellcheck source=tests/emu/trainer_fixture.sh
 source tests/emu/trainer_fixture.sh
 hs64=(--set device=cuda --set train.precision=bf16 --set model.n_head=1 --set train.steps=2)
-if train mma "$emu_bin" "${hs64[@]}" &&
+if train mma "$emu_bin" "${hs64[@]}" --set kernels.attention=mma &&
     EMU_LAUNCH_LOG="$tmp/wgmma.launches" train wgmma "$emu_bin" "${hs64[@]}" --set kernels.attention=wgmma; then
     if grep -q flash_forward_wgmma_kernel "$tmp/wgmma.launches" && ! grep -q flash_forward_mma_kernel "$tmp/wgmma.launches"; then
         ok trainer_wgmma_forward_launched
@@ -58,7 +60,7 @@ if [ -d "$tmp/mma" ] && EMU_LAUNCH_LOG="$tmp/ws.launches" train wgmma_ws "$emu_b
 else not_ok trainer_wgmma_ws_runs "$(tail -n 3 "$tmp/mma.out" "$tmp/wgmma_ws.out" | tr '\n' ' ')"; fi
 # head size 96 (the 1.2B model's): one head of 96, the TMA forward's two column chunks
 hs96=(--set device=cuda --set train.precision=bf16 --set model.n_head=1 --set model.n_embd=96 --set train.steps=2)
-if train mma96 "$emu_bin" "${hs96[@]}" &&
+if train mma96 "$emu_bin" "${hs96[@]}" --set kernels.attention=mma &&
     EMU_LAUNCH_LOG="$tmp/ws96.launches" train wgmma_ws96 "$emu_bin" "${hs96[@]}" --set kernels.attention=wgmma_ws; then
     if grep -q flash_forward_wgmma_ws_kernel "$tmp/ws96.launches" && ! grep -qE 'flash_forward_(mma|wgmma)_kernel' "$tmp/ws96.launches"
     then ok trainer_wgmma_ws_head_size_96_launched
@@ -72,6 +74,35 @@ if train mma96 "$emu_bin" "${hs96[@]}" &&
         ok "trainer_wgmma_ws_head_size_96_matches_mma ($out)"
     else not_ok trainer_wgmma_ws_head_size_96_matches_mma "$out"; fi
 else not_ok trainer_wgmma_ws_head_size_96_runs "$(tail -n 3 "$tmp/mma96.out" "$tmp/wgmma_ws96.out" | tr '\n' ' ')"; fi
+
+# kernels.attention = auto, the default: at head size 64 wgmma_ws's forward and the wgmma backward (so
+# wgmma_ws's run, bit for bit), at 96 the mma.sync forward and the wgmma backward (so mma's run within
+# bf16's rounding), each named on the backend line; at head size 16 mma throughout, not refused
+# backend_line NAME WANT: the run's backend line names WANT and kernels.attention auto
+backend_line() { grep "^backend: " "$tmp/$1.out" | grep -qF "attention $2 (kernels.attention auto)"; }
+if [ -d "$tmp/wgmma_ws" ] && EMU_LAUNCH_LOG="$tmp/auto.launches" train auto "$emu_bin" "${hs64[@]}"; then
+    if grep -q flash_forward_wgmma_ws_kernel "$tmp/auto.launches" && grep -q flash_bwd_wgmma_kernel "$tmp/auto.launches" &&
+        ! grep -qE 'flash_forward_(mma|wgmma)_kernel|flash_(dkv|dq)_mma_kernel' "$tmp/auto.launches" &&
+        backend_line auto "forward wgmma_ws, backward wgmma"; then
+        ok auto_head_size_64_runs_wgmma_ws_and_the_wgmma_backward
+    else not_ok auto_head_size_64_runs_wgmma_ws_and_the_wgmma_backward "$(grep '^backend' "$tmp/auto.out"); launches: $(cut -f3 "$tmp/auto.launches" | sort -u | tr '\n' ' ')"; fi
+    if out=$("$py" tests/parallel/compare.py "$tmp/wgmma_ws" "$tmp/auto" 2 --bitwise 2>&1); then ok "auto_head_size_64_is_wgmma_ws_bitwise ($out)"
+    else not_ok auto_head_size_64_is_wgmma_ws_bitwise "$out"; fi
+else not_ok auto_head_size_64_runs "$(tail -n 3 "$tmp/auto.out" | tr '\n' ' ')"; fi
+if [ -d "$tmp/mma96" ] && EMU_LAUNCH_LOG="$tmp/auto96.launches" train auto96 "$emu_bin" "${hs96[@]}"; then
+    if grep -q flash_forward_mma_kernel "$tmp/auto96.launches" && grep -q flash_bwd_wgmma_kernel "$tmp/auto96.launches" &&
+        ! grep -qE 'flash_forward_wgmma(_ws)?_kernel|flash_(dkv|dq)_mma_kernel' "$tmp/auto96.launches" &&
+        backend_line auto96 "forward mma, backward wgmma"; then
+        ok auto_head_size_96_runs_mma_forward_and_the_wgmma_backward
+    else not_ok auto_head_size_96_runs_mma_forward_and_the_wgmma_backward "$(grep '^backend' "$tmp/auto96.out"); launches: $(cut -f3 "$tmp/auto96.launches" | sort -u | tr '\n' ' ')"; fi
+    if out=$("$py" tests/parallel/compare.py "$tmp/mma96" "$tmp/auto96" 2 --rtol 2e-3 2>&1); then ok "auto_head_size_96_matches_mma ($out)"
+    else not_ok auto_head_size_96_matches_mma "$out"; fi
+else not_ok auto_head_size_96_runs "$(tail -n 3 "$tmp/auto96.out" | tr '\n' ' ')"; fi
+if EMU_LAUNCH_LOG="$tmp/auto16.launches" train auto16 "$emu_bin" "${hs64[@]}" --set model.n_head=4 &&
+    grep -q flash_forward_mma_kernel "$tmp/auto16.launches" && ! grep -q wgmma "$tmp/auto16.launches" &&
+    backend_line auto16 "forward mma, backward mma"; then
+    ok auto_head_size_16_runs_mma
+else not_ok auto_head_size_16_runs_mma "$(tail -n 2 "$tmp/auto16.out" | tr '\n' ' ') launches: $(cut -f3 "$tmp/auto16.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
 # bench_attention (tests/gpu/bench_attention.c) times the wgmma forwards as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it

@@ -81,8 +81,9 @@ static void tune_products(const run *r) {
     }
 }
 
-/* kernels.attention on the CUDA backend: wgmma is refused, naming the key,
- * where the device or the model has no wgmma forward. */
+/* kernels.attention on the CUDA backend: wgmma and wgmma_ws are refused,
+ * naming the key, where the device or the model has no wgmma kernels; auto
+ * chooses (describe_model prints what). */
 static void choose_attention(const run *r) {
     const tg_config *c = &r->cfg;
     if (strcmp(c->device, "cuda") != 0) return; /* config_validate refused wgmma there */
@@ -290,7 +291,12 @@ static void describe_model(run *r, const gpt_dims *d) {
         c->train.global_batch, d->T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     const tg_ops *backend = r->timed ? ops_timed_inner(r->timed) : r->ops;
     if (backend == ops_cpu()) say(r, "backend: cpu (matmul kernel %s)", cpu_gemm_kernel_name());
-    else say(r, "backend: %s, %s, %s activations", backend->name, backend->device, tg_dtype_name(backend->act));
+    else {
+        char attention[64];
+        ops_cuda_attention_describe(backend, attention, sizeof attention);
+        say(r, "backend: %s, %s, %s activations; attention %s (kernels.attention %s)", backend->name, backend->device,
+            tg_dtype_name(backend->act), attention, c->kernels.attention);
+    }
     say(r, "%s\n", r->timed ? "; every op timed (out.op_times)" : "");
 }
 

@@ -12,18 +12,21 @@
 #define CUDA_UPLOAD_SLOTS 4
 #define CUDA_UPLOAD_SLOT_BYTES ((size_t)2 << 20)
 
-/* kernels.attention (ops_cuda_attention): which attention kernels run. */
-typedef enum cuda_attention_kernels {
-    CUDA_ATTENTION_MMA = 0,   /* mma.sync, every device */
-    CUDA_ATTENTION_WGMMA,     /* Hopper: the cp.async wgmma forward, the wgmma backward */
-    CUDA_ATTENTION_WGMMA_WS,  /* Hopper: the TMA-pipelined forward, the wgmma backward */
-} cuda_attention_kernels;
+/* kernels.attention (ops_cuda_attention): which attention forward runs;
+ * the backward is mma.sync or wgmma on its own (cuda_ctx.wgmma_backward). */
+typedef enum cuda_forward_kernel {
+    CUDA_FORWARD_MMA = 0,   /* mma.sync, every device */
+    CUDA_FORWARD_WGMMA,     /* Hopper: the cp.async wgmma forward */
+    CUDA_FORWARD_WGMMA_WS,  /* Hopper: the TMA-pipelined, warp-specialized forward */
+} cuda_forward_kernel;
 
 typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
     int shared_optin;             /* most shared memory a block may opt in to, bytes */
-    cuda_attention_kernels attention; /* kernels.attention; the wgmma kernels run where they have an instance */
+    /* kernels.attention: the wgmma kernels run where they have an instance */
+    cuda_forward_kernel attention_forward;
+    int wgmma_backward;           /* 1: the wgmma backward (Hopper); 0: mma.sync */
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;

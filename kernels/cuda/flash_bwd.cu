@@ -492,7 +492,7 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     fl_check_shape(HS, "attention_backward");
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (ctx->attention != CUDA_ATTENTION_MMA && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
+    if (ctx->wgmma_backward && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
     if (o->act == TG_BF16)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
                                       (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients);

@@ -417,8 +417,9 @@ void cuda_attention_forward(tg_o o, void *out, float *lse, const void *qkv, int 
     if (B <= 0 || T <= 0 || NH <= 0 || HS <= 0) return;
     fl_check_shape(HS, "attention_forward");
     cuda_ctx *ctx = cuda_ctx_of(o);
-    if (ctx->attention == CUDA_ATTENTION_WGMMA_WS && cuda_attention_forward_wgmma_ws(o, out, lse, qkv, B, T, NH, HS, drop)) return;
-    if (ctx->attention == CUDA_ATTENTION_WGMMA && cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop)) return;
+    if (ctx->attention_forward == CUDA_FORWARD_WGMMA_WS && cuda_attention_forward_wgmma_ws(o, out, lse, qkv, B, T, NH, HS, drop))
+        return;
+    if (ctx->attention_forward == CUDA_FORWARD_WGMMA && cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop)) return;
     if (o->act == TG_BF16) {
         __nv_bfloat16 *o16 = (__nv_bfloat16 *)out;
         const __nv_bfloat16 *qkv16 = (const __nv_bfloat16 *)qkv;

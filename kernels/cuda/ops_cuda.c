@@ -359,22 +359,54 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
     return o;
 }
 
-int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
-    cuda_ctx *x = cuda_ctx_of(o);
-    x->attention = CUDA_ATTENTION_MMA;
-    if (strcmp(kernel, "mma") == 0) return 0;
-    const int ws = strcmp(kernel, "wgmma_ws") == 0;
-    if (!ws && strcmp(kernel, "wgmma") != 0)
-        return tg_fail(e, "attention kernel \"%s\": expected mma, wgmma or wgmma_ws", kernel);
+/* 0 when kernel (wgmma or wgmma_ws) can run here; else fails, naming what is missing. */
+static int wgmma_unavailable(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
+    const cuda_ctx *x = cuda_ctx_of(o);
     /* the wgmma kernels are sm_90a machine code: other devices would trap */
     if (x->cc_major != 9 || x->cc_minor != 0)
-        return tg_fail(e, "%s needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma)", kernel, o->device,
-                       x->cc_major, x->cc_minor);
+        return tg_fail(e, "%s needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma or auto)", kernel,
+                       o->device, x->cc_major, x->cc_minor);
     if (o->act != TG_BF16)
-        return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma)", kernel);
+        return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma or auto)", kernel);
     if (!cuda_attention_wgmma_head_size(hs))
-        return tg_fail(e, "%s has head sizes 64, 96 and 128; model.n_embd / model.n_head is %d (use mma)", kernel, hs);
-    if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma)", kernel, dropout);
-    x->attention = ws ? CUDA_ATTENTION_WGMMA_WS : CUDA_ATTENTION_WGMMA;
+        return tg_fail(e, "%s has head sizes 64, 96 and 128; model.n_embd / model.n_head is %d (use mma or auto)", kernel, hs);
+    if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma or auto)", kernel, dropout);
     return 0;
+}
+
+/* kernels.attention = auto where the wgmma kernels can run: per head size,
+ * what an H200 measured faster a step (results/gpu/2026-11-30_h200, the op
+ * tables with kernels.attention = mma and wgmma_ws). Head size 64 (GPT-2
+ * 124M): forward 1.87 ms wgmma_ws against 1.89 mma, backward 4.73 wgmma
+ * against 5.73. Head size 96 (the 1.2B model, batch 8): forward 6.31 ms
+ * wgmma_ws against 5.80 mma, so mma; backward 17.8 wgmma against 21.1.
+ * Head size 128 has not been timed: mma, the reference, until it is. */
+static void choose_measured_fastest(cuda_ctx *x, int hs) {
+    x->attention_forward = hs == 64 ? CUDA_FORWARD_WGMMA_WS : CUDA_FORWARD_MMA;
+    x->wgmma_backward = hs == 64 || hs == 96;
+}
+
+int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    x->attention_forward = CUDA_FORWARD_MMA;
+    x->wgmma_backward = 0;
+    if (strcmp(kernel, "mma") == 0) return 0;
+    if (strcmp(kernel, "auto") == 0) {
+        tg_err why; /* auto falls back to mma where wgmma cannot run: not an error */
+        if (!wgmma_unavailable(o, kernel, hs, dropout, &why)) choose_measured_fastest(x, hs);
+        return 0;
+    }
+    const int ws = strcmp(kernel, "wgmma_ws") == 0;
+    if (!ws && strcmp(kernel, "wgmma") != 0)
+        return tg_fail(e, "attention kernel \"%s\": expected auto, mma, wgmma or wgmma_ws", kernel);
+    if (wgmma_unavailable(o, kernel, hs, dropout, e)) return 1;
+    x->attention_forward = ws ? CUDA_FORWARD_WGMMA_WS : CUDA_FORWARD_WGMMA;
+    x->wgmma_backward = 1;
+    return 0;
+}
+
+void ops_cuda_attention_describe(const tg_ops *o, char *out, size_t size) {
+    static const char *const forward[] = {"mma", "wgmma", "wgmma_ws"}; /* by cuda_forward_kernel */
+    const cuda_ctx *x = cuda_ctx_of(o);
+    snprintf(out, size, "forward %s, backward %s", forward[x->attention_forward], x->wgmma_backward ? "wgmma" : "mma");
 }

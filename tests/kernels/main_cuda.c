@@ -59,7 +59,8 @@
  *                                     cuda_test_attention_forward_shapes (the forward's other block shapes
  *                                     and the backward's dq row tiles, kernels/cuda/kernels.h's
  *                                     cuda_attention_forward_shaped and cuda_attention_backward_shaped),
- *                                     cuda_test_attention_wgmma (Hopper's kernels), cuda_test_attention_fused
+ *                                     cuda_test_attention_wgmma (Hopper's kernels), cuda_test_attention_auto
+ *                                     (kernels.attention = auto's choices), cuda_test_attention_fused
  *                                     (the five-product mma.sync backward, cuda_attention_backward_fused)
  *   [x] gelu_forward/backward         cuda_test_gelu (backward also in place), cuda_test_gelu_unaligned,
  *                                     cuda_test_gelu_tails (the exponential's overflow, the largest floats)
@@ -188,6 +189,7 @@ static void run_all(env *e) {
     if (!e->quick) run_large(e);
     /* Hopper's kernels (TMA, mbarriers, wgmma) after every other op's checks: the first GPU to run
        them may deadlock one, and the sitting's timeout then keeps the lines of the checks before */
+    cuda_test_attention_auto(e);
     cuda_test_attention_wgmma(e);
     cuda_test_lt_plans(e); /* last: it fills the backend's plan table */
 }

@@ -126,6 +126,7 @@ void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_test_attention_shapes(env *e);
 void cuda_test_attention_backward_tiles(env *e);
 void cuda_test_attention_forward_shapes(env *e);
+void cuda_test_attention_auto(env *e);
 void cuda_test_attention_wgmma(env *e);
 void cuda_test_attention_fused(env *e);
 void cuda_test_gelu(env *e, size_t n);
