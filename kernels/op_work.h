@@ -115,8 +115,8 @@ double op_work_adamw_bytes(tg_o o, const tg_spans *spans);
       (losses, logits, targets, N, V, n_real, dloss), OP_UNIT_BYTE, op_work_act_bytes(o, 2.0 * N * V))                     \
     X(loss_accumulate, (tg_o o, tg_step_stats *s, const float *losses, int N), (s, losses, N), OP_UNIT_BYTE, 4.0 * N)     \
     X(loss_finish, (tg_o o, tg_step_stats *s, int n_micro, float divisor), (s, n_micro, divisor), OP_UNIT_CALL, 1.0)       \
-    X(grad_sumsq, (tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans), (s, g, spans), OP_UNIT_BYTE,          \
-      4.0 * op_work_span_elements(spans))                                                                                  \
+    X(grad_sumsq, (tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact), (s, g, spans, exact),      \
+      OP_UNIT_BYTE, 4.0 * op_work_span_elements(spans))                                                                   \
     X(grad_clip_factor, (tg_o o, tg_step_stats *s, int reduced, double max_norm), (s, reduced, max_norm), OP_UNIT_CALL,   \
       1.0)                                                                                                                 \
     X(adamw,                                                                                                               \

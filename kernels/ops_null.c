@@ -114,7 +114,9 @@ static void xent_fused(tg_o o, float *losses, void *logits, const int32_t *targe
 }
 static void loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N) { (void)o; (void)s; (void)losses; (void)N; }
 static void loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) { (void)o; (void)s; (void)n_micro; (void)divisor; }
-static void grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) { (void)o; (void)s; (void)g; (void)spans; }
+static void grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact) {
+    (void)o; (void)s; (void)g; (void)spans; (void)exact;
+}
 static void grad_clip_factor(tg_o o, tg_step_stats *s, int reduced, double max_norm) {
     (void)o; (void)s; (void)reduced; (void)max_norm;
 }

@@ -134,14 +134,16 @@ static int reduce_grads(optim *o, gpt *g, tg_err *e) {
 static int grad_norm(const optim *o, const gpt *g, double max_norm, tg_err *e) {
     const tg_ops *ops = o->ops;
     tg_step_stats *st = g->stats;
-    ops->grad_sumsq(ops, st, g->grads, &o->counted);
-    /* The exact sum's pieces (kernels/exact_sumsq.h): float sums of small
-     * integers, exact in any order, so the norm does not depend on which
-     * rank holds which gradients (ZeRO's shards follow the buckets). */
-    if (comm_all_reduce(g->tp, st->sumsq_pieces, EXACT_SUMSQ_PIECES, REDUCE_SUM, e)) return -1;
+    /* One rank holding every gradient keeps its double sum; split among
+     * ranks, the sum is exact (kernels/exact_sumsq.h): its pieces are float
+     * sums of small integers, exact in any order, so the norm does not
+     * depend on which rank holds which gradients (ZeRO's shards follow the
+     * buckets). */
+    const int reduced = g->tp->size > 1 || o->zero;
+    ops->grad_sumsq(ops, st, g->grads, &o->counted, reduced);
+    if (reduced && comm_all_reduce(g->tp, st->sumsq_pieces, EXACT_SUMSQ_PIECES, REDUCE_SUM, e)) return -1;
     if (o->zero && comm_all_reduce(o->dp, st->sumsq_pieces, EXACT_SUMSQ_PIECES, REDUCE_SUM, e)) return -1;
-    /* One rank holding every gradient keeps its double sum. */
-    ops->grad_clip_factor(ops, st, g->tp->size > 1 || o->zero, max_norm);
+    ops->grad_clip_factor(ops, st, reduced, max_norm);
     return 0;
 }
 

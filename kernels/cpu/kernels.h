@@ -55,7 +55,7 @@ void CPU_KERNEL(xent_fused)(tg_o o, float *losses, void *logits, const int32_t *
                             float dloss);
 void CPU_KERNEL(loss_accumulate)(tg_o o, tg_step_stats *s, const float *losses, int N);
 void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float divisor);
-void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
+void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact);
 void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm);
 void CPU_KERNEL(adamw)(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
                        const tg_adamw_args *a, const tg_step_stats *s);

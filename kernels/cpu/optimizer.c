@@ -20,8 +20,8 @@ void CPU_KERNEL(loss_finish)(tg_o o, tg_step_stats *s, int n_micro, float diviso
 }
 
 /* Sum of squares in double over fixed-size chunks added in chunk order:
- * the same result for any thread count; and the exact sum added to *exact
- * (kernels/exact_sumsq.h), the same for any split. */
+ * the same result for any thread count; and, with exact not NULL, the exact
+ * sum added to *exact (kernels/exact_sumsq.h), the same for any split. */
 static double sum_squares(const float *x, size_t n, exact_sumsq *exact) {
     const size_t chunk = 1 << 14;
     size_t n_chunks = (n + chunk - 1) / chunk;
@@ -31,30 +31,30 @@ static double sum_squares(const float *x, size_t n, exact_sumsq *exact) {
         double s = 0.0;
         exact_sumsq part = {{0}, 0};
         size_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        for (size_t i = c * chunk; i < end; i++) {
-            s += (double)x[i] * x[i];
-            exact_sumsq_add(&part, x[i]);
-        }
+        for (size_t i = c * chunk; i < end; i++) s += (double)x[i] * x[i];
+        if (exact)
+            for (size_t i = c * chunk; i < end; i++) exact_sumsq_add(&part, x[i]);
 #pragma omp ordered
         {
             total += s;
-            exact_sumsq_merge(exact, &part);
+            if (exact) exact_sumsq_merge(exact, &part);
         }
     }
     return total;
 }
 
-void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
+void CPU_KERNEL(grad_sumsq)(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact) {
     (void)o;
     double total = 0.0;
-    exact_sumsq exact = {{0}, 0};
+    exact_sumsq sum = {{0}, exact ? 0 : EXACT_SUMSQ_NAN}; /* none asked for: the pieces say NaN */
     for (int i = 0; i < spans->n; i++)
         for (int c = 0; c < spans->span[i].count; c++) {
             size_t at = 0, b, e, moment;
-            while (tg_span_next(&spans->span[i], c, &at, &b, &e, &moment)) total += sum_squares(g + b, e - b, &exact);
+            while (tg_span_next(&spans->span[i], c, &at, &b, &e, &moment))
+                total += sum_squares(g + b, e - b, exact ? &sum : NULL);
         }
     s->sumsq = total;
-    exact_sumsq_pieces(&exact, s->sumsq_pieces);
+    exact_sumsq_pieces(&sum, s->sumsq_pieces);
 }
 
 void CPU_KERNEL(grad_clip_factor)(tg_o o, tg_step_stats *s, int reduced, double max_norm) {

@@ -55,7 +55,7 @@ void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bo
 void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
 void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N);
 void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor);
-void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans);
+void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact);
 void cuda_grad_clip_factor(tg_o o, tg_step_stats *s, int reduced, double max_norm);
 void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v, const tg_spans *spans,
                 const tg_adamw_args *a, const tg_step_stats *s);

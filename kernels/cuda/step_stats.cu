@@ -46,10 +46,15 @@ __device__ void exact_tree_sum(exact_sumsq *vals) {
 }
 
 /* partial[span * gridDim.x + block] = the block's slice's sum of squares,
- * and exact[the same] its exact sum. */
+ * and with EXACT exact[the same] its exact sum. Without, a load and two
+ * double operations an element: bound by memory. The exact sum adds some
+ * fifty instructions an element (conversions of doubles to 64-bit
+ * integers, 64-bit adds with their carries), which made the kernel bound
+ * by them: 877 GB/s on an H200 (results/gpu/2026-11-30_h200). */
+template <bool EXACT>
 __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const float *g, tg_spans spans) {
     __shared__ double vals[STATS_THREADS];
-    __shared__ exact_sumsq exact_vals[STATS_THREADS];
+    __shared__ exact_sumsq exact_vals[EXACT ? STATS_THREADS : 1];
     const tg_span &sp = spans.span[blockIdx.y];
     size_t first, last;
     span_slice(sp, &first, &last);
@@ -60,20 +65,23 @@ __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const
         const float x = g[off];
         const double v = (double)x;
         acc += v * v;
-        exact_sumsq_add(&mine, x);
+        if (EXACT) exact_sumsq_add(&mine, x);
     });
     vals[threadIdx.x] = acc;
-    exact_vals[threadIdx.x] = mine;
     tg_reduce::block_tree_sum<STATS_THREADS>(vals);
-    exact_tree_sum(exact_vals);
+    if (EXACT) {
+        exact_vals[threadIdx.x] = mine;
+        exact_tree_sum(exact_vals);
+    }
     if (threadIdx.x == 0) {
         partial[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = vals[0];
-        exact[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = exact_vals[0];
+        if (EXACT) exact[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = exact_vals[0];
     }
 }
 
 /* One block: the partials of each span summed, the spans added in order;
- * the exact partials summed in any order. */
+ * the exact partials summed in any order (exact NULL: none, the pieces say
+ * NaN). */
 __global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, const exact_sumsq *exact, int n_spans,
                                     int per_span) {
     __shared__ double vals[STATS_THREADS];
@@ -91,8 +99,8 @@ __global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, con
         tg_reduce::block_tree_sum<STATS_THREADS>(vals);
         if (threadIdx.x == 0) total += vals[0];
     }
-    exact_sumsq mine = {{0}, 0};
-    for (int i = threadIdx.x; i < n_spans * per_span; i += STATS_THREADS) exact_sumsq_merge(&mine, &exact[i]);
+    exact_sumsq mine = {{0}, exact ? 0 : EXACT_SUMSQ_NAN};
+    for (int i = threadIdx.x; exact && i < n_spans * per_span; i += STATS_THREADS) exact_sumsq_merge(&mine, &exact[i]);
     exact_vals[threadIdx.x] = mine;
     exact_tree_sum(exact_vals);
     if (threadIdx.x == 0) {
@@ -122,7 +130,7 @@ void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
     CUDA_LAUNCHED("loss_finish_kernel");
 }
 
-void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans) {
+void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact_wanted) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     const unsigned blocks = span_blocks(spans, SUMSQ_MIN_SLICE, SUMSQ_MAX_BLOCKS);
     /* a double and an exact sum per span and block (TG_MAX_SPANS * SUMSQ_MAX_BLOCKS at most) */
@@ -130,11 +138,15 @@ void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *s
     exact_sumsq *exact = (exact_sumsq *)(partial + (size_t)spans->n * blocks);
     static_assert((sizeof(double) + sizeof(exact_sumsq)) * TG_MAX_SPANS * SUMSQ_MAX_BLOCKS <= CUDA_SCRATCH_BYTES,
                   "grad_sumsq's partials fit the scratch");
-    if (spans->n > 0) {
-        sumsq_partials_kernel<<<dim3(blocks, (unsigned)spans->n), STATS_THREADS, 0, ctx->stream>>>(partial, exact, g, *spans);
-        CUDA_LAUNCHED("sumsq_partials_kernel");
+    const dim3 grid(blocks, (unsigned)spans->n);
+    if (spans->n > 0 && exact_wanted) {
+        sumsq_partials_kernel<true><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, exact, g, *spans);
+        CUDA_LAUNCHED("sumsq_partials_kernel<true>");
+    } else if (spans->n > 0) {
+        sumsq_partials_kernel<false><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, nullptr, g, *spans);
+        CUDA_LAUNCHED("sumsq_partials_kernel<false>");
     }
-    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, exact, spans->n, (int)blocks);
+    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, exact_wanted ? exact : nullptr, spans->n, (int)blocks);
     CUDA_LAUNCHED("sumsq_finish_kernel");
 }
 

@@ -79,11 +79,15 @@ static void check_sumsq(tally *t) {
             if (in_spans(&sp, i)) want += (double)g[i] * g[i];
             else g[i] = 1e3f; /* a gap: counting it would show */
         }
-        tg_step_stats s = {0};
-        cpu_grad_sumsq(NULL, &s, g, &sp);
+        tg_step_stats s = {0}, without = {0};
+        cpu_grad_sumsq(NULL, &s, g, &sp, 1);
         const double exact = exact_sumsq_value(s.sumsq_pieces);
         report(t, fabs(s.sumsq - want) <= 1e-12 * want && fabs(exact - want) <= 1e-12 * want,
                windowed ? "grad_sumsq_window" : "grad_sumsq", "got %.17g (exact %.17g) want %.17g", s.sumsq, exact, want);
+        cpu_grad_sumsq(NULL, &without, g, &sp, 0); /* no exact sum asked for: the same double, pieces NaN */
+        report(t, without.sumsq == s.sumsq && isnan(exact_sumsq_value(without.sumsq_pieces)),
+               windowed ? "grad_sumsq_window_without_exact" : "grad_sumsq_without_exact", "got %.17g and %g, want %.17g and NaN",
+               without.sumsq, exact_sumsq_value(without.sumsq_pieces), s.sumsq);
         free(g);
     }
 }
@@ -101,7 +105,7 @@ static double split_norm(const float *g, size_t n, int ranks, int regions, bool 
         for (int i = 0; i < regions; i++)
             sp.span[i] = (tg_span){(size_t)i * region + (size_t)r * chunk, chunk, chunk, 1, true, tg_window_whole()};
         tg_step_stats s = {0};
-        cpu_grad_sumsq(NULL, &s, g, &sp);
+        cpu_grad_sumsq(NULL, &s, g, &sp, 1);
         for (int i = 0; i < EXACT_SUMSQ_PIECES; i++) sum.sumsq_pieces[i] += s.sumsq_pieces[i];
     }
     cpu_grad_clip_factor(NULL, &sum, 1, 1.0);
@@ -487,14 +491,27 @@ void cuda_test_grad_sumsq(env *e, size_t k, bool windowed) {
     twin x = tw_vals(e, F32, h, n);
     const tg_step_stats zero = {0};
     stats_twin s = stats_new(e, &zero);
-    e->cpu->grad_sumsq(e->cpu, s.c, x.c, &sp);
-    e->gpu->grad_sumsq(e->gpu, s.g, x.g, &sp);
+    e->cpu->grad_sumsq(e->cpu, s.c, x.c, &sp, 1);
+    e->gpu->grad_sumsq(e->gpu, s.g, x.g, &sp, 1);
     const tg_step_stats g = stats_of_gpu(e, s);
     char name[64];
     snprintf(name, sizeof name, "grad_sumsq k=%zu%s", k, windowed ? " window" : "");
     scalar_report(e, g.sumsq, s.c->sumsq, 1e-12, name);
     check_true(e, memcmp(g.sumsq_pieces, s.c->sumsq_pieces, sizeof g.sumsq_pieces) == 0, "grad_sumsq_exact_equals_cpu",
                "(the exact sum's pieces, CUDA against CPU, bit for bit)");
+    /* without the exact sum (one rank holding every gradient): the same double sum on each side,
+     * and pieces whose value is NaN, so that a norm taken from them by mistake is not finite */
+    stats_twin t = stats_new(e, &zero);
+    e->cpu->grad_sumsq(e->cpu, t.c, x.c, &sp, 0);
+    e->gpu->grad_sumsq(e->gpu, t.g, x.g, &sp, 0);
+    const tg_step_stats h0 = stats_of_gpu(e, t);
+    char detail[320];
+    snprintf(detail, sizeof detail, "cuda %.17g (with the exact sum %.17g), cpu %.17g (%.17g); values of the pieces %g, %g", h0.sumsq,
+             g.sumsq, t.c->sumsq, s.c->sumsq, exact_sumsq_value(h0.sumsq_pieces), exact_sumsq_value(t.c->sumsq_pieces));
+    check_true(e, h0.sumsq == g.sumsq && t.c->sumsq == s.c->sumsq && isnan(exact_sumsq_value(h0.sumsq_pieces)) &&
+                      isnan(exact_sumsq_value(t.c->sumsq_pieces)),
+               "grad_sumsq_without_exact_same_double_pieces_nan", detail);
+    stats_free(e, t);
     stats_free(e, s);
     tw_free(e, x);
     free(h);
