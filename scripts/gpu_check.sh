@@ -56,9 +56,11 @@ costs its section only):
                      charts and runs in the archive, under logs/scaling.scratch/weak and /strong)
   hf                 DEVICE=cuda tests/gpu/hf_interop.sh: checkpoints trained on the GPU load in transformers
                      with the binary's val loss
-  profile            ncu (Nsight Compute, --set detailed, clocks left alone) on the flash attention's
-                     kernels (forward, dq, dkv: the first launch of each) in one GPT-2 124M step,
-                     micro-batch 16 x 1024, bf16: why they reach a fraction of the tensor cores' rate;
+  profile            ncu (Nsight Compute, --set detailed, clocks left alone) on what a GPT-2 124M step
+                     runs by default on Hopper (micro-batch 16 x 1024, bf16; the first launch of each):
+                     the attention's TMA forward and wgmma backward, why they reach a fifth of the
+                     tensor cores' rate, and the LayerNorm backward, also at the 1.2B model's width
+                     (micro-batch 8), which ran at 1.2 to 2 TB/s of 4.1;
                      then scripts/attention_reference.py, PyTorch's causal attention timed alone at the
                      benchmark shapes (the reference for the per-op timer's attention rows)
   multi-gpu          with 2 GPUs or more, tests/gpu/multi_gpu.sh layouts: over NCCL, TP 2/4/8 (as many as
@@ -166,15 +168,19 @@ section_cmd() {
         multi-gpu-scaling) echo 'bash tests/gpu/multi_gpu.sh sweeps' ;;
         profile) echo 'ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
             [ -n "$ncu" ] || { echo "ncu (Nsight Compute) not found"; exit 1; }; rc=0
-            for k in flash_forward_mma_kernel flash_dq_mma_kernel flash_dkv_mma_kernel; do
-                echo "== ncu: $k"
-                "$ncu" --clock-control none --set detailed --kernel-name regex:"$k" --launch-count 1 \
-                    build/gpu/train_gpt --config configs/gpt2_124m.json --set device=cuda --set train.precision=bf16 \
-                    --set train.micro_batch=16 --set train.global_batch=16 --set train.steps=1 --set train.cuda_graph=false \
+            profiled() { # KERNEL CONFIG MICRO_BATCH: ncu on the first launch of KERNEL in one step of CONFIG, bf16
+                echo "== ncu: $1 ($2, micro-batch $3)"
+                "$ncu" --clock-control none --set detailed --kernel-name regex:"$1" --launch-count 1 \
+                    build/gpu/train_gpt --config "$2" --set device=cuda --set train.precision=bf16 \
+                    --set train.micro_batch="$3" --set train.global_batch="$3" --set train.steps=1 --set train.cuda_graph=false \
                     --set out.eval_every=0 --set out.eval_batches=0 --set out.sample_every=0 --set out.sample_tokens=0 \
-                    --set out.save_final=false --set out.dir="$TG_TMP/run_$k" || rc=1
+                    --set out.save_final=false --set out.dir="$TG_TMP/run_$1_$3" || rc=1
+            }
+            for k in flash_forward_wgmma_ws_kernel flash_bwd_wgmma_kernel layernorm_backward_fused_kernel; do
+                profiled "$k" configs/gpt2_124m.json 16
             done
-            python3 scripts/attention_reference.py || rc=1; exit $rc' ;; # one step, the first launch of each kernel; then the PyTorch reference
+            profiled layernorm_backward_fused_kernel configs/megatron_weak_1.2b.json 8
+            python3 scripts/attention_reference.py || rc=1; exit $rc' ;; # the first launch of each kernel a step runs by default; then the PyTorch reference
     esac
 }
 

@@ -128,9 +128,10 @@ GPU_CHECK_ARCHIVE_MAX_BYTES=100 "$gc" --out "$tmp/tiny_archive" --limit 60 envir
 check gpu_check_archive_over_the_limit_keeps_the_logs "$(tar -tzf "$tmp/tiny_archive/logs.tar.gz" 2>&1 | tr '\n' ' ')" \
     eval '[ "$(tar -tzf "$tmp/tiny_archive/logs.tar.gz" | sort | tr "\n" " ")" = "logs/environment.log logs/left_out.txt " ] &&
           tar -xzOf "$tmp/tiny_archive/logs.tar.gz" logs/left_out.txt | grep -q "the archive passed 100 bytes"'
-# The profile section runs ncu once per flash-attention kernel, clocks left alone, on the GPU
-# build's trainer, and each kernel it names is one kernels/cuda defines (a renamed kernel would
-# leave ncu profiling nothing): a stand-in ncu records its arguments, beside the stand-in nvidia-smi.
+# The profile section runs ncu once per kernel (the attention's two, the LayerNorm backward at two
+# widths), clocks left alone, on the GPU build's trainer, and each kernel it names is one kernels/cuda
+# defines (a renamed kernel would leave ncu profiling nothing): a stand-in ncu records its
+# arguments, beside the stand-in nvidia-smi.
 mkdir -p "$tmp/ncubin"
 printf '#!/bin/sh\necho "$*" >>%q\nexit 0\n' "$tmp/ncu_calls" >"$tmp/ncubin/ncu"
 chmod +x "$tmp/ncubin/ncu"
@@ -140,9 +141,10 @@ while read -r k; do
     grep -qE "__global__ .*[^a-z_]$k\(|^ *$k\(" kernels/cuda/*.cu || missing="$missing $k"
 done < <(sed -n 's/.*--kernel-name regex:\([a-z_]*\) .*/\1/p' "$tmp/ncu_calls" 2>/dev/null)
 check gpu_check_profile_runs_ncu_per_kernel "rc $rc; calls: $(tr '\n' ';' <"$tmp/ncu_calls" 2>/dev/null | cut -c1-300); not in kernels/cuda:$missing" \
-    eval '[ $rc = 0 ] && [ "$(grep -c . "$tmp/ncu_calls")" = 3 ] && [ -z "$missing" ] &&
-          [ "$(grep -c -- "--clock-control none .* build/gpu/train_gpt .*--set device=cuda" "$tmp/ncu_calls")" = 3 ] &&
-          [ "$(sed -n "s/.*regex:\([a-z_]*\) .*/\1/p" "$tmp/ncu_calls" | sort -u | grep -c .)" = 3 ]'
+    eval '[ $rc = 0 ] && [ "$(grep -c . "$tmp/ncu_calls")" = 4 ] && [ -z "$missing" ] &&
+          [ "$(grep -c -- "--clock-control none .* build/gpu/train_gpt .*--set device=cuda" "$tmp/ncu_calls")" = 4 ] &&
+          [ "$(sed -n "s/.*regex:\([a-z_]*\) .*/\1/p" "$tmp/ncu_calls" | sort -u | grep -c .)" = 3 ] &&
+          grep -q "regex:layernorm_backward_fused_kernel .*megatron_weak_1.2b.json" "$tmp/ncu_calls"'
 # ... and then times PyTorch's causal attention alone (here, without CUDA, it says it timed nothing);
 # its FLOP count is the results' convention, 2 B NH T^2 HS a layer forward: 2.5770e10 at both
 # benchmark shapes (16 x 12 x 1024^2 x 64 = 8 x 16 x 1024^2 x 96).
