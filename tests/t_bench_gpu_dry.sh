@@ -74,9 +74,10 @@ if lt == "time":
 fpt = 6 * n + 12 * L * C * T
 with open(f"{out}/log.jsonl", "w") as f:
     for s in range(1, steps + 1):
-        # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none; the Hopper attention 30 ms faster
+        # op by op: 10 ms slower; recompute selective 2 ms, full 30 ms slower than none; the Hopper attention 30 ms
+        # faster, the mma.sync one 4 ms slower
         ms = 100.0 + s + (0 if graph else 10) + {"none": 0, "selective": 2, "full": 30}[sets.get("train.recompute", "none")]
-        ms -= (30 if hopper else 0) + (5 if lt != "off" else 0)
+        ms -= (30 if hopper else 0) + (5 if lt != "off" else 0) - (4 if sets.get("kernels.attention") == "mma" else 0)
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -240,11 +241,12 @@ check bench_dry_no_eager "$(grep "PyTorch eager" "$tmp"/out3/gpu_bench_*.md | he
     eval 'grep -q "| GPT-2 124M | 16 | PyTorch eager | | none | not measured (--no-eager) |" "$tmp"/out3/gpu_bench_*.md &&
           ! grep -q "bench_torch.py" "$tmp"/out3/gpu_bench_*/commands.txt'
 # a Hopper run that hangs is stopped on option_limit's clock (three times the plain run's seconds
-# plus BENCH_OPTION_SLACK_S), not run_limit's 420 s: its row says so, the tuned row after it is measured
+# plus BENCH_OPTION_SLACK_S), not run_limit's 420 s: its row says so, the mma.sync (--mma) and tuned
+# rows after it are measured
 sleep 1
 t0=$SECONDS
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_HOPPER_HANGS=1 BENCH_OPTION_SLACK_S=3 \
-    OUT="$tmp/out4" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --lt-tune) >"$tmp/bench4.out" 2>&1
+    OUT="$tmp/out4" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --mma --lt-tune) >"$tmp/bench4.out" 2>&1
 rc=$? took=$((SECONDS - t0))
 got=$("$py" - "$(ls "$tmp"/out4/gpu_bench_*.json 2>/dev/null | head -n 1)" <<'PY'
 import json, sys
@@ -255,4 +257,18 @@ print("same" if ok else f"hopper {h.get('note')!r}, lt {lt.get('ms_per_step')!r}
 PY
 )
 check bench_dry_hung_hopper_row_stopped_early "rc $rc in ${took}s: $got" eval '[ $rc = 0 ] && [ $took -lt 60 ] && [ "$got" = same ]'
+# --mma: train_gpt with kernels.attention=mma as a row of its own, after the Hopper one, with its op table,
+# and the default's step against it
+json4=$(ls "$tmp"/out4/gpu_bench_*.json 2>/dev/null | head -n 1)
+got=$("$py" - "$json4" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+impls, m = [r["impl"] for r in rows], next((r for r in rows if r["impl"] == "train_gpt_mma"), {})
+ok = impls[:4] == ["train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_lt"] and \
+    (m.get("ms_per_step"), m.get("ms_min"), m.get("ms_max")) == (112.5, 108.0, 117.0) and "kernels.attention=mma" in m.get("command", "")
+print("same" if ok else f"{impls} {m}")
+PY
+)
+check bench_dry_mma_row "$got" eval '[ "$got" = same ] && grep -q "^matmul_forward" "$tmp"/out4/gpu_bench_*/gpt2_124m_gb16_train_gpt_mma_none.op_times.tsv &&
+    grep -q "train_gpt.s step takes 0.96x the time of train_gpt bf16, mma.sync attention (kernels.attention=mma).s" "${json4%.json}.md"'
 exit "$failed"
