@@ -23,7 +23,8 @@
 # with kernels.lt_tune=time, each a row of its own, against llm.c and PyTorch) with what is left.
 # Command 2: scaling, then bench-1.2b (33 steps, --mma, --lt-tune, recompute rows; with the same
 # torch as the last sitting, PyTorch's 1.2B rows, eager and compile, are that sitting's: reused)
-# with what is left. The order is the priority: a section the budget cuts is the last one's. The
+# with what is left, and profile (Nsight Compute on the attention and the LayerNorm backward)
+# if anything is left after that. The order is the priority: a section the budget cuts is the last one's. The
 # benches come last since 2026-11-30, which timed both (results/gpu/2026-11-30_h200).
 # Each gpu_check call leaves summary.md and logs.tar.gz in
 # $OUT/<letter>: at most 7 files come back, also from a command killed at its
@@ -84,7 +85,8 @@ command_2() {
         echo "$prog: torch $torch, as at the last sitting: bench-1.2b leaves PyTorch out (reuse 2026-11-27_h200's rows)"
     fi
     local limit=$((${SITTING_LIMIT_S:-300} - 20 - SECONDS))
-    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) scaling bench-1.2b
+    BENCH_ARGS="$args" scripts/gpu_check.sh --out "$OUT/d" --budget $((limit > 25 ? limit : 25)) scaling bench-1.2b \
+        profile
 }
 
 run() { # N
