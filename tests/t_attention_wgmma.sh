@@ -12,10 +12,11 @@
 # and V read from shared memory (a row of its own); wgmma is refused,
 # naming kernels.attention, with dropout, another head size, float32 and
 # device = cpu; kernels.attention = auto (the default) runs at head sizes 64,
-# 96 and 16 the kernels its table names, and says so.
+# 96 and 16 the kernels its table names, and says so; at 64, recompute, a repeat
+# and a CUDA graph are bitwise, TP = 2 matches TP = 2 with mma.
 # The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
-# cost: 40 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 50 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" attention_wgmma
 export OMP_NUM_THREADS=1
@@ -104,7 +105,39 @@ if EMU_LAUNCH_LOG="$tmp/auto16.launches" train auto16 "$emu_bin" "${hs64[@]}" --
     ok auto_head_size_16_runs_mma
 else not_ok auto_head_size_16_runs_mma "$(tail -n 2 "$tmp/auto16.out" | tr '\n' ' ') launches: $(cut -f3 "$tmp/auto16.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
-# bench_attention (tests/gpu/bench_attention.c) times the wgmma forwards as rows of their own at head
+# The default at head size 64 through what every run needs of it: two heads of 64 (two layers),
+# recompute selective and full bitwise the plain run, the same run twice bitwise, replayed as a
+# CUDA graph bitwise op by op, and TP = 2 (a head a rank, as two emulated processes) matching TP = 2
+# with kernels.attention = mma (against TP = 1 the key bias, whose exact gradient is zero, takes
+# bf16's layout-dependent noise, which AdamW amplifies past compare.py's bound at this lr)
+two=(--set device=cuda --set train.precision=bf16 --set model.n_embd=128 --set model.n_head=2)
+if EMU_LAUNCH_LOG="$tmp/two.launches" train two "$emu_bin" "${two[@]}" && grep -q flash_forward_wgmma_ws_kernel "$tmp/two.launches"; then
+    for mode in selective full; do
+        if train "two_$mode" "$emu_bin" "${two[@]}" --set train.recompute=$mode &&
+            out=$("$py" tests/parallel/compare.py "$tmp/two" "$tmp/two_$mode" 3 --bitwise 2>&1); then
+            ok "auto_recompute_${mode}_bitwise ($out)"
+        else not_ok "auto_recompute_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/two_$mode.out" | tr '\n' ' ')"; fi
+    done
+    if train two_again "$emu_bin" "${two[@]}" && out=$("$py" tests/parallel/compare.py "$tmp/two" "$tmp/two_again" 3 --bitwise 2>&1); then
+        ok "auto_repeated_run_bitwise ($out)"
+    else not_ok auto_repeated_run_bitwise "${out:-} $(tail -n 2 "$tmp/two_again.out" | tr '\n' ' ')"; fi
+    if train two_graph "$emu_bin" "${two[@]}" "${graph[@]}" && train two_graph_off "$emu_bin" "${two[@]}" "${graph[@]}" \
+        --set train.cuda_graph=false && grep -q "captured as a CUDA graph" "$tmp/two_graph.out" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/two_graph_off" "$tmp/two_graph" 6 --bitwise 2>&1); then
+        ok "auto_cuda_graph_bitwise ($out)"
+    else not_ok auto_cuda_graph_bitwise "${out:-} $(tail -n 2 "$tmp/two_graph.out" | tr '\n' ' ')"; fi
+    tp2() { # NAME [--set ...]: TP = 2 as two emulated processes
+        local name="$1"; shift
+        timeout -k 5 300 scripts/launch.sh -n 2 --log-dir "$tmp/$name/launch" -- "$emu_bin" --config "$tmp/cfg.json" \
+            --set out.dir="$tmp/$name" "${two[@]}" --set parallel.tp=2 "$@" >"$tmp/$name.out" 2>&1
+    }
+    if tp2 two_tp2 && tp2 two_tp2_mma --set kernels.attention=mma &&
+        grep -q "attention forward wgmma_ws, backward wgmma" "$tmp/two_tp2.out" &&
+        out=$("$py" tests/parallel/compare.py "$tmp/two_tp2_mma" "$tmp/two_tp2" 3 --rtol 2e-3 2>&1); then
+        ok "auto_tp2_matches_mma ($out)"
+    else not_ok auto_tp2_matches_mma "${out:-} $(tail -n 3 "$tmp/two_tp2.out" | tr '\n' ' ')"; fi
+else not_ok auto_two_heads_runs "$(tail -n 3 "$tmp/two.out" | tr '\n' ' ')"; fi
+ the wgmma forwards as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
 # says so: tests/kernels/attention.c checks the refusal at 80); the wgmma backward at 64 and 96 too
 bench=build/emu/bench_attention_emu
