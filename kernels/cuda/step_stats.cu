@@ -47,10 +47,11 @@ __device__ void exact_tree_sum(exact_sumsq *vals) {
 
 /* partial[span * gridDim.x + block] = the block's slice's sum of squares,
  * and with EXACT exact[the same] its exact sum. Without, a load and two
- * double operations an element: bound by memory. The exact sum adds some
- * fifty instructions an element (conversions of doubles to 64-bit
- * integers, 64-bit adds with their carries), which made the kernel bound
- * by them: 877 GB/s on an H200 (results/gpu/2026-11-30_h200). */
+ * double operations an element: bound by memory. The exact sum took some
+ * fifty instructions an element through doubles (exact_sumsq_add:
+ * conversions to 64-bit integers, carry loops), which made the kernel bound
+ * by them at 877 GB/s on an H200 (results/gpu/2026-11-30_h200); now
+ * exact_sumsq_add_int, the same words from the float's bits. */
 template <bool EXACT>
 __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const float *g, tg_spans spans) {
     __shared__ double vals[STATS_THREADS];
@@ -65,7 +66,7 @@ __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const
         const float x = g[off];
         const double v = (double)x;
         acc += v * v;
-        if (EXACT) exact_sumsq_add(&mine, x);
+        if (EXACT) exact_sumsq_add_int(&mine, x); /* the CPU's sum, in integer operations */
     });
     vals[threadIdx.x] = acc;
     tg_reduce::block_tree_sum<STATS_THREADS>(vals);

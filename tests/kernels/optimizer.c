@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tests/kernels/check.h"
+#include "util/rng.h"
 
 /* ---- the step's scalars and AdamW over spans ---- */
 
@@ -90,6 +91,50 @@ static void check_sumsq(tally *t) {
                without.sumsq, exact_sumsq_value(without.sumsq_pieces), s.sumsq);
         free(g);
     }
+}
+
+/* exact_sumsq_add_int (the GPU's) against exact_sumsq_add: every biased exponent 0 .. 255 with
+ * 512 random significands and signs each, plus the boundaries (2^-48 and the float below it, 2^48
+ * and the float below it, 0, the subnormals' ends, infinity, NaN): each value alone (same words and
+ * flags), and all of them summed in one order into one sum each; then carries through every word:
+ * 2^16 of the largest finite square that adds (|v| just below 2^48, a square just below 2^192). */
+static int same_exact(const exact_sumsq *a, const exact_sumsq *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static void check_exact_sumsq_int(tally *t) {
+    const uint32_t edges[] = {0x27800000u, 0x277fffffu, 0x57800000u, 0x577fffffu, 0u, 1u, 0x007fffffu, 0x00800000u,
+                              0x7f800000u, 0x7fc00000u, 0x7f800001u, 0x3f800000u};
+    exact_sumsq all_ref = {{0}, 0}, all_int = {{0}, 0};
+    long bad = 0, n = 0;
+    uint32_t first_bad = 0;
+    for (uint32_t i = 0; i < 256 * 512 + sizeof edges / sizeof edges[0]; i++) {
+        uint32_t bits = i < 256 * 512 ? (i / 512) << 23 | (uint32_t)(rng_bits(11, 5, i) & 0x807fffffu)
+                                      : edges[i - 256 * 512];
+        for (int sign = 0; sign < 2; sign++, n++) {
+            bits ^= sign ? 0x80000000u : 0u;
+            float v;
+            memcpy(&v, &bits, sizeof v);
+            exact_sumsq one_ref = {{0}, 0}, one_int = {{0}, 0};
+            exact_sumsq_add(&one_ref, v);
+            exact_sumsq_add_int(&one_int, v);
+            exact_sumsq_add(&all_ref, v);
+            exact_sumsq_add_int(&all_int, v);
+            if (!same_exact(&one_ref, &one_int) && bad++ == 0) first_bad = bits;
+        }
+    }
+    report(t, bad == 0 && same_exact(&all_ref, &all_int), "exact_sumsq_int_equals_double_every_exponent",
+           "%ld of %ld values differ alone (first bits 0x%08x); the sums %s", bad, n, first_bad,
+           same_exact(&all_ref, &all_int) ? "agree" : "differ");
+    /* the sum holds some flags by now: carries on clean ones */
+    exact_sumsq big_ref = {{0}, 0}, big_int = {{0}, 0};
+    const uint32_t top_bits = 0x577fffffu;
+    float top;
+    memcpy(&top, &top_bits, sizeof top);
+    for (int i = 0; i < 1 << 16; i++) exact_sumsq_add(&big_ref, top), exact_sumsq_add_int(&big_int, top);
+    report(t, same_exact(&big_ref, &big_int) && big_ref.w[3] != 0 && big_ref.flags == 0, "exact_sumsq_int_carries_into_the_top_word",
+           "words %016llx %016llx %016llx %016llx against %016llx %016llx %016llx %016llx", (unsigned long long)big_int.w[3],
+           (unsigned long long)big_int.w[2], (unsigned long long)big_int.w[1], (unsigned long long)big_int.w[0],
+           (unsigned long long)big_ref.w[3], (unsigned long long)big_ref.w[2], (unsigned long long)big_ref.w[1],
+           (unsigned long long)big_ref.w[0]);
 }
 
 /* The global norm of n gradients split among `ranks` as ZeRO splits them:
@@ -174,6 +219,7 @@ static void check_clip(tally *t) {
 void kcheck_step_stats(tally *t) {
     check_loss(t);
     check_sumsq(t);
+    check_exact_sumsq_int(t);
     check_sumsq_split(t);
     check_clip(t);
 }
