@@ -81,24 +81,29 @@ else not_ok trainer_wgmma_ws_head_size_96_runs "$(tail -n 3 "$tmp/mma96.out" "$t
 # bf16's rounding), each named on the backend line; at head size 16 mma throughout, not refused
 # backend_line NAME WANT: the run's backend line names WANT and kernels.attention auto
 backend_line() { grep "^backend: " "$tmp/$1.out" | grep -qF "attention $2 (kernels.attention auto)"; }
-if [ -d "$tmp/wgmma_ws" ] && EMU_LAUNCH_LOG="$tmp/auto.launches" train auto "$emu_bin" "${hs64[@]}"; then
-    if grep -q flash_forward_wgmma_ws_kernel "$tmp/auto.launches" && grep -q flash_bwd_wgmma_kernel "$tmp/auto.launches" &&
-        ! grep -qE 'flash_forward_(mma|wgmma)_kernel|flash_(dkv|dq)_mma_kernel' "$tmp/auto.launches" &&
-        backend_line auto "forward wgmma_ws, backward wgmma"; then
-        ok auto_head_size_64_runs_wgmma_ws_and_the_wgmma_backward
-    else not_ok auto_head_size_64_runs_wgmma_ws_and_the_wgmma_backward "$(grep '^backend' "$tmp/auto.out"); launches: $(cut -f3 "$tmp/auto.launches" | sort -u | tr '\n' ' ')"; fi
-    if out=$("$py" tests/parallel/compare.py "$tmp/wgmma_ws" "$tmp/auto" 2 --bitwise 2>&1); then ok "auto_head_size_64_is_wgmma_ws_bitwise ($out)"
-    else not_ok auto_head_size_64_is_wgmma_ws_bitwise "$out"; fi
-else not_ok auto_head_size_64_runs "$(tail -n 3 "$tmp/auto.out" | tr '\n' ' ')"; fi
-if [ -d "$tmp/mma96" ] && EMU_LAUNCH_LOG="$tmp/auto96.launches" train auto96 "$emu_bin" "${hs96[@]}"; then
-    if grep -q flash_forward_mma_kernel "$tmp/auto96.launches" && grep -q flash_bwd_wgmma_kernel "$tmp/auto96.launches" &&
-        ! grep -qE 'flash_forward_wgmma(_ws)?_kernel|flash_(dkv|dq)_mma_kernel' "$tmp/auto96.launches" &&
-        backend_line auto96 "forward mma, backward wgmma"; then
-        ok auto_head_size_96_runs_mma_forward_and_the_wgmma_backward
-    else not_ok auto_head_size_96_runs_mma_forward_and_the_wgmma_backward "$(grep '^backend' "$tmp/auto96.out"); launches: $(cut -f3 "$tmp/auto96.launches" | sort -u | tr '\n' ' ')"; fi
-    if out=$("$py" tests/parallel/compare.py "$tmp/mma96" "$tmp/auto96" 2 --rtol 2e-3 2>&1); then ok "auto_head_size_96_matches_mma ($out)"
-    else not_ok auto_head_size_96_matches_mma "$out"; fi
-else not_ok auto_head_size_96_runs "$(tail -n 3 "$tmp/auto96.out" | tr '\n' ' ')"; fi
+# auto_case NAME REF CHOSEN LAUNCHED FORBIDDEN COMPARE LAUNCH_CHECK MATCH_CHECK [--set ...]: the default's run
+# NAME launches each kernel of LAUNCHED and none matching FORBIDDEN, names CHOSEN on its backend line, and
+# compares with REF's run by COMPARE (compare.py's options)
+auto_case() {
+    local name=$1 ref=$2 chosen=$3 launched=$4 forbidden=$5 compare=$6 launch_check=$7 match_check=$8 k all=1
+    shift 8
+    if ! { [ -d "$tmp/$ref" ] && EMU_LAUNCH_LOG="$tmp/$name.launches" train "$name" "$emu_bin" "$@"; }; then
+        not_ok "${name}_runs" "$(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"
+        return
+    fi
+    for k in $launched; do grep -q "$k" "$tmp/$name.launches" || all=0; done
+    if [ $all = 1 ] && ! grep -qE "$forbidden" "$tmp/$name.launches" && backend_line "$name" "$chosen"; then ok "$launch_check"
+    else not_ok "$launch_check" "$(grep '^backend' "$tmp/$name.out"); launches: $(cut -f3 "$tmp/$name.launches" | sort -u | tr '\n' ' ')"; fi
+    # shellcheck disable=SC2086 # COMPARE is options
+    if out=$("$py" tests/parallel/compare.py "$tmp/$ref" "$tmp/$name" 2 $compare 2>&1); then ok "$match_check ($out)"
+    else not_ok "$match_check" "$out"; fi
+}
+auto_case auto wgmma_ws "forward wgmma_ws, backward wgmma" "flash_forward_wgmma_ws_kernel flash_bwd_wgmma_kernel" \
+    'flash_forward_(mma|wgmma)_kernel|flash_(dkv|dq)_mma_kernel' --bitwise auto_head_size_64_runs_wgmma_ws_and_the_wgmma_backward \
+    auto_head_size_64_is_wgmma_ws_bitwise "${hs64[@]}"
+auto_case auto96 mma96 "forward mma, backward wgmma" "flash_forward_mma_kernel flash_bwd_wgmma_kernel" \
+    'flash_forward_wgmma(_ws)?_kernel|flash_(dkv|dq)_mma_kernel' "--rtol 2e-3" auto_head_size_96_runs_mma_forward_and_the_wgmma_backward \
+    auto_head_size_96_matches_mma "${hs96[@]}"
 if EMU_LAUNCH_LOG="$tmp/auto16.launches" train auto16 "$emu_bin" "${hs64[@]}" --set model.n_head=4 &&
     grep -q flash_forward_mma_kernel "$tmp/auto16.launches" && ! grep -q wgmma "$tmp/auto16.launches" &&
     backend_line auto16 "forward mma, backward mma"; then
