@@ -110,6 +110,14 @@ if EMU_LAUNCH_LOG="$tmp/auto16.launches" train auto16 "$emu_bin" "${hs64[@]}" --
     ok auto_head_size_16_runs_mma
 else not_ok auto_head_size_16_runs_mma "$(tail -n 2 "$tmp/auto16.out" | tr '\n' ' ') launches: $(cut -f3 "$tmp/auto16.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
+# A CUDA build (here the emulation's) training on the CPU in bf16 (the CPU's bf16 flavour, no CUDA
+# context): its backend line names no attention kernels. Asking the CUDA backend for them there read
+# the CPU's context as CUDA's and crashed (every t_bf16 run, when ./train_gpt was a make GPU=1 build).
+if train cpu_bf16 "$emu_bin" --set train.precision=bf16 --set model.n_head=1 --set train.steps=2 &&
+    grep -q "^backend: .*bf16 activations" "$tmp/cpu_bf16.out" && ! grep -q "^backend: .*attention" "$tmp/cpu_bf16.out"; then
+    ok cuda_build_trains_cpu_bf16
+else not_ok cuda_build_trains_cpu_bf16 "$(grep '^backend' "$tmp/cpu_bf16.out") $(tail -n 2 "$tmp/cpu_bf16.out" | tr '\n' ' ')"; fi
+
 # The default at head size 64 through what every run needs of it: two heads of 64 (two layers),
 # recompute selective and full bitwise the plain run, the same run twice bitwise, replayed as a
 # CUDA graph bitwise op by op, and TP = 2 (a head a rank, as two emulated processes) matching TP = 2

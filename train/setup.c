@@ -290,8 +290,11 @@ static void describe_model(run *r, const gpt_dims *d) {
     say(r, "batch: %d sequences x %d tokens per step = dp %d x %d micro-batches of %d (gradient accumulation %d)\n",
         c->train.global_batch, d->T, r->dp->size, config_grad_accum(c), c->train.micro_batch, config_grad_accum(c));
     const tg_ops *backend = r->timed ? ops_timed_inner(r->timed) : r->ops;
-    if (backend == ops_cpu()) say(r, "backend: cpu (matmul kernel %s)", cpu_gemm_kernel_name());
-    else {
+    if (backend == ops_cpu()) {
+        say(r, "backend: cpu (matmul kernel %s)", cpu_gemm_kernel_name());
+    } else if (strcmp(c->device, "cuda") != 0) { /* the CPU's bf16 flavour: no CUDA context to ask */
+        say(r, "backend: %s, %s, %s activations", backend->name, backend->device, tg_dtype_name(backend->act));
+    } else {
         char attention[64];
         ops_cuda_attention_describe(backend, attention, sizeof attention);
         say(r, "backend: %s, %s, %s activations; attention %s (kernels.attention %s)", backend->name, backend->device,
