@@ -125,12 +125,7 @@ else not_ok cuda_build_trains_cpu_bf16 "$(grep '^backend' "$tmp/cpu_bf16.out") $
 # bf16's layout-dependent noise, which AdamW amplifies past compare.py's bound at this lr)
 two=(--set device=cuda --set train.precision=bf16 --set model.n_embd=128 --set model.n_head=2)
 if EMU_LAUNCH_LOG="$tmp/two.launches" train two "$emu_bin" "${two[@]}" && grep -q flash_forward_wgmma_ws_kernel "$tmp/two.launches"; then
-    for mode in selective full; do
-        if train "two_$mode" "$emu_bin" "${two[@]}" --set train.recompute=$mode &&
-            out=$("$py" tests/parallel/compare.py "$tmp/two" "$tmp/two_$mode" 3 --bitwise 2>&1); then
-            ok "auto_recompute_${mode}_bitwise ($out)"
-        else not_ok "auto_recompute_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/two_$mode.out" | tr '\n' ' ')"; fi
-    done
+    recompute_bitwise two two auto_recompute "$emu_bin" "${two[@]}"
     if train two_again "$emu_bin" "${two[@]}" && out=$("$py" tests/parallel/compare.py "$tmp/two" "$tmp/two_again" 3 --bitwise 2>&1); then
         ok "auto_repeated_run_bitwise ($out)"
     else not_ok auto_repeated_run_bitwise "${out:-} $(tail -n 2 "$tmp/two_again.out" | tr '\n' ' ')"; fi

@@ -183,12 +183,7 @@ if train lt_bias_alignment "$emu_bin" --set device=cuda --set train.precision=bf
 then ok trainer_cuda_plans_hold_for_every_bias_alignment
 else not_ok trainer_cuda_plans_hold_for_every_bias_alignment "$(grep -m2 "emu: ERROR\|rror" "$tmp/lt_bias_alignment.out" | tr '\n' ' ')"; fi
 if train bf16_none "$emu_bin" "${drop[@]}"; then
-    for mode in selective full; do
-        if train "bf16_$mode" "$emu_bin" "${drop[@]}" --set train.recompute=$mode &&
-            out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_$mode" 3 --bitwise 2>&1); then
-            ok "trainer_cuda_bf16_recompute_${mode}_bitwise ($out)"
-        else not_ok "trainer_cuda_bf16_recompute_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/bf16_$mode.out" | tr '\n' ' ')"; fi
-    done
+    recompute_bitwise bf16_none bf16 trainer_cuda_bf16_recompute "$emu_bin" "${drop[@]}"
     # the per-op timer on the device path (CUDA events): same bits, a table of ops
     if train bf16_timed "$emu_bin" "${drop[@]}" --set out.op_times=true &&
         out=$("$py" tests/parallel/compare.py "$tmp/bf16_none" "$tmp/bf16_timed" 3 --bitwise 2>&1) &&

@@ -31,9 +31,10 @@ static double sum_squares(const float *x, size_t n, exact_sumsq *exact) {
         double s = 0.0;
         exact_sumsq part = {{0}, 0};
         size_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-        for (size_t i = c * chunk; i < end; i++) s += (double)x[i] * x[i];
-        if (exact)
-            for (size_t i = c * chunk; i < end; i++) exact_sumsq_add(&part, x[i]);
+        for (size_t i = c * chunk; i < end; i++) {
+            s += (double)x[i] * x[i];
+            if (exact) exact_sumsq_add(&part, x[i]);
+        }
 #pragma omp ordered
         {
             total += s;

@@ -15,4 +15,17 @@ train() { # NAME BIN [--set ...]
     local name="$1" b="$2"; shift 2
     timeout -k 5 300 "$b" --config "$tmp/cfg.json" --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
 }
+# recompute_bitwise REF PREFIX CHECK BIN [--set ...]: runs PREFIX_selective and PREFIX_full (REF's
+# settings, given again, with train.recompute) have REF's bits at step 3: checks CHECK_selective_bitwise
+# and CHECK_full_bitwise
+recompute_bitwise() {
+    local ref="$1" prefix="$2" check="$3" b="$4" mode out
+    shift 4
+    for mode in selective full; do
+        if train "${prefix}_$mode" "$b" "$@" --set train.recompute=$mode &&
+            out=$("$py" tests/parallel/compare.py "$tmp/$ref" "$tmp/${prefix}_$mode" 3 --bitwise 2>&1); then
+            ok "${check}_${mode}_bitwise ($out)"
+        else not_ok "${check}_${mode}_bitwise" "${out:-} $(tail -n 2 "$tmp/${prefix}_$mode.out" | tr '\n' ' ')"; fi
+    done
+}
 graph=(--set train.steps=6 --set train.warmup=2 --set out.eval_every=2)

@@ -575,14 +575,15 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     attn_bwd_free(e, &a);
 }
 
-/* kernels.attention = auto at head size hs and dropout p: accepted, and the kernels it chose
+/* kernels.attention = kernel at head size hs and dropout p: accepted, and the kernels it chose
  * ("forward F, backward B") are want. */
-static void auto_case(env *e, int hs, double p, const char *want) {
+static void choice_case(env *e, const char *kernel, int hs, double p, const char *want) {
     tg_err err = {0};
     char chosen[64] = "", name[128], detail[1200];
-    const int rc = ops_cuda_attention(e->gpu, "auto", hs, p, &err);
+    const int rc = ops_cuda_attention(e->gpu, kernel, hs, p, &err);
     ops_cuda_attention_describe(e->gpu, chosen, sizeof chosen);
-    snprintf(name, sizeof name, "kernels.attention=auto at head size %d, dropout %g, %s: %s", hs, p, tg_dtype_name(e->act), want);
+    snprintf(name, sizeof name, "kernels.attention=%s at head size %d, dropout %g, %s: %s", kernel, hs, p, tg_dtype_name(e->act),
+             want);
     snprintf(detail, sizeof detail, "rc %d, chose %s %s", rc, chosen, err.msg);
     check_true(e, rc == 0 && strcmp(chosen, want) == 0, name, detail);
 }
@@ -595,17 +596,12 @@ void cuda_test_attention_auto(env *e) {
     NEED(e, attention_forward);
     tg_err err = {0};
     const int hopper = e->act == TG_BF16 && ops_cuda_attention(e->gpu, "wgmma", 64, 0.0, &err) == 0;
-    auto_case(e, 64, 0.0, hopper ? "forward wgmma_ws, backward wgmma" : "forward mma, backward mma");
-    auto_case(e, 96, 0.0, hopper ? "forward mma, backward wgmma" : "forward mma, backward mma");
-    auto_case(e, 128, 0.0, "forward mma, backward mma");
-    auto_case(e, 80, 0.0, "forward mma, backward mma");
-    auto_case(e, 64, 0.1, "forward mma, backward mma");
-    if (hopper) {
-        char chosen[64] = "";
-        ops_cuda_attention(e->gpu, "wgmma", 64, 0.0, &err);
-        ops_cuda_attention_describe(e->gpu, chosen, sizeof chosen);
-        check_true(e, strcmp(chosen, "forward wgmma, backward wgmma") == 0, "kernels.attention=wgmma: both wgmma", chosen);
-    }
+    choice_case(e, "auto", 64, 0.0, hopper ? "forward wgmma_ws, backward wgmma" : "forward mma, backward mma");
+    choice_case(e, "auto", 96, 0.0, hopper ? "forward mma, backward wgmma" : "forward mma, backward mma");
+    choice_case(e, "auto", 128, 0.0, "forward mma, backward mma");
+    choice_case(e, "auto", 80, 0.0, "forward mma, backward mma");
+    choice_case(e, "auto", 64, 0.1, "forward mma, backward mma");
+    if (hopper) choice_case(e, "wgmma", 64, 0.0, "forward wgmma, backward wgmma");
     check_true(e, ops_cuda_attention(e->gpu, "flash", 64, 0.0, &err) != 0 && strstr(err.msg, "expected auto, mma, wgmma or wgmma_ws"),
                "kernels.attention=flash refused, naming the choices", err.msg);
     ops_cuda_attention(e->gpu, "mma", 64, 0.0, &err);
