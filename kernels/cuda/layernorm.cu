@@ -26,6 +26,7 @@
 
 #define ROW_THREADS 256 /* 8 warps: 8 rows per block */
 #define LN_WARPS COL_ROWS /* the fused kernel's warp y adds the rows thread row y does: the same partials */
+#define LN_SUMS_BATCH 4 /* elements whose dw and db sums are read at once (ln_pack_grad); 8 spilled at MAXP 4 */
 #define GROUPS_FILL 256 /* blocks the backward wants at least, rows allowing: two for each SM of a 128-SM GPU */
 
 namespace {
@@ -118,18 +119,33 @@ __device__ __forceinline__ void ln_pack_sums(float &sum_dn, float &sum_dn_xhat, 
 
 /* One pack's dinp (dv plus its gradient, returned) and its terms of dw and
  * db added to acc_w and acc_b at `at` (ln_acc_layout's index of the pack's
- * first element; element j at at + 32 j). */
+ * first element; element j at at + 32 j). The running sums of
+ * LN_SUMS_BATCH elements are read before any of them is written back:
+ * acc_w and acc_b lie in one array at a run-time distance, so the compiler
+ * cannot tell them apart, and element by element each read waited for the
+ * write before it (16 shared-memory latencies in turn a bf16 pack, where
+ * this waits 2). The same adds. */
 template <typename T>
 __device__ __forceinline__ vec_pack<T> ln_pack_grad(float *acc_w, float *acc_b, int at, const vec_pack<T> &dv,
                                                     const vec_pack<T> &xv, const vec_pack<T> &gv, const vec_pack<T> &wv,
                                                     float m, float s, const ln_row_sums &r) {
+    constexpr int P = vec_pack<T>::N, B = LN_SUMS_BATCH < P ? LN_SUMS_BATCH : P;
     vec_pack<T> y;
 #pragma unroll
-    for (int j = 0; j < vec_pack<T>::N; j++) {
-        const float gj = tg_load(gv.e, j), xhat = (tg_load(xv.e, j) - m) * s, dn = tg_load(wv.e, j) * gj;
-        tg_store(y.e, j, tg_load(dv.e, j) + (dn - r.dn - xhat * r.dn_xhat) * s);
-        acc_w[at + 32 * j] += xhat * gj;
-        acc_b[at + 32 * j] += gj;
+    for (int j0 = 0; j0 < P; j0 += B) {
+        float sum_w[B], sum_b[B];
+#pragma unroll
+        for (int j = 0; j < B; j++) sum_w[j] = acc_w[at + 32 * (j0 + j)], sum_b[j] = acc_b[at + 32 * (j0 + j)];
+#pragma unroll
+        for (int j = 0; j < B; j++) {
+            const int e = j0 + j;
+            const float ge = tg_load(gv.e, e), xhat = (tg_load(xv.e, e) - m) * s, dn = tg_load(wv.e, e) * ge;
+            tg_store(y.e, e, tg_load(dv.e, e) + (dn - r.dn - xhat * r.dn_xhat) * s);
+            sum_w[j] += xhat * ge;
+            sum_b[j] += ge;
+        }
+#pragma unroll
+        for (int j = 0; j < B; j++) acc_w[at + 32 * (j0 + j)] = sum_w[j], acc_b[at + 32 * (j0 + j)] = sum_b[j];
     }
     return y;
 }
@@ -157,11 +173,12 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
  * issued before the arithmetic that waits for them, where the loop above
  * (its count known only at run time, so not unrolled: one pack's three
  * loads an iteration in the PTX) waits for each pack's loads in turn, a
- * memory latency per pack and pass. w, the same for every row, comes from
- * cache pack by pack. The same per-pack arithmetic in the same order as
- * the loop above (ln_pack_sums, ln_pack_grad), so the same bits. Registers
- * on sm_90a, bf16: 128 at MAXP 4 (2 blocks an SM), 238 at 8 (1 block;
- * asked for 2, ptxas spilled 216 bytes). */
+ * memory latency per pack and pass. w, the same for every row, is read
+ * pack by pack from the block's copy in shared memory. The same per-pack
+ * arithmetic in the same order as the loop above (ln_pack_sums,
+ * ln_pack_grad), so the same bits. Registers on sm_90a, bf16: MAXP 4 held
+ * to 128 (2 blocks an SM; see layernorm_backward_fused_kernel), 8 249 (1
+ * block). */
 template <typename T, int MAXP>
 __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
                                                      float m, float s, int C, int lane, bool dacc) {
@@ -177,7 +194,7 @@ __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *
     for (int i = 0; i < MAXP; i++) {
         const int c = (lane + 32 * i) * P;
         if (c >= C) break;
-        ln_pack_sums<T>(sum_dn, sum_dn_xhat, xv[i], gv[i], vec_load(w + c), m, s); /* w: every row's, so from cache */
+        ln_pack_sums<T>(sum_dn, sum_dn_xhat, xv[i], gv[i], vec_load(w + c), m, s);
     }
     const ln_row_sums r = {warp_sum(sum_dn) / C, warp_sum(sum_dn_xhat) / C};
 #pragma unroll
@@ -197,25 +214,42 @@ static int ln_held_packs(int C, bool packs) {
     return !packs ? 0 : per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
 }
 
+/* dst[0, C) = src[0, C) in 16-byte packs (C a multiple of the pack), by
+ * the block: a pack a thread for rows of up to 256 packs. */
+template <typename T>
+__device__ __forceinline__ void ln_copy_packed_row(T *dst, const T *src, int C) {
+    constexpr int P = vec_pack<T>::N;
+    for (int c = (int)threadIdx.x * P; c < C; c += (int)blockDim.x * P) vec_store(dst + c, vec_load(src + c));
+}
+
 /* The whole backward of one row group in one pass (grid: the groups; block:
  * LN_WARPS warps). Warp y takes the group's rows y, y + LN_WARPS, ... in
  * order: dinp of each row, and its terms of dw and db summed into the warp's
- * own columns in shared memory (LN_WARPS x 2 x stride floats, dynamic);
- * then the block adds the warps' sums column by column in warp order, into
+ * own columns in shared memory (LN_WARPS x 2 x stride floats, dynamic;
+ * with MAXP > 0, then a copy of w: every row reads all of it, and from
+ * global memory each of its reads in the gradient pass waited for the dinp
+ * store before it, which might have been to w as far as the compiler
+ * knows; the looping instance, for rows near the shared memory's limit,
+ * reads w from global memory); then the block adds the warps' sums column
+ * by column in warp order, into
  * partial_dw/db[group * C + c]. That is the order layernorm_param_partials_kernel
  * adds them in (its thread row y is warp y here), so the partials are the
  * same bits; the finish kernel then adds the groups. MAXP > 0: each row's
  * packs held in registers (ln_backward_row_held); else each lane reads x
  * and dout of its columns twice (the second time from cache): once for the
- * row sums, once for the gradients. */
+ * row sums, once for the gradients. MAXP 4 is held to 128 registers, so
+ * that two blocks share an SM (asked for 2 blocks, MAXP 6 spilled 120
+ * bytes at 128, so rows of 5 to 8 packs a lane take MAXP 8, a block an SM). */
 template <typename T, int MAXP>
-__global__ void __launch_bounds__(LN_WARPS * 32)
+__global__ void __launch_bounds__(LN_WARPS * 32, MAXP == 4 ? 2 : 1)
     layernorm_backward_fused_kernel(T *dinp, float *partial_dw, float *partial_db, const T *dout, const T *inp, const T *w,
                                     const float *mean, const float *rstd, int N, int C, int rows_per_group, int stride,
                                     bool packs, bool dacc) {
-    extern __shared__ __align__(16) float ln_acc[]; /* [LN_WARPS][2][stride] */
+    extern __shared__ __align__(16) float ln_acc[]; /* [LN_WARPS][2][stride], then (MAXP > 0) w_shared[C] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = blockIdx.x;
     float *acc_w = ln_acc + (size_t)warp * 2 * stride, *acc_b = acc_w + stride;
+    T *w_shared = (T *)(ln_acc + (size_t)LN_WARPS * 2 * stride); /* 16-byte aligned: stride whole rounds of packs */
+    if constexpr (MAXP > 0) ln_copy_packed_row(w_shared, w, C); /* first: its loads' latency under the zeroing */
     for (int i = threadIdx.x; i < LN_WARPS * 2 * stride; i += blockDim.x) ln_acc[i] = 0.0f;
     __syncthreads();
     const long long r_end = (long long)(group + 1) * rows_per_group;
@@ -223,8 +257,8 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
     for (int r = group * rows_per_group + warp; r < row_end; r += LN_WARPS) {
         const size_t base = (size_t)r * C;
         if constexpr (MAXP > 0)
-            ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane,
-                                          dacc);
+            ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w_shared, mean[r], rstd[r], C,
+                                          lane, dacc);
         else if (packs)
             ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane, dacc);
         else
@@ -358,10 +392,9 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     float *partial_dw = (float *)ctx->scratch;
     float *partial_db = partial_dw + (size_t)gr.n_groups * C;
     const bool packs = vec_aligned(dinp, dout, inp, w) && C % vec_pack<T>::N == 0;
-    const int stride = ln_acc_stride<T>(C, packs);
-    const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float);
+    const int stride = ln_acc_stride<T>(C, packs), held = ln_held_packs<T>(C, packs);
+    const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float) + (held ? (size_t)C * sizeof(T) : 0); /* sums, w */
     if (shared <= (size_t)ctx->shared_optin) {
-        const int held = ln_held_packs<T>(C, packs);
         const auto fused = held == 4 ? layernorm_backward_fused<T, 4> : held == 8 ? layernorm_backward_fused<T, 8>
                                                                                    : layernorm_backward_fused<T, 0>;
         fused(ctx, gr, shared, dinp, partial_dw, partial_db, dout, inp, w, mean, rstd, N, C, stride, packs, dacc);

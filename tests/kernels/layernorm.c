@@ -68,12 +68,15 @@ void kcheck_layernorm(tally *t) {
 #include "tests/emu/emu_hooks.h"
 /* Whether the backward should run in one pass: its column sums (8 warps x
  * dw and db x the row, rounded up to whole rounds of 32 16-byte packs when
- * the row is read in packs) within the emulated device's 227 KiB of shared
- * memory a block; else three kernels, the first of them dinp alone. */
+ * the row is read in packs), with a copy of w where the row's packs are
+ * held in registers (up to 8 a lane), within the emulated device's 227 KiB
+ * of shared memory a block; else three kernels, the first of them dinp
+ * alone. */
 static int ln_expect_one_pass(const env *e, int C) {
-    const int P = e->act == TG_BF16 ? 8 : 4, round = 32 * P;
-    const size_t row = C % P == 0 ? (size_t)(C + round - 1) / round * round : (size_t)C;
-    return 8 * 2 * row * sizeof(float) <= ((size_t)227 << 10);
+    const int P = e->act == TG_BF16 ? 8 : 4, round = 32 * P, packs = C % P == 0;
+    const size_t row = packs ? (size_t)(C + round - 1) / round * round : (size_t)C;
+    const size_t w_bytes = packs && (C + round - 1) / round <= 8 ? (size_t)C * (e->act == TG_BF16 ? 2 : 4) : 0;
+    return 8 * 2 * row * sizeof(float) + w_bytes <= ((size_t)227 << 10);
 }
 #endif
 
