@@ -39,6 +39,17 @@ size_t row_stride(int C) {
     return ((size_t)C + P - 1) / P * P;
 }
 
+/* One pack of step 1: columns [c, c + P) of row n. */
+template <typename T>
+__device__ __forceinline__ vec_pack<T> residual_pack(const vec_pack<T> &xv, const vec_pack<T> &bv, const vec_pack<T> &rv,
+                                                     const tg_dropout &drop, int n, int c, int C) {
+    vec_pack<T> y;
+#pragma unroll
+    for (int j = 0; j < vec_pack<T>::N; j++)
+        tg_store(y.e, j, bias_residual(tg_load(xv.e, j), tg_load(bv.e, j), tg_load(rv.e, j), drop, n, c + j, C));
+    return y;
+}
+
 /* Step 1 for row n of C columns at element `base`: out and the shared row. */
 template <typename T>
 __device__ __forceinline__ void residual_row(T *out, T *row, const T *x, const T *bias, const T *res, size_t base, int n,
@@ -47,10 +58,7 @@ __device__ __forceinline__ void residual_row(T *out, T *row, const T *x, const T
     if (packs) {
         for (int c = lane * P; c < C; c += 32 * P) {
             const vec_pack<T> xv = vec_load(x + base + c), bv = vec_load(bias + c), rv = vec_load(res + base + c);
-            vec_pack<T> y;
-#pragma unroll
-            for (int j = 0; j < P; j++)
-                tg_store(y.e, j, bias_residual(tg_load(xv.e, j), tg_load(bv.e, j), tg_load(rv.e, j), drop, n, c + j, C));
+            const vec_pack<T> y = residual_pack(xv, bv, rv, drop, n, c, C);
             vec_store(out + base + c, y);
             vec_store(row + c, y);
         }
@@ -60,6 +68,36 @@ __device__ __forceinline__ void residual_row(T *out, T *row, const T *x, const T
         const float v = bias_residual(tg_load(x, base + c), tg_load(bias, c), tg_load(res, base + c), drop, n, c, C);
         tg_store(out, base + c, v);
         tg_store(row, c, v);
+    }
+}
+
+/* Step 1 in packs without dropout, for rows of at most MAXP packs a lane
+ * (C <= 32 P MAXP): the lane's packs of x, bias and res all loaded before
+ * any is used. In residual_row's loop each pack's loads came after the
+ * last pack's store to out (which may be x or res), a memory latency per
+ * pack, with one pack of loads in flight per warp. Still every element
+ * read before the lane writes it, and bias_residual's arithmetic: the same
+ * bits. Runs with dropout keep residual_row (the draws unrolled over the
+ * held packs cost registers: 126 against 112 at 4 packs in bf16, both
+ * unbounded). */
+template <typename T, int MAXP>
+__device__ __forceinline__ void residual_row_held(T *out, T *row, const T *x, const T *bias, const T *res, size_t base, int n,
+                                                  int C, int lane) {
+    constexpr int P = vec_pack<T>::N;
+    const tg_dropout none = {}; /* p 0: bias_residual's dropout folds away */
+    vec_pack<T> xv[MAXP], bv[MAXP], rv[MAXP];
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P;
+        if (c < C) xv[i] = vec_load(x + base + c), bv[i] = vec_load(bias + c), rv[i] = vec_load(res + base + c);
+    }
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P;
+        if (c >= C) break;
+        const vec_pack<T> y = residual_pack(xv[i], bv[i], rv[i], none, n, c, C);
+        vec_store(out + base + c, y);
+        vec_store(row + c, y);
     }
 }
 
@@ -84,11 +122,14 @@ __device__ __forceinline__ void normalized_row(T *ln_out, const T *row, const T 
 }
 
 /* Block: blockDim.x / 32 rows, one per warp, each at `stride` elements
- * from the last in shared memory. */
-template <typename T>
-__global__ void bias_residual_layernorm_kernel(T *out, T *ln_out, float *mean, float *rstd, const T *x, const T *bias,
-                                               const T *res, const T *w, const T *b, int N, int C, int stride, bool packs,
-                                               tg_dropout drop) {
+ * from the last in shared memory. MAXP > 0: rows in packs without
+ * dropout, step 1 by residual_row_held. Bounded to 3 blocks an SM at 4
+ * packs (78 registers in bf16), 2 at 8 (128), 6 for the loop (40), by
+ * ptxas without spills. */
+template <typename T, int MAXP>
+__global__ void __launch_bounds__(ROWS_MAX * 32, MAXP == 4 ? 3 : MAXP == 8 ? 2 : 6)
+    bias_residual_layernorm_kernel(T *out, T *ln_out, float *mean, float *rstd, const T *x, const T *bias, const T *res,
+                                   const T *w, const T *b, int N, int C, int stride, bool packs, tg_dropout drop) {
     drop = tg_dropout_read_step(drop);
     __shared__ __align__(16) T rows[ROW_SMEM_BYTES / sizeof(T)];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -96,7 +137,8 @@ __global__ void bias_residual_layernorm_kernel(T *out, T *ln_out, float *mean, f
     if (n >= N) return; /* the whole warp leaves together; no block-wide barrier follows */
     T *row = rows + (size_t)warp * stride;
     const size_t base = (size_t)n * C;
-    residual_row(out, row, x, bias, res, base, n, C, lane, packs, drop);
+    if constexpr (MAXP > 0) residual_row_held<T, MAXP>(out, row, x, bias, res, base, n, C, lane);
+    else residual_row(out, row, x, bias, res, base, n, C, lane, packs, drop);
     __syncwarp(); /* the lanes read each other's elements of the row from here on */
     float m, s;
     ln_row_stats(row, lane, C, &m, &s);
@@ -114,15 +156,28 @@ int rows_per_block(int C) {
     return fit < ROWS_MAX ? (int)fit : ROWS_MAX;
 }
 
+/* The launch of the MAXP instance. */
+template <typename T, int MAXP>
+void bias_residual_layernorm_launch(cudaStream_t stream, int rows, T *out, T *ln_out, float *mean, float *rstd, const T *x,
+                                    const T *bias, const T *res, const T *w, const T *b, int N, int C, bool packs,
+                                    tg_dropout drop) {
+    bias_residual_layernorm_kernel<T, MAXP><<<tg_blocks((size_t)N, (unsigned)rows), 32 * rows, 0, stream>>>(
+        out, ln_out, mean, rstd, x, bias, res, w, b, N, C, (int)row_stride<T>(C), packs, drop);
+    CUDA_LAUNCHED("bias_residual_layernorm_kernel");
+}
+
 template <typename T>
 void bias_residual_layernorm(cudaStream_t stream, void *out, void *ln_out, float *mean, float *rstd, const void *x,
                              const void *bias, const void *res, const void *w, const void *b, int N, int C, tg_dropout drop) {
     const int rows = rows_per_block<T>(C);
     const bool packs = vec_aligned(out, x, res, ln_out) && vec_aligned(bias, w, b) && C % vec_pack<T>::N == 0;
-    bias_residual_layernorm_kernel<T><<<tg_blocks((size_t)N, (unsigned)rows), 32 * rows, 0, stream>>>(
-        (T *)out, (T *)ln_out, mean, rstd, (const T *)x, (const T *)bias, (const T *)res, (const T *)w, (const T *)b, N, C,
-        (int)row_stride<T>(C), packs, drop);
-    CUDA_LAUNCHED("bias_residual_layernorm_kernel");
+    const int per_lane = (C + 32 * vec_pack<T>::N - 1) / (32 * vec_pack<T>::N);
+    const auto launch = !packs || drop.p > 0.0f ? bias_residual_layernorm_launch<T, 0>
+                        : per_lane <= 4         ? bias_residual_layernorm_launch<T, 4>
+                        : per_lane <= 8         ? bias_residual_layernorm_launch<T, 8>
+                                                : bias_residual_layernorm_launch<T, 0>;
+    launch(stream, rows, (T *)out, (T *)ln_out, mean, rstd, (const T *)x, (const T *)bias, (const T *)res, (const T *)w,
+           (const T *)b, N, C, packs, drop);
 }
 
 } // namespace

@@ -69,7 +69,8 @@
  *   [x] bias_residual_layernorm       cuda_test_residual_layernorm (against the CPU and bitwise against
  *                                     bias_residual_add then layernorm_forward on the GPU; p = 0 and 0.2;
  *                                     out == x, out == res; C = 72, 768 (packs), 100, 36 (packs in fp32
- *                                     only), 13; misaligned rows; rows too wide for shared memory)
+ *                                     only), 13; without dropout, rows of packs loaded at once (C = 768,
+ *                                     1000, 1536); misaligned rows; rows too wide for shared memory)
  *   [x] dropout                       cuda_test_dropout (p = 0 and 0.2; in place), cuda_test_dropout_step
  *                                     (the step read from device memory when the op runs)
  *   [x] bias_backward                 cuda_test_bias_backward (16-byte packs of columns; C = 13: element
@@ -167,6 +168,11 @@ static void run_all(env *e) {
     cuda_test_residual_layernorm(e, 7, 36, none, 0);  /* the same */
     cuda_test_residual_layernorm(e, 5, 13, rows, 0);  /* no packs */
     cuda_test_residual_layernorm(e, 13, 768, rows, 0); /* 8 rows per block: a partial last block */
+    /* without dropout, rows of up to 8 packs a lane are loaded at once: 4 (bf16) and 8 (fp32) a lane, the last
+     * lanes' last pack past the row (C 1000); 6 of 8 (bf16) and looped (fp32, 12 a lane) at C 1536 */
+    cuda_test_residual_layernorm(e, 13, 768, none, 0);
+    cuda_test_residual_layernorm(e, 9, 1000, none, 0);
+    cuda_test_residual_layernorm(e, 9, 1536, none, 0);
     cuda_test_residual_layernorm(e, 7, 72, rows, 1);  /* misaligned rows: element by element */
     cuda_test_residual_layernorm(e, 3, 12290, rows, 0); /* rows over the shared memory: the unfused kernels */
     cuda_test_xent(e, N, 1000, 997, 2000); /* rows of whole 16-byte packs */
