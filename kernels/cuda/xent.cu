@@ -146,10 +146,15 @@ __global__ void fused_kernel(float *losses, E *logits, const int32_t *targets, i
  * time from L2 only while the rows in flight fit there: at GPT-2's
  * vocabulary a row is 100 KB, and about 500 rows run at once on an H100,
  * as much as its L2 holds). Each thread stages
- * and rereads only its own packs. Three passes over the staged row, each
- * without a branch per element: the max; the sum of 2^((x - max) log2(e)),
- * one FFMA and one ex2 per logit (exp2_ftz); the gradient, the same
- * exponential scaled, less dloss at the target. */
+ * and rereads only its own packs. Two passes: while staging, each thread's
+ * running max and its sum of 2^((x - max) log2(e)) (one FFMA and one ex2
+ * per logit, exp2_ftz), rescaled when a pack raises the max (one ex2 more);
+ * the block combines them, each thread's sum rescaled to the row's max;
+ * then over the staged row the gradient, the same exponential from the
+ * row's max, scaled, less dloss at the target. The sum's exponentials run
+ * while the block's loads are in flight, where a pass of their own after
+ * the max's barrier left the memory idle (1.2 ms at 124M on the H200, 2756
+ * GB/s, where reading and writing the logits once takes 0.8). */
 template <typename E>
 __global__ void __launch_bounds__(ROW_THREADS)
     fused_staged_kernel(float *losses, E *logits, const int32_t *targets, int V, int n_real, float dloss) {
@@ -159,25 +164,28 @@ __global__ void __launch_bounds__(ROW_THREADS)
     pack *staged = reinterpret_cast<pack *>(xent_shared);
     const int n = blockIdx.x, packs = V / P;
     E *l = logits + (size_t)n * V;
-    float m = -INFINITY;
+    float m = -INFINITY, s = 0.0f; /* this thread's max and sum of 2^((x - m) log2(e)) over its real columns */
 #pragma unroll 4 /* four 16-byte loads in flight per thread */
     for (int k = threadIdx.x; k < packs; k += blockDim.x) {
         const pack x = vec_load(l + k * P);
         staged[k] = x;
+        float pack_max = -INFINITY;
 #pragma unroll
         for (int j = 0; j < P; j++)
-            if (k * P + j < n_real) m = fmaxf(m, tg_load(x.e, j));
-    }
-    const float row_max = block_reduce(m, max_op(), -INFINITY); /* its barriers also show the staged row */
-    const float shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
-    float s = 0.0f;
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        const pack x = staged[k];
+            if (k * P + j < n_real) pack_max = fmaxf(pack_max, tg_load(x.e, j));
+        if (pack_max > m) { /* from -inf: s is 0, and stays so */
+            s *= exp2_ftz((m - pack_max) * EXP2_LOG2E);
+            m = pack_max;
+        }
+        const float shift = m == -INFINITY ? 0.0f : m * EXP2_LOG2E; /* every real column so far -inf: terms of 0 */
 #pragma unroll
         for (int j = 0; j < P; j++)
             if (k * P + j < n_real) s += exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift));
     }
-    const float sum = block_reduce(s, sum_op(), 0.0f), scale = dloss / sum;
+    const float row_max = block_reduce(m, max_op(), -INFINITY); /* its barriers also show the staged row */
+    const float shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
+    const float own = m == -INFINITY ? 0.0f : s * exp2_ftz(fmaf(m, EXP2_LOG2E, -shift)); /* no real column of its own: 0 */
+    const float sum = block_reduce(own, sum_op(), 0.0f), scale = dloss / sum;
     const int target = targets[n];
     if (threadIdx.x == 0) {
         const float target_logit = target >= 0 && target < n_real ? tg_load(staged[target / P].e, target % P) : 0.0f;
