@@ -35,8 +35,9 @@
  *   [x] cast_params                   cuda_test_cast_params (fp32 dst != src and dst == src, bf16)
  *   [x] download_floats               cuda_test_download_floats
  *   [x] encoder_forward/backward      cuda_test_encoder (wpe and NULL, dwte/dwpe NULL, vocab_start != 0,
- *                                     tokens in, at the edges of and outside the rank's range, repeats)
- *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard)
+ *                                     tokens in, at the edges of and outside the rank's range, repeats;
+ *                                     rows in 16-byte packs and element by element)
+ *   [x] position_forward/backward     cuda_test_position (row_start 0 and a row shard; packs and not)
  *   [x] layernorm_forward/backward    cuda_test_layernorm (the backward fused, element by element and
  *                                     in packs, held in registers (4 and 8 a lane) or looped over,
  *                                     over 48 KiB of shared memory, and over its shared memory in
@@ -117,6 +118,8 @@ static void run_all(env *e) {
     cuda_test_encoder(e, B, T, C, 50, 97, 200);
     cuda_test_position(e, 0, N, T, C);
     cuda_test_position(e, 7, 20, T, C);
+    cuda_test_encoder(e, 2, 5, 13, 50, 97, 200); /* rows of 13: element by element (72: 16-byte packs) */
+    cuda_test_position(e, 3, 10, 5, 13);
     cuda_test_layernorm(e, N, C);
     cuda_test_layernorm(e, 5, 13);    /* no packs; fewer rows than the backward's 8 warps */
     cuda_test_layernorm(e, 7, 100);   /* packs in fp32, not in bf16 */
