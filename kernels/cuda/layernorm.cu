@@ -321,13 +321,14 @@ __global__ void layernorm_param_partials_kernel(float *partial_dw, float *partia
 
 /* dw[c] (+)= sum over groups (in order) of partial_dw[group * C + c] (acc:
  * adds, else writes); same for db: a block per STAGE_COLS columns
- * (tg_reduce::add_staged_groups_sum). */
+ * (tg_reduce::add_staged_groups_sum), dw's blocks at blockIdx.y 0 and db's
+ * at 1, so that the two sums' memory latencies overlap. */
 __global__ void __launch_bounds__(STAGE_THREADS) layernorm_param_finish_kernel(float *dw, float *db, const float *partial_dw,
                                                                                const float *partial_db, int groups, int C,
                                                                                bool acc) {
     __shared__ tg_reduce::staged_groups stage;
-    tg_reduce::add_staged_groups_sum(stage, dw, partial_dw, groups, C, acc);
-    tg_reduce::add_staged_groups_sum(stage, db, partial_db, groups, C, acc);
+    if (blockIdx.y == 0) tg_reduce::add_staged_groups_sum(stage, dw, partial_dw, groups, C, acc);
+    else tg_reduce::add_staged_groups_sum(stage, db, partial_db, groups, C, acc);
 }
 
 template <typename T>
@@ -401,7 +402,7 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     } else {
         layernorm_backward_unfused(ctx, dinp, dout, inp, w, mean, rstd, N, C, gr, partial_dw, partial_db, dacc);
     }
-    const unsigned finish_blocks = tg_blocks((size_t)C, STAGE_COLS);
+    const dim3 finish_blocks(tg_blocks((size_t)C, STAGE_COLS), 2); /* dw, db */
     layernorm_param_finish_kernel<<<finish_blocks, STAGE_THREADS, 0, ctx->stream>>>(dw, db, partial_dw, partial_db,
                                                                                      gr.n_groups, C, acc);
     CUDA_LAUNCHED("layernorm_param_finish_kernel");
