@@ -78,16 +78,18 @@ __global__ void position_forward_kernel(T *out, const T *wpe, long long row_star
     }
 }
 
-/* The same in 16-byte packs, as encoder_forward_packed_kernel. */
+/* The same in 16-byte packs, as encoder_forward_packed_kernel (row_start
+ * >= 0: a rank's first row). */
 template <typename T, typename I>
 __global__ void position_forward_packed_kernel(T *out, const T *wpe, long long row_start, int T_len, int C, I packs) {
     constexpr int P = vec_pack<T>::N;
-    const I row_packs = (I)(C / P);
+    const I row_packs = (I)(C / P), t0 = (I)(row_start % T_len); /* (row_start + n) % T = (t0 + n % T) % T */
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += (I)gridDim.x * blockDim.x) {
         const I n = i / row_packs, c = (i - n * row_packs) * P;
-        const size_t t = (size_t)((row_start + (long long)n) % T_len);
+        I t = t0 + n % (I)T_len;
+        if (t >= (I)T_len) t -= (I)T_len;
         T *o = out + (size_t)n * C + c;
-        const vec_pack<T> x = vec_load(o), q = vec_load(wpe + t * C + c);
+        const vec_pack<T> x = vec_load(o), q = vec_load(wpe + (size_t)t * C + c);
         vec_pack<T> y;
 #pragma unroll
         for (int j = 0; j < P; j++) tg_store(y.e, j, tg_load(x.e, j) + tg_load(q.e, j));

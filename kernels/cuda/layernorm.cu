@@ -130,6 +130,7 @@ __device__ __forceinline__ vec_pack<T> ln_pack_grad(float *acc_w, float *acc_b, 
                                                     const vec_pack<T> &xv, const vec_pack<T> &gv, const vec_pack<T> &wv,
                                                     float m, float s, const ln_row_sums &r) {
     constexpr int P = vec_pack<T>::N, B = LN_SUMS_BATCH < P ? LN_SUMS_BATCH : P;
+    static_assert(P % B == 0, "whole batches a pack");
     vec_pack<T> y;
 #pragma unroll
     for (int j0 = 0; j0 < P; j0 += B) {

@@ -164,7 +164,10 @@ __global__ void __launch_bounds__(ROW_THREADS)
     pack *staged = reinterpret_cast<pack *>(xent_shared);
     const int n = blockIdx.x, packs = V / P;
     E *l = logits + (size_t)n * V;
-    float m = -INFINITY, s = 0.0f; /* this thread's max and sum of 2^((x - m) log2(e)) over its real columns */
+    /* this thread's max m over its real columns, and its sum of 2^(x log2(e) - shift), shift = m log2(e) rounded
+     * (0 while every real column so far is -inf: terms of 0); rescaled by the shifts' difference, as the row's
+     * share is, so that the terms carry the gradient's exponent, x log2(e) less the row's shift */
+    float m = -INFINITY, shift = 0.0f, s = 0.0f;
 #pragma unroll 4 /* four 16-byte loads in flight per thread */
     for (int k = threadIdx.x; k < packs; k += blockDim.x) {
         const pack x = vec_load(l + k * P);
@@ -173,18 +176,19 @@ __global__ void __launch_bounds__(ROW_THREADS)
 #pragma unroll
         for (int j = 0; j < P; j++)
             if (k * P + j < n_real) pack_max = fmaxf(pack_max, tg_load(x.e, j));
-        if (pack_max > m) { /* from -inf: s is 0, and stays so */
-            s *= exp2_ftz((m - pack_max) * EXP2_LOG2E);
+        if (pack_max > m) {
+            const float raised = pack_max * EXP2_LOG2E;
+            s = m == -INFINITY ? 0.0f : s * exp2_ftz(shift - raised); /* from -inf: no terms yet */
             m = pack_max;
+            shift = raised;
         }
-        const float shift = m == -INFINITY ? 0.0f : m * EXP2_LOG2E; /* every real column so far -inf: terms of 0 */
 #pragma unroll
         for (int j = 0; j < P; j++)
             if (k * P + j < n_real) s += exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift));
     }
     const float row_max = block_reduce(m, max_op(), -INFINITY); /* its barriers also show the staged row */
-    const float shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
-    const float own = m == -INFINITY ? 0.0f : s * exp2_ftz(fmaf(m, EXP2_LOG2E, -shift)); /* no real column of its own: 0 */
+    const float row_shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
+    const float own = m == -INFINITY ? 0.0f : s * exp2_ftz(shift - row_shift); /* no real column of its own: 0 */
     const float sum = block_reduce(own, sum_op(), 0.0f), scale = dloss / sum;
     const int target = targets[n];
     if (threadIdx.x == 0) {
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
 #pragma unroll
         for (int j = 0; j < P; j++) {
             const int v = k * P + j;
-            const float p = v < n_real ? exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift)) * scale : 0.0f;
+            const float p = v < n_real ? exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -row_shift)) * scale : 0.0f;
             tg_store(g.e, j, v < n_real && v == target ? p - dloss : p); /* padding: 0, as fused_kernel */
         }
         vec_store(l + k * P, g);
