@@ -72,30 +72,31 @@ __device__ __forceinline__ void residual_row(T *out, T *row, const T *x, const T
 }
 
 /* Step 1 in packs without dropout, for rows of at most MAXP packs a lane
- * (C <= 32 P MAXP): the lane's packs of x, bias and res all loaded before
- * any is used. In residual_row's loop each pack's loads came after the
- * last pack's store to out (which may be x or res), a memory latency per
- * pack, with one pack of loads in flight per warp. Still every element
- * read before the lane writes it, and bias_residual's arithmetic: the same
- * bits. Runs with dropout keep residual_row (the draws unrolled over the
- * held packs cost registers: 126 against 112 at 4 packs in bf16, both
- * unbounded). */
+ * (C <= 32 P MAXP): the lane's packs of x and res all loaded before any is
+ * used. In residual_row's loop each pack's loads came after the last
+ * pack's store to out (which may be x or res), a memory latency per pack,
+ * with one pack of loads in flight per warp. bias, every row's, still
+ * comes pack by pack from cache (held too, it cost the 8-pack instance a
+ * spill at 128 registers). Still every element read before the lane
+ * writes it, and bias_residual's arithmetic: the same bits. Runs with
+ * dropout keep residual_row (the draws unrolled over the held packs cost
+ * registers: 126 against 112 at 4 packs in bf16, both unbounded). */
 template <typename T, int MAXP>
 __device__ __forceinline__ void residual_row_held(T *out, T *row, const T *x, const T *bias, const T *res, size_t base, int n,
                                                   int C, int lane) {
     constexpr int P = vec_pack<T>::N;
     const tg_dropout none = {}; /* p 0: bias_residual's dropout folds away */
-    vec_pack<T> xv[MAXP], bv[MAXP], rv[MAXP];
+    vec_pack<T> xv[MAXP], rv[MAXP];
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
         const int c = (lane + 32 * i) * P;
-        if (c < C) xv[i] = vec_load(x + base + c), bv[i] = vec_load(bias + c), rv[i] = vec_load(res + base + c);
+        if (c < C) xv[i] = vec_load(x + base + c), rv[i] = vec_load(res + base + c);
     }
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
         const int c = (lane + 32 * i) * P;
         if (c >= C) break;
-        const vec_pack<T> y = residual_pack(xv[i], bv[i], rv[i], none, n, c, C);
+        const vec_pack<T> y = residual_pack(xv[i], vec_load(bias + c), rv[i], none, n, c, C);
         vec_store(out + base + c, y);
         vec_store(row + c, y);
     }
@@ -124,8 +125,8 @@ __device__ __forceinline__ void normalized_row(T *ln_out, const T *row, const T 
 /* Block: blockDim.x / 32 rows, one per warp, each at `stride` elements
  * from the last in shared memory. MAXP > 0: rows in packs without
  * dropout, step 1 by residual_row_held. Bounded to 3 blocks an SM at 4
- * packs (78 registers in bf16), 2 at 8 (128), 6 for the loop (40), by
- * ptxas without spills. */
+ * packs (80 registers in bf16 on sm_90a), 2 at 8 (100), 6 for the loop
+ * (40), by ptxas without spills (4 and 3 spilled). */
 template <typename T, int MAXP>
 __global__ void __launch_bounds__(ROWS_MAX * 32, MAXP == 4 ? 3 : MAXP == 8 ? 2 : 6)
     bias_residual_layernorm_kernel(T *out, T *ln_out, float *mean, float *rstd, const T *x, const T *bias, const T *res,
