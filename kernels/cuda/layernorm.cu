@@ -206,15 +206,6 @@ __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *
     }
 }
 
-/* Packs a lane of a row of C columns in the fused backward: the
- * ln_backward_row_held instance that holds them (4 or 8), or 0 (the
- * looping ln_backward_row_packed, or element by element without packs). */
-template <typename T>
-static int ln_held_packs(int C, bool packs) {
-    const int per_lane = (C + 32 * vec_pack<T>::N - 1) / (32 * vec_pack<T>::N);
-    return !packs ? 0 : per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
-}
-
 /* dst[0, C) = src[0, C) in 16-byte packs (C a multiple of the pack), by
  * the block: a pack a thread for rows of up to 256 packs. */
 template <typename T>
@@ -394,7 +385,7 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     float *partial_dw = (float *)ctx->scratch;
     float *partial_db = partial_dw + (size_t)gr.n_groups * C;
     const bool packs = vec_aligned(dinp, dout, inp, w) && C % vec_pack<T>::N == 0;
-    const int stride = ln_acc_stride<T>(C, packs), held = ln_held_packs<T>(C, packs);
+    const int stride = ln_acc_stride<T>(C, packs), held = vec_held_packs<T>(C, packs);
     const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float) + (held ? (size_t)C * sizeof(T) : 0); /* sums, w */
     if (shared <= (size_t)ctx->shared_optin) {
         const auto fused = held == 4 ? layernorm_backward_fused<T, 4> : held == 8 ? layernorm_backward_fused<T, 8>

@@ -172,11 +172,10 @@ void bias_residual_layernorm(cudaStream_t stream, void *out, void *ln_out, float
                              const void *bias, const void *res, const void *w, const void *b, int N, int C, tg_dropout drop) {
     const int rows = rows_per_block<T>(C);
     const bool packs = vec_aligned(out, x, res, ln_out) && vec_aligned(bias, w, b) && C % vec_pack<T>::N == 0;
-    const int per_lane = (C + 32 * vec_pack<T>::N - 1) / (32 * vec_pack<T>::N);
-    const auto launch = !packs || drop.p > 0.0f ? bias_residual_layernorm_launch<T, 0>
-                        : per_lane <= 4         ? bias_residual_layernorm_launch<T, 4>
-                        : per_lane <= 8         ? bias_residual_layernorm_launch<T, 8>
-                                                : bias_residual_layernorm_launch<T, 0>;
+    const int held = drop.p > 0.0f ? 0 : vec_held_packs<T>(C, packs); /* with dropout: the loop */
+    const auto launch = held == 4   ? bias_residual_layernorm_launch<T, 4>
+                        : held == 8 ? bias_residual_layernorm_launch<T, 8>
+                                    : bias_residual_layernorm_launch<T, 0>;
     launch(stream, rows, (T *)out, (T *)ln_out, mean, rstd, (const T *)x, (const T *)bias, (const T *)res, (const T *)w,
            (const T *)b, N, C, packs, drop);
 }

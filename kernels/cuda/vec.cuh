@@ -71,6 +71,16 @@ static inline unsigned vec_grid(size_t n, int P) {
     return blocks < VEC_MAX_BLOCKS ? (unsigned)blocks : VEC_MAX_BLOCKS;
 }
 
+/* Packs a lane of a warp-per-row kernel takes of a row of C elements, as
+ * the instance that holds them all in registers: 4 or 8 (the MAXP of
+ * layernorm.cu's and residual_ln.cu's held instances), or 0 (over 8, or
+ * no packs: the kernel's loop). */
+template <typename T>
+static inline int vec_held_packs(int C, bool packs) {
+    const int per_lane = (C + 32 * vec_pack<T>::N - 1) / (32 * vec_pack<T>::N);
+    return !packs ? 0 : per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
+}
+
 /* 32-bit indices suffice: n elements, and a grid-stride loop of `stride`
  * threads never steps past 2^32 - 1. */
 static inline bool vec_index32(size_t n, size_t stride) { return n + stride < ((size_t)1 << 32); }
