@@ -145,7 +145,7 @@ if EMU_LAUNCH_LOG="$tmp/two.launches" train two "$emu_bin" "${two[@]}" && grep -
         ok "auto_tp2_matches_mma ($out)"
     else not_ok auto_tp2_matches_mma "${out:-} $(tail -n 3 "$tmp/two_tp2.out" | tr '\n' ' ')"; fi
 else not_ok auto_two_heads_runs "$(tail -n 3 "$tmp/two.out" | tr '\n' ' ')"; fi
- the wgmma forwards as rows of their own at head
+# bench_attention: the wgmma forwards (and the persistent TMA one) as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
 # says so: tests/kernels/attention.c checks the refusal at 80); the wgmma backward at 64 and 96 too
 bench=build/emu/bench_attention_emu
@@ -155,6 +155,8 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     grep -qP '^1,2,130,64\tforward\twgmma_ws: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,1,70,96\tforward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,1,70,96\tforward\twgmma_ws: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -qP '^1,2,130,64\tforward\twgmma_ws persistent: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
+    grep -qP '^1,1,70,96\tforward\twgmma_ws persistent: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi

@@ -42,7 +42,14 @@
  * The consumers ping-pong (fw3_turns): they issue their products in turn,
  * so that one's softmax runs under the other's products.
  * And within a warpgroup, a tile's softmax runs while the warpgroup's own
- * O += P V of the tile before is in flight (fw3_consume). */
+ * O += P V of the tile before is in flight (fw3_consume_item).
+ * Persistent form (cuda_attention_forward_wgmma_ws_persistent, for
+ * bench_attention to time; head sizes 64 and 96): one block an SM, each
+ * over its share of the blocks' items (fw3_schedule), with Q in two
+ * buffers and the ring running on across items, so that a block's next
+ * Q and key tiles load while it finishes the item before, where one
+ * block an item leaves the SM's tensor cores idle through each block's
+ * start and end. */
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -64,6 +71,17 @@ template <int HS>
 __host__ __device__ static constexpr int fw3_stages() {
     return HS == 64 ? 3 : 2;
 }
+/* Q buffers (each two tiles, one a consumer warpgroup): the persistent
+ * launch loads the next item's Q while the consumers still read this
+ * one's; one block, one item, needs one. */
+template <bool PERSIST>
+__host__ __device__ static constexpr int fw3_q_buffers() {
+    return PERSIST ? 2 : 1;
+}
+/* The persistent launch at head size HS: 64 and 96 (129 and 145 KiB with
+ * the second Q buffer); at 128 it would take 193, over the 163 KiB a
+ * block that t_kernel_resources holds every kernel to. */
+__host__ __device__ static constexpr bool fw3_persistent_built(int HS) { return HS == 64 || HS == 96; }
 /* A K or V tile of FW3_KEYS rows; a stage: K, then V. */
 template <int HS>
 __host__ __device__ static constexpr int fw3_kv_bytes() {
@@ -73,22 +91,23 @@ template <int HS>
 __host__ __device__ static constexpr int fw3_stage_bytes() {
     return 2 * fw3_kv_bytes<HS>();
 }
-/* Q (two tiles), then the stages. */
-template <int HS>
+/* Q's buffers (two tiles each), then the stages. */
+template <int HS, bool PERSIST>
 __host__ __device__ static constexpr int fw3_tiles_bytes() {
-    return 2 * fw_tile_bytes<HS>() + fw3_stages<HS>() * fw3_stage_bytes<HS>();
+    return fw3_q_buffers<PERSIST>() * 2 * fw_tile_bytes<HS>() + fw3_stages<HS>() * fw3_stage_bytes<HS>();
 }
-/* The tiles, then the barriers; +1024: tiles 1024-aligned (base offset 0) */
-template <int HS>
+/* The tiles, then the barriers (q_full and q_empty a Q buffer, full and
+ * empty a stage); +1024: tiles 1024-aligned (base offset 0) */
+template <int HS, bool PERSIST>
 __host__ __device__ static constexpr int fw3_shared_bytes() {
-    return 1024 + fw3_tiles_bytes<HS>() + (1 + 2 * fw3_stages<HS>()) * 8;
+    return 1024 + fw3_tiles_bytes<HS, PERSIST>() + 2 * (fw3_q_buffers<PERSIST>() + fw3_stages<HS>()) * 8;
 }
 
 /* The block's shared memory, carved from the dynamic allocation. */
 struct fw3_smem {
-    unsigned char *q;     /* 2 tiles: consumer c's Q at q + (c - 1) tile */
+    unsigned char *q;     /* Q buffer qb: consumer c's tile at q + (2 qb + c - 1) tile */
     unsigned char *stage; /* stage s: K at stage + s * fw3_stage_bytes, V one tile after */
-    uint64_t *q_full, *full, *empty;
+    uint64_t *q_full, *q_empty, *full, *empty;
 };
 
 /* The tensor maps of one call, passed by value (__grid_constant__): one
@@ -98,67 +117,116 @@ struct fw3_maps {
     CUtensorMap q[2], k[2], v[2];
 };
 
+/* Key tiles of the 128-row query tile that starts at q0: up to its last row. */
+static __host__ __device__ __forceinline__ int fw3_key_tiles(int q0, int T) {
+    return (fl_min(q0 + FW3_ROWS, T) + FW3_KEYS - 1) / FW3_KEYS;
+}
+
+/* A block's work item: pair `pair` (of the whole call), query tile
+ * q_tile. */
+struct fw3_item {
+    int pair, q_tile;
+};
+
+/* The items of a launch over pairs p0 .. p0 + pairs - 1, of `tiles` query
+ * tiles each, in the longest-first order (every pair's last tile, then
+ * every pair's last but one, ...). A plain launch (a block an item:
+ * fl_grid_pairs_first's grid, whose blocks the hardware starts in that
+ * order) gives block its own item, n = 0. A persistent one (gridDim.x
+ * blocks, about one an SM) deals the list round by round, every other
+ * round in reverse: round n gives block b item n G + b, or n G + G - 1 -
+ * b, so that a block first in one round is last in the next and each
+ * block's sum of key tiles stays near the mean (a model of the GPT-2 124M
+ * grid on 132 SMs: within 4% of the ideal, where dealing every round
+ * forwards was 9% over). Only the last round can run out, so the first n
+ * with no item ends the block's list. */
+struct fw3_schedule {
+    int p0, pairs, tiles;
+    bool persistent;
+    __device__ __forceinline__ bool item(int n, fw3_item &it) const {
+        if (!persistent) {
+            it = fw3_item{p0 + fl_grid_pair(), fl_grid_query_tile()};
+            return n == 0;
+        }
+        const int G = (int)gridDim.x, b = (int)blockIdx.x, idx = n * G + ((n & 1) ? G - 1 - b : b);
+        if (idx >= pairs * tiles) return false;
+        it = fw3_item{p0 + idx % pairs, tiles - 1 - idx / pairs};
+        return true;
+    }
+};
+
 #if defined(FW_BODY)
 /* Ping-pong: the consumer warpgroups take turns issuing their products
  * (named barrier FW3_BAR_TURN + c - 1 is warpgroup c's turn: it syncs
  * there, 256 threads, the other arrives once its own products are
  * issued), so that one's softmax runs while the tensor core works on the
  * other's. Warpgroup 1 goes first (warpgroup 2 arrives there before its
- * loop); each warpgroup's n tiles make n + 1 turns (fw3_consume), and
- * warpgroup 2's last pass, after warpgroup 1's last turn, is left out (no
- * one would meet it). take() always syncs; pass() arrives while
- * j < pass_turns, j counting the turns passed. */
+ * loop); each warpgroup's item of n tiles makes n + 1 turns
+ * (fw3_consume_item), the same for both, so the turns alternate across a
+ * persistent block's items too. Warpgroup 2's very last pass, after
+ * warpgroup 1's last turn, is left out (no one would meet it). take()
+ * always syncs; pass(block_last) arrives unless this is that pass. */
 #define FW3_BAR_TURN 1
 struct fw3_turns {
-    int mine, other, pass_turns;
-    mutable int j;
+    int mine, other;
+    bool leaves_last; /* warpgroup 2 */
     __device__ __forceinline__ void take() const { named_bar_sync(mine, 256); }
-    __device__ __forceinline__ void pass() const {
-        if (j < pass_turns) named_bar_arrive(other, 256);
-        j++;
+    __device__ __forceinline__ void pass(bool block_last) const {
+        if (!(block_last && leaves_last)) named_bar_arrive(other, 256);
     }
 };
 
-template <int HS>
+template <int HS, bool PERSIST>
 static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     fw3_smem m;
     m.q = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
-    m.stage = m.q + 2 * fw_tile_bytes<HS>();
-    m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS>());
-    m.full = m.q_full + 1;
+    m.stage = m.q + fw3_q_buffers<PERSIST>() * 2 * fw_tile_bytes<HS>();
+    m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS, PERSIST>());
+    m.q_empty = m.q_full + fw3_q_buffers<PERSIST>();
+    m.full = m.q_empty + fw3_q_buffers<PERSIST>();
     m.empty = m.full + fw3_stages<HS>();
     return m;
 }
 
-/* The producer's one thread: Q once, then key tiles 0 .. k_tiles - 1 of
- * pair (b, h), tile kt into stage kt % STAGES once its previous
- * occupant (tile kt - STAGES) is released. */
-template <int HS>
-static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, int b, int h, int q0, int k_tiles) {
-    constexpr int STAGES = fw3_stages<HS>();
+/* The producer's one thread, over the block's items: item n's Q (two
+ * tiles) into buffer n % QBUF once the consumers released that buffer's
+ * item before, then its key tiles 0 .. k_tiles - 1 into the ring: the
+ * block's g-th tile (counted over its items) into stage g % STAGES once
+ * its previous occupant (tile g - STAGES) is released. */
+template <int HS, bool PERSIST>
+static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, const fw3_schedule &sched, int NH, int T) {
+    constexpr int STAGES = fw3_stages<HS>(), QBUF = fw3_q_buffers<PERSIST>();
     constexpr int tile = fw_tile_bytes<HS>();
     for (int c = 0; c < head_tile<HS>::chunks; c++) {
         tma_prefetch_map(&maps.q[c]);
         tma_prefetch_map(&maps.k[c]);
         tma_prefetch_map(&maps.v[c]);
     }
-    mbar_arrive_expect_tx(sm.q_full, 2 * tile);
-    ht_load<HS, FW_KEYS>(sm.q, maps.q, sm.q_full, h, q0, b);
-    ht_load<HS, FW_KEYS>(sm.q + tile, maps.q, sm.q_full, h, q0 + FW_KEYS, b);
-    for (int kt = 0; kt < k_tiles; kt++) {
-        const int s = kt % STAGES, round = kt / STAGES;
-        unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
-        mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
-        mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
-        ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
-        ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
+    int g = 0;
+    fw3_item it;
+    for (int n = 0; sched.item(n, it); n++) {
+        const int b = it.pair / NH, h = it.pair % NH, q0 = it.q_tile * FW3_ROWS, k_tiles = fw3_key_tiles(q0, T), qb = n % QBUF;
+        unsigned char *q = sm.q + qb * 2 * tile;
+        mbar_wait(&sm.q_empty[qb], ((n / QBUF) & 1) ^ 1); /* its first use passes at once */
+        mbar_arrive_expect_tx(&sm.q_full[qb], 2 * tile);
+        ht_load<HS, FW_KEYS>(q, maps.q, &sm.q_full[qb], h, q0, b);
+        ht_load<HS, FW_KEYS>(q + tile, maps.q, &sm.q_full[qb], h, q0 + FW_KEYS, b);
+        for (int kt = 0; kt < k_tiles; kt++, g++) {
+            const int s = g % STAGES, round = g / STAGES;
+            unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
+            mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
+            mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
+            ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
+            ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
+        }
     }
 }
 
-/* The warp's release of stage st once its products no longer read it. */
-static __device__ __forceinline__ void fw3_release(const fw3_smem &sm, int st) {
+/* The warp's arrival on bar (an empty stage or Q buffer) once its products
+ * no longer read what bar guards. */
+static __device__ __forceinline__ void fw3_release(uint64_t *bar) {
     __syncwarp(); /* every lane has waited for the products that read it */
-    if (((int)threadIdx.x & 31) == 0) mbar_arrive(&sm.empty[st]);
+    if (((int)threadIdx.x & 31) == 0) mbar_arrive(bar);
 }
 
 /* The softmax of key tile k0's scores for the warp's rows r0 ..: masked
@@ -173,94 +241,146 @@ static __device__ __forceinline__ void fw3_softmax(float (&s)[FW3_KEYS / 2], flo
         fw_softmax<false, FW3_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
 }
 
-/* Consumer warpgroup c (1 or 2): rows q0w .. q0w + 63 against key tiles
- * 0 .. k_tiles - 1 as they land; then its rows stored. Pipelined within
- * the warpgroup (FlashAttention-3's intra-warpgroup overlap): one turn
- * issues S = Q K^T of tile kt and O += P V of tile kt - 1, and tile kt's
- * softmax runs while that second product is in flight; O's rescale to the
- * new max waits for it. k_tiles + 1 turns: tile 0's scores, one a tile
- * after, the last tile's P V. A row sees the operations of fw_key_tile in
- * the same order (so the mma.sync forward's bits under the emulation). */
+/* What a consumer warpgroup's item reads and writes: its Q tile and the
+ * barriers of that Q buffer (q_release NULL where no later item of the
+ * block reuses it), its rows' outputs, and its place in the ring (g0: the
+ * block's tiles before the item's first). */
+struct fw3_part {
+    const unsigned char *qs;
+    uint64_t *q_full, *q_release;
+    unsigned q_parity;
+    __nv_bfloat16 *out;
+    float *lse_rows;
+    int q0w, k_tiles, g0;
+    bool block_last; /* the block's last item: its last turn is the block's last */
+};
+
+/* Consumer warpgroup: rows q0w .. q0w + 63 against key tiles 0 .. k_tiles
+ * - 1 as they land; then its rows stored. Pipelined within the warpgroup
+ * (FlashAttention-3's intra-warpgroup overlap): one turn issues S = Q K^T
+ * of tile kt and O += P V of tile kt - 1, and tile kt's softmax runs while
+ * that second product is in flight; O's rescale to the new max waits for
+ * it. k_tiles + 1 turns: tile 0's scores, one a tile after, the last
+ * tile's P V. A row sees the operations of fw_key_tile in the same order
+ * (so the mma.sync forward's bits under the emulation). The Q buffer is
+ * released once the last scores are in, before the last P V and the
+ * stores, so that the producer can refill it in their time. */
 template <int HS>
-static __device__ void fw3_consume(const fw3_smem &sm, int c, __nv_bfloat16 *out, size_t stride, float *lse_rows, int q0w,
-                                   int k_tiles, const fw3_turns &turns, float scale_log2, int T) {
+static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, size_t stride, const fw3_turns &turns, float scale_log2,
+                                        int T) {
     constexpr int STAGES = fw3_stages<HS>();
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    constexpr int tile = fw_tile_bytes<HS>(), kv = fw3_kv_bytes<HS>(), stage = fw3_stage_bytes<HS>();
-    const unsigned char *qs = sm.q + (c - 1) * tile;
+    constexpr int kv = fw3_kv_bytes<HS>(), stage = fw3_stage_bytes<HS>();
     float o[HS / 2], s[FW3_KEYS / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, m_prev[2];
     uint32_t a[FW3_KEYS / 16][4];
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < FW3_KEYS / 2; i++) s[i] = 0.0f;
-    const int r0 = q0w + 16 * warp;
+    const int r0 = w.q0w + 16 * warp;
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
-    mbar_wait(sm.q_full, 0);
-    mbar_wait(&sm.full[0], 0);
+    mbar_wait(w.q_full, w.q_parity);
+    mbar_wait(&sm.full[w.g0 % STAGES], (w.g0 / STAGES) & 1);
     turns.take(); /* turn 0: tile 0's scores */
     wgmma_fence();
-    fw_issue_scores<HS, FW3_KEYS>(s, qs, sm.stage);
+    fw_issue_scores<HS, FW3_KEYS>(s, w.qs, sm.stage + (w.g0 % STAGES) * stage);
     wgmma_commit();
-    turns.pass();
+    turns.pass(false);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
-    fw3_softmax(s, m, l, m_prev, at, r0, q0w, 0, scale_log2, T);
+    fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, 0, scale_log2, T);
     fw_rescale<HS>(o, m_prev, m);
     fw_pack<FW3_KEYS>(a, s);
-    for (int kt = 1; kt < k_tiles; kt++) {
-        const int st = kt % STAGES, before = (kt - 1) % STAGES;
-        mbar_wait(&sm.full[st], (kt / STAGES) & 1);
+    for (int kt = 1; kt < w.k_tiles; kt++) {
+        const int g = w.g0 + kt, st = g % STAGES, before = (g - 1) % STAGES;
+        mbar_wait(&sm.full[st], (g / STAGES) & 1);
         wgmma_fence_operand(o);
         turns.take();
         wgmma_fence(); /* s, o and a were last touched by this thread's registers */
-        fw_issue_scores<HS, FW3_KEYS>(s, qs, sm.stage + st * stage);
+        fw_issue_scores<HS, FW3_KEYS>(s, w.qs, sm.stage + st * stage);
         wgmma_commit();
         fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + before * stage + kv);
         wgmma_commit();
-        turns.pass();
+        turns.pass(false);
         wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
         wgmma_fence_operand(s);
-        fw3_softmax(s, m, l, m_prev, at, r0, q0w, kt * FW3_KEYS, scale_log2, T);
+        fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, kt * FW3_KEYS, scale_log2, T);
         wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
         wgmma_fence_operand(o);
-        fw3_release(sm, before);
+        fw3_release(&sm.empty[before]);
         fw_rescale<HS>(o, m_prev, m);
         fw_pack<FW3_KEYS>(a, s);
     }
-    const int last = (k_tiles - 1) % STAGES;
+    if (w.q_release) fw3_release(w.q_release); /* every scores product of the item is waited for */
+    const int last = (w.g0 + w.k_tiles - 1) % STAGES;
     wgmma_fence_operand(o);
     turns.take(); /* the last turn: the last tile's P V */
     wgmma_fence();
     fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + last * stage + kv);
     wgmma_commit();
-    turns.pass();
+    turns.pass(w.block_last);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
-    fw3_release(sm, last);
-    fw_store_rows<HS>(out, stride, lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+    fw3_release(&sm.empty[last]);
+    fw_store_rows<HS>(w.out, stride, w.lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+}
+
+/* Consumer warpgroup c (1 or 2) over the block's items: its 64 of each
+ * item's 128 rows (fw3_consume_item), following the producer's Q buffers
+ * and ring. */
+template <int HS, bool PERSIST>
+static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule &sched, __nv_bfloat16 *out, float *lse,
+                                   const fw3_turns &turns, int NH, float scale_log2, int T) {
+    constexpr int QBUF = fw3_q_buffers<PERSIST>();
+    const size_t C = (size_t)NH * HS;
+    fw3_item it, later;
+    int g = 0;
+    for (int n = 0; sched.item(n, it); n++) {
+        const int b = it.pair / NH, h = it.pair % NH, q0w = it.q_tile * FW3_ROWS + (c - 1) * FW_KEYS, qb = n % QBUF;
+        fw3_part w;
+        w.qs = sm.q + (2 * qb + c - 1) * fw_tile_bytes<HS>();
+        w.q_full = &sm.q_full[qb];
+        w.q_parity = (unsigned)(n / QBUF) & 1;
+        w.q_release = sched.item(n + QBUF, later) ? &sm.q_empty[qb] : NULL;
+        w.out = out + (size_t)b * T * C + (size_t)h * HS;
+        w.lse_rows = lse + (size_t)it.pair * T;
+        w.q0w = q0w;
+        w.k_tiles = fw3_key_tiles(it.q_tile * FW3_ROWS, T);
+        w.g0 = g;
+        w.block_last = !sched.item(n + 1, later);
+        fw3_consume_item<HS>(sm, w, C, turns, scale_log2, T);
+        g += w.k_tiles;
+    }
 }
 #endif
 
-/* One block: query rows [q0, q0 + 128) of pair p0 + fl_grid_pair()
- * (longest first, fl_grid), key tiles up to the block's last row. A
+/* The blocks of a launch over pairs p0 .. p0 + pairs - 1: a block an item
+ * (query rows [q0, q0 + 128) of a pair, key tiles up to its last row),
+ * longest first (fw3_schedule), or with PERSIST gridDim.x blocks, each
+ * over its share of the items, so that a block's next Q and key tiles
+ * arrive while it finishes the item before (FlashAttention-3's persistent
+ * kernel; the same rows, the same operations, so the same bits). A
  * template on the head size and the ring's depth (fw3_stages), so that
  * launches name it (the emulation checks their shared memory opt-in by
  * that name). */
-template <int HS, int STAGES>
+template <int HS, int STAGES, bool PERSIST>
 __global__ void __launch_bounds__(FW3_THREADS, 1)
-    flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int T, int NH,
-                                  float scale_log2) {
+    flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int pairs, int T,
+                                  int NH, float scale_log2) {
 #if defined(FW_BODY)
     static_assert(STAGES == fw3_stages<HS>(), "the shared memory is carved for fw3_stages");
-    static_assert(fw3_shared_bytes<HS>() <= 227 * 1024, "over a block's shared memory on sm_90");
-    extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* fw3_shared_bytes<HS>() */
-    const fw3_smem sm = fw3_carve<HS>(fw3_shared);
-    const int q0 = fl_grid_query_tile() * FW3_ROWS;
-    const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS, wg = (int)threadIdx.x >> 7;
-    const int k_tiles = (fl_min(q0 + FW3_ROWS, T) + FW3_KEYS - 1) / FW3_KEYS;
+    static_assert(fw3_shared_bytes<HS, PERSIST>() <= 227 * 1024, "over a block's shared memory on sm_90");
+    static_assert(!PERSIST || fw3_persistent_built(HS), "no persistent instance at this head size");
+    constexpr int QBUF = fw3_q_buffers<PERSIST>();
+    extern __shared__ __align__(1024) unsigned char fw3_shared[]; /* fw3_shared_bytes<HS, PERSIST>() */
+    const fw3_smem sm = fw3_carve<HS, PERSIST>(fw3_shared);
+    const fw3_schedule sched{p0, pairs, (T + FW3_ROWS - 1) / FW3_ROWS, PERSIST};
+    const int wg = (int)threadIdx.x >> 7;
     if (threadIdx.x == 0) {
-        mbar_init(sm.q_full, 1);
+        for (int qb = 0; qb < QBUF; qb++) {
+            mbar_init(&sm.q_full[qb], 1);
+            mbar_init(&sm.q_empty[qb], FW3_CONSUMER_WARPS);
+        }
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&sm.full[s], 1);
             mbar_init(&sm.empty[s], FW3_CONSUMER_WARPS);
@@ -270,17 +390,15 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     __syncthreads();
     if (wg == 0) {
         setmaxnreg_dec<FW3_PRODUCER_REGS>();
-        if (threadIdx.x == 0) fw3_produce<HS>(maps, sm, b, h, q0, k_tiles);
+        if (threadIdx.x == 0) fw3_produce<HS, PERSIST>(maps, sm, sched, NH, T);
         return;
     }
     setmaxnreg_inc<FW3_CONSUMER_REGS>();
-    const int q0w = q0 + (wg - 1) * FW_KEYS;
-    /* both warpgroups take every tile: the block's rows and its last key tile start together */
+    /* both warpgroups take every tile: an item's rows and its last key tile start together */
     static_assert(FW3_KEYS == FW3_ROWS, "the warpgroups' tiles and turns assume one key tile a block of rows");
-    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, k_tiles + 1 - (wg == 2), 0};
+    const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, wg == 2};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
-    fw3_consume<HS>(sm, wg, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, lse + (size_t)p * T, q0w, k_tiles, turns,
-                scale_log2, T);
+    fw3_consume<HS, PERSIST>(sm, wg, sched, out, lse, turns, NH, scale_log2, T);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
@@ -298,18 +416,21 @@ static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T
     ht_make_maps<HS>(maps->v, "qkv (values)", qkv + 2 * C, B, T, NH, 3 * C, FW3_KEYS);
 }
 
-/* Launches the instance at head size HS over every pair. */
-template <int HS>
-static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH) {
+/* Launches the instance at head size HS over every pair: a block an item,
+ * or with PERSIST at most `blocks` blocks (<= 0: one an SM). */
+template <int HS, bool PERSIST>
+static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH, int blocks) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
     fw3_maps maps;
     fw3_make_maps<HS>(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
-    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>()>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS>()));
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS, PERSIST>()));
+    const int tiles = (T + FW3_ROWS - 1) / FW3_ROWS, most = blocks > 0 ? blocks : ctx->sm_count;
     for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const dim3 grid = fl_grid_pairs_first(fl_min(FL_MAX_PAIRS, B * NH - p0), T, FW3_ROWS);
-        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>()><<<grid, FW3_THREADS, fw3_shared_bytes<HS>(), ctx->stream>>>(
-            maps, (__nv_bfloat16 *)out, lse, p0, T, NH, scale_log2);
+        const int pairs = fl_min(FL_MAX_PAIRS, B * NH - p0);
+        const dim3 grid = PERSIST ? dim3((unsigned)fl_min(pairs * tiles, fl_min(most, 65535))) : fl_grid_pairs_first(pairs, T, FW3_ROWS);
+        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST><<<grid, FW3_THREADS, fw3_shared_bytes<HS, PERSIST>(), ctx->stream>>>(
+            maps, (__nv_bfloat16 *)out, lse, p0, pairs, T, NH, scale_log2);
         CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
     }
 }
@@ -323,6 +444,19 @@ int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *q
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
     /* the copy engine reads 16-byte aligned tensors only: the cp.async forward takes the rest */
     if (!fm_aligned16(qkv)) return cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop);
-    head_tile_dispatch(HS, [&](auto hs) { fw3_launch<decltype(hs)::value>(ctx, out, lse, qkv, B, T, NH); });
+    head_tile_dispatch(HS, [&](auto hs) { fw3_launch<decltype(hs)::value, false>(ctx, out, lse, qkv, B, T, NH, 0); });
+    return 1;
+}
+
+int cuda_attention_forward_wgmma_ws_persistent(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                               tg_dropout drop, int blocks) {
+    if (!fw_has_instance(o, HS, drop) || !fw3_persistent_built(HS)) return 0;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    if (!fm_aligned16(qkv)) return cuda_attention_forward_wgmma(o, out, lse, qkv, B, T, NH, HS, drop);
+    if (HS == 64)
+        fw3_launch<64, true>(ctx, out, lse, qkv, B, T, NH, blocks);
+    else
+        fw3_launch<96, true>(ctx, out, lse, qkv, B, T, NH, blocks);
     return 1;
 }

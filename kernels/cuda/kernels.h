@@ -160,6 +160,15 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
  * cuda_attention_forward_wgmma. */
 int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
                                     tg_dropout drop);
+/* cuda_attention_forward_wgmma_ws as a persistent kernel (FlashAttention-3's):
+ * at most `blocks` blocks (<= 0: one an SM), each over its share of the
+ * query tiles, so that its next tile's loads overlap the end of the one
+ * before; the same bits. For bench_attention to time against the block-
+ * a-tile launch that runs. 1 when run; 0 where that has no instance and
+ * at head size 128 (the second Q buffer does not fit); a qkv not 16-byte
+ * aligned runs cuda_attention_forward_wgmma. */
+int cuda_attention_forward_wgmma_ws_persistent(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                               tg_dropout drop, int blocks);
 /* A shape of the tensor-core attention backward: 16-row query tiles per
  * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
 typedef struct cuda_flash_bwd_shape {

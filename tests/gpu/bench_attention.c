@@ -146,6 +146,7 @@ static int cmp_double(const void *a, const void *b) {
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
 #define SHAPE_WGMMA_KV_SHARED (-4)
+#define SHAPE_WGMMA_WS_PERSISTENT (-5)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -154,6 +155,15 @@ typedef struct {
     cuda_flash_order order;
     cuda_wgmma_dq dq; /* the wgmma backward's only */
 } attn_call;
+
+/* The wgmma forward of row shape `shape` (SHAPE_WGMMA, _WS or
+ * _WS_PERSISTENT, one block an SM), once: 1 when it has an instance here. */
+static int run_forward_wgmma(tg_o o, int shape, const attn_case *c, const attn_buffers *b) {
+    const tg_dropout none = {0};
+    if (shape == SHAPE_WGMMA) return cuda_attention_forward_wgmma(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none);
+    if (shape == SHAPE_WGMMA_WS) return cuda_attention_forward_wgmma_ws(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none);
+    return cuda_attention_forward_wgmma_ws_persistent(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none, 0);
+}
 
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
@@ -168,10 +178,8 @@ static void run_call(const attn_call *call) {
     else if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                        call->shape);
-    else if (call->shape == SHAPE_WGMMA)
-        cuda_attention_forward_wgmma(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
-    else if (call->shape == SHAPE_WGMMA_WS)
-        cuda_attention_forward_wgmma_ws(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0});
+    else if (call->shape == SHAPE_WGMMA || call->shape == SHAPE_WGMMA_WS || call->shape == SHAPE_WGMMA_WS_PERSISTENT)
+        run_forward_wgmma(call->o, call->shape, c, b);
     else
         cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape, call->order);
 }
@@ -298,15 +306,15 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
     } rows[] = {
         {SHAPE_WGMMA, "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages"},
         {SHAPE_WGMMA_WS, "wgmma_ws: 128 query rows a block (2 consumer warpgroups), 128 keys a tile, TMA 3 stages (2 at head sizes 96 and 128)"},
+        {SHAPE_WGMMA_WS_PERSISTENT, "wgmma_ws persistent: wgmma_ws's blocks, one an SM, each over its share of the query tiles (head sizes 64 and 96)"},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const attn_call call = {.o = o, .c = c, .buf = buf, .shape = rows[i].shape, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
         o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
-        if (!(rows[i].shape == SHAPE_WGMMA ? cuda_attention_forward_wgmma : cuda_attention_forward_wgmma_ws)(
-                o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, (tg_dropout){0})) {
-            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head sizes 64, 96, 128 only)\n", c->B, c->NH, c->T,
-                   c->HS, (int)strcspn(rows[i].name, ":"), rows[i].name);
+        if (!run_forward_wgmma(o, rows[i].shape, c, buf)) {
+            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head sizes 64, 96, 128 only; persistent: 64, 96)\n",
+                   c->B, c->NH, c->T, c->HS, (int)strcspn(rows[i].name, ":"), rows[i].name);
             continue;
         }
         const timing t = time_call(&call, opts);

@@ -372,12 +372,27 @@ void cuda_test_attention_forward_shapes(env *e) {
  * hands the rest to the cp.async one, 64 keys a tile). */
 typedef struct {
     const char *name; /* "attention_forward_wgmma" or "attention_forward_wgmma_ws" */
-    const char *kernel;
+    const char *kernel; /* NULL: no kernels.attention value runs it */
     int (*run)(tg_o, void *, float *, const void *, int, int, int, int, tg_dropout);
     int keys;
 } hopper_forward;
 static const hopper_forward reference_wgmma = {"attention_forward_wgmma", "wgmma", cuda_attention_forward_wgmma, 64};
 static const hopper_forward pipelined_wgmma = {"attention_forward_wgmma_ws", "wgmma_ws", cuda_attention_forward_wgmma_ws, 128};
+/* The persistent TMA forward (bench_attention's A/B; no kernels.attention
+ * value): one block over every item, three (rounds dealt forwards and in
+ * reverse, the last one partial) and one an SM. */
+static int persistent_in_1(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    return cuda_attention_forward_wgmma_ws_persistent(o, out, lse, qkv, B, T, NH, HS, drop, 1);
+}
+static int persistent_in_3(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    return cuda_attention_forward_wgmma_ws_persistent(o, out, lse, qkv, B, T, NH, HS, drop, 3);
+}
+static int persistent_per_sm(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, tg_dropout drop) {
+    return cuda_attention_forward_wgmma_ws_persistent(o, out, lse, qkv, B, T, NH, HS, drop, 0);
+}
+static const hopper_forward persistent_1 = {"attention_forward_wgmma_ws_persistent (1 block)", NULL, persistent_in_1, 128};
+static const hopper_forward persistent_3 = {"attention_forward_wgmma_ws_persistent (3 blocks)", NULL, persistent_in_3, 128};
+static const hopper_forward persistent_sm = {"attention_forward_wgmma_ws_persistent (a block an SM)", NULL, persistent_per_sm, 128};
 
 /* The mma.sync forward with `keys` keys a tile at head size HS: the tuned
  * shape (64), or the first built shape with 128 (-1 where none is). */
@@ -442,8 +457,10 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
     check_true(e, diff <= e->tol * fmax(scale, 1e-30), name, detail);
     /* kernels.attention = wgmma (wgmma_ws): attention_forward runs it (the same bits) */
     tg_err err;
-    snprintf(name, sizeof name, "kernels.attention=%s selects %s %s", k->kernel, k->name, shape);
-    if (ops_cuda_attention(e->gpu, k->kernel, HS, 0.0, &err) != 0) {
+    snprintf(name, sizeof name, "kernels.attention=%s selects %s %s", k->kernel ? k->kernel : "", k->name, shape);
+    if (!k->kernel) {
+        /* no kernels.attention value runs it */
+    } else if (ops_cuda_attention(e->gpu, k->kernel, HS, 0.0, &err) != 0) {
         check_true(e, 0, name, err.msg);
     } else {
         poison(e->gpu, out.g, n_out * gpu_elem(e, ACT));
@@ -629,6 +646,8 @@ void cuda_test_attention_wgmma(env *e) {
         check_true(e, !accepted && strstr(err.msg, "bf16"), "kernels.attention=wgmma refused with float32", err.msg);
         check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}) == 0,
                    "attention_forward_wgmma_ws refuses float32 activations", "");
+        check_true(e, cuda_attention_forward_wgmma_ws_persistent(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, (tg_dropout){0}, 0) == 0,
+                   "attention_forward_wgmma_ws_persistent refuses float32 activations", "");
         return;
     }
     if (!accepted) {
@@ -661,6 +680,17 @@ void cuda_test_attention_wgmma(env *e) {
     wgmma_case(e, &pipelined_wgmma, 1, 260, 2, 96, 2.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 2, 70, 1, 128, 1.0f, 0);
     wgmma_case(e, &pipelined_wgmma, 1, 300, 1, 128, 1.0f, 0);
+    /* persistent: one block over 8 items (4 pairs of 2 query tiles: both Q
+     * buffers twice, the ring's 12 tiles across items, the turns across
+     * items); 3 blocks over 10 items (T = 520: 5 tiles of 1 to 5 key tiles;
+     * rounds dealt forwards, in reverse, forwards, then one item); one an
+     * SM (a block an item); head size 96 in 2 blocks; misaligned: the
+     * cp.async forward */
+    wgmma_case(e, &persistent_1, 2, 200, 2, 64, 2.0f, 0);
+    wgmma_case(e, &persistent_3, 1, 520, 2, 64, 2.0f, 0);
+    wgmma_case(e, &persistent_sm, 2, 77, 2, 64, 1.0f, 0);
+    wgmma_case(e, &persistent_3, 1, 260, 2, 96, 2.0f, 0);
+    wgmma_case(e, &persistent_1, 1, 150, 1, 64, 1.0f, 1);
     wgmma_backward_case(e, 1, 5, 1, 64, 1.0f);
     wgmma_backward_case(e, 2, 77, 2, 64, 1.0f);
     wgmma_backward_case(e, 1, 200, 2, 64, 2.0f);
@@ -696,6 +726,10 @@ void cuda_test_attention_wgmma(env *e) {
                "attention_forward_wgmma_ws: no instance at HS=80", "");
     check_true(e, cuda_attention_forward_wgmma_ws(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop) == 0,
                "attention_forward_wgmma_ws: no instance with dropout", "");
+    check_true(e, cuda_attention_forward_wgmma_ws_persistent(e->gpu, NULL, NULL, NULL, 1, 1, 1, 128, (tg_dropout){0}, 0) == 0,
+               "attention_forward_wgmma_ws_persistent: no instance at HS=128 (its second Q buffer does not fit)", "");
+    check_true(e, cuda_attention_forward_wgmma_ws_persistent(e->gpu, NULL, NULL, NULL, 1, 1, 1, 64, drop, 0) == 0,
+               "attention_forward_wgmma_ws_persistent: no instance with dropout", "");
     check_true(e, ops_cuda_attention(e->gpu, "wgmma_ws", 80, 0.0, &err) != 0 && strstr(err.msg, "wgmma_ws has head sizes"),
                "kernels.attention=wgmma_ws refused at head size 80", err.msg);
     check_true(e, ops_cuda_attention(e->gpu, "wgmma", 96, 0.0, &err) == 0 && ops_cuda_attention(e->gpu, "wgmma_ws", 128, 0.0, &err) == 0,
