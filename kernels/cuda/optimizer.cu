@@ -1,5 +1,5 @@
 /* AdamW over the parameter spans in one launch (kernels/cuda/spans.cuh:
- * a grid of slices per span, blockIdx.y the span), and the casts between
+ * each span its own count of slices, span_grid), and the casts between
  * the float32 master weights and the activation-type working copy. AdamW
  * reads the step's clip factor and finiteness from device memory
  * (tg_step_stats, step_stats.cu), so the host never waits for the norm; it
@@ -72,15 +72,14 @@ static __device__ __forceinline__ void store4(__nv_bfloat16 *w, const vec_pack<f
  * of the memory bandwidth on an H200 at 1.2B parameters; a quadruple keeps
  * 64. */
 template <typename T>
-__global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float *v, tg_spans spans, tg_adamw_args args,
-                             const tg_step_stats *stats, bool by4) {
+__global__ void adamw_kernel(float *p, T *work, const float *g, float *m, float *v, tg_spans spans, span_grid grid,
+                             tg_adamw_args args, const tg_step_stats *stats, bool by4) {
     if (!stats->finite) return;
-    const tg_span &sp = spans.span[blockIdx.y];
+    size_t first, last;
+    const tg_span &sp = spans.span[span_grid_slice(grid, spans, &first, &last)];
     const float lr = stats->in.lr;
     const adamw_consts a = {stats->clip,  lr,         __fdiv_rn(lr, stats->in.bc1), __fsqrt_rn(stats->in.bc2),
                             sp.decay ? args.weight_decay : 0.0f, args.beta1, args.beta2, args.eps};
-    size_t first, last;
-    span_slice(sp, &first, &last);
     span_for_each_by4(
         sp, first, last, by4,
         [&](size_t i, size_t k) {
@@ -117,14 +116,15 @@ void cuda_adamw(tg_o o, float *p, void *work, const float *g, float *m, float *v
                 const tg_adamw_args *a, const tg_step_stats *s) {
     if (spans->n <= 0) return;
     cudaStream_t stream = cuda_ctx_of(o)->stream;
-    const dim3 grid(span_blocks(spans, ADAMW_SLICE, ADAMW_MAX_BLOCKS), (unsigned)spans->n);
+    const span_grid blocks = span_grid_of(spans, ADAMW_SLICE, ADAMW_MAX_BLOCKS);
+    const unsigned grid = blocks.first[spans->n];
     const bool by4 = vec_aligned(p, work, g, m) && vec_aligned(v);
     if (o->act == TG_BF16) {
         __nv_bfloat16 *w = work != (void *)p ? (__nv_bfloat16 *)work : NULL;
-        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, s, by4);
+        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, blocks, *a, s, by4);
     } else {
         float *w = work != (void *)p ? (float *)work : NULL;
-        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, *a, s, by4);
+        adamw_kernel<<<grid, THREADS, 0, stream>>>(p, w, g, m, v, *spans, blocks, *a, s, by4);
     }
     CUDA_LAUNCHED("adamw_kernel");
 }

@@ -20,13 +20,47 @@ static inline unsigned span_blocks(const tg_spans *s, size_t min_slice, unsigned
     return blocks < 1 ? 1u : blocks > max_blocks ? max_blocks : (unsigned)blocks;
 }
 
-/* Block blockIdx.x's slice [*first, *last) of the flattened span, of
- * gridDim.x equal slices: it depends only on the span and the grid. */
-static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *first, size_t *last) {
-    const size_t n = span_elems(sp), per = (n + gridDim.x - 1) / gridDim.x;
-    const size_t a = (size_t)blockIdx.x * per;
+/* Slice `block` [*first, *last) of the flattened span cut into `blocks`
+ * equal slices: it depends only on the span, block and blocks. */
+static __host__ __device__ __forceinline__ void span_slice_of(const tg_span &sp, unsigned block, unsigned blocks, size_t *first,
+                                                              size_t *last) {
+    const size_t n = span_elems(sp), per = (n + blocks - 1) / blocks;
+    const size_t a = (size_t)block * per;
     *first = a < n ? a : n;
     *last = a + per < n ? a + per : n;
+}
+/* Block blockIdx.x's slice of gridDim.x (span_blocks' launches). */
+static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *first, size_t *last) {
+    span_slice_of(sp, blockIdx.x, gridDim.x, first, last);
+}
+
+/* A launch whose spans each take their own count of blocks, numbered
+ * along grid.x: span k's are first[k] .. first[k + 1] - 1, slices of at
+ * least min_slice of its elements, between 1 and max_blocks. Where every
+ * span took the largest one's count (span_blocks), a span of a few
+ * thousand elements beside one of millions had thousands of blocks of a
+ * few elements or none, each still scheduled, reading the step's
+ * statistics and leaving. For elementwise kernels, whose results do not
+ * depend on the slicing; a reduction's sums would. */
+typedef struct {
+    unsigned first[TG_MAX_SPANS + 1];
+} span_grid;
+static inline span_grid span_grid_of(const tg_spans *s, size_t min_slice, unsigned max_blocks) {
+    span_grid g;
+    g.first[0] = 0;
+    for (int k = 0; k < s->n; k++) {
+        const size_t want = (span_elems(s->span[k]) + min_slice - 1) / min_slice;
+        g.first[k + 1] = g.first[k] + (want < 1 ? 1u : want > max_blocks ? max_blocks : (unsigned)want);
+    }
+    return g;
+}
+/* This block's span (the k with first[k] <= blockIdx.x < first[k + 1];
+ * uniform in the block), and its slice of that span's blocks. */
+static __device__ __forceinline__ int span_grid_slice(const span_grid &g, const tg_spans &spans, size_t *first, size_t *last) {
+    int k = 0;
+    while (k + 1 < spans.n && blockIdx.x >= g.first[k + 1]) k++;
+    span_slice_of(spans.span[k], blockIdx.x - g.first[k], g.first[k + 1] - g.first[k], first, last);
+    return k;
 }
 
 /* The run of sp's flattened range that starts at *i (< last): the offsets
