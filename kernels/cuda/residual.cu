@@ -104,6 +104,7 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
 #pragma unroll
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
     if (c0 < C)
+#pragma unroll 4 /* four loads in flight a thread: each add waits for its load, the next load behind it */
         for (int r = group * rows_per_group + threadIdx.y; r < row_end; r += COL_ROWS) {
             const vec_pack<T> v = vec_load(dout + (size_t)r * C + c0);
 #pragma unroll

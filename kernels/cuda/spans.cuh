@@ -10,38 +10,23 @@
 /* Elements of span sp, flattened (its tensors back to back). */
 static __host__ __device__ __forceinline__ size_t span_elems(const tg_span &sp) { return (size_t)sp.count * sp.numel; }
 
-/* Blocks per span of a multi-tensor launch (grid.x; grid.y is the span):
- * slices of at least min_slice elements of the largest span, between 1 and
- * max_blocks. Every span gets as many; those of smaller spans may be empty. */
-static inline unsigned span_blocks(const tg_spans *s, size_t min_slice, unsigned max_blocks) {
-    size_t most = 0;
-    for (int k = 0; k < s->n; k++) most = span_elems(s->span[k]) > most ? span_elems(s->span[k]) : most;
-    const size_t blocks = (most + min_slice - 1) / min_slice;
-    return blocks < 1 ? 1u : blocks > max_blocks ? max_blocks : (unsigned)blocks;
-}
-
 /* Slice `block` [*first, *last) of the flattened span cut into `blocks`
  * equal slices: it depends only on the span, block and blocks. */
-static __host__ __device__ __forceinline__ void span_slice_of(const tg_span &sp, unsigned block, unsigned blocks, size_t *first,
-                                                              size_t *last) {
+static __device__ __forceinline__ void span_slice_of(const tg_span &sp, unsigned block, unsigned blocks, size_t *first, size_t *last) {
     const size_t n = span_elems(sp), per = (n + blocks - 1) / blocks;
     const size_t a = (size_t)block * per;
     *first = a < n ? a : n;
     *last = a + per < n ? a + per : n;
 }
-/* Block blockIdx.x's slice of gridDim.x (span_blocks' launches). */
-static __device__ __forceinline__ void span_slice(const tg_span &sp, size_t *first, size_t *last) {
-    span_slice_of(sp, blockIdx.x, gridDim.x, first, last);
-}
 
-/* A launch whose spans each take their own count of blocks, numbered
- * along grid.x: span k's are first[k] .. first[k + 1] - 1, slices of at
- * least min_slice of its elements, between 1 and max_blocks. Where every
- * span took the largest one's count (span_blocks), a span of a few
- * thousand elements beside one of millions had thousands of blocks of a
- * few elements or none, each still scheduled, reading the step's
- * statistics and leaving. For elementwise kernels, whose results do not
- * depend on the slicing; a reduction's sums would. */
+/* A multi-tensor launch's blocks, each span its own count, numbered along
+ * grid.x: span k's are first[k] .. first[k + 1] - 1, slices of at least
+ * min_slice of its elements, between 1 and max_blocks. Where every span
+ * took the largest one's count (grid.y the span), a span of a few thousand
+ * elements beside one of millions had thousands of blocks of a few
+ * elements or none, each still scheduled, reading the step's statistics
+ * and leaving. The slicing depends only on the spans and the two limits,
+ * so a reduction's partials are added in the same order every run. */
 typedef struct {
     unsigned first[TG_MAX_SPANS + 1];
 } span_grid;

@@ -45,20 +45,20 @@ __device__ void exact_tree_sum(exact_sumsq *vals) {
     }
 }
 
-/* partial[span * gridDim.x + block] = the block's slice's sum of squares,
- * and with EXACT exact[the same] its exact sum. Without, a load and two
+/* partial[blockIdx.x] = the block's slice's sum of squares (its span's
+ * blocks numbered from grid.first[span], span_grid), and with EXACT
+ * exact[the same] its exact sum. Without, a load and two
  * double operations an element: bound by memory. The exact sum took some
  * fifty instructions an element through doubles (exact_sumsq_add:
  * conversions to 64-bit integers, carry loops), which made the kernel bound
  * by them at 877 GB/s on an H200 (results/gpu/2026-11-30_h200); now
  * exact_sumsq_add_int, the same words from the float's bits. */
 template <bool EXACT>
-__global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const float *g, tg_spans spans) {
+__global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const float *g, tg_spans spans, span_grid grid) {
     __shared__ double vals[STATS_THREADS];
     __shared__ exact_sumsq exact_vals[EXACT ? STATS_THREADS : 1];
-    const tg_span &sp = spans.span[blockIdx.y];
     size_t first, last;
-    span_slice(sp, &first, &last);
+    const tg_span &sp = spans.span[span_grid_slice(grid, spans, &first, &last)];
     double acc = 0.0;
     exact_sumsq mine = {{0}, 0};
     /* 4 loads in flight, where the PTX had 1 (half the bandwidth on the H200) */
@@ -75,22 +75,21 @@ __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const
         exact_tree_sum(exact_vals);
     }
     if (threadIdx.x == 0) {
-        partial[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = vals[0];
-        if (EXACT) exact[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = exact_vals[0];
+        partial[blockIdx.x] = vals[0];
+        if (EXACT) exact[blockIdx.x] = exact_vals[0];
     }
 }
 
-/* One block: the partials of each span summed, the spans added in order;
- * the exact partials summed in any order (exact NULL: none, the pieces say
- * NaN). */
-__global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, const exact_sumsq *exact, int n_spans,
-                                    int per_span) {
+/* One block: the partials of each span (its blocks of grid) summed, the
+ * spans added in order; the exact partials summed in any order (exact
+ * NULL: none, the pieces say NaN). */
+__global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, const exact_sumsq *exact, int n_spans, span_grid grid) {
     __shared__ double vals[STATS_THREADS];
     __shared__ exact_sumsq exact_vals[STATS_THREADS];
     double total = 0.0; /* thread 0's */
     for (int k = 0; k < n_spans; k++) {
         double acc = 0.0;
-        for (int i = threadIdx.x; i < per_span; i += STATS_THREADS) acc += partial[(size_t)k * per_span + i];
+        for (unsigned i = grid.first[k] + threadIdx.x; i < grid.first[k + 1]; i += STATS_THREADS) acc += partial[i];
         /* Thread 0 has read the last span's sum before vals is written again. block_tree_sum's
          * closing barrier should already order this, yet racecheck reported a hazard between this
          * write and that read on an H200 (results/gpu/2026-11-27_h200); the barrier costs a
@@ -101,7 +100,7 @@ __global__ void sumsq_finish_kernel(tg_step_stats *s, const double *partial, con
         if (threadIdx.x == 0) total += vals[0];
     }
     exact_sumsq mine = {{0}, exact ? 0 : EXACT_SUMSQ_NAN};
-    for (int i = threadIdx.x; exact && i < n_spans * per_span; i += STATS_THREADS) exact_sumsq_merge(&mine, &exact[i]);
+    for (unsigned i = threadIdx.x; exact && i < grid.first[n_spans]; i += STATS_THREADS) exact_sumsq_merge(&mine, &exact[i]);
     exact_vals[threadIdx.x] = mine;
     exact_tree_sum(exact_vals);
     if (threadIdx.x == 0) {
@@ -133,21 +132,21 @@ void cuda_loss_finish(tg_o o, tg_step_stats *s, int n_micro, float divisor) {
 
 void cuda_grad_sumsq(tg_o o, tg_step_stats *s, const float *g, const tg_spans *spans, int exact_wanted) {
     cuda_ctx *ctx = cuda_ctx_of(o);
-    const unsigned blocks = span_blocks(spans, SUMSQ_MIN_SLICE, SUMSQ_MAX_BLOCKS);
-    /* a double and an exact sum per span and block (TG_MAX_SPANS * SUMSQ_MAX_BLOCKS at most) */
+    const span_grid blocks = span_grid_of(spans, SUMSQ_MIN_SLICE, SUMSQ_MAX_BLOCKS);
+    /* a double and an exact sum per block (TG_MAX_SPANS * SUMSQ_MAX_BLOCKS at most) */
     double *partial = (double *)ctx->scratch;
-    exact_sumsq *exact = (exact_sumsq *)(partial + (size_t)spans->n * blocks);
+    exact_sumsq *exact = (exact_sumsq *)(partial + blocks.first[spans->n]);
     static_assert((sizeof(double) + sizeof(exact_sumsq)) * TG_MAX_SPANS * SUMSQ_MAX_BLOCKS <= CUDA_SCRATCH_BYTES,
                   "grad_sumsq's partials fit the scratch");
-    const dim3 grid(blocks, (unsigned)spans->n);
+    const unsigned grid = blocks.first[spans->n];
     if (spans->n > 0 && exact_wanted) {
-        sumsq_partials_kernel<true><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, exact, g, *spans);
+        sumsq_partials_kernel<true><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, exact, g, *spans, blocks);
         CUDA_LAUNCHED("sumsq_partials_kernel<true>");
     } else if (spans->n > 0) {
-        sumsq_partials_kernel<false><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, nullptr, g, *spans);
+        sumsq_partials_kernel<false><<<grid, STATS_THREADS, 0, ctx->stream>>>(partial, nullptr, g, *spans, blocks);
         CUDA_LAUNCHED("sumsq_partials_kernel<false>");
     }
-    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, exact_wanted ? exact : nullptr, spans->n, (int)blocks);
+    sumsq_finish_kernel<<<1, STATS_THREADS, 0, ctx->stream>>>(s, partial, exact_wanted ? exact : nullptr, spans->n, blocks);
     CUDA_LAUNCHED("sumsq_finish_kernel");
 }
 
