@@ -50,6 +50,8 @@
  * Q and key tiles load while it finishes the item before, where one
  * block an item leaves the SM's tensor cores idle through each block's
  * start and end. */
+#include <limits.h>
+
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -426,8 +428,10 @@ static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, in
     const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS, PERSIST>()));
     const int tiles = (T + FW3_ROWS - 1) / FW3_ROWS, most = blocks > 0 ? blocks : ctx->sm_count;
-    for (int p0 = 0; p0 < B * NH; p0 += FL_MAX_PAIRS) {
-        const int pairs = fl_min(FL_MAX_PAIRS, B * NH - p0);
+    /* persistent: a launch's items, and fw3_schedule's n G + G, within an int */
+    const int per_launch = PERSIST ? fl_min(FL_MAX_PAIRS, (INT_MAX - 65536) / tiles) : FL_MAX_PAIRS;
+    for (int p0 = 0; p0 < B * NH; p0 += per_launch) {
+        const int pairs = fl_min(per_launch, B * NH - p0);
         const dim3 grid = PERSIST ? dim3((unsigned)fl_min(pairs * tiles, fl_min(most, 65535))) : fl_grid_pairs_first(pairs, T, FW3_ROWS);
         flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST><<<grid, FW3_THREADS, fw3_shared_bytes<HS, PERSIST>(), ctx->stream>>>(
             maps, (__nv_bfloat16 *)out, lse, p0, pairs, T, NH, scale_log2);
