@@ -230,17 +230,11 @@ void dwte_backward(cuda_ctx *ctx, float *dwte, const T *dout, const int32_t *tok
     }
 }
 
-/* Whether rows of C elements at these pointers go in 16-byte packs. */
-template <typename T>
-bool rows_packed(int C, const void *a, const void *b, const void *c) {
-    return C % vec_pack<T>::N == 0 && vec_aligned(a, b, c);
-}
-
 template <typename T>
 void encoder_forward(cudaStream_t stream, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B, int T_len,
                      int C, int vocab_start, int vocab_local) {
     size_t total = (size_t)B * T_len * C;
-    if (rows_packed<T>(C, out, wte, wpe)) {
+    if (vec_rows<T>(C, out, wte, wpe)) {
         const size_t packs = total / vec_pack<T>::N;
         const unsigned grid = vec_grid(total, vec_pack<T>::N);
         if (vec_index32(packs, (size_t)grid * VEC_THREADS))
@@ -271,7 +265,7 @@ void encoder_backward(cuda_ctx *ctx, float *dwte, float *dwpe, const void *dout,
 template <typename T>
 void position_forward(cudaStream_t stream, void *out, const void *wpe, int row_start, int N, int T_len, int C) {
     size_t total = (size_t)N * C;
-    if (rows_packed<T>(C, out, wpe, NULL)) {
+    if (vec_rows<T>(C, out, wpe)) {
         const size_t packs = total / vec_pack<T>::N;
         const unsigned grid = vec_grid(total, vec_pack<T>::N);
         if (vec_index32(packs, (size_t)grid * VEC_THREADS))

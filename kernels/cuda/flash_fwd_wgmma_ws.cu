@@ -335,9 +335,11 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
                                    const fw3_turns &turns, int NH, float scale_log2, int T) {
     constexpr int QBUF = fw3_q_buffers<PERSIST>();
     const size_t C = (size_t)NH * HS;
-    fw3_item it, later;
+    fw3_item it, next, later;
     int g = 0;
-    for (int n = 0; sched.item(n, it); n++) {
+    bool more = sched.item(0, it);
+    for (int n = 0; more; n++, it = next) {
+        more = sched.item(n + 1, next); /* the block's item after this one, if any */
         const int b = it.pair / NH, h = it.pair % NH, q0w = it.q_tile * FW3_ROWS + (c - 1) * FW_KEYS, qb = n % QBUF;
         fw3_part w;
         w.qs = sm.q + (2 * qb + c - 1) * fw_tile_bytes<HS>();
@@ -349,7 +351,7 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
         w.q0w = q0w;
         w.k_tiles = fw3_key_tiles(it.q_tile * FW3_ROWS, T);
         w.g0 = g;
-        w.block_last = !sched.item(n + 1, later);
+        w.block_last = !more;
         fw3_consume_item<HS>(sm, w, C, turns, scale_log2, T);
         g += w.k_tiles;
     }

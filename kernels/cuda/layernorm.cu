@@ -384,7 +384,7 @@ void layernorm_backward(cuda_ctx *ctx, T *dinp, float *dw, float *db, const T *d
     const tg_reduce::row_groups gr = ln_groups_of(ctx, N, C);
     float *partial_dw = (float *)ctx->scratch;
     float *partial_db = partial_dw + (size_t)gr.n_groups * C;
-    const bool packs = vec_aligned(dinp, dout, inp, w) && C % vec_pack<T>::N == 0;
+    const bool packs = vec_rows<T>(C, dinp, dout, inp, w);
     const int stride = ln_acc_stride<T>(C, packs), held = vec_held_packs<T>(C, packs);
     const size_t shared = (size_t)LN_WARPS * 2 * stride * sizeof(float) + (held ? (size_t)C * sizeof(T) : 0); /* sums, w */
     if (shared <= (size_t)ctx->shared_optin) {

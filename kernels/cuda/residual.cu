@@ -65,8 +65,7 @@ __global__ void dropout_kernel(T *out, const T *in, int C, I total, I packs, tg_
  * aligned and rows hold whole packs, else none. */
 template <typename T>
 size_t row_packs(size_t total, int C, const void *a, const void *b, const void *c, const void *d) {
-    constexpr int P = vec_pack<T>::N;
-    return vec_aligned(a, b, c, d) && C % P == 0 ? total / P : 0;
+    return vec_rows<T>(C, a, b, c, d) ? total / vec_pack<T>::N : 0;
 }
 
 /* Grid (column tiles, groups), block (COL_TILE, COL_ROWS): the block sums
@@ -168,7 +167,7 @@ void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C, 
     float *partial = (float *)ctx->scratch;
     constexpr int P = vec_pack<T>::N;
     const dim3 block(COL_TILE, COL_ROWS);
-    if (vec_aligned(dout) && C % P == 0) {
+    if (vec_rows<T>(C, dout)) {
         const dim3 grid(tg_blocks((size_t)C, COL_TILE * P), (unsigned)n_groups);
         column_partials_packed_kernel<T><<<grid, block, 0, ctx->stream>>>(partial, (const T *)dout, N, C, rows_per_group);
         CUDA_LAUNCHED("column_partials_packed_kernel");

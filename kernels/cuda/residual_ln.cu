@@ -171,7 +171,7 @@ template <typename T>
 void bias_residual_layernorm(cudaStream_t stream, void *out, void *ln_out, float *mean, float *rstd, const void *x,
                              const void *bias, const void *res, const void *w, const void *b, int N, int C, tg_dropout drop) {
     const int rows = rows_per_block<T>(C);
-    const bool packs = vec_aligned(out, x, res, ln_out) && vec_aligned(bias, w, b) && C % vec_pack<T>::N == 0;
+    const bool packs = vec_rows<T>(C, out, x, res, ln_out) && vec_aligned(bias, w, b);
     const int held = drop.p > 0.0f ? 0 : vec_held_packs<T>(C, packs); /* with dropout: the loop */
     const auto launch = held == 4   ? bias_residual_layernorm_launch<T, 4>
                         : held == 8 ? bias_residual_layernorm_launch<T, 8>

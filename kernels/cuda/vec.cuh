@@ -60,6 +60,13 @@ static inline bool vec_aligned(const void *a, const void *b = NULL, const void *
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15u) == 0;
 }
 
+/* Rows of C elements of T at these pointers go in 16-byte packs: every
+ * pointer aligned and each row whole packs. */
+template <typename T>
+static inline bool vec_rows(int C, const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL) {
+    return C % vec_pack<T>::N == 0 && vec_aligned(a, b, c, d);
+}
+
 /* The elementwise launches: blocks of VEC_THREADS, at most VEC_MAX_BLOCKS
  * of them (the grid-stride loops cover the rest). */
 #define VEC_THREADS 256
