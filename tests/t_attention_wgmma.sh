@@ -169,14 +169,14 @@ else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not
 EMU_LAUNCH_LOG="$tmp/bench128.launches" "$bench" --shape 1,1,70,128 --warmup 0 --runs 1 >"$tmp/bench128.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
     tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_head_size_128_dq_by_slots
 else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 # and a second row with dq by the mma.sync dq kernel (cuda_attention_backward_wgmma_dq), so that a GPU times
 # both routes: its launches are the wgmma kernel without dq and flash_dq_mma_kernel
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync kernel\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR, false>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR, false, S>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
     ok wgmma_backward_dq_by_mma_row
 else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
@@ -188,8 +188,8 @@ else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/b
 summed_row='^1,(1|2),(70|200),128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
 EMU_SCRATCH_BYTES=300000 EMU_VERBOSE=1 "$bench" --shape 1,2,200,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
 summed_rc=$?
-summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true><<<' "$tmp/summed.launches")
-if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true>' \
+summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S><<<' "$tmp/summed.launches")
+if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S>' \
     "$tmp/bench128.launches" && [ $summed_rc -eq 0 ] && grep -qP "$summed_row" "$tmp/summed.out" && [ "$summed_launches" = 2 ] &&
     tail -n 1 "$tmp/summed.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_dq_summed_row_in_rounds
@@ -200,11 +200,23 @@ else not_ok wgmma_backward_dq_summed_row_in_rounds "exit $rc $summed_rc, $summed
 EMU_LAUNCH_LOG="$tmp/bench64.launches" "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench64.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, K and V read from shared memory.*\t(same bits|err=[0-9.e-]+)$' \
-    "$tmp/bench64.out" && ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row' "$tmp/bench64.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, false, false>' "$tmp/bench64.launches" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
+    "$tmp/bench64.out" && ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, K and V' "$tmp/bench64.out" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, false, false, S>' "$tmp/bench64.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_kv_shared_row_at_64_only
 else not_ok wgmma_backward_kv_shared_row_at_64_only "exit $rc: $(grep -E 'backward.*wgmma|not ok' "$tmp/bench64.out" | tr '\n' ' ')"; fi
+# at head sizes 64 and 96 a row with two stages of Q and dout (cuda_attention_backward_wgmma_two_stages),
+# where every run has three: its own instance (STAGES 2), beside every run's (STAGES S); none at 128,
+# where every run has two (bench128.out, run above); the every-run rows name their stages
+two_row='\tbackward\twgmma: as the slots row, two stages of Q and dout.*\t(same bits|err=[0-9.e-]+)$'
+if [ $rc -eq 0 ] && grep -qP "^1,2,130,64$two_row" "$tmp/bench64.out" && grep -qP "^1,1,70,96$two_row" "$tmp/bench64.out" &&
+    ! grep -q 'two stages of Q and dout' "$tmp/bench128.out" &&
+    grep -qP '^1,2,130,64\tbackward\twgmma: 128 keys.*TMA 3 stages, dq by slots\t' "$tmp/bench64.out" &&
+    grep -qP '^1,1,70,128\tbackward\twgmma: 128 keys.*TMA 2 stages, dq by slots\t' "$tmp/bench128.out" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>' "$tmp/bench64.launches" &&
+    ! grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>' "$tmp/bench128.launches"; then
+    ok wgmma_backward_two_stages_row_at_64_and_96
+else not_ok wgmma_backward_two_stages_row_at_64_and_96 "exit $rc: $(grep -E 'two stages|not ok' "$tmp/bench64.out" "$tmp/bench128.out" | tr '\n' ' ')"; fi
 
 # [kernel=K] refused NAME PATTERN [--set ...]: the run with kernels.attention = K (wgmma unless given)
 # stops before training, naming kernels.attention and PATTERN

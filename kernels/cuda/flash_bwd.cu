@@ -547,6 +547,14 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
     return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, wgmma_gradients<BW_DQ_KV_SHARED>);
 }
 
+int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                             const float *lse, int B, int T, int NH, int HS) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || (HS != 64 && HS != 96) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes,
+                          wgmma_gradients<BW_DQ_TWO_STAGES>);
+}
+
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                                   int T, int NH, int HS) {
     cuda_ctx *ctx = cuda_ctx_of(o);

@@ -13,14 +13,16 @@
  * One block: two warpgroups (8 warps, 256 threads) owning 128 keys of one
  * pair, warpgroup w keys 64w .. 64w + 63, warp w keys 16w .. 16w + 15 of
  * the block's. K and V stay in shared memory (a tile per warpgroup); the
- * query tiles of 64 rows, from the block's diagonal to T, pass through two
- * stages of Q and dout, staged once for both warpgroups. Every tile comes
+ * query tiles of 64 rows, from the block's diagonal to T, pass through
+ * STAGES stages of Q and dout (bw_stages: three at head sizes 64 and 96,
+ * two at 128), staged once for both warpgroups. Every tile comes
  * by the bulk tensor copy (kernels/cuda/tma.cuh; tensor maps made per
  * call, a box past T reads zeros), issued by thread 0 onto an mbarrier
  * with the tile's bytes expected: K and V on kv_full once, tile n on
- * full[n % 2], tile n + 1 issued when tile n's iteration begins, into the
- * stage every thread left at the last iteration's block barrier; the
- * threads wait on the phase (n / 2) % 2 instead of a barrier of their own.
+ * full[n % STAGES], tile n + STAGES - 1 issued when tile n's iteration
+ * begins, into the stage every thread left at the last iteration's block
+ * barrier; the threads wait on the phase (n / STAGES) % 2 instead of a
+ * barrier of their own.
  * A [64 x HS] tile is
  * kernels/cuda/head_tiles.cuh's: column chunks of 64 under the 128B
  * swizzle, at head size 96 a last chunk of 32 under the 64B swizzle. Per
@@ -60,9 +62,10 @@
  * zero rows of dS^T), so both warpgroups meet every barrier. Against one
  * warpgroup a block, two halve the Q and dout staged per key, the dq
  * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0): DQ at 64 237 registers (203 before K and V
- * were held), at 96 237, at 128 255; without DQ 198 (168) at 64, 200 at
- * 96, 227 at 128; none spills (with
+ * ptxas (sm_90a, CUDA 13.0), with every run's stages: DQ at 64 230
+ * registers (237 with dS^T's stores generic, 203 before K and V were
+ * held), at 96 234, at 128 255; without DQ 200 at 64, 198 at 96, 232 at
+ * 128; none spills (with
  * mbar_wait's loop inside its asm: 5 and 4 more with DQ at 64 and 96). (Taking
  * a tile's dq share in the next tile, to save the barrier between the
  * dS^T stores and dq's product, spilled 80 bytes at 96: without that
@@ -122,17 +125,33 @@ namespace {
 
 /* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks); shared memory: K and V (a tile per warpgroup), with
  * DQ two 128 x 64 dS^T tiles (both warpgroups' keys; tile n's in n % 2),
- * two stages of Q and dout, the three mbarriers (kv_full, full[2]),
+ * STAGES stages of Q and dout, the mbarriers (kv_full, full[STAGES]),
  * +1024: the tiles start 1024-aligned (base offset 0 under either
- * swizzle). At head size 128 with DQ, 164888 bytes: under sm_80's 166912
- * a block, which t_kernel_resources holds every kernel to. */
+ * swizzle). */
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
 static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<64>::template bytes<BW_KEYS>(); }
-template <int HS, bool DQ>
+template <int HS, bool DQ, int STAGES>
 static __host__ __device__ constexpr int bw_shared_bytes() {
-    return (int)(8 * bw_tile_bytes<HS>() + (DQ ? 2 * bw_ds_bytes() : 0) + 3 * 8 + 1024);
+    return (int)((4 + 2 * STAGES) * bw_tile_bytes<HS>() + (DQ ? 2 * bw_ds_bytes() : 0) + (1 + STAGES) * 8 + 1024);
 }
+
+/* The stages of Q and dout every run takes: three where they fit beside
+ * the rest under sm_80's 166912 bytes a block (which t_kernel_resources
+ * holds every kernel to): at head sizes 64 and 96 (114712 and 156696
+ * bytes with DQ), two at 128 (164888). With two, tile n + 1's copy was
+ * issued when tile n's iteration began, so it had one iteration (about
+ * 1 us at GPT-2 124M's shape, by a count of the tile's products and
+ * softmax; untimed) to come from L2 or memory before the wait; with
+ * three, tile n + 2's is issued then, and has two. The same arithmetic
+ * either way: bench_attention times two stages as a row of its own
+ * (BW_DQ_TWO_STAGES). */
+#define BW_STATIC_BYTES (2 * 2 * BW_ROWS * 4) /* the kernel's lse2_t and D_t */
+template <int HS>
+static __host__ __device__ constexpr int bw_stages() {
+    return bw_shared_bytes<HS, true, 3>() + BW_STATIC_BYTES <= 166912 ? 3 : 2;
+}
+static_assert(bw_stages<64>() == 3 && bw_stages<96>() == 3 && bw_stages<128>() == 2, "the stages the comment above counts");
 
 /* The tensor maps of one call, by value (__grid_constant__): per column
  * chunk (head_tiles.cuh) of q, k and v inside qkv and of dout, boxes of 64
@@ -414,9 +433,10 @@ static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const f
 
 /* One block: keys [k0, k0 + 128) of pair p0 + fl_grid_pair() (the first
  * keys first, fl_grid_pairs_first), warpgroup w keys k0 + 64 w .., query
- * tiles from the block's diagonal (q0 = k0) to T; tile n's Q and dout (and
- * its rows' statistics) in stage n % 2, tile n + 1 copied into the other
- * while n is used (maps: bw_make_maps'). Warpgroup 1's first tile lies wholly above its keys:
+ * tiles from the block's diagonal (q0 = k0) to T; tile n's Q and dout in
+ * stage n % STAGES, tile n + STAGES - 1 copied into the stage tile n - 1
+ * left while n is used, its rows' statistics in n % 2, tile n + 1's
+ * copied into the other (maps: bw_make_maps'). Warpgroup 1's first tile lies wholly above its keys:
  * it runs it masked (dS and P zero, nothing added), so both warpgroups
  * meet the same barriers. DQ: each tile's dq share into the pair's slots
  * (dq_slots: the round's pairs, dqs_slots<BW_KB>(T) each), from dS^T tile n % 2.
@@ -428,21 +448,22 @@ static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const f
  * DQ, one at the tile's end. KVR: K and V held in registers
  * (bw_kv_in_registers; every run's where it holds, else bench_attention's
  * comparison). */
-template <int HS, bool DQ, bool KVR, bool SUM>
+template <int HS, bool DQ, bool KVR, bool SUM, int STAGES>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
                            float *dq_slots, int *dq_counts, int p0, int T, int NH, float scale) {
 #if defined(BW_BODY)
     static_assert(!KVR || bw_kv_in_registers<HS>(), "K and V held in registers at head size 64 only");
     static_assert(!SUM || DQ, "the slots summed in the kernel: with DQ only");
+    static_assert(STAGES >= 2, "tile n + 1 copied while n is used");
     constexpr uint32_t tile = bw_tile_bytes<HS>();
-    extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS, DQ>() */
+    extern __shared__ __align__(1024) unsigned char bw_shared[]; /* bw_shared_bytes<HS, DQ, STAGES>() */
     __shared__ float lse2_t[2][BW_ROWS], D_t[2][BW_ROWS];
-    unsigned char *ks = (unsigned char *)(((uintptr_t)bw_shared + 1023) & ~(uintptr_t)1023);
-    /* K of warpgroups 0, 1; V of 0, 1; with DQ dS^T 0 and 1 (128 x 64 each, a whole number of KiB); stage n: Q at
-       stages + 2 n tile, dout after; then the barriers */
+    unsigned char *ks = smem_align_1k(bw_shared); /* dS^T's stores then st.shared */
+    /* K of warpgroups 0, 1; V of 0, 1; with DQ dS^T 0 and 1 (128 x 64 each, a whole number of KiB); stage i: Q at
+       stages + 2 i tile, dout after; then the barriers */
     unsigned char *vs = ks + 2 * tile, *dss = vs + 2 * tile, *stages = dss + (DQ ? 2 * bw_ds_bytes() : 0);
-    uint64_t *kv_full = (uint64_t *)(stages + 4 * tile), *full = kv_full + 1;
+    uint64_t *kv_full = (uint64_t *)(stages + 2 * STAGES * tile), *full = kv_full + 1;
     const int kb = fl_grid_key_tile(), k0 = kb * BW_KEYS, j = fl_grid_pair(), p = p0 + j, b = p / NH, h = p % NH, C = NH * HS;
     const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
@@ -450,8 +471,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
-        mbar_init(&full[0], 1);
-        mbar_init(&full[1], 1);
+#pragma unroll
+        for (int i = 0; i < STAGES; i++) mbar_init(&full[i], 1);
         mbar_fence_init();
     }
     bw_stats_copy(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
@@ -459,7 +480,10 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     __syncthreads(); /* the barriers' inits, tile 0's statistics */
     if (threadIdx.x == 0) {
         bw_load_keys<HS>(ks, vs, maps, kv_full, h, k0, b);
-        bw_load_query_tile<HS>(stages, maps, &full[0], h, k0, b); /* k0 is tile-aligned: the diagonal query tile starts at k0 */
+        /* k0 is tile-aligned: the diagonal query tile starts at k0; tiles 0 .. STAGES - 2 now, the loop's copies after */
+#pragma unroll
+        for (int i = 0; i < STAGES - 1; i++)
+            if (k0 + BW_ROWS * i < T) bw_load_query_tile<HS>(stages + i * 2 * tile, maps, &full[i], h, k0 + BW_ROWS * i, b);
     }
     const fb_pair c = {b, h, T, scale * FB_LOG2E, tg_dropout{}};
     float dk[HS / 2], dv[HS / 2];
@@ -471,26 +495,30 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         bw_load_a_fragments(kv.k, ks + wg * tile);
         bw_load_a_fragments(kv.v, vs + wg * tile);
     }
+    /* tile n: stage st = n % STAGES, its barrier's phase (n / STAGES) % 2; par = n % 2: the statistics' and dS^T's
+       buffer, and at head size 64 the warpgroup that takes dq's product (from n, not counters carried across the
+       iterations: those took ptxas 8 registers more at head size 64 and spilled 4 bytes at 128) */
     for (int q0 = k0, n = 0; q0 < T; q0 += BW_ROWS, n++) {
-        const int st = n & 1;
+        const int par = n & 1, st = n % STAGES, ahead = (n + STAGES - 1) % STAGES; /* tile n + STAGES - 1's: n - 1's */
+        const uint32_t phase = (uint32_t)(n / STAGES) & 1u;
         unsigned char *qs = stages + st * 2 * tile;
-        if (q0 + BW_ROWS < T) { /* the other stage's readers passed the last iteration's block barrier */
-            if (threadIdx.x == 0) bw_load_query_tile<HS>(stages + (st ^ 1) * 2 * tile, maps, &full[st ^ 1], h, q0 + BW_ROWS, b);
-            bw_stats_copy(lse2_t[st ^ 1], D_t[st ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
-        }
-        mbar_wait(&full[st], (n >> 1) & 1); /* tile n's Q and dout are in */
+        /* that stage's readers passed the last iteration's block barrier */
+        if (threadIdx.x == 0 && q0 + BW_ROWS * (STAGES - 1) < T)
+            bw_load_query_tile<HS>(stages + ahead * 2 * tile, maps, &full[ahead], h, q0 + BW_ROWS * (STAGES - 1), b);
+        if (q0 + BW_ROWS < T) bw_stats_copy(lse2_t[par ^ 1], D_t[par ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
+        mbar_wait(&full[st], phase); /* tile n's Q and dout are in */
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
-        unsigned char *ds_n = dss + st * bw_ds_bytes();
+        unsigned char *ds_n = dss + par * bw_ds_bytes();
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c);
         else
-            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[st], D_t[st], q0, kw, wg, c);
-        bw_stats_land(lse2_t[st ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
+            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c);
+        bw_stats_land(lse2_t[par ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
            and with DQ those of dS^T tile n - 1 too: the next iterations refill them */
         __syncthreads();
-        if (DQ) bw_dq_tile<HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, kb) * dqs_slot_floats<HS>(), ds_n, ks, wg, st);
+        if (DQ) bw_dq_tile<HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, kb) * dqs_slot_floats<HS>(), ds_n, ks, wg, par);
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
@@ -524,44 +552,52 @@ static void bw_allow_shared(const void *kernel, int bytes) {
 }
 
 /* The kernels at head size HS: with dq_slots, dk, dv and the dq shares in
- * `form` (BW_DQ_SLOTS and BW_DQ_KV_SHARED: then their reduction; with
- * BW_DQ_SUMMED the round's counts, after its slots, zeroed first); without,
- * dk and dv only. The emulation names a launch by its source text, so
- * each launch is its own line. */
+ * `form` (BW_DQ_SLOTS, BW_DQ_KV_SHARED and BW_DQ_TWO_STAGES: then their
+ * reduction; with BW_DQ_SUMMED the round's counts, after its slots,
+ * zeroed first); without, dk and dv only. The emulation names a launch by
+ * its source text, so each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bw_dq_form form) {
     constexpr bool KVR = bw_kv_in_registers<HS>();
+    constexpr int S = bw_stages<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
     bw_maps maps;
     bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
     if (!dq_slots) {
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, false, KVR, false>, bw_shared_bytes<HS, false>());
-        flash_bwd_wgmma_kernel<HS, false, KVR, false><<<grid, BW_THREADS, bw_shared_bytes<HS, false>(), stream>>>(
-            maps, dqkv, lse, D, (float *)NULL, (int *)NULL, p0, T, NH, scale);
+        constexpr int bytes = bw_shared_bytes<HS, false, S>();
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, false, KVR, false, S>, bytes);
+        flash_bwd_wgmma_kernel<HS, false, KVR, false, S><<<grid, BW_THREADS, bytes, stream>>>(maps, dqkv, lse, D, (float *)NULL,
+                                                                                               (int *)NULL, p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         return;
     }
-    constexpr int shared = bw_shared_bytes<HS, true>();
+    constexpr int shared = bw_shared_bytes<HS, true, S>();
     if (form == BW_DQ_SUMMED) {
         int *counts = (int *)(dq_slots + (size_t)np * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>());
         CUDA_CHECK(cudaMemsetAsync(counts, 0, (size_t)np * dqs_counts_bytes(T), stream));
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, true>, shared);
-        flash_bwd_wgmma_kernel<HS, true, KVR, true><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, counts, p0, T,
-                                                                                            NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, true, S>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, true, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, counts, p0,
+                                                                                               T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         return;
     }
     if (form == BW_DQ_KV_SHARED) {
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, false, false>, shared);
-        flash_bwd_wgmma_kernel<HS, true, false, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
-                                                                                               p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, false, false, S>, shared);
+        flash_bwd_wgmma_kernel<HS, true, false, false, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots,
+                                                                                                  (int *)NULL, p0, T, NH, scale);
+        CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+    } else if (form == BW_DQ_TWO_STAGES) {
+        constexpr int two = bw_shared_bytes<HS, true, 2>();
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>, two);
+        flash_bwd_wgmma_kernel<HS, true, KVR, false, 2><<<grid, BW_THREADS, two, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
+                                                                                             p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
     } else {
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false>, shared);
-        flash_bwd_wgmma_kernel<HS, true, KVR, false><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
-                                                                                             p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, S>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, false, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots,
+                                                                                                (int *)NULL, p0, T, NH, scale);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
     }
     flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
@@ -571,6 +607,12 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
 } // namespace
 
 size_t flash_bwd_wgmma_slot_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS); }
+
+int cuda_attention_backward_wgmma_stages(int HS) {
+    int stages = 0;
+    if (head_tile_built(HS)) head_tile_dispatch(HS, [&](auto hs) { stages = bw_stages<decltype(hs)::value>(); });
+    return stages;
+}
 size_t flash_bwd_wgmma_sum_bytes(int T, int HS) { return dqs_pair_bytes<BW_KB>(T, HS) + dqs_counts_bytes(T); }
 
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,

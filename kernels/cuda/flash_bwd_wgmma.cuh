@@ -24,8 +24,10 @@ size_t flash_bwd_wgmma_slot_bytes(int T, int HS);
  *     head size 64 too;
  *   BW_DQ_SUMMED: each query tile's slots summed in the kernel, by the
  *     last of its key blocks to finish (flash_bwd_wgmma_sum_bytes of
- *     scratch a pair). */
-typedef enum { BW_DQ_SLOTS, BW_DQ_KV_SHARED, BW_DQ_SUMMED } bw_dq_form;
+ *     scratch a pair);
+ *   BW_DQ_TWO_STAGES: two stages of Q and dout where every run's has
+ *     three (head sizes 64 and 96; at 128 every run's has two). */
+typedef enum { BW_DQ_SLOTS, BW_DQ_KV_SHARED, BW_DQ_SUMMED, BW_DQ_TWO_STAGES } bw_dq_form;
 
 /* The scratch bytes a pair takes with BW_DQ_SUMMED: its slots, then its
  * arrival counts. */

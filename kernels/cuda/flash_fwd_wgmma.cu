@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 #if defined(FW_BODY)
     constexpr int tile = fw_tile_bytes<HS>();
     extern __shared__ __align__(1024) unsigned char fw_shared[]; /* fw_shared_bytes<HS>() */
-    unsigned char *qs = (unsigned char *)(((uintptr_t)fw_shared + 1023) & ~(uintptr_t)1023);
+    unsigned char *qs = smem_align_1k(fw_shared);
     unsigned char *kv = qs + tile; /* stage s: K at kv + 2 s tile, V one tile after */
     const int q0 = fl_grid_query_tile() * FW_ROWS;
     const int p = p0 + fl_grid_pair(), b = p / NH, h = p % NH, C = NH * HS;

@@ -37,19 +37,29 @@ __host__ __device__ static constexpr int fw_tile_bytes() {
 
 #if defined(FW_BODY)
 /* The finished rows of warp w: out = o / sum (bf16) for rows before T, lse
- * = max + log(sum) into lse_rows (the pair's, by row). */
+ * = max + log(sum) into lse_rows (the pair's, by row). A lane's two
+ * columns go in one 4-byte store where out is 4-byte aligned (the row's
+ * offset, row stride + 2 t + 8 n, is even: stride is NH HS), else one
+ * each (as every store was before: 2-byte stores, twice the instructions). */
 template <int HS>
 static __device__ void fw_store_rows(__nv_bfloat16 *out, size_t stride, float *lse_rows, const float (*o)[4], const float m[2],
                                      const float l[2], const fm_lane_pos &at, int T) {
+    const bool pairs = ((uintptr_t)out & 3u) == 0 && stride % 2 == 0;
     for (int half = 0; half < 2; half++) {
         const float sum = fm_row_sum(l[half]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         const int row = at.row[half];
         if (row >= T) continue;
         __nv_bfloat16 *r = out + (size_t)row * stride + 2 * at.t;
+        if (pairs) {
 #pragma unroll
-        for (int n = 0; n < HS / 8; n++) {
-            r[8 * n] = __float2bfloat16_rn(o[n][2 * half] * inv);
-            r[8 * n + 1] = __float2bfloat16_rn(o[n][2 * half + 1] * inv);
+            for (int n = 0; n < HS / 8; n++)
+                fm_store_pair(r + 8 * n, mma_pack(o[n][2 * half] * inv, o[n][2 * half + 1] * inv));
+        } else {
+#pragma unroll
+            for (int n = 0; n < HS / 8; n++) {
+                r[8 * n] = __float2bfloat16_rn(o[n][2 * half] * inv);
+                r[8 * n + 1] = __float2bfloat16_rn(o[n][2 * half + 1] * inv);
+            }
         }
         if (at.t == 0) lse_rows[row] = m[half] * 0.69314718f + logf(sum);
     }

@@ -54,6 +54,7 @@
 
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/smem_layout.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/tma.cuh"
 
@@ -181,7 +182,7 @@ struct fw3_turns {
 template <int HS, bool PERSIST>
 static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     fw3_smem m;
-    m.q = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    m.q = smem_align_1k(raw);
     m.stage = m.q + fw3_q_buffers<PERSIST>() * 2 * fw_tile_bytes<HS>();
     m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS, PERSIST>());
     m.q_empty = m.q_full + fw3_q_buffers<PERSIST>();

@@ -153,6 +153,17 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
  * 9.0, or where the scratch cannot hold one pair's dq slots. */
 int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                             const float *lse, int B, int T, int NH, int HS);
+/* The wgmma backward, dq by its slots, with two stages of Q and dout at
+ * head sizes 64 and 96, where every run has three (flash_bwd_wgmma.cu's
+ * bw_stages: each tile's copy issued two tiles ahead, not one): for
+ * bench_attention to time the two; the same bits. Returns as
+ * cuda_attention_backward_wgmma_kv_shared's (0 at head size 128, where
+ * every run has two). */
+int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                             const float *lse, int B, int T, int NH, int HS);
+/* The stages of Q and dout every run of the wgmma backward has at head
+ * size HS (0 where it has no instance), for bench_attention's labels. */
+int cuda_attention_backward_wgmma_stages(int HS);
 /* cuda_attention_forward_wgmma as a warp-specialized pipeline (flash_fwd_wgmma_ws.cu: a TMA
  * producer warp, two consumer warpgroups, mbarriers; tensor maps made per
  * call): 1 when run, 0 where it has no instance (as above). A qkv not

@@ -117,4 +117,14 @@ static SMEM_HD uint32_t smem_element_address(smem_desc_fields f, unsigned major,
     return smem_swizzle_apply(at, f.swizzle, f.base_offset);
 }
 
+/* The first 1024-aligned byte at or after p (a kernel's dynamic shared
+ * array: the swizzled tiles start there, base offset 0), by pointer
+ * arithmetic on p: from an integer cast, nvcc no longer knows the result
+ * points into shared memory, and plain accesses through it compile to
+ * generic ones on 64-bit addresses (the wgmma backward's dS^T stores were,
+ * 7 registers more at head size 64). */
+static SMEM_HD unsigned char *smem_align_1k(unsigned char *p) {
+    return p + ((1024u - (uint32_t)((uintptr_t)p & 1023u)) & 1023u);
+}
+
 #endif

@@ -141,12 +141,14 @@ static int cmp_double(const void *a, const void *b) {
  * wgmma forward or backward (dq by route `dq`), SHAPE_WGMMA_WS: the
  * warp-specialized forward, SHAPE_FUSED: the fused mma.sync backward,
  * SHAPE_WGMMA_KV_SHARED: the wgmma backward with K and V read from shared
- * memory at head size 64. */
+ * memory at head size 64, SHAPE_WGMMA_TWO_STAGES: with two stages of Q and
+ * dout at head sizes 64 and 96. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
 #define SHAPE_WGMMA_KV_SHARED (-4)
 #define SHAPE_WGMMA_WS_PERSISTENT (-5)
+#define SHAPE_WGMMA_TWO_STAGES (-6)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -172,6 +174,8 @@ static void run_call(const attn_call *call) {
         cuda_attention_backward_fused(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA_KV_SHARED)
         cuda_attention_backward_wgmma_kv_shared(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA_TWO_STAGES)
+        cuda_attention_backward_wgmma_two_stages(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
@@ -381,8 +385,8 @@ static int bench_backward_wgmma_dq(tg_o o, const attn_case *c, const attn_buffer
     *ran = 1;
     if (want == CUDA_WGMMA_DQ_SUMMED && taken != want) return 0; /* no room for the slots: the mma.sync row says it */
     char name[128];
-    snprintf(name, sizeof name, "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA 2 stages, dq by %s",
-             taken == CUDA_WGMMA_DQ_SLOTS    ? "slots"
+    snprintf(name, sizeof name, "wgmma: 128 keys a block (64 a warpgroup), 64-row query tiles, TMA %d stages, dq by %s",
+             cuda_attention_backward_wgmma_stages(c->HS), taken == CUDA_WGMMA_DQ_SLOTS ? "slots"
              : taken == CUDA_WGMMA_DQ_SUMMED ? "slots summed in the kernel"
                                              : "the mma.sync kernel");
     return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA, want, name);
@@ -419,13 +423,28 @@ static int bench_backward_wgmma_kv_shared(tg_o o, const attn_case *c, const attn
                               "wgmma: as the slots row, K and V read from shared memory (not held in registers)");
 }
 
+/* At head sizes 64 and 96, the wgmma backward (dq by slots) with two
+ * stages of Q and dout, where every run has three: a row against the
+ * tuned shape's dqkv (within the tolerance; the same bits), beside the
+ * slots row, so that a GPU tells whether copying each tile two ahead pays;
+ * nothing where it does not run. Returns the failed checks. */
+static int bench_backward_wgmma_two_stages(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                                           double ceiling) {
+    /* asked with no sequences: whether it runs here, nothing run */
+    if (!cuda_attention_backward_wgmma_two_stages(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH,
+                                                  c->HS))
+        return 0;
+    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA_TWO_STAGES, CUDA_WGMMA_DQ_SLOTS,
+                              "wgmma: as the slots row, two stages of Q and dout (not three)");
+}
+
 /* The wgmma backward's rows: dq by slots (every run's, where the scratch
  * holds them), by the same slots summed in the kernel (no second kernel
  * reads them back), then by the mma.sync dq kernel, so that a GPU tells
  * which pays: the slots' write and read (1.2 MB a pair at T = 1024 and
  * head size 64), their sum at the end of the key blocks, or the two
  * products the dq kernel repeats; at head size 64 also with K and V from
- * shared memory. */
+ * shared memory, at 64 and 96 with two stages of Q and dout. */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
@@ -433,6 +452,7 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     if (!ran) return failed; /* its note, once */
     failed += bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SUMMED, &ran);
     failed += bench_backward_wgmma_kv_shared(o, c, buf, opts, ceiling);
+    failed += bench_backward_wgmma_two_stages(o, c, buf, opts, ceiling);
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 

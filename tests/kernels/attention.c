@@ -507,6 +507,32 @@ static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const
     free(shared);
 }
 
+/* The wgmma backward with two stages of Q and dout
+ * (cuda_attention_backward_wgmma_two_stages, bench_attention's comparison)
+ * against the default's dqkv `got`, with three at head sizes 64 and 96:
+ * the same bits, on a GPU too (only when each tile is copied differs);
+ * refused at 128, where every run has two, and without room for the dq
+ * slots. The runs' rings wrap (three stages: from T = 193 a key block
+ * takes tile 3 into tile 0's stage, on the barrier's second phase). */
+static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, const char *shape) {
+    char name[256];
+    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
+    const int ran = cuda_attention_backward_wgmma_two_stages(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
+                                                             a->T, a->NH, a->HS);
+    sync_gpu(e);
+    cuda_wgmma_dq route; /* asked with no sequences: whether the scratch holds one pair's dq slots */
+    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
+                                     CUDA_WGMMA_DQ_SLOTS, &route);
+    if (a->HS == 128 || route != CUDA_WGMMA_DQ_SLOTS) {
+        snprintf(name, sizeof name, "attention_backward_wgmma, two stages of Q and dout: none %s %s",
+                 a->HS == 128 ? "at head size 128" : "without room for the slots", shape);
+        check_true(e, ran == 0, name, "");
+        return;
+    }
+    snprintf(name, sizeof name, "attention_backward_wgmma, two stages of Q and dout: the three stages' bits %s", shape);
+    check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
+}
+
 /* The wgmma backward with dq's slots summed in the kernel, each query
  * tile's by the last of its key blocks to finish (CUDA_WGMMA_DQ_SUMMED),
  * against the default's dqkv `got` (dq by the same slots, summed by a
@@ -576,6 +602,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     snprintf(name, sizeof name, "attention_backward_wgmma run twice, the same bits: %s", shape);
     check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
     if (HS == 64) wgmma_backward_kv_shared(e, &a, got, shape);
+    wgmma_backward_two_stages(e, &a, got, shape);
     wgmma_backward_summed(e, &a, got, shape);
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
