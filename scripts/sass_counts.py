@@ -2,6 +2,7 @@
 """The machine instructions of each CUDA kernel, counted without a disassembler.
 
 usage: scripts/sass_counts.py [--arch sm_90a] [--base REV] [--match TEXT] SRC.cu ...
+       scripts/sass_counts.py --sass [--arch sm_90a] [--match TEXT] SRC.cu ...
 
 Compiles each source as the Makefile does (nvcc -O3 -std=c++17 -I<tree>
 -DTG_CUDA) into a cubin for one architecture and prints, per kernel (and
@@ -11,6 +12,16 @@ the code section's 16-byte words (every instruction of sm_70 and later is
 --base REV the same sources at git revision REV (`git archive`, so the headers
 are REV's too) are counted beside them, with the difference. --match keeps
 the kernels whose demangled name contains TEXT.
+
+--sass prints the kernels' machine code instead, by an nvdisasm: $NVDISASM,
+else one on PATH, else <tree>/.devtools/nvdisasm. CUDA 13 writes cubins
+with a new ELF header (OSABI 0x41, ABI version 8, the SM in e_flags bits
+8-15), which older nvdisasm refuses ("does not contain Cuda architecture
+information"), so the cubin is given the old header first (OSABI 0x33,
+version 7, e_flags SM | 0x500 | SM << 16: what CUDA 11.8's ptxas writes);
+the code is the same bytes. CUDA 11.8's nvdisasm (Debian bookworm's
+non-free nvidia-cuda-toolkit: `apt-get download nvidia-cuda-toolkit` with
+non-free in the sources, then `dpkg-deb -x` it) reads sm_90a code so.
 
 Why: this machine has nvcc and ptxas but neither cuobjdump nor nvdisasm, so
 a kernel change's effect on the instruction stream (issue 36's "instruction
@@ -41,6 +52,30 @@ def nvcc_path():
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     fail("nvcc not found (set NVCC, or put CUDA's bin on PATH)")
+
+
+CUDA_OSABI_13, CUDA_OSABI_OLD = 0x41, 0x33  # e_ident[EI_OSABI]: CUDA 13's cubins, CUDA 12's and before
+EF_CUDA_UNIFIED_64BIT = 0x500  # EF_CUDA_TEXMODE_UNIFIED | EF_CUDA_64BIT_ADDRESS in the old e_flags
+
+
+def legacy_header(data):
+    """A CUDA 13 cubin (bytes) with the ELF header of CUDA 12 and before,
+    which older nvdisasm reads; any other cubin unchanged."""
+    if data[:4] != b"\x7fELF" or data[7] != CUDA_OSABI_13:
+        return data
+    sm = (struct.unpack_from("<I", data, 0x30)[0] >> 8) & 0xFF
+    out = bytearray(data)
+    out[7], out[8] = CUDA_OSABI_OLD, 7
+    struct.pack_into("<I", out, 0x30, sm | EF_CUDA_UNIFIED_64BIT | sm << 16)
+    return bytes(out)
+
+
+def nvdisasm_path(tree):
+    for cand in (os.environ.get("NVDISASM"), shutil.which("nvdisasm"), os.path.join(tree, ".devtools", "nvdisasm")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    fail("--sass: nvdisasm not found (set NVDISASM, or put it on PATH or at .devtools/nvdisasm; CUDA 11.8's, from "
+         "Debian bookworm's non-free nvidia-cuda-toolkit package, reads sm_90a code: see --help)")
 
 
 def instructions(code):
@@ -81,8 +116,8 @@ def demangle(names):
     return [line.replace("(anonymous namespace)::", "") for line in out.split("\n")[:len(names)]]
 
 
-def count(tree, src, arch, scratch, label):
-    """{demangled kernel: instructions} of tree/src built for arch (label: the cubin's, now or base)."""
+def build(tree, src, arch, scratch, label):
+    """The cubin of tree/src built for arch (label: now or base), as the Makefile compiles it."""
     path = os.path.join(tree, src)
     if not os.path.isfile(path):
         fail("%s: no such file" % path)
@@ -91,7 +126,39 @@ def count(tree, src, arch, scratch, label):
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         fail("nvcc failed on %s:\n%s" % (path, run.stderr[-2000:]))
-    counts = code_sections(cubin)
+    return cubin
+
+
+def sass(tree, src, arch, scratch, match):
+    """Prints the machine code of tree/src's kernels whose demangled name contains match."""
+    cubin = build(tree, src, arch, scratch, "now")
+    legacy = cubin + ".legacy"
+    with open(cubin, "rb") as f, open(legacy, "wb") as g:
+        g.write(legacy_header(f.read()))
+    run = subprocess.run([nvdisasm_path(tree), "-c", legacy], capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("nvdisasm failed on %s's cubin: %s" % (src, run.stderr.strip()[-2000:]))
+    # one section a function: ".text.<mangled>:" opens it, the next "//----" line closes it
+    sections, name = [], None
+    for line in run.stdout.split("\n"):
+        if line.startswith(".text.") and line.endswith(":"):
+            name = line[len(".text."):-1]
+            sections.append((name, []))
+        elif line.startswith("//---"):
+            name = None
+        elif name is not None:
+            sections[-1][1].append(line)
+    demangled = demangle([n for n, _ in sections])
+    print("# %s, %s: machine code by nvdisasm" % (src, arch))
+    for (_, lines), d in zip(sections, demangled):
+        if match in d:
+            print("## %s" % d)
+            print("\n".join(lines))
+
+
+def count(tree, src, arch, scratch, label):
+    """{demangled kernel: instructions} of tree/src built for arch (label: the cubin's, now or base)."""
+    counts = code_sections(build(tree, src, arch, scratch, label))
     names = sorted(counts)
     return {d: counts[m] for m, d in zip(names, demangle(names))}
 
@@ -113,7 +180,10 @@ def main():
     ap.add_argument("--arch", default="sm_90a", help="nvcc -arch (default sm_90a)")
     ap.add_argument("--base", metavar="REV", help="also count the sources at this git revision")
     ap.add_argument("--match", default="", metavar="TEXT", help="only kernels whose name contains TEXT")
+    ap.add_argument("--sass", action="store_true", help="print the kernels' machine code (nvdisasm) instead of counts")
     a = ap.parse_args()
+    if a.sass and a.base:
+        fail("--sass prints one revision's code: drop --base")
     digits = a.arch.split("_")[-1].rstrip("af")
     if not digits.isdigit() or int(digits) < 70:
         fail("--arch %s: the 16-byte instruction count holds from sm_70 on" % a.arch)
@@ -122,6 +192,10 @@ def main():
         fail("not inside a git checkout (the sources are paths from its root): %s" % top.stderr.strip())
     tree = top.stdout.strip()
     with tempfile.TemporaryDirectory(prefix="sass_counts.") as scratch:
+        if a.sass:
+            for src in a.sources:
+                sass(tree, src, a.arch, scratch, a.match)
+            return
         base_tree = archive(a.base, scratch) if a.base else None
         for src in a.sources:
             now = count(tree, src, a.arch, scratch, "now")

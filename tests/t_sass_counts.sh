@@ -5,7 +5,9 @@
 # more work counts more instructions than at its committed revision, a
 # kernel left alone counts the same, one store counts a handful; the
 # counts are whole and positive; an architecture before sm_70, an unknown
-# revision and a missing source are refused with a message. Then one of the
+# revision and a missing source are refused with a message. --sass: the
+# cubin's ELF header rewritten for older nvdisasm, refused without one, and
+# a listing where a developer has one (.devtools/nvdisasm). Then one of the
 # project's sources, as a developer runs it. Needs nvcc (scripts/find_cuda.sh).
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" sass_counts
@@ -66,6 +68,53 @@ refused() { # NAME PATTERN ARGS...
 refused arch_before_sm70_refused "sm_60: the 16-byte instruction count holds from sm_70" --arch sm_60 k.cu
 refused unknown_revision_refused "git archive no-such-rev" --base no-such-rev k.cu
 refused missing_source_refused "nope.cu: no such file" nope.cu
+refused sass_with_base_refused "sass prints one revision's code" --sass --base HEAD k.cu
+
+# --sass: the cubin given the ELF header older nvdisasm reads (CUDA 13's OSABI 0x41 and ABI
+# version 8 to 0x33 and 7, the SM moved from e_flags bits 8-15 to bits 0-7 and 16-23 beside 0x500),
+# its code untouched; a cubin with the old header already, and any other file, unchanged
+nvcc_out="$tmp/k.cubin"
+if "$NVCC" -arch=sm_90a -cubin "$repo/k.cu" -o "$nvcc_out" >"$tmp/nvcc.out" 2>&1 &&
+    out=$("$py" - "$counter" "$nvcc_out" <<'PY' 2>&1
+import importlib.util, struct, sys
+spec = importlib.util.spec_from_file_location("sass_counts", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+data = open(sys.argv[2], "rb").read()
+new = m.legacy_header(data)
+flags = struct.unpack_from("<I", new, 0x30)[0]
+assert len(new) == len(data), "length"
+if data[7] == 0x41:  # a CUDA 13 header: rewritten
+    assert (new[7], new[8]) == (0x33, 7), (new[7], new[8])
+    assert flags == 0x5A055A, hex(flags)  # sm_90: 0x5a | 0x500 | 0x5a << 16
+    assert new[0x34:] == data[0x34:] and new[:7] == data[:7], "only the header's OSABI, version and flags change"
+    assert m.legacy_header(new) == new, "an old header is left alone"
+else:  # an older nvcc's cubin: left alone
+    assert new == data
+assert m.legacy_header(b"not an ELF file") == b"not an ELF file"
+print("osabi 0x%x -> 0x%x, flags 0x%x" % (data[7], new[7], flags))
+PY
+    ); then ok "sass_legacy_header ($out)"
+else not_ok sass_legacy_header "$(tail -n 3 "$tmp/nvcc.out") ${out:-}"; fi
+# without an nvdisasm (none given, none on PATH, none in the made-up repo's .devtools): refused, saying where
+# one comes from
+plain_path="$(dirname "$NVCC"):/usr/bin:/bin"
+if [ -z "$(PATH=$plain_path command -v nvdisasm)" ]; then
+    if (cd "$repo" && NVDISASM=/nonexistent PATH=$plain_path "$py" "$counter" --sass k.cu) >"$tmp/nodis.out" 2>&1; then
+        not_ok sass_without_nvdisasm_refused "exited 0: $(tr '\n' ' ' <"$tmp/nodis.out")"
+    elif grep -q "nvdisasm not found (set NVDISASM" "$tmp/nodis.out" && grep -q "nvidia-cuda-toolkit" "$tmp/nodis.out"; then
+        ok sass_without_nvdisasm_refused
+    else not_ok sass_without_nvdisasm_refused "$(tr '\n' ' ' <"$tmp/nodis.out")"; fi
+else echo "# SKIP: sass_without_nvdisasm_refused (an nvdisasm on $plain_path)"; fi
+# with one ($NVDISASM, or this tree's .devtools/nvdisasm: a developer's; CI has none): the made-up
+# kernel's code, by name, with its store and exit
+dis="${NVDISASM:-$PWD/.devtools/nvdisasm}"
+if [ -x "$dis" ]; then
+    if (cd "$repo" && NVDISASM=$dis "$py" "$counter" --sass --match short_kernel k.cu) >"$tmp/sass.out" 2>&1 &&
+        grep -q '^## short_kernel(float\*)' "$tmp/sass.out" && grep -q 'STG\.E' "$tmp/sass.out" &&
+        grep -q 'EXIT' "$tmp/sass.out" && ! grep -q long_kernel "$tmp/sass.out"; then
+        ok "sass_listing ($(grep -c '/\*[0-9a-f]*\*/' "$tmp/sass.out") lines of short_kernel's code, padding included)"
+    else not_ok sass_listing "$(head -n 5 "$tmp/sass.out" | tr '\n' ' ')"; fi
+else echo "# SKIP: sass_listing (no nvdisasm here: NVDISASM unset, no .devtools/nvdisasm)"; fi
 
 # a project source: every GELU kernel listed, with a whole count
 if "$py" "$counter" --match gelu kernels/cuda/gelu.cu >"$tmp/gelu.out" 2>&1 &&
