@@ -206,6 +206,24 @@ __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *
     }
 }
 
+/* The lane's packs of a row that ln_backward_row_held reads (x, dout, and
+ * dinp where it accumulates) asked of L2 ahead (vec_prefetch_l2): a warp
+ * takes its rows one after another, each row's loads issued only once the
+ * row before is done, so that without this every row waited a device-memory
+ * latency with nothing else of its warp's in flight. */
+template <typename T, int MAXP>
+__device__ __forceinline__ void ln_prefetch_row(const T *d, const T *g, const T *x, int C, int lane, bool dacc) {
+    constexpr int P = vec_pack<T>::N;
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const int c = (lane + 32 * i) * P;
+        if (c >= C) break;
+        vec_prefetch_l2(x + c);
+        vec_prefetch_l2(g + c);
+        if (dacc) vec_prefetch_l2(d + c);
+    }
+}
+
 /* dst[0, C) = src[0, C) in 16-byte packs (C a multiple of the pack), by
  * the block: a pack a thread for rows of up to 256 packs. */
 template <typename T>
@@ -248,10 +266,13 @@ __global__ void __launch_bounds__(LN_WARPS * 32, MAXP == 4 ? 2 : 1)
     const int row_end = r_end < N ? (int)r_end : N;
     for (int r = group * rows_per_group + warp; r < row_end; r += LN_WARPS) {
         const size_t base = (size_t)r * C;
-        if constexpr (MAXP > 0)
+        if constexpr (MAXP > 0) {
+            if (r + LN_WARPS < row_end) /* the warp's next row, while this one is worked */
+                ln_prefetch_row<T, MAXP>(dinp + base + (size_t)LN_WARPS * C, dout + base + (size_t)LN_WARPS * C,
+                                         inp + base + (size_t)LN_WARPS * C, C, lane, dacc);
             ln_backward_row_held<T, MAXP>(dinp + base, acc_w, acc_b, dout + base, inp + base, w_shared, mean[r], rstd[r], C,
                                           lane, dacc);
-        else if (packs)
+        } else if (packs)
             ln_backward_row_packed(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane, dacc);
         else
             ln_backward_row<T, true>(dinp + base, acc_w, acc_b, dout + base, inp + base, w, mean[r], rstd[r], C, lane, dacc);

@@ -55,6 +55,17 @@ static __device__ __forceinline__ void vec_store(T *p, const vec_pack<T> &v) {
 #endif
 }
 
+/* A hint that the 128-byte line holding p is read soon: fetched into L2
+ * now, so that the load that follows finds it there rather than in device
+ * memory. No effect on any value (the emulation ignores it). */
+static __device__ __forceinline__ void vec_prefetch_l2(const void *p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.L2 [%0];\n" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
 /* Every pointer given is 16-byte aligned (NULL counts as aligned). */
 static inline bool vec_aligned(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL) {
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15u) == 0;
