@@ -114,14 +114,23 @@ static __device__ uint64_t step_desc(layout l, const unsigned char *tile, int s)
     return wgmma_desc_advance(wgmma_desc(tile, lbo, sbo, code_of(l.sw)), start);
 }
 
+/* The product's form: A from shared memory or registers, B K- or MN-major. */
+enum { FORM_SS_K = 0, FORM_SS_MN = 1, FORM_RS_K = 2, FORM_RS_MN = 3, FORM_RUNTIME = -1 };
+static __host__ __device__ int form_of(const wg_case &c) { return (c.a_regs ? FORM_RS_K : FORM_SS_K) + (c.lb.mn ? 1 : 0); }
+
 /* out[wg][M][N] = C (if first_scale) + A B: A [M][K], B [K][N], C [M][N] in global memory.
  * The four k16 products as the attention kernels issue them: every descriptor and A fragment made
  * first, one fence, the products unrolled back to back, so that nothing they read or write is
- * touched while they are in flight. LOOPED: as this kernel did before the 2026-11-30 sitting, a
- * k loop (not unrolled) that makes each step's descriptors and A fragment between the products,
- * which failed every check on an H200 (results/gpu/2026-11-30_h200) and passes on the emulator;
- * hopper_check runs it beside the other to tell whether that is the difference. */
-template <int N, int LOOPED = 0>
+ * touched while they are in flight. FORM: the form as a template argument (form_of(c) must
+ * match), so that the fence, the products, the commit and the wait lie in one basic block, as
+ * in the attention kernels; FORM_RUNTIME (hopper_check's kernel until 2026-12-01, and
+ * test_wgmma's) picks it from c at run time, between the fence and the commit, where ptxas
+ * injects warpgroup.arrive (its C7519 notes, which no attention kernel gets). LOOPED: as this
+ * kernel did before the 2026-11-30 sitting, a k loop (not unrolled) that makes each step's
+ * descriptors and A fragment between the products. Both failed every check on an H200
+ * (results/gpu/2026-11-30_h200) and pass on the emulator; hopper_check runs them beside the
+ * compile-time forms to tell whether either is the difference. */
+template <int N, int LOOPED = 0, int FORM = FORM_RUNTIME>
 __global__ void product_kernel(float *out, const float *A, const float *B, const float *C, wg_case c) {
 #if defined(EMU_CUDA_EMU_H) /* tests/emu/prep.py rewrites the .cu files, not this header */
     unsigned char *dyn = (unsigned char *)::emu::dynamic_shared();
@@ -146,14 +155,15 @@ __global__ void product_kernel(float *out, const float *A, const float *B, const
             a_fragment(a[s], A, s);
         }
         da[0] = perturbed(da[0], c.perturb_a), db[0] = perturbed(db[0], c.perturb_b);
+        const int form = FORM == FORM_RUNTIME ? form_of(c) : FORM; /* a constant but for FORM_RUNTIME */
         wgmma_fence();
-        if (c.a_regs && c.lb.mn) {
+        if (form == FORM_RS_MN) {
 #pragma unroll
             for (int s = 0; s < K / 16; s++) wgmma_rs<N, 1>(d, a[s], db[s], s == 0 ? c.first_scale : 1);
-        } else if (c.a_regs) {
+        } else if (form == FORM_RS_K) {
 #pragma unroll
             for (int s = 0; s < K / 16; s++) wgmma_rs<N, 0>(d, a[s], db[s], s == 0 ? c.first_scale : 1);
-        } else if (c.lb.mn) {
+        } else if (form == FORM_SS_MN) {
 #pragma unroll
             for (int s = 0; s < K / 16; s++) wgmma_ss<N, 0, 1>(d, da[s], db[s], s == 0 ? c.first_scale : 1);
         } else {

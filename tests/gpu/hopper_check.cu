@@ -8,9 +8,15 @@
  * four k16 steps, A from shared memory and from registers, scale-d 0 and 1;
  * small integers, so the GPU's D must equal the plain product exactly; then
  * random bf16 values within float summation (|error| <= 1e-5 sum |a b|).
- * Also the k loop as it stood when all of these failed on an H200
- * (results/gpu/2026-11-30_h200: products issued between the making of each
- * step's descriptors and fragments), at N 64, as "..._looped_exact".
+ * Each product's form (A from shared memory or registers, B K- or
+ * MN-major) is a template argument, so that the fence, the products, the
+ * commit and the wait lie in one basic block, as in the attention kernels.
+ * Also, at N 64, the kernel as it stood when all of these failed on an
+ * H200 (results/gpu/2026-11-30_h200): its form picked at run time between
+ * the fence and the commit, where ptxas injects warpgroup.arrive (C7519),
+ * as "..._runtime_form_exact", and its k loop before that (products issued
+ * between the making of each step's descriptors and fragments) as
+ * "..._looped_exact".
  * A failure prints which of C and the four k16 steps' products make up
  * what the GPU gave, for the first few.
  * N 32 too, B in each layout whose atom it fills (not MN-major under the
@@ -60,25 +66,41 @@ static float *to_device(const float *x, size_t n) {
     return d;
 }
 
-template <int N, int LOOPED>
+template <int N, int LOOPED, int FORM>
 static void launch(float *out, const float *A, const float *B, const float *C, wg_case c) {
     const unsigned bytes = shared_bytes(c.la, c.lb);
-    CHECK(cudaFuncSetAttribute((const void *)product_kernel<N, LOOPED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CHECK(cudaFuncSetAttribute((const void *)product_kernel<N, LOOPED, FORM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)bytes));
-    product_kernel<N, LOOPED><<<1, 128, bytes>>>(out, A, B, C, c);
+    product_kernel<N, LOOPED, FORM><<<1, 128, bytes>>>(out, A, B, C, c);
     CHECK(cudaGetLastError());
 }
 
-/* got[M][n] of product_kernel<n> on the device (looped: its k loop as before 2026-11-30, n 64 only). */
-static void run(int n, wg_case c, const float *A, const float *B, const float *C, float *got, int looped = 0) {
+/* product_kernel<N> with c's form as a template argument (wgmma_tiles.cuh's form_of). */
+template <int N>
+static void launch_form(float *out, const float *A, const float *B, const float *C, wg_case c) {
+    switch (form_of(c)) {
+    case FORM_SS_K: launch<N, 0, FORM_SS_K>(out, A, B, C, c); break;
+    case FORM_SS_MN: launch<N, 0, FORM_SS_MN>(out, A, B, C, c); break;
+    case FORM_RS_K: launch<N, 0, FORM_RS_K>(out, A, B, C, c); break;
+    default: launch<N, 0, FORM_RS_MN>(out, A, B, C, c); break;
+    }
+}
+
+/* How a check's kernel issues its products: the form a template argument (every check's), picked at
+ * run time (the kernel as it was on 2026-11-30's sitting but unrolled), or in a k loop (as before). */
+enum issue { ISSUE_FORM, ISSUE_RUNTIME, ISSUE_LOOPED };
+
+/* got[M][n] of product_kernel<n> on the device (ISSUE_RUNTIME and ISSUE_LOOPED: n 64 only). */
+static void run(int n, wg_case c, const float *A, const float *B, const float *C, float *got, issue how = ISSUE_FORM) {
     c.la.rows = M, c.lb.rows = n;
     float *dA = to_device(A, M * K), *dB = to_device(B, (size_t)K * n), *dC = to_device(C, (size_t)M * n), *dout;
     CHECK(cudaMalloc((void **)&dout, sizeof(float) * M * n));
-    if (looped) launch<64, 1>(dout, dA, dB, dC, c);
-    else if (n == 32) launch<32, 0>(dout, dA, dB, dC, c);
-    else if (n == 64) launch<64, 0>(dout, dA, dB, dC, c);
-    else if (n == 128) launch<128, 0>(dout, dA, dB, dC, c);
-    else launch<256, 0>(dout, dA, dB, dC, c);
+    if (how == ISSUE_LOOPED) launch<64, 1, FORM_RUNTIME>(dout, dA, dB, dC, c);
+    else if (how == ISSUE_RUNTIME) launch<64, 0, FORM_RUNTIME>(dout, dA, dB, dC, c);
+    else if (n == 32) launch_form<32>(dout, dA, dB, dC, c);
+    else if (n == 64) launch_form<64>(dout, dA, dB, dC, c);
+    else if (n == 128) launch_form<128>(dout, dA, dB, dC, c);
+    else launch_form<256>(dout, dA, dB, dC, c);
     CHECK(cudaMemcpy(got, dout, sizeof(float) * M * n, cudaMemcpyDeviceToHost));
     CHECK(cudaFree(dA));
     CHECK(cudaFree(dB));
@@ -144,10 +166,10 @@ static const char *a_name(int form) { return form == 2 ? "registers" : form == 1
 
 /* One integer product (A in the given form, B laid out as lb, C added) that must be exact:
  * prints ok or not ok NAME, and what the wrong sums look like when explain_it; 1 on a failure. */
-static int exact_check(const char *name, int n, int form, layout lb, int looped, int explain_it, const float *A,
+static int exact_check(const char *name, int n, int form, layout lb, issue how, int explain_it, const float *A,
                        const float *B, const float *C, float *got) {
     const wg_case c = {{form == 1 ? 0 : 128, 0, M}, lb, form == 2, 1, P_NONE, P_NONE};
-    run(n, c, A, B, C, got, looped);
+    run(n, c, A, B, C, got, how);
     const double e = worst_error(n, 1, A, B, C, got);
     if (e == 0.0) {
         printf("ok %s\n", name);
@@ -190,15 +212,18 @@ int main(void) {
                              bm ? "mn_major" : "k_major", sw_name(sws[bs]));
                     const layout lb = {sws[bs], bm, n};
                     /* the first few failures explained: enough to tell a pattern */
-                    failed += exact_check(name, n, form, lb, 0, failed < 6, A, B, C, got);
+                    failed += exact_check(name, n, form, lb, ISSUE_FORM, failed < 6, A, B, C, got);
                 }
-    /* The k loop as it stood on 2026-11-30, when every check failed on an H200: beside the unrolled
-     * products above, it tells whether the loop was the difference. */
+    /* The kernel as it stood on 2026-11-30, when every check failed on an H200 (its form picked at
+     * run time, between the fence and the commit), unrolled and as a k loop: beside the checks
+     * above, they tell whether either was the difference. */
     for (int form = 0; form < 3; form++) {
         char name[128];
-        snprintf(name, sizeof name, "hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact", a_name(form));
         const layout lb = {128, 0, 64};
-        failed += exact_check(name, 64, form, lb, 1, 1, A, B, C, got);
+        snprintf(name, sizeof name, "hopper_wgmma_n64_a_%s_b_k_major_128b_runtime_form_exact", a_name(form));
+        failed += exact_check(name, 64, form, lb, ISSUE_RUNTIME, 1, A, B, C, got);
+        snprintf(name, sizeof name, "hopper_wgmma_n64_a_%s_b_k_major_128b_looped_exact", a_name(form));
+        failed += exact_check(name, 64, form, lb, ISSUE_LOOPED, 1, A, B, C, got);
     }
     /* scale-d 0 overwrites C */
     const wg_case over = {{128, 0, M}, {128, 1, 128}, 0, 0, P_NONE, P_NONE};
