@@ -408,34 +408,18 @@ static int bench_backward_fused(tg_o o, const attn_case *c, const attn_buffers *
                               "fused: 64 keys a block, 5 products a tile, dq by slots");
 }
 
-/* At head size 64, the wgmma backward (dq by slots) with its score
- * products reading K and V from shared memory, where every run holds them
- * in registers: a row against the tuned shape's dqkv (within the
- * tolerance), beside the slots row, so that a GPU tells whether holding
- * them pays; nothing where it does not run. Returns the failed checks. */
-static int bench_backward_wgmma_kv_shared(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
-                                          double ceiling) {
+/* A form of the wgmma backward (dq by slots) that no run takes, beside
+ * the slots row (every run's) so that a GPU tells which pays: its row
+ * (shape SHAPE_WGMMA_KV_SHARED or _TWO_STAGES, run by `form`) against the
+ * tuned shape's dqkv (within the tolerance); nothing where it does not
+ * run. Returns the failed checks. */
+typedef int (*wgmma_backward_form)(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                   int B, int T, int NH, int HS);
+static int bench_backward_wgmma_form(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
+                                     double ceiling, wgmma_backward_form form, int shape, const char *label) {
     /* asked with no sequences: whether it runs here, nothing run */
-    if (!cuda_attention_backward_wgmma_kv_shared(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH,
-                                                 c->HS))
-        return 0;
-    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA_KV_SHARED, CUDA_WGMMA_DQ_SLOTS,
-                              "wgmma: as the slots row, K and V read from shared memory (not held in registers)");
-}
-
-/* At head sizes 64 and 96, the wgmma backward (dq by slots) with two
- * stages of Q and dout, where every run has three: a row against the
- * tuned shape's dqkv (within the tolerance; the same bits), beside the
- * slots row, so that a GPU tells whether copying each tile two ahead pays;
- * nothing where it does not run. Returns the failed checks. */
-static int bench_backward_wgmma_two_stages(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
-                                           double ceiling) {
-    /* asked with no sequences: whether it runs here, nothing run */
-    if (!cuda_attention_backward_wgmma_two_stages(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH,
-                                                  c->HS))
-        return 0;
-    return bench_backward_row(o, c, buf, opts, ceiling, SHAPE_WGMMA_TWO_STAGES, CUDA_WGMMA_DQ_SLOTS,
-                              "wgmma: as the slots row, two stages of Q and dout (not three)");
+    if (!form(o, buf->dqkv, buf->dout, buf->tuned_out, buf->qkv, buf->lse, 0, c->T, c->NH, c->HS)) return 0;
+    return bench_backward_row(o, c, buf, opts, ceiling, shape, CUDA_WGMMA_DQ_SLOTS, label);
 }
 
 /* The wgmma backward's rows: dq by slots (every run's, where the scratch
@@ -451,8 +435,12 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     int failed = bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SLOTS, &ran);
     if (!ran) return failed; /* its note, once */
     failed += bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_SUMMED, &ran);
-    failed += bench_backward_wgmma_kv_shared(o, c, buf, opts, ceiling);
-    failed += bench_backward_wgmma_two_stages(o, c, buf, opts, ceiling);
+    /* at head size 64, K and V read from shared memory where every run holds them in registers */
+    failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, cuda_attention_backward_wgmma_kv_shared, SHAPE_WGMMA_KV_SHARED,
+                                        "wgmma: as the slots row, K and V read from shared memory (not held in registers)");
+    /* at 64 and 96, two stages of Q and dout where every run has three (the same bits) */
+    failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, cuda_attention_backward_wgmma_two_stages,
+                                        SHAPE_WGMMA_TWO_STAGES, "wgmma: as the slots row, two stages of Q and dout (not three)");
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 

@@ -475,6 +475,23 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
+/* A form of the wgmma backward that no run takes (bench_attention's
+ * comparisons) into a poisoned dqkv: what it returned; *slots_room:
+ * whether the kernel scratch holds one pair's dq slots (the forms run
+ * with dq by slots only). */
+typedef int (*wgmma_backward_form)(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                   int B, int T, int NH, int HS);
+static int run_wgmma_backward_form(env *e, attn_bwd *a, wgmma_backward_form form, int *slots_room) {
+    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
+    const int ran = form(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B, a->T, a->NH, a->HS);
+    sync_gpu(e);
+    cuda_wgmma_dq route; /* asked with no sequences: the route with this scratch */
+    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
+                                     CUDA_WGMMA_DQ_SLOTS, &route);
+    *slots_room = route == CUDA_WGMMA_DQ_SLOTS;
+    return ran;
+}
+
 /* At head size 64, the wgmma backward with K and V read from shared
  * memory (cuda_attention_backward_wgmma_kv_shared, bench_attention's
  * comparison) against the default's dqkv `got`, where they are held in
@@ -482,14 +499,9 @@ static void wgmma_case(env *e, const hopper_forward *k, int B, int T, int NH, in
  * which computes both products alike). */
 static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const char *shape) {
     char name[256], detail[64];
-    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
-    const int ran = cuda_attention_backward_wgmma_kv_shared(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
-                                                            a->T, a->NH, a->HS);
-    sync_gpu(e);
-    cuda_wgmma_dq route; /* asked with no sequences: whether the scratch holds one pair's dq slots */
-    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
-                                     CUDA_WGMMA_DQ_SLOTS, &route);
-    if (route != CUDA_WGMMA_DQ_SLOTS) { /* a small kernel scratch (EMU_SCRATCH_BYTES): it runs with dq by slots only */
+    int slots_room;
+    const int ran = run_wgmma_backward_form(e, a, cuda_attention_backward_wgmma_kv_shared, &slots_room);
+    if (!slots_room) { /* a small kernel scratch (EMU_SCRATCH_BYTES): it runs with dq by slots only */
         snprintf(name, sizeof name, "attention_backward_wgmma, K and V from shared memory: none without room for the slots %s", shape);
         check_true(e, ran == 0, name, "");
         return;
@@ -516,14 +528,9 @@ static void wgmma_backward_kv_shared(env *e, attn_bwd *a, const void *got, const
  * takes tile 3 into tile 0's stage, on the barrier's second phase). */
 static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, const char *shape) {
     char name[256];
-    poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
-    const int ran = cuda_attention_backward_wgmma_two_stages(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
-                                                             a->T, a->NH, a->HS);
-    sync_gpu(e);
-    cuda_wgmma_dq route; /* asked with no sequences: whether the scratch holds one pair's dq slots */
-    cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
-                                     CUDA_WGMMA_DQ_SLOTS, &route);
-    if (a->HS == 128 || route != CUDA_WGMMA_DQ_SLOTS) {
+    int slots_room;
+    const int ran = run_wgmma_backward_form(e, a, cuda_attention_backward_wgmma_two_stages, &slots_room);
+    if (a->HS == 128 || !slots_room) {
         snprintf(name, sizeof name, "attention_backward_wgmma, two stages of Q and dout: none %s %s",
                  a->HS == 128 ? "at head size 128" : "without room for the slots", shape);
         check_true(e, ran == 0, name, "");
