@@ -57,45 +57,26 @@
  * works on the other's products; without the turn both would issue at
  * once, then both wait, and the tensor core would idle through both
  * softmaxes.
- * Warpgroup 1's first query tile (the block's diagonal one) lies above all
- * its keys: it runs it masked (zero P and dS: nothing added to dk, dv, and
- * zero rows of dS^T), so both warpgroups meet every barrier. Against one
- * warpgroup a block, two halve the Q and dout staged per key, the dq
- * slots written and read, and give dq's product 128 keys of k.
- * ptxas (sm_90a, CUDA 13.0), with every run's stages: DQ at 64 230
- * registers (237 with dS^T's stores generic, 203 before K and V were
- * held), at 96 234, at 128 255; without DQ 200 at 64, 198 at 96, 232 at
- * 128; none spills (with
- * mbar_wait's loop inside its asm: 5 and 4 more with DQ at 64 and 96). (Taking
- * a tile's dq share in the next tile, to save the barrier between the
- * dS^T stores and dq's product, spilled 80 bytes at 96: without that
- * barrier ptxas moved dq's work in among the scores'. With DQ the tile's
- * closing barrier is gone instead, the dS^T tile double-buffered: 17 to
- * 22 registers more than with it (182, 214 and 244); without the barrier
- * ptxas may move the next tile's work in among dq's, which the SASS was
- * not read to confirm.)
- * Against cp.async (before), one thread issues the copies where 256
- * computed addresses, and the barrier that made each tile visible is an
- * mbarrier wait; ptxas took 3 to 29 registers fewer. The statistics of
- * tile n + 1 (256 bytes each of lse and D) come by a 4-byte cp.async a
+ * Warpgroup 1 runs its first query tile, above all its keys, masked (zero
+ * P and dS), so both meet every barrier. Two warpgroups a block halve the
+ * Q and dout staged per key and the dq slots, and give dq 128 keys of k.
+ * The statistics of tile n + 1 (lse and D) come by a 4-byte cp.async a
  * row, issued when tile n's iteration begins and waited for just before
- * its block barrier, which orders them before their readers: a plain load
- * there held warps 0 and 1 (and so, through the products' turn, the
- * whole block) for a memory latency every tile (the same bits; ptxas:
- * 0 to 2 registers fewer).
+ * its block barrier (a plain load there held the whole block for a memory
+ * latency every tile).
+ * ptxas (sm_90a, CUDA 13.0), with every run's stages: DQ at 64 230
+ * registers, at 96 234, at 128 255; without DQ 200, 198 and 232; none
+ * spills. docs/design.md has the history: the forms tried and their
+ * registers.
  * SUM (bench_attention's "dq by slots summed in the kernel" row, not yet
  * any run's): no second kernel; after its last tile each block counts its
  * arrival at every query tile it shared in (an atomic per tile), and the
  * last of a tile's key blocks sums the tile's slots as the reduction
  * kernel would (dqs_sum_store4: the same bits), while they are likely
- * still in L2. The reduction kernel reads the slots back from memory (1.2
- * MB a pair at T = 1024 and head size 64: 230 MB a layer of GPT-2 124M,
- * about 50 us at the H200's 4.8 TB/s, by arithmetic); the sums here stall
- * only the summing block. Which pays is for a GPU. ptxas: 236, 239 and
- * 255 registers at 64, 96 and 128, no spills.
+ * still in L2 (the reduction kernel reads them back from memory: 230 MB
+ * a layer at GPT-2 124M). Which pays is for a GPU.
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
- * registers: under dq's 255 at 128, just over 237 at 64 and 96; at 1
- * block an SM they fit without it), dq summed without any trip through
+ * registers, under dq's 255 at 128), dq summed without any trip through
  * global memory (FlashAttention-3's atomics add in no fixed order).
  *
  * Builds: the kernel's body needs sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); for
@@ -136,16 +117,13 @@ static __host__ __device__ constexpr int bw_shared_bytes() {
     return (int)((4 + 2 * STAGES) * bw_tile_bytes<HS>() + (DQ ? 2 * bw_ds_bytes() : 0) + (1 + STAGES) * 8 + 1024);
 }
 
-/* The stages of Q and dout every run takes: three where they fit beside
- * the rest under sm_80's 166912 bytes a block (which t_kernel_resources
- * holds every kernel to): at head sizes 64 and 96 (114712 and 156696
- * bytes with DQ), two at 128 (164888). With two, tile n + 1's copy was
- * issued when tile n's iteration began, so it had one iteration (about
- * 1 us at GPT-2 124M's shape, by a count of the tile's products and
- * softmax; untimed) to come from L2 or memory before the wait; with
- * three, tile n + 2's is issued then, and has two. The same arithmetic
- * either way: bench_attention times two stages as a row of its own
- * (BW_DQ_TWO_STAGES). */
+/* The stages of Q and dout every run takes: three where they fit under
+ * sm_80's 166912 bytes a block (which t_kernel_resources holds every
+ * kernel to), at head sizes 64 and 96; two at 128. With two, tile n + 1's
+ * copy had one iteration (about 1 us at GPT-2 124M, by a count of a
+ * tile's work; untimed) to land before its wait; with three, tile n + 2's
+ * is issued then and has two. The same arithmetic: bench_attention times
+ * two stages as a row of its own (BW_DQ_TWO_STAGES). */
 #define BW_STATIC_BYTES (2 * 2 * BW_ROWS * 4) /* the kernel's lse2_t and D_t */
 template <int HS>
 static __host__ __device__ constexpr int bw_stages() {
@@ -170,17 +148,11 @@ struct bw_maps {
 static_assert(BW_ROWS == DQS_ROWS, "a dq slot holds one query tile");
 
 /* Whether a warpgroup holds its 64 keys' K and V as wgmma A fragments in
- * registers (32 at head size 64), so that the score products S^T = K Q^T
- * and dP^T = V dout^T read only Q and dout from shared memory. At the
- * datasheet's bf16 rate (about 990 TFLOP/s: 4096 FLOP a cycle an SM at
- * 1.83 GHz) and shared memory's 32 banks of 4 bytes, an m64n64k16 product
- * with both operands there reads its 4 KB (if B is read once for the
- * warpgroup's four tensor cores) in its 32 cycles, 128 bytes a cycle:
- * shared memory as busy as the tensor cores. A tile of the block reads
- * 128 KB so (the scores 64, dk and dv 32, dq 32) beside the copies and
- * dS^T's stores; held, K and V save 32 of them. A model, not a
- * measurement: bench_attention times both forms. At 96 and 128 the
- * fragments (48 and 64 registers) do not fit beside dk and dv. */
+ * registers (32 at head size 64), so that the score products read only Q
+ * and dout from shared memory: by the datasheet's rates an m64n64k16
+ * product with both operands there keeps shared memory as busy as the
+ * tensor cores (docs/design.md). A model: bench_attention times both
+ * forms. At 96 and 128 the fragments do not fit beside dk and dv. */
 template <int HS>
 static __host__ __device__ constexpr bool bw_kv_in_registers() {
     return HS == 64;
@@ -391,18 +363,14 @@ static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned ch
 }
 
 /* SUM, after the block's last tile: its arrival counted at each query
- * tile it shared in (dq_counts: the round's, an int a tile of each pair,
- * zeroed before the launch; pair j's), and the tiles where it is the last of their qt / BW_KB + 1 key
- * blocks summed into dq (rows q0 .. of pair (b, h) in dqkv) as
- * flash_dq_reduce_kernel sums them: the same bits, with no second kernel
- * and while the slots are likely still in L2. Every thread is past a
- * block barrier after its stores; each counting thread fences before its
- * count (the block's stores visible first) and, where it was last, after
- * it (its reads see the others'), as CUTLASS's barrier does. last:
- * BW_THREADS flags in shared memory no product reads any more (dS^T's
- * tiles: an array of its own took the kernel at head size 128 past
- * sm_80's limit a block, which t_kernel_resources holds every kernel to),
- * 2 bytes each (the emulation's race check keeps 2-byte granules). */
+ * tile it shared in (dq_counts: an int a tile of each of the round's
+ * pairs, zeroed before the launch), and the tiles where it is the last of
+ * their qt / BW_KB + 1 key blocks summed into dq as flash_dq_reduce_kernel
+ * sums them (the same bits). Each counting thread fences before its count
+ * and, where it was last, after it, as CUTLASS's barrier does. last:
+ * BW_THREADS 2-byte flags (the emulation's race check keeps 2-byte
+ * granules) in dS^T's tiles, which no product reads any more (an array of
+ * its own took head size 128 past sm_80's limit a block). */
 template <int HS>
 static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const float *slots, int *dq_counts, int j, int kb,
                                     int T, int NH, int b, int h, float scale) {
