@@ -160,6 +160,17 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
+# and the TMA forward once more with each block's phase profile (its own instance, with clock reads):
+# '# profile' lines at 64 and 96, every block's record there (3 key tiles a pair at T 130, 1 at 70), its
+# output checked as the row's; none at 128
+profile_ok() { grep -qP "^# profile $1 wgmma_ws: ok \\(output (same bits|err=[0-9.e-]+); $2 key tiles recorded of $2\\)$" "$3"; }
+if [ $rc -eq 0 ] && profile_ok 1,2,130,64 6 "$tmp/bench.out" && profile_ok 1,1,70,96 1 "$tmp/bench.out" &&
+    grep -qP "^# profile 1,2,130,64 wgmma_ws: a block's cycles = -?[0-9]+ \+ -?[0-9]+ a key tile" "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: consumer warpgroups .*, softmax [0-9]+ \([0-9.]+%\), P V .*, store [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: producer thread, .*: start [0-9]+ .*, ring full [0-9]+ .*, issue copies [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: 4 blocks \(0 without a record\) on [0-9]+ SMs' "$tmp/bench.out"; then
+    ok bench_attention_profiles_the_tma_forward
+else not_ok bench_attention_profiles_the_tma_forward "exit $rc: $(grep -E '^# profile' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,1,70,96\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out"; then
     ok bench_attention_times_wgmma_backward

@@ -52,6 +52,7 @@
  * start and end. */
 #include <limits.h>
 
+#include "kernels/cuda/block_clock.cuh"
 #include "kernels/cuda/flash_fwd_wgmma.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/smem_layout.h"
@@ -66,6 +67,13 @@ namespace {
 #define FW3_CONSUMER_WARPS 8         /* arrivals on an empty barrier */
 #define FW3_PRODUCER_REGS 24         /* 128 * 24 + 256 * 240 <= 64K registers of the SM */
 #define FW3_CONSUMER_REGS 240
+/* The phase profile's parts and phases (block_profile.h; the PROF
+ * instance only): the producer's thread, then each consumer warpgroup. */
+enum { FW3_PH_START, FW3_PH_RING_FULL, FW3_PH_ISSUE_COPIES };
+enum { FW3_PH_ENTRY, FW3_PH_FIRST_DATA, FW3_PH_DATA, FW3_PH_TURN, FW3_PH_ISSUE, FW3_PH_SCORES, FW3_PH_SOFTMAX, FW3_PH_PV,
+       FW3_PH_RESCALE, FW3_PH_STORE };
+template <bool PROF>
+using fw3_laps = bc_laps<PROF, CUDA_PROFILE_PHASES>;
 /* K and V tiles in flight: 3 at head size 64 (113 KiB), 2 at 96 and 128
  * (121 and 161 KiB), where 3 would take 169 and 225: over sm_80's 163 KiB
  * a block, which t_kernel_resources holds every kernel to, and at 128
@@ -196,8 +204,9 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
  * item before, then its key tiles 0 .. k_tiles - 1 into the ring: the
  * block's g-th tile (counted over its items) into stage g % STAGES once
  * its previous occupant (tile g - STAGES) is released. */
-template <int HS, bool PERSIST>
-static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, const fw3_schedule &sched, int NH, int T) {
+template <int HS, bool PERSIST, bool PROF>
+static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, const fw3_schedule &sched, int NH, int T,
+                                   fw3_laps<PROF> &clk) {
     constexpr int STAGES = fw3_stages<HS>(), QBUF = fw3_q_buffers<PERSIST>();
     constexpr int tile = fw_tile_bytes<HS>();
     for (int c = 0; c < head_tile<HS>::chunks; c++) {
@@ -205,22 +214,27 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, con
         tma_prefetch_map(&maps.k[c]);
         tma_prefetch_map(&maps.v[c]);
     }
+    clk.lap(FW3_PH_START);
     int g = 0;
     fw3_item it;
     for (int n = 0; sched.item(n, it); n++) {
         const int b = it.pair / NH, h = it.pair % NH, q0 = it.q_tile * FW3_ROWS, k_tiles = fw3_key_tiles(q0, T), qb = n % QBUF;
         unsigned char *q = sm.q + qb * 2 * tile;
         mbar_wait(&sm.q_empty[qb], ((n / QBUF) & 1) ^ 1); /* its first use passes at once */
+        clk.lap(FW3_PH_RING_FULL);
         mbar_arrive_expect_tx(&sm.q_full[qb], 2 * tile);
         ht_load<HS, FW_KEYS>(q, maps.q, &sm.q_full[qb], h, q0, b);
         ht_load<HS, FW_KEYS>(q + tile, maps.q, &sm.q_full[qb], h, q0 + FW_KEYS, b);
+        clk.lap(FW3_PH_ISSUE_COPIES);
         for (int kt = 0; kt < k_tiles; kt++, g++) {
             const int s = g % STAGES, round = g / STAGES;
             unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
             mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
+            clk.lap(FW3_PH_RING_FULL);
             mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
             ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
             ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
+            clk.lap(FW3_PH_ISSUE_COPIES);
         }
     }
 }
@@ -268,9 +282,9 @@ struct fw3_part {
  * (so the mma.sync forward's bits under the emulation). The Q buffer is
  * released once the last scores are in, before the last P V and the
  * stores, so that the producer can refill it in their time. */
-template <int HS>
+template <int HS, bool PROF>
 static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, size_t stride, const fw3_turns &turns, float scale_log2,
-                                        int T) {
+                                        int T, fw3_laps<PROF> &clk) {
     constexpr int STAGES = fw3_stages<HS>();
     const int t = (int)threadIdx.x & 127, warp = t >> 5, lane = t & 31;
     constexpr int kv = fw3_kv_bytes<HS>(), stage = fw3_stage_bytes<HS>();
@@ -282,58 +296,76 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     for (int i = 0; i < FW3_KEYS / 2; i++) s[i] = 0.0f;
     const int r0 = w.q0w + 16 * warp;
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
+    clk.lap(FW3_PH_ENTRY);
     mbar_wait(w.q_full, w.q_parity);
     mbar_wait(&sm.full[w.g0 % STAGES], (w.g0 / STAGES) & 1);
+    clk.lap(FW3_PH_FIRST_DATA);
     turns.take(); /* turn 0: tile 0's scores */
+    clk.lap(FW3_PH_TURN);
     wgmma_fence();
     fw_issue_scores<HS, FW3_KEYS>(s, w.qs, sm.stage + (w.g0 % STAGES) * stage);
     wgmma_commit();
     turns.pass(false);
+    clk.lap(FW3_PH_ISSUE);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
+    clk.lap(FW3_PH_SCORES);
     fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, 0, scale_log2, T);
+    clk.lap(FW3_PH_SOFTMAX);
     fw_rescale<HS>(o, m_prev, m);
     fw_pack<FW3_KEYS>(a, s);
+    clk.lap(FW3_PH_RESCALE);
     for (int kt = 1; kt < w.k_tiles; kt++) {
         const int g = w.g0 + kt, st = g % STAGES, before = (g - 1) % STAGES;
         mbar_wait(&sm.full[st], (g / STAGES) & 1);
+        clk.lap(FW3_PH_DATA);
         wgmma_fence_operand(o);
         turns.take();
+        clk.lap(FW3_PH_TURN);
         wgmma_fence(); /* s, o and a were last touched by this thread's registers */
         fw_issue_scores<HS, FW3_KEYS>(s, w.qs, sm.stage + st * stage);
         wgmma_commit();
         fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + before * stage + kv);
         wgmma_commit();
         turns.pass(false);
+        clk.lap(FW3_PH_ISSUE);
         wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
         wgmma_fence_operand(s);
+        clk.lap(FW3_PH_SCORES);
         fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, kt * FW3_KEYS, scale_log2, T);
+        clk.lap(FW3_PH_SOFTMAX);
         wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
         wgmma_fence_operand(o);
+        clk.lap(FW3_PH_PV);
         fw3_release(&sm.empty[before]);
         fw_rescale<HS>(o, m_prev, m);
         fw_pack<FW3_KEYS>(a, s);
+        clk.lap(FW3_PH_RESCALE);
     }
     if (w.q_release) fw3_release(w.q_release); /* every scores product of the item is waited for */
     const int last = (w.g0 + w.k_tiles - 1) % STAGES;
     wgmma_fence_operand(o);
     turns.take(); /* the last turn: the last tile's P V */
+    clk.lap(FW3_PH_TURN);
     wgmma_fence();
     fw_issue_pv<HS, FW3_KEYS>(o, a, sm.stage + last * stage + kv);
     wgmma_commit();
     turns.pass(w.block_last);
+    clk.lap(FW3_PH_ISSUE);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
+    clk.lap(FW3_PH_PV);
     fw3_release(&sm.empty[last]);
     fw_store_rows<HS>(w.out, stride, w.lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
+    clk.lap(FW3_PH_STORE);
 }
 
 /* Consumer warpgroup c (1 or 2) over the block's items: its 64 of each
  * item's 128 rows (fw3_consume_item), following the producer's Q buffers
  * and ring. */
-template <int HS, bool PERSIST>
+template <int HS, bool PERSIST, bool PROF>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule &sched, __nv_bfloat16 *out, float *lse,
-                                   const fw3_turns &turns, int NH, float scale_log2, int T) {
+                                   const fw3_turns &turns, int NH, float scale_log2, int T, fw3_laps<PROF> &clk) {
     constexpr int QBUF = fw3_q_buffers<PERSIST>();
     const size_t C = (size_t)NH * HS;
     fw3_item it, next, later;
@@ -353,7 +385,7 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
         w.k_tiles = fw3_key_tiles(it.q_tile * FW3_ROWS, T);
         w.g0 = g;
         w.block_last = !more;
-        fw3_consume_item<HS>(sm, w, C, turns, scale_log2, T);
+        fw3_consume_item<HS, PROF>(sm, w, C, turns, scale_log2, T, clk);
         g += w.k_tiles;
     }
 }
@@ -368,11 +400,20 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
  * template on the head size and the ring's depth (fw3_stages), so that
  * launches name it (the emulation checks their shared memory opt-in by
  * that name). */
-template <int HS, int STAGES, bool PERSIST>
+template <int HS, int STAGES, bool PERSIST, bool PROF>
 __global__ void __launch_bounds__(FW3_THREADS, 1)
     flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int pairs, int T,
-                                  int NH, float scale_log2) {
+                                  int NH, float scale_log2, cuda_block_profile *prof) {
 #if defined(FW_BODY)
+    fw3_laps<PROF> clk;
+    clk.start();
+    static_assert(!(PROF && PERSIST), "a record a block: the block-an-item launch only");
+    cuda_block_profile *rec = PROF ? prof + blockIdx.x + gridDim.x * blockIdx.y : NULL;
+    if (PROF && threadIdx.x == 0) {
+        rec->start_ns = bc_global_ns();
+        rec->smid = bc_smid();
+        rec->tiles = (uint32_t)fw3_key_tiles(fl_grid_query_tile() * FW3_ROWS, T);
+    }
     static_assert(STAGES == fw3_stages<HS>(), "the shared memory is carved for fw3_stages");
     static_assert(fw3_shared_bytes<HS, PERSIST>() <= 227 * 1024, "over a block's shared memory on sm_90");
     static_assert(!PERSIST || fw3_persistent_built(HS), "no persistent instance at this head size");
@@ -395,7 +436,10 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     __syncthreads();
     if (wg == 0) {
         setmaxnreg_dec<FW3_PRODUCER_REGS>();
-        if (threadIdx.x == 0) fw3_produce<HS, PERSIST>(maps, sm, sched, NH, T);
+        if (threadIdx.x == 0) {
+            fw3_produce<HS, PERSIST, PROF>(maps, sm, sched, NH, T, clk);
+            clk.record(rec, 0);
+        }
         return;
     }
     setmaxnreg_inc<FW3_CONSUMER_REGS>();
@@ -403,7 +447,8 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     static_assert(FW3_KEYS == FW3_ROWS, "the warpgroups' tiles and turns assume one key tile a block of rows");
     const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, wg == 2};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
-    fw3_consume<HS, PERSIST>(sm, wg, sched, out, lse, turns, NH, scale_log2, T);
+    fw3_consume<HS, PERSIST, PROF>(sm, wg, sched, out, lse, turns, NH, scale_log2, T, clk);
+    if ((threadIdx.x & 127) == 0) clk.record(rec, wg);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
@@ -422,13 +467,16 @@ static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T
 }
 
 /* Launches the instance at head size HS over every pair: a block an item,
- * or with PERSIST at most `blocks` blocks (<= 0: one an SM). */
-template <int HS, bool PERSIST>
-static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH, int blocks) {
+ * or with PERSIST at most `blocks` blocks (<= 0: one an SM); with PROF
+ * each block's phase profile into prof[block] (one launch: the caller
+ * holds B NH to FL_MAX_PAIRS). */
+template <int HS, bool PERSIST, bool PROF = false>
+static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH, int blocks,
+                       cuda_block_profile *prof = NULL) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
     fw3_maps maps;
     fw3_make_maps<HS>(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
-    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST>;
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS, PERSIST>()));
     const int tiles = (T + FW3_ROWS - 1) / FW3_ROWS, most = blocks > 0 ? blocks : ctx->sm_count;
     /* persistent: a launch's items, and fw3_schedule's n G + G, within an int */
@@ -436,8 +484,9 @@ static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, in
     for (int p0 = 0; p0 < B * NH; p0 += per_launch) {
         const int pairs = fl_min(per_launch, B * NH - p0);
         const dim3 grid = PERSIST ? dim3((unsigned)fl_min(pairs * tiles, fl_min(most, 65535))) : fl_grid_pairs_first(pairs, T, FW3_ROWS);
-        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST><<<grid, FW3_THREADS, fw3_shared_bytes<HS, PERSIST>(), ctx->stream>>>(
-            maps, (__nv_bfloat16 *)out, lse, p0, pairs, T, NH, scale_log2);
+        constexpr int shared = fw3_shared_bytes<HS, PERSIST>();
+        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF><<<grid, FW3_THREADS, shared, ctx->stream>>>(
+            maps, (__nv_bfloat16 *)out, lse, p0, pairs, T, NH, scale_log2, prof);
         CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
     }
 }
@@ -466,4 +515,29 @@ int cuda_attention_forward_wgmma_ws_persistent(tg_o o, void *out, float *lse, co
     else
         fw3_launch<96, true>(ctx, out, lse, qkv, B, T, NH, blocks);
     return 1;
+}
+
+size_t cuda_attention_forward_wgmma_ws_blocks(int B, int T, int NH) {
+    return B > 0 && T > 0 && NH > 0 ? (size_t)B * NH * ((T + FW3_ROWS - 1) / FW3_ROWS) : 0;
+}
+
+int cuda_attention_forward_wgmma_ws_profile(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                            cuda_block_profile *records) {
+    if (!fw_has_instance(o, HS, tg_dropout{}) || (HS != 64 && HS != 96)) return 0;
+    if (B <= 0 || T <= 0 || NH <= 0 || B * NH > FL_MAX_PAIRS || !fm_aligned16(qkv)) return 0;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (HS == 64)
+        fw3_launch<64, false, true>(ctx, out, lse, qkv, B, T, NH, 0, records);
+    else
+        fw3_launch<96, false, true>(ctx, out, lse, qkv, B, T, NH, 0, records);
+    return 1;
+}
+
+const char *cuda_attention_forward_wgmma_ws_phase(int part, int phase) {
+    static const char *const producer[] = {"start", "ring full", "issue copies"};
+    static const char *const consumer[] = {"start", "first data", "data", "turn", "issue",
+                                           "scores", "softmax", "P V", "rescale", "store"};
+    static_assert(sizeof consumer / sizeof consumer[0] == CUDA_PROFILE_PHASES, "a name a consumer phase");
+    if (part == 0) return phase >= 0 && phase < (int)(sizeof producer / sizeof producer[0]) ? producer[phase] : NULL;
+    return part > 0 && part < CUDA_PROFILE_PARTS && phase >= 0 && phase < CUDA_PROFILE_PHASES ? consumer[phase] : NULL;
 }

@@ -19,6 +19,7 @@
 #define KERNELS_CUDA_KERNELS_H
 
 #include "kernels/ops.h"
+#include "kernels/cuda/block_profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -180,6 +181,20 @@ int cuda_attention_forward_wgmma_ws(tg_o o, void *out, float *lse, const void *q
  * aligned runs cuda_attention_forward_wgmma. */
 int cuda_attention_forward_wgmma_ws_persistent(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
                                                tg_dropout drop, int blocks);
+/* cuda_attention_forward_wgmma_ws (no dropout) with each block's phase
+ * profile (block_profile.h: the producer's and each consumer warpgroup's
+ * SM cycles by phase, named by cuda_attention_forward_wgmma_ws_phase;
+ * tiles: the block's key tiles) written to records, device memory for
+ * cuda_attention_forward_wgmma_ws_blocks(B, T, NH) of them: bench_attention's
+ * profile rows. An instance of its own with the clock reads, the same
+ * results. 1 when run; 0 (nothing run) where it has no instance (head
+ * sizes 64 and 96), a qkv not 16-byte aligned, or over FL_MAX_PAIRS pairs. */
+size_t cuda_attention_forward_wgmma_ws_blocks(int B, int T, int NH);
+int cuda_attention_forward_wgmma_ws_profile(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS,
+                                            cuda_block_profile *records);
+/* A phase's name (part 0: the producer, 1 and 2: the consumers), or NULL
+ * past the part's last. */
+const char *cuda_attention_forward_wgmma_ws_phase(int part, int phase);
 /* A shape of the tensor-core attention backward: 16-row query tiles per
  * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
 typedef struct cuda_flash_bwd_shape {
