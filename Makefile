@@ -143,7 +143,8 @@ test_zero_shards_OBJ = $(BUILD)/tests/test_zero_shards.o
 # and bench_copy (tests/gpu/bench_copy.c: a device copy's GB/s, the memory ceiling).
 test_cuda_kernels_OBJ = $(BUILD)/tests/kernels/main_cuda.o $(KERNEL_TEST_OBJ)
 test_nccl_OBJ = $(BUILD)/tests/test_nccl.o
-bench_attention_OBJ = $(BUILD)/tests/gpu/bench_attention.o $(BUILD)/tests/gpu/block_profile.o
+bench_attention_OBJ = $(BUILD)/tests/gpu/bench_attention.o $(BUILD)/tests/gpu/bench_attention_profile.o \
+                      $(BUILD)/tests/gpu/block_profile.o
 bench_copy_OBJ = $(BUILD)/tests/gpu/bench_copy.o
 test_tma_OBJ = $(BUILD)/tests/emu/test_tma.o
 

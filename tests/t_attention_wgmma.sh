@@ -160,17 +160,25 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
-# and the TMA forward once more with each block's phase profile (its own instance, with clock reads):
-# '# profile' lines at 64 and 96, every block's record there (3 key tiles a pair at T 130, 1 at 70), its
-# output checked as the row's; none at 128
-profile_ok() { grep -qP "^# profile $1 wgmma_ws: ok \\(output (same bits|err=[0-9.e-]+); $2 key tiles recorded of $2\\)$" "$3"; }
-if [ $rc -eq 0 ] && profile_ok 1,2,130,64 6 "$tmp/bench.out" && profile_ok 1,1,70,96 1 "$tmp/bench.out" &&
-    grep -qP "^# profile 1,2,130,64 wgmma_ws: a block's cycles = -?[0-9]+ \+ -?[0-9]+ a key tile" "$tmp/bench.out" &&
-    grep -qP '^# profile 1,2,130,64 wgmma_ws: consumer warpgroups .*, softmax [0-9]+ \([0-9.]+%\), P V .*, store [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
-    grep -qP '^# profile 1,2,130,64 wgmma_ws: producer thread, .*: start [0-9]+ .*, ring full [0-9]+ .*, issue copies [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
+# and the TMA forward and the wgmma backward once more with each block's phase profile (instances of
+# their own, with clock reads): '# profile' lines at 64 and 96, every block's record there (the forward's
+# 128-key tiles: 3 a pair at T 130, 1 at 70; the backward's 64-row query tiles: 3 + 1 a pair at 130,
+# 2 at 70), the results checked as the rows'; the backward's warpgroups have no producer line
+profile_ok() { grep -qP "^# profile $1: ok \\(result (same bits|err=[0-9.e-]+); $2 tiles recorded of $2\\)$" "$3"; }
+phases='the compute warpgroups \(their mean\), cycles a tile \(share of its time\):'
+if [ $rc -eq 0 ] && profile_ok '1,2,130,64 wgmma_ws' 6 "$tmp/bench.out" && profile_ok '1,1,70,96 wgmma_ws' 1 "$tmp/bench.out" &&
+    grep -qP "^# profile 1,2,130,64 wgmma_ws: a block's cycles = -?[0-9]+ \+ -?[0-9]+ a tile" "$tmp/bench.out" &&
+    grep -qP "^# profile 1,2,130,64 wgmma_ws: $phases .*, softmax [0-9]+ \([0-9.]+%\), P V .*, store [0-9]+ \([0-9.]+%\)$" "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: the producer thread, .*: start [0-9]+ .*, ring full [0-9]+ .*, issue copies [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
     grep -qP '^# profile 1,2,130,64 wgmma_ws: 4 blocks \(0 without a record\) on [0-9]+ SMs' "$tmp/bench.out"; then
     ok bench_attention_profiles_the_tma_forward
 else not_ok bench_attention_profiles_the_tma_forward "exit $rc: $(grep -E '^# profile' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
+if [ $rc -eq 0 ] && profile_ok '1,2,130,64 wgmma backward' 8 "$tmp/bench.out" && profile_ok '1,1,70,96 wgmma backward' 2 "$tmp/bench.out" &&
+    grep -qP "^# profile 1,2,130,64 wgmma backward: $phases start [0-9]+ .*, turn .*, softmax .*, dk dv .*, dq [0-9]+ .*, store [0-9]+ \([0-9.]+%\)$" "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma backward: 4 blocks \(0 without a record\)' "$tmp/bench.out" &&
+    ! grep -q '^# profile .* wgmma backward: the producer' "$tmp/bench.out"; then
+    ok bench_attention_profiles_the_wgmma_backward
+else not_ok bench_attention_profiles_the_wgmma_backward "exit $rc: $(grep -E '^# profile .*backward' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,1,70,96\tbackward\twgmma: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out"; then
     ok bench_attention_times_wgmma_backward
@@ -180,14 +188,14 @@ else not_ok bench_attention_times_wgmma_backward "exit $rc: $(grep -E 'wgmma|not
 EMU_LAUNCH_LOG="$tmp/bench128.launches" "$bench" --shape 1,1,70,128 --warmup 0 --runs 1 >"$tmp/bench128.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by slots\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S, false>' "$tmp/bench128.launches" && grep -q flash_dq_reduce_kernel "$tmp/bench128.launches" &&
     tail -n 1 "$tmp/bench128.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_head_size_128_dq_by_slots
 else not_ok wgmma_backward_head_size_128_dq_by_slots "exit $rc: $(grep -E 'backward|not ok' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 # and a second row with dq by the mma.sync dq kernel (cuda_attention_backward_wgmma_dq), so that a GPU times
 # both routes: its launches are the wgmma kernel without dq and flash_dq_mma_kernel
 if [ $rc -eq 0 ] && grep -qP '^1,1,70,128\tbackward\twgmma: .*dq by the mma.sync kernel\t.*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR, false, S>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, false, KVR, false, S, false>' "$tmp/bench128.launches" && grep -q 'flash_dq_mma_kernel' "$tmp/bench128.launches"; then
     ok wgmma_backward_dq_by_mma_row
 else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/bench128.out" | tail -n 2 | tr '\n' ' ') launches: $(cut -f3 "$tmp/bench128.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
 
@@ -199,8 +207,8 @@ else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/b
 summed_row='^1,(1|2),(70|200),128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
 EMU_SCRATCH_BYTES=300000 EMU_VERBOSE=1 "$bench" --shape 1,2,200,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
 summed_rc=$?
-summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S><<<' "$tmp/summed.launches")
-if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S>' \
+summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false><<<' "$tmp/summed.launches")
+if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false>' \
     "$tmp/bench128.launches" && [ $summed_rc -eq 0 ] && grep -qP "$summed_row" "$tmp/summed.out" && [ "$summed_launches" = 2 ] &&
     tail -n 1 "$tmp/summed.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_dq_summed_row_in_rounds
@@ -212,8 +220,8 @@ EMU_LAUNCH_LOG="$tmp/bench64.launches" "$bench" --shape 1,2,130,64 --shape 1,1,7
 rc=$?
 if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, K and V read from shared memory.*\t(same bits|err=[0-9.e-]+)$' \
     "$tmp/bench64.out" && ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, K and V' "$tmp/bench64.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, false, false, S>' "$tmp/bench64.launches" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, false, false, S, false>' "$tmp/bench64.launches" &&
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, S, false>' "$tmp/bench64.launches" && tail -n 1 "$tmp/bench64.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_kv_shared_row_at_64_only
 else not_ok wgmma_backward_kv_shared_row_at_64_only "exit $rc: $(grep -E 'backward.*wgmma|not ok' "$tmp/bench64.out" | tr '\n' ' ')"; fi
 # at head sizes 64 and 96 a row with two stages of Q and dout (cuda_attention_backward_wgmma_two_stages),
@@ -224,8 +232,8 @@ if [ $rc -eq 0 ] && grep -qP "^1,2,130,64$two_row" "$tmp/bench64.out" && grep -q
     ! grep -q 'two stages of Q and dout' "$tmp/bench128.out" &&
     grep -qP '^1,2,130,64\tbackward\twgmma: 128 keys.*TMA 3 stages, dq by slots\t' "$tmp/bench64.out" &&
     grep -qP '^1,1,70,128\tbackward\twgmma: 128 keys.*TMA 2 stages, dq by slots\t' "$tmp/bench128.out" &&
-    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>' "$tmp/bench64.launches" &&
-    ! grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>' "$tmp/bench128.launches"; then
+    grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2, false>' "$tmp/bench64.launches" &&
+    ! grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, false, 2, false>' "$tmp/bench128.launches"; then
     ok wgmma_backward_two_stages_row_at_64_and_96
 else not_ok wgmma_backward_two_stages_row_at_64_and_96 "exit $rc: $(grep -E 'two stages|not ok' "$tmp/bench64.out" "$tmp/bench128.out" | tr '\n' ' ')"; fi
 

@@ -65,20 +65,29 @@ static __device__ __forceinline__ uint32_t bc_smid() {
 #endif
 }
 
-/* A warpgroup's cycles by phase: lap(k) adds the cycles since the last
- * lap (or since start()) to phase k; record() writes them as part `part`
- * of the block's record. With ON false every call is empty, so the
- * instances every run takes carry no clock reads and no registers. */
+/* A warpgroup's cycles by phase: begin(rec, tiles) starts the clock at
+ * the block's record rec (thread 0 writes its start, SM and tiles);
+ * lap(k) adds the cycles since the last lap (or begin) to phase k;
+ * record(part) writes them as part `part` of the record. With ON false
+ * every call is empty, so the instances every run takes carry no clock
+ * reads and no registers. */
 template <bool ON, int PHASES>
 struct bc_laps {
     static_assert(PHASES <= CUDA_PROFILE_PHASES, "a record holds CUDA_PROFILE_PHASES phases a part");
     uint64_t last;
     uint32_t cycles[PHASES];
-    __device__ __forceinline__ void start() {
+    cuda_block_profile *rec;
+    __device__ __forceinline__ void begin(cuda_block_profile *block_rec, uint32_t tiles) {
         if constexpr (ON) {
             last = bc_cycles();
+            rec = block_rec;
 #pragma unroll
             for (int k = 0; k < PHASES; k++) cycles[k] = 0;
+            if (threadIdx.x == 0) {
+                rec->start_ns = bc_global_ns();
+                rec->smid = bc_smid();
+                rec->tiles = tiles;
+            }
         }
     }
     __device__ __forceinline__ void lap(int phase) {
@@ -88,7 +97,7 @@ struct bc_laps {
             last = now;
         }
     }
-    __device__ __forceinline__ void record(cuda_block_profile *rec, int part) const {
+    __device__ __forceinline__ void record(int part) const {
         if constexpr (ON) {
 #pragma unroll
             for (int k = 0; k < PHASES; k++) rec->cycles[part][k] = cycles[k];

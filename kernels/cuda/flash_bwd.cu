@@ -426,12 +426,13 @@ static size_t round_pairs(const cuda_ctx *ctx, int T, size_t pair_extra) {
     return ctx->scratch_bytes > room ? (ctx->scratch_bytes - room) / round_pair_bytes(T, pair_extra) : 0;
 }
 
-/* D, then the tile kernels `tiles`, round by round; pair_extra: scratch
- * bytes `tiles` takes a pair after the round's D (256-aligned: the wgmma
- * backward's dq slots), 0 for none. */
-template <typename E>
+/* D, then the tile kernels `tiles` (a round_kernels<E>, or a lambda of
+ * its arguments), round by round; pair_extra: scratch bytes `tiles` takes
+ * a pair after the round's D (256-aligned: the wgmma backward's dq
+ * slots), 0 for none. */
+template <typename E, typename F>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
-                    int HS, tg_dropout drop, round_kernels<E> tiles, size_t pair_extra = 0) {
+                    int HS, tg_dropout drop, F tiles, size_t pair_extra = 0) {
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t fit = round_pairs(ctx, T, pair_extra);
     if (fit == 0) {
@@ -495,10 +496,10 @@ void cuda_attention_backward(tg_o o, void *dqkv, const void *dout, const void *o
     if (ctx->wgmma_backward && cuda_attention_backward_wgmma(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop)) return;
     if (o->act == TG_BF16)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, gradients);
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, drop, round_kernels<__nv_bfloat16>(gradients));
     else
         flash_backward<float>(ctx, (float *)dqkv, (const float *)dout, (const float *)out, (const float *)qkv, lse, B, T, NH, HS,
-                              drop, gradients);
+                              drop, round_kernels<float>(gradients));
 }
 
 int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
@@ -529,8 +530,9 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
  * slot_bytes(T, HS) a pair (bench_attention's routes): 0 (nothing run)
  * where the scratch cannot hold one pair's, else gradients over the
  * rounds (nothing for an empty call) and 1. */
+template <typename F>
 static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), round_kernels<__nv_bfloat16> gradients) {
+                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), F gradients) {
     const int T_room = T > 0 ? T : 1; /* the answer of an empty call too */
     const size_t slots = slot_bytes(T_room, HS);
     if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
@@ -553,6 +555,23 @@ int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dou
     if (o->act != TG_BF16 || (HS != 64 && HS != 96) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
     return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes,
                           wgmma_gradients<BW_DQ_TWO_STAGES>);
+}
+
+size_t cuda_attention_backward_wgmma_blocks(int B, int T, int NH) {
+    return B > 0 && T > 0 && NH > 0 ? (size_t)B * NH * ((T + 127) / 128) : 0;
+}
+
+int cuda_attention_backward_wgmma_profile(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                          int B, int T, int NH, int HS, cuda_block_profile *records) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || !flash_bwd_wgmma_profile_built(HS) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{}))
+        return 0;
+    /* every run's route (dq by slots), each round's blocks profiled into their pairs' records */
+    auto profiled = [records](cuda_ctx *c, __nv_bfloat16 *g, const __nv_bfloat16 *go, const __nv_bfloat16 *x, const float *l,
+                              const float *D, int p0, int np, int t, int nh, int hs, float scale, tg_dropout) {
+        flash_bwd_wgmma_profiled(c, g, go, x, l, D, round_dq_slots(D, np, t), p0, np, t, nh, hs, scale, records);
+    };
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, profiled);
 }
 
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,

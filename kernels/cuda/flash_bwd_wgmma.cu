@@ -116,6 +116,11 @@ static __host__ __device__ constexpr int bw_stages() {
 }
 static_assert(bw_stages<64>() == 3 && bw_stages<96>() == 3 && bw_stages<128>() == 2, "the stages the comment above counts");
 
+/* The profiled instance (PROF) at head sizes 64 and 96, the benchmark
+ * models'; at 128 every run's takes 255 registers, and the clock's would
+ * spill. */
+static __host__ __device__ constexpr bool bw_profile_built(int HS) { return HS == 64 || HS == 96; }
+
 #if defined(BW_BODY)
 /* SUM, after the block's last tile: its arrival counted at each query
  * tile it shared in (dq_counts: an int a tile of each of the round's
@@ -170,11 +175,12 @@ static __device__ void bw_dq_finish(uint16_t *last, __nv_bfloat16 *dqkv, const f
  * statistics and the dS^T stores of the tiles after may follow; without
  * DQ, one at the tile's end. KVR: K and V held in registers
  * (bw_kv_in_registers; every run's where it holds, else bench_attention's
- * comparison). */
-template <int HS, bool DQ, bool KVR, bool SUM, int STAGES>
+ * comparison). PROF: each warpgroup's phases (bw_laps) into the block's
+ * record, prof[(p0 + j) key blocks + kb] (bench_attention's profile). */
+template <int HS, bool DQ, bool KVR, bool SUM, int STAGES, bool PROF>
 __global__ void __launch_bounds__(BW_THREADS, 1)
     flash_bwd_wgmma_kernel(const __grid_constant__ bw_maps maps, __nv_bfloat16 *dqkv, const float *lse, const float *D,
-                           float *dq_slots, int *dq_counts, int p0, int T, int NH, float scale) {
+                           float *dq_slots, int *dq_counts, int p0, int T, int NH, float scale, cuda_block_profile *prof) {
 #if defined(BW_BODY)
     static_assert(!KVR || bw_kv_in_registers<HS>(), "K and V held in registers at head size 64 only");
     static_assert(!SUM || DQ, "the slots summed in the kernel: with DQ only");
@@ -191,33 +197,22 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     const int wg = (int)threadIdx.x >> 7, kw = k0 + 16 * ((int)threadIdx.x >> 5), wg_k0 = k0 + BW_WG_KEYS * wg;
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
     float *slots = DQ ? dq_slots + (size_t)j * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>() : NULL;
-
-    if (threadIdx.x == 0) {
-        mbar_init(kv_full, 1);
-#pragma unroll
-        for (int i = 0; i < STAGES; i++) mbar_init(&full[i], 1);
-        mbar_fence_init();
-    }
+    bw_laps<PROF> clk;
+    clk.begin(prof + (size_t)p * gridDim.y + kb, (uint32_t)((T - k0 + BW_ROWS - 1) / BW_ROWS));
+    if (threadIdx.x == 0) bw_init_barriers<STAGES>(kv_full, full);
     bw_stats_copy(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
     bw_stats_land(lse2_t[0]);
     __syncthreads(); /* the barriers' inits, tile 0's statistics */
-    if (threadIdx.x == 0) {
-        bw_load_keys<HS>(ks, vs, maps, kv_full, h, k0, b);
-        /* k0 is tile-aligned: the diagonal query tile starts at k0; tiles 0 .. STAGES - 2 now, the loop's copies after */
-#pragma unroll
-        for (int i = 0; i < STAGES - 1; i++)
-            if (k0 + BW_ROWS * i < T) bw_load_query_tile<HS>(stages + i * 2 * tile, maps, &full[i], h, k0 + BW_ROWS * i, b);
-    }
+    clk.lap(BW_PH_START);
+    if (threadIdx.x == 0) bw_first_copies<HS, STAGES>(ks, vs, stages, maps, kv_full, full, h, k0, b, T);
     const fb_pair c = {b, h, T, scale * FB_LOG2E, tg_dropout{}};
     float dk[HS / 2], dv[HS / 2];
 #pragma unroll
     for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
     bw_kv_held<KVR> kv;
-    if constexpr (KVR) {
-        bw_load_a_fragments(kv.k, ks + wg * tile);
-        bw_load_a_fragments(kv.v, vs + wg * tile);
-    }
+    kv.load(ks + wg * tile, vs + wg * tile);
+    clk.lap(BW_PH_KEYS);
     /* tile n: stage st = n % STAGES, its barrier's phase (n / STAGES) % 2; par = n % 2: the statistics' and dS^T's
        buffer, and at head size 64 the warpgroup that takes dq's product (from n, not counters carried across the
        iterations: those took ptxas 8 registers more at head size 64 and spilled 4 bytes at 128) */
@@ -230,18 +225,21 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
             bw_load_query_tile<HS>(stages + ahead * 2 * tile, maps, &full[ahead], h, q0 + BW_ROWS * (STAGES - 1), b);
         if (q0 + BW_ROWS < T) bw_stats_copy(lse2_t[par ^ 1], D_t[par ^ 1], lse_rows, D_rows, q0 + BW_ROWS, T);
         mbar_wait(&full[st], phase); /* tile n's Q and dout are in */
+        clk.lap(BW_PH_DATA);
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         unsigned char *ds_n = dss + par * bw_ds_bytes();
         if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c);
+            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c, clk);
         else
-            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c);
+            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c, clk);
         bw_stats_land(lse2_t[par ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
            and with DQ those of dS^T tile n - 1 too: the next iterations refill them */
         __syncthreads();
+        clk.lap(BW_PH_BARRIER);
         if (DQ) bw_dq_tile<HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, kb) * dqs_slot_floats<HS>(), ds_n, ks, wg, par);
+        clk.lap(BW_PH_DQ);
     }
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
     fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
@@ -250,6 +248,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         static_assert(bw_ds_bytes() >= 2 * BW_THREADS, "the finish's flags in dS^T's tiles");
         bw_dq_finish<HS>(reinterpret_cast<uint16_t *>(dss), dqkv, slots, dq_counts, j, kb, T, NH, b, h, scale);
     }
+    clk.lap(BW_PH_STORE);
+    if ((threadIdx.x & 127) == 0) clk.record(wg + 1);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
@@ -281,18 +281,20 @@ static void bw_allow_shared(const void *kernel, int bytes) {
  * its source text, so each launch is its own line. */
 template <int HS>
 void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
-               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bw_dq_form form) {
+               const float *D, float *dq_slots, int p0, int np, int T, int NH, float scale, bw_dq_form form,
+               cuda_block_profile *prof) {
     constexpr bool KVR = bw_kv_in_registers<HS>();
     constexpr int S = bw_stages<HS>();
     const dim3 grid = fl_grid_pairs_first(np, T, BW_KEYS);
     cudaStream_t stream = ctx->stream;
     bw_maps maps;
     bw_make_maps<HS>(&maps, qkv, dout, p0, np, T, NH);
+    cuda_block_profile *none = NULL;
     if (!dq_slots) {
         constexpr int bytes = bw_shared_bytes<HS, false, S>();
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, false, KVR, false, S>, bytes);
-        flash_bwd_wgmma_kernel<HS, false, KVR, false, S><<<grid, BW_THREADS, bytes, stream>>>(maps, dqkv, lse, D, (float *)NULL,
-                                                                                               (int *)NULL, p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, false, KVR, false, S, false>, bytes);
+        flash_bwd_wgmma_kernel<HS, false, KVR, false, S, false><<<grid, BW_THREADS, bytes, stream>>>(
+            maps, dqkv, lse, D, (float *)NULL, (int *)NULL, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         return;
     }
@@ -300,27 +302,34 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
     if (form == BW_DQ_SUMMED) {
         int *counts = (int *)(dq_slots + (size_t)np * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>());
         CUDA_CHECK(cudaMemsetAsync(counts, 0, (size_t)np * dqs_counts_bytes(T), stream));
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, true, S>, shared);
-        flash_bwd_wgmma_kernel<HS, true, KVR, true, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots, counts, p0,
-                                                                                               T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false><<<grid, BW_THREADS, shared, stream>>>(
+            maps, dqkv, lse, D, dq_slots, counts, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
         return;
     }
     if (form == BW_DQ_KV_SHARED) {
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, false, false, S>, shared);
-        flash_bwd_wgmma_kernel<HS, true, false, false, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots,
-                                                                                                  (int *)NULL, p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, false, false, S, false>, shared);
+        flash_bwd_wgmma_kernel<HS, true, false, false, S, false><<<grid, BW_THREADS, shared, stream>>>(
+            maps, dqkv, lse, D, dq_slots, (int *)NULL, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
     } else if (form == BW_DQ_TWO_STAGES) {
         constexpr int two = bw_shared_bytes<HS, true, 2>();
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, 2>, two);
-        flash_bwd_wgmma_kernel<HS, true, KVR, false, 2><<<grid, BW_THREADS, two, stream>>>(maps, dqkv, lse, D, dq_slots, (int *)NULL,
-                                                                                             p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, 2, false>, two);
+        flash_bwd_wgmma_kernel<HS, true, KVR, false, 2, false><<<grid, BW_THREADS, two, stream>>>(
+            maps, dqkv, lse, D, dq_slots, (int *)NULL, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+    } else if (prof) { /* every run's form, profiled (bw_profile_built) */
+        if constexpr (bw_profile_built(HS)) {
+            bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, S, true>, shared);
+            flash_bwd_wgmma_kernel<HS, true, KVR, false, S, true><<<grid, BW_THREADS, shared, stream>>>(
+                maps, dqkv, lse, D, dq_slots, (int *)NULL, p0, T, NH, scale, prof);
+            CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
+        }
     } else {
-        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, S>, shared);
-        flash_bwd_wgmma_kernel<HS, true, KVR, false, S><<<grid, BW_THREADS, shared, stream>>>(maps, dqkv, lse, D, dq_slots,
-                                                                                                (int *)NULL, p0, T, NH, scale);
+        bw_allow_shared((const void *)flash_bwd_wgmma_kernel<HS, true, KVR, false, S, false>, shared);
+        flash_bwd_wgmma_kernel<HS, true, KVR, false, S, false><<<grid, BW_THREADS, shared, stream>>>(
+            maps, dqkv, lse, D, dq_slots, (int *)NULL, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
     }
     flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
@@ -344,7 +353,7 @@ int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dou
     if (!flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, drop)) return 0;
     if (np <= 0 || T <= 0) return 1;
     head_tile_dispatch(HS, [&](auto hs) {
-        bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, form);
+        bw_launch<decltype(hs)::value>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, form, NULL);
     });
     return 1;
 }
@@ -352,4 +361,25 @@ int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dou
 bool flash_bwd_wgmma_fits(const cuda_ctx *ctx, const void *dqkv, const void *dout, const void *qkv, int HS, tg_dropout drop) {
     const uintptr_t any = (uintptr_t)dqkv | (uintptr_t)dout | (uintptr_t)qkv;
     return head_tile_runs(ctx, HS, drop) && any % 16 == 0;
+}
+
+int flash_bwd_wgmma_profiled(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                             const float *lse, const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale,
+                             cuda_block_profile *records) {
+    if (!bw_profile_built(HS) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{}) || !dq_slots) return 0;
+    if (np <= 0 || T <= 0) return 1;
+    if (HS == 64)
+        bw_launch<64>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, BW_DQ_SLOTS, records);
+    else
+        bw_launch<96>(ctx, dqkv, dout, qkv, lse, D, dq_slots, p0, np, T, NH, scale, BW_DQ_SLOTS, records);
+    return 1;
+}
+
+int flash_bwd_wgmma_profile_built(int HS) { return bw_profile_built(HS); }
+
+const char *cuda_attention_backward_wgmma_phase(int part, int phase) {
+    static const char *const names[] = {"start", "keys",  "data",    "turn", "scores",
+                                        "softmax", "dk dv", "barrier", "dq",   "store"};
+    static_assert(sizeof names / sizeof names[0] == CUDA_PROFILE_PHASES, "a name a phase");
+    return part > 0 && part < CUDA_PROFILE_PARTS && phase >= 0 && phase < CUDA_PROFILE_PHASES ? names[phase] : NULL;
 }

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/cuda/block_profile.h"
 #include "kernels/cuda/flash.cuh"
 
 /* Whether the wgmma backward has an instance for this run: a device of
@@ -43,5 +44,16 @@ size_t flash_bwd_wgmma_sum_bytes(int T, int HS);
 int flash_bwd_wgmma(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv, const float *lse,
                     const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale, tg_dropout drop,
                     bw_dq_form form);
+
+/* flash_bwd_wgmma in every run's form (BW_DQ_SLOTS) with dq_slots, each
+ * block's phase profile into records (block_profile.h; the block of key
+ * tile kb of pair p at p ceil(T / 128) + kb): bench_attention's profile.
+ * 1 when launched, 0 (nothing run) at head sizes other than
+ * flash_bwd_wgmma_profile_built's (64 and 96), without dq_slots, or where
+ * flash_bwd_wgmma_fits is false. */
+int flash_bwd_wgmma_profiled(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                             const float *lse, const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale,
+                             cuda_block_profile *records);
+int flash_bwd_wgmma_profile_built(int HS);
 
 #endif

@@ -24,6 +24,13 @@ namespace {
 #define BW_ROWS 64     /* query rows per staged tile */
 #define BW_THREADS 256 /* two warpgroups */
 
+/* The phases of the profiled instance (PROF; block_profile.h), each
+ * warpgroup's a part of its own (1 and 2; no part 0). */
+enum { BW_PH_START, BW_PH_KEYS, BW_PH_DATA, BW_PH_TURN, BW_PH_SCORES, BW_PH_SOFTMAX, BW_PH_DKDV, BW_PH_BARRIER, BW_PH_DQ,
+       BW_PH_STORE };
+template <bool PROF>
+using bw_laps = bc_laps<PROF, CUDA_PROFILE_PHASES>;
+
 /* The bytes of a [64 x HS] bf16 tile (head_tiles.cuh's chunks), and of a 128 x 64 dS^T tile. */
 template <int HS>
 static __host__ __device__ constexpr uint32_t bw_tile_bytes() { return head_tile<HS>::template bytes<BW_ROWS>(); }
@@ -84,6 +91,29 @@ static __device__ __forceinline__ void bw_load_keys(unsigned char *ks, unsigned 
         ht_load<HS, BW_ROWS>(ks + w * tile, maps.k, bar, h, k0 + BW_WG_KEYS * w, b);
         ht_load<HS, BW_ROWS>(vs + w * tile, maps.v, bar, h, k0 + BW_WG_KEYS * w, b);
     }
+}
+
+/* Thread 0's inits of the block's barriers: K and V's, and a stage's each. */
+template <int STAGES>
+static __device__ __forceinline__ void bw_init_barriers(uint64_t *kv_full, uint64_t *full) {
+    mbar_init(kv_full, 1);
+#pragma unroll
+    for (int i = 0; i < STAGES; i++) mbar_init(&full[i], 1);
+    mbar_fence_init();
+}
+
+/* Thread 0's first copies: the block's K and V (keys k0 ..), and query
+ * tiles 0 .. STAGES - 2 into their stages (k0 is tile-aligned: the
+ * diagonal query tile starts at k0); the kernel's loop issues the rest. */
+template <int HS, int STAGES>
+static __device__ __forceinline__ void bw_first_copies(unsigned char *ks, unsigned char *vs, unsigned char *stages,
+                                                       const bw_maps &maps, uint64_t *kv_full, uint64_t *full, int h, int k0,
+                                                       int b, int T) {
+    constexpr uint32_t tile = bw_tile_bytes<HS>();
+    bw_load_keys<HS>(ks, vs, maps, kv_full, h, k0, b);
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++)
+        if (k0 + BW_ROWS * i < T) bw_load_query_tile<HS>(stages + i * 2 * tile, maps, &full[i], h, k0 + BW_ROWS * i, b);
 }
 
 /* The statistics of query rows q0 .. q0 + 63 (lse of the pair's rows, D of
@@ -174,13 +204,20 @@ static __device__ __forceinline__ void bw_dq_share(float *slot, const unsigned c
     bw_store_share<HS, N>(slot, dq, c);
 }
 
-/* A warpgroup's K and V as A fragments (bw_kv_in_registers), else empty. */
+/* A warpgroup's K and V as A fragments (bw_kv_in_registers), loaded from
+ * its tiles ks and vs; else empty. */
 template <bool HELD>
 struct bw_kv_held {
     uint32_t k[4][4], v[4][4];
+    __device__ __forceinline__ void load(const unsigned char *ks, const unsigned char *vs) {
+        bw_load_a_fragments(k, ks);
+        bw_load_a_fragments(v, vs);
+    }
 };
 template <>
-struct bw_kv_held<false> {};
+struct bw_kv_held<false> {
+    __device__ __forceinline__ void load(const unsigned char *, const unsigned char *) {}
+};
 
 /* One staged query tile (rows q0 ..) against warpgroup wg's 64 keys (ks,
  * vs: its K and V): dk, dv (its accumulators: warp w's keys kw .. kw + 15
@@ -189,15 +226,18 @@ struct bw_kv_held<false> {};
  * diagonal or T, where fb_ds masks. Warpgroup 1 issues its score products
  * after warpgroup 0's (BW_BAR_TURN), so that 0's softmax runs while the
  * tensor core works on 1's, and 1's while it works on 0's dk and dv. KVR:
- * the score products take K and V from kv (bw_kv_in_registers). */
-template <int HS, bool EDGE, bool DQ, bool KVR>
+ * the score products take K and V from kv (bw_kv_in_registers). clk: the
+ * profiled instance's phases (bw_laps). */
+template <int HS, bool EDGE, bool DQ, bool KVR, bool PROF>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
                                                      const unsigned char *vs, const bw_kv_held<KVR> &kv,
                                                      const unsigned char *qs, const unsigned char *gs, unsigned char *dss,
-                                                     const float *lse2, const float *D, int q0, int kw, int wg, const fb_pair &c) {
+                                                     const float *lse2, const float *D, int q0, int kw, int wg, const fb_pair &c,
+                                                     bw_laps<PROF> &clk) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
     if (wg == 1) named_bar_sync(BW_BAR_TURN, BW_THREADS);
+    clk.lap(BW_PH_TURN);
     wgmma_fence(); /* s and dp were last read by this thread's registers */
     if constexpr (KVR) {
 #pragma unroll
@@ -217,6 +257,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     wgmma_fence_operand(dp);
+    clk.lap(BW_PH_SCORES);
 #pragma unroll
     for (int i = 0; i < 32; i++) { /* accumulator i: key kw + g + 8 (i % 4 / 2), query q0 + 8 (i / 4) + 2 t + i % 2 */
         const int col = 8 * (i >> 2) + 2 * t + (i & 1);
@@ -229,6 +270,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
         mma_a_from_accumulators(da[kk], s + 8 * kk, s + 8 * kk + 4);
     }
     if (DQ) bw_stage_ds(dss, s);
+    clk.lap(BW_PH_SOFTMAX);
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
     wgmma_fence();
@@ -240,6 +282,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
     wgmma_wait<0>();
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
+    clk.lap(BW_PH_DKDV);
 }
 
 /* The tile's dq share over the block's keys (both warpgroups' dS^T in dss,

@@ -406,14 +406,8 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
                                   int NH, float scale_log2, cuda_block_profile *prof) {
 #if defined(FW_BODY)
     fw3_laps<PROF> clk;
-    clk.start();
     static_assert(!(PROF && PERSIST), "a record a block: the block-an-item launch only");
-    cuda_block_profile *rec = PROF ? prof + blockIdx.x + gridDim.x * blockIdx.y : NULL;
-    if (PROF && threadIdx.x == 0) {
-        rec->start_ns = bc_global_ns();
-        rec->smid = bc_smid();
-        rec->tiles = (uint32_t)fw3_key_tiles(fl_grid_query_tile() * FW3_ROWS, T);
-    }
+    clk.begin(prof + blockIdx.x + gridDim.x * blockIdx.y, (uint32_t)fw3_key_tiles(fl_grid_query_tile() * FW3_ROWS, T));
     static_assert(STAGES == fw3_stages<HS>(), "the shared memory is carved for fw3_stages");
     static_assert(fw3_shared_bytes<HS, PERSIST>() <= 227 * 1024, "over a block's shared memory on sm_90");
     static_assert(!PERSIST || fw3_persistent_built(HS), "no persistent instance at this head size");
@@ -438,7 +432,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
         setmaxnreg_dec<FW3_PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             fw3_produce<HS, PERSIST, PROF>(maps, sm, sched, NH, T, clk);
-            clk.record(rec, 0);
+            clk.record(0);
         }
         return;
     }
@@ -448,7 +442,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, wg == 2};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
     fw3_consume<HS, PERSIST, PROF>(sm, wg, sched, out, lse, turns, NH, scale_log2, T, clk);
-    if ((threadIdx.x & 127) == 0) clk.record(rec, wg);
+    if ((threadIdx.x & 127) == 0) clk.record(wg);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif

@@ -162,6 +162,19 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
  * every run has two). */
 int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                              const float *lse, int B, int T, int NH, int HS);
+/* The wgmma backward in every run's form (dq by slots) with each block's
+ * phase profile (block_profile.h: each warpgroup's SM cycles by phase,
+ * named by cuda_attention_backward_wgmma_phase; tiles: the block's query
+ * tiles of 64 rows) written to records, device memory for
+ * cuda_attention_backward_wgmma_blocks(B, T, NH) of them (128 keys a
+ * block): bench_attention's profile. An instance of its own with the
+ * clock reads, the same results. 1 when run; 0 (nothing run) where it
+ * has no instance (head sizes 64 and 96, bf16, no dropout, compute
+ * capability 9.0, aligned) or the scratch cannot hold a pair's slots. */
+size_t cuda_attention_backward_wgmma_blocks(int B, int T, int NH);
+int cuda_attention_backward_wgmma_profile(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                          int B, int T, int NH, int HS, cuda_block_profile *records);
+const char *cuda_attention_backward_wgmma_phase(int part, int phase);
 /* The stages of Q and dout every run of the wgmma backward has at head
  * size HS (0 where it has no instance), for bench_attention's labels. */
 int cuda_attention_backward_wgmma_stages(int HS);

@@ -62,7 +62,7 @@ inputs_key() {
     {
         find kernels data model parallel train util tests/emu tests/kernels \
             -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
-        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention.c tests/gpu/block_profile.[ch] tests/gpu/hopper_check.cu
+        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention*.[ch] tests/gpu/block_profile.[ch] tests/gpu/hopper_check.cu
         printf '%s\n' "$CC" "$CXX" "$OPT" "$SAN" "$CFLAGS" "$CUFLAGS" "${EMU_RACE:-0}"
         "$CC" --version | head -n 1
         "$CXX" --version | head -n 1
@@ -143,6 +143,8 @@ $CC $CFLAGS tests/gpu/bench_attention.c -c -o "$OUT/obj/bench_attention.o" &
 pids+=($!)
 $CC $CFLAGS tests/gpu/block_profile.c -c -o "$OUT/obj/block_profile.o" &
 pids+=($!)
+$CC $CFLAGS tests/gpu/bench_attention_profile.c -c -o "$OUT/obj/bench_attention_profile.o" &
+pids+=($!)
 if [ "${1:-}" = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
     # the NCCL communicator in place of its stub.
@@ -213,7 +215,7 @@ $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 bench_objs=()
 for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$o"); done
-$CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" "$OUT/obj/block_profile.o" -o "$OUT/bench_attention_emu" -lm
+$CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" "$OUT/obj/bench_attention_profile.o" "$OUT/obj/block_profile.o" -o "$OUT/bench_attention_emu" -lm
 echo "built $OUT/bench_attention_emu"
 for t in "${emu_tests[@]}"; do
     extra=()

@@ -42,7 +42,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/op_rates.h"
 #include "kernels/ops.h"
-#include "tests/gpu/block_profile.h"
+#include "tests/gpu/bench_attention.h"
 #include "util/dtype.h"
 #include "util/err.h"
 #include "util/rng_core.h"
@@ -50,11 +50,6 @@
 #define MAX_SHAPES 8
 #define MAX_CASES 16
 #define BENCH_SEED 20261128u
-#define SHAPE_TOL 2e-2
-
-typedef struct {
-    int B, NH, T, HS;
-} attn_case;
 
 typedef struct {
     int warmup, runs;
@@ -65,13 +60,6 @@ typedef struct {
 typedef struct {
     double median, min, max;
 } timing;
-
-/* The device buffers of one case. */
-typedef struct {
-    void *qkv, *out, *dout, *dqkv, *tuned_out, *tuned_dqkv;
-    float *lse;
-    size_t n_qkv, n_out, n_lse;
-} attn_buffers;
 
 static int usage(const char *prog) {
     fprintf(stderr,
@@ -247,10 +235,7 @@ static double rel_err_bf16(const uint16_t *got, const uint16_t *want, size_t n) 
     return diff / fmax(scale, 1e-30);
 }
 
-/* The check of a shape's n bf16 results (got) against the tuned shape's
- * (want), both device memory: into `verdict` ("same bits", "err=E", or
- * "not ok ..."); 1 when it passed. */
-static int check_shape(tg_o o, const void *got_dev, const void *want_dev, size_t n, int want_same_bits, char *verdict,
+int check_shape(tg_o o, const void *got_dev, const void *want_dev, size_t n, int want_same_bits, char *verdict,
                        size_t len) {
     uint16_t *got = tg_malloc(n * 2, "bench_attention: a shape's result"), *want = tg_malloc(n * 2, "bench_attention: the tuned result");
     o->download(o, got, got_dev, n * 2);
@@ -331,57 +316,6 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
     return failed;
 }
 
-/* The TMA forward's key tiles over all blocks: a block's are its rows' (causal). */
-static double ws_key_tiles(const attn_case *c) {
-    double tiles = 0.0;
-    for (int q = 0; q * 128 < c->T; q++) {
-        const int rows_end = (q + 1) * 128 < c->T ? (q + 1) * 128 : c->T;
-        tiles += (rows_end + 127) / 128;
-    }
-    return tiles * c->B * c->NH;
-}
-
-/* The TMA forward with each block's phase profile (its own instance, with
- * the clock reads; head sizes 64 and 96): '# profile' lines
- * (tests/gpu/block_profile.h) from the second of two calls, so that a GPU
- * tells where a block's time goes. Checked: its output against the tuned
- * shape's (within the tolerance), a record from every block, and every
- * block's key tiles. Returns the failed checks. */
-static int profile_forward_wgmma_ws(tg_o o, const attn_case *c, const attn_buffers *buf) {
-    const size_t n = cuda_attention_forward_wgmma_ws_blocks(c->B, c->T, c->NH);
-    cuda_block_profile *dev = o->alloc(o, n * sizeof *dev, "bench_attention: the blocks' profile");
-    double ms = 0.0;
-    int ran = 1;
-    for (int call = 0; call < 2 && ran; call++) {
-        o->zero(o, dev, n * sizeof *dev); /* a block that writes no record leaves a zero start */
-        o->zero(o, buf->out, buf->n_out * 2);
-        o->timer_begin(o);
-        ran = cuda_attention_forward_wgmma_ws_profile(o, buf->out, buf->lse, buf->qkv, c->B, c->T, c->NH, c->HS, dev);
-        ms = o->timer_end_ms(o);
-    }
-    if (!ran) {
-        printf("# profile %d,%d,%d,%d wgmma_ws: no profiled instance here (head sizes 64 and 96 on compute capability 9.0)\n", c->B,
-               c->NH, c->T, c->HS);
-        o->free(o, dev);
-        return 0;
-    }
-    cuda_block_profile *recs = tg_malloc(n * sizeof *recs, "bench_attention: the blocks' profile");
-    o->download(o, recs, dev, n * sizeof *recs);
-    o->free(o, dev);
-    block_profile_sum sum;
-    block_profile_summarize(recs, (int)n, &sum);
-    free(recs);
-    char label[64], verdict[96];
-    snprintf(label, sizeof label, "%d,%d,%d,%d wgmma_ws", c->B, c->NH, c->T, c->HS);
-    printf("# profile %s: one call with the clock reads took %.4f ms\n", label, ms);
-    block_profile_print(stdout, label, &sum, cuda_attention_forward_wgmma_ws_phase);
-    const int ok = check_shape(o, buf->out, buf->tuned_out, buf->n_out, 0, verdict, sizeof verdict) && sum.missing == 0 &&
-                   sum.tiles == ws_key_tiles(c);
-    printf("# profile %s: %s (output %s; %.0f key tiles recorded of %.0f)\n", label, ok ? "ok" : "not ok", verdict, sum.tiles,
-           ws_key_tiles(c));
-    return !ok;
-}
-
 /* The forward in each of its shapes: rows, and the failed checks. */
 static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts, double ceiling) {
     cuda_flash_shape shapes[MAX_SHAPES];
@@ -400,7 +334,7 @@ static int bench_forward(tg_o o, const attn_case *c, const attn_buffers *buf, co
             print_row(c, "forward", name, order, t, attention_tflop(c, 2), ceiling, verdict);
         }
     failed += bench_forward_wgmma(o, c, buf, opts, ceiling);
-    return failed + profile_forward_wgmma_ws(o, c, buf);
+    return failed + profile_forward(o, c, buf);
 }
 
 /* One backward row of a route other than the mma.sync shapes (shape: a
@@ -518,7 +452,8 @@ static int bench_backward(tg_o o, const attn_case *c, const attn_buffers *buf, c
         print_row(c, "backward", name, CUDA_FLASH_PAIRS_FIRST, t, attention_tflop(c, 5), ceiling, verdict);
     }
     failed += bench_backward_fused(o, c, buf, opts, ceiling);
-    return failed + bench_backward_wgmma(o, c, buf, opts, ceiling);
+    failed += bench_backward_wgmma(o, c, buf, opts, ceiling);
+    return failed + profile_backward(o, c, buf);
 }
 
 /* One case (a head size with shapes built): the forward's shapes, then the

@@ -117,7 +117,7 @@ void block_profile_summarize(const cuda_block_profile *recs, int n, block_profil
 static void print_part(FILE *f, const char *label, const block_profile_sum *sum, block_phase_name name, int part,
                        const char *what) {
     const double parts = part == 0 ? 1.0 : CUDA_PROFILE_PARTS - 1.0; /* the consumers: their mean */
-    fprintf(f, "# profile %s: %s, cycles a key tile (share of its time):", label, what);
+    fprintf(f, "# profile %s: %s, cycles a tile (share of its time):", label, what);
     for (int k = 0; k < CUDA_PROFILE_PHASES && name(part, k); k++) {
         double c = 0.0;
         for (int p = part; p < (part == 0 ? 1 : CUDA_PROFILE_PARTS); p++) c += sum->cycles[p][k];
@@ -138,8 +138,8 @@ void block_profile_print(FILE *f, const char *label, const block_profile_sum *su
             "median gap between blocks on an SM %.2f us; SM clock %.3f GHz\n",
             label, sum->blocks, sum->missing, sum->sms, sum->span_ns * 1e-3, 100.0 * sum->held, sum->gap_ns * 1e-3,
             sum->clock_ghz);
-    fprintf(f, "# profile %s: a block's cycles = %.0f + %.0f a key tile (least squares; %.2f key tiles a block)\n", label,
-            sum->fixed, sum->per_tile, sum->tiles / sum->blocks);
-    print_part(f, label, sum, name, 1, "consumer warpgroups (their mean)");
-    print_part(f, label, sum, name, 0, "producer thread");
+    fprintf(f, "# profile %s: a block's cycles = %.0f + %.0f a tile (least squares; %.2f tiles a block)\n", label, sum->fixed,
+            sum->per_tile, sum->tiles / sum->blocks);
+    print_part(f, label, sum, name, 1, "the compute warpgroups (their mean)");
+    if (name(0, 0)) print_part(f, label, sum, name, 0, "the producer thread");
 }

@@ -30,8 +30,9 @@ void block_profile_summarize(const cuda_block_profile *recs, int n, block_profil
 /* A phase's name, NULL past the part's last (the kernel's table). */
 typedef const char *(*block_phase_name)(int part, int phase);
 
-/* '#' lines: label, then the sums (per key tile: each phase's cycles over
- * the blocks' tiles, and its share of the part's time). */
+/* '#' lines: label, then the sums (per tile: each phase's cycles over the
+ * blocks' tiles, and its share of the part's time; the producer's line
+ * only where part 0 has phases). */
 void block_profile_print(FILE *f, const char *label, const block_profile_sum *sum, block_phase_name name);
 
 #endif

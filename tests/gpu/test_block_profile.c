@@ -39,6 +39,15 @@ static const char *phase_name(int part, int phase) {
     return phase >= 0 && phase < 4 ? consumer[phase] : NULL;
 }
 
+static const char *compute_only(int part, int phase) { return part == 0 ? NULL : phase_name(part, phase); }
+
+/* Records of two SMs' blocks into recs. */
+static void fill_recs(cuda_block_profile *recs) {
+    recs[0] = block(0, 100, 200, 1);
+    recs[1] = block(1, 100, 300, 3);
+    for (int i = 2; i < N_RECS; i++) recs[i] = block(1, 100 + 400 * (uint64_t)i, 450 + 400 * (uint64_t)i, 2);
+}
+
 static int near(double got, double want) { return fabs(got - want) <= 1e-9 * fmax(1.0, fabs(want)); }
 
 int main(void) {
@@ -78,7 +87,7 @@ int main(void) {
     FILE *f = fmemopen(text, sizeof text - 1, "w");
     block_profile_print(f, "case", &s, phase_name);
     fclose(f);
-    tap_check(&failed, "block_profile_prints_the_fit", strstr(text, "# profile case: a block's cycles = 1000 + 500 a key tile") != NULL,
+    tap_check(&failed, "block_profile_prints_the_fit", strstr(text, "# profile case: a block's cycles = 1000 + 500 a tile") != NULL,
               text);
     tap_check(&failed, "block_profile_prints_named_phases",
               strstr(text, "alpha 208 (30.3%), beta 150 (21.8%), gamma 100 (14.5%), delta 229 (33.3%)\n") &&
@@ -93,5 +102,14 @@ int main(void) {
     fclose(f);
     tap_check(&failed, "block_profile_says_when_no_block_wrote",
               s.blocks == 0 && s.missing == N_RECS && strstr(text, "no block wrote its record (6 missing)") != NULL, text);
+
+    /* a kernel with no producer (part 0 has no phase): no producer line */
+    fill_recs(recs);
+    block_profile_summarize(recs, N_RECS, &s);
+    f = fmemopen(text, sizeof text - 1, "w");
+    block_profile_print(f, "two", &s, compute_only);
+    fclose(f);
+    tap_check(&failed, "block_profile_leaves_out_a_part_without_phases",
+              strstr(text, "# profile two: the compute warpgroups") != NULL && strstr(text, "producer") == NULL, text);
     return failed;
 }
