@@ -160,6 +160,13 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
+# the TMA forward with one exponential in 4 and in 8 by a cubic (exp2_poly) as rows of their own at 64,
+# within the tolerance of the tuned mma.sync forward (not its bits); at 96 a note, no row
+poly_row() { grep -qP "^1,2,130,64\tforward\twgmma_ws poly$1: .*\t(same bits|err=[0-9.e-]+)$" "$tmp/bench.out"; }
+if [ $rc -eq 0 ] && poly_row 4 && poly_row 8 && ! grep -qP '^1,1,70,96\tforward\twgmma_ws poly' "$tmp/bench.out" &&
+    grep -q '^# 1,1,70,96: no wgmma_ws poly4 forward here' "$tmp/bench.out"; then
+    ok bench_attention_times_the_polynomial_exponentials
+else not_ok bench_attention_times_the_polynomial_exponentials "exit $rc: $(grep -E 'poly' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 # and the TMA forward and the wgmma backward once more with each block's phase profile (instances of
 # their own, with clock reads): '# profile' lines at 64 and 96, every block's record there (the forward's
 # 128-key tiles: 3 a pair at T 130, 1 at 70; the backward's 64-row query tiles: 3 + 1 a pair at 130,

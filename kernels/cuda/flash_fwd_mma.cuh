@@ -10,6 +10,7 @@
 #ifndef KERNELS_CUDA_FLASH_FWD_MMA_CUH
 #define KERNELS_CUDA_FLASH_FWD_MMA_CUH
 
+#include "kernels/cuda/exp2_poly.cuh"
 #include "kernels/cuda/flash.cuh"
 #include "kernels/cuda/flash_mma.cuh"
 
@@ -156,8 +157,10 @@ struct fm_lane_pos {
  * reach.n_blocks or, where reach.mask, after the row) at 0; the running
  * sum l (this lane's share, before dropout, like the CPU's) and the row's
  * outputs o are rescaled to the new max first. FULL: every key is seen (no
- * mask); DROP: dropout is on (p > 0; without it no dropout code at all). */
-template <int NB, int KB, bool FULL, bool DROP>
+ * mask); DROP: dropout is on (p > 0; without it no dropout code at all).
+ * POLY > 0: the lane's POLY-th, 2 POLY-th, ... probability of a row by
+ * exp2_poly (the FMA units), the rest by exp2_ftz (the SFU). */
+template <int NB, int KB, bool FULL, bool DROP, int POLY = 0>
 static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[4], float &m, float &l, int i,
                                                       const fm_lane_pos &at, const fm_reach &reach, float scale_log2, int b, int h,
                                                       int T, const tg_dropout &drop) {
@@ -191,7 +194,8 @@ static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const float prob = exp2_ftz(fmaf(x, scale_log2, -base));
+            const float arg = fmaf(x, scale_log2, -base);
+            const float prob = POLY > 0 && (2 * j + e) % POLY == POLY - 1 ? exp2_poly(arg) : exp2_ftz(arg);
             l += prob;
             x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
         }

@@ -88,15 +88,16 @@ static __device__ __forceinline__ void fw_issue_pv(float (&o)[HS / 2], const uin
  * mma.sync forward's fm_softmax_row): s becomes P in place, m and l the
  * new running max and sum; m_prev gets the old max, for fw_rescale. The
  * outputs are not touched, so that this may run while a product still
- * writes them. FULL: the tile lies wholly before the rows (no mask). */
-template <bool FULL, int KEYS>
+ * writes them. FULL: the tile lies wholly before the rows (no mask).
+ * POLY: fm_softmax_row's (a share of the exponentials by exp2_poly). */
+template <bool FULL, int KEYS, int POLY = 0>
 static __device__ __forceinline__ void fw_softmax(float (&s)[KEYS / 2], float m[2], float l[2], float m_prev[2], const fm_reach &reach,
                                                   const fm_lane_pos &at, float scale_log2, int T) {
     float(*sf)[4] = reinterpret_cast<float(*)[4]>(s);
     const tg_dropout none{};
     for (int i = 0; i < 2; i++) {
         m_prev[i] = m[i];
-        fm_softmax_row<0, KEYS / 8, FULL, false>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
+        fm_softmax_row<0, KEYS / 8, FULL, false, POLY>(sf, NULL, m[i], l[i], i, at, reach, scale_log2, 0, 0, T, none);
     }
 }
 

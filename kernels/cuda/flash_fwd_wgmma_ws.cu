@@ -93,6 +93,11 @@ __host__ __device__ static constexpr int fw3_q_buffers() {
  * the second Q buffer); at 128 it would take 193, over the 163 KiB a
  * block that t_kernel_resources holds every kernel to. */
 __host__ __device__ static constexpr bool fw3_persistent_built(int HS) { return HS == 64 || HS == 96; }
+/* The instances with one exponential in POLY on the FMA units (exp2_poly,
+ * FlashAttention-4's trade), for bench_attention to time against every
+ * run's: head size 64, where the exponentials weigh most against the
+ * products (half the products of 128 for as many exponentials). */
+__host__ __device__ static constexpr bool fw3_poly_built(int HS, int poly) { return HS == 64 && (poly == 4 || poly == 8); }
 /* A K or V tile of FW3_KEYS rows; a stage: K, then V. */
 template <int HS>
 __host__ __device__ static constexpr int fw3_kv_bytes() {
@@ -247,15 +252,17 @@ static __device__ __forceinline__ void fw3_release(uint64_t *bar) {
 }
 
 /* The softmax of key tile k0's scores for the warp's rows r0 ..: masked
- * where the tile reaches the warpgroup's rows (q0w: its first; uniform). */
+ * where the tile reaches the warpgroup's rows (q0w: its first; uniform).
+ * POLY: fw_softmax's. */
+template <int POLY>
 static __device__ __forceinline__ void fw3_softmax(float (&s)[FW3_KEYS / 2], float m[2], float l[2], float m_prev[2], fm_lane_pos &at,
                                                    int r0, int q0w, int k0, float scale_log2, int T) {
     at.k0 = k0;
     const fm_reach reach = fm_reach_of<FW3_KEYS>(r0, k0);
     if (k0 + FW3_KEYS <= q0w)
-        fw_softmax<true, FW3_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
+        fw_softmax<true, FW3_KEYS, POLY>(s, m, l, m_prev, reach, at, scale_log2, T);
     else
-        fw_softmax<false, FW3_KEYS>(s, m, l, m_prev, reach, at, scale_log2, T);
+        fw_softmax<false, FW3_KEYS, POLY>(s, m, l, m_prev, reach, at, scale_log2, T);
 }
 
 /* What a consumer warpgroup's item reads and writes: its Q tile and the
@@ -282,7 +289,7 @@ struct fw3_part {
  * (so the mma.sync forward's bits under the emulation). The Q buffer is
  * released once the last scores are in, before the last P V and the
  * stores, so that the producer can refill it in their time. */
-template <int HS, bool PROF>
+template <int HS, bool PROF, int POLY>
 static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, size_t stride, const fw3_turns &turns, float scale_log2,
                                         int T, fw3_laps<PROF> &clk) {
     constexpr int STAGES = fw3_stages<HS>();
@@ -310,7 +317,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     clk.lap(FW3_PH_SCORES);
-    fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, 0, scale_log2, T);
+    fw3_softmax<POLY>(s, m, l, m_prev, at, r0, w.q0w, 0, scale_log2, T);
     clk.lap(FW3_PH_SOFTMAX);
     fw_rescale<HS>(o, m_prev, m);
     fw_pack<FW3_KEYS>(a, s);
@@ -332,7 +339,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
         wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
         wgmma_fence_operand(s);
         clk.lap(FW3_PH_SCORES);
-        fw3_softmax(s, m, l, m_prev, at, r0, w.q0w, kt * FW3_KEYS, scale_log2, T);
+        fw3_softmax<POLY>(s, m, l, m_prev, at, r0, w.q0w, kt * FW3_KEYS, scale_log2, T);
         clk.lap(FW3_PH_SOFTMAX);
         wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
         wgmma_fence_operand(o);
@@ -363,7 +370,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
 /* Consumer warpgroup c (1 or 2) over the block's items: its 64 of each
  * item's 128 rows (fw3_consume_item), following the producer's Q buffers
  * and ring. */
-template <int HS, bool PERSIST, bool PROF>
+template <int HS, bool PERSIST, bool PROF, int POLY>
 static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule &sched, __nv_bfloat16 *out, float *lse,
                                    const fw3_turns &turns, int NH, float scale_log2, int T, fw3_laps<PROF> &clk) {
     constexpr int QBUF = fw3_q_buffers<PERSIST>();
@@ -385,7 +392,7 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
         w.k_tiles = fw3_key_tiles(it.q_tile * FW3_ROWS, T);
         w.g0 = g;
         w.block_last = !more;
-        fw3_consume_item<HS, PROF>(sm, w, C, turns, scale_log2, T, clk);
+        fw3_consume_item<HS, PROF, POLY>(sm, w, C, turns, scale_log2, T, clk);
         g += w.k_tiles;
     }
 }
@@ -399,8 +406,9 @@ static __device__ void fw3_consume(const fw3_smem &sm, int c, const fw3_schedule
  * kernel; the same rows, the same operations, so the same bits). A
  * template on the head size and the ring's depth (fw3_stages), so that
  * launches name it (the emulation checks their shared memory opt-in by
- * that name). */
-template <int HS, int STAGES, bool PERSIST, bool PROF>
+ * that name). PROF: the phase profile (bench_attention's); POLY > 0: one
+ * exponential in POLY by exp2_poly (fw3_poly_built). */
+template <int HS, int STAGES, bool PERSIST, bool PROF, int POLY>
 __global__ void __launch_bounds__(FW3_THREADS, 1)
     flash_forward_wgmma_ws_kernel(const __grid_constant__ fw3_maps maps, __nv_bfloat16 *out, float *lse, int p0, int pairs, int T,
                                   int NH, float scale_log2, cuda_block_profile *prof) {
@@ -441,7 +449,7 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
     static_assert(FW3_KEYS == FW3_ROWS, "the warpgroups' tiles and turns assume one key tile a block of rows");
     const fw3_turns turns{FW3_BAR_TURN + wg - 1, FW3_BAR_TURN + 2 - wg, wg == 2};
     if (wg == 2) named_bar_arrive(FW3_BAR_TURN, 256); /* warpgroup 1 goes first */
-    fw3_consume<HS, PERSIST, PROF>(sm, wg, sched, out, lse, turns, NH, scale_log2, T, clk);
+    fw3_consume<HS, PERSIST, PROF, POLY>(sm, wg, sched, out, lse, turns, NH, scale_log2, T, clk);
     if ((threadIdx.x & 127) == 0) clk.record(wg);
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
@@ -464,13 +472,13 @@ static void fw3_make_maps(fw3_maps *maps, const __nv_bfloat16 *qkv, int B, int T
  * or with PERSIST at most `blocks` blocks (<= 0: one an SM); with PROF
  * each block's phase profile into prof[block] (one launch: the caller
  * holds B NH to FL_MAX_PAIRS). */
-template <int HS, bool PERSIST, bool PROF = false>
+template <int HS, bool PERSIST, bool PROF = false, int POLY = 0>
 static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, int B, int T, int NH, int blocks,
                        cuda_block_profile *prof = NULL) {
     const float scale_log2 = 1.44269504f / sqrtf((float)HS); /* as flash_fwd.cu's */
     fw3_maps maps;
     fw3_make_maps<HS>(&maps, (const __nv_bfloat16 *)qkv, B, T, NH);
-    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF>;
+    const void *kernel = (const void *)flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF, POLY>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fw3_shared_bytes<HS, PERSIST>()));
     const int tiles = (T + FW3_ROWS - 1) / FW3_ROWS, most = blocks > 0 ? blocks : ctx->sm_count;
     /* persistent: a launch's items, and fw3_schedule's n G + G, within an int */
@@ -479,7 +487,7 @@ static void fw3_launch(cuda_ctx *ctx, void *out, float *lse, const void *qkv, in
         const int pairs = fl_min(per_launch, B * NH - p0);
         const dim3 grid = PERSIST ? dim3((unsigned)fl_min(pairs * tiles, fl_min(most, 65535))) : fl_grid_pairs_first(pairs, T, FW3_ROWS);
         constexpr int shared = fw3_shared_bytes<HS, PERSIST>();
-        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF><<<grid, FW3_THREADS, shared, ctx->stream>>>(
+        flash_forward_wgmma_ws_kernel<HS, fw3_stages<HS>(), PERSIST, PROF, POLY><<<grid, FW3_THREADS, shared, ctx->stream>>>(
             maps, (__nv_bfloat16 *)out, lse, p0, pairs, T, NH, scale_log2, prof);
         CUDA_LAUNCHED("flash_forward_wgmma_ws_kernel");
     }
@@ -534,4 +542,15 @@ const char *cuda_attention_forward_wgmma_ws_phase(int part, int phase) {
     static_assert(sizeof consumer / sizeof consumer[0] == CUDA_PROFILE_PHASES, "a name a consumer phase");
     if (part == 0) return phase >= 0 && phase < (int)(sizeof producer / sizeof producer[0]) ? producer[phase] : NULL;
     return part > 0 && part < CUDA_PROFILE_PARTS && phase >= 0 && phase < CUDA_PROFILE_PHASES ? consumer[phase] : NULL;
+}
+
+int cuda_attention_forward_wgmma_ws_poly(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int poly) {
+    if (!fw_has_instance(o, HS, tg_dropout{}) || !fw3_poly_built(HS, poly) || !fm_aligned16(qkv)) return 0;
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (B <= 0 || T <= 0 || NH <= 0) return 1;
+    if (poly == 4)
+        fw3_launch<64, false, false, 4>(ctx, out, lse, qkv, B, T, NH, 0);
+    else
+        fw3_launch<64, false, false, 8>(ctx, out, lse, qkv, B, T, NH, 0);
+    return 1;
 }

@@ -208,6 +208,14 @@ int cuda_attention_forward_wgmma_ws_profile(tg_o o, void *out, float *lse, const
 /* A phase's name (part 0: the producer, 1 and 2: the consumers), or NULL
  * past the part's last. */
 const char *cuda_attention_forward_wgmma_ws_phase(int part, int phase);
+/* cuda_attention_forward_wgmma_ws (no dropout) with one exponential of
+ * the softmax in `poly` (4 or 8) computed by a cubic on the FMA units
+ * (kernels/cuda/exp2_poly.cuh: FlashAttention-4's trade, the SFU's
+ * exponentials being as many clocks as the products at head size 64),
+ * for bench_attention to time against every run's: within the bf16
+ * tolerance of it, not its bits. 1 when run; 0 (nothing run) at head
+ * sizes other than 64, another poly, or a qkv not 16-byte aligned. */
+int cuda_attention_forward_wgmma_ws_poly(tg_o o, void *out, float *lse, const void *qkv, int B, int T, int NH, int HS, int poly);
 /* A shape of the tensor-core attention backward: 16-row query tiles per
  * warp of the dq kernel, and 16-key tiles per warp of the dk, dv kernel. */
 typedef struct cuda_flash_bwd_shape {

@@ -138,6 +138,8 @@ static int cmp_double(const void *a, const void *b) {
 #define SHAPE_WGMMA_KV_SHARED (-4)
 #define SHAPE_WGMMA_WS_PERSISTENT (-5)
 #define SHAPE_WGMMA_TWO_STAGES (-6)
+#define SHAPE_WGMMA_WS_POLY4 (-7)
+#define SHAPE_WGMMA_WS_POLY8 (-8)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -147,10 +149,14 @@ typedef struct {
     cuda_wgmma_dq dq; /* the wgmma backward's only */
 } attn_call;
 
-/* The wgmma forward of row shape `shape` (SHAPE_WGMMA, _WS or
- * _WS_PERSISTENT, one block an SM), once: 1 when it has an instance here. */
+/* The wgmma forward of row shape `shape` (SHAPE_WGMMA, _WS,
+ * _WS_PERSISTENT, one block an SM, or _WS_POLY4 and 8, one exponential in
+ * 4 or 8 on the FMA units), once: 1 when it has an instance here. */
 static int run_forward_wgmma(tg_o o, int shape, const attn_case *c, const attn_buffers *b) {
     const tg_dropout none = {0};
+    if (shape == SHAPE_WGMMA_WS_POLY4 || shape == SHAPE_WGMMA_WS_POLY8)
+        return cuda_attention_forward_wgmma_ws_poly(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS,
+                                                    shape == SHAPE_WGMMA_WS_POLY4 ? 4 : 8);
     if (shape == SHAPE_WGMMA) return cuda_attention_forward_wgmma(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none);
     if (shape == SHAPE_WGMMA_WS) return cuda_attention_forward_wgmma_ws(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none);
     return cuda_attention_forward_wgmma_ws_persistent(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none, 0);
@@ -171,7 +177,7 @@ static void run_call(const attn_call *call) {
     else if (call->backward)
         cuda_attention_backward_shaped(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                        call->shape);
-    else if (call->shape == SHAPE_WGMMA || call->shape == SHAPE_WGMMA_WS || call->shape == SHAPE_WGMMA_WS_PERSISTENT)
+    else if (call->shape < 0) /* the forward's SHAPE_ values: the wgmma forwards */
         run_forward_wgmma(call->o, call->shape, c, b);
     else
         cuda_attention_forward_shaped(call->o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, call->shape, call->order);
@@ -297,13 +303,16 @@ static int bench_forward_wgmma(tg_o o, const attn_case *c, const attn_buffers *b
         {SHAPE_WGMMA, "wgmma: 64 query rows a warpgroup, 64 keys a tile, cp.async 2 stages"},
         {SHAPE_WGMMA_WS, "wgmma_ws: 128 query rows a block (2 consumer warpgroups), 128 keys a tile, TMA 3 stages (2 at head sizes 96 and 128)"},
         {SHAPE_WGMMA_WS_PERSISTENT, "wgmma_ws persistent: wgmma_ws's blocks, one an SM, each over its share of the query tiles (head sizes 64 and 96)"},
+        {SHAPE_WGMMA_WS_POLY4, "wgmma_ws poly4: as the wgmma_ws row, one exponential in 4 by a cubic on the FMA units (head size 64)"},
+        {SHAPE_WGMMA_WS_POLY8, "wgmma_ws poly8: as the wgmma_ws row, one exponential in 8 by a cubic on the FMA units (head size 64)"},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const attn_call call = {.o = o, .c = c, .buf = buf, .shape = rows[i].shape, .order = {CUDA_FLASH_PAIRS_FIRST, 0}};
         o->zero(o, buf->out, buf->n_out * 2); /* a block never run leaves zeros: its check fails */
         if (!run_forward_wgmma(o, rows[i].shape, c, buf)) {
-            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head sizes 64, 96, 128 only; persistent: 64, 96)\n",
+            printf("# %d,%d,%d,%d: no %.*s forward here (compute capability 9.0 and head sizes 64, 96, 128 only; persistent: 64, 96; "
+                   "poly: 64)\n",
                    c->B, c->NH, c->T, c->HS, (int)strcspn(rows[i].name, ":"), rows[i].name);
             continue;
         }
