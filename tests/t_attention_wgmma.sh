@@ -177,12 +177,13 @@ if [ $rc -eq 0 ] && profile_ok '1,2,130,64 wgmma_ws' 6 "$tmp/bench.out" && profi
     grep -qP "^# profile 1,2,130,64 wgmma_ws: a block's cycles = -?[0-9]+ \+ -?[0-9]+ a tile" "$tmp/bench.out" &&
     grep -qP "^# profile 1,2,130,64 wgmma_ws: $phases .*, softmax [0-9]+ \([0-9.]+%\), P V .*, store [0-9]+ \([0-9.]+%\)$" "$tmp/bench.out" &&
     grep -qP '^# profile 1,2,130,64 wgmma_ws: the producer thread, .*: start [0-9]+ .*, ring full [0-9]+ .*, issue copies [0-9]+ \([0-9.]+%\)$' "$tmp/bench.out" &&
-    grep -qP '^# profile 1,2,130,64 wgmma_ws: 4 blocks \(0 without a record\) on [0-9]+ SMs' "$tmp/bench.out"; then
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: 4 blocks \(0 without a whole record\) on [0-9]+ SMs' "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma_ws: on each SM, .* a block held it [0-9.]+% of the time; median gap between blocks [0-9]+ cycles' "$tmp/bench.out"; then
     ok bench_attention_profiles_the_tma_forward
 else not_ok bench_attention_profiles_the_tma_forward "exit $rc: $(grep -E '^# profile' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi
 if [ $rc -eq 0 ] && profile_ok '1,2,130,64 wgmma backward' 8 "$tmp/bench.out" && profile_ok '1,1,70,96 wgmma backward' 2 "$tmp/bench.out" &&
     grep -qP "^# profile 1,2,130,64 wgmma backward: $phases start [0-9]+ .*, turn .*, softmax .*, dk dv .*, dq [0-9]+ .*, store [0-9]+ \([0-9.]+%\)$" "$tmp/bench.out" &&
-    grep -qP '^# profile 1,2,130,64 wgmma backward: 4 blocks \(0 without a record\)' "$tmp/bench.out" &&
+    grep -qP '^# profile 1,2,130,64 wgmma backward: 4 blocks \(0 without a whole record\)' "$tmp/bench.out" &&
     ! grep -q '^# profile .* wgmma backward: the producer' "$tmp/bench.out"; then
     ok bench_attention_profiles_the_wgmma_backward
 else not_ok bench_attention_profiles_the_wgmma_backward "exit $rc: $(grep -E '^# profile .*backward' "$tmp/bench.out" | head -n 4 | tr '\n' ' ')"; fi

@@ -84,6 +84,7 @@ struct bc_laps {
 #pragma unroll
             for (int k = 0; k < PHASES; k++) cycles[k] = 0;
             if (threadIdx.x == 0) {
+                rec->start_cycles = last;
                 rec->start_ns = bc_global_ns();
                 rec->smid = bc_smid();
                 rec->tiles = tiles;
@@ -101,6 +102,7 @@ struct bc_laps {
         if constexpr (ON) {
 #pragma unroll
             for (int k = 0; k < PHASES; k++) rec->cycles[part][k] = cycles[k];
+            rec->end_cycles[part] = bc_cycles();
             rec->end_ns[part] = bc_global_ns();
         }
     }

@@ -16,6 +16,9 @@
  * that is not the SFU's. -inf gives exactly 0 (n = -127, f = 0, 2^f =
  * 1.0: the exponent field 127 - 127), 0 exactly 1; below 2^-126 the
  * results are tiny positive numbers (no flush), where exp2_ftz flushes.
+ * Only for x <= 0: a NaN gives 0 (fmaxf drops it; exp2_ftz keeps it, and
+ * a NaN score reaches the row's max and so its other exponentials), and
+ * x >= 128 carries into the sign bit.
  * Plain float arithmetic: the emulation computes the device's bits.
  * Usable from C too (the test's bound). */
 #ifndef KERNELS_CUDA_EXP2_POLY_CUH

@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
     const float *lse_rows = lse + (size_t)p * T, *D_rows = D + (size_t)j * T;
     float *slots = DQ ? dq_slots + (size_t)j * dqs_slots<BW_KB>(T) * dqs_slot_floats<HS>() : NULL;
     bw_laps<PROF> clk;
-    clk.begin(prof + (size_t)p * gridDim.y + kb, (uint32_t)((T - k0 + BW_ROWS - 1) / BW_ROWS));
+    clk.begin(PROF ? prof + (size_t)p * gridDim.y + kb : NULL, (uint32_t)((T - k0 + BW_ROWS - 1) / BW_ROWS));
     if (threadIdx.x == 0) bw_init_barriers<STAGES>(kv_full, full);
     bw_stats_copy(lse2_t[0], D_t[0], lse_rows, D_rows, k0, T);
     bw_stats_land(lse2_t[0]);

@@ -195,7 +195,7 @@ static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
             const float arg = fmaf(x, scale_log2, -base);
-            const float prob = POLY > 0 && (2 * j + e) % POLY == POLY - 1 ? exp2_poly(arg) : exp2_ftz(arg);
+            const float prob = POLY > 0 && (2 * j + e) % (POLY > 0 ? POLY : 1) == POLY - 1 ? exp2_poly(arg) : exp2_ftz(arg);
             l += prob;
             x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
         }

@@ -415,7 +415,8 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
 #if defined(FW_BODY)
     fw3_laps<PROF> clk;
     static_assert(!(PROF && PERSIST), "a record a block: the block-an-item launch only");
-    clk.begin(prof + blockIdx.x + gridDim.x * blockIdx.y, (uint32_t)fw3_key_tiles(fl_grid_query_tile() * FW3_ROWS, T));
+    const uint32_t rec_tiles = (uint32_t)fw3_key_tiles(fl_grid_query_tile() * FW3_ROWS, T);
+    clk.begin(PROF ? prof + blockIdx.x + gridDim.x * blockIdx.y : NULL, rec_tiles);
     static_assert(STAGES == fw3_stages<HS>(), "the shared memory is carved for fw3_stages");
     static_assert(fw3_shared_bytes<HS, PERSIST>() <= 227 * 1024, "over a block's shared memory on sm_90");
     static_assert(!PERSIST || fw3_persistent_built(HS), "no persistent instance at this head size");

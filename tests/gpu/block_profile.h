@@ -11,13 +11,15 @@
 #include "kernels/cuda/block_profile.h"
 
 typedef struct {
-    int blocks, sms;  /* records summed, distinct SMs among them */
-    int missing;      /* records no block wrote (a zero start, or an end before it) */
-    double tiles;     /* the blocks' tiles */
-    double span_ns;   /* first start to last end */
-    double held;      /* the blocks' time over sms x span: how full the SMs were kept */
-    double gap_ns;    /* median time on an SM from a block's end to the next one's start (0: none) */
-    double clock_ghz; /* the consumers' cycles over their nanoseconds */
+    int blocks, sms;      /* records summed, distinct SMs among them */
+    int missing;          /* records no block wrote whole (no start, or a compute part with no end) */
+    int producer_missing; /* summed records whose part 0 has no end (a kernel with a producer: it wrote none) */
+    double tiles;         /* the blocks' tiles */
+    double span_ns;       /* first start to last end, by %globaltimer */
+    double timer_step_ns; /* the closest two distinct %globaltimer readings: a multiple of its step */
+    double held;          /* on each SM from its first block's start to its last's end, the share a block held it (cycles) */
+    double gap_cycles;    /* median on an SM from a block's end to the next one's start (0: none) */
+    double clock_ghz;     /* the blocks' cycles over their nanoseconds */
     double fixed, per_tile; /* a block's cycles = fixed + per_tile x tiles (least squares) */
     double cycles[CUDA_PROFILE_PARTS][CUDA_PROFILE_PHASES]; /* summed over the blocks */
     double part_cycles[CUDA_PROFILE_PARTS];

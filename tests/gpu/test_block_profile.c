@@ -12,17 +12,21 @@
 
 #define N_RECS 6
 
-/* A block on `sm` from start to end (ns) of `tiles` key tiles: consumer 1
- * takes 1000 + 500 tiles cycles (in phases 0, 1 and 2 as 1000, 300 tiles
- * and 200 tiles), consumer 2 half of that in phase 3; the producer 7 cycles a tile
- * in phase 1. Both consumers end at `end`. */
+/* A block on `sm` from start to end (ns; the SM's clock reads twice
+ * that) of `tiles` key tiles: consumer 1 takes 1000 + 500 tiles cycles
+ * (in phases 0, 1 and 2 as 1000, 300 tiles and 200 tiles), consumer 2
+ * half of that in phase 3; the producer 7 cycles a tile in phase 1, and
+ * ends 30 ns after the start. Both consumers end at `end`. */
 static cuda_block_profile block(uint32_t sm, uint64_t start, uint64_t end, uint32_t tiles) {
     cuda_block_profile r;
     memset(&r, 0, sizeof r);
     r.smid = sm;
     r.start_ns = start;
-    r.end_ns[0] = start + 1;
+    r.end_ns[0] = start + 30;
     r.end_ns[1] = r.end_ns[2] = end;
+    r.start_cycles = 2 * start;
+    r.end_cycles[0] = 2 * (start + 30);
+    r.end_cycles[1] = r.end_cycles[2] = 2 * end;
     r.tiles = tiles;
     r.cycles[1][0] = 1000;
     r.cycles[1][1] = 300 * tiles;
@@ -63,10 +67,14 @@ int main(void) {
     char why[160];
     snprintf(why, sizeof why, "%d blocks, %d missing, %d SMs", s.blocks, s.missing, s.sms);
     tap_check(&failed, "block_profile_counts_blocks_sms_and_missing", s.blocks == 5 && s.missing == 1 && s.sms == 3, why);
-    snprintf(why, sizeof why, "span %g ns, gap %g ns, held %g", s.span_ns, s.gap_ns, s.held);
-    /* held: (100 + 150 + 200 + 90 + 280) ns over 3 SMs x 300 ns */
-    tap_check(&failed, "block_profile_span_gap_and_held",
-              near(s.span_ns, 300.0) && near(s.gap_ns, 30.0) && near(s.held, 820.0 / 900.0), why);
+    snprintf(why, sizeof why, "span %g ns, timer step %g ns", s.span_ns, s.timer_step_ns);
+    /* readings 100 120 130 150 200 250 280 300 310 340 400: steps of 10 at least */
+    tap_check(&failed, "block_profile_span_and_timer_step", near(s.span_ns, 300.0) && near(s.timer_step_ns, 10.0), why);
+    /* by the SMs' clocks: gaps 100 and 20 cycles; held: (200 + 300 + 400 + 180 + 560) cycles of windows of
+       600, 600 and 560 */
+    snprintf(why, sizeof why, "gap %g cycles, held %g", s.gap_cycles, s.held);
+    tap_check(&failed, "block_profile_gap_and_held_by_the_sms_clocks", near(s.gap_cycles, 60.0) && near(s.held, 1640.0 / 1760.0),
+              why);
     /* every block's last consumer: 1000 + 500 tiles exactly */
     snprintf(why, sizeof why, "fixed %g, per tile %g, tiles %g", s.fixed, s.per_tile, s.tiles);
     tap_check(&failed, "block_profile_fit_splits_fixed_and_per_tile",
@@ -91,7 +99,9 @@ int main(void) {
               text);
     tap_check(&failed, "block_profile_prints_named_phases",
               strstr(text, "alpha 208 (30.3%), beta 150 (21.8%), gamma 100 (14.5%), delta 229 (33.3%)\n") &&
-                  strstr(text, "p0 0 (0.0%), p1 7 (100.0%)\n") && strstr(text, "5 blocks (1 without a record) on 3 SMs"),
+                  strstr(text, "p0 0 (0.0%), p1 7 (100.0%)\n") &&
+                  strstr(text, "5 blocks (1 without a whole record) on 3 SMs over 0.3 us (%globaltimer; its closest distinct readings 10 ns apart)") &&
+                  strstr(text, "a block held it 93.2% of the time; median gap between blocks 60 cycles (0.01 us)\n"),
               text);
 
     /* no record written: said, and nothing divided by zero */
@@ -102,6 +112,15 @@ int main(void) {
     fclose(f);
     tap_check(&failed, "block_profile_says_when_no_block_wrote",
               s.blocks == 0 && s.missing == N_RECS && strstr(text, "no block wrote its record (6 missing)") != NULL, text);
+
+    /* a block whose second compute part wrote no end is no whole record; one whose producer wrote none is counted */
+    fill_recs(recs);
+    recs[1].end_ns[2] = 0;
+    recs[2].end_ns[0] = 0;
+    block_profile_summarize(recs, N_RECS, &s);
+    snprintf(why, sizeof why, "%d blocks, %d missing, producer missing %d", s.blocks, s.missing, s.producer_missing);
+    tap_check(&failed, "block_profile_wants_every_compute_part", s.blocks == N_RECS - 1 && s.missing == 1 && s.producer_missing == 1,
+              why);
 
     /* a kernel with no producer (part 0 has no phase): no producer line */
     fill_recs(recs);
