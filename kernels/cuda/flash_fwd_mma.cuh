@@ -151,6 +151,15 @@ struct fm_lane_pos {
     int row[2], k0, t;
 };
 
+/* 2^arg, the lane's probability k of a row: with POLY > 0 every POLY-th by
+ * exp2_poly (the FMA units), the rest by exp2_ftz (the SFU). */
+template <int POLY>
+static __device__ __forceinline__ float fm_exp2(float arg, int k) {
+    if constexpr (POLY > 0)
+        if (k % POLY == POLY - 1) return exp2_poly(arg);
+    return exp2_ftz(arg);
+}
+
 /* One key tile of the online softmax for the lane's row i of one row tile:
  * the scores s (unscaled, KB blocks of 8 keys) become P * keep, P = 2^(scale_log2 s - m)
  * against the new running max m (log2 units), with masked keys (past
@@ -158,8 +167,7 @@ struct fm_lane_pos {
  * sum l (this lane's share, before dropout, like the CPU's) and the row's
  * outputs o are rescaled to the new max first. FULL: every key is seen (no
  * mask); DROP: dropout is on (p > 0; without it no dropout code at all).
- * POLY > 0: the lane's POLY-th, 2 POLY-th, ... probability of a row by
- * exp2_poly (the FMA units), the rest by exp2_ftz (the SFU). */
+ * POLY: fm_exp2's. */
 template <int NB, int KB, bool FULL, bool DROP, int POLY = 0>
 static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[4], float &m, float &l, int i,
                                                       const fm_lane_pos &at, const fm_reach &reach, float scale_log2, int b, int h,
@@ -194,8 +202,7 @@ static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float &x = s[j][2 * i + e];
-            const float arg = fmaf(x, scale_log2, -base);
-            const float prob = POLY > 0 && (2 * j + e) % (POLY > 0 ? POLY : 1) == POLY - 1 ? exp2_poly(arg) : exp2_ftz(arg);
+            const float prob = fm_exp2<POLY>(fmaf(x, scale_log2, -base), 2 * j + e);
             l += prob;
             x = dropping && prob > 0.0f ? prob * fl_drop(drop, b, h, row, at.k0 + 8 * j + 2 * at.t + e, T) : prob;
         }
