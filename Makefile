@@ -100,6 +100,14 @@ $(BUILD)/hopper_check: tests/gpu/hopper_check.cu tests/emu/wgmma_tiles.cuh kerne
 	$(NVCC) -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall,-Wextra --resource-usage $< \
 	    -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
 
+# The tensor core's rate by wgmma product shape (tests/gpu/bench_wgmma.cu): as
+# hopper_check, sm_90a machine code only, its ptxas report beside it.
+$(BUILD)/bench_wgmma: tests/gpu/bench_wgmma.cu kernels/cuda/head_tiles.cuh kernels/cuda/wgmma.cuh kernels/cuda/mma.cuh \
+                      kernels/cuda/smem_layout.h kernels/cuda/block_clock.cuh $(BUILD)/cuda.mk
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall,-Wextra --resource-usage $< \
+	    -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
+
 .PHONY: cuda-objects
 else
 BUILD = build

@@ -25,7 +25,7 @@ costs its section only):
   environment        nvidia-smi, driver, scripts/find_cuda.sh (what the build will use; fails the section when
                      the toolkit is not found), nvcc, gcc, make, nccl.h, compute-sanitizer, python/torch/transformers
   build              make GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention
-                     build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check
+                     build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check build/gpu/bench_wgmma
                      (first: scripts/device_deps.sh install; CUDA_SM=90a in the environment builds machine
                      code for that architecture only, the Makefile's shorter build for the GPU at hand),
                      then the registers, spills and shared memory of every kernel as this nvcc compiled them
@@ -34,7 +34,10 @@ costs its section only):
                      against the mma.sync kernels); build/gpu/test_tma:
                      Hopper's bulk tensor copies and mbarriers against the host's reference (sm_90); and
                      build/gpu/hopper_check: Hopper's wgmma against a CPU product (the emulator's answers)
-  attention          build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
+  attention          build/gpu/bench_wgmma (30 s at most): the tensor core's rate by wgmma product shape
+                     (N 64, 128, 256; A from shared memory or registers; 1, 4 or 16 products a wait, or a
+                     round kept queued; 1 to 3 warpgroups an SM), about a second; then
+                     build/gpu/bench_attention: the fused attention alone at the benchmark shapes, the
                      forward and the backward in every block shape built for the head size (the tuned one
                      first; each checked against it; on compute capability 9.0 the wgmma forwards and backward as well),
                      medians of 20 calls by CUDA events; then
@@ -146,10 +149,10 @@ section_cmd() {
             python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda)";
             python3 -c "import transformers; print(\"transformers\", transformers.__version__)" || echo "transformers: not importable";
             exit $found' ;; # what the build will use; it fails the section when the toolkit is not found
-        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check &&
+        build) echo '{ [ -d .devdeps ] && source scripts/device_deps.sh install; true; } && make -j16 GPU=1 all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy build/gpu/test_tma build/gpu/hopper_check build/gpu/bench_wgmma &&
             python3 scripts/kernel_resources.py --build build/gpu --launches /dev/null' ;; # this nvcc's registers, spills, shared memory
         kernels) echo 'KERNELS_TIMEOUT_S=100 bash tests/gpu/run_gpu.sh kernels' ;; # a hang: the binary's log so far, not the section's cap
-        attention) echo 'build/gpu/bench_attention; rc=$?; python3 scripts/attention_reference.py || rc=1; build/gpu/bench_copy || rc=1; exit $rc' ;;
+        attention) echo 'timeout -k 5 30 build/gpu/bench_wgmma; rc=$?; build/gpu/bench_attention || rc=1; python3 scripts/attention_reference.py || rc=1; build/gpu/bench_copy || rc=1; exit $rc' ;;
         whole-model) echo 'TG_TMP=$TG_TMP/cpu_match bash tests/gpu/run_gpu.sh cpu_match; a=$?;
             TG_TMP=$TG_TMP/bf16 bash tests/gpu/run_gpu.sh bf16; exit $((a | $?))' ;; # both run, each its own scratch
         tp2-shm) echo 'bash tests/gpu/run_gpu.sh tp2_shm' ;;

@@ -40,6 +40,17 @@ if [ ${#key0} = 64 ] && [ "$key1" != "$key0" ] && [ "$key2" != "$key1" ] && [ "$
 else not_ok emu_build_key_follows_inputs "keys $key0 $key1 $key2 $key3 $key4"; fi
 kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
 
+# tests/gpu/bench_wgmma.cu (the tensor core's rate by product shape, for a GPU
+# sitting) on the emulator, quickly: every shape's sums are the host's; with
+# --plant it expects a wrong sum, so its check must fail and exit 1.
+build/emu/bench_wgmma_emu --quick >"$tmp/wgmma.out" 2>&1; rc=$?
+if [ $rc = 0 ] && grep -q '^ok bench_wgmma_sums_exact' "$tmp/wgmma.out" && ! grep -q '^not ok' "$tmp/wgmma.out" &&
+    [ "$(grep -c $'^wgmma\t' "$tmp/wgmma.out")" = 58 ]; then ok bench_wgmma_emu_sums_exact_in_58_rows
+else not_ok bench_wgmma_emu_sums_exact_in_58_rows "rc $rc: $(tail -n 2 "$tmp/wgmma.out" | tr '\n' ' ')"; fi
+build/emu/bench_wgmma_emu --quick --plant >"$tmp/wgmma_plant.out" 2>&1; rc=$?
+if [ $rc = 1 ] && [ "$(grep -c '^not ok bench_wgmma_n' "$tmp/wgmma_plant.out")" = 58 ]; then ok bench_wgmma_emu_check_fails_when_planted
+else not_ok bench_wgmma_emu_check_fails_when_planted "rc $rc, $(grep -c '^not ok' "$tmp/wgmma_plant.out") not ok lines, want 1 and 58"; fi
+
 # kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
 # wgmma's descriptor and layout math on the CPU against the PTX ISA's values
 # (tests/emu/test_smem_layout.c), and tests/gpu/hopper_check.cu's products on

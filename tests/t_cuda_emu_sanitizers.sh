@@ -61,6 +61,12 @@ if wait $race_build_pid; then
     # meanwhile (it is waited for at the end).
     (failed=0; sanitized_kernels race kernels_race_free "data race\|fence.proxy.async" plain; exit $failed) &
     race_kernels_pid=$!
+    # bench_wgmma's staging (plain stores, then the tensor core's reads) and products
+    build/emu-race/bench_wgmma_emu --quick >"$tmp/race_wgmma.out" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && grep -q '^ok bench_wgmma_sums_exact' "$tmp/race_wgmma.out" && ! grep -q "data race\|fence.proxy.async" "$tmp/race_wgmma.out"
+    then ok race_bench_wgmma_race_free
+    else not_ok race_bench_wgmma_race_free "exit $rc: $(grep -m3 "data race\|fence.proxy\|^not ok" "$tmp/race_wgmma.out" | tr '\n' ' ')"; fi
     # race_train NAME [--set ...]: a run of the race build, which must find no race
     race_train() {
         local name="race_train_$1"; shift

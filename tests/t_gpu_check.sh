@@ -151,13 +151,14 @@ check gpu_check_profile_runs_ncu_per_kernel "rc $rc; calls: $(tr '\n' ';' <"$tmp
 tar -xzf "$tmp/profile/logs.tar.gz" -C "$tmp/profile" logs/profile.log 2>/dev/null
 check gpu_check_profile_runs_the_reference "$(tail -n 2 "$tmp/profile/logs/profile.log" 2>/dev/null | tr '\n' ' ')" \
     grep -qE "attention_reference: no (CUDA device|torch)|causal SDPA" "$tmp/profile/logs/profile.log"
-# The attention section times build/gpu/bench_attention's block shapes, then PyTorch's attention
-# alone at the same shapes, then a device copy's GB/s (build/gpu/bench_copy, the memory ceiling of
-# the op table's rates); without a CUDA build here it fails, and its row names the three commands.
+# The attention section times the tensor core by wgmma product shape (build/gpu/bench_wgmma), then
+# build/gpu/bench_attention's block shapes, then PyTorch's attention alone at the same shapes, then a
+# device copy's GB/s (build/gpu/bench_copy, the memory ceiling of the op table's rates); without a
+# CUDA build here it fails, and its row names the four commands.
 PATH="$tmp/gpubin:$PATH" "$gc" --out "$tmp/attention" --limit 60 attention >"$tmp/attention.out" 2>&1; rc=$?
 row=$(grep '^| attention |' "$tmp/attention/summary.md" 2>/dev/null)
 check gpu_check_attention_section "rc $rc; $row" \
-    eval '[ $rc = 1 ] && [[ "$row" == "| attention | FAILED "*"| \`build/gpu/bench_attention; rc=\$?; python3 scripts/attention_reference.py "*"; build/gpu/bench_copy "*" exit \$rc\`"* ]]'
+    eval '[ $rc = 1 ] && [[ "$row" == "| attention | FAILED "*"| \`timeout -k 5 30 build/gpu/bench_wgmma; rc=\$?; build/gpu/bench_attention "*"; python3 scripts/attention_reference.py "*"; build/gpu/bench_copy "*" exit \$rc\`"* ]]'
 flops=$(python3 scripts/attention_reference.py --flops 2>&1)
 check attention_reference_flops "$flops" \
     eval '[ "$(grep -c "forward 2.5770e+10 FLOP a layer, backward 6.4425e+10" <<<"$flops")" = 2 ]'

@@ -127,7 +127,7 @@ fi
 # too, compiled with -DTG_CUDA as nowhere else here): a test file that only
 # the emulation's build compiled once cost the GPU build its kernel checks.
 gpu_programs=(all build/gpu/test_cuda_kernels build/gpu/test_nccl build/gpu/bench_attention build/gpu/bench_copy
-    build/gpu/test_tma build/gpu/hopper_check)
+    build/gpu/test_tma build/gpu/hopper_check build/gpu/bench_wgmma)
 if make -s GPU=1 -j2 "${gpu_programs[@]}" >"$tmp/programs.out" 2>&1; then ok gpu_check_build_programs_build
 else not_ok gpu_check_build_programs_build "$(grep -m3 -E "error|Error" "$tmp/programs.out" | tr '\n' ' ')"; fi
 # Hopper's wrappers (kernels/cuda/mbarrier.cuh, tma.cuh) in tests/emu/test_tma.cu's kernels, as ptxas
@@ -147,6 +147,13 @@ if make -s GPU=1 build/gpu/hopper_check >"$tmp/hopper.out" 2>&1 &&
     ! grep -qE "[1-9][0-9]* bytes spill" build/gpu/hopper_check.ptxas
 then ok hopper_check_wgmma_compiles_for_sm_90a
 else not_ok hopper_check_wgmma_compiles_for_sm_90a "$(tail -n 5 "$tmp/hopper.out" | tr '\n' ' ')"; fi
+# bench_wgmma's rate kernels (tests/gpu/bench_wgmma.cu): all 22 shapes compile for sm_90a, nothing
+# spills, and ptxas serializes no product for want of registers (C7512: the rates would be of that)
+if make -s GPU=1 build/gpu/bench_wgmma >"$tmp/bench_wgmma.out" 2>&1 &&
+    [ "$(grep -c "Compiling entry function '_Z11rate_kernelILi.*for 'sm_90a'" build/gpu/bench_wgmma.ptxas)" = 22 ] &&
+    ! grep -qE "[1-9][0-9]* bytes spill|C7512" build/gpu/bench_wgmma.ptxas
+then ok bench_wgmma_compiles_for_sm_90a_unserialized
+else not_ok bench_wgmma_compiles_for_sm_90a_unserialized "$(grep -m3 -E "error|spill|C75" "$tmp/bench_wgmma.out" build/gpu/bench_wgmma.ptxas | tr '\n' ' ')"; fi
 # train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
 if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
     not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"

@@ -157,20 +157,6 @@ static __device__ __forceinline__ void bw_stage_ds(unsigned char *dss, const flo
     }
 }
 
-/* The calling warp's 16 rows (keys) of a warpgroup's [64 x 64] tile (one
- * 128B-swizzled column chunk, head_tiles.cuh) as A fragments, one per k16
- * step, by ldmatrix: lane 8m + i gives row i + 8 (m % 2), 16-byte column
- * unit 2 step + m / 2, where the swizzle put it. */
-static __device__ __forceinline__ void bw_load_a_fragments(uint32_t (&a)[4][4], const unsigned char *tile) {
-    const int lane = (int)threadIdx.x & 31, m = lane >> 3;
-    const uint32_t row = (uint32_t)(16 * (((int)threadIdx.x >> 5) & 3) + (lane & 7) + 8 * (m & 1));
-#pragma unroll
-    for (int step = 0; step < 4; step++) {
-        const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, SMEM_SWIZZLE_128B, 16, 8 * 128, row, (uint32_t)(16 * step + 8 * (m >> 1)), 2);
-        mma_ldmatrix_x4<false>(a[step], (const __nv_bfloat16 *)(tile + smem_swizzle_apply(at, SMEM_SWIZZLE_128B, 0)));
-    }
-}
-
 /* Column chunk c (N columns from 64 c) of a dq share (warp w of the
  * warpgroup: queries 16w .. 16w + 15 as rows) into its float32 slot,
  * row-major 64 x HS. */
@@ -210,8 +196,8 @@ template <bool HELD>
 struct bw_kv_held {
     uint32_t k[4][4], v[4][4];
     __device__ __forceinline__ void load(const unsigned char *ks, const unsigned char *vs) {
-        bw_load_a_fragments(k, ks);
-        bw_load_a_fragments(v, vs);
+        ht_a_fragments(k, ks);
+        ht_a_fragments(v, vs);
     }
 };
 template <>

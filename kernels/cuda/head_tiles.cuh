@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_ctx.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/smem_layout.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/tma.cuh"
@@ -128,6 +129,21 @@ static __device__ __forceinline__ void ht_ss_mn(float *d, uint64_t desc_a, const
     wgmma_ss<64, 1, 1>(ht_part<64>(d, 0), desc_a, ht_mn_major<HS, ROWS>(tile, 0, kk), scale_d);
     if constexpr (H::chunks > 1)
         wgmma_ss<H::cols1, 1, 1>(ht_part<H::cols1>(d, 1), desc_a, ht_mn_major<HS, ROWS>(tile, 1, kk), scale_d);
+}
+
+/* The calling warp's 16 rows of a warpgroup's [64 x 64] tile (one
+ * 128B-swizzled chunk: warp w of the warpgroup rows 16w ..) as wgmma A
+ * fragments, one per k16 step, by ldmatrix: lane 8m + i gives row i + 8
+ * (m % 2), 16-byte column unit 2 step + m / 2, where the swizzle put it.
+ * The wgmma backward's K and V held in registers; bench_wgmma's A. */
+static __device__ __forceinline__ void ht_a_fragments(uint32_t (&a)[4][4], const unsigned char *tile) {
+    const int lane = (int)threadIdx.x & 31, m = lane >> 3;
+    const uint32_t row = (uint32_t)(16 * (((int)threadIdx.x >> 5) & 3) + (lane & 7) + 8 * (m & 1));
+#pragma unroll
+    for (int step = 0; step < 4; step++) {
+        const uint32_t at = smem_canonical_offset(SMEM_K_MAJOR, SMEM_SWIZZLE_128B, 16, 8 * 128, row, (uint32_t)(16 * step + 8 * (m >> 1)), 2);
+        mma_ldmatrix_x4<false>(a[step], (const __nv_bfloat16 *)(tile + smem_swizzle_apply(at, SMEM_SWIZZLE_128B, 0)));
+    }
 }
 
 /* Rows t0 .. t0 + ROWS - 1 of a [T x HS] bf16 matrix (rows `stride`

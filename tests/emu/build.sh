@@ -54,7 +54,7 @@ fi
 # `train` build also needs the last one to have been one. A build in progress
 # holds $OUT.lock, so that two calls at once wait for one build instead of
 # writing the same objects.
-mode=kernels products=(test_cuda_kernels_emu bench_attention_emu)
+mode=kernels products=(test_cuda_kernels_emu bench_attention_emu hopper_check_emu bench_wgmma_emu)
 [ "${1:-}" = train ] && mode=train products+=(train_gpt_emu test_nccl_emu)
 exec 9>"$OUT.lock"
 flock 9
@@ -62,7 +62,7 @@ inputs_key() {
     {
         find kernels data model parallel train util tests/emu tests/kernels \
             -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
-        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention*.[ch] tests/gpu/block_profile.[ch] tests/gpu/hopper_check.cu
+        sha256sum train_gpt.c Makefile tests/*.h tests/*.c tests/gpu/bench_attention*.[ch] tests/gpu/block_profile.[ch] tests/gpu/hopper_check.cu tests/gpu/bench_wgmma.cu
         printf '%s\n' "$CC" "$CXX" "$OPT" "$SAN" "$CFLAGS" "$CUFLAGS" "${EMU_RACE:-0}"
         "$CC" --version | head -n 1
         "$CXX" --version | head -n 1
@@ -179,9 +179,13 @@ for t in "${emu_tests[@]}"; do
 done
 # tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
 # products the GPU is compared with, on the emulator.
-python3 tests/emu/prep.py tests/gpu/hopper_check.cu "$OUT/cu/hopper_check.cpp"
-$CXX $CUFLAGS "$OUT/cu/hopper_check.cpp" -c -o "$OUT/obj/hopper_check.o" &
-pids+=($!)
+# tests/gpu/bench_wgmma.cu (the tensor core's rate by product shape) as
+# $OUT/bench_wgmma_emu: its products and their check, on the emulator.
+for x in hopper_check bench_wgmma; do
+    python3 tests/emu/prep.py "tests/gpu/$x.cu" "$OUT/cu/$x.cpp"
+    $CXX $CUFLAGS "$OUT/cu/$x.cpp" -c -o "$OUT/obj/$x.o" &
+    pids+=($!)
+done
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "build.sh: compilation failed" >&2; exit 1; }
@@ -210,7 +214,7 @@ done
 for t in "${emu_tests[@]}"; do
     shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
-shared_into_section "$OUT/obj/hopper_check.o" || exit 1
+for x in hopper_check bench_wgmma; do shared_into_section "$OUT/obj/$x.o" || exit 1; done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
 bench_objs=()
@@ -224,9 +228,11 @@ for t in "${emu_tests[@]}"; do
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
-$CXX -fopenmp $SAN "$OUT/obj/hopper_check.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
-    "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/hopper_check_emu" -lm
-echo "built $OUT/hopper_check_emu"
+for x in hopper_check bench_wgmma; do
+    $CXX -fopenmp $SAN "$OUT/obj/$x.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+        "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/${x}_emu" -lm
+    echo "built $OUT/${x}_emu"
+done
 if [ "${1:-}" = train ]; then
     train_objs=() nccl_test_objs=()
     for o in "${objs[@]}"; do
