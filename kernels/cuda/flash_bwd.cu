@@ -40,41 +40,10 @@
 #include "kernels/cuda/flash_bwd_fused.cuh"
 #include "kernels/cuda/flash_bwd_mma.cuh"
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
+#include "kernels/cuda/flash_rowdot.cuh"
 #include "kernels/cuda/head_tiles.cuh"
 
 namespace {
-
-/* dout . out over HS elements from `row`, in index order. */
-template <typename E>
-static __device__ float rowdot(const E *dout, const E *out, size_t row, int HS) {
-    float s = 0.0f;
-    for (int i = 0; i < HS; i++) s += tg_load(dout, row + i) * tg_load(out, row + i);
-    return s;
-}
-/* The same sum, by 16-byte loads where the rows allow them. */
-static __device__ float rowdot(const __nv_bfloat16 *dout, const __nv_bfloat16 *out, size_t row, int HS) {
-    const uintptr_t at = (uintptr_t)(dout + row) | (uintptr_t)(out + row);
-    if (HS % 8 != 0 || at % 16 != 0) return rowdot<__nv_bfloat16>(dout, out, row, HS);
-    float s = 0.0f;
-    for (int i = 0; i < HS; i += 8) {
-        float x[8], y[8];
-        fb_load8(x, dout + row + i);
-        fb_load8(y, out + row + i);
-#pragma unroll
-        for (int k = 0; k < 8; k++) s += x[k] * y[k];
-    }
-    return s;
-}
-
-/* D[p * T + t] = dout . out over the head's HS columns, one thread per row. */
-template <typename E>
-__global__ void flash_rowdot_kernel(float *D, const E *dout, const E *out, int p0, int np, int T, int NH, int HS) {
-    const size_t n = (size_t)np * T;
-    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int j = (int)(e / T), t = (int)(e % T), p = p0 + j, b = p / NH, h = p % NH;
-        D[e] = rowdot(dout, out, ((size_t)b * T + t) * NH * HS + (size_t)h * HS, HS);
-    }
-}
 
 /* dq of FB_ROWS x MT query rows on tensor cores (MT = fb_dq_row_tiles, or
  * another count for tuning: mma_bwd_variants):
@@ -542,19 +511,34 @@ static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const voi
     return 1;
 }
 
+/* bench_attention's wgmma backward forms, each with dq by the slots: 0
+ * where `built` is false (the form's head sizes) or the wgmma backward
+ * does not fit the call, else as slots_backward. */
+template <typename F>
+static int wgmma_form(tg_o o, bool built, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                      int T, int NH, int HS, F gradients) {
+    cuda_ctx *ctx = cuda_ctx_of(o);
+    if (o->act != TG_BF16 || !built || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, gradients);
+}
+
 int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                             const float *lse, int B, int T, int NH, int HS) {
-    cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || HS != 64 || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, wgmma_gradients<BW_DQ_KV_SHARED>);
+    return wgmma_form(o, HS == 64, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_KV_SHARED>);
 }
 
 int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                              const float *lse, int B, int T, int NH, int HS) {
-    cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || (HS != 64 && HS != 96) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes,
-                          wgmma_gradients<BW_DQ_TWO_STAGES>);
+    return wgmma_form(o, HS == 64 || HS == 96, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_TWO_STAGES>);
+}
+
+int cuda_attention_backward_wgmma_persistent(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                             const float *lse, int B, int T, int NH, int HS, int blocks) {
+    auto persistent = [blocks](cuda_ctx *c, __nv_bfloat16 *g, const __nv_bfloat16 *go, const __nv_bfloat16 *x, const float *l,
+                               const float *D, int p0, int np, int t, int nh, int hs, float scale, tg_dropout) {
+        flash_bwd_wgmma_persistent(c, g, go, x, l, D, round_dq_slots(D, np, t), p0, np, t, nh, hs, scale, blocks);
+    };
+    return wgmma_form(o, HS == 64, dqkv, dout, out, qkv, lse, B, T, NH, HS, persistent);
 }
 
 size_t cuda_attention_backward_wgmma_blocks(int B, int T, int NH) {
@@ -563,15 +547,12 @@ size_t cuda_attention_backward_wgmma_blocks(int B, int T, int NH) {
 
 int cuda_attention_backward_wgmma_profile(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
                                           int B, int T, int NH, int HS, cuda_block_profile *records) {
-    cuda_ctx *ctx = cuda_ctx_of(o);
-    if (o->act != TG_BF16 || !flash_bwd_wgmma_profile_built(HS) || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{}))
-        return 0;
     /* every run's route (dq by slots), each round's blocks profiled into their pairs' records */
     auto profiled = [records](cuda_ctx *c, __nv_bfloat16 *g, const __nv_bfloat16 *go, const __nv_bfloat16 *x, const float *l,
                               const float *D, int p0, int np, int t, int nh, int hs, float scale, tg_dropout) {
         flash_bwd_wgmma_profiled(c, g, go, x, l, D, round_dq_slots(D, np, t), p0, np, t, nh, hs, scale, records);
     };
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, profiled);
+    return wgmma_form(o, flash_bwd_wgmma_profile_built(HS), dqkv, dout, out, qkv, lse, B, T, NH, HS, profiled);
 }
 
 int cuda_attention_backward_fused(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,

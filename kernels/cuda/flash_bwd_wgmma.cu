@@ -75,6 +75,8 @@
  * kernel would (dqs_sum_store4: the same bits), while they are likely
  * still in L2 (the reduction kernel reads them back from memory: 230 MB
  * a layer at GPT-2 124M). Which pays is for a GPU.
+ * flash_bwd_wgmma_persist.cu runs these tiles as a persistent kernel at
+ * head size 64 (bench_attention's row; the same bits).
  * Not yet here: a producer warp (setmaxnreg would leave the consumers 240
  * registers, under dq's 255 at 128), dq summed without any trip through
  * global memory (FlashAttention-3's atomics add in no fixed order).
@@ -84,8 +86,6 @@
  * only on compute capability 9.0. Under the emulation (tests/emu) it runs
  * on wgmma.cuh's stand-ins. */
 #include "kernels/cuda/flash_bwd_wgmma.cuh"
-
-#include <string.h>
 
 #include "kernels/cuda/flash_bwd_wgmma_tile.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -253,20 +253,6 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
-}
-
-/* The maps of q, k, v inside qkv [B, T, 3, NH, HS] and of dout [B, T, NH,
- * HS] for pairs p0 .. p0 + np: B covers their sequences (the copies read
- * no others). */
-template <int HS>
-static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfloat16 *dout, int p0, int np, int T, int NH) {
-    const size_t C = (size_t)NH * HS;
-    const int B = (p0 + np - 1) / NH + 1;
-    memset(maps, 0, sizeof *maps);
-    ht_make_maps<HS>(maps->q, "qkv (queries)", qkv, B, T, NH, 3 * C, BW_ROWS);
-    ht_make_maps<HS>(maps->k, "qkv (keys)", qkv + C, B, T, NH, 3 * C, BW_ROWS);
-    ht_make_maps<HS>(maps->v, "qkv (values)", qkv + 2 * C, B, T, NH, 3 * C, BW_ROWS);
-    ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
 }
 
 /* The dynamic shared memory a kernel instance opts in to. */

@@ -56,4 +56,14 @@ int flash_bwd_wgmma_profiled(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bflo
                              cuda_block_profile *records);
 int flash_bwd_wgmma_profile_built(int HS);
 
+/* flash_bwd_wgmma in every run's form (BW_DQ_SLOTS, dq_slots required) as
+ * a persistent kernel (flash_bwd_wgmma_persist.cu): at most `blocks`
+ * blocks (<= 0: one an SM), each over its share of the round's key
+ * blocks; the same bits. 1 when launched (or nothing to do), 0 (nothing
+ * run) at head sizes other than 64, without dq_slots, or where
+ * flash_bwd_wgmma_fits is false. bench_attention's row only. */
+int flash_bwd_wgmma_persistent(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, const __nv_bfloat16 *qkv,
+                               const float *lse, const float *D, float *dq_slots, int p0, int np, int T, int NH, int HS, float scale,
+                               int blocks);
+
 #endif

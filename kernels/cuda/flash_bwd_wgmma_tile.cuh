@@ -3,9 +3,11 @@
  * tensor maps, the copies of K, V, Q, dout and the row statistics, one
  * query tile's five products against a warpgroup's keys (bw_query_tile),
  * and the tile's dq share into its slot (bw_dq_tile). Included by
- * flash_bwd_wgmma.cu only. */
+ * flash_bwd_wgmma.cu and flash_bwd_wgmma_persist.cu only. */
 #ifndef KERNELS_CUDA_FLASH_BWD_WGMMA_TILE_CUH
 #define KERNELS_CUDA_FLASH_BWD_WGMMA_TILE_CUH
+
+#include <string.h>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/block_clock.cuh"
@@ -42,6 +44,20 @@ static __host__ __device__ constexpr uint32_t bw_ds_bytes() { return head_tile<6
 struct bw_maps {
     CUtensorMap q[2], k[2], v[2], g[2];
 };
+
+/* The maps of q, k, v inside qkv [B, T, 3, NH, HS] and of dout [B, T, NH,
+ * HS] for pairs p0 .. p0 + np: B covers their sequences (the copies read
+ * no others). */
+template <int HS>
+static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfloat16 *dout, int p0, int np, int T, int NH) {
+    const size_t C = (size_t)NH * HS;
+    const int B = (p0 + np - 1) / NH + 1;
+    memset(maps, 0, sizeof *maps);
+    ht_make_maps<HS>(maps->q, "qkv (queries)", qkv, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->k, "qkv (keys)", qkv + C, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->v, "qkv (values)", qkv + 2 * C, B, T, NH, 3 * C, BW_ROWS);
+    ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
+}
 
 /* The named barrier that orders the warpgroups' score products in a tile
  * (warpgroup 0 arrives once its products are issued, warpgroup 1 syncs

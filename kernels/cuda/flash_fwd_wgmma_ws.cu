@@ -149,13 +149,7 @@ struct fw3_item {
  * every pair's last but one, ...). A plain launch (a block an item:
  * fl_grid_pairs_first's grid, whose blocks the hardware starts in that
  * order) gives block its own item, n = 0. A persistent one (gridDim.x
- * blocks, about one an SM) deals the list round by round, every other
- * round in reverse: round n gives block b item n G + b, or n G + G - 1 -
- * b, so that a block first in one round is last in the next and each
- * block's sum of key tiles stays near the mean (a model of the GPT-2 124M
- * grid on 132 SMs: within 4% of the ideal, where dealing every round
- * forwards was 9% over). Only the last round can run out, so the first n
- * with no item ends the block's list. */
+ * blocks, about one an SM) deals the list as fl_persistent_item does. */
 struct fw3_schedule {
     int p0, pairs, tiles;
     bool persistent;
@@ -164,8 +158,8 @@ struct fw3_schedule {
             it = fw3_item{p0 + fl_grid_pair(), fl_grid_query_tile()};
             return n == 0;
         }
-        const int G = (int)gridDim.x, b = (int)blockIdx.x, idx = n * G + ((n & 1) ? G - 1 - b : b);
-        if (idx >= pairs * tiles) return false;
+        int idx;
+        if (!fl_persistent_item(n, pairs * tiles, idx)) return false;
         it = fw3_item{p0 + idx % pairs, tiles - 1 - idx / pairs};
         return true;
     }

@@ -162,6 +162,14 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
  * every run has two). */
 int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                              const float *lse, int B, int T, int NH, int HS);
+/* The wgmma backward, dq by its slots, as a persistent kernel at head size
+ * 64: at most `blocks` blocks (<= 0: one an SM), each over its share of
+ * the key blocks, longest first, the next one's K, V, first query tiles
+ * and statistics copied while it finishes one (flash_bwd_wgmma_persist.cu):
+ * for bench_attention to time against every run's launch (a block a key
+ * block); the same bits. Returns as cuda_attention_backward_wgmma_kv_shared's. */
+int cuda_attention_backward_wgmma_persistent(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                             const float *lse, int B, int T, int NH, int HS, int blocks);
 /* The wgmma backward in every run's form (dq by slots) with each block's
  * phase profile (block_profile.h: each warpgroup's SM cycles by phase,
  * named by cuda_attention_backward_wgmma_phase; tiles: the block's query

@@ -131,7 +131,8 @@ static int cmp_double(const void *a, const void *b) {
  * warp-specialized forward, SHAPE_FUSED: the fused mma.sync backward,
  * SHAPE_WGMMA_KV_SHARED: the wgmma backward with K and V read from shared
  * memory at head size 64, SHAPE_WGMMA_TWO_STAGES: with two stages of Q and
- * dout at head sizes 64 and 96. */
+ * dout at head sizes 64 and 96, SHAPE_WGMMA_PERSISTENT: as a persistent
+ * kernel at head size 64. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
@@ -140,6 +141,7 @@ static int cmp_double(const void *a, const void *b) {
 #define SHAPE_WGMMA_TWO_STAGES (-6)
 #define SHAPE_WGMMA_WS_POLY4 (-7)
 #define SHAPE_WGMMA_WS_POLY8 (-8)
+#define SHAPE_WGMMA_PERSISTENT (-9)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -162,6 +164,13 @@ static int run_forward_wgmma(tg_o o, int shape, const attn_case *c, const attn_b
     return cuda_attention_forward_wgmma_ws_persistent(o, b->out, b->lse, b->qkv, c->B, c->T, c->NH, c->HS, none, 0);
 }
 
+/* The persistent wgmma backward at a block an SM (the form
+ * bench_backward_wgmma_form takes). */
+static int persistent_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                               int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_persistent(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 0);
+}
+
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
@@ -171,6 +180,8 @@ static void run_call(const attn_call *call) {
         cuda_attention_backward_wgmma_kv_shared(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA_TWO_STAGES)
         cuda_attention_backward_wgmma_two_stages(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA_PERSISTENT)
+        persistent_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
@@ -424,7 +435,8 @@ static int bench_backward_wgmma_form(tg_o o, const attn_case *c, const attn_buff
  * which pays: the slots' write and read (1.2 MB a pair at T = 1024 and
  * head size 64), their sum at the end of the key blocks, or the two
  * products the dq kernel repeats; at head size 64 also with K and V from
- * shared memory, at 64 and 96 with two stages of Q and dout. */
+ * shared memory and as a persistent kernel, at 64 and 96 with two stages
+ * of Q and dout. */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
@@ -437,6 +449,9 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     /* at 64 and 96, two stages of Q and dout where every run has three (the same bits) */
     failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, cuda_attention_backward_wgmma_two_stages,
                                         SHAPE_WGMMA_TWO_STAGES, "wgmma: as the slots row, two stages of Q and dout (not three)");
+    /* at 64, a block an SM over its share of the key blocks (the same bits) */
+    failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, persistent_backward, SHAPE_WGMMA_PERSISTENT,
+                                        "wgmma: as the slots row, persistent (a block an SM over its share of the key blocks)");
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 

@@ -583,6 +583,43 @@ static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, cons
     check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
 }
 
+/* The persistent wgmma backward (cuda_attention_backward_wgmma_persistent,
+ * bench_attention's comparison) at head size 64 against the default's
+ * dqkv `got`: the same bits, on a GPU too (the same tiles, run by fewer
+ * blocks), in 1 block (every item in turn: the stages, the statistics
+ * and the two sets of K and V carried across items), 3 (the dealing's
+ * reversed rounds) and one an SM; refused at other head sizes and
+ * without room for the dq slots. */
+static int persistent_backward_in_1(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                    int B, int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_persistent(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 1);
+}
+static int persistent_backward_in_3(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                    int B, int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_persistent(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 3);
+}
+static int persistent_backward_per_sm(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
+                                      int B, int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_persistent(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 0);
+}
+static void wgmma_backward_persistent(env *e, attn_bwd *a, const void *got, const char *shape) {
+    const wgmma_backward_form runs[3] = {persistent_backward_in_1, persistent_backward_in_3, persistent_backward_per_sm};
+    const char *blocks[3] = {"1 block", "3 blocks", "a block an SM"};
+    for (int i = 0; i < 3; i++) {
+        char name[256];
+        int slots_room;
+        const int ran = run_wgmma_backward_form(e, a, runs[i], &slots_room);
+        if (a->HS != 64 || !slots_room) {
+            snprintf(name, sizeof name, "attention_backward_wgmma, persistent (%s): none %s %s", blocks[i],
+                     a->HS != 64 ? "at head sizes other than 64" : "without room for the slots", shape);
+            check_true(e, ran == 0, name, "");
+            continue;
+        }
+        snprintf(name, sizeof name, "attention_backward_wgmma, persistent (%s): every run's bits %s", blocks[i], shape);
+        check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
+    }
+}
+
 /* The wgmma backward with dq's slots summed in the kernel, each query
  * tile's by the last of its key blocks to finish (CUDA_WGMMA_DQ_SUMMED),
  * against the default's dqkv `got` (dq by the same slots, summed by a
@@ -653,6 +690,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     check_true(e, again == 1 && gpu_holds(e, a.dqkv, got), name, "");
     if (HS == 64) wgmma_backward_kv_shared(e, &a, got, shape);
     wgmma_backward_two_stages(e, &a, got, shape);
+    wgmma_backward_persistent(e, &a, got, shape);
     wgmma_backward_summed(e, &a, got, shape);
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
