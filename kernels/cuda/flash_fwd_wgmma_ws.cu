@@ -133,6 +133,7 @@ struct fw3_maps {
     CUtensorMap q[2], k[2], v[2];
 };
 
+#if defined(FW_BODY) /* the body's pieces (sm_90a, the emulation): unused in nvcc's other passes */
 /* Key tiles of the 128-row query tile that starts at q0: up to its last row. */
 static __host__ __device__ __forceinline__ int fw3_key_tiles(int q0, int T) {
     return (fl_min(q0 + FW3_ROWS, T) + FW3_KEYS - 1) / FW3_KEYS;
@@ -165,7 +166,6 @@ struct fw3_schedule {
     }
 };
 
-#if defined(FW_BODY)
 /* Ping-pong: the consumer warpgroups take turns issuing their products
  * (named barrier FW3_BAR_TURN + c - 1 is warpgroup c's turn: it syncs
  * there, 256 threads, the other arrives once its own products are
