@@ -817,8 +817,9 @@ void cuda_test_attention_wgmma(env *e) {
     wgmma_backward_case(e, 1, 200, 2, 64, 2.0f);
     wgmma_backward_case(e, 1, 128, 3, 64, 1.0f);
     /* three 128-key blocks, the last with a partial second warpgroup; five query tiles, so each warpgroup takes
-     * dq's share of both tile parities */
-    wgmma_backward_case(e, 1, 300, 1, 64, 1.0f);
+     * dq's share of both tile parities; two pairs, so that the persistent form's single block takes six key
+     * blocks, each set of K and V through three phases (back to parity 0) */
+    wgmma_backward_case(e, 1, 300, 2, 64, 1.0f);
     /* head size 96 (chunks of 64 and 32 columns; the 1.2B model's) and 128 (two chunks of 64):
      * partial tiles, two pairs, three query tiles */
     wgmma_backward_case(e, 1, 77, 1, 96, 1.0f);
