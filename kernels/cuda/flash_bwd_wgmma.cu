@@ -228,10 +228,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         clk.lap(BW_PH_DATA);
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         unsigned char *ds_n = dss + par * bw_ds_bytes();
-        if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T) /* warpgroup-uniform: only these tiles hold masked scores */
-            bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c, clk);
-        else
-            bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, c, clk);
+        bw_query_tile_at<HS, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, wg_k0, c, clk);
         bw_stats_land(lse2_t[par ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,
@@ -241,8 +238,7 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         if (DQ) bw_dq_tile<HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, kb) * dqs_slot_floats<HS>(), ds_n, ks, wg, par);
         clk.lap(BW_PH_DQ);
     }
-    fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
-    fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
+    bw_store_dkv<HS>(dqkv, dk, dv, C, h, b, kw, T, scale);
     if constexpr (SUM) {
         __syncthreads(); /* the last tile's dq share stored (its product, which read dS^T, waited for) */
         static_assert(bw_ds_bytes() >= 2 * BW_THREADS, "the finish's flags in dS^T's tiles");
@@ -253,11 +249,6 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
 #else
     asm volatile("trap;"); /* not sm_90a: the host never launches it here */
 #endif
-}
-
-/* The dynamic shared memory a kernel instance opts in to. */
-static void bw_allow_shared(const void *kernel, int bytes) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 /* The kernels at head size HS: with dq_slots, dk, dv and the dq shares in

@@ -135,20 +135,15 @@ static __device__ __forceinline__ int bwp_run_item(const bwp_block &x, bwp_copie
             bw_stats_copy(lse2_t[par ^ 1], D_t[par ^ 1], x.lse + (size_t)(x.p0 + next.j) * T, x.D + (size_t)next.j * T,
                           next.kb * BW_KEYS, T);
         mbar_wait(&x.full[st], (uint32_t)(g / BWP_STAGES) & 1u);
-        if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > T)
-            bw_query_tile<BWP_HS, true, true, true>(dk, dv, ks + wg * tile, vs + wg * tile, kv, qs, qs + tile, ds_n, lse2_t[par],
-                                                    D_t[par], q0, kw, wg, c, clk);
-        else
-            bw_query_tile<BWP_HS, false, true, true>(dk, dv, ks + wg * tile, vs + wg * tile, kv, qs, qs + tile, ds_n, lse2_t[par],
-                                                     D_t[par], q0, kw, wg, c, clk);
+        bw_query_tile_at<BWP_HS, true, true>(dk, dv, ks + wg * tile, vs + wg * tile, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par],
+                                             q0, kw, wg, wg_k0, c, clk);
         bw_stats_land(lse2_t[par ^ 1]);
         fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         __syncthreads();            /* as the plain launch's; after the item's first, item n - 1 is done with its set */
         if (threadIdx.x == 0 && q0 == k0 && n >= 1) bwp_load_keys(x, n + 1);
         bw_dq_tile<BWP_HS>(slots + dqs_slot<BW_KB>(q0 / BW_ROWS, it.kb) * dqs_slot_floats<BWP_HS>(), ds_n, ks, wg, par);
     }
-    fb_store<BWP_HS>(x.dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * BWP_HS, b, kw, T, x.scale);
-    fb_store<BWP_HS>(x.dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * BWP_HS, b, kw, T, 1.0f);
+    bw_store_dkv<BWP_HS>(x.dqkv, dk, dv, C, h, b, kw, T, x.scale);
     return g;
 }
 #endif
@@ -204,8 +199,7 @@ int flash_bwd_wgmma_persistent(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bf
     const int items = np * ((T + BW_KEYS - 1) / BW_KEYS), most = blocks > 0 ? blocks : ctx->sm_count;
     const dim3 grid((unsigned)fl_min(items, fl_min(most, 65535)));
     constexpr int bytes = bwp_shared_bytes();
-    CUDA_CHECK(cudaFuncSetAttribute((const void *)flash_bwd_wgmma_persistent_kernel<BWP_HS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    bytes));
+    bw_allow_shared((const void *)flash_bwd_wgmma_persistent_kernel<BWP_HS>, bytes);
     flash_bwd_wgmma_persistent_kernel<BWP_HS><<<grid, BW_THREADS, bytes, ctx->stream>>>(maps, dqkv, lse, D, dq_slots, p0, np, T, NH, scale);
     CUDA_LAUNCHED("flash_bwd_wgmma_persistent_kernel");
     flash_dq_reduce_kernel<BWP_HS, BW_KB><<<dqs_reduce_blocks(np, T, BWP_HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);

@@ -59,6 +59,11 @@ static void bw_make_maps(bw_maps *maps, const __nv_bfloat16 *qkv, const __nv_bfl
     ht_make_maps<HS>(maps->g, "dout", dout, B, T, NH, C, BW_ROWS);
 }
 
+/* The dynamic shared memory a kernel instance opts in to. */
+static void bw_allow_shared(const void *kernel, int bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
 /* The named barrier that orders the warpgroups' score products in a tile
  * (warpgroup 0 arrives once its products are issued, warpgroup 1 syncs
  * before issuing its own); 0 is __syncthreads'. */
@@ -285,6 +290,29 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
     clk.lap(BW_PH_DKDV);
+}
+
+/* bw_query_tile for warpgroup wg (its keys from wg_k0) with the masked
+ * instance only where the tile holds masked scores: it touches the
+ * warpgroup's diagonal or T (c.T). The choice is warpgroup-uniform. */
+template <int HS, bool DQ, bool KVR, bool PROF>
+static __device__ __forceinline__ void bw_query_tile_at(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
+                                                        const unsigned char *vs, const bw_kv_held<KVR> &kv, const unsigned char *qs,
+                                                        const unsigned char *gs, unsigned char *dss, const float *lse2, const float *D,
+                                                        int q0, int kw, int wg, int wg_k0, const fb_pair &c, bw_laps<PROF> &clk) {
+    if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > c.T)
+        bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, c, clk);
+    else
+        bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, c, clk);
+}
+
+/* A block's dk (scaled) and dv, warp rows kw .., into dqkv's k and v
+ * columns of head h (C = NH HS). */
+template <int HS>
+static __device__ __forceinline__ void bw_store_dkv(__nv_bfloat16 *dqkv, const float (&dk)[HS / 2], const float (&dv)[HS / 2], int C,
+                                                    int h, int b, int kw, int T, float scale) {
+    fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dk), 3 * C, C + h * HS, b, kw, T, scale);
+    fb_store<HS>(dqkv, reinterpret_cast<const float(*)[4]>(dv), 3 * C, 2 * C + h * HS, b, kw, T, 1.0f);
 }
 
 /* The tile's dq share over the block's keys (both warpgroups' dS^T in dss,
