@@ -10,10 +10,11 @@
 source "$(dirname "$0")/lib.sh" cuda_emu_sanitizers
 export OMP_NUM_THREADS=1
 
-# The two builds side by side (each one compiler at a time, mostly).
+# The two builds side by side (each one compiler at a time, mostly); AddressSanitizer's
+# is of the kernel checks alone (build.sh checks), all that runs under it here.
 EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1 &
 race_build_pid=$!
-EMU_ASAN=1 bash tests/emu/build.sh >"$tmp/asan_build.out" 2>&1 &
+EMU_ASAN=1 bash tests/emu/build.sh checks >"$tmp/asan_build.out" 2>&1 &
 asan_build_pid=$!
 # shellcheck source=tests/emu/trainer_fixture.sh
 source tests/emu/trainer_fixture.sh

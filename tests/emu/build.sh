@@ -31,12 +31,16 @@ mkdir -p "$OUT/cu" "$OUT/obj"
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
 OPT=${OPT:--O2}
+# Line tables only (-g1): the race check's and AddressSanitizer's reports name
+# files and lines from them, and full debug information (-g) took a quarter
+# of the compile time (EMU_DEBUG=-g for a debugger).
+DBG=${EMU_DEBUG:--g1}
 SAN=""
-[ "${EMU_ASAN:-0}" = 1 ] && SAN="-fsanitize=address -fno-omit-frame-pointer -g"
+[ "${EMU_ASAN:-0}" = 1 ] && SAN="-fsanitize=address -fno-omit-frame-pointer $DBG"
 # The CPU side exactly as the Makefile builds it (plus -DTG_CUDA).
 CFLAGS="-O3 -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -I. -DTG_CUDA $SAN"
 EMU_INC="-Itests/emu/include"
-CUFLAGS="$OPT -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I. $EMU_INC -include tests/emu/cuda_emu.h -D__CUDACC__ -DTG_CUDA $SAN"
+CUFLAGS="$OPT $DBG -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I. $EMU_INC -include tests/emu/cuda_emu.h -D__CUDACC__ -DTG_CUDA $SAN"
 if [ "${EMU_FMA:-0}" = 1 ]; then CUFLAGS="$CUFLAGS -mfma -ffp-contract=fast"; else CUFLAGS="$CUFLAGS -ffp-contract=off"; fi
 # The race check instruments the device code only (compile, not link: the
 # __tsan_* calls land in tests/emu/emu_race.cpp, not in libtsan).
@@ -51,11 +55,19 @@ fi
 # two cores), and would otherwise compile the same sources up to six times.
 # The key: every file the compilers may read (the sources, the emulation, the
 # tests' headers, this script), the flags and the compilers' versions; a
-# `train` build also needs the last one to have been one. A build in progress
+# build of a mode needs the last one to have been of it or a larger one
+# (checks < kernels < train). A build in progress
 # holds $OUT.lock, so that two calls at once wait for one build instead of
 # writing the same objects.
+# Modes: `checks` builds the kernel checks alone (what the AddressSanitizer
+# suite runs), `kernels` (the default) also the benchmarks and the emulator's
+# own tests, `train` also the trainer and the NCCL test.
 mode=kernels products=(test_cuda_kernels_emu bench_attention_emu hopper_check_emu bench_wgmma_emu)
-[ "${1:-}" = train ] && mode=train products+=(train_gpt_emu test_nccl_emu)
+case "${1:-}" in
+    checks) mode=checks products=(test_cuda_kernels_emu) ;;
+    train) mode=train products+=(train_gpt_emu test_nccl_emu) ;;
+esac
+mode_rank() { case "$1" in checks) echo 0 ;; kernels) echo 1 ;; train) echo 2 ;; *) echo -1 ;; esac; }
 exec 9>"$OUT.lock"
 flock 9
 inputs_key() {
@@ -73,7 +85,7 @@ key=$(inputs_key)
 stamp="$OUT/inputs.stamp"
 up_to_date() {
     [ -f "$stamp" ] && grep -qx "key $key" "$stamp" || return 1
-    [ $mode = kernels ] || grep -qx "mode train" "$stamp" || return 1
+    [ "$(mode_rank "$(sed -n 's/^mode //p' "$stamp")")" -ge "$(mode_rank $mode)" ] || return 1
     local p
     for p in "${products[@]}"; do [ -x "$OUT/$p" ] || return 1; done
 }
@@ -98,17 +110,17 @@ for cu in kernels/cuda/*.cu; do
     python3 tests/emu/prep.py "$cu" "$OUT/cu/$base.cpp"
     compile "$OUT/obj/cu_$base.o" $CXX $CUFLAGS "$OUT/cu/$base.cpp"
 done
-compile "$OUT/obj/emu_runtime.o" $CXX $OPT -g -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
-[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
-[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_clock.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_clock.cpp
-[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_atomic.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_atomic.cpp
-compile "$OUT/obj/emu_graph.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
-compile "$OUT/obj/emu_lazy.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
-compile "$OUT/obj/emu_tma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
+compile "$OUT/obj/emu_runtime.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra -fopenmp $EMU_INC $SAN tests/emu/emu_runtime.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_clock.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_clock.cpp
+[ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_atomic.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_atomic.cpp
+compile "$OUT/obj/emu_graph.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
+compile "$OUT/obj/emu_lazy.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
+compile "$OUT/obj/emu_tma.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
 # the host side of the bulk tensor copies (tensor maps), C as in the GPU build
 compile "$OUT/obj/kernels_cuda_tensor_map.o" $CC $CFLAGS $EMU_INC kernels/cuda/tensor_map.c
 # the wgmma stand-ins (kernels/cuda/wgmma.cuh), which read operands through kernels/cuda/smem_layout.h
-compile "$OUT/obj/emu_wgmma.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -I. -Itests/emu tests/emu/emu_wgmma.cpp
+compile "$OUT/obj/emu_wgmma.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -I. -Itests/emu tests/emu/emu_wgmma.cpp
 # ops_cuda.c, with one test hook: EMU_SCRATCH_BYTES (environment, at run
 # time) shrinks the kernels' scratch, so that the chunked paths (attention's
 # pair and row chunks, the sort chunks of the encoder) run at small sizes.
@@ -139,12 +151,12 @@ done
 kernel_objs=("${objs[@]}")
 # $OUT/bench_attention_emu: tests/gpu/bench_attention.c on the emulated backend
 # (tests/gpu/README.md; t_bench_attention runs it at small shapes).
-$CC $CFLAGS tests/gpu/bench_attention.c -c -o "$OUT/obj/bench_attention.o" &
-pids+=($!)
-$CC $CFLAGS tests/gpu/block_profile.c -c -o "$OUT/obj/block_profile.o" &
-pids+=($!)
-$CC $CFLAGS tests/gpu/bench_attention_profile.c -c -o "$OUT/obj/bench_attention_profile.o" &
-pids+=($!)
+bench_src=(bench_attention block_profile bench_attention_profile)
+[ $mode = checks ] && bench_src=()
+for x in "${bench_src[@]}"; do
+    $CC $CFLAGS "tests/gpu/$x.c" -c -o "$OUT/obj/$x.o" &
+    pids+=($!)
+done
 if [ "${1:-}" = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
     # the NCCL communicator in place of its stub.
@@ -159,7 +171,7 @@ if [ "${1:-}" = train ]; then
         compile "$OUT/obj/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')" $CC $CFLAGS $EMU_INC "$c"
     done
     for x in emu_nccl emu_nccl_ranks emu_rendezvous; do
-        compile "$OUT/obj/$x.o" $CXX $OPT -g -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu "tests/emu/$x.cpp"
+        compile "$OUT/obj/$x.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu "tests/emu/$x.cpp"
     done
 fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
@@ -167,21 +179,25 @@ fi
 # Hopper's mbarriers, bulk tensor copies and named barriers (test_tma.cu) and
 # wgmma (test_wgmma.cu); and, plain C on the CPU, wgmma's descriptor and
 # layout math (test_smem_layout.c).
-$CC $CFLAGS tests/emu/test_smem_layout.c -o "$OUT/test_smem_layout" &
-pids+=($!)
 emu_tests=(mma async_copy graph lazy tma wgmma)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
+# tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
+# products the GPU is compared with, on the emulator.
+# tests/gpu/bench_wgmma.cu (the tensor core's rate by product shape) as
+# $OUT/bench_wgmma_emu: its products and their check, on the emulator.
+gpu_programs=(hopper_check bench_wgmma)
+[ $mode = checks ] && emu_tests=() gpu_programs=()
+if [ $mode != checks ]; then
+    $CC $CFLAGS tests/emu/test_smem_layout.c -o "$OUT/test_smem_layout" &
+    pids+=($!)
+fi
 for t in "${emu_tests[@]}"; do
     python3 tests/emu/prep.py "tests/emu/test_$t.cu" "$OUT/cu/test_$t.cpp"
     $CXX $CUFLAGS "$OUT/cu/test_$t.cpp" -c -o "$OUT/obj/test_$t.o" &
     pids+=($!)
 done
-# tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
-# products the GPU is compared with, on the emulator.
-# tests/gpu/bench_wgmma.cu (the tensor core's rate by product shape) as
-# $OUT/bench_wgmma_emu: its products and their check, on the emulator.
-for x in hopper_check bench_wgmma; do
+for x in "${gpu_programs[@]}"; do
     python3 tests/emu/prep.py "tests/gpu/$x.cu" "$OUT/cu/$x.cpp"
     $CXX $CUFLAGS "$OUT/cu/$x.cpp" -c -o "$OUT/obj/$x.o" &
     pids+=($!)
@@ -214,13 +230,16 @@ done
 for t in "${emu_tests[@]}"; do
     shared_into_section "$OUT/obj/test_$t.o" || exit 1
 done
-for x in hopper_check bench_wgmma; do shared_into_section "$OUT/obj/$x.o" || exit 1; done
+for x in "${gpu_programs[@]}"; do shared_into_section "$OUT/obj/$x.o" || exit 1; done
 $CXX -fopenmp $SAN "${kernel_objs[@]}" -o "$OUT/test_cuda_kernels_emu" -lm
 echo "built $OUT/test_cuda_kernels_emu"
-bench_objs=()
-for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$o"); done
-$CXX -fopenmp $SAN "${bench_objs[@]}" "$OUT/obj/bench_attention.o" "$OUT/obj/bench_attention_profile.o" "$OUT/obj/block_profile.o" -o "$OUT/bench_attention_emu" -lm
-echo "built $OUT/bench_attention_emu"
+if [ $mode != checks ]; then
+    bench_objs=()
+    for o in "${kernel_objs[@]}"; do [[ $o == *tests_kernels_* ]] || bench_objs+=("$o"); done
+    for x in "${bench_src[@]}"; do bench_objs+=("$OUT/obj/$x.o"); done
+    $CXX -fopenmp $SAN "${bench_objs[@]}" -o "$OUT/bench_attention_emu" -lm
+    echo "built $OUT/bench_attention_emu"
+fi
 for t in "${emu_tests[@]}"; do
     extra=()
     [ "$t" = tma ] || [ "$t" = race ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
@@ -228,7 +247,7 @@ for t in "${emu_tests[@]}"; do
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
-for x in hopper_check bench_wgmma; do
+for x in "${gpu_programs[@]}"; do
     $CXX -fopenmp $SAN "$OUT/obj/$x.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/${x}_emu" -lm
     echo "built $OUT/${x}_emu"

@@ -203,7 +203,7 @@ enum { ASYNC_BEFORE_WAIT, ASYNC_REWRITTEN_B, ASYNC_WAIT1 };
 __global__ void async_kernel(float *out, const float *A, const float *B, const float *B2, int mode) {
     extern __shared__ __align__(16) unsigned char dyn[];
     const layout la = {128, 0, M}, lb = {128, 1, AN};
-    unsigned char *sa = aligned_1k(dyn), *sb = sa + b_at(la);
+    unsigned char *sa = smem_align_1k(dyn), *sb = sa + b_at(la);
     for (int e = threadIdx.x; e < M * K; e += blockDim.x) store_bf16(sa, tile_offset(la, e / K, e % K), A[e]);
     for (int e = threadIdx.x; e < K * AN; e += blockDim.x) store_bf16(sb, tile_offset(lb, e % AN, e / AN), B[e]);
     tiles_visible_to_wgmma();
@@ -289,7 +289,7 @@ static int check_async(bufs &b) {
 __global__ void chain_kernel(float *out, const float *Q, const float *Kt, const float *V) {
     extern __shared__ __align__(16) unsigned char dyn[];
     const layout lq = {128, 0, M}, lk = {128, 0, 64}, lv = {128, 1, 64};
-    unsigned char *sq = aligned_1k(dyn), *sk = sq + b_at(lq), *sv = sk + b_at(lk);
+    unsigned char *sq = smem_align_1k(dyn), *sk = sq + b_at(lq), *sv = sk + b_at(lk);
     for (int e = threadIdx.x; e < M * K; e += blockDim.x) {
         store_bf16(sq, tile_offset(lq, e / K, e % K), Q[e]);
         store_bf16(sk, tile_offset(lk, e / K, e % K), Kt[e]); /* K as [keys][k]: B K-major */

@@ -65,7 +65,6 @@ static __host__ __device__ void tile_strides(layout l, unsigned s, unsigned *lbo
 /* The tiles' places in dynamic shared memory: A, a gap, B, a gap; 1024-aligned. */
 static __host__ __device__ unsigned b_at(layout la) { return (tile_bytes(la) + GAP + 1023) / 1024 * 1024; }
 static __host__ __device__ unsigned shared_bytes(layout la, layout lb) { return b_at(la) + tile_bytes(lb) + GAP + 1024; }
-static __device__ unsigned char *aligned_1k(unsigned char *p) { return (unsigned char *)(((uintptr_t)p + 1023) & ~(uintptr_t)1023); }
 
 static __device__ void store_bf16(unsigned char *tile, unsigned at, float v) {
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
@@ -137,7 +136,7 @@ __global__ void product_kernel(float *out, const float *A, const float *B, const
 #else
     extern __shared__ __align__(16) unsigned char dyn[];
 #endif
-    unsigned char *sa = aligned_1k(dyn), *sb = sa + b_at(c.la);
+    unsigned char *sa = smem_align_1k(dyn), *sb = sa + b_at(c.la);
     for (int e = threadIdx.x; e < M * K; e += blockDim.x) store_bf16(sa, tile_offset(c.la, e / K, e % K), A[e]);
     for (int e = threadIdx.x; e < K * N; e += blockDim.x) store_bf16(sb, tile_offset(c.lb, e % N, e / N), B[e]);
     tiles_visible_to_wgmma();
