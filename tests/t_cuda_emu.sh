@@ -301,7 +301,8 @@ else not_ok trainer_cuda_graph_not_used_with_op_times "$(grep -m1 -i "graph\|err
 # fails here too: its unit test; test_nccl, whose outputs the compute stream
 # reads before the deferred waits are settled (seen failing under 2 without
 # the compute stream's wait for a deferred collective, under 1 without the
-# collective's wait for the compute stream); the quick kernel checks; the
+# collective's wait for the compute stream); the quick kernel checks (under
+# 2 only: the backend's ops use one stream, on which 1 and 2 run the same); the
 # step as a CUDA graph (bf16, dropout) and ZeRO over two processes, bitwise
 # equal to the runs above.
 for level in 1 2; do
@@ -311,7 +312,7 @@ for level in 1 2; do
     EMU_LAZY=$level build/emu/test_nccl_emu >"$tmp/nccl_lazy$level.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok nccl_lazy$level: \2|p" "$tmp/nccl_lazy$level.out"
     grep -q '^ok solo_nonblocking' "$tmp/nccl_lazy$level.out" || not_ok "nccl_lazy$level" "$(tail -n 2 "$tmp/nccl_lazy$level.out" | tr '\n' ' ')"
-    kernels "kernels_lazy$level" EMU_LAZY=$level -- --quick
+    [ $level = 2 ] && kernels "kernels_lazy$level" EMU_LAZY=$level -- --quick
     if EMU_LAZY=$level train "lazy${level}_graph" "$emu_bin" --set device=cuda --set train.precision=bf16 "${graph[@]}" --set model.dropout=0.1 &&
         out=$("$py" tests/parallel/compare.py "$tmp/graph_on_bf16_dropout" "$tmp/lazy${level}_graph" 6 --bitwise 2>&1)
     then ok "trainer_cuda_lazy${level}_graph_bitwise ($out)"
