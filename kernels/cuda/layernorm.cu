@@ -177,9 +177,10 @@ __device__ __forceinline__ void ln_backward_row_packed(T *d, float *acc_w, float
  * memory latency per pack and pass. w, the same for every row, is read
  * pack by pack from the block's copy in shared memory. The same per-pack
  * arithmetic in the same order as the loop above (ln_pack_sums,
- * ln_pack_grad), so the same bits. Registers on sm_90a, bf16: MAXP 4 held
- * to 128 (2 blocks an SM; see layernorm_backward_fused_kernel), 8 249 (1
- * block). */
+ * ln_pack_grad), so the same bits. Registers on sm_90a, bf16: MAXP 4 120
+ * (held to 128: 2 blocks an SM; see layernorm_backward_fused_kernel), 8 203
+ * (1 block; held to 128 it spills 244 bytes: the compiler unpacks each
+ * bf16 into a register of its own as it arrives). */
 template <typename T, int MAXP>
 __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *acc_b, const T *g, const T *x, const T *w,
                                                      float m, float s, int C, int lane, bool dacc) {
@@ -187,8 +188,16 @@ __device__ __forceinline__ void ln_backward_row_held(T *d, float *acc_w, float *
     vec_pack<T> xv[MAXP], gv[MAXP], dv[MAXP];
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
-        const int c = (lane + 32 * i) * P;
-        if (c < C) xv[i] = vec_load(x + c), gv[i] = vec_load(g + c), dv[i] = ln_dinp_pack(d + c, dacc);
+        /* Packs past the row's end load too, unused (the passes below skip
+         * them): the row's first pack of x and dout, and of x for dinp,
+         * which another lane writes. Behind `if (c < C)` ptxas gave each
+         * pack's loads a basic block of their own, ending in the unpacking
+         * of its bf16 pairs (PRMT), so a pack's loads issued only once the
+         * pack before had arrived: a memory latency per pack (6 a row at
+         * the 1.2B model's width). Without a branch, all of a row's loads
+         * issue before the first use. */
+        const int c = (lane + 32 * i) * P, at = c < C ? c : 0;
+        xv[i] = vec_load(x + at), gv[i] = vec_load(g + at), dv[i] = ln_dinp_pack(c < C ? d + at : x + at, dacc);
     }
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
 #pragma unroll
