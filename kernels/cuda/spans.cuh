@@ -59,25 +59,37 @@ static __device__ __forceinline__ void span_next_run(const tg_span &sp, size_t *
     *i += tg_window_cut(&sp.win, sp.begin + c * sp.stride + j, in_tensor, b, e, shift);
 }
 
-/* f(offset, moment index) for every element of the flattened range
- * [first, last) of sp inside the span's window, threads of the block
- * striding over each run. Uniform control flow: every thread loops alike.
- * UNROLL: the stride loop unrolled that many times, in the same order, so
- * that an f that only reads and adds has that many loads in flight (one
- * f's arithmetic waits for its load, and the next load would wait behind
- * it). */
-template <int UNROLL = 1, typename F>
-static __device__ void span_for_each(const tg_span &sp, size_t first, size_t last, F f) {
+/* f(src[offset]) for every offset of the flattened range [first, last)
+ * of sp inside the span's window, threads of the block striding over each
+ * run, each thread's elements in stride order. A thread's strides are
+ * taken UNROLL at a time while all of them lie in the run: their UNROLL
+ * loads first, then f on each, so that UNROLL loads are in flight where
+ * f's arithmetic would make each wait for the last. (A stride loop under
+ * `#pragma unroll` did not do that: each unrolled stride kept its exit
+ * test, a branch between one stride's use of its load and the next
+ * stride's load, and the machine code had one load in flight.) */
+template <int UNROLL, typename F>
+static __device__ void span_read_each(const tg_span &sp, size_t first, size_t last, const float *src, F f) {
+    const size_t step = blockDim.x;
     for (size_t i = first; i < last;) {
         size_t b, e, shift;
         span_next_run(sp, &i, last, &b, &e, &shift);
-#pragma unroll UNROLL
-        for (size_t o = b + threadIdx.x; o < e; o += blockDim.x) f(o, o + shift);
+        size_t o = b + threadIdx.x;
+        for (; o + (UNROLL - 1) * step < e; o += UNROLL * step) {
+            float v[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) v[u] = src[o + u * step];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) f(v[u]);
+        }
+        for (; o < e; o += step) f(src[o]);
     }
 }
 
-/* As span_for_each (UNROLL 1), four elements at a time where a run allows:
- * f4(offset, moment index) for each quadruple whose offset and moment index
+/* For every element of the flattened range [first, last) of sp inside the
+ * span's window (threads of the block striding over each run), four at a
+ * time where a run allows: f4(offset, moment index) for each quadruple
+ * whose offset and moment index
  * are both multiples of 4, f(offset, moment index) one by one for the rest
  * (a run's ends, and whole runs whose moment index is shifted by other than
  * a multiple of 4). by4: the caller's pointers allow 16-byte accesses at

@@ -61,9 +61,8 @@ __global__ void sumsq_partials_kernel(double *partial, exact_sumsq *exact, const
     const tg_span &sp = spans.span[span_grid_slice(grid, spans, &first, &last)];
     double acc = 0.0;
     exact_sumsq mine = {{0}, 0};
-    /* 4 loads in flight, where the PTX had 1 (half the bandwidth on the H200) */
-    span_for_each<4>(sp, first, last, [&](size_t off, size_t) {
-        const float x = g[off];
+    /* 8 loads in flight a thread (span_read_each), where each waited for the one before */
+    span_read_each<8>(sp, first, last, g, [&](float x) {
         const double v = (double)x;
         acc += v * v;
         if (EXACT) exact_sumsq_add_int(&mine, x); /* the CPU's sum, in integer operations */
