@@ -15,6 +15,7 @@
  * Columns >= n_real are padding: never counted, gradient 0. */
 #include <math.h>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_ctx.h"
 #include "kernels/cuda/exp2_ftz.cuh"
 #include "kernels/cuda/kernels.h"
@@ -22,6 +23,7 @@
 #include "kernels/cuda/vec.cuh"
 
 #define ROW_THREADS 512 /* a multiple of 32 */
+#define XENT_AHEAD 8 /* 16-byte copies in flight a thread while staging a row (fused_staged_kernel) */
 
 namespace {
 
@@ -168,10 +170,7 @@ __global__ void __launch_bounds__(ROW_THREADS)
      * (0 while every real column so far is -inf: terms of 0); rescaled by the shifts' difference, as the row's
      * share is, so that the terms carry the gradient's exponent, x log2(e) less the row's shift */
     float m = -INFINITY, shift = 0.0f, s = 0.0f;
-#pragma unroll 4 /* four 16-byte loads in flight per thread */
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        const pack x = vec_load(l + k * P);
-        staged[k] = x;
+    const auto add = [&](int k, const pack &x) { /* pack k into m, shift and s */
         float pack_max = -INFINITY;
 #pragma unroll
         for (int j = 0; j < P; j++)
@@ -185,7 +184,32 @@ __global__ void __launch_bounds__(ROW_THREADS)
 #pragma unroll
         for (int j = 0; j < P; j++)
             if (k * P + j < n_real) s += exp2_ftz(fmaf(tg_load(x.e, j), EXP2_LOG2E, -shift));
+    };
+    /* The row staged by cp.async, XENT_AHEAD rounds of a thread's packs (k,
+     * k + blockDim.x, ...) ahead of the one it adds, with no register
+     * waiting on a load: where a loop loaded each pack into registers
+     * (even unrolled 4 times, with the loads written first), ptxas placed
+     * each pack's load after the work on the pack before, which waits for
+     * that pack's: one load in flight a thread. A round's group is
+     * committed every iteration, empty or not, so that waiting for all but
+     * the XENT_AHEAD - 1 newest means round r has landed. The same packs
+     * added in the same order: the same bits. */
+    const int step = (int)blockDim.x;
+#pragma unroll
+    for (int r = 0; r < XENT_AHEAD; r++) {
+        const int k = (int)threadIdx.x + r * step;
+        if (k < packs) async_copy16(staged + k, l + (size_t)k * P);
+        async_commit();
     }
+    for (int k = threadIdx.x; k < packs; k += step) {
+        async_wait<XENT_AHEAD - 1>();
+        const pack x = staged[k]; /* one 16-byte read */
+        add(k, x);
+        const int next = k + XENT_AHEAD * step;
+        if (next < packs) async_copy16(staged + next, l + (size_t)next * P);
+        async_commit();
+    }
+    async_wait<0>(); /* nothing in flight at the barriers below (the last groups are empty) */
     const float row_max = block_reduce(m, max_op(), -INFINITY); /* its barriers also show the staged row */
     const float row_shift = row_max == -INFINITY ? 0.0f : row_max * EXP2_LOG2E; /* no real column: every term is 0 */
     const float own = m == -INFINITY ? 0.0f : s * exp2_ftz(shift - row_shift); /* no real column of its own: 0 */

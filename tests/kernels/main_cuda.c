@@ -184,6 +184,7 @@ static void run_all(env *e) {
     cuda_test_xent_fused(e, N, 1000, 997); /* rows of whole 16-byte packs */
     cuda_test_xent_fused(e, 5, 1001, 1001); /* element by element */
     cuda_test_xent_fused(e, 3, 20000, 19990); /* bf16 staged, 4 or 5 packs a thread: running maxima that rise */
+    cuda_test_xent_fused(e, 2, 40000, 39999); /* bf16 staged, 9 or 10 packs a thread: copies issued while adding */
     cuda_test_xent_fused(e, 2, 116232, 116000); /* a bf16 row over 227 KB of shared memory: the kernel that reads twice */
     cuda_test_loss(e, N);
     cuda_test_loss(e, (int)odd);
