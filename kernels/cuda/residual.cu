@@ -17,6 +17,8 @@
 #include "kernels/cuda/residual.cuh"
 #include "kernels/cuda/vec.cuh"
 
+#define COL_LOADS 8 /* 16-byte loads in flight a thread in the column partials: a group of GROUP_ROWS_MIN rows gives each 8 */
+
 namespace {
 
 /* Packs [0, packs) (a pack never straddles two rows: C is a multiple of
@@ -102,13 +104,25 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
     float acc[P];
 #pragma unroll
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
-    if (c0 < C)
-#pragma unroll 4 /* four loads in flight a thread: each add waits for its load, the next load behind it */
-        for (int r = group * rows_per_group + threadIdx.y; r < row_end; r += COL_ROWS) {
-            const vec_pack<T> v = vec_load(dout + (size_t)r * C + c0);
+    /* The thread's rows in order, COL_LOADS at a time while all lie in the
+     * group: their loads first, so that COL_LOADS are in flight (each add
+     * waits for its load). Under `#pragma unroll 4` ptxas issued two, then
+     * the adds of the first, then the other two. */
+    int r = group * rows_per_group + threadIdx.y;
+    const auto add = [&](const vec_pack<T> &v) {
 #pragma unroll
-            for (int j = 0; j < P; j++) acc[j] += tg_load(v.e, j);
+        for (int j = 0; j < P; j++) acc[j] += tg_load(v.e, j);
+    };
+    if (c0 < C) {
+        for (; r + (COL_LOADS - 1) * COL_ROWS < row_end; r += COL_LOADS * COL_ROWS) {
+            vec_pack<T> v[COL_LOADS];
+#pragma unroll
+            for (int u = 0; u < COL_LOADS; u++) v[u] = vec_load(dout + (size_t)(r + u * COL_ROWS) * C + c0);
+#pragma unroll
+            for (int u = 0; u < COL_LOADS; u++) add(v[u]);
         }
+        for (; r < row_end; r += COL_ROWS) add(vec_load(dout + (size_t)r * C + c0));
+    }
 #pragma unroll
     for (int j = 0; j < P; j++) part[threadIdx.y][threadIdx.x * P + j] = acc[j];
     __syncthreads();
