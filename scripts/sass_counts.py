@@ -2,6 +2,7 @@
 """The machine instructions of each CUDA kernel, counted without a disassembler.
 
 usage: scripts/sass_counts.py [--arch sm_90a] [--base REV] [--match TEXT] SRC.cu ...
+       scripts/sass_counts.py --loads [--arch sm_90a] [--base REV] [--match TEXT] SRC.cu ...
        scripts/sass_counts.py --sass [--arch sm_90a] [--match TEXT] SRC.cu ...
 
 Compiles each source as the Makefile does (nvcc -O3 -std=c++17 -I<tree>
@@ -12,6 +13,14 @@ the code section's 16-byte words (every instruction of sm_70 and later is
 --base REV the same sources at git revision REV (`git archive`, so the headers
 are REV's too) are counted beside them, with the difference. --match keeps
 the kernels whose demangled name contains TEXT.
+
+--loads counts, in place of the instructions, each kernel's longest run of
+global loads (LDG, and cp.async's LDGSTS) with no branch, exit, call,
+return or block barrier between them: ptxas schedules within a basic block,
+so loads that a branch separates do not issue together (a loop unrolled
+with its exit test kept between the strides gives runs of 1). Loads in one
+run may still wait for each other (an add between them that uses the
+first); a run is what could be in flight at once, not what is.
 
 --sass prints the kernels' machine code instead, by an nvdisasm: $NVDISASM,
 else one on PATH, else <tree>/.devtools/nvdisasm. CUDA 13 writes cubins
@@ -41,6 +50,11 @@ INSTRUCTION_BYTES = 16  # SASS of sm_70 and later
 # ends in a branch to itself and NOPs up to a 128-byte boundary, which are
 # not counted (seen in nvcc 13.0's sm_90a cubins).
 OPCODE_NOP, OPCODE_BRA = 0x918, 0x947
+# --loads: global loads, and what ends a basic block (nvcc 13.0's sm_90a encodings, read beside
+# CUDA 11.8's nvdisasm -hex: LDG 0x981, LDGSTS 0xfae; BRA, EXIT 0x94d, CALL 0x944, RET 0x950,
+# BAR 0xb1d)
+OPCODES_GLOBAL_LOAD = {0x981, 0xFAE}
+OPCODES_BLOCK_END = {OPCODE_BRA, 0x94D, 0x944, 0x950, 0xB1D}
 
 
 def fail(msg):
@@ -78,20 +92,38 @@ def nvdisasm_path(tree):
          "Debian bookworm's non-free nvidia-cuda-toolkit package, reads sm_90a code: see --help)")
 
 
-def instructions(code):
-    """The instructions of one function's code, less the closing branch to
-    itself and the NOPs that pad it."""
+def opcodes(code):
+    """The opcodes (low 12 bits) of one function's code, less the closing
+    branch to itself and the NOPs that pad it."""
     words = [int.from_bytes(code[i:i + INSTRUCTION_BYTES], "little") & 0xFFF
              for i in range(0, len(code) - INSTRUCTION_BYTES + 1, INSTRUCTION_BYTES)]
     while words and words[-1] == OPCODE_NOP:
         words.pop()
     if words and words[-1] == OPCODE_BRA:
         words.pop()
-    return len(words)
+    return words
 
 
-def code_sections(cubin):
-    """{mangled function name: its instructions} of an ELF64 cubin."""
+def instructions(code):
+    """The instructions of one function's code."""
+    return len(opcodes(code))
+
+
+def load_run(code):
+    """The longest run of global loads in one function's code with nothing
+    that ends a basic block between them (--loads)."""
+    best = run = 0
+    for op in opcodes(code):
+        if op in OPCODES_GLOBAL_LOAD:
+            run += 1
+            best = max(best, run)
+        elif op in OPCODES_BLOCK_END:
+            run = 0
+    return best
+
+
+def code_sections(cubin, measure=instructions):
+    """{mangled function name: measure(its code)} of an ELF64 cubin."""
     data = open(cubin, "rb").read()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         fail("%s: not a 64-bit ELF cubin" % cubin)
@@ -104,7 +136,7 @@ def code_sections(cubin):
         end = data.index(b"\0", names_at + h[0])
         name = data[names_at + h[0]:end].decode()
         if name.startswith(".text."):
-            sizes[name[len(".text."):]] = instructions(data[h[4]:h[4] + h[5]])
+            sizes[name[len(".text."):]] = measure(data[h[4]:h[4] + h[5]])
     return sizes
 
 
@@ -156,9 +188,9 @@ def sass(tree, src, arch, scratch, match):
             print("\n".join(lines))
 
 
-def count(tree, src, arch, scratch, label):
-    """{demangled kernel: instructions} of tree/src built for arch (label: the cubin's, now or base)."""
-    counts = code_sections(build(tree, src, arch, scratch, label))
+def count(tree, src, arch, scratch, label, measure=instructions):
+    """{demangled kernel: measure} of tree/src built for arch (label: the cubin's, now or base)."""
+    counts = code_sections(build(tree, src, arch, scratch, label), measure)
     names = sorted(counts)
     return {d: counts[m] for m, d in zip(names, demangle(names))}
 
@@ -181,9 +213,13 @@ def main():
     ap.add_argument("--base", metavar="REV", help="also count the sources at this git revision")
     ap.add_argument("--match", default="", metavar="TEXT", help="only kernels whose name contains TEXT")
     ap.add_argument("--sass", action="store_true", help="print the kernels' machine code (nvdisasm) instead of counts")
+    ap.add_argument("--loads", action="store_true", help="count each kernel's longest run of global loads with no "
+                    "branch between them, in place of its instructions")
     a = ap.parse_args()
     if a.sass and a.base:
         fail("--sass prints one revision's code: drop --base")
+    if a.sass and a.loads:
+        fail("--sass prints the code, --loads counts in it: one or the other")
     digits = a.arch.split("_")[-1].rstrip("af")
     if not digits.isdigit() or int(digits) < 70:
         fail("--arch %s: the 16-byte instruction count holds from sm_70 on" % a.arch)
@@ -197,10 +233,12 @@ def main():
                 sass(tree, src, a.arch, scratch, a.match)
             return
         base_tree = archive(a.base, scratch) if a.base else None
+        measure = load_run if a.loads else instructions
         for src in a.sources:
-            now = count(tree, src, a.arch, scratch, "now")
-            before = count(base_tree, src, a.arch, scratch, "base") if base_tree else {}
-            print("# %s, %s%s" % (src, a.arch, ", against " + a.base if a.base else ""))
+            now = count(tree, src, a.arch, scratch, "now", measure)
+            before = count(base_tree, src, a.arch, scratch, "base", measure) if base_tree else {}
+            print("# %s, %s%s%s" % (src, a.arch, ", against " + a.base if a.base else "",
+                                    ": longest runs of global loads with no branch between" if a.loads else ""))
             print("#  now    base  delta  kernel" if base_tree else "#  now  kernel")
             for name in sorted(set(now) | set(before)):
                 if a.match not in name:

@@ -7,8 +7,11 @@
 # counts are whole and positive; an architecture before sm_70, an unknown
 # revision and a missing source are refused with a message. --sass: the
 # cubin's ELF header rewritten for older nvdisasm, refused without one, and
-# a listing where a developer has one (.devtools/nvdisasm). Then one of the
-# project's sources, as a developer runs it. Needs nvcc (scripts/find_cuda.sh).
+# a listing where a developer has one (.devtools/nvdisasm). --loads: the
+# longest run of global loads with no branch between, on two made-up
+# kernels, then five of the project's memory-bound kernels held to theirs.
+# Then one of the project's sources counted, as a developer runs it. Needs
+# nvcc (scripts/find_cuda.sh).
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" sass_counts
 counter="$PWD/scripts/sass_counts.py"
@@ -69,6 +72,39 @@ refused arch_before_sm70_refused "sm_60: the 16-byte instruction count holds fro
 refused unknown_revision_refused "git archive no-such-rev" --base no-such-rev k.cu
 refused missing_source_refused "nope.cu: no such file" nope.cu
 refused sass_with_base_refused "sass prints one revision's code" --sass --base HEAD k.cu
+refused sass_with_loads_refused "one or the other" --sass --loads k.cu
+
+# --loads: a stride loop under `#pragma unroll 4` with a run-time bound keeps its exit test between
+# the strides' loads (a run of fewer than 4); the same strides taken 4 at a time, loads first, make
+# one run of 4
+cat >"$repo/loads.cu" <<'CU'
+__global__ void strided_kernel(float *out, const float *x, int n) {
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += x[i];
+    out[threadIdx.x] = acc;
+}
+__global__ void grouped_kernel(float *out, const float *x, int n) {
+    float acc = 0.0f;
+    const int step = blockDim.x;
+    int i = threadIdx.x;
+    for (; i + 3 * step < n; i += 4 * step) {
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) v[u] = x[i + u * step];
+#pragma unroll
+        for (int u = 0; u < 4; u++) acc += v[u];
+    }
+    for (; i < n; i += step) acc += x[i];
+    out[threadIdx.x] = acc;
+}
+CU
+if (cd "$repo" && "$py" "$counter" --loads loads.cu) >"$tmp/loads.out" 2>&1; then
+    strided=$(count_of strided_kernel "$tmp/loads.out" 1) grouped=$(count_of grouped_kernel "$tmp/loads.out" 1)
+    if [[ "$strided" =~ ^[0-9]+$ && "$grouped" =~ ^[0-9]+$ ]] && [ "$grouped" -ge 4 ] && [ "$strided" -lt "$grouped" ]; then
+        ok "load_runs_split_by_branches (strided $strided, grouped $grouped)"
+    else not_ok load_runs_split_by_branches "$(tr '\n' ' ' <"$tmp/loads.out")"; fi
+else not_ok load_runs_split_by_branches "$(tail -n 3 "$tmp/loads.out" | tr '\n' ' ')"; fi
 
 # --sass: the cubin given the ELF header older nvdisasm reads (CUDA 13's OSABI 0x41 and ABI
 # version 8 to 0x33 and 7, the SM moved from e_flags bits 8-15 to bits 0-7 and 16-23 beside 0x500),
@@ -121,4 +157,24 @@ if "$py" "$counter" --match gelu kernels/cuda/gelu.cu >"$tmp/gelu.out" 2>&1 &&
     [ "$(grep -cE '^ +[1-9][0-9]*  void .*gelu' "$tmp/gelu.out")" -ge 2 ]; then
     ok "project_source_counted ($(grep -vc '^#' "$tmp/gelu.out") kernels)"
 else not_ok project_source_counted "$(tail -n 4 "$tmp/gelu.out" | tr '\n' ' ')"; fi
+
+# The memory-bound kernels whose loads a branch once split (one or a few in flight a thread, where
+# their code meant many), held to what their code now gives on nvcc 13.0's sm_90a: the LayerNorm
+# backward's held rows (3 a run before, 26 and 14 now), the gradient norm's strides (1, 8), the
+# staged cross-entropy's copies (1, 8) and the bias gradient's rows (4, 8)
+# min_run FILE NAME MIN
+min_run() {
+    local got
+    got=$(count_of "$2" "$1" 1)
+    if [[ "$got" =~ ^[0-9]+$ ]] && [ "$got" -ge "$3" ]; then ok "loads_in_flight: $2 ($got, at least $3)"
+    else not_ok "loads_in_flight: $2" "longest run '$got', wanted at least $3"; fi
+}
+if "$py" "$counter" --loads kernels/cuda/layernorm.cu kernels/cuda/step_stats.cu kernels/cuda/xent.cu \
+    kernels/cuda/residual.cu >"$tmp/project_loads.out" 2>&1; then
+    min_run "$tmp/project_loads.out" "layernorm_backward_fused_kernel<__nv_bfloat16, 8>" 18
+    min_run "$tmp/project_loads.out" "layernorm_backward_fused_kernel<__nv_bfloat16, 4>" 9
+    min_run "$tmp/project_loads.out" "sumsq_partials_kernel<false>" 8
+    min_run "$tmp/project_loads.out" "fused_staged_kernel<__nv_bfloat16>" 8
+    min_run "$tmp/project_loads.out" "column_partials_packed_kernel<__nv_bfloat16>" 8
+else not_ok loads_in_flight "$(tail -n 3 "$tmp/project_loads.out" | tr '\n' ' ')"; fi
 exit $failed
