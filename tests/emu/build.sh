@@ -157,7 +157,7 @@ for x in "${bench_src[@]}"; do
     $CC $CFLAGS "tests/gpu/$x.c" -c -o "$OUT/obj/$x.o" &
     pids+=($!)
 done
-if [ "${1:-}" = train ]; then
+if [ $mode = train ]; then
     # The rest of the CPU build's sources, from the Makefile's own list,
     # the NCCL communicator in place of its stub.
     nccl_src=(parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c parallel/comm_nccl_create.c
@@ -252,7 +252,7 @@ for x in "${gpu_programs[@]}"; do
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/${x}_emu" -lm
     echo "built $OUT/${x}_emu"
 done
-if [ "${1:-}" = train ]; then
+if [ $mode = train ]; then
     train_objs=() nccl_test_objs=()
     for o in "${objs[@]}"; do
         [[ $o == *tests_kernels_* ]] && continue
