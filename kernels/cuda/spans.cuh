@@ -89,10 +89,9 @@ static __device__ void span_read_each(const tg_span &sp, size_t first, size_t la
 /* For every element of the flattened range [first, last) of sp inside the
  * span's window (threads of the block striding over each run), four at a
  * time where a run allows: f4(offset, moment index) for each quadruple
- * whose offset and moment index
- * are both multiples of 4, f(offset, moment index) one by one for the rest
- * (a run's ends, and whole runs whose moment index is shifted by other than
- * a multiple of 4). by4: the caller's pointers allow 16-byte accesses at
+ * whose offset and moment index are both multiples of 4, f(offset, moment
+ * index) one by one for the rest (a run's ends, and whole runs whose moment
+ * index is shifted by other than a multiple of 4). by4: the caller's pointers allow 16-byte accesses at
  * such quadruples (with it false, f takes everything). Each element is
  * visited once, by one of the two, so an f4 that does f's arithmetic on
  * each of its four gives f's results, with 16-byte accesses where f makes
