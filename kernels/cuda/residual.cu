@@ -15,6 +15,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/residual.cuh"
+#include "kernels/cuda/strided_loads.cuh"
 #include "kernels/cuda/vec.cuh"
 
 #define COL_LOADS 8 /* 16-byte loads in flight a thread in the column partials: a group of GROUP_ROWS_MIN rows gives each 8 */
@@ -104,25 +105,16 @@ __global__ void column_partials_packed_kernel(float *partial, const T *dout, int
     float acc[P];
 #pragma unroll
     for (int j = 0; j < P; j++) acc[j] = 0.0f;
-    /* The thread's rows in order, COL_LOADS at a time while all lie in the
-     * group: their loads first, so that COL_LOADS are in flight (each add
-     * waits for its load). Under `#pragma unroll 4` ptxas issued two, then
-     * the adds of the first, then the other two. */
-    int r = group * rows_per_group + threadIdx.y;
-    const auto add = [&](const vec_pack<T> &v) {
+    /* The thread's rows in order, COL_LOADS loads in flight (strided_loads_first;
+     * under `#pragma unroll 4` ptxas issued two, then the adds of the first) */
+    if (c0 < C)
+        strided_loads_first<COL_LOADS>(
+            group * rows_per_group + (int)threadIdx.y, row_end, COL_ROWS,
+            [&](int r) { return vec_load(dout + (size_t)r * C + c0); },
+            [&](const vec_pack<T> &v) {
 #pragma unroll
-        for (int j = 0; j < P; j++) acc[j] += tg_load(v.e, j);
-    };
-    if (c0 < C) {
-        for (; r + (COL_LOADS - 1) * COL_ROWS < row_end; r += COL_LOADS * COL_ROWS) {
-            vec_pack<T> v[COL_LOADS];
-#pragma unroll
-            for (int u = 0; u < COL_LOADS; u++) v[u] = vec_load(dout + (size_t)(r + u * COL_ROWS) * C + c0);
-#pragma unroll
-            for (int u = 0; u < COL_LOADS; u++) add(v[u]);
-        }
-        for (; r < row_end; r += COL_ROWS) add(vec_load(dout + (size_t)r * C + c0));
-    }
+                for (int j = 0; j < P; j++) acc[j] += tg_load(v.e, j);
+            });
 #pragma unroll
     for (int j = 0; j < P; j++) part[threadIdx.y][threadIdx.x * P + j] = acc[j];
     __syncthreads();

@@ -5,6 +5,7 @@
 #ifndef KERNELS_CUDA_SPANS_CUH
 #define KERNELS_CUDA_SPANS_CUH
 
+#include "kernels/cuda/strided_loads.cuh"
 #include "kernels/ops.h"
 
 /* Elements of span sp, flattened (its tensors back to back). */
@@ -61,28 +62,14 @@ static __device__ __forceinline__ void span_next_run(const tg_span &sp, size_t *
 
 /* f(src[offset]) for every offset of the flattened range [first, last)
  * of sp inside the span's window, threads of the block striding over each
- * run, each thread's elements in stride order. A thread's strides are
- * taken UNROLL at a time while all of them lie in the run: their UNROLL
- * loads first, then f on each, so that UNROLL loads are in flight where
- * f's arithmetic would make each wait for the last. (A stride loop under
- * `#pragma unroll` did not do that: each unrolled stride kept its exit
- * test, a branch between one stride's use of its load and the next
- * stride's load, and the machine code had one load in flight.) */
+ * run, each thread's elements in stride order, UNROLL loads in flight
+ * (strided_loads_first). */
 template <int UNROLL, typename F>
 static __device__ void span_read_each(const tg_span &sp, size_t first, size_t last, const float *src, F f) {
-    const size_t step = blockDim.x;
     for (size_t i = first; i < last;) {
         size_t b, e, shift;
         span_next_run(sp, &i, last, &b, &e, &shift);
-        size_t o = b + threadIdx.x;
-        for (; o + (UNROLL - 1) * step < e; o += UNROLL * step) {
-            float v[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) v[u] = src[o + u * step];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) f(v[u]);
-        }
-        for (; o < e; o += step) f(src[o]);
+        strided_loads_first<UNROLL>(b + threadIdx.x, e, (size_t)blockDim.x, [&](size_t o) { return src[o]; }, f);
     }
 }
 
