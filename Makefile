@@ -141,7 +141,7 @@ PROGRAMS = train_gpt test_kernels test_comm test_zero_shards test_cuda_kernels t
 train_gpt_OBJ = $(BUILD)/train_gpt.o
 # One test file per kernel family (tests/kernels/<family>.c): its CPU checks,
 # and with CUDA its CUDA-against-CPU checks (tests/kernels/twin.c).
-KERNEL_FAMILIES = encoder layernorm matmul attention attention_fused gelu residual residual_ln xent optimizer timed grad_writes
+KERNEL_FAMILIES = encoder layernorm matmul dw_overlap attention attention_fused gelu residual residual_ln xent optimizer timed grad_writes
 KERNEL_TEST_OBJ = $(KERNEL_FAMILIES:%=$(BUILD)/tests/kernels/%.o) $(BUILD)/tests/kernels/check.o \
                   $(if $(filter 1,$(GPU)),$(BUILD)/tests/kernels/twin.o)
 test_kernels_OBJ = $(BUILD)/tests/kernels/main_cpu.o $(KERNEL_TEST_OBJ)

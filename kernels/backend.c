@@ -67,6 +67,11 @@ int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int 
     return 0; /* no CUDA backend to tune */
 }
 
+int ops_cuda_dw_overlap(const tg_ops *o, int on, tg_err *e) {
+    (void)o, (void)on, (void)e;
+    return 0; /* no CUDA backend: nothing overlaps */
+}
+
 int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
     (void)o, (void)hs, (void)dropout;
     if (strcmp(kernel, "mma") == 0 || strcmp(kernel, "auto") == 0) return 0;

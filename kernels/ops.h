@@ -449,6 +449,11 @@ int ops_cuda_lt_tune(const tg_ops *o, const char *tune, const char *record, int 
  * missing, on a device that is not compute capability 9.0, on float32
  * activations, another head size or dropout. */
 int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e);
+/* Whether the CUDA backend o runs each layer's weight-gradient product on a
+ * second stream, beside its input-gradient product (kernels.dw_overlap; the
+ * same products, so the same bits). Fails, with CUDA's message, when the
+ * stream or its events cannot be made. Without CUDA: nothing to do. */
+int ops_cuda_dw_overlap(const tg_ops *o, int on, tg_err *e);
 /* "forward F, backward B": the attention kernels ops_cuda_attention chose for o. */
 void ops_cuda_attention_describe(const tg_ops *o, char *out, size_t size);
 /* Visible CUDA devices (0 without CUDA or without a device). */

@@ -85,6 +85,10 @@ Options:
                        before auto) at every point, as rows of their own (train_gpt_mma), each with
                        its per-op table: what the default's choice gains; such a row that is not
                        measured does not count in the exit status
+  --dw-overlap         also train_gpt with kernels.dw_overlap=true (each weight-gradient product on a
+                       second stream beside its input-gradient product; the same bits) at every point,
+                       as rows of their own (train_gpt_dwo), each with its per-op table; such a row
+                       that is not measured does not count in the exit status
   --lt-tune            also train_gpt with kernels.lt_tune=time (each product's cuBLASLt algorithm the
                        fastest of the heuristic's top 8, timed in step 1) at every point, as rows of
                        their own (train_gpt_lt); the record it writes (lt_algos.tsv, in its run's
@@ -107,8 +111,8 @@ a git checkout and the binary says "unknown"), and scripts/build_llmc.sh's
 Refuses (exit 1, nothing measured) without a GPU (nvidia-smi lists none) or
 when TRAIN_GPT was built without CUDA (make GPU=1). Exit status otherwise: 0
 when every train_gpt and PyTorch eager row was measured (eager's unless --no-eager), 1 when one
-was not (the table is still written, saying why); a torch.compile, llm.c, train_gpt_hopper, train_gpt_mma
-or train_gpt_lt row that is not measured does not count. 2: bad arguments (a --llmc DIR that is not llm.c's
+was not (the table is still written, saying why); a torch.compile, llm.c, train_gpt_hopper, train_gpt_mma,
+train_gpt_dwo or train_gpt_lt row that is not measured does not count. 2: bad arguments (a --llmc DIR that is not llm.c's
 source included).
 EOF
 }
@@ -122,7 +126,7 @@ for v in OUT TRAIN_GPT PYTHON CUDA_VISIBLE_DEVICES LLMC_SRC; do
 done
 orig_cmd+="scripts/bench_gpu.sh$(printf ' %q' "$@")"
 
-quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 eager=1 compile_limit="" llmc_limit="" hopper=0 mma=0 lt_tune=0
+quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 eager=1 compile_limit="" llmc_limit="" hopper=0 mma=0 dw_overlap=0 lt_tune=0
 llmc="${LLMC_SRC:-}" llmc_from="LLMC_SRC"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -132,6 +136,7 @@ while [ $# -gt 0 ]; do
         --no-eager) eager=0; shift ;;
         --hopper) hopper=1; shift ;;
         --mma) mma=1; shift ;;
+        --dw-overlap) dw_overlap=1; shift ;;
         --lt-tune) lt_tune=1; shift ;;
         --steps|--models|--compile-limit|--llmc|--llmc-limit)
             [ $# -ge 2 ] || die "$1 needs a value"
@@ -297,7 +302,8 @@ option_limit() {
 }
 
 # run_train_gpt KEY GB RECOMPUTE [IMPL]: one train_gpt run (IMPL train_gpt_hopper: with
-# kernels.attention=wgmma_ws; train_gpt_mma: with kernels.attention=mma; train_gpt_lt: with
+# kernels.attention=wgmma_ws; train_gpt_mma: with kernels.attention=mma; train_gpt_dwo: with
+# kernels.dw_overlap=true; train_gpt_lt: with
 # kernels.lt_tune=time, its per-op run pinning
 # the record the timed run wrote); its row, or a row saying why not; 0 when measured
 run_train_gpt() {
@@ -313,6 +319,7 @@ run_train_gpt() {
     case "$impl" in
         train_gpt_hopper) cmd+=(--set kernels.attention=wgmma_ws) what=", Hopper attention" ;;
         train_gpt_mma) cmd+=(--set kernels.attention=mma) what=", mma.sync attention" ;;
+        train_gpt_dwo) cmd+=(--set kernels.dw_overlap=true) what=", weight gradients overlapped" ;;
         train_gpt_lt) cmd+=(--set kernels.lt_tune=time) what=", cuBLASLt tuned" ;;
     esac
     note_cmd "${cmd[@]}"
@@ -563,6 +570,10 @@ for point in "${points[@]}"; do
     fi
     if [ "$mma" = 1 ]; then
         run_train_gpt "$key" "$gb" "$rc" train_gpt_mma # as the Hopper row's
+        render
+    fi
+    if [ "$dw_overlap" = 1 ]; then
+        run_train_gpt "$key" "$gb" "$rc" train_gpt_dwo # as the Hopper row's
         render
     fi
     if [ "$lt_tune" = 1 ]; then

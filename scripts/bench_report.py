@@ -5,7 +5,7 @@ only (so that it, and its tests, run on any machine, GPU or not).
 A row is one JSON object a line in the run's results.jsonl: one model at one
 global batch, one implementation (train_gpt; train_gpt_hopper: the same with
 kernels.attention=wgmma_ws; train_gpt_mma: with kernels.attention=mma;
-train_gpt_lt: the same with kernels.lt_tune=time;
+train_gpt_dwo: with kernels.dw_overlap=true; train_gpt_lt: the same with kernels.lt_tune=time;
 pytorch_eager, pytorch_compile, llm.c), either measured (the time of every step, the shape each program
 reports, flops per token, the peak, memory) or not ("error": why). Every
 median, min and max is over the steps after the warm-up (from step 4 on), the
@@ -13,7 +13,7 @@ same rule for every implementation.
 
   bench_report.py train-gpt DIR --key K --gb N --recompute R --warmup W [--impl I] [--command C]
       a row from train_gpt's DIR/log.jsonl and its stdout DIR.out (I: train_gpt, the default,
-      train_gpt_hopper, train_gpt_mma or train_gpt_lt)
+      train_gpt_hopper, train_gpt_mma, train_gpt_dwo or train_gpt_lt)
   bench_report.py llmc LOG --key K --gb N --warmup W [--peak P] [--build B] [--command C]
       a row from the stdout of llm.c's train_gpt2cu ("step N/M | loss ... | X ms | ...")
   bench_report.py torch JSON --key K --gb N [--command C]
@@ -30,8 +30,8 @@ same rule for every implementation.
   bench_report.py render RESULTS COMMANDS --points K:N,... --md FILE --json FILE
       the Markdown table and bench.json: a row for every point x implementation,
       "not measured" with the reason where results.jsonl has none (train_gpt_hopper's,
-      train_gpt_mma's and train_gpt_lt's rows only where results.jsonl has one:
-      bench_gpu.sh --hopper, --mma, --lt-tune). The run's
+      train_gpt_mma's, train_gpt_dwo's and train_gpt_lt's rows only where results.jsonl has one:
+      bench_gpu.sh --hopper, --mma, --dw-overlap, --lt-tune). The run's
       description comes from BENCH_* environment variables (see scripts/bench_gpu.sh).
 
 bench.json: {"device", "driver", "cuda", "commit", "date", "rows": [{"model",
@@ -46,11 +46,13 @@ import re
 import statistics
 import sys
 
-IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_lt", "pytorch_eager", "pytorch_compile", "llm.c")
-TRAIN_GPT_IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_lt")
-OPTIONAL_IMPLS = ("train_gpt_hopper", "train_gpt_mma", "train_gpt_lt")  # rows only in a run that asked for them
+IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_dwo", "train_gpt_lt", "pytorch_eager", "pytorch_compile",
+         "llm.c")
+TRAIN_GPT_IMPLS = ("train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_dwo", "train_gpt_lt")
+OPTIONAL_IMPLS = ("train_gpt_hopper", "train_gpt_mma", "train_gpt_dwo", "train_gpt_lt")  # rows only in a run that asked for them
 IMPL_LABELS = {"train_gpt": "train_gpt bf16", "train_gpt_hopper": "train_gpt bf16, Hopper attention (wgmma_ws)",
                "train_gpt_mma": "train_gpt bf16, mma.sync attention (kernels.attention=mma)",
+               "train_gpt_dwo": "train_gpt bf16, weight gradients overlapped (kernels.dw_overlap=true)",
                "train_gpt_lt": "train_gpt bf16, cuBLASLt tuned (kernels.lt_tune=time)",
                "pytorch_eager": "PyTorch eager", "pytorch_compile": "PyTorch compile", "llm.c": "llm.c train_gpt2cu"}
 MODEL_LABELS = {"gpt2_124m": "GPT-2 124M", "megatron_1.2b": "Megatron 1.2B"}
@@ -230,6 +232,7 @@ def point_notes(key, gb, measured):
         parts.append(f"flops/token {t['flops_per_token']:.4g}, peak {t['peak_tflops']:g} TFLOP/s (train_gpt's)")
     who = {"train_gpt": "train_gpt", "train_gpt_hopper": "train_gpt with the Hopper attention",
            "train_gpt_mma": "train_gpt with the mma.sync attention",
+           "train_gpt_dwo": "train_gpt with the weight gradients overlapped",
            "train_gpt_lt": "train_gpt with cuBLASLt tuned"}
     for mine in TRAIN_GPT_IMPLS:
         t = measured.get(mine)

@@ -19,9 +19,10 @@
 # the 124M benchmark: environment build (CUDA_SM=90a: Hopper's code only), then
 # llm.c's build in the background beside kernels attention whole-model
 # recompute-bitwise tp2-shm nccl budget, then sanitizer and hf, then bench-124m (33 steps, 30
-# timed; --mma: train_gpt also with kernels.attention=mma, the default before auto, --lt-tune:
-# with kernels.lt_tune=time, each a row of its own, against llm.c and PyTorch) with what is left.
-# Command 2: scaling, then bench-1.2b (33 steps, --mma, --lt-tune, recompute rows; with the same
+# timed; --mma: train_gpt also with kernels.attention=mma, the default before auto, --dw-overlap:
+# with kernels.dw_overlap=true, --lt-tune: with kernels.lt_tune=time, each a row of its own, against
+# llm.c and PyTorch) with what is left.
+# Command 2: scaling, then bench-1.2b (33 steps, --mma, --dw-overlap, --lt-tune, recompute rows; with the same
 # torch as the last sitting, PyTorch's 1.2B rows, eager and compile, are that sitting's: reused)
 # with what is left, and profile (Nsight Compute on the attention and the LayerNorm backward)
 # if anything is left after that. The order is the priority: a section the budget cuts is the last one's. The
@@ -74,11 +75,11 @@ command_1() {
         tp2-shm nccl budget
     wait "$p"
     left=$((limit - SECONDS))
-    BENCH_ARGS="--steps 33 --mma --lt-tune" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) \
+    BENCH_ARGS="--steps 33 --mma --dw-overlap --lt-tune" scripts/gpu_check.sh --out "$OUT/c" --budget $((left > 25 ? left : 25)) \
         sanitizer hf bench-124m
 }
 command_2() {
-    local args="--steps 33 --mma --lt-tune" torch
+    local args="--steps 33 --mma --dw-overlap --lt-tune" torch
     torch=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)
     if [ "$torch" = 2.11.0+cu130 ]; then # the first sitting's (results/gpu/2026-11-27_h200): its PyTorch rows stand
         args="$args --no-compile --no-eager"

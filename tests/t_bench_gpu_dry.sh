@@ -78,6 +78,7 @@ with open(f"{out}/log.jsonl", "w") as f:
         # faster, the mma.sync one 4 ms slower
         ms = 100.0 + s + (0 if graph else 10) + {"none": 0, "selective": 2, "full": 30}[sets.get("train.recompute", "none")]
         ms -= (30 if hopper else 0) + (5 if lt != "off" else 0) - (4 if sets.get("kernels.attention") == "mma" else 0)
+        ms -= 3 if sets.get("kernels.dw_overlap") == "true" else 0  # the weight gradients overlapped: 3 ms faster
         tps = gb * T / (ms / 1e3)
         f.write(json.dumps({"step": s, "loss": 10.9, "ms": ms, "tok_per_s": tps, "flops_per_token": fpt,
                             "mfu": round(fpt * tps / 989e12, 6), "mem_peak_bytes": 2**31}) + "\n")
@@ -246,7 +247,8 @@ check bench_dry_no_eager "$(grep "PyTorch eager" "$tmp"/out3/gpu_bench_*.md | he
 sleep 1
 t0=$SECONDS
 (cd "$repo" && PATH="$fake/bin:$PATH" TRAIN_GPT="$fake/train_gpt" PYTHON="$fake/python" FAKE_HOPPER_HANGS=1 BENCH_OPTION_SLACK_S=3 \
-    OUT="$tmp/out4" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --mma --lt-tune) >"$tmp/bench4.out" 2>&1
+    OUT="$tmp/out4" timeout 120 scripts/bench_gpu.sh --quick --models gpt2_124m --no-compile --no-eager --hopper --mma --dw-overlap \
+    --lt-tune) >"$tmp/bench4.out" 2>&1
 rc=$? took=$((SECONDS - t0))
 got=$("$py" - "$(ls "$tmp"/out4/gpu_bench_*.json 2>/dev/null | head -n 1)" <<'PY'
 import json, sys
@@ -258,17 +260,21 @@ PY
 )
 check bench_dry_hung_hopper_row_stopped_early "rc $rc in ${took}s: $got" eval '[ $rc = 0 ] && [ $took -lt 60 ] && [ "$got" = same ]'
 # --mma: train_gpt with kernels.attention=mma as a row of its own, after the Hopper one, with its op table,
-# and the default's step against it
+# and the default's step against it; --dw-overlap likewise with kernels.dw_overlap=true, after it
 json4=$(ls "$tmp"/out4/gpu_bench_*.json 2>/dev/null | head -n 1)
 got=$("$py" - "$json4" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
 impls, m = [r["impl"] for r in rows], next((r for r in rows if r["impl"] == "train_gpt_mma"), {})
-ok = impls[:4] == ["train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_lt"] and \
-    (m.get("ms_per_step"), m.get("ms_min"), m.get("ms_max")) == (112.5, 108.0, 117.0) and "kernels.attention=mma" in m.get("command", "")
-print("same" if ok else f"{impls} {m}")
+d = next((r for r in rows if r["impl"] == "train_gpt_dwo"), {})
+ok = impls[:5] == ["train_gpt", "train_gpt_hopper", "train_gpt_mma", "train_gpt_dwo", "train_gpt_lt"] and \
+    (m.get("ms_per_step"), m.get("ms_min"), m.get("ms_max")) == (112.5, 108.0, 117.0) and "kernels.attention=mma" in m.get("command", "") and \
+    (d.get("ms_per_step"), d.get("ms_min"), d.get("ms_max")) == (105.5, 101.0, 110.0) and "kernels.dw_overlap=true" in d.get("command", "")
+print("same" if ok else f"{impls} {m} {d}")
 PY
 )
-check bench_dry_mma_row "$got" eval '[ "$got" = same ] && grep -q "^matmul_forward" "$tmp"/out4/gpu_bench_*/gpt2_124m_gb16_train_gpt_mma_none.op_times.tsv &&
-    grep -q "train_gpt.s step takes 0.96x the time of train_gpt bf16, mma.sync attention (kernels.attention=mma).s" "${json4%.json}.md"'
+check bench_dry_mma_and_dwo_rows "$got" eval '[ "$got" = same ] && grep -q "^matmul_forward" "$tmp"/out4/gpu_bench_*/gpt2_124m_gb16_train_gpt_mma_none.op_times.tsv &&
+    grep -q "train_gpt.s step takes 0.96x the time of train_gpt bf16, mma.sync attention (kernels.attention=mma).s" "${json4%.json}.md" &&
+    grep -q "^matmul_forward" "$tmp"/out4/gpu_bench_*/gpt2_124m_gb16_train_gpt_dwo_none.op_times.tsv &&
+    grep -q "train_gpt.s step takes 1.03x the time of train_gpt bf16, weight gradients overlapped (kernels.dw_overlap=true).s" "${json4%.json}.md"'
 exit "$failed"

@@ -78,6 +78,7 @@ typedef struct tg_config {
     struct {
         char lt_tune[CFG_PATH_MAX]; /* off | time | a record file of cuBLASLt algorithms to pin */
         char attention[CFG_WORD_MAX]; /* mma | wgmma: which attention forward runs on CUDA */
+        bool dw_overlap; /* CUDA: weight-gradient products on a second stream beside the input gradients' */
     } kernels;
     double device_peak_tflops;
     char device[CFG_WORD_MAX];

@@ -94,6 +94,17 @@ static void choose_attention(const run *r) {
     }
 }
 
+/* kernels.dw_overlap on the CUDA backend. */
+static void overlap_weight_gradients(const run *r) {
+    const tg_config *c = &r->cfg;
+    if (strcmp(c->device, "cuda") != 0) return;
+    tg_err e;
+    if (ops_cuda_dw_overlap(r->ops, c->kernels.dw_overlap, &e)) {
+        tg_wrap(&e, "%s: kernels.dw_overlap", c->source);
+        tg_die(PROG, &e);
+    }
+}
+
 /* parallel.comm = auto: NCCL on CUDA when every rank of the node has its
  * own GPU (NCCL refuses two ranks on one), else the shm communicator. */
 static bool use_nccl(const tg_config *c, const topology *t) {
@@ -297,8 +308,9 @@ static void describe_model(run *r, const gpt_dims *d) {
     } else {
         char attention[64];
         ops_cuda_attention_describe(backend, attention, sizeof attention);
-        say(r, "backend: %s, %s, %s activations; attention %s (kernels.attention %s)", backend->name, backend->device,
-            tg_dtype_name(backend->act), attention, c->kernels.attention);
+        say(r, "backend: %s, %s, %s activations; attention %s (kernels.attention %s)%s", backend->name, backend->device,
+            tg_dtype_name(backend->act), attention, c->kernels.attention,
+            c->kernels.dw_overlap ? "; weight gradients on a second stream (kernels.dw_overlap)" : "");
     }
     say(r, "%s\n", r->timed ? "; every op timed (out.op_times)" : "");
 }
@@ -348,6 +360,7 @@ void run_setup(run *r) {
     r->ops = open_backend(c, r->topo.local_rank);
     tune_products(r);
     choose_attention(r);
+    overlap_weight_gradients(r);
     if (c->out.op_times && r->purpose == RUN_TRAIN) {
         if (!(r->timed = ops_timed_create(r->ops, &e))) tg_die(PROG, &e);
         r->ops = r->timed;

@@ -28,6 +28,13 @@ typedef struct cuda_ctx {
     cuda_forward_kernel attention_forward;
     int wgmma_backward;           /* 1: the wgmma backward (Hopper); 0: mma.sync */
     cudaStream_t stream;          /* every kernel and copy runs here, in order */
+    /* kernels.dw_overlap (matmul.cu): a weight gradient's product on the
+     * side stream, forked from `stream` before the call's input-gradient
+     * product and joined back into it before the call returns, so that
+     * to every other op the call is still one step of the stream. */
+    int dw_overlap;
+    cudaStream_t side_stream;     /* NULL until dw_overlap is first asked for */
+    cudaEvent_t side_fork, side_join;
     cudaEvent_t timer_start, timer_stop; /* timer_begin / timer_end_ms */
     cublasLtHandle_t lt;
     struct cuda_lt_plans *lt_plans; /* cuBLASLt plans by shape, built once each (lt_plan.cu) */

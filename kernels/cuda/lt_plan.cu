@@ -213,23 +213,25 @@ struct lt_operands {
 };
 
 /* One call of the plan's product with algorithm `algo` into D (also C). */
-cublasStatus_t run_with(cuda_ctx *ctx, const lt_plan &p, const cublasLtMatmulAlgo_t &algo, const lt_operands &x, void *D) {
+cublasStatus_t run_with(cuda_ctx *ctx, const lt_lane &lane, const lt_plan &p, const cublasLtMatmulAlgo_t &algo,
+                        const lt_operands &x, void *D) {
     const float alpha = 1.0f;
-    return cublasLtMatmul(ctx->lt, p.desc, &alpha, x.A, p.a, x.B, p.b, &x.beta, D, p.d, D, p.d, &algo, ctx->lt_workspace,
-                          ctx->lt_workspace_bytes, ctx->stream);
+    return cublasLtMatmul(ctx->lt, p.desc, &alpha, x.A, p.a, x.B, p.b, &x.beta, D, p.d, D, p.d, &algo, lane.workspace,
+                          ctx->lt_workspace_bytes, lane.stream);
 }
 
 /* Milliseconds a call of candidate `algo` takes (CUDA events on the
- * compute stream around TIMED_REPS calls, after one untimed call), or -1
+ * lane's stream around TIMED_REPS calls, after one untimed call), or -1
  * when cuBLASLt refuses it. Into D: what the caller then writes anyway. */
-float time_candidate(cuda_ctx *ctx, const lt_plan &p, const cublasLtMatmulAlgo_t &algo, const lt_operands &x, void *D) {
+float time_candidate(cuda_ctx *ctx, const lt_lane &lane, const lt_plan &p, const cublasLtMatmulAlgo_t &algo,
+                     const lt_operands &x, void *D) {
     const int TIMED_REPS = 3;
-    if (run_with(ctx, p, algo, x, D) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    if (run_with(ctx, lane, p, algo, x, D) != CUBLAS_STATUS_SUCCESS) return -1.0f;
     cudaEvent_t start, stop;
     lt_tuner_events(&ctx->lt_plans->tuner, &start, &stop);
-    CUDA_CHECK(cudaEventRecord(start, ctx->stream));
-    for (int r = 0; r < TIMED_REPS; r++) CUBLAS_CHECK(run_with(ctx, p, algo, x, D));
-    CUDA_CHECK(cudaEventRecord(stop, ctx->stream));
+    CUDA_CHECK(cudaEventRecord(start, lane.stream));
+    for (int r = 0; r < TIMED_REPS; r++) CUBLAS_CHECK(run_with(ctx, lane, p, algo, x, D));
+    CUDA_CHECK(cudaEventRecord(stop, lane.stream));
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -247,8 +249,8 @@ size_t d_span_bytes(const lt_key &k) {
  * temporary instead, so that D is added to once, by the real call. False
  * when nothing could be timed (no memory for the temporary, or cuBLASLt
  * refusing every candidate): the heuristic's first then runs. */
-bool time_candidates(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candidates &cands, const lt_operands &x,
-                     lt_choice *c) {
+bool time_candidates(cuda_ctx *ctx, const lt_lane &lane, const char *what, lt_plan *p, const lt_candidates &cands,
+                     const lt_operands &x, lt_choice *c) {
     void *D = x.D;
     if (x.beta != 0.0f) {
         if (cudaMalloc(&D, d_span_bytes(p->key)) != cudaSuccess) {
@@ -256,11 +258,11 @@ bool time_candidates(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candi
             tg_warn("train_gpt", "%s: no device memory to time cuBLASLt's algorithms; the heuristic's first runs", what);
             return false;
         }
-        CUDA_CHECK(cudaMemsetAsync(D, 0, d_span_bytes(p->key), ctx->stream)); /* no NaNs or denormals to time on */
+        CUDA_CHECK(cudaMemsetAsync(D, 0, d_span_bytes(p->key), lane.stream)); /* no NaNs or denormals to time on */
     }
     int best = -1;
     for (int i = 0; i < p->found; i++) {
-        const float ms = time_candidate(ctx, *p, cands.r[i].algo, x, D);
+        const float ms = time_candidate(ctx, lane, *p, cands.r[i].algo, x, D);
         if (i == 0) c->first_ms = ms;
         if (ms >= 0.0f && (best < 0 || ms < c->ms)) best = i, c->ms = ms;
     }
@@ -285,7 +287,8 @@ __attribute__((noreturn)) void die_not_offered(const char *what, const lt_tuner 
  * heuristic's first, kept in the tuner's record. Nothing is timed while
  * the stream captures a graph (the timing waits for the device): such a
  * plan runs the heuristic's first, unrecorded. */
-void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_candidates &cands, const lt_operands &x) {
+void choose_algorithm(cuda_ctx *ctx, const lt_lane &lane, const char *what, lt_plan *p, const lt_candidates &cands,
+                      const lt_operands &x) {
     lt_tuner *t = &ctx->lt_plans->tuner;
     if (t->mode == LT_TUNE_OFF || p->found == 0) return;
     const lt_choice *pin = lt_tuner_find(t, p->key);
@@ -303,7 +306,7 @@ void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_cand
                 t->source, pin->line, what, p->found);
     }
     cudaStreamCaptureStatus capture;
-    CUDA_CHECK(cudaStreamIsCapturing(ctx->stream, &capture));
+    CUDA_CHECK(cudaStreamIsCapturing(lane.stream, &capture));
     if (capture != cudaStreamCaptureStatusNone) return;
     lt_choice c;
     memset(&c, 0, sizeof c);
@@ -312,7 +315,7 @@ void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_cand
     c.ms = c.first_ms = -1.0f;
     c.algo = cands.r[0].algo;
     snprintf(c.what, sizeof c.what, "%s", what);
-    if (t->mode == LT_TUNE_TIME && !time_candidates(ctx, what, p, cands, x, &c)) return;
+    if (t->mode == LT_TUNE_TIME && !time_candidates(ctx, lane, what, p, cands, x, &c)) return;
     p->heuristic = cands.r[c.chosen];
     if (t->record[0] && t->mode == LT_TUNE_TIME)
         printf("cuBLASLt %s (m=%d n=%d k=%d): algorithm %d of %d, %.4g ms a call (the heuristic's first: %.4g)\n", what,
@@ -322,8 +325,9 @@ void choose_algorithm(cuda_ctx *ctx, const char *what, lt_plan *p, const lt_cand
 
 } // namespace
 
-bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
-                const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta, lt_epilogue ep) {
+bool lt_product(cuda_ctx *ctx, const lt_lane &lane, const char *what, bool trans_a, bool trans_b, int m, int n, int k,
+                const void *A, int lda, const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta,
+                lt_epilogue ep) {
     if (m == 0 || n == 0 || (k == 0 && beta == 1.0f)) return true; /* nothing changes */
     const lt_key key = {trans_a, trans_b, m, n, k, lda, ldb, ldd, (int32_t)ab, (int32_t)d, (int32_t)ep.kind,
                         ptr_alignment(A), ptr_alignment(B), ptr_alignment(D),
@@ -336,7 +340,7 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
         build_plan(ctx, key, ep, &once, &cands);
         if (once.found > 0) {
             set_epilogue_pointers(once.desc, ep);
-            choose_algorithm(ctx, what, &once, cands, lt_operands{A, B, D, beta});
+            choose_algorithm(ctx, lane, what, &once, cands, lt_operands{A, B, D, beta});
         }
         if (once.status != CUBLAS_STATUS_SUCCESS && once.status != CUBLAS_STATUS_NOT_SUPPORTED &&
             ep.kind != CUBLASLT_EPILOGUE_DEFAULT)
@@ -350,8 +354,8 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
         set_epilogue_pointers(plan->desc, ep);
         const float alpha = 1.0f;
         const cublasStatus_t ran = cublasLtMatmul(ctx->lt, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D,
-                                                  plan->d, &plan->heuristic.algo, ctx->lt_workspace, ctx->lt_workspace_bytes,
-                                                  ctx->stream);
+                                                  plan->d, &plan->heuristic.algo, lane.workspace, ctx->lt_workspace_bytes,
+                                                  lane.stream);
         /* The device may still refuse an epilogue the heuristic offered
          * ("the current implementation on the selected device doesn't
          * support the configured operation"): nothing ran, and the plan
@@ -370,9 +374,9 @@ bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int
     return found;
 }
 
-void lt_gemm(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
-             const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta) {
-    lt_product(ctx, what, trans_a, trans_b, m, n, k, A, lda, B, ldb, ab, D, ldd, d, beta,
+void lt_gemm(cuda_ctx *ctx, const lt_lane &lane, const char *what, bool trans_a, bool trans_b, int m, int n, int k,
+             const void *A, int lda, const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta) {
+    lt_product(ctx, lane, what, trans_a, trans_b, m, n, k, A, lda, B, ldb, ab, D, ldd, d, beta,
                lt_epilogue{CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL});
 }
 

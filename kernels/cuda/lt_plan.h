@@ -31,6 +31,17 @@ struct lt_epilogue {
     const void *aux;
 };
 
+/* Where a product runs: its stream and cuBLASLt workspace. Every plan is
+ * chosen for a workspace of the context's lt_workspace_bytes, and a lane's
+ * holds that many, so a key runs the same algorithm, hence the same bits,
+ * on either lane: the context's own (lt_main_lane), or the weight
+ * gradients' beside it (matmul.cu, kernels.dw_overlap). */
+struct lt_lane {
+    cudaStream_t stream;
+    void *workspace;
+};
+static inline lt_lane lt_main_lane(const cuda_ctx *ctx) { return lt_lane{ctx->stream, ctx->lt_workspace}; }
+
 /* One column-major product, accumulated in float32:
  *   D[m, n] = epilogue(op(A)[m, k] @ op(B)[k, n] + beta * D)
  * A is stored [m, k] (trans_a false) or [k, m] (trans_a true), column-major
@@ -39,11 +50,12 @@ struct lt_epilogue {
  * operand (read when beta = 1). Returns false, having run nothing, only when
  * an epilogue is asked for and cuBLASLt has no algorithm with it; with no
  * epilogue that stops the program, as does any other failure. */
-bool lt_product(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
-                const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta, lt_epilogue ep);
+bool lt_product(cuda_ctx *ctx, const lt_lane &lane, const char *what, bool trans_a, bool trans_b, int m, int n, int k,
+                const void *A, int lda, const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta,
+                lt_epilogue ep);
 
 /* lt_product without an epilogue: it always runs (or the program stops). */
-void lt_gemm(cuda_ctx *ctx, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A, int lda,
-             const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta);
+void lt_gemm(cuda_ctx *ctx, const lt_lane &lane, const char *what, bool trans_a, bool trans_b, int m, int n, int k, const void *A,
+             int lda, const void *B, int ldb, cudaDataType ab, void *D, int ldd, cudaDataType d, float beta);
 
 #endif

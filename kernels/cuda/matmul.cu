@@ -62,10 +62,40 @@ __global__ void accumulate_kernel(float *dst, const float *src, int n, bool acc)
         dst[i] = (acc ? dst[i] : 0.0f) + src[i];
 }
 
-void accumulate(tg_o o, float *dst, const float *src, int n, bool acc) {
+void accumulate(cudaStream_t stream, float *dst, const float *src, int n, bool acc) {
     const unsigned threads = 256;
-    accumulate_kernel<<<tg_blocks((size_t)n, threads), threads, 0, cuda_ctx_of(o)->stream>>>(dst, src, n, acc);
+    accumulate_kernel<<<tg_blocks((size_t)n, threads), threads, 0, stream>>>(dst, src, n, acc);
     CUDA_LAUNCHED("accumulate_kernel");
+}
+
+/* kernels.dw_overlap: a call's weight-gradient product on the side stream
+ * while its input-gradient product runs on the compute stream. Both read
+ * the same inputs and write apart; the call joins them before it returns.
+ * The side's cuBLASLt workspace is the top lt_workspace_bytes of the kernel
+ * scratch, which no other user touches meanwhile: the call's other users
+ * (an epilogue's bias gradient) stay within its first `low` bytes, and the
+ * fallbacks that may take the whole scratch (cuda_bias_backward) run after
+ * the join. False, for the two products in turn on the compute stream, when
+ * the option is off or the scratch has no such room (a small one, as the
+ * kernel checks' chunked runs give). The same plans on either lane
+ * (lt_lane), so the same bits. */
+bool side_lane(const cuda_ctx *ctx, size_t low, lt_lane *side) {
+    if (!ctx->dw_overlap || ctx->scratch_bytes < ctx->lt_workspace_bytes + low) return false;
+    *side = lt_lane{ctx->side_stream, (char *)ctx->scratch + (ctx->scratch_bytes - ctx->lt_workspace_bytes)};
+    return true;
+}
+
+/* The side stream's later work waits for all the compute stream has queued. */
+void fork_side(cuda_ctx *ctx) {
+    CUDA_CHECK(cudaEventRecord(ctx->side_fork, ctx->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx->side_stream, ctx->side_fork, 0));
+}
+
+/* The compute stream's later work waits for all the side stream has queued
+ * (in a captured graph this also joins the side stream back into it). */
+void join_side(cuda_ctx *ctx) {
+    CUDA_CHECK(cudaEventRecord(ctx->side_join, ctx->side_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx->stream, ctx->side_join, 0));
 }
 
 const lt_epilogue NO_EPILOGUE = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL};
@@ -77,7 +107,8 @@ const lt_epilogue NO_EPILOGUE = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL};
  * False, having run nothing, when cuBLASLt has no algorithm with the epilogue. */
 bool dinp_product(cuda_ctx *ctx, cudaDataType t, void *dinp, const void *dout, const void *w, int N, int C, int OC,
                   lt_epilogue ep) {
-    return lt_product(ctx, "matmul backward (dinp)", true, false, C, N, OC, w, OC, dout, OC, t, dinp, C, t, 0.0f, ep);
+    return lt_product(ctx, lt_main_lane(ctx), "matmul backward (dinp)", true, false, C, N, OC, w, OC, dout, OC, t, dinp, C, t,
+                      0.0f, ep);
 }
 
 /* dw[C, OC] (+)= inp^T [C, N] @ dout [N, OC]. Column-major: dw^T [OC, C] = dout^T [OC, N] @ inp [N, C]:
@@ -90,21 +121,20 @@ bool dinp_product(cuda_ctx *ctx, cudaDataType t, void *dinp, const void *dout, c
  * too, so no rounding is added; it overwrites, so it goes to the scratch
  * and is added to dbias, or copied there when acc is false (OC floats read
  * twice and written once, where the unfused column sum reads all N * OC of
- * dout). Where cuBLASLt refuses the epilogue, the plain product and
- * cuda_bias_backward's column sum. */
-void dw_product(tg_o o, cudaDataType t, float *dw, float *dbias, const void *dout, const void *inp, int N, int C, int OC,
-                bool acc) {
-    cuda_ctx *ctx = cuda_ctx_of(o);
+ * dout), on the lane's stream. True when that took care of dbias (or it is
+ * NULL); false where cuBLASLt refuses the epilogue: the plain product ran,
+ * and the caller adds cuda_bias_backward's column sum. */
+bool dw_product(cuda_ctx *ctx, const lt_lane &lane, cudaDataType t, float *dw, float *dbias, const void *dout, const void *inp,
+                int N, int C, int OC, bool acc) {
     const char *what = "matmul backward (dw)";
     const bool bgrad = dbias && (size_t)OC * sizeof(float) <= ctx->scratch_bytes;
     const lt_epilogue ep = {bgrad ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_DEFAULT, bgrad ? ctx->scratch : NULL, NULL};
-    if (lt_product(ctx, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f, ep)) {
-        if (bgrad) accumulate(o, dbias, (const float *)ctx->scratch, OC, acc);
-        else if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
-        return;
+    if (lt_product(ctx, lane, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f, ep)) {
+        if (bgrad) accumulate(lane.stream, dbias, (const float *)ctx->scratch, OC, acc);
+        return bgrad || !dbias;
     }
-    lt_gemm(ctx, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
-    if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
+    lt_gemm(ctx, lane, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
+    return false;
 }
 
 } // namespace
@@ -119,10 +149,11 @@ void cuda_matmul_forward(tg_o o, void *out, const void *inp, const void *w, cons
      *   out row-major [N, OC] = column-major [OC, N], ld OC: D, beta 0
      * bias[OC] runs along D's OC rows, broadcast over its N columns: the BIAS epilogue. */
     const lt_epilogue ep = {bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, NULL};
-    if (lt_product(ctx, "matmul forward", false, false, OC, N, C, w, OC, inp, C, t, out, OC, t, 0.0f, ep)) return;
+    if (lt_product(ctx, lt_main_lane(ctx), "matmul forward", false, false, OC, N, C, w, OC, inp, C, t, out, OC, t, 0.0f, ep))
+        return;
     /* No algorithm with the bias epilogue: write the bias into every row and add the product to it. */
     broadcast_rows(o, out, bias, N, OC);
-    lt_gemm(ctx, "matmul forward (onto the bias)", false, false, OC, N, C, w, OC, inp, C, t, out, OC, t, 1.0f);
+    lt_gemm(ctx, lt_main_lane(ctx), "matmul forward (onto the bias)", false, false, OC, N, C, w, OC, inp, C, t, out, OC, t, 1.0f);
 }
 
 void cuda_matmul_forward_gelu(tg_o o, void *out, void *pre, const void *inp, const void *w, const void *bias, int N, int C,
@@ -138,8 +169,8 @@ void cuda_matmul_forward_gelu(tg_o o, void *out, void *pre, const void *inp, con
      * from gelu_forward(pre) (ops.h). */
     const lt_epilogue ep = {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, pre};
     if (bias && OC % 8 == 0 &&
-        lt_product(ctx, "matmul forward (GELU)", false, false, OC, N, C, w, OC, inp, C, act_type(o), out, OC, act_type(o), 0.0f,
-                   ep))
+        lt_product(ctx, lt_main_lane(ctx), "matmul forward (GELU)", false, false, OC, N, C, w, OC, inp, C, act_type(o), out, OC,
+                   act_type(o), 0.0f, ep))
         return;
     /* no algorithm with the epilogue: the two ops it stands for */
     cuda_matmul_forward(o, pre, inp, w, bias, N, C, OC);
@@ -155,9 +186,18 @@ void cuda_matmul_backward(tg_o o, void *dinp, float *dw, float *dbias, const voi
         return;
     }
     const cudaDataType t = act_type(o);
-    if (dinp) dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
-    if (dw) dw_product(o, t, dw, dbias, dout, inp, N, C, OC, acc); /* with the bias gradient, where cuBLASLt fuses it */
-    else if (dbias) cuda_bias_backward(o, dbias, dout, N, OC, acc);
+    bool bias_done = !dbias;
+    lt_lane side;
+    if (dinp && dw && side_lane(ctx, dbias ? (size_t)OC * sizeof(float) : 0, &side)) {
+        fork_side(ctx);
+        dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
+        bias_done = dw_product(ctx, side, t, dw, dbias, dout, inp, N, C, OC, acc);
+        join_side(ctx);
+    } else {
+        if (dinp) dinp_product(ctx, t, dinp, dout, w, N, C, OC, NO_EPILOGUE);
+        if (dw) bias_done = dw_product(ctx, lt_main_lane(ctx), t, dw, dbias, dout, inp, N, C, OC, acc);
+    }
+    if (!bias_done) cuda_bias_backward(o, dbias, dout, N, OC, acc); /* no epilogue took it */
 }
 
 void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw, const void *dout, const void *inp,
@@ -182,14 +222,24 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
      * the scratch, which is then added to dpre_bias (or written there: acc). */
     const bool bgrad = dpre_bias && o->act == TG_F32 && (size_t)C * sizeof(float) <= ctx->scratch_bytes;
     const lt_epilogue ep = {bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU, bgrad ? ctx->scratch : NULL, pre};
+    /* kernels.dw_overlap: the weight gradient (no bias) on the side stream
+     * beside the input gradient and its GELU; the bias gradient after the
+     * join (its fallback's partials may take the whole scratch) */
+    lt_lane side;
+    const bool overlap = dw && side_lane(ctx, bgrad ? (size_t)C * sizeof(float) : 0, &side);
+    if (overlap) fork_side(ctx);
     const bool fused = C % 8 == 0 && dinp_product(ctx, t, dpre, dout, w, N, C, OC, ep);
     if (!fused) { /* no algorithm with the epilogue: the product, then the GELU's backward in place */
         dinp_product(ctx, t, dpre, dout, w, N, C, OC, NO_EPILOGUE);
         cuda_gelu_backward(o, dpre, pre, dpre, (size_t)N * C);
     }
-    if (fused && bgrad) accumulate(o, dpre_bias, (const float *)ctx->scratch, C, acc);
+    if (overlap) {
+        dw_product(ctx, side, t, dw, NULL, dout, inp, N, C, OC, acc);
+        join_side(ctx);
+    }
+    if (fused && bgrad) accumulate(ctx->stream, dpre_bias, (const float *)ctx->scratch, C, acc);
     else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C, acc);
-    if (dw) dw_product(o, t, dw, NULL, dout, inp, N, C, OC, acc);
+    if (dw && !overlap) dw_product(ctx, lt_main_lane(ctx), t, dw, NULL, dout, inp, N, C, OC, acc);
 }
 
 void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, int N, int C, int V) {
@@ -200,7 +250,7 @@ void cuda_lmhead_forward(tg_o o, void *logits, const void *x, const void *wte, i
      *   wte    row-major [V, C] = column-major [C, V], ld C; wte itself [V, C]: A, op T   (m = V, k = C)
      *   x      row-major [N, C] = column-major [C, N], ld C:                    B, op N   (n = N)
      *   logits row-major [N, V] = column-major [V, N], ld V:                    D, beta 0 */
-    lt_gemm(ctx, "lm head forward", true, false, V, N, C, wte, C, x, C, t, logits, V, t, 0.0f);
+    lt_gemm(ctx, lt_main_lane(ctx), "lm head forward", true, false, V, N, C, wte, C, x, C, t, logits, V, t, 0.0f);
 }
 
 void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, const void *x, const void *wte, int N, int C,
@@ -215,11 +265,13 @@ void cuda_lmhead_backward(tg_o o, void *dx, float *dwte, const void *dlogits, co
      *   wte     row-major [V, C] = column-major [C, V], ld C: A, op N   (m = C, k = V)
      *   dlogits row-major [N, V] = column-major [V, N], ld V: B, op N   (n = N)
      *   dx      row-major [N, C] = column-major [C, N], ld C: D, beta 0 */
-    if (dx) lt_gemm(ctx, "lm head backward (dx)", false, false, C, N, V, wte, C, dlogits, V, t, dx, C, t, 0.0f);
+    if (dx)
+        lt_gemm(ctx, lt_main_lane(ctx), "lm head backward (dx)", false, false, C, N, V, wte, C, dlogits, V, t, dx, C, t, 0.0f);
     /* dwte[V, C] (+)= dlogits^T [V, N] @ x [N, C]. Column-major: dwte^T [C, V] = x^T [C, N] @ dlogits [N, V]:
      *   x       row-major [N, C] = column-major [C, N], ld C:                  A, op N   (m = C, k = N)
      *   dlogits row-major [N, V] = column-major [V, N], ld V; dlogits [N, V]: B, op T   (n = V)
      *   dwte    row-major [V, C] float32 = column-major [C, V], ld C:          D, beta 1 (acc) or 0 */
     if (dwte)
-        lt_gemm(ctx, "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F, acc ? 1.0f : 0.0f);
+        lt_gemm(ctx, lt_main_lane(ctx), "lm head backward (dwte)", false, true, C, V, N, x, C, dlogits, V, t, dwte, C, CUDA_R_32F,
+                acc ? 1.0f : 0.0f);
 }

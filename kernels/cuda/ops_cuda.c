@@ -219,6 +219,12 @@ static void cuda_destroy(tg_ops *o) {
         if (x->lt) cublasLtDestroy(x->lt);
         if (x->timer_start) cudaEventDestroy(x->timer_start);
         if (x->timer_stop) cudaEventDestroy(x->timer_stop);
+        if (x->side_stream) {
+            cudaStreamSynchronize(x->side_stream);
+            cudaStreamDestroy(x->side_stream);
+        }
+        if (x->side_fork) cudaEventDestroy(x->side_fork);
+        if (x->side_join) cudaEventDestroy(x->side_join);
         if (x->stream) cudaStreamDestroy(x->stream);
         free(x);
     }
@@ -402,6 +408,21 @@ int ops_cuda_attention(const tg_ops *o, const char *kernel, int hs, double dropo
     if (wgmma_unavailable(o, kernel, hs, dropout, e)) return 1;
     x->attention_forward = ws ? CUDA_FORWARD_WGMMA_WS : CUDA_FORWARD_WGMMA;
     x->wgmma_backward = 1;
+    return 0;
+}
+
+int ops_cuda_dw_overlap(const tg_ops *o, int on, tg_err *e) {
+    cuda_ctx *x = cuda_ctx_of(o);
+    x->dw_overlap = 0;
+    if (!on) return 0;
+    if (!x->side_stream && setup_check(cudaStreamCreateWithFlags(&x->side_stream, cudaStreamNonBlocking),
+                                       "creating the weight gradients' stream", e))
+        return -1;
+    /* ordering only: no timing, so the fork and join cost no timestamps */
+    if ((!x->side_fork && setup_check(cudaEventCreateWithFlags(&x->side_fork, cudaEventDisableTiming), "creating an event", e)) ||
+        (!x->side_join && setup_check(cudaEventCreateWithFlags(&x->side_join, cudaEventDisableTiming), "creating an event", e)))
+        return -1;
+    x->dw_overlap = 1;
     return 0;
 }
 

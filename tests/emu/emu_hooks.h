@@ -10,6 +10,9 @@ extern "C" {
 long emu_lt_heuristic_calls(void);
 /* cublasLtMatmul calls so far that ran with this epilogue (a cublasLtEpilogue_t value). */
 long emu_lt_matmul_calls(unsigned epilogue);
+/* How many distinct streams (the legacy stream 0 not counted) cublasLtMatmul
+ * has been given so far: 2 once a product ran beside the compute stream. */
+long emu_lt_matmul_streams(void);
 /* 1 when cuBLASLt refuses every epilogue (EMU_LT_NO_EPILOGUE=1: the
  * heuristic; =matmul: cublasLtMatmul), so the fused paths' fallbacks run;
  * 0 otherwise. */

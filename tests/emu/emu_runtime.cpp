@@ -1682,6 +1682,8 @@ static long g_lt_heuristic_calls = 0;
 static std::map<unsigned, long> g_lt_matmul_calls; /* by epilogue */
 long emu_lt_heuristic_calls(void) { return g_lt_heuristic_calls; }
 long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]; }
+static std::set<cudaStream_t> g_lt_matmul_streams; /* every stream a product was enqueued on (not the legacy one) */
+long emu_lt_matmul_streams(void) { return (long)g_lt_matmul_streams.size(); }
 
 /* EMU_LT_NO_EPILOGUE=1: the heuristic finds no algorithm for any epilogue, as
  * a GPU's cuBLASLt may for some shapes, types or alignments, so that the
@@ -1740,6 +1742,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
     if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues() == REFUSE_MATMUL)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* refused at the call, before anything is enqueued */
+    if (stream) g_lt_matmul_streams.insert(stream); /* not a node's replay (nullptr, below) */
     const bool captured = emu::capturing(stream);
     if ((captured || emu_lazy_active()) && op->pointer_mode == 0) {
         /* cuBLASLt reads the descriptors and host scalars when it is called:

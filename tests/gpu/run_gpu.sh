@@ -306,6 +306,12 @@ if want recompute; then
             check_bitwise "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph" "rc_${v}_none"
         else run_failed "cuda_graph_${v}_bitwise_equals_op_by_op" "rc_${v}_nograph"; fi
     done
+    # kernels.dw_overlap: the weight gradients' products on a second stream beside the input gradients'
+    # (forked and joined inside each call, captured into the step's graph from step 2): the same bits
+    if train rc_bf16_dwo 1 "${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.steps=4 --set train.precision=bf16 \
+        --set train.recompute=none --set kernels.dw_overlap=true; then
+        check_bitwise dw_overlap_bf16_bitwise_equals_in_turn rc_bf16_none rc_bf16_dwo
+    else run_failed dw_overlap_bf16_bitwise_equals_in_turn rc_bf16_dwo; fi
     # kernels.lt_tune: a run that times cuBLASLt's candidates for each product (stdout: a "cuBLASLt" line a
     # product) and records its choices, then the same run pinning that record: nothing timed, the same bits
     args=("${tiny[@]}" "${synthetic[@]}" --set device=cuda --set train.steps=4 --set train.precision=bf16)

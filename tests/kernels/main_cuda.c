@@ -50,6 +50,8 @@
  *   [x] matmul_backward_dgelu         cuda_test_matmul_dgelu (dpre_bias and NULL; C divisible by 8: the DGELU
  *                                     epilogue, DGELU_BGRAD in fp32; odd C: the unfused fallback;
  *                                     under the emulation also which epilogue ran)
+ *   [x] (kernels.dw_overlap)          cuda_test_dw_overlap (matmul_backward and _dgelu, each path, with the
+ *                                     weight gradient on a second stream: bitwise the calls in turn)
  *   [x] (cuBLASLt plan table)         cuda_test_lt_plans (one heuristic per shape; other k, other
  *                                     alignment: own plan; past the table's size: still right; last)
  *   [x] lmhead_forward/backward       cuda_test_lmhead
@@ -140,6 +142,7 @@ static void run_all(env *e) {
     cuda_test_matmul_dgelu(e, 13, 29, 41);  /* odd C: the fallback */
     cuda_test_matmul_gelu(e, N, C, 4 * C);  /* the MLP's c_fc: the GELU_AUX_BIAS epilogue */
     cuda_test_matmul_gelu(e, 13, 40, 29);   /* odd OC: the fallback */
+    cuda_test_dw_overlap(e);                /* kernels.dw_overlap: the same bits */
     cuda_test_lmhead(e, N, C, 1000);
     cuda_test_attention(e, B, T, NH, HS, none);
     cuda_test_attention(e, B, T, NH, HS, heads);

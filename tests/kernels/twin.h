@@ -121,6 +121,7 @@ void cuda_test_matmul(env *e, int N, int C, int OC);
 void cuda_test_matmul_dgelu(env *e, int N, int C, int OC);
 void cuda_test_matmul_gelu(env *e, int N, int C, int OC);
 void cuda_test_lt_plans(env *e);
+void cuda_test_dw_overlap(env *e);
 void cuda_test_lmhead(env *e, int N, int C, int V);
 void cuda_test_attention(env *e, int B, int T, int NH, int HS, tg_dropout drop);
 void cuda_test_attention_shapes(env *e);
