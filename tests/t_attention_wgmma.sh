@@ -148,7 +148,8 @@ else not_ok auto_two_heads_runs "$(tail -n 3 "$tmp/two.out" | tr '\n' ' ')"; fi
 # bench_attention: the wgmma forwards (and the persistent TMA one) as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
 # says so: tests/kernels/attention.c checks the refusal at 80); the wgmma backward at 64 and 96 too,
-# and the persistent wgmma backward at 64 only, with the same bits
+# the persistent wgmma backward at 64 only, and in rounds of at most 24 MB of dq slots at both, with
+# the same bits
 bench=build/emu/bench_attention_emu
 "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench.out" 2>&1
 rc=$?
@@ -160,6 +161,8 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     grep -qP '^1,1,70,96\tforward\twgmma_ws persistent: .*\t(same bits|err=[0-9.e-]+)$' "$tmp/bench.out" &&
     grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, persistent .*\tsame bits$' "$tmp/bench.out" &&
     ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, persistent' "$tmp/bench.out" &&
+    grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
+    grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi

@@ -396,12 +396,12 @@ static size_t round_pairs(const cuda_ctx *ctx, int T, size_t pair_extra) {
 }
 
 /* D, then the tile kernels `tiles` (a round_kernels<E>, or a lambda of
- * its arguments), round by round; pair_extra: scratch bytes `tiles` takes
- * a pair after the round's D (256-aligned: the wgmma backward's dq
- * slots), 0 for none. */
+ * its arguments), round by round of at most max_pairs pairs (as many as
+ * the scratch holds); pair_extra: scratch bytes `tiles` takes a pair after
+ * the round's D (256-aligned: the wgmma backward's dq slots), 0 for none. */
 template <typename E, typename F>
 void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E *qkv, const float *lse, int B, int T, int NH,
-                    int HS, tg_dropout drop, F tiles, size_t pair_extra = 0) {
+                    int HS, tg_dropout drop, F tiles, size_t pair_extra = 0, int max_pairs = FL_MAX_PAIRS) {
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t fit = round_pairs(ctx, T, pair_extra);
     if (fit == 0) {
@@ -410,7 +410,7 @@ void flash_backward(cuda_ctx *ctx, E *dqkv, const E *dout, const E *out, const E
                 round_pair_bytes(T, pair_extra) + round_room(pair_extra), ctx->scratch_bytes);
         tg_die("train_gpt", &e);
     }
-    const int chunk = (int)(fit < FL_MAX_PAIRS ? fit : FL_MAX_PAIRS);
+    const int chunk = (int)(fit < (size_t)max_pairs ? fit : (size_t)max_pairs);
     float *D = (float *)ctx->scratch;
     for (int p0 = 0; p0 < B * NH; p0 += chunk) {
         const int np = fl_min(chunk, B * NH - p0);
@@ -501,13 +501,13 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
  * rounds (nothing for an empty call) and 1. */
 template <typename F>
 static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), F gradients) {
+                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), F gradients, int max_pairs = FL_MAX_PAIRS) {
     const int T_room = T > 0 ? T : 1; /* the answer of an empty call too */
     const size_t slots = slot_bytes(T_room, HS);
     if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
     if (B > 0 && T > 0 && NH > 0)
         flash_backward<__nv_bfloat16>(ctx, (__nv_bfloat16 *)dqkv, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)out,
-                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, gradients, slots);
+                                      (const __nv_bfloat16 *)qkv, lse, B, T, NH, HS, tg_dropout{}, gradients, slots, max_pairs);
     return 1;
 }
 
@@ -516,10 +516,17 @@ static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const voi
  * does not fit the call, else as slots_backward. */
 template <typename F>
 static int wgmma_form(tg_o o, bool built, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                      int T, int NH, int HS, F gradients) {
+                      int T, int NH, int HS, F gradients, int max_pairs = FL_MAX_PAIRS) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !built || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, gradients);
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, gradients, max_pairs);
+}
+
+int cuda_attention_backward_wgmma_rounds(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes) {
+    const size_t pairs = round_slot_bytes / flash_bwd_wgmma_slot_bytes(T > 0 ? T : 1, HS);
+    const int max_pairs = pairs < 1 ? 1 : pairs < FL_MAX_PAIRS ? (int)pairs : FL_MAX_PAIRS;
+    return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SLOTS>, max_pairs);
 }
 
 int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,

@@ -162,6 +162,15 @@ int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout
  * every run has two). */
 int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                              const float *lse, int B, int T, int NH, int HS);
+/* The wgmma backward, dq by its slots, in rounds of at most
+ * round_slot_bytes of slots (at least one pair a round), where every run's
+ * rounds are as many pairs as the kernel scratch holds (about 62 MB of
+ * slots at T 1024, over an H200's 50 MB L2): for bench_attention to time
+ * rounds whose slots stay in L2 between the kernel that writes them and
+ * the reduction that reads them; the same bits. Returns as
+ * cuda_attention_backward_wgmma_kv_shared's (head sizes 64, 96 and 128). */
+int cuda_attention_backward_wgmma_rounds(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
+                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes);
 /* The wgmma backward, dq by its slots, as a persistent kernel at head size
  * 64: at most `blocks` blocks (<= 0: one an SM), each over its share of
  * the key blocks, longest first, the next one's K, V, first query tiles

@@ -132,7 +132,8 @@ static int cmp_double(const void *a, const void *b) {
  * SHAPE_WGMMA_KV_SHARED: the wgmma backward with K and V read from shared
  * memory at head size 64, SHAPE_WGMMA_TWO_STAGES: with two stages of Q and
  * dout at head sizes 64 and 96, SHAPE_WGMMA_PERSISTENT: as a persistent
- * kernel at head size 64. */
+ * kernel at head size 64, SHAPE_WGMMA_L2_ROUNDS: in rounds of at most
+ * L2_ROUND_BYTES of dq slots. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
@@ -142,6 +143,10 @@ static int cmp_double(const void *a, const void *b) {
 #define SHAPE_WGMMA_WS_POLY4 (-7)
 #define SHAPE_WGMMA_WS_POLY8 (-8)
 #define SHAPE_WGMMA_PERSISTENT (-9)
+#define SHAPE_WGMMA_L2_ROUNDS (-10)
+/* Half an H200's 50 MB L2: the slots a round writes, read back by its
+ * reduction, beside the round's Q, K, V and dout. */
+#define L2_ROUND_BYTES ((size_t)24 << 20)
 typedef struct {
     tg_o o;
     const attn_case *c;
@@ -171,6 +176,13 @@ static int persistent_backward(tg_o o, void *dqkv, const void *dout, const void 
     return cuda_attention_backward_wgmma_persistent(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 0);
 }
 
+/* The wgmma backward in rounds of at most L2_ROUND_BYTES of dq slots (the
+ * form bench_backward_wgmma_form takes). */
+static int l2_rounds_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                              int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, L2_ROUND_BYTES);
+}
+
 static void run_call(const attn_call *call) {
     const attn_case *c = call->c;
     const attn_buffers *b = call->buf;
@@ -182,6 +194,8 @@ static void run_call(const attn_call *call) {
         cuda_attention_backward_wgmma_two_stages(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA_PERSISTENT)
         persistent_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA_L2_ROUNDS)
+        l2_rounds_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
@@ -436,7 +450,7 @@ static int bench_backward_wgmma_form(tg_o o, const attn_case *c, const attn_buff
  * head size 64), their sum at the end of the key blocks, or the two
  * products the dq kernel repeats; at head size 64 also with K and V from
  * shared memory and as a persistent kernel, at 64 and 96 with two stages
- * of Q and dout. */
+ * of Q and dout, and in rounds whose slots fit in L2. */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
@@ -452,6 +466,9 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     /* at 64, a block an SM over its share of the key blocks (the same bits) */
     failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, persistent_backward, SHAPE_WGMMA_PERSISTENT,
                                         "wgmma: as the slots row, persistent (a block an SM over its share of the key blocks)");
+    /* rounds of at most 24 MB of slots, where every run's fill the 64 MB scratch (the same bits) */
+    failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, l2_rounds_backward, SHAPE_WGMMA_L2_ROUNDS,
+                                        "wgmma: as the slots row, rounds of at most 24 MB of dq slots (L2 50 MB), not 62");
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 

@@ -583,6 +583,34 @@ static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, cons
     check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
 }
 
+/* The wgmma backward in rounds of at most so many bytes of dq slots
+ * (cuda_attention_backward_wgmma_rounds, bench_attention's comparison)
+ * against the default's dqkv `got`, whose rounds hold as many pairs as the
+ * scratch does: the same bits, on a GPU too, with a pair a round (bytes 1:
+ * every pair's D, slots and reduction in a round of its own) and with
+ * bench_attention's 24 MB; refused without room for the slots. */
+static void wgmma_backward_rounds(env *e, attn_bwd *a, const void *got, const char *shape) {
+    static const size_t bytes[] = {1, (size_t)24 << 20};
+    char name[256];
+    for (int i = 0; i < 2; i++) {
+        poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
+        const int ran = cuda_attention_backward_wgmma_rounds(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
+                                                             a->T, a->NH, a->HS, bytes[i]);
+        sync_gpu(e);
+        cuda_wgmma_dq route; /* asked with no sequences: the route with this scratch */
+        cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
+                                         CUDA_WGMMA_DQ_SLOTS, &route);
+        if (route != CUDA_WGMMA_DQ_SLOTS) {
+            snprintf(name, sizeof name, "attention_backward_wgmma, rounds of %zu bytes of slots: none without room for them %s",
+                     bytes[i], shape);
+            check_true(e, ran == 0, name, "");
+            continue;
+        }
+        snprintf(name, sizeof name, "attention_backward_wgmma, rounds of %zu bytes of slots: every run's bits %s", bytes[i], shape);
+        check_true(e, ran == 1 && gpu_holds(e, a->dqkv, got), name, "");
+    }
+}
+
 /* The persistent wgmma backward (cuda_attention_backward_wgmma_persistent,
  * bench_attention's comparison) at head size 64 against the default's
  * dqkv `got`: the same bits, on a GPU too (the same tiles, run by fewer
@@ -692,6 +720,7 @@ static void wgmma_backward_case(env *e, int B, int T, int NH, int HS, float amp)
     wgmma_backward_two_stages(e, &a, got, shape);
     wgmma_backward_persistent(e, &a, got, shape);
     wgmma_backward_summed(e, &a, got, shape);
+    wgmma_backward_rounds(e, &a, got, shape);
     /* kernels.attention = wgmma: attention_backward runs it */
     tg_err err;
     snprintf(name, sizeof name, "kernels.attention=wgmma selects the wgmma backward %s", shape);
