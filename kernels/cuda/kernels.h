@@ -52,6 +52,10 @@ void cuda_bias_residual_layernorm(tg_o o, void *out, void *ln_out, float *mean, 
                                   const void *res, const void *w, const void *b, int N, int C, tg_dropout drop);
 void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout drop);
 void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc);
+/* The bytes of the kernel scratch, from its start, that cuda_bias_backward
+ * of N rows of C columns writes (its partials), so that a caller can run it
+ * beside other work on the scratch's far end (matmul.cu). */
+size_t cuda_bias_backward_scratch(tg_o o, int N, int C);
 
 void cuda_xent_fused(tg_o o, float *losses, void *logits, const int32_t *targets, int N, int V, int n_real, float dloss);
 void cuda_loss_accumulate(tg_o o, tg_step_stats *s, const float *losses, int N);

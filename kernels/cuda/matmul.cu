@@ -73,9 +73,9 @@ void accumulate(cudaStream_t stream, float *dst, const float *src, int n, bool a
  * the same inputs and write apart; the call joins them before it returns.
  * The side's cuBLASLt workspace is the top lt_workspace_bytes of the kernel
  * scratch, which no other user touches meanwhile: the call's other users
- * (an epilogue's bias gradient) stay within its first `low` bytes, and the
- * fallbacks that may take the whole scratch (cuda_bias_backward) run after
- * the join. False, for the two products in turn on the compute stream, when
+ * (an epilogue's bias gradient) stay within its first `low` bytes, and a
+ * column sum (cuda_bias_backward) runs beside it only where its partials
+ * stay below it too, else after the join. False, for the two products in turn on the compute stream, when
  * the option is off or the scratch has no such room (a small one, as the
  * kernel checks' chunked runs give). The same plans on either lane
  * (lt_lane), so the same bits. */
@@ -135,6 +135,14 @@ bool dw_product(cuda_ctx *ctx, const lt_lane &lane, cudaDataType t, float *dw, f
     }
     lt_gemm(ctx, lane, what, false, true, OC, C, N, dout, OC, inp, C, t, dw, OC, CUDA_R_32F, acc ? 1.0f : 0.0f);
     return false;
+}
+
+/* matmul_backward_dgelu's bias gradient, on the compute stream: the
+ * DGELU_BGRAD epilogue's sums (summed: in the scratch's first C floats)
+ * added, else the column sum of dpre; nothing without dpre_bias. */
+void bias_of_dpre(tg_o o, float *dpre_bias, const void *dpre, bool summed, int N, int C, bool acc) {
+    if (summed) accumulate(cuda_ctx_of(o)->stream, dpre_bias, (const float *)cuda_ctx_of(o)->scratch, C, acc);
+    else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C, acc);
 }
 
 } // namespace
@@ -223,8 +231,9 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
     const bool bgrad = dpre_bias && o->act == TG_F32 && (size_t)C * sizeof(float) <= ctx->scratch_bytes;
     const lt_epilogue ep = {bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU, bgrad ? ctx->scratch : NULL, pre};
     /* kernels.dw_overlap: the weight gradient (no bias) on the side stream
-     * beside the input gradient and its GELU; the bias gradient after the
-     * join (its fallback's partials may take the whole scratch) */
+     * beside the input gradient, its GELU and the bias gradient (a column
+     * sum in bf16: memory beside the product's arithmetic), the last after
+     * the join where its partials would reach the side's workspace */
     lt_lane side;
     const bool overlap = dw && side_lane(ctx, bgrad ? (size_t)C * sizeof(float) : 0, &side);
     if (overlap) fork_side(ctx);
@@ -233,12 +242,13 @@ void cuda_matmul_backward_dgelu(tg_o o, void *dpre, float *dpre_bias, float *dw,
         dinp_product(ctx, t, dpre, dout, w, N, C, OC, NO_EPILOGUE);
         cuda_gelu_backward(o, dpre, pre, dpre, (size_t)N * C);
     }
-    if (overlap) {
-        dw_product(ctx, side, t, dw, NULL, dout, inp, N, C, OC, acc);
-        join_side(ctx);
-    }
-    if (fused && bgrad) accumulate(ctx->stream, dpre_bias, (const float *)ctx->scratch, C, acc);
-    else if (dpre_bias) cuda_bias_backward(o, dpre_bias, dpre, N, C, acc);
+    if (overlap) dw_product(ctx, side, t, dw, NULL, dout, inp, N, C, OC, acc);
+    const bool summed = fused && bgrad; /* the epilogue's sums, in the scratch's first C floats */
+    const bool bias_beside = !overlap || summed || !dpre_bias ||
+                             cuda_bias_backward_scratch(o, N, C) <= ctx->scratch_bytes - ctx->lt_workspace_bytes;
+    if (bias_beside) bias_of_dpre(o, dpre_bias, dpre, summed, N, C, acc);
+    if (overlap) join_side(ctx);
+    if (!bias_beside) bias_of_dpre(o, dpre_bias, dpre, summed, N, C, acc);
     if (dw && !overlap) dw_product(ctx, lt_main_lane(ctx), t, dw, NULL, dout, inp, N, C, OC, acc);
 }
 

@@ -162,12 +162,16 @@ void dropout(cudaStream_t stream, void *out, const void *in, int N, int C, tg_dr
     CUDA_LAUNCHED("dropout_kernel");
 }
 
+/* Row groups of GROUP_ROWS_MIN rows (a grid of column tiles x groups has
+ * blocks enough), partials of one float per group and column. */
+tg_reduce::row_groups bias_groups(const cuda_ctx *ctx, int N, int C) {
+    return tg_reduce::row_groups_of((size_t)N, ctx->scratch_bytes / ((size_t)C * sizeof(float)), 1, 0,
+                                    "bias backward: scratch for one row of partials");
+}
+
 template <typename T>
 void bias_backward(cuda_ctx *ctx, float *dbias, const void *dout, int N, int C, bool acc) {
-    /* Row groups of GROUP_ROWS_MIN rows (a grid of column tiles x groups has
-     * blocks enough), partials of one float per group and column. */
-    const tg_reduce::row_groups gr = tg_reduce::row_groups_of(
-        (size_t)N, ctx->scratch_bytes / ((size_t)C * sizeof(float)), 1, 0, "bias backward: scratch for one row of partials");
+    const tg_reduce::row_groups gr = bias_groups(ctx, N, C);
     const int rows_per_group = gr.rows_per_group, n_groups = gr.n_groups;
 
     float *partial = (float *)ctx->scratch;
@@ -203,6 +207,11 @@ void cuda_dropout(tg_o o, void *out, const void *in, int N, int C, tg_dropout dr
     cudaStream_t stream = cuda_ctx_of(o)->stream;
     if (o->act == TG_BF16) dropout<__nv_bfloat16>(stream, out, in, N, C, drop);
     else dropout<float>(stream, out, in, N, C, drop);
+}
+
+size_t cuda_bias_backward_scratch(tg_o o, int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)bias_groups(cuda_ctx_of(o), N, C).n_groups * (size_t)C * sizeof(float);
 }
 
 void cuda_bias_backward(tg_o o, float *dbias, const void *dout, int N, int C, bool acc) {
