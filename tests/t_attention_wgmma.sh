@@ -16,7 +16,7 @@
 # and a CUDA graph are bitwise, TP = 2 matches TP = 2 with mma.
 # The kernel against the CPU and the mma.sync forward:
 # tests/kernels/attention.c (t_cuda_emu); on a GPU: make test-gpu, bench_attention.
-# cost: 50 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 40 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" attention_wgmma
 export OMP_NUM_THREADS=1

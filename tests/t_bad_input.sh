@@ -8,7 +8,7 @@
 # Prints "ok NAME" or "not ok NAME - reason" per case; exits non-zero if any
 # case failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
 # tier: check (make check: the quick tier, tests/run.sh --check)
-# cost: 31 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 110 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bad_input
 prep="${PREPARE:-./prepare}"

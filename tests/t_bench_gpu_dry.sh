@@ -7,7 +7,7 @@
 # the orchestration: every row of bench.json measured or saying why, the
 # points and shapes, llm.c's build (scripts/build_llmc.sh) and flags, the
 # commit from the binary, the copy into OUT. Seconds.
-# cost: 33 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 95 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bench_gpu_dry
 check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }

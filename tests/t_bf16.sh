@@ -10,6 +10,7 @@
 # parameter is 2 + 4 + 12 bytes, the 12 divided by DP under ZeRO; SP's
 # activation collectives and ZeRO's gather send half the bytes.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 25 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" bf16
 export OMP_NUM_THREADS=1

@@ -9,6 +9,7 @@
 # the one before. Each refusal: non-zero exit, stderr naming the file and
 # the tensor/key, out.dir unchanged. Run by tests/run.sh.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 35 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" ckpt_integrity
 oneline() { tr '\n' ' ' <"$1" | cut -c1-300; }

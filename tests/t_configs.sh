@@ -9,6 +9,7 @@
 # (TP 1, DP 8, its micro-batch, ZeRO) fits 8 devices of 80 GiB by --plan.
 # Every other config of configs/ loads in --plan.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" configs
 

@@ -12,7 +12,7 @@
 # epilogues, and on the lazy device (stream work runs only when the host waits for it). What
 # emulation cannot show (real cuBLAS, speed, races the checks' sizes do not reach) waits for
 # make test-gpu on a GPU.
-# cost: 240 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 220 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" cuda_emu
 export OMP_NUM_THREADS=1

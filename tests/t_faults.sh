@@ -6,7 +6,7 @@
 # after a resume, and a stopped rank under the launcher.
 # Prints "ok NAME" or "not ok NAME - reason" per check.
 # tier: check (make check: the quick tier, tests/run.sh --check)
-# cost: 24 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 40 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" faults
 launch="$root/scripts/launch.sh"

@@ -3,7 +3,7 @@
 # its arguments, its sections' order and --from, that it goes on past a
 # section it cannot run, that it leaves two files (summary, one archive), and
 # that the scaling section's results land in that archive.
-# cost: 40 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 150 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" gpu_check
 gc=scripts/gpu_check.sh

@@ -13,6 +13,7 @@
 # step's op table has no `zero` row: neither the gradients nor the residual
 # stream's gradient (ln_f's backward writes it) are zeroed. The same on the
 # emulated CUDA backend is in tests/t_cuda_emu.sh.
+# cost: 20 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" grad_writes
 export OMP_NUM_THREADS=1

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# cost: 160 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 120 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 """--hellaswag against PyTorch: a tiny GPT-2 trained briefly on the KJV text
 scores HellaSwag-format examples made from its verses (a verse's first half
 as the context, its second half and three other verses' as the endings);

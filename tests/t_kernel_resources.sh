@@ -8,7 +8,7 @@
 # nvcc is found, the project's kernels: every one launched under the
 # emulation, none over a limit, none spilling on sm_90; and the wgmma
 # wrappers' check program (tests/gpu/hopper_check.cu) compiled for sm_90a.
-# cost: 390 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 335 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" kernel_resources
 export OMP_NUM_THREADS=1

@@ -12,6 +12,7 @@
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 10 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" launch
 launch="${TG_LAUNCH:-$root/scripts/launch.sh}"   # TG_LAUNCH: test another copy

@@ -18,6 +18,7 @@
 # products beside them, labelled as modeled; --plan's TP overlap against a
 # formula written here. Prints
 # "ok NAME" / "not ok NAME - reason".
+# cost: 20 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" link
 tbin=build/test_link

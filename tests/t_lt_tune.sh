@@ -9,7 +9,7 @@
 # (bitwise the same run), and so does a record found in out.dir under "time"
 # (a resumed run); a bad record stops the run before training, naming the
 # file, the line and the field. The speed itself needs a GPU (make test-gpu).
-# cost: 16 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" lt_tune
 export OMP_NUM_THREADS=1

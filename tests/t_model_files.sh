@@ -9,6 +9,7 @@
 # transformers is not installed here: the tokenizer files are checked for
 # presence and content; AutoTokenizer runs only where transformers exists.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" model_files
 if [ ! -x "$bin" ]; then not_ok prerequisites "$bin is missing (run make)"; exit 1; fi

@@ -10,6 +10,7 @@
 # log.jsonl lines carry "time"; the banner's parameter counts equal the GPT-2
 # formula.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 25 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" modes
 export OMP_NUM_THREADS=1 # two ranks share two cores

@@ -23,6 +23,7 @@
 # Needs root (ip netns, unshare): without it every check fails, saying why.
 # Everything made (namespaces, /etc/netns/NS, processes) is removed on exit.
 # Prints "ok NAME" or "not ok NAME - reason" per check.
+# cost: 30 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" multihost
 launch="$root/scripts/launch.sh"

@@ -47,7 +47,7 @@
 #  - scripts/gpu_check.sh's multi-gpu section rehearsed: a stand-in nvidia-smi
 #    lists two H200s and the emulated trainer stands in for the GPU build
 #    (tests/gpu/multi_gpu.sh layouts at the tiny model above).
-# cost: 260 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 480 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" nccl_emu
 export OMP_NUM_THREADS=1 EMU_NCCL_TIMEOUT_S=60 EMU_STALL_S=60

@@ -10,6 +10,7 @@
 # Hugging Face's GPT-2 layouts and llm.c's file load through model.init_from;
 # the README shows a next command that trains and how to start from GPT-2.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 25 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" newcomer
 export OMP_NUM_THREADS=1

@@ -16,7 +16,7 @@
 # - Repeats: a sweep's repeated runs become one row, the medians, with their
 #   spread; an efficiency above 100% between rows measured alike says NOISE.
 # - Bad arguments exit 2.
-# cost: 23 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 50 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" paper_tables
 export OMP_NUM_THREADS=1

@@ -8,7 +8,7 @@
 # activation memory falling with tp under SP, a killed rank failing the job
 # cleanly, and checkpoints resuming at other layouts.
 # tier: check (make check: the quick tier, tests/run.sh --check)
-# cost: 37 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 100 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" parallel
 export OMP_NUM_THREADS=1 # up to 4 ranks share 2 cores

@@ -4,6 +4,7 @@
 # (scripts/bench_torch.py) and the sweeps (scripts/scaling/common.sh) get
 # their peaks from the binary rather than from copies of the table.
 # Prints "ok NAME" or "not ok NAME - reason" per check.
+# cost: 10 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 source "$(dirname "$0")/lib.sh" peak_tflops
 
 # expect NAME WANT ARGS...: train_gpt --peak-tflops ARGS prints WANT, exit 0

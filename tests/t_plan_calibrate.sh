@@ -12,6 +12,7 @@
 # and calibrating on its own table gives back the table's time. Bad tables stop
 # the plan naming the file, line and field.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" plan_calibrate
 export OMP_NUM_THREADS=1

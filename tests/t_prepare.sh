@@ -20,6 +20,7 @@
 # were equal (2.31 and 2.13). The "# speed ..." lines this script prints are
 # informative, not checked.
 # tier: check (make check: the quick tier, tests/run.sh --check)
+# cost: 20 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" prepare
 prep="${PREPARE:-./prepare}"

@@ -8,6 +8,7 @@
 # (an interrupted save) is ignored on resume.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" resume
 check() { # NAME REASON COMMAND...: ok when the command succeeds

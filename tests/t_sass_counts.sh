@@ -12,6 +12,7 @@
 # kernels, then five of the project's memory-bound kernels held to theirs.
 # Then one of the project's sources counted, as a developer runs it. Needs
 # nvcc (scripts/find_cuda.sh).
+# cost: 15 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" sass_counts
 counter="$PWD/scripts/sass_counts.py"

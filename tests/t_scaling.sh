@@ -13,7 +13,7 @@
 # chart.png and says how to draw it. Bad arguments exit 2 with a message.
 # Prints "ok NAME" or "not ok NAME - reason" per check; exits non-zero if any
 # check failed. Run from the repo root by tests/run.sh (env TG_ROOT, TG_TMP).
-# cost: 37 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 95 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" scaling
 export OMP_NUM_THREADS=1 # up to 2 ranks share 2 cores

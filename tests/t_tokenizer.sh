@@ -4,7 +4,7 @@
 # (tests/tokenizer/oracle.js). Prints "ok NAME" or
 # "not ok NAME - reason" per check; exits non-zero if any failed.
 # Needs ./prepare (or $PREPARE) and the assets of scripts/setup.sh.
-# cost: 22 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 30 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 set -u
 root="${TG_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}"
 cd "$root"
