@@ -54,6 +54,29 @@ static void expect_same(env *e, const outs *a, const outs *b, int use_dinp, int 
     check_true(e, same, name, "(against the same call with its products in turn)");
 }
 
+/* The inputs of one shape's calls, and one of the calls: matmul_backward
+ * (dgelu 0) with each of dinp, dw and dbias or not, or
+ * matmul_backward_dgelu (dgelu 1, dinp and dw always) with its bias
+ * gradient or not. */
+typedef struct inputs {
+    twin inp, w, dout, pre;
+    int N, C, OC;
+} inputs;
+typedef struct variant {
+    int dgelu, use_dinp, use_dw, use_dbias;
+    const char *name;
+} variant;
+
+static void run_variant(env *e, const inputs *in, const outs *o, const variant *v) {
+    float *dbias = v->use_dbias ? o->dbias.g : NULL;
+    if (v->dgelu)
+        e->gpu->matmul_backward_dgelu(e->gpu, o->dinp.g, dbias, o->dw.g, in->dout.g, in->inp.g, in->w.g, in->pre.g, in->N, in->C,
+                                      in->OC, true);
+    else
+        e->gpu->matmul_backward(e->gpu, v->use_dinp ? o->dinp.g : NULL, v->use_dw ? o->dw.g : NULL, dbias, in->dout.g, in->inp.g,
+                                in->w.g, in->N, in->C, in->OC, true);
+}
+
 /* matmul_backward with each of dinp, dw and dbias left out, then
  * matmul_backward_dgelu with and without its bias gradient: each call
  * with the option off, then on, from the same accumulators; the same
@@ -63,45 +86,31 @@ static void expect_same(env *e, const outs *a, const outs *b, int use_dinp, int 
  * before (so: once a backend); where it does not (the chunked runs' small
  * scratch), none did: the calls ran in turn. */
 static void overlap_shape(env *e, int N, int C, int OC) {
-    twin inp = tw_rand(e, ACT, (size_t)N * C, -1, 1), w = tw_rand(e, ACT, (size_t)C * OC, -1, 1);
-    twin dout = tw_rand(e, ACT, (size_t)N * OC, -1, 1), pre = tw_rand(e, ACT, (size_t)N * C, -4, 4);
+    static const variant variants[] = {
+        {0, 1, 1, 1, "matmul_backward"},       {0, 1, 1, 0, "matmul_backward_dbias_null"},
+        {0, 0, 1, 1, "matmul_backward_dinp_null"}, {0, 1, 0, 1, "matmul_backward_dw_null"},
+        {1, 1, 1, 1, "matmul_backward_dgelu"}, {1, 1, 1, 0, "matmul_backward_dgelu_dbias_null"},
+    };
+    const inputs in = {tw_rand(e, ACT, (size_t)N * C, -1, 1), tw_rand(e, ACT, (size_t)C * OC, -1, 1),
+                       tw_rand(e, ACT, (size_t)N * OC, -1, 1), tw_rand(e, ACT, (size_t)N * C, -4, 4), N, C, OC};
     char name[96];
-    for (int which = 0; which < 4; which++) { /* everything, dbias NULL, dinp NULL, dw NULL */
-        const int use_dinp = which != 2, use_dbias = which != 1, use_dw = which != 3;
-        outs a = {tw_out(e, ACT, (size_t)N * C), tw_rand(e, F32, (size_t)C * OC, -1, 1), tw_rand(e, F32, OC, -1, 1)};
+    for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
+        const variant *v = &variants[k];
+        const size_t n_bias = (size_t)(v->dgelu ? C : OC);
+        outs a = {tw_out(e, ACT, (size_t)N * C), tw_rand(e, F32, (size_t)C * OC, -1, 1), tw_rand(e, F32, n_bias, -1, 1)};
         outs b = outs_like(e, &a, (size_t)N * C);
         const outs *runs[2] = {&a, &b};
         for (int on = 0; on < 2; on++) {
             if (!set_overlap(e, on)) break;
-            const outs *o = runs[on];
-            e->gpu->matmul_backward(e->gpu, use_dinp ? o->dinp.g : NULL, use_dw ? o->dw.g : NULL, use_dbias ? o->dbias.g : NULL,
-                                    dout.g, inp.g, w.g, N, C, OC, true);
+            run_variant(e, &in, runs[on], v);
         }
         sync_gpu(e);
-        snprintf(name, sizeof name, "dw_overlap_matmul_backward%s_bitwise N=%d C=%d OC=%d",
-                 which == 0 ? "" : which == 1 ? "_dbias_null" : which == 2 ? "_dinp_null" : "_dw_null", N, C, OC);
-        expect_same(e, &a, &b, use_dinp, use_dw, use_dbias, name);
+        snprintf(name, sizeof name, "dw_overlap_%s_bitwise N=%d C=%d OC=%d", v->name, N, C, OC);
+        expect_same(e, &a, &b, v->use_dinp, v->use_dw, v->use_dbias, name);
         outs_free(e, &a);
         outs_free(e, &b);
     }
-    for (int with_bias = 1; with_bias >= 0; with_bias--) {
-        outs a = {tw_out(e, ACT, (size_t)N * C), tw_rand(e, F32, (size_t)C * OC, -1, 1), tw_rand(e, F32, C, -1, 1)};
-        outs b = outs_like(e, &a, (size_t)N * C);
-        const outs *runs[2] = {&a, &b};
-        for (int on = 0; on < 2; on++) {
-            if (!set_overlap(e, on)) break;
-            const outs *o = runs[on];
-            e->gpu->matmul_backward_dgelu(e->gpu, o->dinp.g, with_bias ? o->dbias.g : NULL, o->dw.g, dout.g, inp.g, w.g, pre.g, N,
-                                          C, OC, true);
-        }
-        sync_gpu(e);
-        snprintf(name, sizeof name, "dw_overlap_matmul_backward_dgelu%s_bitwise N=%d C=%d OC=%d", with_bias ? "" : "_dbias_null",
-                 N, C, OC);
-        expect_same(e, &a, &b, 1, 1, with_bias, name);
-        outs_free(e, &a);
-        outs_free(e, &b);
-    }
-    twin all[] = {inp, w, dout, pre};
+    twin all[] = {in.inp, in.w, in.dout, in.pre};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tw_free(e, all[i]);
 }
 
