@@ -110,28 +110,29 @@ namespace {
 
 /* dq of the round's pairs p0 .. p0 + np: each row's slots (key blocks 0 ..
  * its query tile / KB, in that order) summed in float32, times scale, as
- * bf16 into dqkv's q columns; one thread per four adjacent columns, 16-byte
- * loads (the slots are 256-aligned, a row's columns 4-aligned), several
- * slots' loads in flight. Any device. */
+ * bf16 into dqkv's q columns; one thread per four adjacent columns of a
+ * row, a pair a grid row (blockIdx.y), so that the index math is 32-bit
+ * and divides by constants only (a 64-bit division by T a thread, where
+ * every thread reads at most T / 64 / KB + 1 slots, would cost more
+ * instructions than its loads); 16-byte loads (the slots are 256-aligned,
+ * a row's columns 4-aligned), several slots' loads in flight. Any device. */
 template <int HS, int KB>
-__global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slots, int p0, int np, int T, int NH, float scale) {
+__global__ void flash_dq_reduce_kernel(__nv_bfloat16 *dqkv, const float *dq_slots, int p0, int T, int NH, float scale) {
     constexpr size_t slot_floats = dqs_slot_floats<HS>();
-    const size_t n = (size_t)np * T * (HS / 4), per_pair = dqs_slots<KB>(T) * slot_floats;
-    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
-        const int c = 4 * (int)(e % (HS / 4)), t = (int)(e / (HS / 4) % (size_t)T), j = (int)(e / (HS / 4) / (size_t)T);
-        const int qt = t / DQS_ROWS, p = p0 + j, b = p / NH, h = p % NH;
-        const float *at = dq_slots + (size_t)j * per_pair + dqs_slot<KB>(qt, 0) * slot_floats + (t % DQS_ROWS) * HS + c;
-        dqs_sum_store4<HS>(dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c, at, qt / KB + 1, scale);
-    }
+    const int j = (int)blockIdx.y, e = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (e >= T * (HS / 4)) return;
+    const int c = 4 * (e % (HS / 4)), t = e / (HS / 4), qt = t / DQS_ROWS, p = p0 + j, b = p / NH, h = p % NH;
+    const float *at = dq_slots + ((size_t)j * dqs_slots<KB>(T) + dqs_slot<KB>(qt, 0)) * slot_floats + (t % DQS_ROWS) * HS + c;
+    dqs_sum_store4<HS>(dqkv + ((size_t)b * T + t) * 3 * NH * HS + (size_t)h * HS + c, at, qt / KB + 1, scale);
 }
 
 } // namespace
 
-/* flash_dq_reduce_kernel's blocks of 256 threads for np pairs (the
- * launch is its callers': the emulation finds launches in .cu files). */
-static inline unsigned dqs_reduce_blocks(int np, int T, int HS) {
-    const size_t n = (size_t)np * T * (HS / 4);
-    return (unsigned)fl_min((int)((n + 255) / 256), 4096);
+/* flash_dq_reduce_kernel's grid of 256-thread blocks for np pairs (at
+ * most FL_MAX_PAIRS, a round's): a row of blocks a pair (the launch is
+ * its callers': the emulation finds launches in .cu files). */
+static inline dim3 dqs_reduce_grid(int np, int T, int HS) {
+    return dim3((unsigned)(((size_t)T * (HS / 4) + 255) / 256), (unsigned)np);
 }
 
 #endif

@@ -284,8 +284,7 @@ void mma_fused_kernels(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *
     flash_dkv_mma_kernel<HS, false, 1, true><<<grid, FB_THREADS, shared, ctx->stream>>>(dqkv, dout, qkv, lse, D, dq_slots, p0, T,
                                                                                        NH, scale, tg_dropout{});
     CUDA_LAUNCHED("flash_dkv_mma_kernel");
-    flash_dq_reduce_kernel<HS, FB_FUSED_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, np, T, NH,
-                                                                                                   scale);
+    flash_dq_reduce_kernel<HS, FB_FUSED_KB><<<dqs_reduce_grid(np, T, HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, T, NH, scale);
     CUDA_LAUNCHED("flash_dq_reduce_kernel");
 }
 

@@ -309,7 +309,7 @@ void bw_launch(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bfloat16 *dout, co
             maps, dqkv, lse, D, dq_slots, (int *)NULL, p0, T, NH, scale, none);
         CUDA_LAUNCHED("flash_bwd_wgmma_kernel");
     }
-    flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_blocks(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
+    flash_dq_reduce_kernel<HS, BW_KB><<<dqs_reduce_grid(np, T, HS), 256, 0, stream>>>(dqkv, dq_slots, p0, T, NH, scale);
     CUDA_LAUNCHED("flash_dq_reduce_kernel");
 }
 

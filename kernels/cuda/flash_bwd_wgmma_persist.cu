@@ -202,7 +202,7 @@ int flash_bwd_wgmma_persistent(cuda_ctx *ctx, __nv_bfloat16 *dqkv, const __nv_bf
     bw_allow_shared((const void *)flash_bwd_wgmma_persistent_kernel<BWP_HS>, bytes);
     flash_bwd_wgmma_persistent_kernel<BWP_HS><<<grid, BW_THREADS, bytes, ctx->stream>>>(maps, dqkv, lse, D, dq_slots, p0, np, T, NH, scale);
     CUDA_LAUNCHED("flash_bwd_wgmma_persistent_kernel");
-    flash_dq_reduce_kernel<BWP_HS, BW_KB><<<dqs_reduce_blocks(np, T, BWP_HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, np, T, NH, scale);
+    flash_dq_reduce_kernel<BWP_HS, BW_KB><<<dqs_reduce_grid(np, T, BWP_HS), 256, 0, ctx->stream>>>(dqkv, dq_slots, p0, T, NH, scale);
     CUDA_LAUNCHED("flash_dq_reduce_kernel");
     return 1;
 }
