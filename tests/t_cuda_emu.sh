@@ -302,7 +302,8 @@ else not_ok trainer_cuda_graph_not_used_with_op_times "$(grep -m1 -i "graph\|err
 # reads before the deferred waits are settled (seen failing under 2 without
 # the compute stream's wait for a deferred collective, under 1 without the
 # collective's wait for the compute stream); the quick kernel checks (under
-# 2 only: the backend's ops use one stream, on which 1 and 2 run the same); the
+# 2 only: their ops use one stream, on which 1 and 2 run the same, but for the
+# dw_overlap checks', whose inputs are all written before the call); the
 # step as a CUDA graph (bf16, dropout) and ZeRO over two processes, bitwise
 # equal to the runs above; under 2 with kernels.dw_overlap, whose weight
 # gradients' stream must be forked from the compute stream (else its products

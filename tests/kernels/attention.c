@@ -589,18 +589,22 @@ static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, cons
  * scratch does: the same bits, on a GPU too, with a pair a round (bytes 1:
  * every pair's D, slots and reduction in a round of its own) and with
  * bench_attention's 24 MB; refused without room for the slots. */
+static int rounds_of_a_pair(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                            int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 1);
+}
+static int rounds_of_24mb(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B, int T,
+                          int NH, int HS) {
+    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, (size_t)24 << 20);
+}
 static void wgmma_backward_rounds(env *e, attn_bwd *a, const void *got, const char *shape) {
+    static const wgmma_backward_form forms[] = {rounds_of_a_pair, rounds_of_24mb};
     static const size_t bytes[] = {1, (size_t)24 << 20};
     char name[256];
     for (int i = 0; i < 2; i++) {
-        poison(e->gpu, a->dqkv.g, a->dqkv.n * gpu_elem(e, ACT));
-        const int ran = cuda_attention_backward_wgmma_rounds(e->gpu, a->dqkv.g, a->dout.g, a->out_r.g, a->qkv.g, a->lse_r.g, a->B,
-                                                             a->T, a->NH, a->HS, bytes[i]);
-        sync_gpu(e);
-        cuda_wgmma_dq route; /* asked with no sequences: the route with this scratch */
-        cuda_attention_backward_wgmma_dq(e->gpu, NULL, NULL, NULL, NULL, NULL, 0, a->T, a->NH, a->HS, (tg_dropout){0},
-                                         CUDA_WGMMA_DQ_SLOTS, &route);
-        if (route != CUDA_WGMMA_DQ_SLOTS) {
+        int slots_room;
+        const int ran = run_wgmma_backward_form(e, a, forms[i], &slots_room);
+        if (!slots_room) {
             snprintf(name, sizeof name, "attention_backward_wgmma, rounds of %zu bytes of slots: none without room for them %s",
                      bytes[i], shape);
             check_true(e, ran == 0, name, "");
