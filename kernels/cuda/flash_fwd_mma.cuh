@@ -173,7 +173,15 @@ static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[
                                                       const fm_lane_pos &at, const fm_reach &reach, float scale_log2, int b, int h,
                                                       int T, const tg_dropout &drop) {
     const int row = at.row[i];
-    float mx = -INFINITY;
+    /* The lane's max in CH chains, joined as a tree: one chain of 2 KB
+     * maxes in turn held every exponential behind 2 KB dependent latencies
+     * (seen in the SASS of the TMA forward: 32 FMNMX in a row a tile). Two
+     * chains at 64 keys a tile, where four spilled at head size 96 (the
+     * mma.sync forward's two row tiles). A max is exact, so any order gives
+     * the same bits. */
+    constexpr int CH = KB >= 16 ? 4 : 2;
+    static_assert(2 * KB >= CH, "a chain a score at least");
+    float mx[CH];
 #pragma unroll
     for (int j = 0; j < KB; j++)
 #pragma unroll
@@ -181,12 +189,17 @@ static __device__ __forceinline__ void fm_softmax_row(float (*s)[4], float (*o)[
             float &x = s[j][2 * i + e];
             if (!FULL && !(j < reach.n_blocks && (!reach.mask || at.k0 + 8 * j + 2 * at.t + e <= row)))
                 x = -INFINITY; /* masked: 2^(-inf) = 0 below */
-            mx = fmaxf(mx, x);
+            const int k = 2 * j + e;
+            mx[k % CH] = k < CH ? x : fmaxf(mx[k % CH], x); /* each chain starts at its first score */
         }
+#pragma unroll
+    for (int w = CH / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int k = 0; k < w; k++) mx[k] = fmaxf(mx[k], mx[k + w]);
     /* The max of the unscaled scores, scaled: scale_log2 > 0 and rounding are
      * monotonic, so this is the max of the scaled scores, bit for bit, and each
      * probability below is one FFMA and one ex2 (no separate scaling pass). */
-    const float m_new = fmaxf(m, fm_row_max(mx) * scale_log2);
+    const float m_new = fmaxf(m, fm_row_max(mx[0]) * scale_log2);
     const float base = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
     const float corr = exp2_ftz(m - base);
     m = m_new;
