@@ -10,10 +10,17 @@
  *    keys of K and V, by the bulk tensor copy (kernels/cuda/tma.cuh) into a ring
  *    of fw3_stages stages: one box per column chunk of head_tiles.cuh (64
  *    columns 128B-swizzled by the copy engine; at head size 96 a last box
- *    of 32, 64B-swizzled), so a tile lands in the layout the products read. Stage s is
- *    gated by full[s] (one arrival with expect_tx of its K and V bytes: the
- *    phase completes when both boxes landed) and empty[s] (one arrival per
- *    consumer warp when its products no longer read the stage).
+ *    of 32, 64B-swizzled), so a tile lands in the layout the products read.
+ *    K and V each have their barriers, as FlashAttention-3's: stage s's K
+ *    is gated by full_k[s] (one arrival with expect_tx of its bytes: the
+ *    phase completes when its boxes landed) and empty_k[s] (one arrival
+ *    per consumer warp once its scores product no longer reads it), V by
+ *    full_v[s] and empty_v[s] (once its P V product is done). A tile's V
+ *    is read a turn after its K (P V of tile kt runs in turn kt + 1), so
+ *    one barrier for both held each K a turn longer than its product
+ *    needed it: with two stages (head sizes 96 and 128) the next tile's
+ *    copy was issued only once the tile before's P V was done, late in the
+ *    turn before the one that reads it, and each turn waited for a copy.
  *  - Warpgroups 1 and 2, the consumers: raise their registers; warpgroup c
  *    owns rows q0 + 64 (c - 1) .. + 63, and per key tile does what
  *    flash_fwd_wgmma.cu's warpgroup does (S = Q K^T by wgmma_ss, N = 128
@@ -107,23 +114,24 @@ template <int HS>
 __host__ __device__ static constexpr int fw3_stage_bytes() {
     return 2 * fw3_kv_bytes<HS>();
 }
-/* Q's buffers (two tiles each), then the stages. */
+/* Q's buffers (two tiles each), then the stages (K, then V). */
 template <int HS, bool PERSIST>
 __host__ __device__ static constexpr int fw3_tiles_bytes() {
     return fw3_q_buffers<PERSIST>() * 2 * fw_tile_bytes<HS>() + fw3_stages<HS>() * fw3_stage_bytes<HS>();
 }
-/* The tiles, then the barriers (q_full and q_empty a Q buffer, full and
- * empty a stage); +1024: tiles 1024-aligned (base offset 0) */
+/* The tiles, then the barriers (q_full and q_empty a Q buffer; full_k,
+ * full_v, empty_k and empty_v a stage); +1024: tiles 1024-aligned (base
+ * offset 0) */
 template <int HS, bool PERSIST>
 __host__ __device__ static constexpr int fw3_shared_bytes() {
-    return 1024 + fw3_tiles_bytes<HS, PERSIST>() + 2 * (fw3_q_buffers<PERSIST>() + fw3_stages<HS>()) * 8;
+    return 1024 + fw3_tiles_bytes<HS, PERSIST>() + (2 * fw3_q_buffers<PERSIST>() + 4 * fw3_stages<HS>()) * 8;
 }
 
 /* The block's shared memory, carved from the dynamic allocation. */
 struct fw3_smem {
     unsigned char *q;     /* Q buffer qb: consumer c's tile at q + (2 qb + c - 1) tile */
     unsigned char *stage; /* stage s: K at stage + s * fw3_stage_bytes, V one tile after */
-    uint64_t *q_full, *q_empty, *full, *empty;
+    uint64_t *q_full, *q_empty, *full_k, *full_v, *empty_k, *empty_v;
 };
 
 /* The tensor maps of one call, passed by value (__grid_constant__): one
@@ -193,16 +201,19 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     m.stage = m.q + fw3_q_buffers<PERSIST>() * 2 * fw_tile_bytes<HS>();
     m.q_full = (uint64_t *)(m.q + fw3_tiles_bytes<HS, PERSIST>());
     m.q_empty = m.q_full + fw3_q_buffers<PERSIST>();
-    m.full = m.q_empty + fw3_q_buffers<PERSIST>();
-    m.empty = m.full + fw3_stages<HS>();
+    m.full_k = m.q_empty + fw3_q_buffers<PERSIST>();
+    m.full_v = m.full_k + fw3_stages<HS>();
+    m.empty_k = m.full_v + fw3_stages<HS>();
+    m.empty_v = m.empty_k + fw3_stages<HS>();
     return m;
 }
 
 /* The producer's one thread, over the block's items: item n's Q (two
  * tiles) into buffer n % QBUF once the consumers released that buffer's
  * item before, then its key tiles 0 .. k_tiles - 1 into the ring: the
- * block's g-th tile (counted over its items) into stage g % STAGES once
- * its previous occupant (tile g - STAGES) is released. */
+ * block's g-th tile (counted over its items) into stage g % STAGES, its K
+ * once tile g - STAGES's K is released, then its V once that tile's V
+ * is. */
 template <int HS, bool PERSIST, bool PROF>
 static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, const fw3_schedule &sched, int NH, int T,
                                    fw3_laps<PROF> &clk) {
@@ -226,20 +237,25 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, con
         ht_load<HS, FW_KEYS>(q + tile, maps.q, &sm.q_full[qb], h, q0 + FW_KEYS, b);
         clk.lap(FW3_PH_ISSUE_COPIES);
         for (int kt = 0; kt < k_tiles; kt++, g++) {
-            const int s = g % STAGES, round = g / STAGES;
+            const int s = g % STAGES;
+            const unsigned free = ((unsigned)(g / STAGES) & 1u) ^ 1u; /* round 0 passes at once */
             unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
-            mbar_wait(&sm.empty[s], (round & 1) ^ 1); /* round 0 passes at once */
+            mbar_wait(&sm.empty_k[s], free);
             clk.lap(FW3_PH_RING_FULL);
-            mbar_arrive_expect_tx(&sm.full[s], fw3_stage_bytes<HS>());
-            ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full[s], h, kt * FW3_KEYS, b);
-            ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full[s], h, kt * FW3_KEYS, b);
+            mbar_arrive_expect_tx(&sm.full_k[s], fw3_kv_bytes<HS>());
+            ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full_k[s], h, kt * FW3_KEYS, b);
+            clk.lap(FW3_PH_ISSUE_COPIES);
+            mbar_wait(&sm.empty_v[s], free);
+            clk.lap(FW3_PH_RING_FULL);
+            mbar_arrive_expect_tx(&sm.full_v[s], fw3_kv_bytes<HS>());
+            ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full_v[s], h, kt * FW3_KEYS, b);
             clk.lap(FW3_PH_ISSUE_COPIES);
         }
     }
 }
 
-/* The warp's arrival on bar (an empty stage or Q buffer) once its products
- * no longer read what bar guards. */
+/* The warp's arrival on bar (a stage's empty K or V, or a Q buffer's)
+ * once its products no longer read what bar guards. */
 static __device__ __forceinline__ void fw3_release(uint64_t *bar) {
     __syncwarp(); /* every lane has waited for the products that read it */
     if (((int)threadIdx.x & 31) == 0) mbar_arrive(bar);
@@ -279,7 +295,8 @@ struct fw3_part {
  * of tile kt and O += P V of tile kt - 1, and tile kt's softmax runs while
  * that second product is in flight; O's rescale to the new max waits for
  * it. k_tiles + 1 turns: tile 0's scores, one a tile after, the last
- * tile's P V. A row sees the operations of fw_key_tile in the same order
+ * tile's P V. Tile kt's K is released once its scores are in, its V once
+ * P V of it is done (a turn later). A row sees the operations of fw_key_tile in the same order
  * (so the mma.sync forward's bits under the emulation). The Q buffer is
  * released once the last scores are in, before the last P V and the
  * stores, so that the producer can refill it in their time. */
@@ -299,7 +316,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     fm_lane_pos at{{r0 + (lane >> 2), r0 + (lane >> 2) + 8}, 0, lane & 3};
     clk.lap(FW3_PH_ENTRY);
     mbar_wait(w.q_full, w.q_parity);
-    mbar_wait(&sm.full[w.g0 % STAGES], (w.g0 / STAGES) & 1);
+    mbar_wait(&sm.full_k[w.g0 % STAGES], (w.g0 / STAGES) & 1);
     clk.lap(FW3_PH_FIRST_DATA);
     turns.take(); /* turn 0: tile 0's scores */
     clk.lap(FW3_PH_TURN);
@@ -311,6 +328,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     clk.lap(FW3_PH_SCORES);
+    fw3_release(&sm.empty_k[w.g0 % STAGES]);
     fw3_softmax<POLY>(s, m, l, m_prev, at, r0, w.q0w, 0, scale_log2, T);
     clk.lap(FW3_PH_SOFTMAX);
     fw_rescale<HS>(o, m_prev, m);
@@ -318,7 +336,8 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     clk.lap(FW3_PH_RESCALE);
     for (int kt = 1; kt < w.k_tiles; kt++) {
         const int g = w.g0 + kt, st = g % STAGES, before = (g - 1) % STAGES;
-        mbar_wait(&sm.full[st], (g / STAGES) & 1);
+        mbar_wait(&sm.full_k[st], (g / STAGES) & 1);
+        mbar_wait(&sm.full_v[before], ((g - 1) / STAGES) & 1); /* landed a turn ago, as a rule */
         clk.lap(FW3_PH_DATA);
         wgmma_fence_operand(o);
         turns.take();
@@ -333,18 +352,20 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
         wgmma_wait<1>(); /* the scores; P V of tile kt - 1 may still run */
         wgmma_fence_operand(s);
         clk.lap(FW3_PH_SCORES);
+        fw3_release(&sm.empty_k[st]);
         fw3_softmax<POLY>(s, m, l, m_prev, at, r0, w.q0w, kt * FW3_KEYS, scale_log2, T);
         clk.lap(FW3_PH_SOFTMAX);
         wgmma_wait<0>(); /* P V of tile kt - 1: o and a are free */
         wgmma_fence_operand(o);
         clk.lap(FW3_PH_PV);
-        fw3_release(&sm.empty[before]);
+        fw3_release(&sm.empty_v[before]);
         fw_rescale<HS>(o, m_prev, m);
         fw_pack<FW3_KEYS>(a, s);
         clk.lap(FW3_PH_RESCALE);
     }
     if (w.q_release) fw3_release(w.q_release); /* every scores product of the item is waited for */
-    const int last = (w.g0 + w.k_tiles - 1) % STAGES;
+    const int g_last = w.g0 + w.k_tiles - 1, last = g_last % STAGES;
+    mbar_wait(&sm.full_v[last], (g_last / STAGES) & 1);
     wgmma_fence_operand(o);
     turns.take(); /* the last turn: the last tile's P V */
     clk.lap(FW3_PH_TURN);
@@ -356,7 +377,7 @@ static __device__ void fw3_consume_item(const fw3_smem &sm, const fw3_part &w, s
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     clk.lap(FW3_PH_PV);
-    fw3_release(&sm.empty[last]);
+    fw3_release(&sm.empty_v[last]);
     fw_store_rows<HS>(w.out, stride, w.lse_rows, reinterpret_cast<const float(*)[4]>(o), m, l, at, T);
     clk.lap(FW3_PH_STORE);
 }
@@ -425,8 +446,10 @@ __global__ void __launch_bounds__(FW3_THREADS, 1)
             mbar_init(&sm.q_empty[qb], FW3_CONSUMER_WARPS);
         }
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&sm.full[s], 1);
-            mbar_init(&sm.empty[s], FW3_CONSUMER_WARPS);
+            mbar_init(&sm.full_k[s], 1);
+            mbar_init(&sm.full_v[s], 1);
+            mbar_init(&sm.empty_k[s], FW3_CONSUMER_WARPS);
+            mbar_init(&sm.empty_v[s], FW3_CONSUMER_WARPS);
         }
         mbar_fence_init();
     }

@@ -269,6 +269,14 @@ uint64_t mbar_arrive(uint64_t *bar, unsigned expect_tx_bytes) {
     b.pending--;
     progress();
     settle(p, bar, b);
+    /* The arrival completed the phase: let the threads waiting on it run
+     * now, before this one goes on. On the device they run at once; here,
+     * without the switch, a producer waiting for an empty stage ran only at
+     * this thread's next wait, so a stage released before the products
+     * that read it were waited for was refilled after they ran, and
+     * nothing saw it (with the switch, its copy's NaN fill lands in their
+     * operands before their wait: wgmma's digest check). */
+    if (b.phase != token) spin();
     return token;
 }
 
