@@ -208,6 +208,19 @@ static __device__ fw3_smem fw3_carve(unsigned char *raw) {
     return m;
 }
 
+/* One K or V tile of keys t0 .. into the ring at dst, by the producer's
+ * thread: once its slot's last reader released it (empty, at parity
+ * `released`), announced on full and copied. */
+template <int HS, bool PROF>
+static __device__ __forceinline__ void fw3_ring_load(unsigned char *dst, const CUtensorMap (&map)[2], uint64_t *empty, uint64_t *full,
+                                                     unsigned released, int h, int t0, int b, fw3_laps<PROF> &clk) {
+    mbar_wait(empty, released);
+    clk.lap(FW3_PH_RING_FULL);
+    mbar_arrive_expect_tx(full, fw3_kv_bytes<HS>());
+    ht_load<HS, FW3_KEYS>(dst, map, full, h, t0, b);
+    clk.lap(FW3_PH_ISSUE_COPIES);
+}
+
 /* The producer's one thread, over the block's items: item n's Q (two
  * tiles) into buffer n % QBUF once the consumers released that buffer's
  * item before, then its key tiles 0 .. k_tiles - 1 into the ring: the
@@ -238,18 +251,10 @@ static __device__ void fw3_produce(const fw3_maps &maps, const fw3_smem &sm, con
         clk.lap(FW3_PH_ISSUE_COPIES);
         for (int kt = 0; kt < k_tiles; kt++, g++) {
             const int s = g % STAGES;
-            const unsigned free = ((unsigned)(g / STAGES) & 1u) ^ 1u; /* round 0 passes at once */
+            const unsigned released = ((unsigned)(g / STAGES) & 1u) ^ 1u; /* round 0 passes at once */
             unsigned char *k = sm.stage + s * fw3_stage_bytes<HS>();
-            mbar_wait(&sm.empty_k[s], free);
-            clk.lap(FW3_PH_RING_FULL);
-            mbar_arrive_expect_tx(&sm.full_k[s], fw3_kv_bytes<HS>());
-            ht_load<HS, FW3_KEYS>(k, maps.k, &sm.full_k[s], h, kt * FW3_KEYS, b);
-            clk.lap(FW3_PH_ISSUE_COPIES);
-            mbar_wait(&sm.empty_v[s], free);
-            clk.lap(FW3_PH_RING_FULL);
-            mbar_arrive_expect_tx(&sm.full_v[s], fw3_kv_bytes<HS>());
-            ht_load<HS, FW3_KEYS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.full_v[s], h, kt * FW3_KEYS, b);
-            clk.lap(FW3_PH_ISSUE_COPIES);
+            fw3_ring_load<HS>(k, maps.k, &sm.empty_k[s], &sm.full_k[s], released, h, kt * FW3_KEYS, b, clk);
+            fw3_ring_load<HS>(k + fw3_kv_bytes<HS>(), maps.v, &sm.empty_v[s], &sm.full_v[s], released, h, kt * FW3_KEYS, b, clk);
         }
     }
 }
@@ -296,8 +301,9 @@ struct fw3_part {
  * that second product is in flight; O's rescale to the new max waits for
  * it. k_tiles + 1 turns: tile 0's scores, one a tile after, the last
  * tile's P V. Tile kt's K is released once its scores are in, its V once
- * P V of it is done (a turn later). A row sees the operations of fw_key_tile in the same order
- * (so the mma.sync forward's bits under the emulation). The Q buffer is
+ * P V of it is done (a turn later). A row sees the operations of
+ * fw_key_tile in the same order (so the mma.sync forward's bits under the
+ * emulation). The Q buffer is
  * released once the last scores are in, before the last P V and the
  * stores, so that the producer can refill it in their time. */
 template <int HS, bool PROF, int POLY>

@@ -75,10 +75,10 @@ void accumulate(cudaStream_t stream, float *dst, const float *src, int n, bool a
  * scratch, which no other user touches meanwhile: the call's other users
  * (an epilogue's bias gradient) stay within its first `low` bytes, and a
  * column sum (cuda_bias_backward) runs beside it only where its partials
- * stay below it too, else after the join. False, for the two products in turn on the compute stream, when
- * the option is off or the scratch has no such room (a small one, as the
- * kernel checks' chunked runs give). The same plans on either lane
- * (lt_lane), so the same bits. */
+ * stay below it too, else after the join. False, for the two products in
+ * turn on the compute stream, when the option is off or the scratch has no
+ * such room (a small one, as the kernel checks' chunked runs give). The
+ * same plans on either lane (lt_lane), so the same bits. */
 bool side_lane(const cuda_ctx *ctx, size_t low, lt_lane *side) {
     if (!ctx->dw_overlap || ctx->scratch_bytes < ctx->lt_workspace_bytes + low) return false;
     *side = lt_lane{ctx->side_stream, (char *)ctx->scratch + (ctx->scratch_bytes - ctx->lt_workspace_bytes)};
