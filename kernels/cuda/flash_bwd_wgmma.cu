@@ -52,11 +52,15 @@
  *     row's slots in key-block order: dq in a fixed order, no atomics,
  *     the same bits run after run. Without DQ (a scratch too small for
  *     one pair's slots) flash_bwd.cu runs the mma.sync dq kernel instead.
- * The warpgroups issue a tile's score products in turn (warpgroup 1 after
- * 0, on a named barrier), so that one's softmax runs while the tensor core
- * works on the other's products; without the turn both would issue at
- * once, then both wait, and the tensor core would idle through both
- * softmaxes.
+ * The warpgroups issue a tile's score products in turn (on a named
+ * barrier), so that one's softmax runs while the tensor core works on the
+ * other's products; without the turn both would issue at once, then both
+ * wait, and the tensor core would idle through both softmaxes. The one
+ * with less of the tile before's dq share left goes first
+ * (bw_first_issuer: at head size 64 the one that took no share), where
+ * warpgroup 0 always went first: at head size 64, on every other tile,
+ * warpgroup 1 waited through 0's dq product and store before it could
+ * issue.
  * Warpgroup 1 runs its first query tile, above all its keys, masked (zero
  * P and dS), so both meet every barrier. Two warpgroups a block halve the
  * Q and dout staged per key and the dq slots, and give dq 128 keys of k.
@@ -228,7 +232,8 @@ __global__ void __launch_bounds__(BW_THREADS, 1)
         clk.lap(BW_PH_DATA);
         const unsigned char *ks_w = ks + wg * tile, *vs_w = vs + wg * tile;
         unsigned char *ds_n = dss + par * bw_ds_bytes();
-        bw_query_tile_at<HS, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, wg_k0, c, clk);
+        bw_query_tile_at<HS, DQ, KVR>(dk, dv, ks_w, vs_w, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par], q0, kw, wg, wg_k0,
+                                      bw_first_issuer<HS>(par), c, clk);
         bw_stats_land(lse2_t[par ^ 1]); /* tile n + 1's statistics, for every thread after the barrier (see there) */
         if (DQ) fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         /* with DQ: both warpgroups' keys of dS^T are in; either way stage n's and the statistics' readers are done,

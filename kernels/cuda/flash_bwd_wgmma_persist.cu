@@ -136,7 +136,7 @@ static __device__ __forceinline__ int bwp_run_item(const bwp_block &x, bwp_copie
                           next.kb * BW_KEYS, T);
         mbar_wait(&x.full[st], (uint32_t)(g / BWP_STAGES) & 1u);
         bw_query_tile_at<BWP_HS, true, true>(dk, dv, ks + wg * tile, vs + wg * tile, kv, qs, qs + tile, ds_n, lse2_t[par], D_t[par],
-                                             q0, kw, wg, wg_k0, c, clk);
+                                             q0, kw, wg, wg_k0, bw_first_issuer<BWP_HS>(par), c, clk);
         bw_stats_land(lse2_t[par ^ 1]);
         fence_proxy_async_shared(); /* dS^T's plain stores, to the tensor core's reads */
         __syncthreads();            /* as the plain launch's; after the item's first, item n - 1 is done with its set */

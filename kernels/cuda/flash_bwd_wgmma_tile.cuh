@@ -226,24 +226,41 @@ struct bw_kv_held<false> {
     __device__ __forceinline__ void load(const unsigned char *, const unsigned char *) {}
 };
 
+/* The warpgroup that issues a tile's score products first (BW_BAR_TURN),
+ * par the tile's parity: the one with less of the tile before's dq share
+ * (bw_dq_tile) to finish, so that it goes on with this tile's products
+ * while the other finishes. At head size 64 warpgroup par ^ 1 took the
+ * tile before's share, so par goes first; at 96 warpgroup 1's chunk is 32
+ * columns to 0's 64; at 128 the chunks are equal. Which goes first
+ * changes no sum (each warpgroup's products are its own). */
+template <int HS>
+static __device__ __forceinline__ int bw_first_issuer(int par) {
+    using H = head_tile<HS>;
+    if constexpr (H::chunks == 1)
+        return par;
+    else
+        return H::cols1 < 64 ? 1 : 0;
+}
+
 /* One staged query tile (rows q0 ..) against warpgroup wg's 64 keys (ks,
  * vs: its K and V): dk, dv (its accumulators: warp w's keys kw .. kw + 15
  * as rows, the head's columns) += dS^T Q, P^T dout, waited for; DQ: dS^T
  * into the warpgroup's rows of dss. EDGE: the tile touches the warpgroup's
- * diagonal or T, where fb_ds masks. Warpgroup 1 issues its score products
- * after warpgroup 0's (BW_BAR_TURN), so that 0's softmax runs while the
- * tensor core works on 1's, and 1's while it works on 0's dk and dv. KVR:
+ * diagonal or T, where fb_ds masks. The other warpgroup issues its score
+ * products after warpgroup `first`'s (BW_BAR_TURN; bw_first_issuer), so
+ * that first's softmax runs while the tensor core works on the other's,
+ * and the other's while it works on first's dk and dv. KVR:
  * the score products take K and V from kv (bw_kv_in_registers). clk: the
  * profiled instance's phases (bw_laps). */
 template <int HS, bool EDGE, bool DQ, bool KVR, bool PROF>
 static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
                                                      const unsigned char *vs, const bw_kv_held<KVR> &kv,
                                                      const unsigned char *qs, const unsigned char *gs, unsigned char *dss,
-                                                     const float *lse2, const float *D, int q0, int kw, int wg, const fb_pair &c,
-                                                     bw_laps<PROF> &clk) {
+                                                     const float *lse2, const float *D, int q0, int kw, int wg, int first,
+                                                     const fb_pair &c, bw_laps<PROF> &clk) {
     const int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float s[32], dp[32], kept[32];
-    if (wg == 1) named_bar_sync(BW_BAR_TURN, BW_THREADS);
+    if (wg != first) named_bar_sync(BW_BAR_TURN, BW_THREADS);
     clk.lap(BW_PH_TURN);
     wgmma_fence(); /* s and dp were last read by this thread's registers */
     if constexpr (KVR) {
@@ -260,7 +277,7 @@ static __device__ __forceinline__ void bw_query_tile(float (&dk)[HS / 2], float 
             wgmma_ss<BW_ROWS, 0, 0>(dp, ht_k_major<HS, BW_WG_KEYS>(vs, step), ht_k_major<HS, BW_ROWS>(gs, step), step > 0);
     }
     wgmma_commit();
-    if (wg == 0) named_bar_arrive(BW_BAR_TURN, BW_THREADS);
+    if (wg == first) named_bar_arrive(BW_BAR_TURN, BW_THREADS);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     wgmma_fence_operand(dp);
@@ -299,11 +316,12 @@ template <int HS, bool DQ, bool KVR, bool PROF>
 static __device__ __forceinline__ void bw_query_tile_at(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned char *ks,
                                                         const unsigned char *vs, const bw_kv_held<KVR> &kv, const unsigned char *qs,
                                                         const unsigned char *gs, unsigned char *dss, const float *lse2, const float *D,
-                                                        int q0, int kw, int wg, int wg_k0, const fb_pair &c, bw_laps<PROF> &clk) {
+                                                        int q0, int kw, int wg, int wg_k0, int first, const fb_pair &c,
+                                                        bw_laps<PROF> &clk) {
     if (q0 < wg_k0 + BW_WG_KEYS || q0 + BW_ROWS > c.T)
-        bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, c, clk);
+        bw_query_tile<HS, true, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, first, c, clk);
     else
-        bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, c, clk);
+        bw_query_tile<HS, false, DQ, KVR>(dk, dv, ks, vs, kv, qs, gs, dss, lse2, D, q0, kw, wg, first, c, clk);
 }
 
 /* A block's dk (scaled) and dv, warp rows kw .., into dqkv's k and v
