@@ -148,8 +148,8 @@ else not_ok auto_two_heads_runs "$(tail -n 3 "$tmp/two.out" | tr '\n' ' ')"; fi
 # bench_attention: the wgmma forwards (and the persistent TMA one) as rows of their own at head
 # sizes 64 and 96, checked against the tuned mma.sync shape (where a head size has no instance it
 # says so: tests/kernels/attention.c checks the refusal at 80); the wgmma backward at 64 and 96 too,
-# the persistent wgmma backward at 64 only, and in rounds of at most 24 MB of dq slots at both, with
-# the same bits
+# the persistent wgmma backward at 64 only, and in rounds of at most 24 MB of dq slots at both (the
+# slots summed by the reduction kernel, and in the kernel), with the same bits
 bench=build/emu/bench_attention_emu
 "$bench" --shape 1,2,130,64 --shape 1,1,70,96 --warmup 0 --runs 1 >"$tmp/bench.out" 2>&1
 rc=$?
@@ -163,6 +163,8 @@ if [ $rc -eq 0 ] && grep -qP '^1,2,130,64\tforward\twgmma: .*\t(same bits|err=[0
     ! grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, persistent' "$tmp/bench.out" &&
     grep -qP '^1,2,130,64\tbackward\twgmma: as the slots row, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
     grep -qP '^1,1,70,96\tbackward\twgmma: as the slots row, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
+    grep -qP '^1,2,130,64\tbackward\twgmma: dq by slots summed in the kernel, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
+    grep -qP '^1,1,70,96\tbackward\twgmma: dq by slots summed in the kernel, rounds of at most 24 MB .*\tsame bits$' "$tmp/bench.out" &&
     tail -n 1 "$tmp/bench.out" | grep -q "^# every check passed"; then
     ok bench_attention_times_wgmma
 else not_ok bench_attention_times_wgmma "exit $rc: $(grep -E 'wgmma|not ok' "$tmp/bench.out" | head -n 3 | tr '\n' ' ')"; fi
@@ -217,13 +219,14 @@ else not_ok wgmma_backward_dq_by_mma_row "exit $rc: $(grep -E 'backward' "$tmp/b
 # (CUDA_WGMMA_DQ_SUMMED), its own instance; with a scratch of one pair a round (197424 bytes a
 # pair at T = 200 and head size 128, two key blocks, after 256 of alignment), two rounds
 # (EMU_VERBOSE's launches), each zeroing its counts first (a round whose counts start where the
-# last one's ended sums nothing, and its dq stays the zeros the row starts from)
+# last one's ended sums nothing, and its dq stays the zeros the row starts from); the row in
+# rounds of at most 24 MB has one pair a round here too: 4 launches of the summed instance
 summed_row='^1,(1|2),(70|200),128\tbackward\twgmma: .*dq by slots summed in the kernel\t.*\t(same bits|err=[0-9.e-]+)$'
 EMU_SCRATCH_BYTES=300000 EMU_VERBOSE=1 "$bench" --shape 1,2,200,128 --warmup 0 --runs 1 >"$tmp/summed.out" 2>"$tmp/summed.launches"
 summed_rc=$?
 summed_launches=$(grep -c 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false><<<' "$tmp/summed.launches")
 if [ $rc -eq 0 ] && grep -qP "$summed_row" "$tmp/bench128.out" && grep -q 'flash_bwd_wgmma_kernel<HS, true, KVR, true, S, false>' \
-    "$tmp/bench128.launches" && [ $summed_rc -eq 0 ] && grep -qP "$summed_row" "$tmp/summed.out" && [ "$summed_launches" = 2 ] &&
+    "$tmp/bench128.launches" && [ $summed_rc -eq 0 ] && grep -qP "$summed_row" "$tmp/summed.out" && [ "$summed_launches" = 4 ] &&
     tail -n 1 "$tmp/summed.out" | grep -q "^# every check passed"; then
     ok wgmma_backward_dq_summed_row_in_rounds
 else not_ok wgmma_backward_dq_summed_row_in_rounds "exit $rc $summed_rc, $summed_launches launches in rounds: $(grep -E 'summed|not ok' "$tmp/bench128.out" "$tmp/summed.out" | tr '\n' ' ')"; fi

@@ -515,16 +515,20 @@ static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const voi
  * does not fit the call, else as slots_backward. */
 template <typename F>
 static int wgmma_form(tg_o o, bool built, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                      int T, int NH, int HS, F gradients, int max_pairs = FL_MAX_PAIRS) {
+                      int T, int NH, int HS, F gradients, int max_pairs = FL_MAX_PAIRS,
+                      size_t (*slot_bytes)(int T, int HS) = flash_bwd_wgmma_slot_bytes) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !built || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
-    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, flash_bwd_wgmma_slot_bytes, gradients, max_pairs);
+    return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, slot_bytes, gradients, max_pairs);
 }
 
 int cuda_attention_backward_wgmma_rounds(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
-                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes) {
-    const size_t pairs = round_slot_bytes / flash_bwd_wgmma_slot_bytes(T > 0 ? T : 1, HS);
+                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes, int summed) {
+    size_t (*slot_bytes)(int, int) = summed ? flash_bwd_wgmma_sum_bytes : flash_bwd_wgmma_slot_bytes;
+    const size_t pairs = round_slot_bytes / slot_bytes(T > 0 ? T : 1, HS);
     const int max_pairs = pairs < 1 ? 1 : pairs < FL_MAX_PAIRS ? (int)pairs : FL_MAX_PAIRS;
+    if (summed)
+        return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SUMMED>, max_pairs, slot_bytes);
     return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SLOTS>, max_pairs);
 }
 

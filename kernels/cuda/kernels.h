@@ -171,10 +171,13 @@ int cuda_attention_backward_wgmma_two_stages(tg_o o, void *dqkv, const void *dou
  * rounds are as many pairs as the kernel scratch holds (about 62 MB of
  * slots at T 1024, over an H200's 50 MB L2): for bench_attention to time
  * rounds whose slots stay in L2 between the kernel that writes them and
- * the reduction that reads them; the same bits. Returns as
- * cuda_attention_backward_wgmma_kv_shared's (head sizes 64, 96 and 128). */
+ * the reduction that reads them; summed: the slots summed in the kernel
+ * (CUDA_WGMMA_DQ_SUMMED's route, its counts in the round's bytes), where
+ * each tile's last key block reads them soon after the others wrote them.
+ * The same bits. Returns as cuda_attention_backward_wgmma_kv_shared's
+ * (head sizes 64, 96 and 128). */
 int cuda_attention_backward_wgmma_rounds(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
-                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes);
+                                         const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes, int summed);
 /* The wgmma backward, dq by its slots, as a persistent kernel at head size
  * 64: at most `blocks` blocks (<= 0: one an SM), each over its share of
  * the key blocks, longest first, the next one's K, V, first query tiles

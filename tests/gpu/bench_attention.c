@@ -133,7 +133,8 @@ static int cmp_double(const void *a, const void *b) {
  * memory at head size 64, SHAPE_WGMMA_TWO_STAGES: with two stages of Q and
  * dout at head sizes 64 and 96, SHAPE_WGMMA_PERSISTENT: as a persistent
  * kernel at head size 64, SHAPE_WGMMA_L2_ROUNDS: in rounds of at most
- * L2_ROUND_BYTES of dq slots. */
+ * L2_ROUND_BYTES of dq slots, SHAPE_WGMMA_L2_ROUNDS_SUMMED: the same with
+ * the slots summed in the kernel. */
 #define SHAPE_WGMMA (-1)
 #define SHAPE_WGMMA_WS (-2)
 #define SHAPE_FUSED (-3)
@@ -144,6 +145,7 @@ static int cmp_double(const void *a, const void *b) {
 #define SHAPE_WGMMA_WS_POLY8 (-8)
 #define SHAPE_WGMMA_PERSISTENT (-9)
 #define SHAPE_WGMMA_L2_ROUNDS (-10)
+#define SHAPE_WGMMA_L2_ROUNDS_SUMMED (-11)
 /* Half an H200's 50 MB L2: the slots a round writes, read back by its
  * reduction, beside the round's Q, K, V and dout. */
 #define L2_ROUND_BYTES ((size_t)24 << 20)
@@ -180,7 +182,12 @@ static int persistent_backward(tg_o o, void *dqkv, const void *dout, const void 
  * form bench_backward_wgmma_form takes). */
 static int l2_rounds_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                               int T, int NH, int HS) {
-    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, L2_ROUND_BYTES);
+    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, L2_ROUND_BYTES, 0);
+}
+/* As l2_rounds_backward, the slots summed in the kernel (CUDA_WGMMA_DQ_SUMMED's route). */
+static int l2_rounds_summed_backward(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
+                                     int T, int NH, int HS) {
+    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, L2_ROUND_BYTES, 1);
 }
 
 static void run_call(const attn_call *call) {
@@ -196,6 +203,8 @@ static void run_call(const attn_call *call) {
         persistent_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA_L2_ROUNDS)
         l2_rounds_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
+    else if (call->backward && call->shape == SHAPE_WGMMA_L2_ROUNDS_SUMMED)
+        l2_rounds_summed_backward(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS);
     else if (call->backward && call->shape == SHAPE_WGMMA)
         cuda_attention_backward_wgmma_dq(call->o, b->dqkv, b->dout, b->tuned_out, b->qkv, b->lse, c->B, c->T, c->NH, c->HS,
                                          (tg_dropout){0}, call->dq, NULL);
@@ -450,7 +459,8 @@ static int bench_backward_wgmma_form(tg_o o, const attn_case *c, const attn_buff
  * head size 64), their sum at the end of the key blocks, or the two
  * products the dq kernel repeats; at head size 64 also with K and V from
  * shared memory and as a persistent kernel, at 64 and 96 with two stages
- * of Q and dout, and in rounds whose slots fit in L2. */
+ * of Q and dout, and in rounds whose slots fit in L2 (summed by the
+ * reduction kernel, or in the kernel). */
 static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *buf, const bench_opts *opts,
                                 double ceiling) {
     int ran;
@@ -469,6 +479,9 @@ static int bench_backward_wgmma(tg_o o, const attn_case *c, const attn_buffers *
     /* rounds of at most 24 MB of slots, where every run's fill the 64 MB scratch (the same bits) */
     failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, l2_rounds_backward, SHAPE_WGMMA_L2_ROUNDS,
                                         "wgmma: as the slots row, rounds of at most 24 MB of dq slots (L2 50 MB), not 62");
+    /* both: each tile's last key block sums slots written a moment before, in a round whose slots fit in L2 */
+    failed += bench_backward_wgmma_form(o, c, buf, opts, ceiling, l2_rounds_summed_backward, SHAPE_WGMMA_L2_ROUNDS_SUMMED,
+                                        "wgmma: dq by slots summed in the kernel, rounds of at most 24 MB of dq slots");
     return failed + bench_backward_wgmma_dq(o, c, buf, opts, ceiling, CUDA_WGMMA_DQ_MMA, &ran);
 }
 
