@@ -45,7 +45,8 @@
  *     barrier, the tile's share of dq over the block's 128 keys, dS K, by
  *     wgmma_ss with both operands MN-major (dS^T as [key][query], K's
  *     chunk as [key][column]), one chain of eight k16 steps a chunk: at
- *     head size 64 by the warpgroup of the tile's parity, at 96 and 128
+ *     head size 64 by the warpgroup of the tile's parity, at 96 chunk 0
+ *     (64 columns) by that one and chunk 1 (32) by the other, at 128
  *     chunk w by warpgroup w; written as float32 to its own slot of the
  *     scratch (one 64 x HS slot per 128-key block and query tile at or
  *     below the diagonal); flash_dq_reduce_kernel then sums each query
@@ -57,10 +58,10 @@
  * other's products; without the turn both would issue at once, then both
  * wait, and the tensor core would idle through both softmaxes. The one
  * with less of the tile before's dq share left goes first
- * (bw_first_issuer: at head size 64 the one that took no share), where
- * warpgroup 0 always went first: at head size 64, on every other tile,
- * warpgroup 1 waited through 0's dq product and store before it could
- * issue.
+ * (bw_first_issuer: at head size 64 the one that took no share, at 96 the
+ * one that took the 32-column chunk), where warpgroup 0 always went
+ * first: at head size 64, on every other tile, warpgroup 1 waited through
+ * 0's dq product and store before it could issue.
  * Warpgroup 1 runs its first query tile, above all its keys, masked (zero
  * P and dS), so both meet every barrier. Two warpgroups a block halve the
  * Q and dout staged per key and the dq slots, and give dq 128 keys of k.

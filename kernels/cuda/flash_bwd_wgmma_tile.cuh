@@ -226,20 +226,25 @@ struct bw_kv_held<false> {
     __device__ __forceinline__ void load(const unsigned char *, const unsigned char *) {}
 };
 
+/* Whether the warpgroups take the larger part of a tile's dq share in
+ * turns (bw_dq_tile): where the parts differ, at head sizes 64 (all or
+ * nothing) and 96 (chunks of 64 and 32 columns); at 128 the chunks are
+ * equal, and turns there cost 4 bytes of spill (ptxas, sm_90a). */
+template <int HS>
+static __host__ __device__ constexpr bool bw_dq_in_turns() {
+    return head_tile<HS>::chunks == 1 || head_tile<HS>::cols1 < 64;
+}
+
 /* The warpgroup that issues a tile's score products first (BW_BAR_TURN),
  * par the tile's parity: the one with less of the tile before's dq share
  * (bw_dq_tile) to finish, so that it goes on with this tile's products
- * while the other finishes. At head size 64 warpgroup par ^ 1 took the
- * tile before's share, so par goes first; at 96 warpgroup 1's chunk is 32
- * columns to 0's 64; at 128 the chunks are equal. Which goes first
- * changes no sum (each warpgroup's products are its own). */
+ * while the other finishes. With bw_dq_in_turns, warpgroup par ^ 1 took
+ * the larger part of the tile before's share, so par goes first; at 128,
+ * warpgroup 0. Which goes first changes no sum (each warpgroup's products
+ * are its own). */
 template <int HS>
 static __device__ __forceinline__ int bw_first_issuer(int par) {
-    using H = head_tile<HS>;
-    if constexpr (H::chunks == 1)
-        return par;
-    else
-        return H::cols1 < 64 ? 1 : 0;
+    return bw_dq_in_turns<HS>() ? par : 0;
 }
 
 /* One staged query tile (rows q0 ..) against warpgroup wg's 64 keys (ks,
@@ -336,15 +341,18 @@ static __device__ __forceinline__ void bw_store_dkv(__nv_bfloat16 *dqkv, const f
 /* The tile's dq share over the block's keys (both warpgroups' dS^T in dss,
  * every thread past the barrier after its stores) into slot, split
  * between the warpgroups by column chunk: at head size 64 (one chunk) the
- * warpgroup of the tile's parity takes it, at 96 warpgroup w takes chunk
- * w. */
+ * warpgroup of the tile's parity n takes it; at 96 that one takes chunk 0
+ * (64 columns) and the other chunk 1 (32), so that each takes the larger
+ * every other tile (bw_dq_in_turns); at 128 warpgroup w takes chunk w. A
+ * chunk's product and store are the same whichever warpgroup runs them:
+ * the same bits. */
 template <int HS>
 static __device__ __forceinline__ void bw_dq_tile(float *slot, const unsigned char *dss, const unsigned char *ks, int wg, int n) {
     using H = head_tile<HS>;
     if constexpr (H::chunks == 1) {
         if (wg == n) bw_dq_share<HS, 64>(slot, dss, ks, 0);
     } else {
-        if (wg == 0)
+        if (wg == (bw_dq_in_turns<HS>() ? n : 0))
             bw_dq_share<HS, 64>(slot, dss, ks, 0);
         else
             bw_dq_share<HS, H::cols1>(slot, dss, ks, 1);
