@@ -70,7 +70,7 @@
  * its block barrier (a plain load there held the whole block for a memory
  * latency every tile).
  * ptxas (sm_90a, CUDA 13.0), with every run's stages: DQ at 64 230
- * registers, at 96 234, at 128 255; without DQ 200, 198 and 232; none
+ * registers, at 96 238, at 128 255; without DQ 200, 198 and 232; none
  * spills. docs/design.md has the history: the forms tried and their
  * registers.
  * SUM (bench_attention's "dq by slots summed in the kernel" row, not yet
