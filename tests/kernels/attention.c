@@ -588,11 +588,11 @@ static void wgmma_backward_two_stages(env *e, attn_bwd *a, const void *got, cons
  * against the default's dqkv `got`, whose rounds hold as many pairs as the
  * scratch does: the same bits, on a GPU too, with a pair a round (bytes 1:
  * every pair's D, slots and reduction in a round of its own) and with
- * bench_attention's 24 MB, the slots summed by the reduction kernel and in
- * the kernel (the scratch poisoned first, as wgmma_backward_summed says
- * why: each round's counts are zeroed anew, and a tile summed before its
- * last share landed would read a poisoned slot); refused without room for
- * the slots. */
+ * bench_attention's 24 MB; and with the slots summed in the kernel in
+ * rounds of a pair (the scratch poisoned first, as wgmma_backward_summed
+ * says why: each round's counts must be zeroed anew; in 24 MB these
+ * cases are one round, which wgmma_backward_summed checks); refused
+ * without room for the slots. */
 static int rounds_of_a_pair(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                             int T, int NH, int HS) {
     return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 1, 0);
@@ -605,15 +605,11 @@ static int summed_rounds_of_a_pair(tg_o o, void *dqkv, const void *dout, const v
                                    int B, int T, int NH, int HS) {
     return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, 1, 1);
 }
-static int summed_rounds_of_24mb(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                                 int T, int NH, int HS) {
-    return cuda_attention_backward_wgmma_rounds(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, (size_t)24 << 20, 1);
-}
 static void wgmma_backward_rounds(env *e, attn_bwd *a, const void *got, const char *shape) {
-    static const wgmma_backward_form forms[] = {rounds_of_a_pair, rounds_of_24mb, summed_rounds_of_a_pair, summed_rounds_of_24mb};
-    static const size_t bytes[] = {1, (size_t)24 << 20, 1, (size_t)24 << 20};
+    static const wgmma_backward_form forms[] = {rounds_of_a_pair, rounds_of_24mb, summed_rounds_of_a_pair};
+    static const size_t bytes[] = {1, (size_t)24 << 20, 1};
     char name[256];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
         const char *sum = i < 2 ? "" : ", summed in the kernel";
         int slots_room;
         if (i >= 2) {
