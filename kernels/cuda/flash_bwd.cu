@@ -475,6 +475,13 @@ int cuda_attention_backward_wgmma(tg_o o, void *dqkv, const void *dout, const vo
     return cuda_attention_backward_wgmma_dq(o, dqkv, dout, out, qkv, lse, B, T, NH, HS, drop, CUDA_WGMMA_DQ_SLOTS, NULL);
 }
 
+/* The bytes a pair of the wgmma backward's dq takes in the scratch: its
+ * slots, and with the slots summed in the kernel their counts too. */
+typedef size_t (*slot_bytes_fn)(int T, int HS);
+static slot_bytes_fn wgmma_slot_bytes(bool summed) {
+    return summed ? flash_bwd_wgmma_sum_bytes : flash_bwd_wgmma_slot_bytes;
+}
+
 int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse,
                                      int B, int T, int NH, int HS, tg_dropout drop, cuda_wgmma_dq want, cuda_wgmma_dq *taken) {
     cuda_ctx *ctx = cuda_ctx_of(o);
@@ -482,7 +489,7 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
     /* dq through the slots where the scratch holds one pair's (with its D); otherwise by mma.sync */
     const int T_room = T > 0 ? T : 1; /* the route of an empty call too */
     const bool summed = want == CUDA_WGMMA_DQ_SUMMED;
-    const size_t slots = summed ? flash_bwd_wgmma_sum_bytes(T_room, HS) : flash_bwd_wgmma_slot_bytes(T_room, HS);
+    const size_t slots = wgmma_slot_bytes(summed)(T_room, HS);
     const bool dq_slots = want != CUDA_WGMMA_DQ_MMA && round_pairs(ctx, T_room, slots) > 0;
     if (taken) *taken = dq_slots ? want : CUDA_WGMMA_DQ_MMA;
     if (B <= 0 || T <= 0 || NH <= 0) return 1;
@@ -500,7 +507,7 @@ int cuda_attention_backward_wgmma_dq(tg_o o, void *dqkv, const void *dout, const
  * rounds (nothing for an empty call) and 1. */
 template <typename F>
 static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
-                          int T, int NH, int HS, size_t (*slot_bytes)(int T, int HS), F gradients, int max_pairs = FL_MAX_PAIRS) {
+                          int T, int NH, int HS, slot_bytes_fn slot_bytes, F gradients, int max_pairs = FL_MAX_PAIRS) {
     const int T_room = T > 0 ? T : 1; /* the answer of an empty call too */
     const size_t slots = slot_bytes(T_room, HS);
     if (round_pairs(ctx, T_room, slots) == 0) return 0; /* not one pair's slots */
@@ -516,7 +523,7 @@ static int slots_backward(cuda_ctx *ctx, void *dqkv, const void *dout, const voi
 template <typename F>
 static int wgmma_form(tg_o o, bool built, void *dqkv, const void *dout, const void *out, const void *qkv, const float *lse, int B,
                       int T, int NH, int HS, F gradients, int max_pairs = FL_MAX_PAIRS,
-                      size_t (*slot_bytes)(int T, int HS) = flash_bwd_wgmma_slot_bytes) {
+                      slot_bytes_fn slot_bytes = flash_bwd_wgmma_slot_bytes) {
     cuda_ctx *ctx = cuda_ctx_of(o);
     if (o->act != TG_BF16 || !built || !flash_bwd_wgmma_fits(ctx, dqkv, dout, qkv, HS, tg_dropout{})) return 0;
     return slots_backward(ctx, dqkv, dout, out, qkv, lse, B, T, NH, HS, slot_bytes, gradients, max_pairs);
@@ -524,12 +531,12 @@ static int wgmma_form(tg_o o, bool built, void *dqkv, const void *dout, const vo
 
 int cuda_attention_backward_wgmma_rounds(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,
                                          const float *lse, int B, int T, int NH, int HS, size_t round_slot_bytes, int summed) {
-    size_t (*slot_bytes)(int, int) = summed ? flash_bwd_wgmma_sum_bytes : flash_bwd_wgmma_slot_bytes;
+    const slot_bytes_fn slot_bytes = wgmma_slot_bytes(summed);
     const size_t pairs = round_slot_bytes / slot_bytes(T > 0 ? T : 1, HS);
     const int max_pairs = pairs < 1 ? 1 : pairs < FL_MAX_PAIRS ? (int)pairs : FL_MAX_PAIRS;
     if (summed)
         return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SUMMED>, max_pairs, slot_bytes);
-    return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SLOTS>, max_pairs);
+    return wgmma_form(o, true, dqkv, dout, out, qkv, lse, B, T, NH, HS, wgmma_gradients<BW_DQ_SLOTS>, max_pairs, slot_bytes);
 }
 
 int cuda_attention_backward_wgmma_kv_shared(tg_o o, void *dqkv, const void *dout, const void *out, const void *qkv,

@@ -608,11 +608,12 @@ static int summed_rounds_of_a_pair(tg_o o, void *dqkv, const void *dout, const v
 static void wgmma_backward_rounds(env *e, attn_bwd *a, const void *got, const char *shape) {
     static const wgmma_backward_form forms[] = {rounds_of_a_pair, rounds_of_24mb, summed_rounds_of_a_pair};
     static const size_t bytes[] = {1, (size_t)24 << 20, 1};
+    static const bool summed[] = {false, false, true};
     char name[256];
     for (int i = 0; i < 3; i++) {
-        const char *sum = i < 2 ? "" : ", summed in the kernel";
+        const char *sum = summed[i] ? ", summed in the kernel" : "";
         int slots_room;
-        if (i >= 2) {
+        if (summed[i]) {
             const cuda_ctx *ctx = cuda_ctx_of(e->gpu);
             poison(e->gpu, ctx->scratch, ctx->scratch_bytes);
         }
