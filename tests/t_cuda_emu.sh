@@ -74,9 +74,11 @@ kernels() {
 # the emulator's own unit tests: the tensor-core product against a plain
 # product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs;
 # Hopper's bulk tensor copies, mbarriers, named barriers and tensor maps; wgmma (layouts, descriptors,
-# asynchrony, misuse)
-for t in mma async_copy graph tma wgmma; do
-    "build/emu/test_emu_$t" >"$tmp/$t.out" 2>&1 || failed=1
+# asynchrony, misuse); fresh device memory, with the default fill and with EMU_MALLOC_FILL=7
+for t in mma async_copy graph tma wgmma memory memory_fill7; do
+    emu_test="build/emu/test_emu_${t%_fill7}"
+    if [ "$t" = memory_fill7 ]; then EMU_MALLOC_FILL=7 "$emu_test" >"$tmp/$t.out" 2>&1 || failed=1
+    else "$emu_test" >"$tmp/$t.out" 2>&1 || failed=1; fi
     sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
     grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"
 done

@@ -115,6 +115,7 @@ compile "$OUT/obj/emu_runtime.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra -fopenm
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_clock.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_clock.cpp
 [ "${EMU_RACE:-0}" = 1 ] && compile "$OUT/obj/emu_race_atomic.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_race_atomic.cpp
 compile "$OUT/obj/emu_graph.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_graph.cpp
+compile "$OUT/obj/emu_device_memory.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_device_memory.cpp
 compile "$OUT/obj/emu_lazy.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_lazy.cpp
 compile "$OUT/obj/emu_tma.o" $CXX $OPT $DBG -std=c++17 -Wall -Wextra $EMU_INC $SAN -Itests/emu tests/emu/emu_tma.cpp
 # the host side of the bulk tensor copies (tensor maps), C as in the GPU build
@@ -177,9 +178,9 @@ fi
 # The emulator's own unit tests: the tensor-core product (test_mma.cu), cp.async
 # and dynamic shared memory (test_async_copy.cu), CUDA graphs (test_graph.cu),
 # Hopper's mbarriers, bulk tensor copies and named barriers (test_tma.cu) and
-# wgmma (test_wgmma.cu); and, plain C on the CPU, wgmma's descriptor and
+# wgmma (test_wgmma.cu), fresh device memory (test_memory.cu); and, plain C on the CPU, wgmma's descriptor and
 # layout math (test_smem_layout.c).
-emu_tests=(mma async_copy graph lazy tma wgmma)
+emu_tests=(mma async_copy graph lazy tma wgmma memory)
 # and, in the race check's build, the check itself (test_race.cu)
 [ "${EMU_RACE:-0}" = 1 ] && emu_tests+=(race)
 # tests/gpu/hopper_check.cu, the GPU's wgmma check, as $OUT/hopper_check_emu: the
@@ -243,12 +244,12 @@ fi
 for t in "${emu_tests[@]}"; do
     extra=()
     [ "$t" = tma ] || [ "$t" = race ] && extra=("$OUT/obj/kernels_cuda_tensor_map.o" "$OUT/obj/util_err.o")
-    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+    $CXX -fopenmp $SAN "$OUT/obj/test_$t.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_device_memory.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${extra[@]}" "${RACE_OBJ[@]}" -o "$OUT/test_emu_$t" -lm
     echo "built $OUT/test_emu_$t"
 done
 for x in "${gpu_programs[@]}"; do
-    $CXX -fopenmp $SAN "$OUT/obj/$x.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
+    $CXX -fopenmp $SAN "$OUT/obj/$x.o" "$OUT/obj/emu_runtime.o" "$OUT/obj/emu_device_memory.o" "$OUT/obj/emu_graph.o" "$OUT/obj/emu_lazy.o" \
         "$OUT/obj/emu_tma.o" "$OUT/obj/emu_wgmma.o" "${RACE_OBJ[@]}" -o "$OUT/${x}_emu" -lm
     echo "built $OUT/${x}_emu"
 done

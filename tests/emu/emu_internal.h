@@ -20,6 +20,11 @@ double emu_now_s();
 /* Runs the deferred copies from pinned memory (emu_runtime.cpp). */
 void emu_flush_pending_copies();
 bool emu_is_device(const void *p);
+/* A fresh device allocation of `bytes` reading as EMU_MALLOC_FILL's bytes,
+ * aligned to at least 256 bytes, or NULL; and its release
+ * (emu_device_memory.cpp). */
+void *emu_fresh_alloc(size_t bytes);
+void emu_fresh_free(void *p, size_t bytes);
 bool emu_is_pinned(const void *p);
 /* p..p+bytes lies in one device allocation (else an error naming `what`). */
 extern "C" int emu_check_device_range(const void *p, size_t bytes, const char *what);

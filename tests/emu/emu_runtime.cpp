@@ -229,12 +229,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = NULL;
     REFUSED_IN_CAPTURE("cudaMalloc");
     if (g_device_bytes + bytes + CONTEXT_BYTES > TOTAL_MEM) return fail(cudaErrorMemoryAllocation);
-    size_t alloc = bytes ? bytes : 1;
-    void *m = NULL; /* exactly `bytes`, so that AddressSanitizer (EMU_ASAN=1) sees overruns as compute-sanitizer would */
-    if (posix_memalign(&m, 256, alloc) != 0) return fail(cudaErrorMemoryAllocation);
-    /* fresh device memory is garbage: 0xff bytes are NaN in float32 and bf16 */
-    static int fill = getenv("EMU_MALLOC_FILL") ? atoi(getenv("EMU_MALLOC_FILL")) : 0xff;
-    memset(m, fill, alloc);
+    /* fresh device memory is garbage: here EMU_MALLOC_FILL's bytes (0xff: NaN in float32 and bf16) */
+    void *m = emu_fresh_alloc(bytes);
+    if (!m) return fail(cudaErrorMemoryAllocation);
     g_device[(uintptr_t)m] = bytes;
     g_device_bytes += bytes;
     g_device_generation++;
@@ -251,11 +248,12 @@ cudaError_t cudaFree(void *p) {
         emu_error("cudaFree(%p): not the start of a device allocation", p);
         return fail(cudaErrorInvalidValue);
     }
-    emu_race_free(p, it->second);
-    g_device_bytes -= it->second;
+    const size_t bytes = it->second;
+    emu_race_free(p, bytes);
+    g_device_bytes -= bytes;
     g_device.erase(it);
     g_device_generation++;
-    free(p);
+    emu_fresh_free(p, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
