@@ -65,8 +65,8 @@ static void bw_allow_shared(const void *kernel, int bytes) {
 }
 
 /* The named barrier that orders the warpgroups' score products in a tile
- * (warpgroup 0 arrives once its products are issued, warpgroup 1 syncs
- * before issuing its own); 0 is __syncthreads'. */
+ * (the tile's first issuer, bw_first_issuer, arrives once its products are
+ * issued; the other syncs before issuing its own); 0 is __syncthreads'. */
 #define BW_BAR_TURN 1
 
 /* The dq slots (dq_slots.cuh) of 128-key blocks: two query tiles a key block. */

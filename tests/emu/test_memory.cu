@@ -1,8 +1,8 @@
 /* Unit test of the emulated device's fresh memory (tests/emu/emu_device_memory.cpp):
  * - every byte of a fresh allocation holds EMU_MALLOC_FILL's byte (255 when
  *   unset: NaN as float), as a kernel reads it and as cudaMemcpy copies it
- *   back, in allocations of 1 byte to several pattern chunks (1 MiB each),
- *   at the ends of each chunk too;
+ *   back, in allocations of 1 byte to several pattern chunks (PATTERN:
+ *   emu_device_memory.cpp's PATTERN_BYTES), at the ends of each chunk too;
  * - an allocation is aligned to 256 bytes (cudaMalloc's promise);
  * - a kernel's writes stay, and stay its allocation's: another allocation
  *   made before or after reads the fill still (the pattern is shared, its
@@ -21,6 +21,7 @@
 #include "tests/tap.h"
 
 #define MIB ((size_t)1 << 20)
+#define PATTERN (4 * MIB)
 
 /* Counts the bytes of p[0..n) that are not `fill` into *bad (one thread:
  * the emulator runs it as a plain loop). */
@@ -54,7 +55,7 @@ static unsigned long long unlike_on_device(const void *p, size_t n, unsigned cha
 static size_t unlike_copied(const unsigned char *p, size_t n, unsigned char fill) {
     unsigned char edge[64];
     size_t bad = 0;
-    for (size_t at = 0; at < n; at += MIB / 2) {
+    for (size_t at = 0; at < n; at += PATTERN / 2) {
         size_t from = at >= 32 ? at - 32 : 0, len = std::min(n - from, sizeof edge);
         cudaMemcpy(edge, p + from, len, cudaMemcpyDeviceToHost);
         for (size_t i = 0; i < len; i++) bad += edge[i] != fill;
@@ -66,7 +67,7 @@ static size_t unlike_copied(const unsigned char *p, size_t n, unsigned char fill
 }
 
 static int check_fresh(unsigned char fill) {
-    const size_t sizes[] = {1, 255, 4096, 4097, MIB - 1, MIB, MIB + 1, 3 * MIB + 12345};
+    const size_t sizes[] = {1, 255, 4096, 4097, PATTERN - 1, PATTERN, PATTERN + 1, 2 * PATTERN + 12345};
     int failed = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         char name[96], why[160];
@@ -89,7 +90,7 @@ static int check_fresh(unsigned char fill) {
  * second; the first, and a third made after, still read the fill, the
  * second reads the kernel's bytes; freed and made again, the fill. */
 static int check_private(unsigned char fill) {
-    const size_t n = 2 * MIB + 999;
+    const size_t n = 2 * PATTERN + 999;
     const unsigned char v = (unsigned char)(fill ^ 0x5a);
     unsigned char *a, *b, *c;
     cudaMalloc((void **)&a, n);
