@@ -385,12 +385,11 @@ bool running_accessor(accessor *me) {
     return true;
 }
 
-/* An access as thread or agent `as` at clock clk (the running thread's own
- * unless an agent's write). */
-void access_as(const void *p, size_t bytes, bool write, const void *pc, const accessor &me, uint16_t as, uint32_t clk) {
-    const char *base = nullptr;
-    const emu_space space = emu_race_space(p, &base);
-    if (space == EMU_SPACE_OTHER) return;
+/* An access to memory of `space` (shared or device, from `base`) as thread
+ * or agent `as` at clock clk (the running thread's own unless an agent's
+ * write). */
+void access_in(emu_space space, const char *base, const void *p, size_t bytes, bool write, const void *pc, const accessor &me,
+               uint16_t as, uint32_t clk) {
     shadow &s = the_shadow();
     const uint32_t off = code_offset(s, pc);
     const uintptr_t a = (uintptr_t)p;
@@ -398,10 +397,23 @@ void access_as(const void *p, size_t bytes, bool write, const void *pc, const ac
         check_granule(s, *granule_at(s, g << GRANULE_SHIFT), me, write, off, space, base, g << GRANULE_SHIFT, as, clk);
 }
 
+/* access_in wherever p lies in shared or device memory (else nothing). */
+void access_as(const void *p, size_t bytes, bool write, const void *pc, const accessor &me, uint16_t as, uint32_t clk) {
+    const char *base = nullptr;
+    const emu_space space = emu_race_space(p, &base);
+    if (space != EMU_SPACE_OTHER) access_in(space, base, p, bytes, write, pc, me, as, clk);
+}
+
+/* Every instrumented load and store: most are of a thread's own stack (the
+ * kernels' local arrays), so where p lies is asked before the thread's
+ * clocks are read. */
 void access(const void *p, size_t bytes, bool write, const void *pc) {
+    const char *base = nullptr;
+    if (bytes == 0) return;
+    const emu_space space = emu_race_space(p, &base);
     accessor me;
-    if (bytes == 0 || !running_accessor(&me)) return;
-    access_as(p, bytes, write, pc, me, (uint16_t)me.pos.tid, me.view.now);
+    if (space == EMU_SPACE_OTHER || !running_accessor(&me)) return;
+    access_in(space, base, p, bytes, write, pc, me, (uint16_t)me.pos.tid, me.view.now);
 }
 
 struct summary_at_exit {
