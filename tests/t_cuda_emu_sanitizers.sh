@@ -12,12 +12,37 @@ export OMP_NUM_THREADS=1
 
 # The two builds side by side (each one compiler at a time, mostly); AddressSanitizer's
 # is of the kernel checks alone (build.sh checks), all that runs under it here.
-EMU_RACE=1 bash tests/emu/build.sh train >"$tmp/race_build.out" 2>&1 &
+# The race check's comes after the plain build (in CI, make test's, up to date
+# here), whose uninstrumented objects it copies (build.sh).
+{ bash tests/emu/build.sh train && EMU_RACE=1 bash tests/emu/build.sh train; } >"$tmp/race_build.out" 2>&1 &
 race_build_pid=$!
 EMU_ASAN=1 bash tests/emu/build.sh checks >"$tmp/asan_build.out" 2>&1 &
 asan_build_pid=$!
 # shellcheck source=tests/emu/trainer_fixture.sh
 source tests/emu/trainer_fixture.sh
+
+# check_copied_objects: the race build's objects that the plain build made by
+# the same compile (the same key) are byte for byte the plain build's, the
+# instrumented kernels (cu_*.o) are not among them, and when the race build
+# ran here it copied each of those objects rather than compiling it.
+check_copied_objects() {
+    local key same=0 bad="" line
+    for key in build/emu-race/obj/*.o.key; do
+        local obj=${key%.key} name
+        name=$(basename "$obj")
+        cmp -s "$key" "build/emu/obj/$name.key" || continue
+        same=$((same + 1))
+        [[ $name == cu_* ]] && bad="$bad $name(instrumented)"
+        cmp -s "$obj" "build/emu/obj/$name" || bad="$bad $name(differs)"
+    done
+    if [ -z "$bad" ] && [ $same -ge 100 ]; then ok "race_build_shares_plain_objects ($same objects made by the same compile)"
+    else not_ok race_build_shares_plain_objects "$same objects with the plain build's key, want 100 or more; wrong:$bad"; fi
+    line=$(grep "^build.sh: of .* objects, .* copied from builds beside build/emu-race" "$tmp/race_build.out") || return 0 # up to date: built before
+    local copied kept
+    copied=$(sed -E 's/.*objects, ([0-9]+) copied.*/\1/' <<<"$line") kept=$(sed -E 's/.* and ([0-9]+) kept.*/\1/' <<<"$line")
+    if [ $((copied + kept)) = $same ]; then ok "race_build_copies_what_it_shares ($copied copied, $kept kept)"
+    else not_ok race_build_copies_what_it_shares "want $same copied or kept: $line"; fi
+}
 
 # sanitized_kernels FLAVOUR CHECK FINDING MODES [ENV=...]: the quick kernel
 # checks in build/emu-FLAVOUR (a sanitizer's build), in each of MODES
@@ -52,6 +77,7 @@ sanitized_kernels() {
 race_kernels_pid=""
 if wait $race_build_pid; then
     ok race_build
+    check_copied_objects
     build/emu-race/test_emu_race >"$tmp/race_self.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok race_check: \2|p" "$tmp/race_self.out"
     grep -q '^ok report_names_both_lines' "$tmp/race_self.out" || not_ok race_check "$(tail -n 2 "$tmp/race_self.out" | tr '\n' ' ')"
