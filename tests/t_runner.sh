@@ -5,7 +5,7 @@
 # it removes when every check passed and it made the directory, keeps and
 # names when a check failed, and leaves alone when TG_TMP was given; the quick
 # tier (--check), the suites run two at a time (TG_TEST_JOBS), costliest
-# first ("# cost: N"). The
+# first ("# cost: N"), and python3 taken past a version manager's shim. The
 # inner runs' output goes to files: its copies of "not ok" lines must not
 # reach the outer runner.
 # shellcheck source=tests/lib.sh
@@ -111,6 +111,20 @@ inner order TG_TEST_JOBS=1
 got=$(sed -nE 's/^\[(t_[a-z]+)\] [0-9]+ passed.*/\1/p' "$tmp/order.out" | tr '\n' ' ')
 if [ "$got" = "t_good t_crash t_bad " ]; then ok costliest_suites_first
 else not_ok costliest_suites_first "ran in the order: $got (want t_good t_crash t_bad)"; fi
+# python3 on PATH a shim (as pyenv's, a script that runs the real one): the suites
+# get the interpreter it resolves to, first on PATH, so the shim runs once (the
+# runner's question), not at each of the suite's three calls.
+tree shim good
+mkdir -p "$tmp/shim_bin"
+printf '#!/bin/sh\necho call >>"%s"\nexec /usr/bin/python3 "$@"\n' "$tmp/shim_calls" >"$tmp/shim_bin/python3"
+chmod +x "$tmp/shim_bin/python3"
+printf 'for i in 1 2 3; do python3 -c "print(1)" >/dev/null || exit 1; done
+[ "$(readlink -f "$(command -v python3)")" = "$(readlink -f /usr/bin/python3)" ] && echo "ok real_python" || echo "not ok real_python - $(command -v python3)"\n' \
+    >"$tmp/shim/tests/t_py.sh"
+inner shim PATH="$tmp/shim_bin:$PATH"
+calls=$(wc -l <"$tmp/shim_calls" 2>/dev/null || echo none)
+if [ "$(tail -n 1 "$tmp/shim.out")" = "2 passed, 0 failed" ] && [ "$calls" = 1 ]; then ok suites_skip_a_python_shim
+else not_ok suites_skip_a_python_shim "the shim ran $calls times (want 1): $(grep -E 'python|passed' "$tmp/shim.out" | tr '\n' ' ')"; fi
 # A bad TG_TEST_JOBS: a message and exit 2, nothing run.
 tree bad_jobs good
 inner bad_jobs TG_TEST_JOBS=two
