@@ -109,7 +109,8 @@ pids=()
 # runtime exactly as the plain one does (about 60 s of a core in CI, where
 # the plain build comes first). OBJ.key holds the key of the compile that
 # made OBJ, written once OBJ is complete; another build's objects are read
-# only while that build's lock is free.
+# only while no build holds its lock (shared: two builds may read at once, as
+# the race check's and AddressSanitizer's do in make test-sanitizers).
 object_key() { printf '%s\n' "$src_key" "$@" | sha256sum | cut -d' ' -f1; }
 reuse_object() { # out key
     local out=$1 key=$2 name sib
@@ -118,7 +119,7 @@ reuse_object() { # out key
     for sib in "$(dirname "$OUT")"/emu*/; do
         sib=${sib%/}
         [ "$sib" -ef "$OUT" ] || [ ! -f "$sib/obj/$name.key" ] && continue
-        (flock -n 8 && [ "$(<"$sib/obj/$name.key")" = "$key" ] && cp "$sib/obj/$name" "$out.part") 8<"$sib.lock" 2>/dev/null || continue
+        (flock -s -n 8 && [ "$(<"$sib/obj/$name.key")" = "$key" ] && cp "$sib/obj/$name" "$out.part") 8<"$sib.lock" 2>/dev/null || continue
         mv "$out.part" "$out" && echo "$key" >"$out.key" && copied=$((copied + 1)) && return 0
     done
     return 1
