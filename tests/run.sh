@@ -31,7 +31,7 @@ fi
 export TG_TMP
 # python3 on PATH may be a version manager's shim (pyenv's is a shell script
 # that runs a dozen more before Python: about 0.4 s of a core a call, against
-# 0.03 s, and the suites make thousands of calls). They get the interpreter it
+# 0.03 s, and the suites call it often). They get the interpreter it
 # resolves to, put first on PATH: the same Python, without the shim.
 if py_real=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$py_real" ] &&
     [ "$(command -v python3)" != "$py_real" ]; then
