@@ -39,7 +39,8 @@ CUDA_SRC = kernels/cuda/encoder.cu kernels/cuda/layernorm.cu kernels/cuda/gelu.c
            kernels/cuda/optimizer.cu kernels/cuda/matmul.cu kernels/cuda/lt_plan.cu kernels/cuda/lt_tune.cu kernels/cuda/flash_fwd.cu \
            kernels/cuda/flash_fwd_wgmma.cu kernels/cuda/flash_fwd_wgmma_ws.cu kernels/cuda/flash_bwd_wgmma.cu \
            kernels/cuda/flash_bwd_wgmma_persist.cu \
-           kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu
+           kernels/cuda/flash_bwd.cu kernels/cuda/xent.cu kernels/cuda/step_stats.cu kernels/cuda/graph.cu \
+           kernels/cuda/arch_probe.cu
 LIB_SRC += kernels/cuda/ops_cuda.c kernels/cuda/tensor_map.c parallel/comm_nccl.c parallel/comm_nccl_wait.c parallel/comm_nccl_group.c \
            parallel/comm_nccl_create.c parallel/comm_nccl_time.c
 CFLAGS += -DTG_CUDA $(CUDA_INCLUDES)

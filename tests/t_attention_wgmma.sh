@@ -109,6 +109,20 @@ if EMU_LAUNCH_LOG="$tmp/auto16.launches" train auto16 "$emu_bin" "${hs64[@]}" --
     backend_line auto16 "forward mma, backward mma"; then
     ok auto_head_size_16_runs_mma
 else not_ok auto_head_size_16_runs_mma "$(tail -n 2 "$tmp/auto16.out" | tr '\n' ' ') launches: $(cut -f3 "$tmp/auto16.launches" 2>/dev/null | sort -u | tr '\n' ' ')"; fi
+# A build without sm_90a's code on a device of compute capability 9.0 (CUDA_SM=90; the emulation's
+# stand-in: EMU_NO_SM90A=1), where the wgmma kernels' bodies are a trap: auto runs mma.sync throughout,
+# with mma's bits, and wgmma is refused, naming what the build lacks
+if [ -d "$tmp/mma" ] && EMU_NO_SM90A=1 EMU_LAUNCH_LOG="$tmp/no90a.launches" train no90a "$emu_bin" "${hs64[@]}" &&
+    ! grep -q wgmma "$tmp/no90a.launches" && backend_line no90a "forward mma, backward mma" &&
+    out=$("$py" tests/parallel/compare.py "$tmp/mma" "$tmp/no90a" 2 --bitwise 2>&1); then
+    ok "auto_without_sm90a_code_runs_mma ($out)"
+else not_ok auto_without_sm90a_code_runs_mma "${out:-} $(grep '^backend' "$tmp/no90a.out") $(tail -n 2 "$tmp/no90a.out" | tr '\n' ' ')"; fi
+if EMU_NO_SM90A=1 train no90a_wgmma "$emu_bin" "${hs64[@]}" --set kernels.attention=wgmma_ws; then
+    not_ok wgmma_without_sm90a_code_refused "the run went on: $(grep '^backend' "$tmp/no90a_wgmma.out")"
+elif grep -q "kernels.attention.*wgmma_ws needs sm_90a machine code, which this build of train_gpt lacks" "$tmp/no90a_wgmma.out" &&
+    [ ! -e "$tmp/no90a_wgmma/log.txt" ] && ! grep -qi "trap\|abort" "$tmp/no90a_wgmma.out"; then
+    ok wgmma_without_sm90a_code_refused
+else not_ok wgmma_without_sm90a_code_refused "$(tail -n 2 "$tmp/no90a_wgmma.out" | tr '\n' ' ')"; fi
 
 # A CUDA build (here the emulation's) training on the CPU in bf16 (the CPU's bf16 flavour, no CUDA
 # context): its backend line names no attention kernels. Asking the CUDA backend for them there read

@@ -24,6 +24,7 @@ typedef struct cuda_ctx {
     int device;
     int sm_count, cc_major, cc_minor;
     int shared_optin;             /* most shared memory a block may opt in to, bytes */
+    int sm90a_code;               /* 1: the code the device runs has sm_90a's features (cuda_sm90a_code) */
     /* kernels.attention: the wgmma kernels run where they have an instance */
     cuda_forward_kernel attention_forward;
     int wgmma_backward;           /* 1: the wgmma backward (Hopper); 0: mma.sync */
@@ -80,6 +81,10 @@ void cublas_fail(int status, const char *what, const char *file, int line) __att
  * memory), and its release with every plan in it (lt_plan.cu). */
 struct cuda_lt_plans *cuda_lt_plans_create(void);
 void cuda_lt_plans_destroy(struct cuda_lt_plans *plans);
+/* *has = 1 where this build's code for the current device has sm_90a's
+ * features (the Hopper kernels run), else 0; waits for the stream
+ * (arch_probe.cu). */
+cudaError_t cuda_sm90a_code(cudaStream_t stream, int *has);
 #ifdef __cplusplus
 }
 #endif

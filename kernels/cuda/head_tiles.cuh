@@ -37,10 +37,11 @@
 static __host__ __device__ constexpr bool head_tile_built(int HS) { return HS == 64 || HS == 96 || HS == 128; }
 
 /* Whether the Hopper attention kernels run a call: a built head size, no
- * dropout, a device of compute capability 9.0 (their code is sm_90a's).
- * Each caller adds what its own kernels need (dtype, alignment). */
+ * dropout, and the device running this build's sm_90a code (compute
+ * capability 9.0 with a build that has it: cuda_ctx.sm90a_code). Each
+ * caller adds what its own kernels need (dtype, alignment). */
 static inline bool head_tile_runs(const cuda_ctx *ctx, int HS, tg_dropout drop) {
-    return head_tile_built(HS) && drop.p <= 0.0f && ctx->cc_major == 9 && ctx->cc_minor == 0;
+    return head_tile_built(HS) && drop.p <= 0.0f && ctx->sm90a_code;
 }
 
 /* Calls f with head size HS as a compile-time constant (an

@@ -14,7 +14,8 @@
  *   flash_fwd.cu  attention_forward (fused, causal; flash.cuh shared), and its other block shapes for tuning
  *   flash_bwd.cu  attention_backward
  *   xent.cu       xent_partial, xent_rescale, xent_finish, xent_fused
- *   graph.cu      graph_capture_begin/end, graph_launch, graph_release (host code: the step as a CUDA graph) */
+ *   graph.cu      graph_capture_begin/end, graph_launch, graph_release (host code: the step as a CUDA graph)
+ *   arch_probe.cu cuda_sm90a_code (cuda_ctx.h): whether the code the device runs has sm_90a's features */
 #ifndef KERNELS_CUDA_KERNELS_H
 #define KERNELS_CUDA_KERNELS_H
 

@@ -356,7 +356,9 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
     x->shared_optin = (int)prop.sharedMemPerBlockOptin;
     snprintf(o->device, sizeof o->device, "device %d: %s (sm_%d%d, %d SMs, %.1f GiB)", device, prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
-    if (open_context(x, e)) {
+    if (open_context(x, e) ||
+        (prop.major == 9 && prop.minor == 0 &&
+         setup_check(cuda_sm90a_code(x->stream, &x->sm90a_code), "asking which machine code the device runs", e))) {
         cuda_destroy(o);
         return NULL;
     }
@@ -368,15 +370,20 @@ tg_ops *ops_cuda_create(int local_rank, tg_dtype act, tg_err *e) {
 /* 0 when kernel (wgmma or wgmma_ws) can run here; else fails, naming what is missing. */
 static int wgmma_unavailable(const tg_ops *o, const char *kernel, int hs, double dropout, tg_err *e) {
     const cuda_ctx *x = cuda_ctx_of(o);
-    /* the wgmma kernels are sm_90a machine code: other devices would trap */
-    if (x->cc_major != 9 || x->cc_minor != 0)
-        return tg_fail(e, "%s needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma or auto)", kernel,
-                       o->device, x->cc_major, x->cc_minor);
+    /* the config's reasons first: they hold on every device */
     if (o->act != TG_BF16)
         return tg_fail(e, "%s runs bf16 activations only; train.precision gives float32 (use mma or auto)", kernel);
     if (!cuda_attention_wgmma_head_size(hs))
         return tg_fail(e, "%s has head sizes 64, 96 and 128; model.n_embd / model.n_head is %d (use mma or auto)", kernel, hs);
     if (dropout > 0.0) return tg_fail(e, "%s runs without dropout; model.dropout is %g (use mma or auto)", kernel, dropout);
+    /* the wgmma kernels are sm_90a machine code: other devices, and builds without it, would trap */
+    if (x->cc_major != 9 || x->cc_minor != 0)
+        return tg_fail(e, "%s needs a device of compute capability 9.0 (H100, H200); %s has %d.%d (use mma or auto)", kernel,
+                       o->device, x->cc_major, x->cc_minor);
+    if (!x->sm90a_code)
+        return tg_fail(e, "%s needs sm_90a machine code, which this build of train_gpt lacks for %s (make GPU=1 builds it, as "
+                          "does CUDA_SM=90a; CUDA_SM=90 does not) (use mma or auto)",
+                       kernel, o->device);
     return 0;
 }
 

@@ -233,9 +233,12 @@ __global__ void __launch_bounds__(ROW_THREADS)
 }
 
 /* Whether fused_staged_kernel takes the rows: packed bf16 whose row fits
- * the shared memory a block may opt in to. */
+ * the shared memory a block may opt in to, beside the kernel's static
+ * shared memory (block_reduce's warp values: 256 bytes by ptxas on sm_80
+ * and sm_90a; 1 KiB is kept), which counts against the same limit. */
 static bool staged_fits(const cuda_ctx *ctx, int V, bool packed) {
-    return packed && (size_t)V * sizeof(__nv_bfloat16) <= (size_t)ctx->shared_optin;
+    const size_t static_reserve = 1024;
+    return packed && (size_t)V * sizeof(__nv_bfloat16) + static_reserve <= (size_t)ctx->shared_optin;
 }
 
 } // namespace

@@ -139,6 +139,9 @@ void named_bar(int id, int threads, bool wait);
  * check (EMU_RACE=1) reports such a read of a store no fence followed. */
 void fence_proxy_async();
 void setmaxnreg(int regs, bool inc);
+/* Whether the emulated device runs sm_90a's code: yes, unless
+ * EMU_NO_SM90A=1 stands in for a build without it (CUDA_SM=90). */
+bool sm90a_code();
 void tma_prefetch(const void *map);
 void tma_load(void *dst, const void *map, uint64_t *bar, const int *coords, int rank);
 void tma_store(const void *map, const void *src, const int *coords, int rank);

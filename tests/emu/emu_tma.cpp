@@ -368,6 +368,11 @@ void fence_proxy_async() {
     emu_race_proxy_fence();
 }
 
+bool sm90a_code() {
+    const char *no = getenv("EMU_NO_SM90A");
+    return !(no && strcmp(no, "1") == 0);
+}
+
 void setmaxnreg(int regs, bool inc) {
     const thread_pos p = here("setmaxnreg");
     const int wg = p.tid / 128;
