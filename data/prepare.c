@@ -329,8 +329,9 @@ static int write_shards(const tokenizer *t, const options *o, tg_err *e) {
     report_progress(&tot, 1, (int)o->threads);
     if (w.n_train == 0)
         fprintf(stderr,
-                "%s: warning: all %" PRId64 " tokens went to the val shard; no train shard written\n",
-                PROG, tot.tokens);
+                "%s: warning: all %" PRId64 " tokens went to the val shard (--val-tokens %" PRId64 "); no train shard "
+                "written: give a smaller --val-tokens (0: none) so that some go to training\n",
+                PROG, tot.tokens, o->val_tokens);
     warn_stale(&w);
     shard_writer_free(&w);
     return 0;

@@ -11,7 +11,7 @@ Usage: scripts/launch.sh -n N [--nnodes M --node-rank R --master HOST:PORT]
                          [--log-dir DIR] [--grace SECONDS] -- COMMAND [ARGS...]
 
 Starts N copies of COMMAND on this node, one process per rank, for example
-  scripts/launch.sh -n 2 -- ./train_gpt --config configs/tiny.json
+  scripts/launch.sh -n 2 -- ./train_gpt --config configs/tiny.json --set parallel.tp=2   # as make quickstart
 
 Options
   -n, --nproc-per-node N  ranks on this node (a positive integer)

@@ -212,7 +212,7 @@ expect_fail config_unknown_key -p 'unknown_key\.json' -p 'model\.n_layers' -- tg
 fx cfg "$base" "$C/unknown_section.json" 'optim.lr=0.1'
 expect_fail config_unknown_section -p 'unknown_section\.json' -p 'optim' -- tg --config "$C/unknown_section.json"
 fx cfg "$base" "$C/str_for_num.json" 'train.lr="fast"'
-expect_fail config_string_for_number -p 'str_for_num\.json' -p 'train\.lr' -- tg --config "$C/str_for_num.json"
+expect_fail config_string_for_number -p 'str_for_num\.json' -p 'train\.lr' -p 'got "fast"' -- tg --config "$C/str_for_num.json"
 fx cfg "$base" "$C/float_for_int.json" 'model.n_layer=2.5'
 expect_fail config_float_for_integer -p 'float_for_int\.json' -p 'model\.n_layer' -- tg --config "$C/float_for_int.json"
 fx cfg "$base" "$C/str_for_bool.json" 'data.shuffle="yes"'
@@ -220,9 +220,9 @@ expect_fail config_string_for_bool -p 'str_for_bool\.json' -p 'data\.shuffle' --
 fx cfg "$base" "$C/num_for_bool.json" 'out.resume=1'
 expect_fail config_number_for_bool -p 'num_for_bool\.json' -p 'out\.resume' -- tg --config "$C/num_for_bool.json"
 fx cfg "$base" "$C/bool_for_num.json" 'train.steps=true'
-expect_fail config_bool_for_number -p 'bool_for_num\.json' -p 'train\.steps' -- tg --config "$C/bool_for_num.json"
+expect_fail config_bool_for_number -p 'bool_for_num\.json' -p 'train\.steps' -p 'got true' -- tg --config "$C/bool_for_num.json"
 fx cfg "$base" "$C/num_for_str.json" 'data.train=5'
-expect_fail config_number_for_string -p 'num_for_str\.json' -p 'data\.train' -- tg --config "$C/num_for_str.json"
+expect_fail config_number_for_string -p 'num_for_str\.json' -p 'data\.train' -p 'got 5' -- tg --config "$C/num_for_str.json"
 fx cfg "$base" "$C/num_model.json" 'model=3'
 expect_fail config_number_for_section -p 'num_model\.json' -p 'model' -p 'object|section' -- tg --config "$C/num_model.json"
 fx cfg "$base" "$C/bad_choice.json" 'train.recompute="sometimes"'
@@ -240,6 +240,10 @@ fx cfg "$base" "$C/neg_lr.json" 'train.lr=-0.001' 'train.min_lr=-0.01'
 expect_fail config_negative_lr -p 'neg_lr\.json' -p 'train\.lr' -- tg --config "$C/neg_lr.json"
 fx cfg "$base" "$C/tp2.json" 'parallel.tp=2'
 expect_fail config_tp2_with_one_rank -p 'tp2\.json' -p 'parallel\.tp' -- tg --config "$C/tp2.json"
+# a parallel.dp nobody gave comes from the launcher's world size: the message says so
+expect_fail config_global_batch_vs_dp_from_world -p 'train\.global_batch \(2\) must be a multiple of .*parallel\.dp \(2, from the world size: 2 ranks / parallel\.tp 1\)' -- scripts/launch.sh -n 2 --log-dir "$tmp/launch_dp" -- "$bin" --config "$base" --set train.global_batch=2
+# the same from --set: the message names the --set, not the file that never gave the key
+expect_fail config_tp2_with_one_rank_from_set -p '^train_gpt: error: --set parallel\.tp: parallel\.tp is 2' -- tg --config "$base" --set parallel.tp=2
 fx cfg "$base" "$C/zero_seq.json" 'model.seq_len=0'
 expect_fail config_zero_seq_len -p 'zero_seq\.json' -p 'model\.seq_len' -- tg --config "$C/zero_seq.json"
 fx cfg "$base" "$C/neg_steps.json" 'train.steps=-3'
@@ -316,7 +320,9 @@ expect_fail shard_token_in_first_batch -d "$tmp/fresh_tok" -p 'tok0_000000\.bin'
 fx shard "$D/valtok_000000.bin" 300 2 set=5:9999
 expect_fail val_shard_token_beyond_vocab -p 'valtok_000000\.bin' -p '\b9999\b' -- tg --config "$base" --set data.val="$D/valtok_*.bin"
 expect_fail val_shard_wrong_magic -p 'badhdr1_000000\.bin' -- tg --config "$base" --set data.val="$D/badhdr1_*.bin"
-expect_fail shard_glob_matches_nothing -p 'nothing_here_\*\.bin' -- tg --config "$base" --set data.train="$D/nothing_here_*.bin"
+expect_fail shard_glob_matches_nothing -p '--set data\.train: .*nothing_here_\*\.bin' -- tg --config "$base" --set data.train="$D/nothing_here_*.bin"
+fx cfg "$base" "$C/no_val.json" "data.val=\"$D/no_val_*.bin\""
+expect_fail shard_val_glob_matches_nothing_names_key -p 'no_val\.json: data\.val: .*no_val_\*\.bin' -- tg --config "$C/no_val.json"
 expect_fail val_glob_matches_nothing -p 'no_val_\*\.bin' -- tg --config "$base" --set data.val="$D/no_val_*.bin"
 # one good and one bad shard: the bad one must be found before training
 expect_fail shard_second_of_two_bad -p 'count_000000\.bin' -- tg --config "$base" --set data.train="$D/[gc]o*_000000.bin"
@@ -327,7 +333,7 @@ mkdir -p "$D/dir_000000.bin"
 expect_fail shard_glob_matches_directory -p 'dir_000000\.bin' -p 'directory' -- tg --config "$base" --set data.train="$D/dir_*.bin"
 
 # ---- vocabulary (needed for samples) --------------------------------------
-expect_fail vocab_dir_missing -p "$tmp/no_vocab" -- tg --config "$base" --set out.sample_tokens=8
+expect_fail vocab_dir_missing -p "$(basename "$base"): data\.vocab_dir: .*$tmp/no_vocab" -- tg --config "$base" --set out.sample_tokens=8
 mkdir -p "$tmp/bad_vocab"
 echo '{"a": 1,' >"$tmp/bad_vocab/encoder.json"
 printf '#version: 0.2\n' >"$tmp/bad_vocab/vocab.bpe"
@@ -518,5 +524,12 @@ expect_fail prepare_empty_out -d "$P/cwd" -p '--out' -- bash -c 'cd "$1" && "$2"
 expect_fail prepare_out_is_a_directory_path -d "$P/out" -p '--out' -- pp --input "$P/good.txt" --out "$P/out/"
 expect_fail prepare_input_directory -d "$P/out" -p "$P\\b" -p 'directory' -- pp --input "$P"
 expect_fail prepare_count_with_space -d "$P/out" -p '--shard-tokens' -- pp --input "$P/good.txt" --shard-tokens ' 7'
+# a text too short for its --val-tokens: all of it goes to the val shard, a warning (exit 0) that says
+# which option to lower
+mkdir -p "$P/allval"
+if timeout -k 5 60 "$prep" --input "$P/good.txt" --out "$P/allval/x" --val-tokens 1000 --vocab-dir assets/vocab >"$P/allval.out" 2>&1 &&
+    grep -q 'warning: all [0-9]* tokens went to the val shard (--val-tokens 1000); .*give a smaller --val-tokens' "$P/allval.out"; then
+    ok prepare_all_to_val_names_val_tokens
+else not_ok prepare_all_to_val_names_val_tokens "$(oneline "$P/allval.out")"; fi
 
 exit $failed

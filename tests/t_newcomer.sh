@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What a newcomer trips on (issue 34, items 1, 2, 3, 8, 9; issue 33's resume
 # past train.steps): rerunning a finished run says there is nothing left to
-# train, how to go on, exits 0 and writes nothing; scripts/launch.sh gives
+# train, how to go on (with the LR a raised train.steps gives, and the flags that
+# keep the LR the run ended at), exits 0 and writes nothing; a resume names the
+# optimizer keys changed since its checkpoint; scripts/launch.sh gives
 # each rank its share of the cores; --sample prints the prompt first and
 # --num-samples N separates and seeds its samples; a mistyped key names the
 # nearest one; a shape that does not fit out.dir's checkpoint is refused
@@ -43,6 +45,22 @@ if [ "$rc" = 0 ] && grep -q '^nothing left to train: .*step_00000002 has done 2 
     ! grep -q -e '---- sample' -e 'already holds' -e '^saved' -e '^step ' "$tmp/again.out" && cmp -s "$tmp/before" "$tmp/after"; then
     ok rerun_of_a_finished_run_trains_nothing_and_says_how_to_go_on
 else not_ok rerun_of_a_finished_run_trains_nothing_and_says_how_to_go_on "rc $rc, files $(cmp -s "$tmp/before" "$tmp/after" && echo same || echo changed): $(short "$tmp/again.out" 4)"; fi
+# raising train.steps stretches the LR schedule: the hint says to what, and its flags for going on at
+# the LR the run ended at do that (a copy of the run, one step more, at that LR)
+ended=$(sed -nE 's/.* where step 2 ended at ([0-9.e+-]+); to go on at .*/\1/p' "$tmp/again.out")
+read -r -a keep_lr <<<"$(sed -nE 's/.*, add (--set train\.lr_schedule=constant --set [^)]*)\).*/\1/p' "$tmp/again.out")"
+cp -a "$tmp/run" "$tmp/run_const"
+if [ -n "$ended" ] && grep -q "so step 3 trains at lr [0-9.e+-]* where step 2 ended at" "$tmp/again.out" && [ ${#keep_lr[@]} = 6 ] &&
+    tg --set out.dir="$tmp/run_const" --set train.steps=3 "${keep_lr[@]}" >"$tmp/const.out" 2>&1 &&
+    "$py" - "$tmp/run_const/log.jsonl" "$ended" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+lr3 = [l["lr"] for l in lines if l.get("step") == 3 and "lr" in l]
+want = float(sys.argv[2])
+sys.exit(0 if lr3 and abs(lr3[0] - want) <= 5e-3 * want else 1)
+PY
+then ok "rerun_hint_gives_the_lr_and_how_to_keep_it (step 3 at $ended)"
+else not_ok rerun_hint_gives_the_lr_and_how_to_keep_it "ended '$ended', flags '${keep_lr[*]}': $(short "$tmp/const.out" 2)"; fi
 tg --set train.steps=1 >"$tmp/past.out" 2>&1
 rc=$?
 run_dir_listing "$tmp/run" >"$tmp/after_past"
@@ -52,6 +70,11 @@ else not_ok resume_past_train_steps_says_so "rc $rc: $(short "$tmp/past.out")"; 
 if tg --set train.steps=3 >"$tmp/more.out" 2>&1 && [ -d "$tmp/run/step_00000003" ] && grep -q '^step 3/3' "$tmp/more.out"; then
     ok raised_train_steps_trains_on
 else not_ok raised_train_steps_trains_on "$(short "$tmp/more.out")"; fi
+# a resume names the optimizer's keys that differ from the checkpoint's run, and only those
+if grep -qx 'changed since that checkpoint: train.steps 2 -> 3' "$tmp/more.out" && ! grep -q 'changed since' "$tmp/again.out" &&
+    grep -q '^changed since that checkpoint: train.steps 2 -> 3, train.min_lr .*train.lr_schedule "cosine" -> "constant"' "$tmp/const.out"; then
+    ok resume_names_the_changed_optimizer_keys
+else not_ok resume_names_the_changed_optimizer_keys "$(grep -h 'changed since' "$tmp/more.out" "$tmp/again.out" "$tmp/const.out" | tr '\n' ' ')"; fi
 
 # ---- item 8: a shape that does not fit out.dir's checkpoint, mistyped keys ---
 tg --set model.n_layer=1 >"$tmp/shape.out" 2>&1

@@ -542,6 +542,33 @@ static int check_data_keys(const cJSON *saved, const tg_config *c, const char *p
     return 0;
 }
 
+/* The optimizer's keys a resume may change (the LR schedule and AdamW's
+ * settings), those that differ from the saved run's config written into
+ * out as "key was -> now" (empty when none): a resume takes them silently
+ * otherwise, and a changed schedule changes every step after it. */
+static void note_changed_keys(const cJSON *saved, const tg_config *c, char *out, size_t n) {
+    static const char *const keys[] = {"steps", "lr", "min_lr", "warmup", "lr_schedule", "wsd_decay_frac",
+                                       "weight_decay", "beta1", "beta2", "eps", "grad_clip"};
+    out[0] = '\0';
+    char *now_text = config_to_json(c);
+    cJSON *now = cJSON_Parse(now_text);
+    free(now_text);
+    const cJSON *was_train = cJSON_GetObjectItemCaseSensitive(saved, "train");
+    const cJSON *now_train = cJSON_GetObjectItemCaseSensitive(now, "train");
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && len < n; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(was_train, keys[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(now_train, keys[i]);
+        if (!a || !b || cJSON_Compare(a, b, true)) continue; /* an older checkpoint may lack a key */
+        char *ta = cJSON_PrintUnformatted(a), *tb = cJSON_PrintUnformatted(b);
+        len += (size_t)snprintf(out + len, n - len, "%strain.%s %s -> %s", len ? ", " : "", keys[i], ta ? ta : "?",
+                                tb ? tb : "?");
+        cJSON_free(ta);
+        cJSON_free(tb);
+    }
+    cJSON_Delete(now);
+}
+
 /* A checkpoint named step_%08d holds that step: another (a hand edit, a
  * copy under a new name) would save over other steps or hide later ones. */
 static int check_step_name(const char *dir, long long step, const char *path, tg_err *e) {
@@ -565,6 +592,7 @@ int ckpt_load_state(const char *dir, const tg_config *c, ckpt_state *st, tg_err 
     if (rc == 0) rc = json_count(j, "data_index", JSON_EXACT_MAX, &st->pos.index, path, e);
     if (rc == 0) rc = check_data_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, path, e);
     if (rc == 0) rc = ckpt_data_check(cJSON_GetObjectItemCaseSensitive(j, "train_data"), c, st->train, path, e);
+    if (rc == 0) note_changed_keys(cJSON_GetObjectItemCaseSensitive(j, "config"), c, st->changed, sizeof st->changed);
     st->step = (int)step;
     cJSON_Delete(j);
     return rc;

@@ -21,6 +21,9 @@ typedef struct ckpt_state {
     int step;
     data_pos pos;
     const shard_set *train; /* the training set the position refers to (NULL: none opened) */
+    /* ckpt_load_state: the optimizer's keys whose values differ from the
+     * saved run's ("train.lr 0.002 -> 0.001, ..."), empty when none */
+    char changed[400];
 } ckpt_state;
 
 /* A collective over the TP and DP groups; only the writer (global rank 0)

@@ -223,18 +223,32 @@ static int store_from_text(tg_config *c, const key_spec *k, const char *v, const
     return 0;
 }
 
+/* The JSON value `item` as the file wrote it, cut to fit buf: for a
+ * message that says what was found where something else was wanted. */
+static const char *json_shown(const cJSON *item, char *buf, size_t n) {
+    char *text = cJSON_PrintUnformatted(item);
+    snprintf(buf, n, "%s", text ? text : "?");
+    if (text && strlen(text) >= n && n > 4) strcpy(buf + n - 4, "...");
+    cJSON_free(text);
+    return buf;
+}
+
 static int store_from_json(tg_config *c, const key_spec *k, const cJSON *item, const char *src, tg_err *e) {
+    char got[48];
     switch (k->type) {
     case K_INT: case K_INT64: case K_FLOAT:
         if (!cJSON_IsNumber(item))
-            return tg_fail(e, "%s: key '%s' must be %s %s", src, k->path, k->type == K_FLOAT ? "a" : "an", type_name(k->type));
+            return tg_fail(e, "%s: key '%s' must be %s %s, got %s", src, k->path, k->type == K_FLOAT ? "a" : "an",
+                           type_name(k->type), json_shown(item, got, sizeof got));
         return store_number(c, k, item->valuedouble, src, e);
     case K_BOOL:
-        if (!cJSON_IsBool(item)) return tg_fail(e, "%s: key '%s' must be true or false", src, k->path);
+        if (!cJSON_IsBool(item))
+            return tg_fail(e, "%s: key '%s' must be true or false, got %s", src, k->path, json_shown(item, got, sizeof got));
         *(bool *)((char *)c + k->offset) = cJSON_IsTrue(item);
         return 0;
     case K_STRING: case K_ENUM:
-        if (!cJSON_IsString(item)) return tg_fail(e, "%s: key '%s' must be a string", src, k->path);
+        if (!cJSON_IsString(item))
+            return tg_fail(e, "%s: key '%s' must be a string, got %s", src, k->path, json_shown(item, got, sizeof got));
         return store_text(c, k, item->valuestring, src, e);
     }
     return 0;
@@ -373,7 +387,9 @@ int config_padded_vocab(const tg_config *c) {
 }
 
 void config_resolve_layout(tg_config *c, int world_size) {
-    if (c->parallel.dp == 0) c->parallel.dp = c->parallel.tp > 0 && world_size % c->parallel.tp == 0 ? world_size / c->parallel.tp : 1;
+    if (c->parallel.dp != 0) return;
+    c->parallel.dp = c->parallel.tp > 0 && world_size % c->parallel.tp == 0 ? world_size / c->parallel.tp : 1;
+    c->parallel.dp_from_world = true;
 }
 
 int config_grad_accum(const tg_config *c) {
@@ -391,7 +407,7 @@ double config_tokens_per_device(const tg_config *c, int tp, int dp) {
 /* Where the values a message is about came from: the config file (which
  * includes the defaults it left alone), or each key of `keys` (space-separated)
  * that a --set gave, so a bad override is not blamed on the file. */
-static const char *origin(const tg_config *c, const char *keys, char *buf, size_t n) {
+const char *config_origin(const tg_config *c, const char *keys, char *buf, size_t n) {
     const char *file = c->source[0] ? c->source : "config";
     size_t len = 0;
     int listed = 0, overridden = 0;
@@ -417,7 +433,7 @@ int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], co
     for (int i = 0; i < SHAPE_KEYS; i++) {
         const bool fits = i == SHAPE_SEQ_LEN ? given[i] <= shape[i] : given[i] == shape[i];
         if (fits || !(c->model.shape_given & (1u << i))) continue;
-        return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", origin(c, SHAPE_PATHS[i], where, sizeof where),
+        return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", config_origin(c, SHAPE_PATHS[i], where, sizeof where),
                        SHAPE_PATHS[i], given[i], src, names[i], shape[i], advice);
     }
     return 0;
@@ -433,7 +449,7 @@ int config_link(const tg_config *c, comm_link *l, tg_err *e) {
 
 int config_validate(const tg_config *c, int world_size, tg_err *e) {
     char where[CFG_PATH_MAX + 512];
-#define FROM(keys) origin(c, keys, where, sizeof where)
+#define FROM(keys) config_origin(c, keys, where, sizeof where)
     const int tp = c->parallel.tp, dp = c->parallel.dp, B = c->train.micro_batch, T = c->model.seq_len;
     if (c->model.n_embd % c->model.n_head != 0)
         return tg_fail(e, "%s: model.n_embd (%d) must be divisible by model.n_head (%d)",
@@ -456,9 +472,15 @@ int config_validate(const tg_config *c, int world_size, tg_err *e) {
         return tg_fail(e, "%s: parallel.sp splits the micro-batch's train.micro_batch x model.seq_len = %d x %d = %lld "
                           "rows over parallel.tp = %d ranks, which does not divide them",
                        FROM("parallel.sp parallel.tp train.micro_batch model.seq_len"), B, T, rows, tp);
-    if (c->train.global_batch % per_step != 0)
-        return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d) = %lld",
-                       FROM("train.global_batch train.micro_batch parallel.dp"), c->train.global_batch, B, dp, per_step);
+    if (c->train.global_batch % per_step != 0) {
+        char dp_why[96] = ""; /* a dp nobody gave is the launcher's doing: say so */
+        if (c->parallel.dp_from_world)
+            snprintf(dp_why, sizeof dp_why, ", from the world size: %d ranks / parallel.tp %d", world_size, tp);
+        return tg_fail(e, "%s: train.global_batch (%d) must be a multiple of train.micro_batch (%d) x parallel.dp (%d%s) = %lld",
+                       FROM(c->parallel.dp_from_world ? "train.global_batch train.micro_batch"
+                                                      : "train.global_batch train.micro_batch parallel.dp"),
+                       c->train.global_batch, B, dp, dp_why, per_step);
+    }
     if (strcmp(c->device, "cuda") == 0 && !ops_cuda_compiled())
         return tg_fail(e, "%s: device = \"cuda\": this train_gpt was built without CUDA (rebuild with make GPU=1)",
                        FROM("device"));

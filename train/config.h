@@ -62,6 +62,7 @@ typedef struct tg_config {
     } out;
     struct {
         int tp, dp;
+        bool dp_from_world; /* dp was not given: config_resolve_layout took it from the world size */
         bool sp;
         bool sp_regather; /* SP: LayerNorm outputs kept as row shards, all-gathered again in backward */
         int zero;
@@ -116,6 +117,10 @@ int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], co
 
 /* Fills parallel.dp when it is 0 (world size / tp). */
 void config_resolve_layout(tg_config *c, int world_size);
+
+/* Where the value of keys (space-separated) came from, for a message:
+ * the config file, "--set KEY" or both; written into buf. */
+const char *config_origin(const tg_config *c, const char *keys, char *buf, size_t n);
 
 /* Checks ranges and cross-key constraints; world_size is the number of
  * ranks the run was started with. */

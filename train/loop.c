@@ -60,16 +60,28 @@ bool run_nothing_to_train(const run *r) {
 }
 
 /* A resume at or past train.steps: what to do instead, since rerunning the
- * quickstart's own command is the first thing a newcomer tries. */
+ * quickstart's own command is the first thing a newcomer tries. Raising
+ * train.steps stretches the LR schedule, which sends the LR back up: the
+ * hint says by how much, and how to go on at the LR the run ended at. */
 static void say_nothing_to_train(const run *r) {
     const tg_config *c = &r->cfg;
-    const int s = r->state.step;
+    const int s = r->state.step, more = s > 0 ? 2 * s : 100;
+    char lr_note[320] = "";
+    if (s > 0) {
+        tg_config longer = *c;
+        longer.train.steps = more;
+        const double ended = optim_lr(c, s), next = optim_lr(&longer, s + 1);
+        snprintf(lr_note, sizeof lr_note,
+                 ": the LR schedule stretches to the new length, so step %d trains at lr %.3g where step %d ended at "
+                 "%.3g; to go on at %.3g, add --set train.lr_schedule=constant --set train.lr=%.3g --set train.min_lr=%.3g",
+                 s + 1, next, s, ended, ended, ended, ended);
+    }
     printf("nothing left to train: %s/step_%08d has done %d steps, %s train.steps (%d); no step, sample, "
            "checkpoint or log line was written.\n"
-           "To go on: raise train.steps to continue this run (e.g. --set train.steps=%d), or start another run in a "
+           "To go on: raise train.steps to continue this run (e.g. --set train.steps=%d%s), or start another run in a "
            "new out.dir (e.g. --set out.dir=%s_2; out.resume=false alone is refused where checkpoints exist, so that "
            "none is overwritten).\n",
-           c->out.dir, s, s, s == c->train.steps ? "all of" : "past", c->train.steps, s > 0 ? 2 * s : 100, c->out.dir);
+           c->out.dir, s, s, s == c->train.steps ? "all of" : "past", c->train.steps, more, lr_note, c->out.dir);
     fflush(stdout);
 }
 

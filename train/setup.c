@@ -40,7 +40,8 @@ void run_resolve_topology(tg_config *cfg, topology *topo) {
         return;
     }
     if (topology_from_env(topo, cfg->parallel.tp, &e)) {
-        tg_wrap(&e, "%s", cfg->source);
+        char where[CFG_PATH_MAX + 64];
+        tg_wrap(&e, "%s", config_origin(cfg, "parallel.tp", where, sizeof where));
         tg_die(PROG, &e);
     }
     config_resolve_layout(cfg, topo->world);
@@ -141,6 +142,16 @@ static void check_val_tokens(run *r) {
     free(buf);
 }
 
+/* Dies of e, a failure to read what `key` names, naming the key and where
+ * its value came from (the config file or --set). */
+static void die_about_key(const tg_config *c, const char *key, tg_err *e) {
+    char where[CFG_PATH_MAX + 64];
+    config_origin(c, key, where, sizeof where);
+    if (strncmp(where, "--set ", 6) == 0) tg_wrap(e, "%s", where); /* "--set KEY" names it */
+    else tg_wrap(e, "%s: %s", where, key);
+    tg_die(PROG, e);
+}
+
 /* What the purpose reads: training's shards (when it takes steps), the
  * validation shards (training, --eval), and the vocabulary only where text
  * is printed or read (training's samples, --sample, --hellaswag), so
@@ -152,13 +163,13 @@ static void open_data(run *r) {
     tg_err e;
     if (training && c->train.steps > 0) {
         r->train = shards_open(c->data.train, advance + 1, advance, c->data.shuffle, (uint64_t)c->train.seed, &e);
-        if (!r->train) tg_die(PROG, &e);
+        if (!r->train) die_about_key(c, "data.train", &e);
         say(r, "train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
             shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
     }
     if ((training || r->purpose == RUN_EVAL) && c->data.val[0] && c->out.eval_batches != 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
-        if (!r->val) tg_die(PROG, &e);
+        if (!r->val) die_about_key(c, "data.val", &e);
         if (training) check_val_tokens(r);
         const long long windows = shards_windows_per_epoch(r->val);
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
@@ -167,11 +178,11 @@ static void open_data(run *r) {
     const bool hellaswag = training && c->out.hellaswag[0] && !c->parallel.project; /* a projection scores nothing */
     if ((training && c->out.sample_tokens > 0) || hellaswag || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
         r->tok = tokenizer_load(c->data.vocab_dir, &e);
-        if (!r->tok) tg_die(PROG, &e);
+        if (!r->tok) die_about_key(c, "data.vocab_dir", &e);
     }
     if (hellaswag) {
         r->hellaswag = hellaswag_load(c->out.hellaswag, r->tok, c->model.vocab_size, c->model.seq_len, &e);
-        if (!r->hellaswag) tg_die(PROG, &e);
+        if (!r->hellaswag) die_about_key(c, "out.hellaswag", &e);
         say(r, "hellaswag: %d examples from %s, scored at each evaluation\n", r->hellaswag->n, c->out.hellaswag);
     }
 }
@@ -202,6 +213,7 @@ static void init_state(run *r) {
         }
         if (ckpt_load_state(dir, c, &r->state, &e)) tg_die(PROG, &e);
         say(r, "resumed from %s (step %d)\n", dir, r->state.step);
+        if (r->state.changed[0]) say(r, "changed since that checkpoint: %s\n", r->state.changed);
         r->resumed_step = r->state.step;
     } else if (c->model.init_from[0]) {
         if (ckpt_load_model(c->model.init_from, r->model, &e)) tg_die(PROG, &e);

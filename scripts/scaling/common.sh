@@ -148,7 +148,8 @@ sc_main() {
     for v in SCALE DEVICES DEVICE PEAK_TFLOPS OMP_NUM_THREADS TRAIN_GPT PYTHON; do
         [ -n "${!v:-}" ] && env_part+="$v=$(printf '%q' "${!v}") "
     done
-    orig_cmd="${env_part}scripts/${sc_kind}_scaling.sh$(printf ' %q' "$@")"
+    orig_cmd="${env_part}scripts/${sc_kind}_scaling.sh"
+    [ $# -eq 0 ] || orig_cmd+=$(printf ' %q' "$@") # printf with no arguments would add a '' argument
 
     local scale="${SCALE:-}" batches="8,20" tps="" dp=1 sp="" recompute="" micro="" steps="" devices="${DEVICES:-}"
     local device="${DEVICE:-}" peak="${PEAK_TFLOPS:-}" timeout_s="" out="" extra=() dry_run=0 repeat=""
