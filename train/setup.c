@@ -143,12 +143,17 @@ static void check_val_tokens(run *r) {
 }
 
 /* Dies of e, a failure to read what `key` names, naming the key and where
- * its value came from (the config file or --set). */
-static void die_about_key(const tg_config *c, const char *key, tg_err *e) {
+ * its value came from (the config file or --set), then `hint` (or nothing). */
+static void die_about_key(const tg_config *c, const char *key, const char *hint, tg_err *e) {
     char where[CFG_PATH_MAX + 64];
     config_origin(c, key, where, sizeof where);
     if (strncmp(where, "--set ", 6) == 0) tg_wrap(e, "%s", where); /* "--set KEY" names it */
     else tg_wrap(e, "%s: %s", where, key);
+    if (hint) {
+        tg_err with_hint;
+        tg_fail(&with_hint, "%s%s", e->msg, hint);
+        tg_die(PROG, &with_hint);
+    }
     tg_die(PROG, e);
 }
 
@@ -163,13 +168,13 @@ static void open_data(run *r) {
     tg_err e;
     if (training && c->train.steps > 0) {
         r->train = shards_open(c->data.train, advance + 1, advance, c->data.shuffle, (uint64_t)c->train.seed, &e);
-        if (!r->train) die_about_key(c, "data.train", &e);
+        if (!r->train) die_about_key(c, "data.train", NULL, &e);
         say(r, "train data: %d shard(s), %lld tokens, %lld batches per epoch\n", shards_count(r->train),
             shards_total_tokens(r->train), shards_windows_per_epoch(r->train));
     }
     if ((training || r->purpose == RUN_EVAL) && c->data.val[0] && c->out.eval_batches != 0) {
         r->val = shards_open(c->data.val, advance + 1, advance, false, 0, &e);
-        if (!r->val) die_about_key(c, "data.val", &e);
+        if (!r->val) die_about_key(c, "data.val", " (data.val \"\" trains without validation; ./prepare --val-tokens N sets the validation shard's size)", &e);
         if (training) check_val_tokens(r);
         const long long windows = shards_windows_per_epoch(r->val);
         say(r, "val data: %d shard(s), %lld tokens, %lld batches (eval uses %lld)\n", shards_count(r->val),
@@ -178,11 +183,11 @@ static void open_data(run *r) {
     const bool hellaswag = training && c->out.hellaswag[0] && !c->parallel.project; /* a projection scores nothing */
     if ((training && c->out.sample_tokens > 0) || hellaswag || r->purpose == RUN_SAMPLE || r->purpose == RUN_HELLASWAG) {
         r->tok = tokenizer_load(c->data.vocab_dir, &e);
-        if (!r->tok) die_about_key(c, "data.vocab_dir", &e);
+        if (!r->tok) die_about_key(c, "data.vocab_dir", NULL, &e);
     }
     if (hellaswag) {
         r->hellaswag = hellaswag_load(c->out.hellaswag, r->tok, c->model.vocab_size, c->model.seq_len, &e);
-        if (!r->hellaswag) die_about_key(c, "out.hellaswag", &e);
+        if (!r->hellaswag) die_about_key(c, "out.hellaswag", NULL, &e);
         say(r, "hellaswag: %d examples from %s, scored at each evaluation\n", r->hellaswag->n, c->out.hellaswag);
     }
 }
