@@ -395,8 +395,9 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 }
 
 struct emu_stream {
-    int dummy;
+    unsigned long long serial; /* streams in order of creation: a new stream may reuse a destroyed one's address */
 };
+static unsigned long long g_streams_created;
 struct emu_event {
     int recorded;
     double t_ms;       /* host clock at the record: the emulator runs synchronously */
@@ -408,7 +409,7 @@ struct emu_event {
 static double g_lt_virtual_ms = 0.0;
 static double now_ms() { return emu_now_s() * 1e3 + g_lt_virtual_ms; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new emu_stream{0};
+    *s = new emu_stream{++g_streams_created};
     emu_lazy_stream_created(*s, (flags & cudaStreamNonBlocking) != 0);
     return cudaSuccess;
 }
@@ -1680,7 +1681,7 @@ static long g_lt_heuristic_calls = 0;
 static std::map<unsigned, long> g_lt_matmul_calls; /* by epilogue */
 long emu_lt_heuristic_calls(void) { return g_lt_heuristic_calls; }
 long emu_lt_matmul_calls(unsigned epilogue) { return g_lt_matmul_calls[epilogue]; }
-static std::set<cudaStream_t> g_lt_matmul_streams; /* every stream a product was enqueued on (not the legacy one) */
+static std::set<unsigned long long> g_lt_matmul_streams; /* every stream a product was enqueued on, by serial (not the legacy one) */
 long emu_lt_matmul_streams(void) { return (long)g_lt_matmul_streams.size(); }
 
 /* EMU_LT_NO_EPILOGUE=1: the heuristic finds no algorithm for any epilogue, as
@@ -1740,7 +1741,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceBytes, cudaStream_t stream) {
     if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && refuse_epilogues() == REFUSE_MATMUL)
         return CUBLAS_STATUS_NOT_SUPPORTED; /* refused at the call, before anything is enqueued */
-    if (stream) g_lt_matmul_streams.insert(stream); /* not a node's replay (nullptr, below) */
+    if (stream) g_lt_matmul_streams.insert(stream->serial); /* not a node's replay (nullptr, below) */
     const bool captured = emu::capturing(stream);
     if ((captured || emu_lazy_active()) && op->pointer_mode == 0) {
         /* cuBLASLt reads the descriptors and host scalars when it is called:
