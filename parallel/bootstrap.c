@@ -450,9 +450,20 @@ bootstrap *bootstrap_create(const topology *t, double timeout_s, tg_err *e) {
 
 /* ---- collectives ------------------------------------------------------ */
 
+/* How long a collective waits, the config key that says so (for the
+ * message when it gives up), and how much longer the other ranks wait for
+ * rank 0's reply, so that rank 0's report of a missing rank reaches them
+ * before their own timeout. */
+typedef struct bs_wait {
+    double timeout_s;
+    const char *key;
+    double grace_s;
+} bs_wait;
+
 /* Rank 0: receives one DATA frame of `bytes` from every peer into all[r],
  * all at once, so that a peer that hangs up is noticed whatever the order. */
-static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned char *all, double deadline, tg_err *e) {
+static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned char *all, const bs_wait *w, tg_err *e) {
+    const double deadline = now_s() + w->timeout_s;
     int n = bs->world;
     size_t *got = tg_calloc((size_t)n, sizeof(size_t), "bootstrap progress");
     unsigned char(*hdr)[HDR_BYTES] = tg_calloc((size_t)n, HDR_BYTES, "bootstrap headers");
@@ -478,7 +489,7 @@ static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned
         if (k == 0) {
             char list[256];
             list_ranks(list, sizeof list, missing, n);
-            rc = tg_fail(e, "%s: timed out after %g s (parallel.timeout_s) waiting for rank%s %s", what, bs->timeout_s,
+            rc = tg_fail(e, "%s: timed out after %g s (%s) waiting for rank%s %s", what, w->timeout_s, w->key,
                          left > 1 ? "s" : "", list);
             break;
         }
@@ -521,16 +532,16 @@ static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned
     return rc;
 }
 
-int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all, tg_err *e) {
+static int allgather_within(bootstrap *bs, const void *mine, size_t bytes, void *all, const bs_wait *w, tg_err *e) {
     char what[96];
     snprintf(what, sizeof what, "bootstrap allgather #%llu (rank %d)", (unsigned long long)bs->seq, bs->rank);
     if (bs->broken) return tg_fail(e, "%s: the bootstrap is broken by an earlier failure", what);
     unsigned char *out = all;
     if (bytes) memmove(out + (size_t)bs->rank * bytes, mine, bytes);
     if (bs->world == 1) return 0;
-    double deadline = now_s() + bs->timeout_s;
+    double deadline = now_s() + w->timeout_s;
     if (bs->rank == 0) {
-        if (server_gather(bs, what, bytes, out, deadline, e)) return fail_world(bs, e);
+        if (server_gather(bs, what, bytes, out, w, e)) return fail_world(bs, e);
         size_t total = (size_t)bs->world * bytes;
         for (int r = 1; r < bs->world; r++) {
             int s = send_frame(bs->fd[r], MSG_DATA, bs->seq, out, total, deadline);
@@ -554,7 +565,7 @@ int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all
     }
     if (s == IO_OK) {
         unsigned char h[HDR_BYTES];
-        s = recv_all(fd, h, sizeof h, deadline + PEER_GRACE_S);
+        s = recv_all(fd, h, sizeof h, deadline + w->grace_s);
         if (s == IO_OK) {
             frame_hdr hd = get_hdr(h);
             if (hd.magic == BS_MAGIC && hd.type == MSG_ERROR) return peer_got_error(bs, &hd, what, e);
@@ -562,12 +573,12 @@ int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all
                 bs->broken = 1;
                 return tg_fail(e, "%s: unexpected reply from rank 0 (the ranks called different bootstrap collectives)", what);
             }
-            s = recv_all(fd, out, (size_t)bs->world * bytes, deadline + PEER_GRACE_S);
+            s = recv_all(fd, out, (size_t)bs->world * bytes, deadline + w->grace_s);
         }
     }
     if (s != IO_OK) {
         bs->broken = 1;
-        if (s == IO_TIMEOUT) return tg_fail(e, "%s: timed out after %g s (parallel.timeout_s) waiting for rank 0", what, bs->timeout_s);
+        if (s == IO_TIMEOUT) return tg_fail(e, "%s: timed out after %g s (%s) waiting for rank 0", what, w->timeout_s, w->key);
         if (s == IO_CLOSED) return tg_fail(e, "%s: rank 0 closed its bootstrap connection (it exited or was killed)", what);
         return tg_fail(e, "%s: talking to rank 0: %s", what, strerror(errno));
     }
@@ -575,9 +586,20 @@ int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all
     return 0;
 }
 
+int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all, tg_err *e) {
+    const bs_wait w = {bs->timeout_s, "parallel.timeout_s", PEER_GRACE_S};
+    return allgather_within(bs, mine, bytes, all, &w, e);
+}
+
 int bootstrap_barrier(bootstrap *bs, tg_err *e) {
     unsigned char none = 0;
     return bootstrap_allgather(bs, &none, 0, &none, e);
+}
+
+int bootstrap_barrier_within(bootstrap *bs, double timeout_s, const char *key, tg_err *e) {
+    unsigned char none = 0;
+    const bs_wait w = {timeout_s, key, 0.0};
+    return allgather_within(bs, &none, 0, &none, &w, e);
 }
 
 int bootstrap_rank(const bootstrap *bs) { return bs->rank; }

@@ -30,6 +30,12 @@ bootstrap *bootstrap_create(const topology *t, double timeout_s, tg_err *e);
  * `all` (world * bytes) receives every contribution in rank order. */
 int bootstrap_allgather(bootstrap *bs, const void *mine, size_t bytes, void *all, tg_err *e);
 int bootstrap_barrier(bootstrap *bs, tg_err *e);
+/* A barrier that waits up to timeout_s (the config key `key`, named when it
+ * gives up) rather than parallel.timeout_s, for a wait whose length is
+ * known to differ: the other ranks' while rank 0 writes a checkpoint. Rank 0
+ * is the one they wait for, so they wait no grace beyond timeout_s for its
+ * report of a missing rank. A peer that exits still ends it at once. */
+int bootstrap_barrier_within(bootstrap *bs, double timeout_s, const char *key, tg_err *e);
 
 int bootstrap_rank(const bootstrap *bs);
 int bootstrap_world(const bootstrap *bs);

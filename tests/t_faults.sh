@@ -251,4 +251,29 @@ check stopped_rank_ends_job "rc $rc, ended ${dt} ms after SIGSTOP (timeout_s 2; 
     test -n "$victim" -a "$rc" != 0 -a "$dt" -lt 3500
 pgrep -f -- "out.dir=$d" >/dev/null && { not_ok stopped_rank_reaped "a rank is still running"; pkill -KILL -f -- "out.dir=$d"; }
 
+# ---- 5. a checkpoint that takes longer to write than parallel.timeout_s ---------
+# Data parallel over 2 ranks: rank 0 writes, rank 1 waits for it up to parallel.save_timeout_s (it
+# timed out in the next step's all-reduce after parallel.timeout_s before), and a save_timeout_s
+# shorter than the write ends the job naming that key. GPT-2's vocabulary makes the write take
+# several times the 0.2 s timeout (the check says how long it took).
+random_shards "$tmp/v50k" 50257 9 20000 2000
+cat >"$tmp/wide_vocab.json" <<EOF
+{"model": {"n_layer": 1, "n_head": 2, "n_embd": 128, "vocab_size": 50257, "seq_len": 16},
+ "train": {"micro_batch": 2, "global_batch": 4, "steps": 2, "lr": 1e-3, "min_lr": 1e-4, "warmup": 1},
+ "data": {"train": "$tmp/v50k/train_*.bin", "val": "$tmp/v50k/val_*.bin"},
+ "out": {"log_every": 1, "eval_every": 0, "save_every": 1, "sample_tokens": 0}, "device": "cpu"}
+EOF
+save_run() { # NAME [--set ...]: the wide-vocabulary config as 2 data-parallel ranks, parallel.timeout_s 0.2
+    local name="$1"; shift
+    timeout -k 5 120 "$launch" -n 2 --log-dir "$tmp/$name.l" -- "$bin" --config "$tmp/wide_vocab.json" \
+        --set parallel.timeout_s=0.2 --set out.dir="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1
+}
+save_run slow_save; rc=$?
+took=$(grep -o 'saved .*step_00000001 ([0-9]* ms)' "$tmp/slow_save.out" | grep -o '[0-9]* ms')
+check "rank_waits_for_a_checkpoint_longer_than_timeout_s (the write took $took)" "rc $rc: $(oneline "$tmp/slow_save.out" 4)" \
+    test "$rc" = 0 -a -f "$tmp/slow_save/step_00000002/state.json" -a "${took% ms}" -gt 200
+save_run short_save --set parallel.save_timeout_s=0.2; rc=$?
+check save_timeout_s_ends_the_wait_naming_it "rc $rc: $(oneline "$tmp/short_save.out" 4)" \
+    eval 'test "$rc" != 0 && grep -q "waiting for rank 0 to write .*step_00000001: .*timed out after 0.2 s (parallel.save_timeout_s)" "$tmp/short_save.out"'
+
 exit "$failed"

@@ -163,7 +163,7 @@ bad_table bad_table_plan 'all_reduce 8 1\nallgather 8 1\n' "interconnect.table: 
 bad_table bad_table_project 'all_reduce 8\n' "interconnect.table: $tmp/bad_bad_table_project.txt:1: expected" project
 bad_table empty_table_project '# no rows\n' "bad_empty_table_project.txt: no all_reduce row" project
 out=$("$bin" --plan --config configs/tiny.json --devices 8 --set "interconnect.table=$tmp/none.txt" 2>&1); rc=$?
-if [ "$rc" -ne 0 ] && grep -qF "interconnect.table: $tmp/none.txt: cannot open the link table" <<<"$out"; then ok missing_table_plan
+if [ "$rc" -ne 0 ] && grep -qF "error: --set interconnect.table: $tmp/none.txt: cannot open the link table" <<<"$out"; then ok missing_table_plan
 else not_ok missing_table_plan "status $rc: $out"; fi
 
 # A projected DP run models the bucketed all-reduce hiding behind the

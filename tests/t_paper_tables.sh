@@ -175,6 +175,11 @@ got = [(arg(c, "--nodes="), arg(c, "--ntasks="), arg(c, "--ntasks-per-node="), a
 want = [(str(n), str(8 * n), "8", str(t), "64", "512", "ALL,MASTER_ADDR=gpu-node-17")
         for n, t in ((8, 1), (16, 2), (32, 4), (64, 8))]
 check("slurm_srun_per_layout", got == want, f"srun calls {got}, want {want}")
+# timing runs keep no final checkpoint, and a layout with both TP and DP above 1 runs op by op (one CUDA
+# graph with both communicators' collectives: docs/design.md)
+got = [(arg(c, "parallel.tp="), arg(c, "out.save_final="), arg(c, "train.cuda_graph=")) for c in calls]
+want = [("1", "false", None), ("2", "false", "false"), ("4", "false", "false"), ("8", "false", "false")]
+check("slurm_no_final_save_no_graph_at_tp_x_dp", got == want, f"srun calls (tp, save_final, cuda_graph) {got}, want {want}")
 mdp = [(r[2], r[3], r[7], r[8]) for r in by.get("weak_mdp", []) if r[7] == "real"]
 want = [(str(t), "64", "real", f"{500 + 10 * t:.1f}") for t in (1, 2, 4, 8)]
 check("slurm_rows_real", mdp == want, f"real rows (tp, dp, source, step) {mdp}, want {want}")

@@ -90,6 +90,7 @@ static const key_spec SCHEMA[] = {
     {"parallel.zero", K_INT, OFF(parallel.zero), "0", 0, 1, NULL, "1: ZeRO-1, AdamW state sharded over DP"},
     {"parallel.dp_bucket_mb", K_FLOAT, OFF(parallel.dp_bucket_mb), "25", 0, 1e6, NULL, "the data-parallel gradient all-reduce starts during the last micro-batch's backward pass, in buckets of whole layers of about this many MiB, overlapping the layers still to run (0: one all-reduce after the backward pass); under ZeRO the same buckets are reduce-scattered, each rank's shard is its 1/dp of every bucket, and the updated weights are all-gathered bucket by bucket beside the next step's forward pass"},
     {"parallel.timeout_s", K_FLOAT, OFF(parallel.timeout_s), "300", 0.1, 1e6, NULL, "seconds a rank waits for its peers before it gives up"},
+    {"parallel.save_timeout_s", K_FLOAT, OFF(parallel.save_timeout_s), "3600", 0.1, 1e6, NULL, "seconds the other ranks wait for rank 0 to write a checkpoint (in place of parallel.timeout_s: a large model's checkpoint may take longer to write; a rank that exits still ends the wait at once)"},
     {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
     {"parallel.comm", K_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|shm|nccl", "communicator between ranks: shm (one node, host memory; device buffers staged), nccl (cuda builds, one GPU per rank); auto: nccl on cuda when every rank of the node has its own GPU, else shm"},
     {"parallel.project", K_BOOL, OFF(parallel.project), "false", 0, 0, NULL, "one process runs rank 0's exact shard of the tp x dp layout with a null communicator and models the communication (projection)"},
@@ -425,6 +426,13 @@ const char *config_origin(const tg_config *c, const char *keys, char *buf, size_
     return buf;
 }
 
+const char *config_key_named(const tg_config *c, const char *key, char *buf, size_t n) {
+    config_origin(c, key, buf, n);
+    const size_t len = strlen(buf);
+    if (strncmp(buf, "--set ", 6) != 0 && len < n) snprintf(buf + len, n - len, ": %s", key); /* "--set KEY" names it */
+    return buf;
+}
+
 int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], const char *const names[SHAPE_KEYS],
                        const char *src, const char *advice, tg_err *e) {
     const int given[SHAPE_KEYS] = {c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.vocab_size,
@@ -442,8 +450,10 @@ int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], co
 int config_link(const tg_config *c, comm_link *l, tg_err *e) {
     *l = comm_link_flat(c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6);
     if (!c->interconnect.table[0]) return 0;
-    if (comm_link_load(l, c->interconnect.table, e))
-        return tg_wrap(e, "%s: interconnect.table", c->source[0] ? c->source : "config");
+    if (comm_link_load(l, c->interconnect.table, e)) {
+        char where[CFG_PATH_MAX + 64];
+        return tg_wrap(e, "%s", config_key_named(c, "interconnect.table", where, sizeof where));
+    }
     return 0;
 }
 

@@ -15,7 +15,7 @@
 
 #define CFG_PATH_MAX 1024
 #define CFG_WORD_MAX 32
-#define CFG_KEYS_MAX 64 /* at least the schema's key count (config.c checks) */
+#define CFG_KEYS_MAX 80 /* at least the schema's key count (config.c checks) */
 
 /* The model shape keys a checkpoint can supply (model.n_layer, n_head,
  * n_embd, vocab_size, seq_len), in this order. */
@@ -68,6 +68,7 @@ typedef struct tg_config {
         int zero;
         double dp_bucket_mb;
         double timeout_s;
+        double save_timeout_s; /* the other ranks' wait for rank 0's checkpoint write */
         char numa[CFG_WORD_MAX];
         char comm[CFG_WORD_MAX];
         bool project;
@@ -121,6 +122,9 @@ void config_resolve_layout(tg_config *c, int world_size);
 /* Where the value of keys (space-separated) came from, for a message:
  * the config file, "--set KEY" or both; written into buf. */
 const char *config_origin(const tg_config *c, const char *keys, char *buf, size_t n);
+/* One key and where its value came from, for a message about what it
+ * names: "--set KEY", or "FILE: KEY" (the config file, or its defaults). */
+const char *config_key_named(const tg_config *c, const char *key, char *buf, size_t n);
 
 /* Checks ranges and cross-key constraints; world_size is the number of
  * ranks the run was started with. */

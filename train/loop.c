@@ -9,6 +9,12 @@
 #include "train/run.h"
 
 
+/* Saves the step. The other ranks then wait for rank 0 to have written and
+ * renamed it, bounded by parallel.save_timeout_s: left to the next step's
+ * collectives, their wait was bounded by parallel.timeout_s, and a large
+ * checkpoint could take longer to write than that. Nobody exits before the
+ * checkpoint is in place either (a launcher stops the others when the first
+ * rank ends). */
 static void save(run *r) {
     tg_err e;
     if (optim_weights_current(r->opt, r->model, &e)) tg_die(PROG, &e); /* ZeRO: the last update's gather */
@@ -19,6 +25,10 @@ static void save(run *r) {
     else printf("saved %s/step_%08d (%.0f ms)\n", r->cfg.out.dir, r->state.step, now_ms() - t0);
     report_check_stdout(r, "the checkpoint line", r->state.step);
     if (r->rank == 0) ckpt_prune(r->cfg.out.dir, r->cfg.out.keep_last, r->cfg.out.keep_every, &r->kept);
+    if (r->bs && bootstrap_barrier_within(r->bs, r->cfg.parallel.save_timeout_s, "parallel.save_timeout_s", &e)) {
+        tg_wrap(&e, "waiting for rank 0 to write %s/step_%08d", r->cfg.out.dir, r->state.step);
+        tg_die(PROG, &e);
+    }
 }
 
 
@@ -40,13 +50,7 @@ static int agreed_stop_signal(run *r) {
 static void stop_on_signal(run *r, int sig) {
     const bool keep = !r->cfg.parallel.project;
     if (keep && r->state.step > 0) {
-        save(r);
-        /* Nobody exits before the writer has renamed the checkpoint into
-         * place: a launcher stops the others when the first rank ends. */
-        float done = 1.0f;
-        tg_err e;
-        if (comm_all_reduce(r->tp, &done, 1, REDUCE_SUM, &e) || comm_all_reduce(r->dp, &done, 1, REDUCE_SUM, &e))
-            tg_die(PROG, &e);
+        save(r); /* which every rank leaves only once the checkpoint is in place */
     }
     printf("stopped on SIG%s after step %d%s\n", sigabbrev_np(sig), r->state.step,
            keep && r->state.step > 0 ? "; run the same command to resume from that checkpoint" : "");

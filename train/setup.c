@@ -145,10 +145,8 @@ static void check_val_tokens(run *r) {
 /* Dies of e, a failure to read what `key` names, naming the key and where
  * its value came from (the config file or --set), then `hint` (or nothing). */
 static void die_about_key(const tg_config *c, const char *key, const char *hint, tg_err *e) {
-    char where[CFG_PATH_MAX + 64];
-    config_origin(c, key, where, sizeof where);
-    if (strncmp(where, "--set ", 6) == 0) tg_wrap(e, "%s", where); /* "--set KEY" names it */
-    else tg_wrap(e, "%s: %s", where, key);
+    char where[CFG_PATH_MAX + 128];
+    tg_wrap(e, "%s", config_key_named(c, key, where, sizeof where));
     if (hint) {
         tg_err with_hint;
         tg_fail(&with_hint, "%s%s", e->msg, hint);

@@ -41,7 +41,10 @@ pt_slurm() {
             --set "train.global_batch=$gb" --set "train.micro_batch=$mb" --set "train.steps=$steps"
             --set "data.train=$dir/data/train_*.bin" --set data.val= --set "out.dir=$run" --set out.resume=false
             --set out.log_every=1 --set out.eval_every=0 --set out.eval_batches=0 --set out.sample_every=0
-            --set out.sample_tokens=0 --set out.save_every=0 --set device=cuda)
+            --set out.sample_tokens=0 --set out.save_every=0 --set out.save_final=false --set device=cuda)
+        # One CUDA graph holding both the TP and the DP communicators' collectives is a mix NCCL
+        # says has been seen to deadlock (docs/design.md, "CUDA graphs"): op by op there
+        [ "$t" -gt 1 ] && [ "$dp" -gt 1 ] && cmd+=(--set train.cuda_graph=false)
         [ -z "$links" ] || cmd+=(--set "interconnect.table=$links")
         if [ "$dry" = 1 ]; then
             printf '%q ' "${pre[@]}"
