@@ -15,7 +15,7 @@ TG_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$
 UTIL_SRC = util/err.c util/fs.c util/json.c util/rng.c util/spell.c util/digest.c
 DATA_SRC = data/shards.c data/tokenizer.c data/hellaswag.c
 PARALLEL_SRC = parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c parallel/comm_shm_sync.c \
-               parallel/comm_shm_segment.c parallel/bootstrap.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
+               parallel/comm_shm_segment.c parallel/bootstrap.c parallel/bootstrap_io.c parallel/topology.c parallel/numa_bind.c parallel/mappings.c
 # The CPU kernels are built twice: float32 (x.o) and bf16 storage (x.bf16.o,
 # -DTG_CPU_BF16; kernels/cpu/act.h).
 CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmul.c kernels/cpu/attention.c \

@@ -1,11 +1,11 @@
 #include "parallel/bootstrap.h"
+#include "parallel/bootstrap_io.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +14,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Every message is a frame: a fixed header in network byte order, then
- * `bytes` of payload. */
-#define BS_MAGIC 0x54474253u /* "TGBS" */
-enum { MSG_HELLO = 1, MSG_WELCOME, MSG_DATA, MSG_ERROR };
-#define HDR_BYTES 24
-typedef struct {
-    uint32_t magic, type;
-    uint64_t seq, bytes;
-} frame_hdr;
 
 #define NODE_KEY 128 /* host name + boot id */
 #define ERR_MAX 700  /* longest error text sent from rank 0 to its peers */
@@ -41,127 +31,6 @@ struct bootstrap {
     char (*node)[NODE_KEY];
 };
 
-/* ---- time and raw I/O ------------------------------------------------- */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
-}
-
-enum { IO_OK, IO_TIMEOUT, IO_CLOSED, IO_ERROR };
-
-static int poll_ms(double deadline) {
-    double left = deadline - now_s();
-    if (left <= 0) return 0;
-    return left > 1000.0 ? 1000000 : (int)(left * 1000.0) + 1;
-}
-
-/* Waits until fd is ready for `events` or the deadline passes. */
-static int wait_fd(int fd, short events, double deadline) {
-    for (;;) {
-        struct pollfd p = {fd, events, 0};
-        int ms = poll_ms(deadline);
-        if (ms == 0) return IO_TIMEOUT;
-        int r = poll(&p, 1, ms);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return IO_ERROR;
-        if (r > 0) return IO_OK; /* readable, writable, or hung up: the next call says which */
-    }
-}
-
-static int send_all(int fd, const void *buf, size_t n, double deadline) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_fd(fd, POLLOUT, deadline);
-            if (w != IO_OK) return w;
-            continue;
-        }
-        return (errno == EPIPE || errno == ECONNRESET) ? IO_CLOSED : IO_ERROR;
-    }
-    return IO_OK;
-}
-
-/* One non-blocking read into buf[*got..n); IO_OK with *got advanced (maybe
- * not to n), IO_CLOSED at end of stream. */
-static int recv_some(int fd, void *buf, size_t n, size_t *got) {
-    for (;;) {
-        ssize_t k = recv(fd, (char *)buf + *got, n - *got, 0);
-        if (k > 0) {
-            *got += (size_t)k;
-            return IO_OK;
-        }
-        if (k == 0) return IO_CLOSED;
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return IO_OK;
-        return errno == ECONNRESET ? IO_CLOSED : IO_ERROR;
-    }
-}
-
-static int recv_all(int fd, void *buf, size_t n, double deadline) {
-    size_t got = 0;
-    while (got < n) {
-        int w = wait_fd(fd, POLLIN, deadline);
-        if (w != IO_OK) return w;
-        int r = recv_some(fd, buf, n, &got);
-        if (r != IO_OK) return r;
-    }
-    return IO_OK;
-}
-
-static void put_hdr(unsigned char *b, uint32_t type, uint64_t seq, uint64_t bytes) {
-    uint32_t m = htobe32(BS_MAGIC), t = htobe32(type);
-    uint64_t s = htobe64(seq), n = htobe64(bytes);
-    memcpy(b, &m, 4);
-    memcpy(b + 4, &t, 4);
-    memcpy(b + 8, &s, 8);
-    memcpy(b + 16, &n, 8);
-}
-
-static frame_hdr get_hdr(const unsigned char *b) {
-    frame_hdr h;
-    memcpy(&h.magic, b, 4);
-    memcpy(&h.type, b + 4, 4);
-    memcpy(&h.seq, b + 8, 8);
-    memcpy(&h.bytes, b + 16, 8);
-    h.magic = be32toh(h.magic);
-    h.type = be32toh(h.type);
-    h.seq = be64toh(h.seq);
-    h.bytes = be64toh(h.bytes);
-    return h;
-}
-
-static int send_frame(int fd, uint32_t type, uint64_t seq, const void *payload, size_t bytes, double deadline) {
-    unsigned char h[HDR_BYTES];
-    put_hdr(h, type, seq, bytes);
-    int r = send_all(fd, h, sizeof h, deadline);
-    return r == IO_OK && bytes ? send_all(fd, payload, bytes, deadline) : r;
-}
-
-static const char *io_what(int r) {
-    return r == IO_TIMEOUT ? "timed out" : r == IO_CLOSED ? "connection closed" : strerror(errno);
-}
-
-static void set_socket_options(int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 /* ---- failure ---------------------------------------------------------- */
 
 /* Rank 0 gave up: tell every peer still connected why (best effort, short
@@ -170,9 +39,9 @@ static int fail_world(bootstrap *bs, tg_err *e) {
     bs->broken = 1;
     if (bs->rank != 0) return -1;
     size_t len = strnlen(e->msg, ERR_MAX);
-    double deadline = now_s() + 0.5;
+    double deadline = bsio_now() + 0.5;
     for (int r = 1; r < bs->world; r++)
-        if (bs->fd[r] >= 0) send_frame(bs->fd[r], MSG_ERROR, bs->seq, e->msg, len, deadline);
+        if (bs->fd[r] >= 0) bsio_send_frame(bs->fd[r], MSG_ERROR, bs->seq, e->msg, len, deadline);
     return -1;
 }
 
@@ -180,7 +49,7 @@ static int fail_world(bootstrap *bs, tg_err *e) {
 static int peer_got_error(bootstrap *bs, const frame_hdr *h, const char *what, tg_err *e) {
     char msg[ERR_MAX + 1] = "";
     size_t n = h->bytes < ERR_MAX ? (size_t)h->bytes : ERR_MAX;
-    if (recv_all(bs->fd[0], msg, n, now_s() + 1.0) == IO_OK)
+    if (bsio_recv_all(bs->fd[0], msg, n, bsio_now() + 1.0) == IO_OK)
         msg[n] = '\0';
     else
         snprintf(msg, sizeof msg, "(reason lost)");
@@ -262,7 +131,7 @@ static int server_accept_all(bootstrap *bs, const topology *t, int lfd, double d
     for (int r = 1; r < bs->world; r++) missing[r] = 1;
     int left = bs->world - 1, rc = 0;
     while (left > 0) {
-        int w = wait_fd(lfd, POLLIN, deadline);
+        int w = bsio_wait_fd(lfd, POLLIN, deadline);
         if (w == IO_TIMEOUT) {
             char list[256];
             list_ranks(list, sizeof list, missing, bs->world);
@@ -276,15 +145,15 @@ static int server_accept_all(bootstrap *bs, const topology *t, int lfd, double d
             rc = tg_fail(e, "bootstrap: accept on %s failed: %s", t->master_at, strerror(errno));
             break;
         }
-        set_socket_options(fd);
+        bsio_socket_options(fd);
         /* A connection that says nothing (not one of ours) may delay us a little, not forever. */
-        double hello_deadline = now_s() + 5.0 < deadline ? now_s() + 5.0 : deadline;
+        double hello_deadline = bsio_now() + 5.0 < deadline ? bsio_now() + 5.0 : deadline;
         unsigned char buf[HDR_BYTES + 8];
-        if (recv_all(fd, buf, sizeof buf, hello_deadline) != IO_OK) {
+        if (bsio_recv_all(fd, buf, sizeof buf, hello_deadline) != IO_OK) {
             close(fd);
             continue;
         }
-        frame_hdr h = get_hdr(buf);
+        frame_hdr h = bsio_get_hdr(buf);
         int rank, world;
         if (h.magic != BS_MAGIC || h.type != MSG_HELLO || h.bytes != 8) {
             close(fd);
@@ -328,9 +197,9 @@ static int server_create(bootstrap *bs, const topology *t, double deadline, tg_e
     snprintf(bs->session, sizeof bs->session, "%016llx", (unsigned long long)session);
     uint64_t wire = htobe64(session);
     for (int r = 1; r < bs->world; r++) {
-        int s = send_frame(bs->fd[r], MSG_WELCOME, 0, &wire, sizeof wire, deadline);
+        int s = bsio_send_frame(bs->fd[r], MSG_WELCOME, 0, &wire, sizeof wire, deadline);
         if (s != IO_OK) {
-            tg_fail(e, "bootstrap: sending the session id to rank %d: %s", r, io_what(s));
+            tg_fail(e, "bootstrap: sending the session id to rank %d: %s", r, bsio_what(s));
             return fail_world(bs, e);
         }
     }
@@ -356,23 +225,23 @@ static int client_connect(const topology *t, double timeout_s, double deadline, 
             }
             int c = connect(fd, a->ai_addr, a->ai_addrlen), err = c == 0 ? 0 : errno;
             if (c < 0 && errno == EINPROGRESS) {
-                double d = now_s() + 2.0 < deadline ? now_s() + 2.0 : deadline;
+                double d = bsio_now() + 2.0 < deadline ? bsio_now() + 2.0 : deadline;
                 socklen_t len = sizeof err;
-                if (wait_fd(fd, POLLOUT, d) != IO_OK) err = ETIMEDOUT;
+                if (bsio_wait_fd(fd, POLLOUT, d) != IO_OK) err = ETIMEDOUT;
                 else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
             }
             if (err == 0) {
                 freeaddrinfo(res);
-                set_socket_options(fd);
+                bsio_socket_options(fd);
                 return fd;
             }
             snprintf(last, sizeof last, "%s", strerror(err));
             close(fd);
         }
         if (!g) freeaddrinfo(res);
-        if (now_s() >= deadline) break;
-        sleep_s(0.1);
-        if (now_s() >= deadline) break;
+        if (bsio_now() >= deadline) break;
+        bsio_sleep(0.1);
+        if (bsio_now() >= deadline) break;
     }
     return tg_fail(e, "bootstrap: rank %d could not connect to rank 0 at %s within %g s (parallel.timeout_s); last error: %s. "
                    "Is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?", t->rank, t->master_at,
@@ -387,20 +256,20 @@ static int client_create(bootstrap *bs, const topology *t, double deadline, tg_e
     uint32_t r = htobe32((uint32_t)t->rank), w = htobe32((uint32_t)t->world);
     memcpy(hello, &r, 4);
     memcpy(hello + 4, &w, 4);
-    int s = send_frame(fd, MSG_HELLO, 0, hello, sizeof hello, deadline);
-    if (s != IO_OK) return tg_fail(e, "bootstrap: rank %d announcing itself to rank 0: %s", t->rank, io_what(s));
+    int s = bsio_send_frame(fd, MSG_HELLO, 0, hello, sizeof hello, deadline);
+    if (s != IO_OK) return tg_fail(e, "bootstrap: rank %d announcing itself to rank 0: %s", t->rank, bsio_what(s));
     unsigned char h[HDR_BYTES];
-    s = recv_all(fd, h, sizeof h, deadline + PEER_GRACE_S);
+    s = bsio_recv_all(fd, h, sizeof h, deadline + PEER_GRACE_S);
     if (s == IO_TIMEOUT)
         return tg_fail(e, "bootstrap: rank %d timed out after %g s (parallel.timeout_s) waiting for rank 0 to gather all %d ranks",
                        t->rank, bs->timeout_s, t->world);
     if (s != IO_OK) return tg_fail(e, "bootstrap: rank %d waiting for rank 0 to gather all ranks: %s (rank 0 exited?)", t->rank,
-                                   io_what(s));
-    frame_hdr hd = get_hdr(h);
+                                   bsio_what(s));
+    frame_hdr hd = bsio_get_hdr(h);
     if (hd.magic == BS_MAGIC && hd.type == MSG_ERROR) return peer_got_error(bs, &hd, "bootstrap", e);
     uint64_t wire;
     if (hd.magic != BS_MAGIC || hd.type != MSG_WELCOME || hd.bytes != sizeof wire ||
-        recv_all(fd, &wire, sizeof wire, deadline + PEER_GRACE_S) != IO_OK)
+        bsio_recv_all(fd, &wire, sizeof wire, deadline + PEER_GRACE_S) != IO_OK)
         return tg_fail(e, "bootstrap: rank %d got a malformed reply from %s (is that port another program's?)", t->rank,
                        t->master_at);
     snprintf(bs->session, sizeof bs->session, "%016llx", (unsigned long long)be64toh(wire));
@@ -432,7 +301,7 @@ bootstrap *bootstrap_create(const topology *t, double timeout_s, tg_err *e) {
     bs->fd = tg_malloc((size_t)t->world * sizeof(int), "bootstrap sockets");
     for (int r = 0; r < t->world; r++) bs->fd[r] = -1;
     bs->node = tg_calloc((size_t)t->world, NODE_KEY, "bootstrap node table");
-    double deadline = now_s() + timeout_s;
+    double deadline = bsio_now() + timeout_s;
     int rc = 0;
     if (t->world == 1)
         snprintf(bs->session, sizeof bs->session, "%016llx", (unsigned long long)random_session());
@@ -463,7 +332,7 @@ typedef struct bs_wait {
 /* Rank 0: receives one DATA frame of `bytes` from every peer into all[r],
  * all at once, so that a peer that hangs up is noticed whatever the order. */
 static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned char *all, const bs_wait *w, tg_err *e) {
-    const double deadline = now_s() + w->timeout_s;
+    const double deadline = bsio_now() + w->timeout_s;
     int n = bs->world;
     size_t *got = tg_calloc((size_t)n, sizeof(size_t), "bootstrap progress");
     unsigned char(*hdr)[HDR_BYTES] = tg_calloc((size_t)n, HDR_BYTES, "bootstrap headers");
@@ -479,7 +348,7 @@ static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned
                 pf[np] = (struct pollfd){bs->fd[r], POLLIN, 0};
                 who[np++] = r;
             }
-        int ms = poll_ms(deadline);
+        int ms = bsio_poll_ms(deadline);
         int k = ms ? poll(pf, (nfds_t)np, ms) : 0;
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
@@ -498,9 +367,9 @@ static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned
             int r = who[i];
             int s;
             if (got[r] < HDR_BYTES) {
-                s = recv_some(bs->fd[r], hdr[r], HDR_BYTES, &got[r]);
+                s = bsio_recv_some(bs->fd[r], hdr[r], HDR_BYTES, &got[r]);
                 if (s == IO_OK && got[r] == HDR_BYTES) {
-                    frame_hdr h = get_hdr(hdr[r]);
+                    frame_hdr h = bsio_get_hdr(hdr[r]);
                     if (h.magic != BS_MAGIC || h.type != MSG_DATA || h.seq != bs->seq)
                         rc = tg_fail(e, "%s: rank %d sent an unexpected message (collective #%llu, expected #%llu): the ranks "
                                      "called different bootstrap collectives", what, r, (unsigned long long)h.seq,
@@ -511,7 +380,7 @@ static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned
                 }
             } else {
                 size_t off = got[r] - HDR_BYTES;
-                s = recv_some(bs->fd[r], all + (size_t)r * bytes, bytes, &off);
+                s = bsio_recv_some(bs->fd[r], all + (size_t)r * bytes, bytes, &off);
                 got[r] = off + HDR_BYTES;
             }
             if (!rc && s == IO_CLOSED)
@@ -539,15 +408,15 @@ static int allgather_within(bootstrap *bs, const void *mine, size_t bytes, void 
     unsigned char *out = all;
     if (bytes) memmove(out + (size_t)bs->rank * bytes, mine, bytes);
     if (bs->world == 1) return 0;
-    double deadline = now_s() + w->timeout_s;
+    double deadline = bsio_now() + w->timeout_s;
     if (bs->rank == 0) {
         if (server_gather(bs, what, bytes, out, w, e)) return fail_world(bs, e);
         size_t total = (size_t)bs->world * bytes;
         for (int r = 1; r < bs->world; r++) {
-            int s = send_frame(bs->fd[r], MSG_DATA, bs->seq, out, total, deadline);
+            int s = bsio_send_frame(bs->fd[r], MSG_DATA, bs->seq, out, total, deadline);
             if (s != IO_OK) {
                 tg_fail(e, "%s: sending to rank %d: %s", what, r, s == IO_CLOSED ? "rank closed its connection (it exited?)"
-                                                                                 : io_what(s));
+                                                                                 : bsio_what(s));
                 return fail_world(bs, e);
             }
         }
@@ -555,25 +424,25 @@ static int allgather_within(bootstrap *bs, const void *mine, size_t bytes, void 
         return 0;
     }
     int fd = bs->fd[0];
-    int s = send_frame(fd, MSG_DATA, bs->seq, mine, bytes, deadline);
+    int s = bsio_send_frame(fd, MSG_DATA, bs->seq, mine, bytes, deadline);
     if (s == IO_CLOSED) { /* rank 0 may have said why before closing */
         unsigned char h[HDR_BYTES];
-        if (recv_all(fd, h, sizeof h, now_s() + 0.2) == IO_OK) {
-            frame_hdr hd = get_hdr(h);
+        if (bsio_recv_all(fd, h, sizeof h, bsio_now() + 0.2) == IO_OK) {
+            frame_hdr hd = bsio_get_hdr(h);
             if (hd.magic == BS_MAGIC && hd.type == MSG_ERROR) return peer_got_error(bs, &hd, what, e);
         }
     }
     if (s == IO_OK) {
         unsigned char h[HDR_BYTES];
-        s = recv_all(fd, h, sizeof h, deadline + w->grace_s);
+        s = bsio_recv_all(fd, h, sizeof h, deadline + w->grace_s);
         if (s == IO_OK) {
-            frame_hdr hd = get_hdr(h);
+            frame_hdr hd = bsio_get_hdr(h);
             if (hd.magic == BS_MAGIC && hd.type == MSG_ERROR) return peer_got_error(bs, &hd, what, e);
             if (hd.magic != BS_MAGIC || hd.type != MSG_DATA || hd.seq != bs->seq || hd.bytes != (uint64_t)bs->world * bytes) {
                 bs->broken = 1;
                 return tg_fail(e, "%s: unexpected reply from rank 0 (the ranks called different bootstrap collectives)", what);
             }
-            s = recv_all(fd, out, (size_t)bs->world * bytes, deadline + w->grace_s);
+            s = bsio_recv_all(fd, out, (size_t)bs->world * bytes, deadline + w->grace_s);
         }
     }
     if (s != IO_OK) {

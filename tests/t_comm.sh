@@ -16,9 +16,9 @@
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" comm
 tbin=build/test_comm
-srcs=(tests/test_comm.c parallel/bootstrap.c parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c
+srcs=(tests/test_comm.c parallel/bootstrap.c parallel/bootstrap_io.c parallel/comm.c parallel/comm_null.c parallel/group.c parallel/comm_shm.c
       parallel/comm_shm_sync.c parallel/comm_shm_segment.c parallel/topology.c util/err.c)
-hdrs=(parallel/bootstrap.h parallel/comm.h parallel/comm_shm_impl.h parallel/group.h parallel/topology.h util/err.h tests/tap.h)
+hdrs=(parallel/bootstrap.h parallel/bootstrap_io.h parallel/comm.h parallel/comm_shm_impl.h parallel/group.h parallel/topology.h util/err.h tests/tap.h)
 
 # ---- build ---------------------------------------------------------------
 stale=0
