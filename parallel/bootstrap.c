@@ -331,8 +331,8 @@ typedef struct bs_wait {
 
 /* Rank 0: receives one DATA frame of `bytes` from every peer into all[r],
  * all at once, so that a peer that hangs up is noticed whatever the order. */
-static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned char *all, const bs_wait *w, tg_err *e) {
-    const double deadline = bsio_now() + w->timeout_s;
+static int server_gather(bootstrap *bs, const char *what, size_t bytes, unsigned char *all, double deadline, const bs_wait *w,
+                         tg_err *e) {
     int n = bs->world;
     size_t *got = tg_calloc((size_t)n, sizeof(size_t), "bootstrap progress");
     unsigned char(*hdr)[HDR_BYTES] = tg_calloc((size_t)n, HDR_BYTES, "bootstrap headers");
@@ -410,7 +410,7 @@ static int allgather_within(bootstrap *bs, const void *mine, size_t bytes, void 
     if (bs->world == 1) return 0;
     double deadline = bsio_now() + w->timeout_s;
     if (bs->rank == 0) {
-        if (server_gather(bs, what, bytes, out, w, e)) return fail_world(bs, e);
+        if (server_gather(bs, what, bytes, out, deadline, w, e)) return fail_world(bs, e);
         size_t total = (size_t)bs->world * bytes;
         for (int r = 1; r < bs->world; r++) {
             int s = bsio_send_frame(bs->fd[r], MSG_DATA, bs->seq, out, total, deadline);

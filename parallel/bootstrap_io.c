@@ -42,7 +42,7 @@ int bsio_wait_fd(int fd, short events, double deadline) {
     }
 }
 
-int bsio_send_all(int fd, const void *buf, size_t n, double deadline) {
+static int send_all(int fd, const void *buf, size_t n, double deadline) {
     const char *p = buf;
     while (n > 0) {
         ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
@@ -89,7 +89,7 @@ int bsio_recv_all(int fd, void *buf, size_t n, double deadline) {
     return IO_OK;
 }
 
-static void bsio_put_hdr(unsigned char *b, uint32_t type, uint64_t seq, uint64_t bytes) {
+static void put_hdr(unsigned char *b, uint32_t type, uint64_t seq, uint64_t bytes) {
     uint32_t m = htobe32(BS_MAGIC), t = htobe32(type);
     uint64_t s = htobe64(seq), n = htobe64(bytes);
     memcpy(b, &m, 4);
@@ -113,9 +113,9 @@ frame_hdr bsio_get_hdr(const unsigned char *b) {
 
 int bsio_send_frame(int fd, uint32_t type, uint64_t seq, const void *payload, size_t bytes, double deadline) {
     unsigned char h[HDR_BYTES];
-    bsio_put_hdr(h, type, seq, bytes);
-    int r = bsio_send_all(fd, h, sizeof h, deadline);
-    return r == IO_OK && bytes ? bsio_send_all(fd, payload, bytes, deadline) : r;
+    put_hdr(h, type, seq, bytes);
+    int r = send_all(fd, h, sizeof h, deadline);
+    return r == IO_OK && bytes ? send_all(fd, payload, bytes, deadline) : r;
 }
 
 const char *bsio_what(int r) {

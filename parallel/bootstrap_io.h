@@ -26,7 +26,6 @@ void bsio_sleep(double s);
 int bsio_poll_ms(double deadline);
 /* Waits until fd is ready for `events` or the deadline passes. */
 int bsio_wait_fd(int fd, short events, double deadline);
-int bsio_send_all(int fd, const void *buf, size_t n, double deadline);
 /* One non-blocking read into buf[*got..n); IO_OK with *got advanced (maybe
  * not to n), IO_CLOSED at end of stream. */
 int bsio_recv_some(int fd, void *buf, size_t n, size_t *got);

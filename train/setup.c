@@ -147,11 +147,8 @@ static void check_val_tokens(run *r) {
 static void die_about_key(const tg_config *c, const char *key, const char *hint, tg_err *e) {
     char where[CFG_PATH_MAX + 128];
     tg_wrap(e, "%s", config_key_named(c, key, where, sizeof where));
-    if (hint) {
-        tg_err with_hint;
-        tg_fail(&with_hint, "%s%s", e->msg, hint);
-        tg_die(PROG, &with_hint);
-    }
+    const size_t len = strlen(e->msg);
+    if (hint) snprintf(e->msg + len, sizeof e->msg - len, "%s", hint);
     tg_die(PROG, e);
 }
 
