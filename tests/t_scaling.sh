@@ -288,6 +288,10 @@ check_bad python_without_numpy_refused "PYTHON=$nonumpy cannot import numpy" \
 
 check_bad bad_batches "--batches must be a comma-separated list" scripts/weak_scaling.sh --batches 8,x --out "$tmp/bad"
 check_bad bad_weak_tp "not 3" scripts/weak_scaling.sh --tp 1,3 --out "$tmp/bad"
+onegpu="$tmp/onegpu"; mkdir -p "$onegpu"
+printf '#!/bin/sh\ncase "$*" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;; esac\nexit 0\n' >"$onegpu/nvidia-smi" && chmod +x "$onegpu/nvidia-smi"
+check_bad more_devices_than_gpus "--devices/DEVICES is 2, but nvidia-smi -L lists 1 GPU(s)" \
+    env PATH="$onegpu:$PATH" scripts/weak_scaling.sh --device cuda --devices 2 --out "$tmp/bad"
 check_bad bad_scale "must be paper or tiny" env SCALE=huge scripts/strong_scaling.sh --out "$tmp/bad"
 check_bad bad_batch_split "not a multiple of dp x micro-batch" scripts/strong_scaling.sh --batches 8 --micro-batch 3 --out "$tmp/bad"
 exit "$failed"

@@ -56,8 +56,10 @@ Options (environment variables in brackets):
                        spread, and flags an efficiency above 100% as noise
   --devices N          [DEVICES] devices available for real runs (default: the
                        GPUs nvidia-smi -L lists; on the CPU 2 for tiny, 1 for
-                       paper). On the CPU a device is OMP_NUM_THREADS cores
-                       (default: cores / DEVICES), also in projected runs.
+                       paper; on CUDA at most the GPUs listed, but a dry run
+                       may plan for more). On the CPU a device is
+                       OMP_NUM_THREADS cores (default: cores / DEVICES), also
+                       in projected runs.
   --device cpu|cuda    [DEVICE] backend (default: cuda for paper scale when a
                        GPU is there, cpu otherwise)
   --peak-tflops X      [PEAK_TFLOPS] peak dense TFLOP/s of one device, for MFU
@@ -190,6 +192,11 @@ sc_main() {
         [ "$devices" -ge 1 ] || devices=1
     fi
     sc_list --batches "$batches"; sc_list --tp "$tps"; sc_posint --dp "$dp"; sc_posint --devices "$devices"
+    # ranks beyond the GPUs would share them (parallel.comm auto turns to shm): rows timed so measure
+    # nothing the paper's layouts do. A dry run may plan for a larger node than this one.
+    if [ "$device" = cuda ] && [ "$dry_run" = 0 ] && [ "$ngpu" -gt 0 ] && [ "$devices" -gt "$ngpu" ]; then
+        sc_die "--devices/DEVICES is $devices, but nvidia-smi -L lists $ngpu GPU(s) on this node: real runs of more ranks than GPUs would share them; pass --devices $ngpu (wider layouts are then projected)"
+    fi
     sc_posint --steps "$steps"; sc_posint --timeout "$timeout_s"; sc_posint --repeat "$repeat"
     [ "$steps" -ge 2 ] || sc_die "--steps must be at least 2 (one warm-up step, then the timed ones)"
     [ -z "$micro" ] || sc_posint --micro-batch "$micro"
