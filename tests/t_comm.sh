@@ -269,7 +269,7 @@ port=$(free_port)
 rcs=()
 start_rank busy_first 2 0 "$port" busy 2 --timeout 3
 first=$!
-sleep 0.3
+for _ in $(seq 60); do port_in_use "$port" && break; sleep 0.05; done # the first rank 0 listens (0.3 s slept under load was short)
 start_rank busy 2 0 "$port" busy 2 --timeout 3
 wait $!; rcs[0]=$?
 expect_fail busy "0" "cannot listen on 127.0.0.1:$port" "MASTER_PORT"

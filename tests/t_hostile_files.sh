@@ -132,10 +132,11 @@ else
 fi
 
 # ---- 3. two train_gpt runs into one out.dir ------------------------------
-# Run 1 (60 steps) is stopped (SIGSTOP) once it has saved step 2; run 2 into
+# Run 1 (400 steps) is stopped (SIGSTOP) once it has saved step 2; run 2 into
 # the same out.dir must be refused at once, naming run 1's pid and host; run
-# 1, continued, must end exactly as a lone run does.
-long=(--set train.steps=60 --set out.save_every=2)
+# 1, continued, must end exactly as a lone run does. (60 steps took 0.1 s:
+# under load run 1 could end before the test stopped it.)
+long=(--set train.steps=400 --set out.save_every=2)
 tg "${long[@]}" --set out.dir="$tmp/lone" >"$tmp/lone.out" 2>&1
 "$bin" --config "$cfg" "${long[@]}" --set out.dir="$tmp/shared" >"$tmp/run1.out" 2>&1 &
 r1=$!
@@ -154,22 +155,22 @@ if [ "$rc2" != 0 ] && [ "$ms" -lt 5000 ] && ! grep -q "resumed from" "$tmp/run2.
 else
     not_ok train_second_run_refused "rc $rc2 after $ms ms: $(oneline "$tmp/run2.out")"
 fi
-if [ "$rc1" = 0 ] && cmp -s "$tmp/lone/step_00000060/model.safetensors" "$tmp/shared/step_00000060/model.safetensors" &&
-    cmp -s "$tmp/lone/step_00000060/optimizer.safetensors" "$tmp/shared/step_00000060/optimizer.safetensors" &&
-    [ "$(sed "s|$tmp/lone|DIR|" "$tmp/lone/step_00000060/state.json")" = \
-        "$(sed "s|$tmp/shared|DIR|" "$tmp/shared/step_00000060/state.json" 2>&1)" ]; then
+if [ "$rc1" = 0 ] && cmp -s "$tmp/lone/step_00000400/model.safetensors" "$tmp/shared/step_00000400/model.safetensors" &&
+    cmp -s "$tmp/lone/step_00000400/optimizer.safetensors" "$tmp/shared/step_00000400/optimizer.safetensors" &&
+    [ "$(sed "s|$tmp/lone|DIR|" "$tmp/lone/step_00000400/state.json")" = \
+        "$(sed "s|$tmp/shared|DIR|" "$tmp/shared/step_00000400/state.json" 2>&1)" ]; then
     ok train_first_run_checkpoint_consistent
 else
-    not_ok train_first_run_checkpoint_consistent "rc $rc1, step 60 differs from a lone run's: $(oneline "$tmp/run1.out")"
+    not_ok train_first_run_checkpoint_consistent "rc $rc1, step 400 differs from a lone run's: $(oneline "$tmp/run1.out")"
 fi
 
 # ---- the lock outlives no process -----------------------------------------
 # After run 1's exit its lock file (naming it) stays, unlocked: a resume
 # takes it and records itself.
-tg --set train.steps=62 --set out.save_every=2 --set out.dir="$tmp/shared" >"$tmp/run3.out" 2>&1
+tg --set train.steps=402 --set out.save_every=2 --set out.dir="$tmp/shared" >"$tmp/run3.out" 2>&1
 rc=$?
-if [ "$rc" = 0 ] && grep -q "resumed from $tmp/shared/step_00000060" "$tmp/run3.out" &&
-    [ -d "$tmp/shared/step_00000062" ] && grep -q "^[0-9]* $host\$" "$tmp/shared/.train_gpt.lock"; then
+if [ "$rc" = 0 ] && grep -q "resumed from $tmp/shared/step_00000400" "$tmp/run3.out" &&
+    [ -d "$tmp/shared/step_00000402" ] && grep -q "^[0-9]* $host\$" "$tmp/shared/.train_gpt.lock"; then
     ok lock_released_at_exit
 else
     not_ok lock_released_at_exit "rc $rc, lock file: $(cat "$tmp/shared/.train_gpt.lock" 2>&1): $(oneline "$tmp/run3.out")"

@@ -16,7 +16,7 @@
 #     SLURMD_NODENAME, SLURM_JOB_ID, and SLURM_LAUNCH_NODE_IPADDR naming the
 #     login node, as an interactive srun sets it: rank 0 must be found on
 #     the step's first node (mhn07), and a one-node step on 127.0.0.1.
-#   - Faults, each bounded by parallel.timeout_s (2 s) plus 1.5 s: host B
+#   - Faults, each bounded by parallel.timeout_s (2 s) plus 3 s: host B
 #     never comes (both sides say who is missing), host B dies (SIGKILL to
 #     every process in its namespace; or only its ranks) or hangs (SIGSTOP)
 #     mid-run: host A's launcher exits 1 naming the ranks.
@@ -28,7 +28,7 @@
 source "$(dirname "$0")/lib.sh" multihost
 launch="$root/scripts/launch.sh"
 TO=2 # parallel.timeout_s of every job here
-BOUND_MS=$((TO * 1000 + 1500)) # a fault's end, from the fault
+BOUND_MS=$((TO * 1000 + 3000)) # a fault's end, from the fault (about TO + 0.5 s idle, TO + 0.6 under load)
 START_MS=$((BOUND_MS + 1000))  # the same, from the launch (starting costs ~0.3 s idle)
 
 oneline() { tail -n "${2:-4}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-400; }
