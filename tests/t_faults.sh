@@ -293,7 +293,7 @@ took=$(grep -o 'saved .*step_00000002 ([0-9]* ms)' "$tmp/slow_save.out" | grep -
 check "rank_waits_for_a_checkpoint_longer_than_timeout_s (the write took ${took:-?} ms)" "rc $rc: $(oneline "$tmp/slow_save.out" 4)" \
     eval 'test "$rc" = 0 -a -f "$tmp/slow_save/step_00000002/state.json" -a "${took:-0}" -gt 1500 && grep -q "^step 3/3 " "$tmp/slow_save.out"'
 rm -rf "$tmp/slow_save"
-save_run short_save --set parallel.save_timeout_s=0.2; rc=$?
+save_run short_save --set parallel.save_timeout_s=0.2 --set model.n_embd=128; rc=$? # a write of about 1 s is long enough here
 check save_timeout_s_ends_the_wait_naming_it "rc $rc: $(oneline "$tmp/short_save.out" 4)" \
     eval 'test "$rc" != 0 && grep -q "waiting for rank 0 to write .*step_00000002: .*timed out after 0.2 s (parallel.save_timeout_s)" "$tmp/short_save.out"'
 rm -rf "$tmp/short_save"
