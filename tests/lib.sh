@@ -80,3 +80,17 @@ python_without_numpy() {
     printf '#!/bin/sh\nPYTHONPATH=%q exec /usr/bin/python3 "$@"\n' "$1/mods" >"$1/python3" && chmod +x "$1/python3" &&
         echo "$1/python3"
 }
+
+# The communicators' shared-memory segments (/dev/shm/train_gpt_*), by name:
+# shm_list now; shm_new SNAPSHOT, those not in a shm_list taken earlier.
+shm_list() { ls /dev/shm 2>/dev/null | grep '^train_gpt_' | sort; }
+shm_new() { comm -13 <(echo "$1") <(shm_list) | tr '\n' ' '; }
+# check_shm NAME SNAPSHOT: ok NAME_no_segment_left when no segment is left
+# that was not there at SNAPSHOT. Another job on this machine may be between
+# creating and unlinking one of its own (milliseconds): only what stays counts.
+check_shm() {
+    local left
+    left=$(shm_new "$2")
+    [ -n "$left" ] && sleep 1 && left=$(shm_new "$2")
+    if [ -z "$left" ]; then ok "$1_no_segment_left"; else not_ok "$1_no_segment_left" "left in /dev/shm: $left"; fi
+}

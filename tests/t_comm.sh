@@ -52,8 +52,6 @@ free_port() {
     done
     echo "$p"
 }
-shm_list() { ls /dev/shm 2>/dev/null | grep '^train_gpt_' | sort; }
-shm_new() { comm -13 <(echo "$1") <(shm_list) | tr '\n' ' '; } # segments not in snapshot $1
 first_line() { head -n 1 "$1" 2>/dev/null | cut -c1-250; }
 
 # start_rank JOB WORLD RANK PORT ARGS...: one rank in the background (pid in $!),
@@ -106,15 +104,6 @@ expect_fail() {
 
 check_time() { # NAME SECONDS LIMIT
     if [ "$2" -le "$3" ]; then ok "$1_quick"; else not_ok "$1_quick" "took $2 s (limit $3 s)"; fi
-}
-
-check_shm() { # NAME SNAPSHOT
-    local left
-    left=$(shm_new "$2")
-    # another job on this machine may be between creating and unlinking one
-    # of its segments (milliseconds): only what stays counts
-    [ -n "$left" ] && sleep 1 && left=$(shm_new "$2")
-    if [ -z "$left" ]; then ok "$1_no_segment_left"; else not_ok "$1_no_segment_left" "left in /dev/shm: $left"; fi
 }
 
 # ---- topology from the environment ----------------------------------------

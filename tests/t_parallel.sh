@@ -266,8 +266,7 @@ grep -q '^not ok' "$tmp/plan_bytes.out" && failed=1
 grep -q '^ok' "$tmp/plan_bytes.out" || not_ok plan_bytes_formula "the check did not run: $(tail -n 3 "$tmp/plan_bytes.out" | tr '\n' ' ')"
 
 # A rank killed mid-run: the job fails fast and names it; nothing is left.
-shm_segments() { ls /dev/shm | grep '^train_gpt_' | sort; }
-before=$(shm_segments)
+before=$(shm_list)
 start=$SECONDS
 timeout -k 5 90 scripts/launch.sh -n 2 --log-dir "$tmp/kill/launch" -- bash -c \
     'if [ "$RANK" = 1 ]; then ( sleep 2; kill -9 $$ ) & fi; exec "$0" "$@"' \
@@ -276,11 +275,7 @@ rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 60 ]; then ok "killed_rank_fails_job (rc $rc in $((SECONDS - start)) s)"
 else not_ok killed_rank_fails_job "rc $rc after $((SECONDS - start)) s"; fi
 if grep -q "rank 1" "$tmp/kill.out"; then ok killed_rank_named; else not_ok killed_rank_named "$(tail -n 5 "$tmp/kill.out" | tr '\n' ' ')"; fi
-# segments new since the job began; another suite's job may be between creating and unlinking
-# one of its own (milliseconds): only what stays a second later counts
-left=$(comm -13 <(echo "$before") <(shm_segments))
-[ -n "$left" ] && sleep 1 && left=$(comm -13 <(echo "$before") <(shm_segments))
-if [ -z "$left" ]; then ok killed_rank_no_segment_left; else not_ok killed_rank_no_segment_left "left in /dev/shm: ${left//$'\n'/ }"; fi
+check_shm killed_rank "$before"
 if pgrep -f "$tmp/kill" >/dev/null; then not_ok killed_rank_nothing_running "$(pgrep -af "$tmp/kill")"; else ok killed_rank_nothing_running; fi
 
 # Resume at another layout: save at step 3 under one layout, finish under
