@@ -231,12 +231,15 @@ verdict() { # RC LOG LIMIT
 # section's inner timeouts (run_gpu.sh's, bench_gpu.sh's) put their runs in
 # process groups of their own, which the section's timeout does not reach:
 # left alone, a hung kernel test would keep the GPU busy through the next
-# sections. Reads /proc, so that it needs no procps.
+# sections. Reads /proc, so that it needs no procps, with the shell's own
+# builtins: it runs after every section, and a sed and a cut for each of a
+# few hundred processes took seconds of a core each time.
 kill_session() {
-    local p rest
+    local p stat sid
     for p in /proc/[0-9]*; do
-        rest=$(sed 's/.*) //' "$p/stat" 2>/dev/null) || continue # after "pid (comm) ": state ppid pgrp session ...
-        [ "$(echo "$rest" | cut -d' ' -f4)" = "$1" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+        { read -r stat <"$p/stat"; } 2>/dev/null || continue
+        read -r _ _ _ sid _ <<<"${stat##*) }" # after "pid (comm) ": state ppid pgrp session ...
+        [ "$sid" = "$1" ] && kill -KILL "${p#/proc/}" 2>/dev/null
     done
     return 0
 }

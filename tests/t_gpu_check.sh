@@ -3,11 +3,19 @@
 # its arguments, its sections' order and --from, that it goes on past a
 # section it cannot run, that it leaves two files (summary, one archive), and
 # that the scaling section's results land in that archive.
-# cost: 150 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 100 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" gpu_check
 gc=scripts/gpu_check.sh
 check() { local name="$1" why="$2"; shift 2; if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi; }
+# count_running ARG...: how many processes run with exactly this command line (builtins only: no fork per process)
+count_running() {
+    local f args n=0
+    for f in /proc/[0-9]*/cmdline; do
+        { mapfile -d '' args <"$f"; } 2>/dev/null && [ "${args[*]}" = "$*" ] && n=$((n + 1))
+    done
+    echo "$n"
+}
 "$gc" --help >"$tmp/help" 2>&1; rc=$?
 miss=""; for s in environment build kernels attention whole-model tp2-shm nccl recompute-bitwise budget sanitizer bench-124m bench-1.2b scaling hf profile \
     multi-gpu multi-gpu-scaling; do
@@ -23,15 +31,17 @@ check gpu_check_bad_budget "rc $rc: $(cat "$tmp/bad3")" eval '[ $rc = 2 ] && gre
 # command) and lists no GPU, so these two run on a machine with a GPU too. The environment section
 # gets at most the budget less the 15 s reserve, not --limit (less again by the second or so the
 # script spends before it on a slow machine: CI saw 14 s); the section after it is not started,
-# and the whole run ends within the budget.
-mkdir -p "$tmp/slowbin"
+# and the whole run ends within the budget. It waits out 15 s, so it runs beside the next check's
+# 15 s (each has its own stand-in, and the next one counts only its own sleeps).
+mkdir -p "$tmp/slowbin" "$tmp/budgetbin"
 printf '#!/bin/sh\n[ $# -eq 0 ] && sleep 60\nexit 1\n' >"$tmp/slowbin/nvidia-smi" && chmod +x "$tmp/slowbin/nvidia-smi"
-t0=$SECONDS
-PATH="$tmp/slowbin:$PATH" "$gc" --out "$tmp/budget" --limit 60 --budget 30 environment kernels >"$tmp/budget.out" 2>&1; rc=$?
-took=$((SECONDS - t0))
-check gpu_check_budget_bounds_the_run "rc $rc, ${took}s, $(tr '\n' ' ' <"$tmp/budget/summary.md")" \
-    eval '[ $rc = 1 ] && [ $took -lt 30 ] && grep -Eq "^\| environment \| timed out after 1[0-5]s \|" "$tmp/budget/summary.md" &&
-          grep -q "^| kernels | not run: out of time (--budget 30) |" "$tmp/budget/summary.md"'
+cp "$tmp/slowbin/nvidia-smi" "$tmp/budgetbin/"
+(
+    t0=$SECONDS
+    PATH="$tmp/budgetbin:$PATH" "$gc" --out "$tmp/budget" --limit 60 --budget 30 environment kernels >"$tmp/budget.out" 2>&1
+    echo "$? $((SECONDS - t0))" >"$tmp/budget.rc"
+) &
+budget_run=$!
 # A timed-out section leaves nothing running: a stand-in nvidia-smi starts a run under a timeout of
 # its own (in a process group of its own, as run_gpu.sh's runs are), which the section's timeout
 # does not reach; gpu_check kills the section's whole session after it.
@@ -41,10 +51,14 @@ printf '#!/bin/sh
 exit 1
 ' >"$tmp/nestbin/nvidia-smi" && chmod +x "$tmp/nestbin/nvidia-smi"
 PATH="$tmp/nestbin:$PATH" "$gc" --out "$tmp/nested" --budget 30 environment >/dev/null 2>&1
-left=0
-for f in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = "sleep 63.25 " ] && left=$((left + 1)); done
+left=$(count_running sleep 63.25)
 check gpu_check_kills_what_a_section_leaves "$left 'sleep 63.25' still running; $(grep '^| environment' "$tmp/nested/summary.md")" \
     eval '[ "$left" = 0 ] && grep -q "^| environment | timed out after" "$tmp/nested/summary.md"'
+wait "$budget_run"
+read -r rc took <"$tmp/budget.rc"
+check gpu_check_budget_bounds_the_run "rc $rc, ${took}s, $(tr '\n' ' ' <"$tmp/budget/summary.md")" \
+    eval '[ "$rc" = 1 ] && [ "$took" -lt 30 ] && grep -Eq "^\| environment \| timed out after 1[0-5]s \|" "$tmp/budget/summary.md" &&
+          grep -q "^| kernels | not run: out of time (--budget 30) |" "$tmp/budget/summary.md"'
 # Stopped from outside with TERM (to its process group, as a command past its limit is), the
 # script takes the running section's session with it: nothing of it is left running.
 setsid env PATH="$tmp/nestbin:$PATH" "$gc" --out "$tmp/termed" environment >/dev/null 2>&1 &
@@ -53,8 +67,7 @@ for _ in $(seq 50); do [ -s "$tmp/termed/logs.tar.gz" ] && break; sleep 0.1; don
 sleep 2
 kill -TERM -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 sleep 1
-left=0
-for f in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' <"$f" 2>/dev/null)" = "sleep 63.25 " ] && left=$((left + 1)); done
+left=$(count_running sleep 63.25)
 check gpu_check_term_kills_the_running_section "$left 'sleep 63.25' still running" eval '[ "$left" = 0 ]'
 # The verdict counts check lines with a "[group] " prefix too (tests/gpu/run_gpu.sh's), and a
 # prefixed "not ok" fails a section whose command exited 0: a stand-in nvidia-smi prints such
