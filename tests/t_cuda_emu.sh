@@ -2,17 +2,17 @@
 # The CUDA backend executed on the CPU (tests/emu: our own CUDA runtime,
 # cuBLAS(Lt) and cub stand-ins; kernels on emulated threads, blocks one at a
 # time): every op of kernels/cuda against the CPU backend (fp32 within 1e-5,
-# bf16 within 1e-2; tests/kernels/*.c), also with the scratch shrunk
-# so the chunked paths run, and blocks and threads in reverse order; then the
-# whole trainer on the emulated device: fp32 matches the CPU trainer (also as
+# bf16 within 1e-2; tests/kernels/*.c; tests/t_kernel_resources.sh runs them
+# with the scratch shrunk so the chunked paths run, and blocks and threads in
+# reverse order, with its launch log); then the whole trainer on the emulated device: fp32 matches the CPU trainer (also as
 # two processes under ZeRO), the recompute modes stay bitwise equal in bf16 with dropout, and every
 # gradient NaN before each step (train.poison_grads) changes no bit (the first micro-batch writes
 # them all: one process, ZeRO over two, TP 2 with SP, the step replayed as a CUDA graph). The kernels
 # also run under the emulation's data-race check and AddressSanitizer, with cuBLASLt refusing its
-# epilogues, and on the lazy device (stream work runs only when the host waits for it). What
+# epilogues at the call, and on the lazy device (stream work runs only when the host waits for it). What
 # emulation cannot show (real cuBLAS, speed, races the checks' sizes do not reach) waits for
 # make test-gpu on a GPU.
-# cost: 220 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 190 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" cuda_emu
 export OMP_NUM_THREADS=1
@@ -83,15 +83,9 @@ for t in mma async_copy graph tma wgmma memory memory_fill7; do
     grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"
 done
 kernels kernels --
-kernels chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
-# cuBLASLt with no algorithm for an epilogue (BIAS, DGELU), as a GPU's may
-# have for some shapes: the unfused fallbacks (bias rows, then the product
-# onto them; the GELU backward kernel); blocks in reverse order with the
-# whole scratch (the run above has 12000 bytes, no room for the wgmma
-# backward's dq slots), so that the first key block of a pair, not the
-# diagonal one, is the last to count its arrival and sums every query
-# tile's slots (CUDA_WGMMA_DQ_SUMMED)
-kernels no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1 -- --quick
+# (on the chunked paths, in reverse order, and with cuBLASLt offering no
+# algorithm for an epilogue, the quick checks run in tests/t_kernel_resources.sh,
+# whose launch log they are)
 # the heuristic offers an algorithm and cublasLtMatmul refuses the epilogue
 # (CUBLAS_STATUS_NOT_SUPPORTED): the same fallbacks, with a warning
 kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick

@@ -8,7 +8,7 @@
 # nvcc is found, the project's kernels: every one launched under the
 # emulation, none over a limit, none spilling on sm_90; and the wgmma
 # wrappers' check program (tests/gpu/hopper_check.cu) compiled for sm_90a.
-# cost: 335 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 380 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" kernel_resources
 export OMP_NUM_THREADS=1
@@ -112,9 +112,32 @@ expect torn 1 "launches:5: not a launch line"
 mkdir -p "$tmp/empty/build" && : >"$tmp/empty/launches"
 expect empty 1 "no ptxas report \(\*.o.ptxas\) under .*make GPU=1"
 
+# The launches: two quick runs of the kernel checks, whose own checks count here too (tests/t_cuda_emu.sh
+# runs the plain and full ones): dq's slots chunked (a small scratch), and the matmuls without cuBLASLt's
+# epilogues (the unfused fallbacks: bias rows, then the product onto them; the GELU backward kernel),
+# both with blocks and threads in reverse order. The second has the whole scratch (the first has no room
+# for the wgmma backward's dq slots), so the first key block of a pair, not the diagonal one, is the
+# last to count its arrival and sums every query tile's slots (CUDA_WGMMA_DQ_SUMMED). Together they
+# launch every kernel configuration a plain quick run does and more (on 2026-12-01: 112 distinct
+# launches, the plain run's 107 all among them). They need no CUDA toolkit, so they run first.
+# train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
+if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
+    not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
+    exit 1
+fi
+log="$tmp/launches.tsv"
+for run in "chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1" "no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1"; do
+    read -ra words <<<"$run"
+    name=${words[0]}
+    env EMU_LAUNCH_LOG="$log" "${words[@]:1}" build/emu/test_cuda_kernels_emu --quick >"$tmp/$name.out" 2>&1
+    rc=$?
+    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
+    grep -q '^not ok' "$tmp/$name.out" && failed=1
+    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
+done
+
 # The project's kernels. The CUDA objects keep ptxas's report (make GPU=1);
-# the launches are those of the quick kernel checks, plain, on the chunked
-# paths, and with cuBLASLt's epilogues refused (the unfused fallbacks).
+# the launches are those of the two runs above.
 if ! bash scripts/find_cuda.sh >"$tmp/find_cuda.out" 2>&1; then
     echo "# SKIP the project's kernels: no CUDA toolkit here ($(tail -n 1 "$tmp/find_cuda.out"))"
     exit $failed
@@ -154,22 +177,6 @@ if make -s GPU=1 build/gpu/bench_wgmma >"$tmp/bench_wgmma.out" 2>&1 &&
     ! grep -qE "[1-9][0-9]* bytes spill|C7512" build/gpu/bench_wgmma.ptxas
 then ok bench_wgmma_compiles_for_sm_90a_unserialized
 else not_ok bench_wgmma_compiles_for_sm_90a_unserialized "$(grep -m3 -E "error|spill|C75" "$tmp/bench_wgmma.out" build/gpu/bench_wgmma.ptxas | tr '\n' ' ')"; fi
-# train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
-if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
-    not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
-    exit 1
-fi
-log="$tmp/launches.tsv"
-# Two quick runs: dq's slots chunked (a small scratch) and the matmuls without cuBLASLt's epilogues.
-# Together they launch every kernel configuration a plain quick run does and more (on 2026-12-01:
-# 112 distinct launches, the plain run's 107 all among them), so the plain run, about 20 s of CI,
-# is left to tests/t_cuda_emu.sh's full kernel checks.
-for envs in "EMU_SCRATCH_BYTES=12000" "EMU_LT_NO_EPILOGUE=1"; do
-    # shellcheck disable=SC2086
-    if ! env EMU_LAUNCH_LOG="$log" $envs build/emu/test_cuda_kernels_emu --quick >"$tmp/kernels.out" 2>&1; then
-        not_ok "emu_kernels $envs" "$(grep -m3 '^not ok\|ERROR' "$tmp/kernels.out" | tr '\n' ' ')"
-    fi
-done
 "$py" "$checker" --build build/gpu --launches "$log" --check || failed=1
 "$py" "$checker" --build build/gpu --launches "$log" >"$tmp/table.txt" 2>&1 && sed 's/^/# /' "$tmp/table.txt"
 exit $failed

@@ -48,7 +48,7 @@
 #  - scripts/gpu_check.sh's multi-gpu section rehearsed: a stand-in nvidia-smi
 #    lists two H200s and the emulated trainer stands in for the GPU build
 #    (tests/gpu/multi_gpu.sh layouts at the tiny model above).
-# cost: 440 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
+# cost: 380 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
 # shellcheck source=tests/lib.sh
 source "$(dirname "$0")/lib.sh" nccl_emu
 export OMP_NUM_THREADS=1 EMU_NCCL_TIMEOUT_S=60 EMU_STALL_S=60
@@ -88,10 +88,16 @@ for lazy in 0 2; do
     done
 done
 
-# a rank that stays away (test_nccl --hang: the survivors print their verdict)
+# a rank that stays away (test_nccl --hang: the survivors print their verdict). The hung rank sleeps
+# 9 s and the job waits for it, so the two runs go side by side (each launch its own port and folder).
+declare -A hang_pid
 for defer in "" --defer; do
     name="hang${defer//-/_}"
-    TMPDIR="$tmp/rdv_failing" EMU_LAZY=1 launch "$name" 2 -- "$nccl_bin" 2 --hang 1 --timeout 3 $defer
+    TMPDIR="$tmp/rdv_failing" EMU_LAZY=1 launch "$name" 2 -- "$nccl_bin" 2 --hang 1 --timeout 3 $defer &
+    hang_pid[$name]=$!
+done
+for name in hang hang__defer; do
+    wait "${hang_pid[$name]}"
     rc=$?
     if [ $rc = 0 ] && grep -q '^ok hang_detected' "$tmp/$name.out"; then ok "nccl_$name ($(grep -m1 -o 'after [0-9.]* s' "$tmp/$name.out" | head -n 1))"
     else not_ok "nccl_$name" "exit $rc: $(grep -m2 'hang_detected\|error' "$tmp/$name.out" | tr '\n' ' ')"; fi
