@@ -5,7 +5,10 @@
 # checker itself, on made-up ptxas reports and launch logs (a block over the
 # register file, over the shared memory of an sm_80, a spill on sm_90, a
 # kernel never launched, a launch of a kernel never compiled); then, where
-# nvcc is found, the project's kernels: every one launched under the
+# nvcc is found, the project's kernels, with the launches of two quick runs
+# of the kernel checks under the emulation (on the chunked paths and without
+# cuBLASLt's epilogues, in reverse block order; their checks count here, and
+# run without nvcc too): every one launched under the
 # emulation, none over a limit, none spilling on sm_90; and the wgmma
 # wrappers' check program (tests/gpu/hopper_check.cu) compiled for sm_90a.
 # cost: 380 (processor seconds in a CI run: tests/run.sh starts the costliest suites first)
@@ -119,27 +122,32 @@ expect empty 1 "no ptxas report \(\*.o.ptxas\) under .*make GPU=1"
 # for the wgmma backward's dq slots), so the first key block of a pair, not the diagonal one, is the
 # last to count its arrival and sums every query tile's slots (CUDA_WGMMA_DQ_SUMMED). Together they
 # launch every kernel configuration a plain quick run does and more (on 2026-12-01: 112 distinct
-# launches, the plain run's 107 all among them). They need no CUDA toolkit, so they run first.
-# train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
-if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
-    not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
-    exit 1
-fi
+# launches, the plain run's 107 all among them). They run after the CUDA build (in CI, other suites
+# build the emulation meanwhile), or alone where there is no CUDA toolkit.
 log="$tmp/launches.tsv"
-for run in "chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1" "no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1"; do
-    read -ra words <<<"$run"
-    name=${words[0]}
-    env EMU_LAUNCH_LOG="$log" "${words[@]:1}" build/emu/test_cuda_kernels_emu --quick >"$tmp/$name.out" 2>&1
-    rc=$?
-    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
-    grep -q '^not ok' "$tmp/$name.out" && failed=1
-    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
-done
+emu_kernel_checks() {
+    # train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
+    if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
+        not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
+        exit 1
+    fi
+    local run words name rc
+    for run in "chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1" "no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1"; do
+        read -ra words <<<"$run"
+        name=${words[0]}
+        env EMU_LAUNCH_LOG="$log" "${words[@]:1}" build/emu/test_cuda_kernels_emu --quick >"$tmp/$name.out" 2>&1
+        rc=$?
+        sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
+        grep -q '^not ok' "$tmp/$name.out" && failed=1
+        if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
+    done
+}
 
 # The project's kernels. The CUDA objects keep ptxas's report (make GPU=1);
-# the launches are those of the two runs above.
+# the launches are those of emu_kernel_checks' two runs.
 if ! bash scripts/find_cuda.sh >"$tmp/find_cuda.out" 2>&1; then
     echo "# SKIP the project's kernels: no CUDA toolkit here ($(tail -n 1 "$tmp/find_cuda.out"))"
+    emu_kernel_checks
     exit $failed
 fi
 if ! make -s GPU=1 -j2 cuda-objects >"$tmp/make.out" 2>&1; then
@@ -177,6 +185,7 @@ if make -s GPU=1 build/gpu/bench_wgmma >"$tmp/bench_wgmma.out" 2>&1 &&
     ! grep -qE "[1-9][0-9]* bytes spill|C7512" build/gpu/bench_wgmma.ptxas
 then ok bench_wgmma_compiles_for_sm_90a_unserialized
 else not_ok bench_wgmma_compiles_for_sm_90a_unserialized "$(grep -m3 -E "error|spill|C75" "$tmp/bench_wgmma.out" build/gpu/bench_wgmma.ptxas | tr '\n' ' ')"; fi
+emu_kernel_checks
 "$py" "$checker" --build build/gpu --launches "$log" --check || failed=1
 "$py" "$checker" --build build/gpu --launches "$log" >"$tmp/table.txt" 2>&1 && sed 's/^/# /' "$tmp/table.txt"
 exit $failed

@@ -111,9 +111,10 @@ void emu_fresh_free(void *p, size_t bytes) {
  * temporaries that live for one call (cuBLASLt's operands, each rank's part of
  * an NCCL collective), often megabytes, freed at once. glibc serves blocks that
  * large from mappings of their own and unmaps them on free, so every call paid
- * page faults for memory it had just given back. Kept (2026-12-02, 2 cores):
- * the full kernel checks 90 s -> 71-76 s; test_nccl at 2 ranks 11.3 s -> 7.5 s,
- * its system time 7.7 s -> 3.0 s.
+ * page faults for memory it had just given back. Kept, against the same build
+ * with mallopt made a no-op (2026-12-02, 2 cores, one run each): the full
+ * kernel checks 101 s -> 81 s; test_nccl at 2 ranks 8.7 s -> 5.5 s, its system
+ * time 5.9 s -> 2.4 s; the quick kernel checks and the race check's unchanged.
  * Blocks up to 32 MiB (glibc's most) now come from the heap, which keeps up to
  * 1 GiB it was given back. Under AddressSanitizer its allocator decides. */
 #if !defined(__SANITIZE_ADDRESS__)
