@@ -36,8 +36,9 @@ Options
                       (--set interconnect.table=FILE), e.g. configs/links/*.txt
   --batches LIST      global batches of the Table 1 and appendix D rows (default 8,20)
   --sweeps            also run the paper-scale sweeps (scripts/weak_scaling.sh,
-                      strong_scaling.sh): real rows where the GPUs suffice,
-                      shard runs otherwise. Default: on when nvidia-smi lists a GPU
+                      strong_scaling.sh), one a batch at its rows' micro-batch:
+                      real rows where the GPUs suffice, shard runs otherwise.
+                      Default: on when nvidia-smi lists a GPU
   --no-sweeps         plan-based rows only
   --tiny              also run the tiny CPU sweeps (their own tables, not
                       comparable with the papers'), each run --repeat times
@@ -163,9 +164,16 @@ sweep() { # KIND SCALE DIR [ARGS...]: one sweep through scripts/<KIND>_scaling.s
     TRAIN_GPT="$bin" "${cmd[@]}" >"$dir.log" 2>&1 || say "the $kind sweep ended with status $? (see $dir.log)"
 }
 if [ "$sweeps" = 1 ]; then
-    sweep weak paper "$out/sweep_weak" --batches "$batches"
-    sweep strong paper "$out/sweep_strong" --batches "$batches"
-    sweep_args+=(--sweep "weak=$out/sweep_weak" --sweep "strong=$out/sweep_strong")
+    # One sweep a batch, at the micro-batch of that batch's plan rows (batch 20 as 2 x 10), so
+    # that a sweep's row beside a plan's is the same layout (a sweep's default is one micro-batch).
+    micro_file="$scratch/micro.tsv"
+    "$py" "$helper" micro --batches "$batches" >"$micro_file" || die "could not list the micro-batches"
+    while IFS=$'\t' read -r b mb; do
+        for kind in weak strong; do
+            sweep "$kind" paper "$out/sweep_${kind}_b$b" --batches "$b" --micro-batch "$mb"
+            sweep_args+=(--sweep "$kind=$out/sweep_${kind}_b$b")
+        done
+    done <"$micro_file"
 fi
 if [ "$tiny" = 1 ]; then
     sweep weak tiny "$out/tiny_weak" --device cpu

@@ -186,22 +186,25 @@ check("slurm_rows_real", mdp == want, f"real rows (tp, dp, source, step) {mdp}, 
 sys.exit(bad)
 PY
 
-# Sweep rows (a hand-made weak sweep table.tsv as scripts/weak_scaling.sh writes it): labelled
-# real or shard run beside the projection, the sweep's own efficiency kept, and a measured 112%
-# flagged as noise
-sw="$tmp/sweep_fixture"
-mkdir -p "$sw"
-printf 'label\ttp\tdp\tbatch\tmode\tstep_ms\tcomm_ms\tbudget_mib\teff\n' >"$sw/table.tsv"
-printf '1.2B\t1\t1\t8\treal\t200\t0\t1024\t100\n2.5B\t2\t1\t8\tprojected\t230\t20\t1024\t90\n' >>"$sw/table.tsv"
-printf '4.2B\t4\t1\t8\treal\t170\t30\t1024\t112\n' >>"$sw/table.tsv"
+# Sweep rows (hand-made weak sweep table.tsv files as scripts/weak_scaling.sh writes them, two
+# sweeps of one kind as paper_tables.sh's one a batch): labelled real or shard run beside the
+# projection, the sweep's own efficiency kept, a measured 112% flagged as noise, and each row's
+# micro batch the one it ran (the tp 8 sweep ran micro-batch 4 where the plan's row has 8)
+sw="$tmp/sweep_fixture" sw2="$tmp/sweep_fixture2"
+mkdir -p "$sw" "$sw2"
+printf 'label\ttp\tdp\tbatch\tmicro\tmode\tstep_ms\tcomm_ms\tbudget_mib\teff\n' | tee "$sw2/table.tsv" >"$sw/table.tsv"
+printf '1.2B\t1\t1\t8\t8\treal\t200\t0\t1024\t100\n2.5B\t2\t1\t8\t8\tprojected\t230\t20\t1024\t90\n' >>"$sw/table.tsv"
+printf '4.2B\t4\t1\t8\t8\treal\t170\t30\t1024\t112\n' >>"$sw/table.tsv"
+printf '8.3B\t8\t1\t8\t4\treal\t300\t40\t1024\t80\n' >>"$sw2/table.tsv"
 "$py" scripts/scaling/paper_tables.py build --plans "$tmp/fake/plans" --help-text "$tmp/fake/train_gpt_help.txt" \
-    --info "$tmp/fake/info.tsv" --out "$tmp/fake_sweep" --batches 8 --sweep "weak=$sw" >/dev/null 2>&1
-got=$(awk -F'\t' '$1 == "weak_b8" {print $4 ":" $9 ":" $14 ":" ($18 ~ /^NOISE/ ? "noise" : "-")}' "$tmp/fake_sweep/tables.tsv" 2>/dev/null | paste -sd' ')
-want="1:calibrated projection:100.0:- 1:real:100.0:- 2:calibrated projection:"
-if [[ "$got" == "$want"* ]] && [[ "$got" == *" 2:shard run:90.0:- "* ]] && [[ "$got" == *" 4:real:112.0:noise "* ]]; then
+    --info "$tmp/fake/info.tsv" --out "$tmp/fake_sweep" --batches 8 --sweep "weak=$sw" --sweep "weak=$sw2" >/dev/null 2>&1
+got=$(awk -F'\t' '$1 == "weak_b8" {print $4 ":" $8 ":" $9 ":" $14 ":" ($18 ~ /^NOISE/ ? "noise" : "-")}' "$tmp/fake_sweep/tables.tsv" 2>/dev/null | paste -sd' ')
+want="1:8:calibrated projection:100.0:- 1:8:real:100.0:- 2:8:calibrated projection:"
+if [[ "$got" == "$want"* ]] && [[ "$got" == *" 2:8:shard run:90.0:- "* ]] && [[ "$got" == *" 4:8:real:112.0:noise "* ]] &&
+    [[ "$got" == *" 8:8:calibrated projection:"*" 8:4:real:80.0:-" ]]; then
     ok sweep_rows_labelled_noise_flagged
 else
-    not_ok sweep_rows_labelled_noise_flagged "weak batch 8 rows (tp:source:efficiency:note) '$got'"
+    not_ok sweep_rows_labelled_noise_flagged "weak batch 8 rows (tp:micro batch:source:efficiency:note) '$got'"
 fi
 
 # ---- dry run: prints, runs nothing, writes nothing; runs/ by default ------------
@@ -213,13 +216,15 @@ dry=$(PATH="$fakes:$PATH" scripts/paper_tables.sh --dry-run --slurm --sweeps 2>&
 n_plan=$(grep -c -- ' --plan .*--plan-json ' <<<"$dry")
 n_srun=$(grep -c '^srun ' <<<"$dry")
 n_sweep=$(grep -cE '^scripts/(weak|strong)_scaling.sh ' <<<"$dry")
+# one sweep of each kind a batch, at the micro-batch of the batch's plan rows (batch 20 as 2 x 10)
+n_sweep_mb=$(grep -cE -- "^scripts/(weak|strong)_scaling.sh .*--out $root/runs/paper_tables_$day/sweep_(weak|strong)_b(8 --batches 8 --micro-batch 8|20 --batches 20 --micro-batch 10) " <<<"$dry")
 outside=$(grep -- '--plan-json' <<<"$dry" | grep -vc -- "--plan-json $root/runs/paper_tables_$day/plans/")
-if [ "$rc" = 0 ] && [ "$n_plan" -gt 20 ] && [ "$n_srun" = 4 ] && [ "$n_sweep" = 2 ] && [ "$outside" = 0 ] &&
+if [ "$rc" = 0 ] && [ "$n_plan" -gt 20 ] && [ "$n_srun" = 4 ] && [ "$n_sweep" = 4 ] && [ "$n_sweep_mb" = 4 ] && [ "$outside" = 0 ] &&
     [ ! -s "$FAKE_SRUN_LOG" ] && ! grep -oE -- '(--plan-json |out\.dir=|--out )[^ ]+' <<<"$dry" | grep -q 'results/' &&
     { [ "$pre_existing" = 1 ] || [ ! -e "runs/paper_tables_$day" ]; }; then
     ok dry_run_prints_and_runs_nothing
 else
-    not_ok dry_run_prints_and_runs_nothing "exit $rc, $n_plan plans, $n_srun srun, $n_sweep sweeps, $outside plans outside runs/, srun called: $(wc -l <"$FAKE_SRUN_LOG"); $(head -c 300 <<<"$dry")"
+    not_ok dry_run_prints_and_runs_nothing "exit $rc, $n_plan plans, $n_srun srun, $n_sweep sweeps ($n_sweep_mb at their batch's micro-batch), $outside plans outside runs/, srun called: $(wc -l <"$FAKE_SRUN_LOG"); $(head -c 300 <<<"$dry")"
 fi
 if [ "$(git status --porcelain --untracked-files=all results/ 2>/dev/null)" = "$results_before" ]; then ok results_untouched
 else not_ok results_untouched "results/ changed: $(git status --porcelain results/ | head -n 3)"; fi

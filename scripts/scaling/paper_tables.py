@@ -4,12 +4,16 @@
   paper_tables.py jobs --batches LIST
       the --plan runs the tables need, one per line: name, config, devices, and the run's
       --set overrides joined by \\x1f (tab-separated).
+  paper_tables.py micro --batches LIST
+      each global batch and the micro-batch its Table 1 and appendix D rows use, one pair a
+      line (tab-separated): the sweeps run at it, so that a sweep's row is the plan's layout.
   paper_tables.py slurm-jobs
       the model + data parallel layouts of 1909.08053's Table 1 (64-512 GPUs), one per line:
       name, config, tp, dp, global batch, micro batch (tab-separated).
   paper_tables.py build --plans DIR --help-text FILE --info FILE --out DIR --batches LIST
                         [--sweep weak=DIR] [--sweep strong=DIR] [--sweep slurm=DIR]
-      reads DIR/<name>.jsonl (each job's --plan-json) and the sweeps' table.tsv, and writes
+      reads DIR/<name>.jsonl (each job's --plan-json) and the sweeps' table.tsv (a kind given
+      more than once: one sweep a batch, their rows together), and writes
       OUT/tables.md (printed too) and OUT/tables.tsv. Every row of ours says where it comes from:
       "calibrated projection" (--plan priced from a measured op table), "FLOPs-assumed projection"
       (--plan's FLOPs at an assumed fraction of peak), "no time model", "planner budget" (memory:
@@ -135,11 +139,12 @@ def sweep_source(mode):
 
 
 def sweep_row(r):
-    """(source, step ms, comm ms, budget bytes, efficiency %) of a sweep's table.tsv row: its
-    efficiency is the sweep's own (against its tp=1 row, real or shard run)."""
+    """(source, step ms, comm ms, budget bytes, efficiency %, micro-batch) of a sweep's table.tsv
+    row: its efficiency is the sweep's own (against its tp=1 row, real or shard run), its
+    micro-batch the one it ran ("?" from a table without the column)."""
     mem = fnum(r.get("budget_mib"))
     return (sweep_source(r["mode"]), fnum(r.get("step_ms")), fnum(r.get("comm_ms")), mem * MIB if mem else None,
-            fnum(r.get("eff")))
+            fnum(r.get("eff")), r.get("micro") or "?")
 
 
 def fnum(s):
@@ -189,7 +194,7 @@ class Tables:
         self.weak_base = {}  # source -> TFLOP/s per GPU of the 1-GPU batch-8 row
         for s in a.sweep or []:
             kind, _, d = s.partition("=")
-            self.sweeps[kind] = read_sweep(d)
+            self.sweeps.setdefault(kind, []).extend(read_sweep(d))
 
     def plan(self, name):
         lines = read_plan(os.path.join(self.a.plans, name + ".jsonl"))
@@ -217,18 +222,18 @@ class Tables:
                 o = pick(self.plan(f"weak_b{b}_tp{t}"), t, 1, False, "full", mb)
                 if o is None:
                     self.missing.append(f"weak batch {b} tp {t}: no layout tp {t} dp 1 sp off full mb {mb}")
-                ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), num(o and o.get("bytes")), None)]
+                ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), num(o and o.get("bytes")), None, mb)]
                 for r in self.sweeps.get("weak", []):
                     if int(r["tp"]) == t and int(r["batch"]) == b and r["dp"] == "1":
                         ours.append(sweep_row(r))
-                for src, step, comm, mem, sweep_eff in ours:
+                for src, step, comm, mem, sweep_eff, row_mb in ours:
                     tf = tflops_per_gpu(d, b, t, step)
                     if t == 1 and src not in base:
                         base[src] = tf
                         if b == 8:
                             self.weak_base[src] = tf
                     eff = sweep_eff if sweep_eff is not None else (100.0 * tf / base[src] if tf and base.get(src) else None)
-                    rows.append([label, human_params(d["n_params"]), t, 1, t, b, mb, src, fmt(step), fmt(comm),
+                    rows.append([label, human_params(d["n_params"]), t, 1, t, b, row_mb, src, fmt(step), fmt(comm),
                                  fmt(mem / GIB if mem else None, 2), fmt(tf), fmt(eff, 1),
                                  fmt(P.WEAK_EFF.get(t) if b == 8 else None, 0), fmt(P.H100_STEP_MS.get((b, t)), 0),
                                  fmt(P.H100_EFF.get((b, t)), 0), noise_note(eff, src) or "-"])
@@ -241,14 +246,15 @@ class Tables:
             o = pick(self.plan(f"weakmdp_tp{t}"), t, P.MDP_DP, False, "full", P.MDP_MICRO)
             if o is None:
                 self.missing.append(f"weak model+data tp {t}: no layout tp {t} dp {P.MDP_DP} mb {P.MDP_MICRO}")
-            ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), num(o and o.get("bytes")), None)]
+            ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), num(o and o.get("bytes")), None,
+                     P.MDP_MICRO)]
             for r in self.sweeps.get("slurm", []):
                 if int(r["tp"]) == t and int(r["dp"]) == P.MDP_DP:
                     ours.append(sweep_row(r))
-            for src, step, comm, mem, _ in ours:
+            for src, step, comm, mem, _, row_mb in ours:
                 tf = tflops_per_gpu(d, P.MDP_BATCH, gpus, step)
                 eff = 100.0 * tf / base_tf[src] if tf and base_tf.get(src) else None
-                rows.append([label, human_params(d["n_params"]), t, P.MDP_DP, gpus, P.MDP_BATCH, P.MDP_MICRO, src,
+                rows.append([label, human_params(d["n_params"]), t, P.MDP_DP, gpus, P.MDP_BATCH, row_mb, src,
                              fmt(step), fmt(comm), fmt(mem / GIB if mem else None, 2), fmt(tf), fmt(eff, 1),
                              fmt(P.WEAK_MDP_EFF[t], 0), "n/a", "n/a",
                              (noise_note(eff, src) + "; " if noise_note(eff, src) else "")
@@ -266,11 +272,11 @@ class Tables:
                 o = pick(self.plan(f"strong_b{b}_tp{t}"), t, 1, False, "full", mb)
                 if o is None:
                     self.missing.append(f"strong batch {b} tp {t}: no layout tp {t} dp 1 sp off full mb {mb}")
-                ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), None, None)]
+                ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), None, None, mb)]
                 for r in self.sweeps.get("strong", []):
                     if int(r["tp"]) == t and int(r["batch"]) == b and r["dp"] == "1":
                         ours.append(sweep_row(r))
-                for src, step, comm, _, sweep_eff in ours:
+                for src, step, comm, _, sweep_eff, row_mb in ours:
                     if t == 1 and src not in base:
                         base[src] = step
                     if sweep_eff is not None:  # the sweep's own, against its own tp=1 row
@@ -280,7 +286,7 @@ class Tables:
                         sp = base[src] / step if step and base.get(src) else None
                         eff = 100.0 * sp / t if sp else None
                     ps = P.STRONG_SPEEDUP[t] if b == 8 else None
-                    rows.append(["1.2B", t, t, b, mb, src, fmt(step), fmt(comm), fmt(sp, 2), fmt(eff, 1), fmt(ps, 2),
+                    rows.append(["1.2B", t, t, b, row_mb, src, fmt(step), fmt(comm), fmt(sp, 2), fmt(eff, 1), fmt(ps, 2),
                                  fmt(100.0 * ps / t if ps else None, 1), noise_note(eff, src) or "-"])
             self.table(f"arXiv 1909.08053 appendix D.2, strong scaling of 1.2B, global batch {b}", head, rows,
                        f"strong_b{b}")
@@ -460,6 +466,13 @@ def main():
         a = ap.parse_args(argv)
         for name, cfg, dev, sets in job_list([int(x) for x in a.batches.split(",")]):
             print(f"{name}\t{cfg}\t{dev}\t" + "\x1f".join(sets))
+        return 0
+    if cmd == "micro":
+        ap = argparse.ArgumentParser(prog="paper_tables.py micro")
+        ap.add_argument("--batches", default="8,20")
+        a = ap.parse_args(argv)
+        for b in [int(x) for x in a.batches.split(",")]:
+            print(f"{b}\t{micro_for(b)}")
         return 0
     if cmd == "slurm-jobs":
         for j in slurm_jobs():
