@@ -23,11 +23,11 @@ if ! "$py" -c 'import numpy' 2>/dev/null; then not_ok prerequisites "python3-num
 # ---- fixture maker (shards, configs, edited safetensors) -----------------
 cat >"$tmp/fx.py" <<'EOF'
 import sys, json, struct, shutil
-import numpy as np
 
 def shard(path, n, seed, magic=20240520, version=1, count=None, body=None, sets=()):
     """n tokens below 500; header count `count` (default n); `body` tokens
     actually written (default n); sets: (index, value) overrides."""
+    import numpy as np  # here only: its import is most of a call's time, and only the shards need it
     h = np.zeros(256, dtype='<i4'); h[0] = magic; h[1] = version; h[2] = n if count is None else count
     t = np.random.default_rng(seed).integers(0, 500, n).astype('<u2')
     for i, v in sets: t[i] = v
