@@ -94,3 +94,19 @@ check_shm() {
     [ -n "$left" ] && sleep 1 && left=$(shm_new "$2")
     if [ -z "$left" ]; then ok "$1_no_segment_left"; else not_ok "$1_no_segment_left" "left in /dev/shm: $left"; fi
 }
+
+# kernel_checks NAME [ENV=...] -- ARGS: the emulation's kernel checks
+# (build/emu/test_cuda_kernels_emu ARGS, output in $tmp/NAME.out); their
+# "ok"/"not ok" lines become ours, prefixed "NAME: ", and an exit that is not
+# 0 with no "not ok" line is one.
+kernel_checks() {
+    local name="$1"; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" build/emu/test_cuda_kernels_emu "$@" >"$tmp/$name.out" 2>&1
+    local rc=$?
+    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
+    grep -q '^not ok' "$tmp/$name.out" && failed=1
+    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
+}

@@ -38,7 +38,7 @@ key4=$(key_of OPT=-O2)
 if [ ${#key0} = 64 ] && [ "$key1" != "$key0" ] && [ "$key2" != "$key1" ] && [ "$key3" != "$key2" ] && [ "$key4" = "$key0" ]; then
     ok emu_build_key_follows_inputs
 else not_ok emu_build_key_follows_inputs "keys $key0 $key1 $key2 $key3 $key4"; fi
-kern=build/emu/test_cuda_kernels_emu emu_bin=build/emu/train_gpt_emu
+emu_bin=build/emu/train_gpt_emu
 
 # tests/gpu/bench_wgmma.cu (the tensor core's rate by product shape, for a GPU
 # sitting) on the emulator, quickly: every shape's sums are the host's; with
@@ -51,7 +51,6 @@ build/emu/bench_wgmma_emu --quick --plant >"$tmp/wgmma_plant.out" 2>&1; rc=$?
 if [ $rc = 1 ] && [ "$(grep -c '^not ok bench_wgmma_n' "$tmp/wgmma_plant.out")" = 58 ]; then ok bench_wgmma_emu_check_fails_when_planted
 else not_ok bench_wgmma_emu_check_fails_when_planted "rc $rc, $(grep -c '^not ok' "$tmp/wgmma_plant.out") not ok lines, want 1 and 58"; fi
 
-# kernels NAME [ENV=...] -- ARGS: the harness's "ok"/"not ok" lines become ours
 # wgmma's descriptor and layout math on the CPU against the PTX ISA's values
 # (tests/emu/test_smem_layout.c), and tests/gpu/hopper_check.cu's products on
 # the emulator (a GPU sitting runs the same program on the hardware)
@@ -60,17 +59,6 @@ for x in test_smem_layout hopper_check_emu; do
     sed -nE "s|^(not )?ok (.*)|\1ok $x: \2|p" "$tmp/$x.out"
     grep -q '^ok' "$tmp/$x.out" || not_ok "$x" "$(tail -n 2 "$tmp/$x.out" | tr '\n' ' ')"
 done
-kernels() {
-    local name="$1"; shift
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env "${envs[@]}" "$kern" "$@" >"$tmp/$name.out" 2>&1
-    local rc=$?
-    sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
-    grep -q '^not ok' "$tmp/$name.out" && failed=1
-    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
-}
 # the emulator's own unit tests: the tensor-core product against a plain
 # product (fragment layouts); cp.async groups and dynamic shared memory; CUDA graphs;
 # Hopper's bulk tensor copies, mbarriers, named barriers and tensor maps; wgmma (layouts, descriptors,
@@ -82,13 +70,13 @@ for t in mma async_copy graph tma wgmma memory memory_fill7; do
     sed -nE "s|^(not )?ok (.*)|\1ok $t: \2|p" "$tmp/$t.out"
     grep -q '^ok' "$tmp/$t.out" || not_ok "$t" "$(tail -n 2 "$tmp/$t.out" | tr '\n' ' ')"
 done
-kernels kernels --
+kernel_checks kernels --
 # (on the chunked paths, in reverse order, and with cuBLASLt offering no
 # algorithm for an epilogue, the quick checks run in tests/t_kernel_resources.sh,
 # whose launch log they are)
 # the heuristic offers an algorithm and cublasLtMatmul refuses the epilogue
 # (CUBLAS_STATUS_NOT_SUPPORTED): the same fallbacks, with a warning
-kernels epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
+kernel_checks epilogue_refused_at_matmul EMU_LT_NO_EPILOGUE=matmul -- --quick
 
 # tests/gpu/bench_attention.c on the emulated device, at small shapes: a row
 # per forward and backward block shape of head sizes 64, 96 and 128 (the
@@ -315,7 +303,7 @@ for level in 1 2; do
     EMU_LAZY=$level build/emu/test_nccl_emu >"$tmp/nccl_lazy$level.out" 2>&1 || failed=1
     sed -nE "s|^(not )?ok (.*)|\1ok nccl_lazy$level: \2|p" "$tmp/nccl_lazy$level.out"
     grep -q '^ok solo_nonblocking' "$tmp/nccl_lazy$level.out" || not_ok "nccl_lazy$level" "$(tail -n 2 "$tmp/nccl_lazy$level.out" | tr '\n' ' ')"
-    [ $level = 2 ] && kernels "kernels_lazy$level" EMU_LAZY=$level -- --quick
+    [ $level = 2 ] && kernel_checks "kernels_lazy$level" EMU_LAZY=$level -- --quick
     if EMU_LAZY=$level train "lazy${level}_graph" "$emu_bin" --set device=cuda --set train.precision=bf16 "${graph[@]}" --set model.dropout=0.1 \
         "${overlap[@]}" && { [ $level = 1 ] || grep -q "; weight gradients on a second stream" "$tmp/lazy${level}_graph.out"; } &&
         out=$("$py" tests/parallel/compare.py "$tmp/graph_on_bf16_dropout" "$tmp/lazy${level}_graph" 6 --bitwise 2>&1)

@@ -125,29 +125,21 @@ expect empty 1 "no ptxas report \(\*.o.ptxas\) under .*make GPU=1"
 # launches, the plain run's 107 all among them). They run after the CUDA build (in CI, other suites
 # build the emulation meanwhile), or alone where there is no CUDA toolkit.
 log="$tmp/launches.tsv"
-emu_kernel_checks() {
+launch_log_runs() {
     # train: the build the other suites ask for (a kernels-only build first would be built again whole for them)
     if ! bash tests/emu/build.sh train >"$tmp/emu_build.out" 2>&1; then
         not_ok emu_build "$(tail -n 5 "$tmp/emu_build.out" | tr '\n' ' ')"
         exit 1
     fi
-    local run words name rc
-    for run in "chunked EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1" "no_epilogue EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1"; do
-        read -ra words <<<"$run"
-        name=${words[0]}
-        env EMU_LAUNCH_LOG="$log" "${words[@]:1}" build/emu/test_cuda_kernels_emu --quick >"$tmp/$name.out" 2>&1
-        rc=$?
-        sed -nE "s|^ok +(.*)|ok ${name}: \1|p; s|^not ok +(.*)|not ok ${name}: \1 (see $tmp/$name.out)|p" "$tmp/$name.out"
-        grep -q '^not ok' "$tmp/$name.out" && failed=1
-        if [ $rc -ne 0 ] && ! grep -q '^not ok' "$tmp/$name.out"; then not_ok "$name" "exit $rc: $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"; fi
-    done
+    kernel_checks chunked EMU_LAUNCH_LOG="$log" EMU_SCRATCH_BYTES=12000 EMU_REVERSE=1 -- --quick
+    kernel_checks no_epilogue EMU_LAUNCH_LOG="$log" EMU_LT_NO_EPILOGUE=1 EMU_REVERSE=1 -- --quick
 }
 
 # The project's kernels. The CUDA objects keep ptxas's report (make GPU=1);
-# the launches are those of emu_kernel_checks' two runs.
+# the launches are those of launch_log_runs' two runs.
 if ! bash scripts/find_cuda.sh >"$tmp/find_cuda.out" 2>&1; then
     echo "# SKIP the project's kernels: no CUDA toolkit here ($(tail -n 1 "$tmp/find_cuda.out"))"
-    emu_kernel_checks
+    launch_log_runs
     exit $failed
 fi
 if ! make -s GPU=1 -j2 cuda-objects >"$tmp/make.out" 2>&1; then
@@ -185,7 +177,7 @@ if make -s GPU=1 build/gpu/bench_wgmma >"$tmp/bench_wgmma.out" 2>&1 &&
     ! grep -qE "[1-9][0-9]* bytes spill|C7512" build/gpu/bench_wgmma.ptxas
 then ok bench_wgmma_compiles_for_sm_90a_unserialized
 else not_ok bench_wgmma_compiles_for_sm_90a_unserialized "$(grep -m3 -E "error|spill|C75" "$tmp/bench_wgmma.out" build/gpu/bench_wgmma.ptxas | tr '\n' ' ')"; fi
-emu_kernel_checks
+launch_log_runs
 "$py" "$checker" --build build/gpu --launches "$log" --check || failed=1
 "$py" "$checker" --build build/gpu --launches "$log" >"$tmp/table.txt" 2>&1 && sed 's/^/# /' "$tmp/table.txt"
 exit $failed
