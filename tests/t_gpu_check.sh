@@ -33,12 +33,11 @@ check gpu_check_bad_budget "rc $rc: $(cat "$tmp/bad3")" eval '[ $rc = 2 ] && gre
 # script spends before it on a slow machine: CI saw 14 s); the section after it is not started,
 # and the whole run ends within the budget. It waits out 15 s, so it runs beside the next check's
 # 15 s (each has its own stand-in, and the next one counts only its own sleeps).
-mkdir -p "$tmp/slowbin" "$tmp/budgetbin"
+mkdir -p "$tmp/slowbin"
 printf '#!/bin/sh\n[ $# -eq 0 ] && sleep 60\nexit 1\n' >"$tmp/slowbin/nvidia-smi" && chmod +x "$tmp/slowbin/nvidia-smi"
-cp "$tmp/slowbin/nvidia-smi" "$tmp/budgetbin/"
 (
     t0=$SECONDS
-    PATH="$tmp/budgetbin:$PATH" "$gc" --out "$tmp/budget" --limit 60 --budget 30 environment kernels >"$tmp/budget.out" 2>&1
+    PATH="$tmp/slowbin:$PATH" "$gc" --out "$tmp/budget" --limit 60 --budget 30 environment kernels >"$tmp/budget.out" 2>&1
     echo "$? $((SECONDS - t0))" >"$tmp/budget.rc"
 ) &
 budget_run=$!
