@@ -55,8 +55,10 @@ costs its section only):
                      source, default .peer/llm.c; without it the llm.c row is not measured
                      and the summary says so)
   bench-1.2b         scripts/bench_gpu.sh --quick --models megatron_1.2b
-  scaling            SCALE=paper weak and strong sweeps, projected on this GPU (both run; their tables,
-                     charts and runs in the archive, under logs/scaling.scratch/weak and /strong)
+  scaling            scripts/paper_tables.sh --sweeps with DEVICES=1: the papers' weak and strong scaling
+                     tables, this GPU's sweep rows (SCALE=paper, each global batch at its plan rows'
+                     micro-batch; TP above 1 projected) beside the published figures and the calibrated
+                     plans; in the archive under logs/scaling.scratch/paper (tables.md, sweep_*/, plans/)
   hf                 DEVICE=cuda tests/gpu/hf_interop.sh: checkpoints trained on the GPU load in transformers
                      with the binary's val loss
   profile            ncu (Nsight Compute, --set detailed, clocks left alone) on what a GPT-2 124M step
@@ -164,8 +166,7 @@ section_cmd() {
             if [ -d "$llmc_src" ]; then echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models gpt2_124m --llmc $(printf '%q' "$llmc_src")"
             else echo "LLMC_SRC= OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models gpt2_124m"; fi ;;
         bench-1.2b) echo "OUT=$work/logs/bench scripts/bench_gpu.sh --quick${bench_args:+ $bench_args} --models megatron_1.2b" ;;
-        scaling) echo 'SCALE=paper DEVICES=1 scripts/weak_scaling.sh --out "$TG_TMP/weak"; a=$?;
-            SCALE=paper DEVICES=1 scripts/strong_scaling.sh --out "$TG_TMP/strong"; exit $((a | $?))' ;; # both run; results in the archive
+        scaling) echo 'DEVICES=1 scripts/paper_tables.sh --sweeps --out "$TG_TMP/paper"' ;; # its tables, sweeps and plans in the archive
         hf) echo 'DEVICE=cuda bash tests/gpu/hf_interop.sh' ;;
         multi-gpu) echo 'bash tests/gpu/multi_gpu.sh layouts' ;;
         multi-gpu-scaling) echo 'bash tests/gpu/multi_gpu.sh sweeps' ;;

@@ -108,10 +108,11 @@ esac
 exit 0
 ' >"$tmp/gpubin/nvidia-smi"
 chmod +x "$tmp/gpubin/nvidia-smi"
-# The scaling section writes both sweeps' results into its scratch ($TG_TMP), which the archive
-# holds, and runs the strong sweep even when the weak one fails. Beside the stand-in nvidia-smi, a
-# stand-in trainer answers --help and --peak-tflops as the real one does and fails every run:
-# each sweep then writes its table (n/a cells) and exits 1, and the section fails.
+# The scaling section (scripts/paper_tables.sh --sweeps) writes the tables and every sweep's results
+# into its scratch ($TG_TMP), which the archive holds, and runs the strong sweeps even when the weak
+# ones fail. Beside the stand-in nvidia-smi, a stand-in trainer answers --help and --peak-tflops as
+# the real one does and fails every plan and run: each sweep then writes its table (n/a cells), the
+# tables list the missing figures, and the section fails.
 if [ -x "$bin" ]; then
     printf '#!/bin/sh
 case "$1" in --help|--peak-tflops) exec %q "$@" ;; esac
@@ -123,10 +124,18 @@ echo "stand-in trainer: no run" >&2; exit 1
     row=$(grep '^| scaling |' "$tmp/scaling/summary.md")
     tar -tzf "$tmp/scaling/logs.tar.gz" >"$tmp/scaling.list" 2>&1
     check gpu_check_scaling_results_archived "$row; $(grep -c . "$tmp/scaling.list") archived, e.g. $(grep scaling "$tmp/scaling.list" | head -n 4 | tr '\n' ' ')" \
-        eval '[[ "$row" == "| scaling | FAILED (exit 1, 0 not ok) |"* ]] && [[ "$row" == *"--out \"\$TG_TMP/weak\""*"--out \"\$TG_TMP/strong\""* ]] &&
-              grep -qx "logs/scaling.scratch/weak/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/weak/chart.gp" "$tmp/scaling.list" &&
-              grep -qx "logs/scaling.scratch/strong/table.md" "$tmp/scaling.list" && grep -qx "logs/scaling.scratch/strong/chart.gp" "$tmp/scaling.list" &&
+        eval '[[ "$row" == "| scaling | FAILED (exit 1, 0 not ok) |"* ]] && [[ "$row" == *"paper_tables.sh --sweeps --out \"\$TG_TMP/paper\""* ]] &&
+              grep -qx "logs/scaling.scratch/paper/tables.md" "$tmp/scaling.list" &&
+              grep -qx "logs/scaling.scratch/paper/sweep_weak_b8/table.md" "$tmp/scaling.list" &&
+              grep -qx "logs/scaling.scratch/paper/sweep_weak_b20/chart.gp" "$tmp/scaling.list" &&
+              grep -qx "logs/scaling.scratch/paper/sweep_strong_b20/table.md" "$tmp/scaling.list" &&
+              grep -qx "logs/scaling.scratch/paper/sweep_strong_b8/chart.gp" "$tmp/scaling.list" &&
               ! grep -q "\.bin$" "$tmp/scaling.list"'
+    # each sweep ran at its batch's micro-batch (batch 20 as 2 x 10, as the plan rows), not one micro-batch
+    tar -xzf "$tmp/scaling/logs.tar.gz" -C "$tmp/scaling" logs/scaling.scratch/paper 2>/dev/null
+    micro=$(cut -f7,8 "$tmp/scaling/logs/scaling.scratch/paper/sweep_weak_b20/manifest.tsv" \
+        "$tmp/scaling/logs/scaling.scratch/paper/sweep_strong_b8/manifest.tsv" 2>&1 | sort -u | tr '\t\n' ': ')
+    check gpu_check_scaling_sweeps_at_the_plans_micro_batch "batch:micro $micro" eval '[ "$micro" = "20:10 8:8 " ]'
     # a file over 2 MiB stays out of the archive (a lent machine returns at most 16 MiB a file), named in left_out.txt
     tar -xzf "$tmp/scaling/logs.tar.gz" -C "$tmp/scaling" logs/left_out.txt 2>/dev/null
     check gpu_check_archive_leaves_big_files_out "$(grep -c stand_in "$tmp/scaling.list") stand-in files archived; left out: $(head -c 300 "$tmp/scaling/logs/left_out.txt" 2>&1)" \

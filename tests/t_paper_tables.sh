@@ -198,6 +198,7 @@ printf '4.2B\t4\t1\t8\t8\treal\t170\t30\t1024\t112\n' >>"$sw/table.tsv"
 printf '8.3B\t8\t1\t8\t4\treal\t300\t40\t1024\t80\n' >>"$sw2/table.tsv"
 "$py" scripts/scaling/paper_tables.py build --plans "$tmp/fake/plans" --help-text "$tmp/fake/train_gpt_help.txt" \
     --info "$tmp/fake/info.tsv" --out "$tmp/fake_sweep" --batches 8 --sweep "weak=$sw" --sweep "weak=$sw2" >/dev/null 2>&1
+sweep_rc=$?
 got=$(awk -F'\t' '$1 == "weak_b8" {print $4 ":" $8 ":" $9 ":" $14 ":" ($18 ~ /^NOISE/ ? "noise" : "-")}' "$tmp/fake_sweep/tables.tsv" 2>/dev/null | paste -sd' ')
 want="1:8:calibrated projection:100.0:- 1:8:real:100.0:- 2:8:calibrated projection:"
 if [[ "$got" == "$want"* ]] && [[ "$got" == *" 2:8:shard run:90.0:- "* ]] && [[ "$got" == *" 4:8:real:112.0:noise "* ]] &&
@@ -205,6 +206,25 @@ if [[ "$got" == "$want"* ]] && [[ "$got" == *" 2:8:shard run:90.0:- "* ]] && [[ 
     ok sweep_rows_labelled_noise_flagged
 else
     not_ok sweep_rows_labelled_noise_flagged "weak batch 8 rows (tp:micro batch:source:efficiency:note) '$got'"
+fi
+# A sweep row without a step time (its run failed) and a sweep without a table are missing
+# figures, named, and the exit status says so (1); the same tables with every figure exit 0.
+sw3="$tmp/sweep_failed_run" sw4="$tmp/sweep_no_table"
+mkdir -p "$sw3" "$sw4"
+printf 'label\ttp\tdp\tbatch\tmicro\tmode\tstep_ms\tcomm_ms\tbudget_mib\teff\trun_dir\n' >"$sw3/table.tsv"
+printf '1.2B\t2\t1\t8\t8\tprojected\tn/a\tn/a\tn/a\tn/a\t/runs/b8_tp2\n' >>"$sw3/table.tsv"
+"$py" scripts/scaling/paper_tables.py build --plans "$tmp/fake/plans" --help-text "$tmp/fake/train_gpt_help.txt" \
+    --info "$tmp/fake/info.tsv" --out "$tmp/fake_failed" --batches 8 --sweep "weak=$sw" --sweep "strong=$sw3" \
+    --sweep "strong=$sw4" >/dev/null 2>&1
+failed_rc=$?
+missing=$(sed -n '/^## Missing figures/,$p' "$tmp/fake_failed/tables.md" 2>/dev/null)
+if [ "$sweep_rc" = 0 ] && [ "$failed_rc" = 1 ] &&
+    grep -qxF -- "- strong batch 8 tp 2: the shard run has no step time (see /runs/b8_tp2.out)" <<<"$missing" &&
+    grep -qxF -- "- strong sweep $sw4: no table.tsv (the sweep stopped before its table)" <<<"$missing" &&
+    [ "$(grep -c '^- ' <<<"$missing")" = 2 ]; then
+    ok failed_sweep_runs_are_missing_figures
+else
+    not_ok failed_sweep_runs_are_missing_figures "exit $sweep_rc with every figure, $failed_rc with a failed run; $(head -c 400 <<<"$missing")"
 fi
 
 # ---- dry run: prints, runs nothing, writes nothing; runs/ by default ------------

@@ -138,10 +138,13 @@ def sweep_source(mode):
     return {"real": "real", "projected": "shard run"}.get(mode, mode)
 
 
-def sweep_row(r):
+def sweep_row(r, missing, what):
     """(source, step ms, comm ms, budget bytes, efficiency %, micro-batch) of a sweep's table.tsv
     row: its efficiency is the sweep's own (against its tp=1 row, real or shard run), its
-    micro-batch the one it ran ("?" from a table without the column)."""
+    micro-batch the one it ran ("?" from a table without the column). A row without a step
+    time (its run failed) is a missing figure, named by WHAT and the run's folder."""
+    if fnum(r.get("step_ms")) is None:
+        missing.append(f"{what}: the {sweep_source(r['mode'])} has no step time (see {r.get('run_dir') or 'its sweep'}.out)")
     mem = fnum(r.get("budget_mib"))
     return (sweep_source(r["mode"]), fnum(r.get("step_ms")), fnum(r.get("comm_ms")), mem * MIB if mem else None,
             fnum(r.get("eff")), r.get("micro") or "?")
@@ -194,7 +197,10 @@ class Tables:
         self.weak_base = {}  # source -> TFLOP/s per GPU of the 1-GPU batch-8 row
         for s in a.sweep or []:
             kind, _, d = s.partition("=")
-            self.sweeps.setdefault(kind, []).extend(read_sweep(d))
+            rows = read_sweep(d)
+            if not rows:
+                self.missing.append(f"{kind} sweep {d}: no table.tsv (the sweep stopped before its table)")
+            self.sweeps.setdefault(kind, []).extend(rows)
 
     def plan(self, name):
         lines = read_plan(os.path.join(self.a.plans, name + ".jsonl"))
@@ -225,7 +231,7 @@ class Tables:
                 ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), num(o and o.get("bytes")), None, mb)]
                 for r in self.sweeps.get("weak", []):
                     if int(r["tp"]) == t and int(r["batch"]) == b and r["dp"] == "1":
-                        ours.append(sweep_row(r))
+                        ours.append(sweep_row(r, self.missing, f"weak batch {b} tp {t}"))
                 for src, step, comm, mem, sweep_eff, row_mb in ours:
                     tf = tflops_per_gpu(d, b, t, step)
                     if t == 1 and src not in base:
@@ -250,7 +256,7 @@ class Tables:
                      P.MDP_MICRO)]
             for r in self.sweeps.get("slurm", []):
                 if int(r["tp"]) == t and int(r["dp"]) == P.MDP_DP:
-                    ours.append(sweep_row(r))
+                    ours.append(sweep_row(r, self.missing, f"weak model+data tp {t}"))
             for src, step, comm, mem, _, row_mb in ours:
                 tf = tflops_per_gpu(d, P.MDP_BATCH, gpus, step)
                 eff = 100.0 * tf / base_tf[src] if tf and base_tf.get(src) else None
@@ -275,7 +281,7 @@ class Tables:
                 ours = [(plan_source(o), plan_ms(o, "step_ms"), plan_ms(o, "comm_ms"), None, None, mb)]
                 for r in self.sweeps.get("strong", []):
                     if int(r["tp"]) == t and int(r["batch"]) == b and r["dp"] == "1":
-                        ours.append(sweep_row(r))
+                        ours.append(sweep_row(r, self.missing, f"strong batch {b} tp {t}"))
                 for src, step, comm, _, sweep_eff, row_mb in ours:
                     if t == 1 and src not in base:
                         base[src] = step
