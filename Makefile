@@ -23,7 +23,7 @@ CPU_KERNEL_SRC = kernels/cpu/encoder.c kernels/cpu/layernorm.c kernels/cpu/matmu
                  kernels/cpu/ops_cpu.c
 KERNELS_SRC = kernels/backend.c kernels/ops_null.c kernels/timed.c kernels/op_work.c kernels/op_rates.c kernels/cpu/gemm.c $(CPU_KERNEL_SRC)
 MODEL_SRC = model/gpt.c model/gpt_layout.c model/gpt_mappings.c
-TRAIN_SRC = train/config.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_digest.c train/ckpt_data.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c train/plan_time.c train/op_table.c train/op_table_rates.c \
+TRAIN_SRC = train/config.c train/config_link.c train/optim.c train/dp_buckets.c train/zero_shards.c train/safetensors.c train/checkpoint.c train/ckpt_digest.c train/ckpt_data.c train/ckpt_prune.c train/llmc.c train/model_files.c train/plan.c train/plan_time.c train/op_table.c train/op_table_rates.c \
             train/runlog.c train/stop.c train/args.c train/setup.c train/step.c train/report.c train/sample.c train/loop.c \
             train/batch.c train/modes.c train/hellaswag.c
 LIB_SRC = $(UTIL_SRC) $(DATA_SRC) $(PARALLEL_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(TRAIN_SRC)

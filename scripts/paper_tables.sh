@@ -46,7 +46,11 @@ Options
                       (default 3 on the CPU, 1 on a GPU)
   --slurm             run the 64-512 GPU columns with srun, one job step per
                       layout (inside an allocation: salloc/sbatch)
-  --gpus-per-node N   GPUs (ranks) per node for --slurm (default 8)
+  --gpus-per-node N   GPUs (ranks) per node (default 8): --slurm's job steps, and the plans'
+                      network model (interconnect.node_gpus): a group with ranks on more than
+                      one node is priced at the node's network bandwidth, not the link inside it
+  --node-gbps X       one node's network bandwidth in GB/s for that model, all its NICs
+                      together (default: the trainer's interconnect.node_gbps, DGX H100's 400)
   --srun-arg ARG      passed to every srun (repeatable), e.g. --srun-arg=--partition=gpu
   --steps N           optimizer steps of each sweep or Slurm run (default 5)
   --out DIR           output directory (default runs/paper_tables_<YYYY-mm-dd>;
@@ -69,7 +73,7 @@ posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, go
 
 orig_cmd="scripts/paper_tables.sh$(printf ' %q' "$@")"
 calibration="results/gpu/2026-11-27_h200/op_times_megatron_1.2b_gb8.tsv" links="" batches="8,20" sweeps="" tiny=0
-repeat="" slurm=0 gpn=8 steps=5 out="" dry=0 srun_args=()
+repeat="" slurm=0 gpn=8 node_gbps="" steps=5 out="" dry=0 srun_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
@@ -79,12 +83,12 @@ while [ $# -gt 0 ]; do
         --slurm) slurm=1; shift ;;
         --dry-run) dry=1; shift ;;
         --srun-arg=*) srun_args+=("${1#--srun-arg=}"); shift ;;
-        --calibration|--links|--batches|--repeat|--gpus-per-node|--srun-arg|--steps|--out)
+        --calibration|--links|--batches|--repeat|--gpus-per-node|--node-gbps|--srun-arg|--steps|--out)
             [ $# -ge 2 ] || die "$1 needs a value"
             case "$1" in
                 --calibration) calibration="$2" ;; --links) links="$2" ;; --batches) batches="$2" ;;
                 --repeat) repeat="$2" ;; --gpus-per-node) gpn="$2" ;; --srun-arg) srun_args+=("$2") ;;
-                --steps) steps="$2" ;; --out) out="$2" ;;
+                --steps) steps="$2" ;; --out) out="$2" ;; --node-gbps) node_gbps="$2" ;;
             esac
             shift 2 ;;
         *) die "unknown argument '$1' (see --help)" ;;
@@ -92,6 +96,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$batches" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--batches must be a comma-separated list of positive integers, got '$batches'"
 posint --gpus-per-node "$gpn"; posint --steps "$steps"
+[ -z "$node_gbps" ] || [[ "$node_gbps" =~ ^[0-9]+(\.[0-9]+)?$ && ! "$node_gbps" =~ ^0+(\.0+)?$ ]] ||
+    die "--node-gbps must be a positive number of GB/s, got '$node_gbps'"
 [ -z "$repeat" ] || posint --repeat "$repeat"
 [ "$steps" -ge 2 ] || die "--steps must be at least 2 (one warm-up step, then the timed ones)"
 cd "$root" || exit 2
@@ -121,6 +127,17 @@ help_file="$scratch/train_gpt_help.txt"
 "$bin" --help >"$help_file" 2>&1 || die "$bin --help failed"
 link_sets=()
 [ -z "$links" ] || link_sets=(--set "interconnect.table=$links")
+# the plans' network model: groups across nodes of --gpus-per-node ranks (a binary without it: one node)
+node_sets=() node_text="no network model: $bin has no interconnect.node_gpus (DP across nodes priced as inside one)"
+if grep -q 'interconnect.node_gpus' "$help_file"; then
+    node_sets=(--set "interconnect.node_gpus=$gpn")
+    [ -z "$node_gbps" ] || node_sets+=(--set "interconnect.node_gbps=$node_gbps")
+    gbps="$node_gbps"
+    [ -n "$gbps" ] || gbps=$(awk '$1 == "interconnect.node_gbps" && $3 == "default" {print $4}' "$help_file")
+    node_text="$gpn GPUs a node; a group with ranks on several nodes at ${gbps:-?} GB/s a node, shared by the groups crossing at once (interconnect.node_gpus, node_gbps)"
+else
+    say "warning: $node_text"
+fi
 cal_args=()
 cal_text="none (the planner's own time model)" plan_label="planner projection (no calibration)"
 if [ "$calibration" != none ]; then
@@ -139,7 +156,8 @@ jobs_file="$scratch/jobs.tsv"
 n_jobs=$(wc -l <"$jobs_file")
 [ "$dry" = 1 ] || say "$n_jobs plans (--plan, no training)"
 while IFS=$'\t' read -r name cfg devices sets; do
-    args=(--plan --config "$cfg" --devices "$devices" --plan-json "$out/plans/$name.jsonl" "${cal_args[@]}" "${link_sets[@]}")
+    args=(--plan --config "$cfg" --devices "$devices" --plan-json "$out/plans/$name.jsonl" "${cal_args[@]}" "${link_sets[@]}"
+        "${node_sets[@]}")
     IFS=$'\x1f' read -r -a set_arr <<<"$sets"
     for s in "${set_arr[@]}"; do args+=(--set "$s"); done
     if [ "$dry" = 1 ]; then
@@ -200,6 +218,7 @@ git -C "$root" diff --quiet HEAD -- 2>/dev/null || rev="$rev + uncommitted chang
     printf 'binary\t%s\n' "$bin, git $rev"
     printf 'calibration\t%s\n' "$cal_text"
     printf 'links\t%s\n' "${links:-each config has its interconnect.* keys}"
+    printf 'nodes\t%s\n' "$node_text"
     printf 'GPUs here\t%s\n' "$ngpu (nvidia-smi)"
 } >"$out/info.tsv"
 "$py" "$helper" build --plans "$out/plans" --help-text "$help_file" --info "$out/info.tsv" --out "$out" \

@@ -94,6 +94,45 @@ print("ok plan_table_per_group_size" if ok else
 PY
 else not_ok plan_table_per_group_size "$(tail -n 2 "$tmp/degrees.json.txt" | tr '\n' ' ')"; fi
 
+# Groups across nodes (interconnect.node_*): on nodes of 2 ranks at 3 GB/s a node, a group with
+# ranks on two nodes goes over the network, not the link inside a node (1 GB/s here): the TP group
+# when tp > 2, a DP group when tp x dp > 2, the node's 3 GB/s shared by the min(tp, 2) DP groups
+# crossing it at once. Nodes as large as the world change nothing.
+net=(--set "interconnect.table=$tmp/slow.txt" --set interconnect.node_gbps=3 --set interconnect.node_latency_us=0)
+if plan "$tmp/nodes.json" "${net[@]}" --set interconnect.node_gpus=2 &&
+    plan "$tmp/one_node.json" "${net[@]}" --set interconnect.node_gpus=8; then
+    "$py" - "$tmp/nodes.json" "$tmp/one_node.json" "$tmp/slow.json" <<'PY' || failed=1
+import json, sys
+rows = lambda p: [json.loads(l) for l in open(p) if l.strip()]
+nodes, one_node, slow = (rows(p) for p in sys.argv[1:])
+sent = lambda r, g: sum(v for k, v in r.items() if k.startswith(g + "_") and k.endswith("_bytes"))
+def want(r):
+    tp, dp = r["tp"], r["dp"]
+    tp_net, dp_net = tp > 2, dp > 1 and tp * dp > 2
+    tp_gbps = 3 if tp_net else 1
+    dp_gbps = min(3 / min(tp, 2), 370) if dp_net else 1
+    return sent(r, "tp") / tp_gbps / 1e6 + sent(r, "dp") / dp_gbps / 1e6, tp_net, dp_net
+bad = []
+for r in nodes:
+    ms, tp_net, dp_net = want(r)
+    if abs(r["comm_ms"] - ms) > 0.0015 + 1e-6 * ms or r.get("tp_across_nodes") != tp_net or r.get("dp_across_nodes") != dp_net:
+        bad.append((r["tp"], r["dp"], r["comm_ms"], round(ms, 3), r.get("tp_across_nodes"), r.get("dp_across_nodes")))
+crossing = {(r["tp"], r["dp"]) for r in nodes if r.get("dp_across_nodes")}
+ok = nodes and not bad and {(1, 8), (2, 4), (4, 2)} <= crossing and any(r["tp_across_nodes"] for r in nodes)
+print("ok plan_groups_across_nodes" if ok else
+      f"not ok plan_groups_across_nodes - {len(nodes)} rows, crossing {sorted(crossing)}; (tp, dp, comm ms, want, tp net, dp net): {bad[:3]}")
+key = lambda r: (r["tp"], r["dp"], r["sp"], r["recompute"], r["micro_batch"], r["zero"])
+base = {key(r): r["comm_ms"] for r in slow}
+diff = [key(r) for r in one_node if base.get(key(r)) != r["comm_ms"] or r["tp_across_nodes"] or r["dp_across_nodes"]]
+print("ok plan_one_node_unchanged" if one_node and len(one_node) == len(slow) and not diff else
+      f"not ok plan_one_node_unchanged - {len(one_node)} vs {len(slow)} rows; differ: {diff[:3]}")
+PY
+    if grep -q "a group with ranks on more than one node of 2 (interconnect.node_gpus) at 3 GB/s a node" "$tmp/nodes.json.txt" &&
+        grep -qE '^ +4 +2 .*\(TP across nodes\)$' "$tmp/nodes.json.txt" && ! grep -qE '^ +2 +4 .*across' "$tmp/nodes.json.txt"
+    then ok plan_says_which_groups_cross_nodes
+    else not_ok plan_says_which_groups_cross_nodes "$(sed -n 2p "$tmp/nodes.json.txt" | cut -c1-300)"; fi
+else not_ok plan_groups_across_nodes "$(tail -n 2 "$tmp/nodes.json.txt" "$tmp/one_node.json.txt" | tr '\n' ' ')"; fi
+
 # The collectives per layer and micro-batch, from --plan's dry step of the code: tiny.json at 1 and 2
 # layers and at seq 64 and 128; the bytes each kind sends that grow with both are the layer's
 # B*s*h-sized collectives (the embedding, the head and the cross-entropy do not grow with the
@@ -198,6 +237,19 @@ if proj buckets 1 && proj one 0 &&
     grep -q "hidden behind the backward pass: modeled" "$tmp/buckets.out" && ok "projection_models_dp_overlap ($out)" ||
         not_ok projection_models_dp_overlap "the progress line does not say it: $(grep -m1 '^step' "$tmp/buckets.out")"
 else not_ok projection_models_dp_overlap "${out:-} $(tail -n 2 "$tmp/buckets.out" | tr '\n' ' ')"; fi
+# A projected run prices its DP groups across nodes as --plan does: 4 ranks on nodes of 2 at 3 GB/s
+# a node against the 1 GB/s table inside one (tp 1: only DP collectives): a third of the comm ms.
+slow_net=(--set "interconnect.table=$tmp/slow.txt" --set interconnect.node_gbps=3 --set interconnect.node_latency_us=0)
+if proj inside 0 "${slow_net[@]}" && proj across 0 "${slow_net[@]}" --set interconnect.node_gpus=2 &&
+    out=$("$py" -c '
+import json, sys
+a, b = [[json.loads(l) for l in open(p) if "\"loss\"" in l][-1]["comm_ms"] for p in sys.argv[1:]]
+assert a > 0 and abs(a / b - 3) < 0.01, (a, b)
+print(f"{a:.3f} ms inside a node, {b:.3f} across nodes")' "$tmp/inside/log.jsonl" "$tmp/across/log.jsonl" 2>&1) &&
+    grep -q "the DP groups across nodes of 2 ranks at 3 GB/s + 0 us (interconnect.node_\*)" "$tmp/across.out" &&
+    ! grep -q "across nodes" "$tmp/inside.out"; then
+    ok "projection_prices_dp_across_nodes ($out)"
+else not_ok projection_prices_dp_across_nodes "${out:-} $(grep -m1 PROJECTION "$tmp/across.out" | cut -c1-300)"; fi
 # the same for ZeRO's reduce-scatters in buckets, and its staged gather of the weights beside the
 # next forward pass: part of it hidden, never the first two stages (the pass needs them at its start)
 if proj zero_buckets 1 --set parallel.zero=1 && proj zero_one 0 --set parallel.zero=1 &&

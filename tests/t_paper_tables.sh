@@ -80,6 +80,11 @@ else:
           and "has no --calibrate: FLOPs-assumed" in text, f"sources {set(timed)}")
 # the published columns: docs/scaling.md's figures
 col = lambda t, c: [r[c] for r in tables.get(t, [])]  # noqa: E731
+# the 64-512 GPU rows: DP groups across nodes of 8 (--gpus-per-node's default) priced by the network model
+mdp_notes = col(list(want)[2], "note")
+check("mdp_rows_priced_across_nodes", len(mdp_notes) == 4 and all("DP groups across nodes priced by the network model" in n
+      for n in mdp_notes) and "- nodes: 8 GPUs a node; a group with ranks on several nodes at 400 GB/s a node" in text,
+      f"notes {mdp_notes}; " + "".join(l for l in text.splitlines() if l.startswith("- nodes")))
 w8, w20 = list(want)[0], list(want)[1]
 check("paper_weak_figures", col(w8, "paper efficiency (%)") == ["100", "95", "82", "77"]
       and col(list(want)[2], "paper efficiency (%)") == ["96", "83", "79", "74"]
@@ -185,6 +190,18 @@ want = [(str(t), "64", "real", f"{500 + 10 * t:.1f}") for t in (1, 2, 4, 8)]
 check("slurm_rows_real", mdp == want, f"real rows (tp, dp, source, step) {mdp}, want {want}")
 sys.exit(bad)
 PY
+
+# Nodes as large as the 512 GPUs: no DP group crosses one, every 64-512 GPU row says so, and the
+# widest TP's DP all-reduce (8 groups crossing each node at once, 50 GB/s each above) is cheaper.
+scripts/paper_tables.sh --no-sweeps --calibration "$cal" --gpus-per-node 512 --batches 8 --out "$tmp/one_node" >/dev/null 2>&1
+mdp_comm() { awk -F'\t' '$1 == "weak_mdp" && $4 == 8 {print $11}' "$1/tables.tsv" 2>/dev/null; }
+wide=$(mdp_comm "$tmp/real") one=$(mdp_comm "$tmp/one_node")
+inside=$(awk -F'\t' '$1 == "weak_mdp" && $18 ~ /DP priced on the link inside a node/' "$tmp/one_node/tables.tsv" 2>/dev/null | wc -l)
+if [ "$inside" = 4 ] && [ -n "$wide" ] && [ -n "$one" ] && awk -v w="$wide" -v o="$one" 'BEGIN {exit !(w > 1.5 * o)}'; then
+    ok "one_node_prices_dp_inside (tp 8 x dp 64 comm: $wide ms on nodes of 8, $one on one node)"
+else
+    not_ok one_node_prices_dp_inside "$inside rows say so; tp 8 x dp 64 comm '$wide' ms on nodes of 8, '$one' on one node"
+fi
 
 # Sweep rows (hand-made weak sweep table.tsv files as scripts/weak_scaling.sh writes them, two
 # sweeps of one kind as paper_tables.sh's one a batch): labelled real or shard run beside the
@@ -302,6 +319,8 @@ check_bad bad_batches "--batches must be" --batches 8,x --dry-run
 check_bad bad_calibration "no such file" --calibration "$tmp/none.tsv" --dry-run
 check_bad bad_repeat "--repeat must be a positive integer" --repeat 0 --dry-run
 check_bad unknown_argument "unknown argument" --bogus
+check_bad bad_node_gbps "--node-gbps must be a positive number of GB/s, got '0.0'" --node-gbps 0.0 --dry-run
+check_bad bad_gpus_per_node "--gpus-per-node must be a positive integer" --gpus-per-node 0 --dry-run
 # its helpers import numpy: a PYTHON without it is refused by name (a stand-in whose numpy is missing)
 nonumpy=$(python_without_numpy "$tmp/nonumpy")
 PYTHON="$nonumpy" check_bad python_without_numpy_refused "PYTHON=$nonumpy cannot import numpy" --dry-run

@@ -94,11 +94,14 @@ static const key_spec SCHEMA[] = {
     {"parallel.numa", K_ENUM, OFF(parallel.numa), "auto", 0, 0, "auto|off", "bind each rank's threads and memory to a NUMA node"},
     {"parallel.comm", K_ENUM, OFF(parallel.comm), "auto", 0, 0, "auto|shm|nccl", "communicator between ranks: shm (one node, host memory; device buffers staged), nccl (cuda builds, one GPU per rank); auto: nccl on cuda when every rank of the node has its own GPU, else shm"},
     {"parallel.project", K_BOOL, OFF(parallel.project), "false", 0, 0, NULL, "one process runs rank 0's exact shard of the tp x dp layout with a null communicator and models the communication (projection)"},
-    /* 8xH100 SXM5 NVLink-4: 460-480 GB/s all-reduce busbw from nccl-tests at large sizes (Alaya NeW's
-     * "NCCL-tests in practice", 2026-05-06). The latency is an assumption, not a measurement. */
+    /* Sources of the defaults: docs/scaling.md, "The link tables" (bus_gbps and latency_us), and
+     * NVIDIA's DGX H100 data sheet (node_gbps: eight ConnectX-7 at 400 Gb/s each). */
     {"interconnect.bus_gbps", K_FLOAT, OFF(interconnect.bus_gbps), "370", 0.001, 1e6, NULL, "projection: bus bandwidth in GB/s (NCCL busbw; default H100 NVLink-4's with Ring, configs/links)"},
     {"interconnect.latency_us", K_FLOAT, OFF(interconnect.latency_us), "20", 0, 1e6, NULL, "projection: fixed time per collective in microseconds (default: 4xH100's measured 17-24, configs/links)"},
     {"interconnect.table", K_STRING, OFF(interconnect.table), "", 0, 0, NULL, "projection: an nccl-tests table (\"collective bytes busbw_GBps [ranks]\" lines, e.g. configs/links/h100_sxm_nvlink4_ring.txt) used instead of bus_gbps and latency_us; empty: those two"},
+    {"interconnect.node_gpus", K_INT, OFF(interconnect.node_gpus), "0", 0, 1 << 20, NULL, "projection: ranks (GPUs) per node, ranks numbered node by node with each TP group's ranks adjacent; a TP or DP group with ranks on more than one node is modeled over the network (node_gbps, node_latency_us), not the link above (0: every rank on one node)"},
+    {"interconnect.node_gbps", K_FLOAT, OFF(interconnect.node_gbps), "400", 0.001, 1e6, NULL, "projection: one node's network bandwidth in GB/s, all its NICs together (default: DGX H100's 8 x 400 Gb/s); a group across nodes gets it divided by the groups that cross at once (tp for a DP group, at most node_gpus), at most interconnect.bus_gbps"},
+    {"interconnect.node_latency_us", K_FLOAT, OFF(interconnect.node_latency_us), "20", 0, 1e6, NULL, "projection: fixed time per collective across nodes in microseconds (default: latency_us's, an assumption: not measured across nodes)"},
     {"device_peak_tflops", K_FLOAT, OFF(device_peak_tflops), "0", 0, 1e6, NULL, "peak dense TFLOP/s of one device for MFU (0: the CUDA device's own from a table of GPUs, bf16 or fp32 as trained; unknown on the CPU: no MFU)"},
     {"device", K_ENUM, OFF(device), "cpu", 0, 0, "cpu|cuda", "compute backend (cuda: a build made with make GPU=1)"},
 };
@@ -443,16 +446,6 @@ int config_check_shape(const tg_config *c, const long long shape[SHAPE_KEYS], co
         if (fits || !(c->model.shape_given & (1u << i))) continue;
         return tg_fail(e, "%s: %s = %d does not fit %s, whose %s is %lld: %s", config_origin(c, SHAPE_PATHS[i], where, sizeof where),
                        SHAPE_PATHS[i], given[i], src, names[i], shape[i], advice);
-    }
-    return 0;
-}
-
-int config_link(const tg_config *c, comm_link *l, tg_err *e) {
-    *l = comm_link_flat(c->interconnect.bus_gbps * 1e9, c->interconnect.latency_us * 1e-6);
-    if (!c->interconnect.table[0]) return 0;
-    if (comm_link_load(l, c->interconnect.table, e)) {
-        char where[CFG_PATH_MAX + 64];
-        return tg_wrap(e, "%s", config_key_named(c, "interconnect.table", where, sizeof where));
     }
     return 0;
 }

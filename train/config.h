@@ -76,6 +76,8 @@ typedef struct tg_config {
     struct {
         double bus_gbps, latency_us;
         char table[CFG_PATH_MAX]; /* nccl-tests table file; empty: the flat bus_gbps + latency_us model */
+        int node_gpus;            /* ranks per node; 0: one node */
+        double node_gbps, node_latency_us; /* a node's network, for groups across nodes */
     } interconnect;
     struct {
         char lt_tune[CFG_PATH_MAX]; /* off | time | a record file of cuBLASLt algorithms to pin */
@@ -91,6 +93,13 @@ typedef struct tg_config {
 /* The modeled link of projected runs and --plan: interconnect.table's rows
  * when it names a file, else the flat bus_gbps + latency_us model. */
 int config_link(const tg_config *c, comm_link *l, tg_err *e);
+/* Whether the TP group (dp_group false) or a DP group of a tp x dp layout
+ * has ranks on more than one node of interconnect.node_gpus ranks. */
+bool config_group_crosses_nodes(const tg_config *c, bool dp_group, int tp, int dp);
+/* The modeled link of that group: config_link's inside a node; across
+ * nodes the flat network model (node_gbps shared by the groups crossing at
+ * once, at most bus_gbps; node_latency_us). */
+int config_group_link(const tg_config *c, bool dp_group, int tp, int dp, comm_link *l, tg_err *e);
 
 /* Fills every key with its schema default. */
 void config_defaults(tg_config *c);

@@ -57,12 +57,12 @@ static const char *RC_NAMES[] = {"none", "selective", "full"};
  * collectives hide, as a projected run models them. */
 static int dry_step(const tg_config *v, const gpt_dims *d, const tg_ops *ops, bool metered, const time_model *tm, layout *l,
                     tg_err *e) {
-    comm_link *link = tg_malloc(sizeof *link, "plan link model");
-    if (config_link(v, link, e)) {
+    comm_link *link = tg_malloc(2 * sizeof *link, "plan link model"); /* the TP group's, a DP group's */
+    if (config_group_link(v, false, l->tp, l->dp, &link[0], e) || config_group_link(v, true, l->tp, l->dp, &link[1], e)) {
         free(link);
         return -1;
     }
-    comm *tp = comm_null_create_modeled("tp", 0, l->tp, *link), *dp = comm_null_create_modeled("dp", 0, l->dp, *link);
+    comm *tp = comm_null_create_modeled("tp", 0, l->tp, link[0]), *dp = comm_null_create_modeled("dp", 0, l->dp, link[1]);
     free(link);
     comm_use_memory(tp, &ops->mem);
     comm_use_memory(dp, &ops->mem);
@@ -111,7 +111,8 @@ static int layer_pass(const tg_config *c, int L, const char *recompute, tg_ops *
     snprintf(v.train.recompute, sizeof v.train.recompute, "%s", recompute);
     gpt_dims d;
     comm_link *link = tg_malloc(sizeof *link, "plan link model");
-    if (gpt_dims_from_config(&d, &v, v.parallel.tp, 0, e) || config_link(&v, link, e)) {
+    if (gpt_dims_from_config(&d, &v, v.parallel.tp, 0, e) ||
+        config_group_link(&v, false, v.parallel.tp, v.parallel.dp > 0 ? v.parallel.dp : 1, link, e)) {
         free(link);
         return -1;
     }
@@ -252,7 +253,7 @@ static void json_ms(FILE *f, const char *key, double s) {
 
 /* One layout for --plan-json, with the bytes rank 0 sends per step by
  * group and collective, as a train line of log.jsonl names them. */
-static void write_json_line(FILE *json, const layout *l, const time_model *tm, bool fastest) {
+static void write_json_line(FILE *json, const tg_config *c, const layout *l, const time_model *tm, bool fastest) {
     const bool timed = tm->kind != TIME_NONE;
     fprintf(json, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"recompute\":\"%s\",\"micro_batch\":%d,\"zero\":%d,\"bytes\":%zu,"
                   "\"fits\":%s,\"time_model\":\"%s\",\"calibration\":",
@@ -272,7 +273,9 @@ static void write_json_line(FILE *json, const layout *l, const time_model *tm, b
     json_ms(json, "layer_recompute_ms", l->layer_rc_s);
     json_ms(json, "layer_forward_comm_ms", l->layer_fwd_comm_s);
     json_ms(json, "layer_backward_comm_ms", l->layer_bwd_comm_s);
-    fprintf(json, ",\"fastest\":%s", fastest ? "true" : "false");
+    fprintf(json, ",\"fastest\":%s,\"tp_across_nodes\":%s,\"dp_across_nodes\":%s", fastest ? "true" : "false",
+            config_group_crosses_nodes(c, false, l->tp, l->dp) ? "true" : "false",
+            config_group_crosses_nodes(c, true, l->tp, l->dp) ? "true" : "false");
     static const char *const group[2] = {"tp", "dp"};
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < COLL_KINDS; k++)
@@ -367,6 +370,10 @@ static void print_time_model(const tg_config *c, const plan_opts *o, const time_
         fprintf(out, "from the nccl-tests table %s (interconnect.table)", c->interconnect.table);
     else
         fprintf(out, "at %g GB/s and %g us per collective (interconnect.*)", c->interconnect.bus_gbps, c->interconnect.latency_us);
+    if (c->interconnect.node_gpus > 0)
+        fprintf(out, "; a group with ranks on more than one node of %d (interconnect.node_gpus) at %g GB/s a node, shared by the "
+                     "groups that cross at once (at most interconnect.bus_gbps), and %g us per collective",
+                c->interconnect.node_gpus, c->interconnect.node_gbps, c->interconnect.node_latency_us);
     if (tm->kind == TIME_NONE) {
         fprintf(out, "\n");
         return;
@@ -419,12 +426,13 @@ int plan_print(const tg_config *c, const plan_opts *o, FILE *out, FILE *json, tg
         const layout *l = &ls[i];
         if (timed && best < 0 && l->fits) best = i;
         char step[32], compute[32], hidden[32];
-        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10s %10s %10.1f %10s%s\n", l->tp, l->dp,
+        fprintf(out, "%4d %4d %4s %-9s %4d %4d %12.2f %12zu %5s %10s %10s %10.1f %10s%s%s\n", l->tp, l->dp,
                 l->sp ? "on" : "off", RC_NAMES[l->rc], l->mb, l->zero, l->mem.total / GiB, l->mem.total,
                 l->fits ? "yes" : "no", ms_text(timed ? predicted_s(l) : NAN, step, sizeof step),
                 ms_text(l->compute_s, compute, sizeof compute), 1e3 * l->comm_s,
-                ms_text(timed ? hidden_s(l) : NAN, hidden, sizeof hidden), best == i ? "  <- fastest that fits" : "");
-        if (json) write_json_line(json, l, &tm, best == i);
+                ms_text(timed ? hidden_s(l) : NAN, hidden, sizeof hidden), best == i ? "  <- fastest that fits" : "",
+                config_group_crosses_nodes(c, false, l->tp, l->dp) ? "  (TP across nodes)" : "");
+        if (json) write_json_line(json, c, l, &tm, best == i);
     }
     if (n == 0) fprintf(out, "no layout: %d devices allow no tp dividing n_head (%d) with dp dividing global_batch (%d)\n",
                         o->devices, c->model.n_head, c->train.global_batch);

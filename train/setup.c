@@ -224,6 +224,19 @@ static void init_state(run *r) {
     optim_take_weights(r->opt, r->model); /* ZeRO: this rank's chunks of the float32 master */
 }
 
+/* How a projected run models its groups' collectives (link[0] the TP group's, link[1] a DP
+ * group's), for its PROJECTION line. */
+static void describe_projected_links(const tg_config *c, const comm_link *link, char *out, size_t n) {
+    if (c->interconnect.table[0]) snprintf(out, n, "from the nccl-tests table %s", c->interconnect.table);
+    else snprintf(out, n, "at %g GB/s bus bandwidth + %g us per collective", c->interconnect.bus_gbps,
+                  c->interconnect.latency_us);
+    for (int g = 0; g < 2; g++) /* a group the network carries has its own model */
+        if (config_group_crosses_nodes(c, g == 1, c->parallel.tp, c->parallel.dp))
+            snprintf(out + strlen(out), n - strlen(out), "; the %s across nodes of %d ranks at %g GB/s + %g us (interconnect.node_*)",
+                     g ? "DP groups" : "TP group", c->interconnect.node_gpus, link[g].bus_bytes_per_s / 1e9,
+                     c->interconnect.node_latency_us);
+}
+
 /* Rank 0 speaks for the job on stdout; every other rank writes its own
  * output to out.dir/logs/rank_R.out (whatever launched it), keeping stderr
  * for errors, which the launcher reports. */
@@ -257,19 +270,19 @@ static void connect_ranks(run *r) {
     char msg[256];
     numa_bind_rank(c->parallel.numa, r->topo.local_rank, msg, sizeof msg);
     if (c->parallel.project) {
-        comm_link *link = tg_malloc(sizeof *link, "link model");
-        if (config_link(c, link, &e)) tg_die(PROG, &e);
-        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, *link);
-        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, *link);
-        free(link);
+        comm_link *link = tg_malloc(2 * sizeof *link, "link model"); /* the TP group's, a DP group's */
+        if (config_group_link(c, false, c->parallel.tp, c->parallel.dp, &link[0], &e) ||
+            config_group_link(c, true, c->parallel.tp, c->parallel.dp, &link[1], &e))
+            tg_die(PROG, &e);
+        r->tp = comm_null_create_modeled("tp", 0, c->parallel.tp, link[0]);
+        r->dp = comm_null_create_modeled("dp", 0, c->parallel.dp, link[1]);
         comm_use_memory(r->tp, &r->ops->mem);
         comm_use_memory(r->dp, &r->ops->mem);
-        char model[CFG_PATH_MAX + 64];
-        if (c->interconnect.table[0]) snprintf(model, sizeof model, "from the nccl-tests table %s", c->interconnect.table);
-        else snprintf(model, sizeof model, "at %g GB/s bus bandwidth + %g us per collective", c->interconnect.bus_gbps,
-                      c->interconnect.latency_us);
+        char model[CFG_PATH_MAX + 256];
+        describe_projected_links(c, link, model, sizeof model);
         say(r, "PROJECTION: this process runs rank 0's shard of tp %d x dp %d with a null communicator; communication is "
                "modeled %s; losses are not meaningful and nothing is saved\n", c->parallel.tp, c->parallel.dp, model);
+        free(link);
     } else if (r->world == 1 && strcmp(c->parallel.comm, "nccl") != 0) {
         r->tp = comm_null_create("tp", 0, 1);
         r->dp = comm_null_create("dp", 0, 1);

@@ -150,6 +150,16 @@ def sweep_row(r, missing, what):
             fnum(r.get("eff")), r.get("micro") or "?")
 
 
+def node_note(o, src):
+    """How a model + data parallel row's DP groups crossed nodes: a plan says whether its
+    network model (interconnect.node_*) priced them; a run's crossed them for real."""
+    if src == "real":
+        return ""
+    if o and o.get("dp_across_nodes"):
+        return "; DP groups across nodes priced by the network model (interconnect.node_gpus, node_gbps)"
+    return "; DP priced on the link inside a node (no node model, or no group crossing a node)"
+
+
 def fnum(s):
     try:
         v = float(s)
@@ -264,7 +274,7 @@ class Tables:
                              fmt(step), fmt(comm), fmt(mem / GIB if mem else None, 2), fmt(tf), fmt(eff, 1),
                              fmt(P.WEAK_MDP_EFF[t], 0), "n/a", "n/a",
                              (noise_note(eff, src) + "; " if noise_note(eff, src) else "")
-                             + "against the 1-GPU batch-8 row; DP across nodes modeled on the same link table"])
+                             + "against the 1-GPU batch-8 row" + node_note(o, src)])
         self.table("arXiv 1909.08053 Table 1, model + data parallel (64-way DP, global batch 512)", head, rows, "weak_mdp")
 
     # 1909.08053 appendix D.2 (strong)
