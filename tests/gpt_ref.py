@@ -49,6 +49,13 @@ def logits(P, idx, n_layer, n_head, drop=None):
     """GPT-2's logits [B, T, rows of wte] over idx [B, T]; drop, when given,
     is a function (layer, site, shape) -> the dropout factors (layer -1 is
     the embedding; sites 0 embedding, 1 attention, 2 and 3 the branches)."""
+    return final_hidden(P, idx, n_layer, n_head, drop) @ P["wte.weight"].t()  # tied head
+
+
+def final_hidden(P, idx, n_layer, n_head, drop=None):
+    """The final LayerNorm's output [B, T, C] that logits() multiplies by wte:
+    a caller that needs a few positions' logits takes those rows first (the
+    head is most of a small model's work)."""
     B, Tn = idx.shape
     C = P["wte.weight"].shape[1]
     hd = C // n_head
@@ -72,5 +79,4 @@ def logits(P, idx, n_layer, n_head, drop=None):
         h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
         branch = h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
         x = x + (branch * drop(i, 3, (B, Tn, C)) if drop else branch)
-    x = torch.nn.functional.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
-    return x @ P["wte.weight"].t()          # tied head
+    return torch.nn.functional.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_ref import logits, read_safetensors  # noqa: E402
+from gpt_ref import final_hidden, read_safetensors  # noqa: E402
 
 ROOT = os.environ.get("TG_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TMP = os.path.join(os.environ.get("TG_TMP") or "/tmp", "t_hellaswag")
@@ -98,11 +98,11 @@ def reference(P, examples):
         rows = [(ctx + end)[-T:] for end in ends]
         width = max(len(r) for r in rows)  # padding after a row: the causal model never reads it
         with torch.no_grad():
-            z = logits(P, torch.tensor([r + [0] * (width - len(r)) for r in rows]), L, NH)
+            h = final_hidden(P, torch.tensor([r + [0] * (width - len(r)) for r in rows]), L, NH)
         sums, means = [], []
         for j, (row, end) in enumerate(zip(rows, ends)):
-            n = len(end)  # positions len-n-1 .. len-2 predict the ending's tokens
-            lp = torch.log_softmax(z[j, len(row) - n - 1:len(row) - 1], dim=-1)
+            n = len(end)  # positions len-n-1 .. len-2 predict the ending's tokens: only their logits
+            lp = torch.log_softmax(h[j, len(row) - n - 1:len(row) - 1] @ P["wte.weight"].t(), dim=-1)
             total = -lp[torch.arange(n), torch.tensor(end)].sum().item()
             sums.append(total)
             means.append(total / n)
