@@ -66,6 +66,9 @@ Failure and shutdown
   it was killed by a signal). When every rank exits 0, the launcher exits 0.
   SIGINT (Ctrl-C), SIGTERM and SIGHUP to the launcher stop all ranks the same
   way, and it exits 130, 143 or 129; a second signal skips the grace period.
+  This holds also when a script starts the launcher in the background
+  (`scripts/launch.sh ... &`), where SIGINT would come ignored: the launcher
+  restarts itself once with SIGINT at its default.
   SIGUSR1 (Slurm's --signal=USR1@N) is passed on to every rank and the
   launcher goes on watching: train_gpt saves a checkpoint and exits 138 on it.
   SIGCONT follows every SIGTERM, so a stopped (SIGSTOP) rank ends too.
@@ -88,6 +91,25 @@ if [ -z "${BASH_VERSINFO:-}" ] || [ "${BASH_VERSINFO[0]}" -lt 5 ] ||
     echo "$prog: error: needs bash 5.1 or newer (this is ${BASH_VERSION:-not bash})" >&2
     exit 2
 fi
+
+# A script's background job (`scripts/launch.sh ... &`) starts with SIGINT ignored, and bash can
+# neither trap nor reset a signal ignored on entry: Ctrl-C would end the script and leave this
+# launcher and its ranks running. Start again once with SIGINT at its default, so that the trap
+# below stops the ranks. SIGHUP stays as it came: nohup ignores it on purpose.
+sigint_ignored() { # from the kernel's mask of ignored signals (bit 1: SIGINT)
+    local key value
+    while read -r key value; do
+        [ "$key" = SigIgn: ] && [[ "$value" =~ ^[0-9a-fA-F]+$ ]] && return $(( ((16#$value >> 1) & 1) == 0 ))
+    done </proc/$$/status 2>/dev/null
+    return 1
+}
+if [ -z "${TG_LAUNCH_SIGINT_RESET:-}" ] && sigint_ignored; then
+    if env --default-signal=INT true 2>/dev/null; then
+        exec env --default-signal=INT TG_LAUNCH_SIGINT_RESET=1 "$BASH" "${BASH_SOURCE[0]}" "$@"
+    fi
+    echo "$prog: warning: SIGINT is ignored (a script's background job) and this env cannot reset it; SIGTERM stops the ranks" >&2
+fi
+unset TG_LAUNCH_SIGINT_RESET
 
 # ---- arguments ---------------------------------------------------------------
 nproc="" nnodes=1 node_rank=0 master="" log_dir="" grace=60 seen_dashdash=0
@@ -204,6 +226,10 @@ fi
 # Each rank runs under setsid: its own session and process group (id = its
 # pid), so it can be stopped with everything it started, and a Ctrl-C on the
 # terminal reaches only the launcher, which then stops the ranks in order.
+# A rank is the launcher's background job, so bash starts it with SIGINT and SIGQUIT ignored;
+# env puts them back to their defaults, as a rank started by hand (or by torchrun) has them.
+rank_start=(setsid)
+env --default-signal=INT,QUIT true 2>/dev/null && rank_start=(setsid env '--default-signal=INT,QUIT')
 declare -a pids=()       # per local rank: pid = process group id
 declare -A local_of=()   # pid -> local rank
 declare -A running=()    # pid -> 1 until its status is collected
@@ -280,8 +306,8 @@ on_signal() { # NAME STATUS
     wait_tees
     exit "$2"
 }
-# shellcheck disable=SC2317  # invoked by the trap below
 passed_usr1=0
+# shellcheck disable=SC2317  # invoked by the trap below
 pass_usr1() { # Slurm's warning before the time limit: the ranks decide what to do
     passed_usr1=1
     say "got SIGUSR1: passing it on to every rank"
@@ -322,10 +348,10 @@ for ((lr = 0; lr < nproc; lr++)); do
            MASTER_ADDR=$master_addr MASTER_PORT=$master_port
     if [ "$r" -eq 0 ]; then
         start_rank0_tees "$log"
-        setsid "$@" >&"$rank0_out" 2>&"$rank0_err" &
+        "${rank_start[@]}" "$@" 1>&"$rank0_out" 2>&"$rank0_err" &
         exec {rank0_out}>&- {rank0_err}>&-
     else
-        setsid "$@" </dev/null >"$log" 2>&1 &
+        "${rank_start[@]}" "$@" </dev/null >"$log" 2>&1 &
     fi
     pid=$!
     pids+=("$pid")

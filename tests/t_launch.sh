@@ -5,7 +5,8 @@
 # the rank environment (single node, multi-node arithmetic, -n 1), where
 # output goes (rank 0 on the terminal and in rank_0.log, the others in their
 # logs only), exit statuses, a failing rank (exit 3), a rank killed by
-# SIGKILL, a rank that ignores SIGTERM, SIGTERM/SIGINT to the launcher, and
+# SIGKILL, a rank that ignores SIGTERM, SIGTERM/SIGINT to the launcher (also
+# as a script's background job, where SIGINT comes ignored), and
 # bad arguments. After every failure path, no rank (nor anything a rank
 # started) may still be running: ranks write their pids to files and the test
 # checks each one is gone.
@@ -186,6 +187,32 @@ for sig in TERM INT; do
     check "launcher_sig$sig" 'rc $rc (want $want), $ms ms, $(cat "$D/survivors" 2>/dev/null) ($(npids "$D") pid files): $(oneline "$D/err")' \
         '[ "$rc" = "$want" ] && [ "$ms" -lt 4000 ] && [ "$(npids "$D")" = 6 ] && all_gone "$D"'
 done
+
+# A plain background job of a script (no job control) starts with SIGINT ignored, which bash
+# can neither trap nor reset: the launcher restarts itself with SIGINT at its default, so SIGINT
+# still stops the ranks; the ranks start with SIGINT and SIGQUIT at their defaults too.
+D="$tmp/sigINT_background"; mkdir -p "$D"
+# No timeout(1) in between (it would give the launcher SIGINT back): a watchdog sends SIGTERM,
+# which the launcher takes either way, if SIGINT has not ended it within 10 s.
+# A simple command, as a user's script would write it: bash leaves a subshell's SIGINT alone.
+# shellcheck disable=SC2097,SC2098  # D is the shell's already; the assignment exports it
+D="$D" "$launch" -n 2 --grace 1 --log-dir "$D/logs" -- \
+    bash -c 'grep "^SigIgn:" /proc/self/status >"$D/sigign_$RANK"; '"$SLEEPER" >"$D/out" 2>"$D/err" </dev/null &
+sub=$!
+for i in $(seq 100); do [ "$(npids "$D")" -ge 4 ] && break; sleep 0.05; done
+ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$sub/status" 2>/dev/null)
+(sleep 10; kill -TERM "$sub") 2>/dev/null &
+watchdog=$!
+t0=${EPOCHREALTIME//[!0-9]/}
+kill -INT "$sub" 2>/dev/null
+wait "$sub"; rc=$?
+kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+ms=$(((${EPOCHREALTIME//[!0-9]/} - t0) / 1000))
+rank_ign=$(cat "$D"/sigign_0 "$D"/sigign_1 2>/dev/null | tr -s ' \t\n' ' ')
+check launcher_sigINT_as_background_job 'rc $rc (want 130), $ms ms, launcher SigIgn ${ign:-?}, $(cat "$D/survivors" 2>/dev/null) ($(npids "$D") pid files): $(oneline "$D/err")' \
+    '[ "$rc" = 130 ] && [ "$ms" -lt 4000 ] && [ -n "$ign" ] && (( (16#$ign & 2) == 0 )) && [ "$(npids "$D")" = 4 ] && all_gone "$D"'
+check ranks_start_with_sigint_and_sigquit_default 'ranks: ${rank_ign:-no files}' \
+    '[ "$rank_ign" = "SigIgn: 0000000000000000 SigIgn: 0000000000000000 " ]'
 
 # ---- bad arguments -------------------------------------------------------------------
 bad_args() { # NAME EXPECTED_MESSAGE ARGS...: exit 2 and the message on stderr
