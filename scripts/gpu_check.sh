@@ -71,7 +71,8 @@ costs its section only):
   multi-gpu          with 2 GPUs or more, tests/gpu/multi_gpu.sh layouts: over NCCL, TP 2/4/8 (as many as
                      there are GPUs), TP+SP, DP 2, DP 2 + ZeRO (and TP 2 x DP 2 with 4) against TP=1 on one
                      of them (rel < 1e-4), the widest TP twice bitwise; with one GPU it says so ("skipped")
-  multi-gpu-scaling  with 2 GPUs or more, tests/gpu/multi_gpu.sh sweeps: SCALE=paper weak and strong sweeps
+  multi-gpu-scaling  with 2 GPUs or more, tests/gpu/multi_gpu.sh sweeps: SCALE=paper weak and strong sweeps,
+                     one a batch (8, 20) at its paper_tables rows' micro-batch (20 as 2 x 10),
                      with DEVICES = the GPUs (real rows) and DEVICES=1 (the same layouts projected), and
                      each real row beside its projection (scripts/projection_error.py): the projection's
                      error; tables, charts and runs in the archive

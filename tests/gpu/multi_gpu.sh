@@ -12,15 +12,19 @@
 #       DEVICES = the GPUs (layouts that fit run for real, wider ones are
 #       projected), and with DEVICES=1 over the degrees that fit (projected
 #       from one GPU); scripts/projection_error.py then sets each real row
-#       beside its projection: the projection's error, measured.
+#       beside its projection: the projection's error, measured. One sweep a
+#       global batch, at the micro-batch of scripts/paper_tables.sh's rows for
+#       it (batch 20 as 2 x 10), so that these rows are the layouts of the
+#       scaling section's tables.
 # One line per check (ok / not ok / skip), then "N passed, M failed"; exits 1
 # if a check failed. With fewer than 2 GPUs it prints one skip line and exits 0.
 # Environment: MG_GPUS (default: the GPUs nvidia-smi -L lists), TRAIN_GPT
 # (layouts; default build/gpu/train_gpt), MG_RUN_ARGS (more arguments for
 # every layout run, word-split: a smaller model), MG_VOCAB (token range of the
 # random shards, default 50257), SCALE (sweeps, default paper), MG_TP_LIST
-# (sweeps' degrees, default 1,2,4,8), MG_SWEEP_ARGS (more sweep options,
-# word-split, e.g. --batches 8), MG_SWEEP_BIN (the sweeps' TRAIN_GPT; default
+# (sweeps' degrees, default 1,2,4,8), MG_BATCHES (the sweeps' global batches,
+# default 8,20), MG_SWEEP_ARGS (more sweep options, word-split, e.g. --steps 5;
+# not --batches or --micro-batch), MG_SWEEP_BIN (the sweeps' TRAIN_GPT; default
 # theirs, ./train_gpt). The rehearsal without GPUs (tests/t_nccl_emu.sh) runs
 # it on the CUDA emulation's trainer and NCCL, with a stand-in nvidia-smi.
 # shellcheck source=tests/lib.sh
@@ -114,30 +118,50 @@ PY
 
 # ---- sweeps --------------------------------------------------------------------
 sweeps() {
-    local all="${MG_TP_LIST:-1,2,4,8}" fit="" t kind
+    local all="${MG_TP_LIST:-1,2,4,8}" fit="" t kind b mb
     for t in ${all//,/ }; do [ "$t" -le "$n" ] && fit="${fit:+$fit,}$t"; done
     # shellcheck disable=SC2206
     local extra=(${MG_SWEEP_ARGS:-})
+    for t in "${extra[@]}"; do
+        case "$t" in --batches|--micro-batch)
+            bad multi_gpu_sweeps "MG_SWEEP_ARGS has $t: set MG_BATCHES (each batch runs at its plan rows' micro-batch)"
+            return ;;
+        esac
+    done
     local env=(SCALE="${SCALE:-paper}")
     [ -n "${MG_SWEEP_BIN:-}" ] && env+=(TRAIN_GPT="$MG_SWEEP_BIN")
-    for kind in weak strong; do
-        env "${env[@]}" DEVICES="$n" "scripts/${kind}_scaling.sh" --tp "$all" --out "$tmp/${kind}_real" "${extra[@]}" \
-            >"$tmp/${kind}_real.log" 2>&1
-        local a=$?
-        env "${env[@]}" DEVICES=1 "scripts/${kind}_scaling.sh" --tp "$fit" --out "$tmp/${kind}_projected" "${extra[@]}" \
-            >"$tmp/${kind}_projected.log" 2>&1
-        local b=$?
-        if [ $a -ne 0 ] || [ $b -ne 0 ]; then
-            bad "multi_gpu_${kind}_sweeps" "exit $a (DEVICES=$n) and $b (DEVICES=1): $(tail -n 2 "$tmp/${kind}_real.log" "$tmp/${kind}_projected.log" | tr '\n' ' ' | cut -c1-300)"
-            continue
-        fi
-        if "$py" scripts/projection_error.py "$tmp/${kind}_real/table.tsv" "$tmp/${kind}_projected/table.tsv" \
-            >"$tmp/${kind}_projection_error.md" 2>"$tmp/${kind}_projection_error.err"
-        then
-            good "multi_gpu_${kind}_projection_error ($(($(grep -c '^| ' "$tmp/${kind}_projection_error.md") - 1)) real rows beside their projection)"
-            cat "$tmp/${kind}_projection_error.md"
-        else bad "multi_gpu_${kind}_projection_error" "$(tr '\n' ' ' <"$tmp/${kind}_projection_error.err")"; fi
-    done
+    if ! "$py" scripts/scaling/paper_tables.py micro --batches "${MG_BATCHES:-8,20}" >"$tmp/micro.tsv" 2>"$tmp/micro.err"; then
+        bad multi_gpu_sweeps "MG_BATCHES '${MG_BATCHES:-}': $(tr '\n' ' ' <"$tmp/micro.err" | cut -c1-300)"
+        return
+    fi
+    while IFS=$'\t' read -r b mb; do
+        for kind in weak strong; do
+            sweep_pair "$kind" "$b" "$mb" "$all" "$fit" "${env[@]}" -- "${extra[@]}"
+        done
+    done <"$tmp/micro.tsv"
+}
+sweep_pair() { # KIND BATCH MICRO TP_ALL TP_FIT ENV... -- SWEEP_ARGS...: real and projected, then their error
+    local kind=$1 b=$2 mb=$3 all=$4 fit=$5 env=() name="${1}_b${2}"
+    shift 5
+    while [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    local args=(--batches "$b" --micro-batch "$mb" "$@")
+    env "${env[@]}" DEVICES="$n" "scripts/${kind}_scaling.sh" --tp "$all" --out "$tmp/${name}_real" "${args[@]}" \
+        >"$tmp/${name}_real.log" 2>&1
+    local a=$?
+    env "${env[@]}" DEVICES=1 "scripts/${kind}_scaling.sh" --tp "$fit" --out "$tmp/${name}_projected" "${args[@]}" \
+        >"$tmp/${name}_projected.log" 2>&1
+    local p=$?
+    if [ $a -ne 0 ] || [ $p -ne 0 ]; then
+        bad "multi_gpu_${name}_sweeps" "exit $a (DEVICES=$n) and $p (DEVICES=1): $(tail -n 2 "$tmp/${name}_real.log" "$tmp/${name}_projected.log" | tr '\n' ' ' | cut -c1-300)"
+        return
+    fi
+    if "$py" scripts/projection_error.py "$tmp/${name}_real/table.tsv" "$tmp/${name}_projected/table.tsv" \
+        >"$tmp/${name}_projection_error.md" 2>"$tmp/${name}_projection_error.err"
+    then
+        good "multi_gpu_${name}_projection_error ($(($(grep -c '^| ' "$tmp/${name}_projection_error.md") - 1)) real rows beside their projection, micro-batch $mb)"
+        cat "$tmp/${name}_projection_error.md"
+    else bad "multi_gpu_${name}_projection_error" "$(tr '\n' ' ' <"$tmp/${name}_projection_error.err")"; fi
 }
 
 "$what"
