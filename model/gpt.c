@@ -5,6 +5,7 @@
  * model/gpt_mappings.h; at tp = 1 they are no-ops (comm_null of size 1). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/gpt.h"
 #include "model/gpt_mappings.h"
@@ -220,8 +221,9 @@ static int weights_needed(const gpt_weight_hook *hook, int layer, tg_err *e) {
     return hook ? hook->needed(hook->ctx, layer, e) : 0;
 }
 
-int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, const int32_t *targets, int B, int T,
-                         float dloss, tg_err *e) {
+/* The forward pass up to ln_f, whose rows it leaves delivered (under SP
+ * their all-gather in flight) for the LM head. */
+static int forward_trunk(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, int B, int T, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const gpt_dims *d = &g->d;
@@ -230,7 +232,6 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
     a->B = B;
     a->T = T;
     a->tokens_in = tokens;
-    a->targets_in = targets;
 
     /* Embedding: vocab-parallel lookup summed over TP, then the replicated
      * position embedding on this rank's rows. */
@@ -249,11 +250,73 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
     if (weights_needed(hook, 0, e) || layernorm_to_full(g, &ln1_first, act_at(&a->resid, 0), N, e)) return -1;
     for (int l = 0; l < d->L; l++) /* block l ends with the next layer's ln_1 (or ln_f, whole-model) */
         if ((l + 1 < d->L && weights_needed(hook, l + 1, e)) || block_forward(g, l, B, T, true, e)) return -1;
+    return 0;
+}
+
+int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, const int32_t *targets, int B, int T,
+                         float dloss, tg_err *e) {
+    gpt_acts *a = g->acts;
+    const gpt_dims *d = &g->d;
+    const int N = B * T;
+    if (forward_trunk(g, hook, tokens, B, T, e)) return -1;
+    a->targets_in = targets;
     const ln_dest lnf = ln_reading_resid(g, d->L);
     const col_product lm_head = {gpt_param(g, P_WTE, 0), NULL, d->V_local, true, a->logits.elem};
     if (column_product(g, &lm_head, a->logits.base, &lnf, N, e)) return -1;
     if (!targets) return 0;
     return cross_entropy(g, N, dloss, e);
+}
+
+/* ---- a forward pass scored at some positions ---- */
+
+typedef struct picked_rows {
+    const gpt_rows_span *spans;
+    int n_spans;
+} picked_rows;
+
+/* The LM head on the rows of [row0, row0 + rows) that a span picks, each
+ * to its place among the picked rows' logits (the spans' rows in order). */
+static void lmhead_picked_rows(gpt *g, const rows_job *job, int row0, int rows, const void *x) {
+    const picked_rows *p = job->args;
+    const size_t in_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act), out_row = (size_t)g->d.V_local * g->acts->logits.elem;
+    for (int k = 0, at = 0; k < p->n_spans; at += p->spans[k].count, k++) {
+        const int first = p->spans[k].first, end = first + p->spans[k].count;
+        const int a = first > row0 ? first : row0, z = end < row0 + rows ? end : row0 + rows;
+        if (a < z)
+            g->ops->lmhead_forward(g->ops, (char *)g->acts->logits.base + (size_t)(at + a - first) * out_row,
+                                   (const char *)x + (size_t)(a - row0) * in_row, gpt_param(g, P_WTE, 0), z - a, g->d.C,
+                                   g->d.V_local);
+    }
+}
+
+int gpt_forward_scored(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
+                       int n_spans, float *host_losses, tg_err *e) {
+    const tg_ops *o = g->ops;
+    gpt_acts *a = g->acts;
+    const int N = B * T;
+    if (check_batch_shape(g, B, T, e)) return -1;
+    int n = 0;
+    for (int k = 0; k < n_spans; k++) {
+        if (spans[k].count < 1 || spans[k].first < 0 || spans[k].first > N - spans[k].count || n > N - spans[k].count)
+            return tg_fail(e, "scored span %d (rows %d, +%d) is outside the %d rows of the pass", k, spans[k].first,
+                           spans[k].count, N);
+        n += spans[k].count;
+    }
+    /* The picked rows' targets, packed as their logits will be. */
+    int32_t *picked = tg_malloc((size_t)(n > 0 ? n : 1) * sizeof *picked, "scored targets");
+    for (int k = 0, at = 0; k < n_spans; at += spans[k].count, k++)
+        memcpy(picked + at, targets + spans[k].first, (size_t)spans[k].count * sizeof *picked);
+    o->upload(o, a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
+    o->upload(o, a->targets.base, picked, (size_t)n * sizeof(int32_t));
+    free(picked);
+    if (forward_trunk(g, NULL, a->tokens.base, B, T, e)) return -1;
+    a->targets_in = a->targets.base;
+    const ln_dest lnf = ln_reading_resid(g, g->d.L);
+    const picked_rows args = {spans, n_spans};
+    const rows_job job = {lmhead_picked_rows, &args, 2.0 * g->d.C * g->d.V_local};
+    if (over_ln_rows(g, &lnf, &job, N, e) || cross_entropy(g, n, 0.0f, e)) return -1;
+    o->download(o, host_losses, a->losses.base, (size_t)n * sizeof(float));
+    return 0;
 }
 
 /* ---- backward ---- */
@@ -350,10 +413,6 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
         if (comm_all_reduce(g->tp, g->grads + g->kind_offset[k], n, REDUCE_SUM, e)) return -1;
     }
     return 0;
-}
-
-void gpt_losses_at(const gpt *g, int B, int T, float *host_out) {
-    g->ops->download(g->ops, host_out, g->acts->losses.base, (size_t)B * T * sizeof(float));
 }
 
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out) {

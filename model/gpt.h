@@ -186,6 +186,19 @@ int gpt_forward(gpt *g, const int32_t *tokens, const int32_t *targets, int B, in
  * among the step's ops (a captured step cannot hold one). */
 int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tokens, const int32_t *targets, int B, int T,
                          float dloss, tg_err *e);
+/* A run of `count` consecutive rows of a pass's B*T, from row `first`
+ * (row b*T + t: sequence b, position t). */
+typedef struct gpt_rows_span {
+    int first, count;
+} gpt_rows_span;
+/* A forward pass over tokens [B, T] (host memory) scored only at the rows
+ * of spans: the LM head and the cross-entropy run on those rows alone (an
+ * evaluation that needs a few positions' losses skips the rest of the
+ * head's work). host_losses gets their losses, the spans' rows in order;
+ * targets [B, T] as gpt_forward's, read at the spans' rows. The mean loss
+ * is added to g->stats->loss_acc as gpt_forward adds it. */
+int gpt_forward_scored(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
+                       int n_spans, float *host_losses, tg_err *e);
 /* Told during gpt_backward as gradients become final, so that their
  * reduction can start while the pass goes on: ready(ctx, g, l, e) after
  * block l's backward (l from L-1 down to 0), then ready(ctx, g, -1, e) when
@@ -222,9 +235,6 @@ void gpt_poison_grads(gpt *g);
  * graph's replay) draws each step's own masks. */
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0);
 
-/* Copies the per-token losses of the last forward with targets (row-major
- * B x T of that forward, every rank all of them) to host memory. */
-void gpt_losses_at(const gpt *g, int B, int T, float *host_out);
 /* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
 void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
 

@@ -81,12 +81,16 @@ static void product_rows(gpt *g, const rows_job *job, int row0, int rows, const 
     else g->ops->matmul_forward(g->ops, out, x, p->w, p->bias, rows, g->d.C, p->OC);
 }
 
-int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
+int over_ln_rows(gpt *g, const ln_dest *ln, const rows_job *job, int N, tg_err *e) {
     const gathered_rows in = {ln->full, ln->rows, g->acts->ln_gather};
     g->acts->ln_gather = NULL;
+    return over_gathered_rows(g, &in, job, N, e);
+}
+
+int column_product(gpt *g, const col_product *p, void *out, const ln_dest *ln, int N, tg_err *e) {
     const col_product_rows args = {p, out};
     const rows_job job = {product_rows, &args, 2.0 * g->d.C * p->OC};
-    return over_gathered_rows(g, &in, &job, N, e);
+    return over_ln_rows(g, ln, &job, N, e);
 }
 
 int layernorm_to_full(gpt *g, const ln_dest *ln, const void *in, int N, tg_err *e) {

@@ -64,6 +64,9 @@ typedef struct rows_job {
  * independent, so the split changes no result. One call over all rows when
  * nothing is in flight. */
 int over_gathered_rows(gpt *g, const gathered_rows *in, const rows_job *job, int N, tg_err *e);
+/* The same over the N rows LayerNorm ln delivered (layernorm_to_full,
+ * row_parallel), taking over their all-gather. */
+int over_ln_rows(gpt *g, const ln_dest *ln, const rows_job *job, int N, tg_err *e);
 
 /* A column-parallel product over the N rows a LayerNorm delivered: a
  * linear layer (out = x w + bias) or the vocab-parallel LM head (bias

@@ -2,20 +2,23 @@
  * their tokens after the context; the prediction is the ending of least
  * loss, summed (acc) or averaged over its tokens (acc_norm, the figure
  * llm.c and build-nanogpt report). A forward pass takes micro_batch / 4
- * examples, one row per ending; DP ranks take every dp-th pass and add up
- * their counts; TP ranks run their DP rank's passes together. */
+ * examples, one row per ending, with the LM head run only at the rows
+ * that predict an ending's tokens (gpt_forward_scored); DP ranks take
+ * every dp-th pass and add up their counts; TP ranks run their DP rank's
+ * passes together. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/hellaswag.h"
 #include "train/runlog.h"
 
-/* One forward pass's host rows: inputs, targets and losses (rows x seq_len
- * each), and where each row's ending is first predicted. */
+/* One forward pass's host rows: inputs and targets (rows x seq_len each),
+ * the span of each row whose targets are its ending, and the losses there
+ * (the spans' positions one after another). */
 typedef struct hs_buffers {
     int32_t *in, *tgt;
     float *losses;
-    int *first;
+    gpt_rows_span *ending;
 } hs_buffers;
 
 /* Row j of example x as forward inputs and targets of T positions: the
@@ -64,16 +67,19 @@ static int score_pass(run *r, const hs_set *s, int ex0, int n_ex, hs_buffers *b,
         return tg_fail(e, "parallel.sp: %d rows of %d tokens do not divide over parallel.tp = %d", rows, T, pad);
     memset(b->in, 0, (size_t)rows * T * sizeof *b->in);
     memset(b->tgt, 0, (size_t)rows * T * sizeof *b->tgt);
-    for (int k = 0; k < n_ex * HS_ENDINGS; k++)
-        tally->cut += fill_row(&s->ex[ex0 + k / HS_ENDINGS], k % HS_ENDINGS, T, b->in + (size_t)k * T,
-                               b->tgt + (size_t)k * T, &b->first[k]);
-    if (gpt_forward(r->model, b->in, b->tgt, rows, T, 0.0f, e)) return -1;
-    gpt_losses_at(r->model, rows, T, b->losses);
+    for (int k = 0; k < n_ex * HS_ENDINGS; k++) {
+        const hs_example *x = &s->ex[ex0 + k / HS_ENDINGS];
+        int first;
+        tally->cut += fill_row(x, k % HS_ENDINGS, T, b->in + (size_t)k * T, b->tgt + (size_t)k * T, &first);
+        b->ending[k] = (gpt_rows_span){k * T + first, x->n_end[k % HS_ENDINGS]};
+    }
+    /* The LM head only where an ending is predicted: most of a row is context or padding. */
+    if (gpt_forward_scored(r->model, b->in, b->tgt, rows, T, b->ending, n_ex * HS_ENDINGS, b->losses, e)) return -1;
+    const float *row = b->losses;
     for (int i = 0; i < n_ex; i++) {
         const hs_example *x = &s->ex[ex0 + i];
         double sum[HS_ENDINGS], mean[HS_ENDINGS];
-        for (int j = 0; j < HS_ENDINGS; j++) {
-            const float *row = b->losses + (size_t)(i * HS_ENDINGS + j) * T + b->first[i * HS_ENDINGS + j];
+        for (int j = 0; j < HS_ENDINGS; row += x->n_end[j], j++) {
             sum[j] = 0.0;
             for (int t = 0; t < x->n_end[j]; t++) sum[j] += row[t];
             mean[j] = sum[j] / x->n_end[j];
@@ -91,7 +97,7 @@ int hellaswag_score(run *r, const hs_set *s, hs_tally *tally, tg_err *e) {
     const size_t n = (size_t)per_pass * HS_ENDINGS * T;
     hs_buffers b = {tg_malloc(n * sizeof(int32_t), "HellaSwag inputs"), tg_malloc(n * sizeof(int32_t), "HellaSwag targets"),
                     tg_malloc(n * sizeof(float), "HellaSwag losses"),
-                    tg_malloc((size_t)per_pass * HS_ENDINGS * sizeof(int), "HellaSwag rows")};
+                    tg_malloc((size_t)per_pass * HS_ENDINGS * sizeof(gpt_rows_span), "HellaSwag endings")};
     gpt_set_dropout(r->model, 0.0f, 0, 0);
     int rc = 0;
     for (int pass = 0, ex0 = 0; !rc && ex0 < s->n; pass++, ex0 += per_pass)
@@ -100,7 +106,7 @@ int hellaswag_score(run *r, const hs_set *s, hs_tally *tally, tg_err *e) {
     free(b.in);
     free(b.tgt);
     free(b.losses);
-    free(b.first);
+    free(b.ending);
     if (rc) return -1;
     /* Each pass added its mean loss to the accumulator the next training
      * step's loss is summed in (gpt_forward): empty it. */
