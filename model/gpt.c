@@ -267,7 +267,7 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
     return cross_entropy(g, N, dloss, e);
 }
 
-/* ---- a forward pass scored at some positions ---- */
+/* ---- a forward pass with the LM head at some rows ---- */
 
 typedef struct picked_rows {
     const gpt_rows_span *spans;
@@ -278,7 +278,8 @@ typedef struct picked_rows {
  * to its place among the picked rows' logits (the spans' rows in order). */
 static void lmhead_picked_rows(gpt *g, const rows_job *job, int row0, int rows, const void *x) {
     const picked_rows *p = job->args;
-    const size_t in_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act), out_row = (size_t)g->d.V_local * g->acts->logits.elem;
+    const size_t in_row = (size_t)g->d.C * tg_dtype_bytes(g->ops->act);
+    const size_t out_row = (size_t)g->d.V_local * g->acts->logits.elem;
     for (int k = 0, at = 0; k < p->n_spans; at += p->spans[k].count, k++) {
         const int first = p->spans[k].first, end = first + p->spans[k].count;
         const int a = first > row0 ? first : row0, z = end < row0 + rows ? end : row0 + rows;
@@ -289,8 +290,8 @@ static void lmhead_picked_rows(gpt *g, const rows_job *job, int row0, int rows, 
     }
 }
 
-int gpt_forward_scored(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
-                       int n_spans, float *host_losses, tg_err *e) {
+int gpt_forward_rows(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
+                     int n_spans, tg_err *e) {
     const tg_ops *o = g->ops;
     gpt_acts *a = g->acts;
     const int N = B * T;
@@ -298,25 +299,25 @@ int gpt_forward_scored(gpt *g, const int32_t *tokens, const int32_t *targets, in
     int n = 0;
     for (int k = 0; k < n_spans; k++) {
         if (spans[k].count < 1 || spans[k].first < 0 || spans[k].first > N - spans[k].count || n > N - spans[k].count)
-            return tg_fail(e, "scored span %d (rows %d, +%d) is outside the %d rows of the pass", k, spans[k].first,
+            return tg_fail(e, "picked span %d (rows %d, +%d) is outside the %d rows of the pass", k, spans[k].first,
                            spans[k].count, N);
         n += spans[k].count;
     }
-    /* The picked rows' targets, packed as their logits will be. */
-    int32_t *picked = tg_malloc((size_t)(n > 0 ? n : 1) * sizeof *picked, "scored targets");
-    for (int k = 0, at = 0; k < n_spans; at += spans[k].count, k++)
-        memcpy(picked + at, targets + spans[k].first, (size_t)spans[k].count * sizeof *picked);
     o->upload(o, a->tokens.base, tokens, (size_t)N * sizeof(int32_t));
-    o->upload(o, a->targets.base, picked, (size_t)n * sizeof(int32_t));
-    free(picked);
+    if (targets) { /* the picked rows' targets, packed as their logits will be */
+        int32_t *picked = tg_malloc((size_t)(n > 0 ? n : 1) * sizeof *picked, "picked targets");
+        for (int k = 0, at = 0; k < n_spans; at += spans[k].count, k++)
+            memcpy(picked + at, targets + spans[k].first, (size_t)spans[k].count * sizeof *picked);
+        o->upload(o, a->targets.base, picked, (size_t)n * sizeof(int32_t));
+        free(picked);
+    }
     if (forward_trunk(g, NULL, a->tokens.base, B, T, e)) return -1;
-    a->targets_in = a->targets.base;
+    a->targets_in = targets ? a->targets.base : NULL;
     const ln_dest lnf = ln_reading_resid(g, g->d.L);
     const picked_rows args = {spans, n_spans};
     const rows_job job = {lmhead_picked_rows, &args, 2.0 * g->d.C * g->d.V_local};
-    if (over_ln_rows(g, &lnf, &job, N, e) || cross_entropy(g, n, 0.0f, e)) return -1;
-    o->download(o, host_losses, a->losses.base, (size_t)n * sizeof(float));
-    return 0;
+    if (over_ln_rows(g, &lnf, &job, N, e)) return -1;
+    return targets && n > 0 ? cross_entropy(g, n, 0.0f, e) : 0;
 }
 
 /* ---- backward ---- */
@@ -415,8 +416,12 @@ int gpt_sync_replicated_grads(gpt *g, tg_err *e) {
     return 0;
 }
 
-void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out) {
-    const size_t row = (size_t)b * T + t;
+void gpt_losses_at(const gpt *g, int n, float *host_out) {
+    g->ops->download(g->ops, host_out, g->acts->losses.base, (size_t)n * sizeof(float));
+}
+
+void gpt_logits_at(const gpt *g, int row, float *host_out) {
     const act_buf *l = &g->acts->logits;
-    g->ops->download_floats(g->ops, host_out, (const char *)l->base + row * g->d.V_local * l->elem, (size_t)g->d.V_local);
+    const char *at = (const char *)l->base + (size_t)row * g->d.V_local * l->elem;
+    g->ops->download_floats(g->ops, host_out, at, (size_t)g->d.V_local);
 }

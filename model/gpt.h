@@ -191,14 +191,15 @@ int gpt_forward_resident(gpt *g, const gpt_weight_hook *hook, const int32_t *tok
 typedef struct gpt_rows_span {
     int first, count;
 } gpt_rows_span;
-/* A forward pass over tokens [B, T] (host memory) scored only at the rows
- * of spans: the LM head and the cross-entropy run on those rows alone (an
- * evaluation that needs a few positions' losses skips the rest of the
- * head's work). host_losses gets their losses, the spans' rows in order;
- * targets [B, T] as gpt_forward's, read at the spans' rows. The mean loss
- * is added to g->stats->loss_acc as gpt_forward adds it. */
-int gpt_forward_scored(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
-                       int n_spans, float *host_losses, tg_err *e);
+/* A forward pass over tokens [B, T] (host memory) with the LM head only at
+ * the rows of spans, packed in the spans' order (an evaluation or a sampler
+ * that needs a few positions skips the rest of the head's work). With
+ * targets ([B, T] as gpt_forward's, read at the spans' rows) it computes
+ * those rows' losses (gpt_losses_at) and adds their mean to
+ * g->stats->loss_acc as gpt_forward does; without, it keeps their logits
+ * (gpt_logits_at). */
+int gpt_forward_rows(gpt *g, const int32_t *tokens, const int32_t *targets, int B, int T, const gpt_rows_span *spans,
+                     int n_spans, tg_err *e);
 /* Told during gpt_backward as gradients become final, so that their
  * reduction can start while the pass goes on: ready(ctx, g, l, e) after
  * block l's backward (l from L-1 down to 0), then ready(ctx, g, -1, e) when
@@ -235,8 +236,14 @@ void gpt_poison_grads(gpt *g);
  * graph's replay) draws each step's own masks. */
 void gpt_set_dropout(gpt *g, float p, uint64_t seed, uint64_t token0);
 
-/* Copies this rank's logits of position (b, t) to host memory (V_local floats). */
-void gpt_logits_at(const gpt *g, int b, int t, int T, float *host_out);
+/* Copies the per-token losses of the last forward with targets to host
+ * memory, its first n rows (every rank all of them): row-major B x T after
+ * gpt_forward, the picked rows after gpt_forward_rows. */
+void gpt_losses_at(const gpt *g, int n, float *host_out);
+/* Copies this rank's logits of row `row` of the last forward without
+ * targets to host memory (V_local floats): row b*T + t after gpt_forward,
+ * the row-th picked row after gpt_forward_rows. */
+void gpt_logits_at(const gpt *g, int row, float *host_out);
 
 /* Bytes this shard actually allocated (parameters, gradients, activations,
  * and the backend's workspace). */

@@ -10,7 +10,8 @@ summed loss (acc) and by mean loss (acc_norm) must equal the binary's at
 TP 1 (one and two examples a pass), TP 2, TP 2 + SP and DP 2. Examples
 whose best two endings lie within 1e-4 are left out (float32 against
 float64 could order them either way). 8 of them again on the CPU
-emulation of CUDA, float32. Then bad files and settings: each
+emulation of CUDA, float32. --sample's greedy continuation on the same
+model equals PyTorch's argmax, token after token. Then bad files and settings: each
 stops with the file, line and field, and nothing is written. And
 out.hellaswag: counts logged during training (DP 2, ZeRO) equal the mode's
 on the checkpoint saved at the same step.
@@ -181,6 +182,7 @@ def main():
               f"rc {rc}, binary {got}, PyTorch {want}: {out[-300:]}")
     check("writes_no_out_dir", not os.path.exists(os.path.join(TMP, "unused")), "out.dir was created")
     on_emulated_cuda(kept, common)
+    greedy_sample(cfg, vs)
     during_training(cfg, path, want)
     bad_inputs(cfg, kept[0][0])
 
@@ -207,6 +209,59 @@ def on_emulated_cuda(kept, common):
     got = p and parse(p.stdout)
     check(f"counts_emulated_cuda ({want})", got and {k: got[k] for k in want} == want,
           f"binary {got}: {(p.stdout if p else build.stdout)[-300:]}")
+
+
+def gpt2_decoder():
+    """Token id -> bytes, from assets/vocab/encoder.json: GPT-2 writes each
+    byte as a printable character (printable Latin-1 as themselves, the
+    other 68 as chr(256 + k) in byte order)."""
+    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    char_of = {b: chr(b) for b in keep}
+    char_of.update({b: chr(256 + k) for k, b in enumerate(b for b in range(256) if b not in char_of)})
+    byte_of = {c: b for b, c in char_of.items()}
+    with open(os.path.join(ROOT, "assets/vocab/encoder.json"), encoding="utf-8") as f:
+        enc = json.load(f)
+    return {i: bytes(byte_of[c] for c in s) for s, i in enc.items()}
+
+
+def greedy_sample(cfg, vs):
+    """--sample at temperature 0 draws PyTorch's argmax at the last position
+    of the context (the last seq_len tokens once the text is longer), token
+    after token: a 40-token prompt and 40 more, so the window slides. The
+    binary runs the LM head at that one position only (gpt_forward_rows):
+    another row's logits give other tokens. The model is freshly initialized
+    (train.steps 0): the trained one above draws "," every time, whichever
+    row it reads. The comparison stops before a step whose best two logits
+    lie within 1e-4 (float32 against float64)."""
+    out_dir = os.path.join(TMP, "init")
+    rc, out = run(["--config", cfg, "--set", "train.steps=0", "--set", f"out.dir={out_dir}"])
+    ckpt = os.path.join(out_dir, "step_00000000")
+    if not check("greedy_sample_init_model", rc == 0 and os.path.isdir(ckpt), out[-300:]):
+        return
+    w, _ = read_safetensors(os.path.join(ckpt, "model.safetensors"))
+    P = {n: torch.tensor(a, dtype=torch.float64) for n, (_, a) in w.items()}
+    prompt_text = " ".join(vs[200:204])
+    prompt = tokenize([prompt_text])[0][:40]
+    dec = gpt2_decoder()
+    prompt_text = b"".join(dec[t] for t in prompt).decode("utf-8")
+    toks, clear_steps = list(prompt), None
+    with torch.no_grad():
+        for k in range(40):
+            row = final_hidden(P, torch.tensor([toks[-T:]]), L, NH)[0, -1] @ P["wte.weight"][:V].t()
+            top2 = torch.topk(row, 2).values
+            if clear_steps is None and top2[0] - top2[1] <= 1e-4 * abs(top2[0]):
+                clear_steps = k
+            toks.append(int(torch.argmax(row)))
+    clear_steps = 40 if clear_steps is None else clear_steps
+    want = b"".join(dec[t] for t in toks[len(prompt):len(prompt) + clear_steps])
+    rc, out = run(["--sample", "--config", cfg, "--set", f"model.init_from={ckpt}", "--prompt", prompt_text,
+                   "--max-tokens", "40", "--temperature", "0", "--set", f"out.dir={os.path.join(TMP, 'unused')}"])
+    got = out.encode("utf-8")
+    at = got.find(prompt_text.encode("utf-8"))
+    cont = got[at + len(prompt_text.encode("utf-8")):] if at >= 0 else b""
+    check(f"greedy_sample_matches_pytorch ({clear_steps} of 40 tokens compared)",
+          rc == 0 and clear_steps >= 20 and cont.startswith(want),
+          f"rc {rc}, {clear_steps} clear steps; PyTorch {want[:120]!r}, binary {cont[:120]!r}")
 
 
 def during_training(cfg, path, want):

@@ -3,7 +3,7 @@
  * loss, summed (acc) or averaged over its tokens (acc_norm, the figure
  * llm.c and build-nanogpt report). A forward pass takes micro_batch / 4
  * examples, one row per ending, with the LM head run only at the rows
- * that predict an ending's tokens (gpt_forward_scored); DP ranks take
+ * that predict an ending's tokens (gpt_forward_rows); DP ranks take
  * every dp-th pass and add up their counts; TP ranks run their DP rank's
  * passes together. */
 #include <stdlib.h>
@@ -74,7 +74,10 @@ static int score_pass(run *r, const hs_set *s, int ex0, int n_ex, hs_buffers *b,
         b->ending[k] = (gpt_rows_span){k * T + first, x->n_end[k % HS_ENDINGS]};
     }
     /* The LM head only where an ending is predicted: most of a row is context or padding. */
-    if (gpt_forward_scored(r->model, b->in, b->tgt, rows, T, b->ending, n_ex * HS_ENDINGS, b->losses, e)) return -1;
+    if (gpt_forward_rows(r->model, b->in, b->tgt, rows, T, b->ending, n_ex * HS_ENDINGS, e)) return -1;
+    int n_rows = 0;
+    for (int k = 0; k < n_ex * HS_ENDINGS; k++) n_rows += b->ending[k].count;
+    gpt_losses_at(r->model, n_rows, b->losses);
     const float *row = b->losses;
     for (int i = 0; i < n_ex; i++) {
         const hs_example *x = &s->ex[ex0 + i];

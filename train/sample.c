@@ -77,8 +77,9 @@ static void next_logits(run *r, const int32_t *ctx_tokens, int ctx, int32_t *fwd
     memcpy(fwd, ctx_tokens, (size_t)ctx * sizeof(int32_t));
     for (int i = ctx; i < T; i++) fwd[i] = ctx_tokens[ctx - 1]; /* filler after the context: never seen by it */
     for (int b = 1; b < B; b++) memcpy(fwd + (size_t)b * T, fwd, (size_t)T * sizeof(int32_t));
-    if (gpt_forward(r->model, fwd, NULL, B, T, 0.0f, &e)) tg_die(PROG, &e);
-    gpt_logits_at(r->model, 0, ctx - 1, T, local);
+    const gpt_rows_span last = {ctx - 1, 1}; /* the LM head at the one position sampled from */
+    if (gpt_forward_rows(r->model, fwd, NULL, B, T, &last, 1, &e)) tg_die(PROG, &e);
+    gpt_logits_at(r->model, 0, local);
     if (comm_all_gather(r->tp, logits, local, (size_t)d->V_local, &e)) tg_die(PROG, &e);
 }
 
