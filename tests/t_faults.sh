@@ -192,6 +192,26 @@ for sig in TERM INT USR1; do
     fi
 done
 
+# A signal during an evaluation stops after the evaluation, not after one more step: the loop agreed
+# on a stop only straight after a step, so a signal that came during the evaluation, checkpoint or
+# sample after step K trained step K+1 first (found by a review: 38 s of evaluation, then a step).
+# Here step 2's evaluation reads 390 validation batches (about 4 s); the signal comes once step 2
+# is logged, the run stopped and continued around it as above.
+random_shards "$tmp/evdata" 500 7 20000 200000
+ev="$tmp/ev.json"
+config "$ev" 2 128 64 8
+d="$tmp/sig_in_eval"
+timeout -k 5 200 "$bin" --config "$ev" --set out.dir="$d" --set "data.val=$tmp/evdata/val_*.bin" \
+    --set out.eval_every=2 --set out.eval_batches=-1 >"$d.out" 2>&1 &
+pid=$!
+c=$(child_of "$pid")
+wait_lines "$d/log.jsonl" 2
+kill -STOP "$c"; kill -INT "$c"; kill -CONT "$c"
+wait "$pid"; rc=$?
+k=$(grep -o "stopped on SIGINT after step [0-9]*" "$d.out" | grep -o '[0-9]*$')
+check sigINT_during_evaluation_stops_after_it "rc $rc (want 130), stopped after step '${k}' (want 2), train lines $(grep -c '"loss"' "$d/log.jsonl"): $(oneline "$d.out")" \
+    eval 'test "$rc" = 130 -a "$k" = 2 -a -f "$d/step_00000002/state.json" && [ "$(grep -c "\"loss\"" "$d/log.jsonl")" = 2 ]'
+
 # A second signal stops at once, without saving: a step of the big model
 # takes a second or more; the exit follows the second signal within a
 # third of a step (the first signal alone would finish the step and save).

@@ -46,14 +46,13 @@ static int agreed_stop_signal(run *r) {
 }
 
 /* SIGTERM, SIGINT or SIGUSR1 arrived: the step in flight has finished;
- * save it (atomically, as every save) and exit as a signalled program. */
-static void stop_on_signal(run *r, int sig) {
-    const bool keep = !r->cfg.parallel.project;
-    if (keep && r->state.step > 0) {
-        save(r); /* which every rank leaves only once the checkpoint is in place */
-    }
+ * save it (atomically, as every save; not again when its step's save is
+ * what the signal came during) and exit as a signalled program. */
+static void stop_on_signal(run *r, int sig, bool saved) {
+    const bool keep = !r->cfg.parallel.project, has_step = keep && r->state.step > 0;
+    if (has_step && !saved) save(r); /* which every rank leaves only once the checkpoint is in place */
     printf("stopped on SIG%s after step %d%s\n", sigabbrev_np(sig), r->state.step,
-           keep && r->state.step > 0 ? "; run the same command to resume from that checkpoint" : "");
+           has_step ? "; run the same command to resume from that checkpoint" : "");
     fflush(stdout);
     if (r->log) fclose(r->log);
     exit(128 + sig);
@@ -98,18 +97,27 @@ int run_train(run *r) {
     const bool keep = !c->parallel.project; /* a projection's numbers are not a model */
     const bool can_eval = keep && r->val != NULL, can_sample = keep && c->out.sample_tokens > 0 && r->tok != NULL;
     int sig = agreed_stop_signal(r);
+    bool saved = false; /* the step's own save is done */
     while (!sig && r->state.step < c->train.steps) {
         run_train_step(r);
+        saved = false;
         if ((sig = agreed_stop_signal(r)) != 0) break;
         const int s = r->state.step;
         const bool last = s == c->train.steps;
         const bool evaluation = every(s, c->out.eval_every) || last;
-        if (can_eval && evaluation) report_eval(r, run_evaluate(r));
-        if (r->hellaswag && evaluation) run_hellaswag(r);
-        if (keep && every(s, c->out.save_every) && !last) save(r);
-        if (can_sample && every(s, c->out.sample_every) && !last) run_sample(r);
+        const bool eval_now = can_eval && evaluation, hellaswag_now = r->hellaswag && evaluation;
+        const bool save_now = keep && every(s, c->out.save_every) && !last;
+        const bool sample_now = can_sample && every(s, c->out.sample_every) && !last;
+        if (eval_now) report_eval(r, run_evaluate(r));
+        if (hellaswag_now) run_hellaswag(r);
+        if (save_now) save(r);
+        saved = save_now;
+        if (sample_now) run_sample(r);
+        /* A signal during them stops here, not after one more step (an evaluation can take a while);
+         * steps with none of them agree once, as before. */
+        if (eval_now || hellaswag_now || save_now || sample_now) sig = agreed_stop_signal(r);
     }
-    if (sig) stop_on_signal(r, sig);
+    if (sig) stop_on_signal(r, sig, saved);
     if (keep && c->out.save_final) save(r);
     if (can_sample) run_sample(r);
     report_op_times(r);
