@@ -120,6 +120,18 @@ fi
 hdr=$(od -An -t d4 -N 32 "$tmp/ours.bin" 2>/dev/null | tr -s ' ' | sed 's/^ //' | tr '\n' ' ')
 [ "$hdr" = "20240326 3 16 500 2 2 32 512 " ] && ok export_llmc_header || not_ok export_llmc_header "header: $hdr"
 
+# Under the launcher (a TP=2 config is refused as one process in training, so users start the export
+# the same way), every rank runs it: rank 0 writes the file, rank 1 says so, the job exits 0 (each rank
+# wrote it, and the second failed on the file the first had put in place).
+timeout -k 5 120 scripts/launch.sh -n 2 --log-dir "$tmp/export_launch" -- "$bin" --config "$tmp/shaped.json" \
+    --export-llmc "$tmp/launched.bin" --set model.init_from="$A" --set parallel.tp=2 >"$tmp/export_launch.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && cmp -s "$tmp/launched.bin" "$tmp/ours.bin" &&
+    grep -q "^--export-llmc: rank 1 of 2 leaves the file to rank 0$" "$tmp/export_launch/rank_1.log" &&
+    [ "$(cat "$tmp/export_launch.out" "$tmp/export_launch/rank_1.log" | grep -c '^wrote ')" = 1 ]; then
+    ok export_llmc_under_the_launcher_rank_0_writes
+else not_ok export_llmc_under_the_launcher_rank_0_writes "rc $rc: $(tail -n 3 "$tmp/export_launch.out" | tr '\n' ' ')"; fi
+
 # ---- round trip: ours -> llm.c -> ours, shape from the llm.c header ---------
 if tg --config "$tmp/shapeless.json" --set model.init_from="$tmp/ours.bin" --set out.dir="$tmp/b" >"$tmp/b.out" 2>&1 &&
     cmp -s "$A/model.safetensors" "$tmp/b/step_00000000/model.safetensors"; then

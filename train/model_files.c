@@ -11,6 +11,7 @@
 
 #include "kernels/ops.h"
 #include "parallel/comm.h"
+#include "parallel/topology.h"
 #include "train/checkpoint.h"
 #include "train/llmc.h"
 #include "train/run.h"
@@ -222,7 +223,21 @@ int model_files_write_tokenizer(const char *dir, const tg_config *c, ckpt_files 
 
 /* ---- --export-llmc ---- */
 
+/* Under a launcher (scripts/launch.sh, srun, mpirun) every rank runs the
+ * export: rank 0 writes the file, the others only say so, where each wrote
+ * it and all but the first failed on the file the first had put in place. */
+static bool export_left_to_rank_0(void) {
+    tg_err e;
+    topology t;
+    if (topology_from_env(&t, 1, &e)) tg_die(PROG, &e);
+    const int rank = t.rank, world = t.world;
+    topology_free(&t);
+    if (rank != 0) printf("--export-llmc: rank %d of %d leaves the file to rank 0\n", rank, world);
+    return rank != 0;
+}
+
 int model_files_export_llmc(const tg_config *c, const char *path) {
+    if (export_left_to_rank_0()) return 0;
     tg_err e;
     gpt_dims d;
     if (gpt_dims_from_config(&d, c, 1, 0, &e)) tg_die(PROG, &e);
