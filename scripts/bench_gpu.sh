@@ -124,7 +124,8 @@ orig_cmd=""
 for v in OUT TRAIN_GPT PYTHON CUDA_VISIBLE_DEVICES LLMC_SRC; do
     [ -n "${!v:-}" ] && orig_cmd+="$v=$(printf '%q' "${!v}") "
 done
-orig_cmd+="scripts/bench_gpu.sh$(printf ' %q' "$@")"
+orig_cmd+="scripts/bench_gpu.sh"
+[ $# -eq 0 ] || orig_cmd+=$(printf ' %q' "$@") # printf with no arguments would add a '' argument
 
 quick=0 steps="" models="gpt2_124m,megatron_1.2b" compile=1 eager=1 compile_limit="" llmc_limit="" hopper=0 mma=0 dw_overlap=0 lt_tune=0
 llmc="${LLMC_SRC:-}" llmc_from="LLMC_SRC"

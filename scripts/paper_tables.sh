@@ -71,7 +71,8 @@ die() { echo "$prog: error: $*" >&2; exit 2; }
 say() { echo "$prog: $*" >&2; }
 posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
 
-orig_cmd="scripts/paper_tables.sh$(printf ' %q' "$@")"
+orig_cmd="scripts/paper_tables.sh"
+[ $# -eq 0 ] || orig_cmd+=$(printf ' %q' "$@") # printf with no arguments would add a '' argument
 calibration="results/gpu/2026-11-27_h200/op_times_megatron_1.2b_gb8.tsv" links="" batches="8,20" sweeps="" tiny=0
 repeat="" slurm=0 gpn=8 node_gbps="" steps=5 out="" dry=0 srun_args=()
 while [ $# -gt 0 ]; do
