@@ -260,6 +260,8 @@ expect_fail config_nul_then_garbage -p 'nul_tail\.json' -p 'NUL' -- tg --config 
 # refused before allocating.
 capped() { ulimit -v 4000000; "$bin" "$@"; }
 export -f capped
+# an integer key's range in whole numbers, not %g's 1.07374e+09
+expect_fail config_integer_range_in_whole_numbers -p "key 'train\.warmup' = -5 is out of range \[0, 1073741824\]" -- tg --config "$base" --set train.warmup=-5
 expect_fail config_rows_overflow -p 'train\.micro_batch' -p 'model\.seq_len' -p '4294967296' -- capped --config "$base" --set parallel.project=true --set parallel.tp=2 --set parallel.sp=true --set train.micro_batch=65536 --set model.seq_len=65536 --set train.global_batch=65536
 expect_fail config_micro_times_dp_overflow -p 'train\.global_batch' -p '1099511627776' -- capped --config "$base" --set parallel.project=true --set parallel.dp=1048576 --set train.micro_batch=1048576 --set train.global_batch=1048576
 

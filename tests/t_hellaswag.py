@@ -348,7 +348,7 @@ def bad_inputs(cfg, good):
     rc, out = run(["--hellaswag", path, "--config", cfg, "--set", f"out.dir={os.path.join(TMP, 'text_out')}"])
     got = parse(out)
     check("backslash_u0000_is_text", rc == 0 and got and got["n"] == 1, f"rc {rc}, {got}: {out[-300:]}")
-    case("micro_batch_2", [g], r"train.micro_batch \(2\) must be at least 4 for --hellaswag",
+    case("micro_batch_2", [g], r"--set train.micro_batch: train.micro_batch \(2\) must be at least 4 for --hellaswag",
          ["train.micro_batch=2", "train.global_batch=2"])
 
 

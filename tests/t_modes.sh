@@ -73,6 +73,12 @@ if launch2 eval --eval --set parallel.tp=2 --set model.init_from="$ckpt" --set o
 else not_ok eval_tp2_equals_tp1 "'$v2' vs '$v1': $(tail -n 3 "$tmp/eval_tp2.out" | tr '\n' ' ')"; fi
 if [ -n "$v1" ] && [ -n "$v2" ] && [ ! -e "$tmp/eval_tp1" ] && [ ! -e "$tmp/eval_tp2" ]; then ok eval_writes_no_out_dir
 else not_ok eval_writes_no_out_dir "$(ls -d "$tmp"/eval_tp? 2>/dev/null | tr '\n' ' ')"; fi
+# no validation batches: the message names the --set that said so, not the config file
+tg --eval --set model.init_from="$ckpt" --set out.eval_batches=0 --set out.dir="$tmp/eval_none" >"$tmp/eval_none.out" 2>&1
+rc=$?
+if [ $rc != 0 ] && grep -q "^train_gpt: error: --set out.eval_batches (over $cfg): --eval needs" "$tmp/eval_none.out"; then
+    ok eval_without_batches_names_the_set
+else not_ok eval_without_batches_names_the_set "rc $rc: $(tail -n 2 "$tmp/eval_none.out" | tr '\n' ' ')"; fi
 
 # ---- --sample: the same text at every layout for a seed ---------------------
 # A GPT-2 vocabulary so that the prompt encodes; 20 tokens after a 4-token

@@ -216,7 +216,7 @@ void args_parse(int argc, char **argv, tg_config *cfg, args *a) {
     }
     check_mode_options(a);
     if (!config_path) {
-        fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is the default model)\n", PROG);
+        fprintf(stderr, "%s: error: --config FILE is required (see --help; configs/tiny.json is a small model to start from)\n", PROG);
         exit(2);
     }
     if (config_load_file(cfg, config_path, &e)) tg_die(PROG, &e);

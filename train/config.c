@@ -188,7 +188,7 @@ static int store_number(tg_config *c, const key_spec *k, double v, const char *s
     if ((k->type == K_INT || k->type == K_INT64) && v != floor(v))
         return tg_fail(e, "%s: key '%s' must be an integer, got %g", src, k->path, v);
     if (v < k->min || v > k->max)
-        return tg_fail(e, "%s: key '%s' = %g is out of range [%g, %g]", src, k->path, v, k->min, k->max);
+        return tg_fail(e, "%s: key '%s' = %.15g is out of range [%.15g, %.15g]", src, k->path, v, k->min, k->max);
     if (k->type == K_INT) *(int *)dst = (int)v;
     else if (k->type == K_INT64) *(long long *)dst = (long long)v;
     else *(double *)dst = v;

@@ -46,8 +46,10 @@ int mode_eval(run *r) {
     const tg_config *c = &r->cfg;
     tg_err e;
     resolve_for_mode(r, RUN_EVAL, "--eval");
+    char where[CFG_PATH_MAX + 64];
     if ((!c->data.val[0] || c->out.eval_batches == 0) &&
-        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches other than 0", c->source))
+        tg_fail(&e, "%s: --eval needs validation shards (data.val) and out.eval_batches other than 0",
+                config_origin(c, "data.val out.eval_batches", where, sizeof where)))
         tg_die(PROG, &e);
     run_setup(r);
     char what[CFG_PATH_MAX + 128];
@@ -113,10 +115,12 @@ int mode_hellaswag(run *r, const char *path) {
     const tg_config *c = &r->cfg;
     tg_err e;
     resolve_for_mode(r, RUN_HELLASWAG, "--hellaswag");
+    char where[CFG_PATH_MAX + 64];
     if (c->train.micro_batch < HS_ENDINGS &&
         tg_fail(&e, "%s: train.micro_batch (%d) must be at least %d for --hellaswag: a forward pass holds whole "
                     "examples, one row per ending (--set train.micro_batch=%d)",
-                c->source, c->train.micro_batch, HS_ENDINGS, HS_ENDINGS))
+                config_origin(c, "train.micro_batch", where, sizeof where), c->train.micro_batch, HS_ENDINGS,
+                HS_ENDINGS))
         tg_die(PROG, &e);
     run_setup(r);
     char what[CFG_PATH_MAX + 128];
