@@ -505,6 +505,7 @@ pp() { "$prep" --vocab-dir assets/vocab --out "$P/out/x" --val-tokens 4 "$@"; }
 export P
 export -f pp
 expect_fail prepare_missing_input -d "$P/out" -p "$P/missing\\.txt" -- pp --input "$P/missing.txt"
+expect_fail prepare_out_folder_missing -p "x\.lock: cannot open the lock file: the folder $P/nodir does not exist" -- "$prep" --vocab-dir assets/vocab --input "$P/good.txt" --out "$P/nodir/x"
 expect_fail prepare_second_input_missing -d "$P/out" -p "$P/missing\\.txt" -- pp --input "$P/good.txt" --input "$P/missing.txt"
 printf 'hello world\xff and more text\n' >"$P/bad_ff.txt"  # 0xff at byte 11
 expect_fail prepare_invalid_utf8 -d "$P/out" -p 'bad_ff\.txt' -p 'offset 11\b' -- pp --input "$P/bad_ff.txt"

@@ -185,6 +185,12 @@ static int lock_refused(const char *path, int fd, tg_err *e) {
 int fs_lock_take(const char *path, fs_lock *lock, tg_err *e) {
     *lock = (fs_lock){-1, false};
     const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == ENOENT) { /* O_CREAT: what is missing is a folder on the way */
+        const char *slash = strrchr(path, '/');
+        const int dir_len = slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path);
+        return tg_fail(e, "%s: cannot open the lock file: the folder %.*s does not exist", path, dir_len,
+                       slash == NULL ? "." : path);
+    }
     if (fd < 0) return tg_fail(e, "%s: cannot open the lock file: %s", path, strerror(errno));
     int rc = 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0)
