@@ -67,16 +67,16 @@ static int score_pass(run *r, const hs_set *s, int ex0, int n_ex, hs_buffers *b,
         return tg_fail(e, "parallel.sp: %d rows of %d tokens do not divide over parallel.tp = %d", rows, T, pad);
     memset(b->in, 0, (size_t)rows * T * sizeof *b->in);
     memset(b->tgt, 0, (size_t)rows * T * sizeof *b->tgt);
+    int n_rows = 0; /* the endings' rows, whose losses come back */
     for (int k = 0; k < n_ex * HS_ENDINGS; k++) {
         const hs_example *x = &s->ex[ex0 + k / HS_ENDINGS];
         int first;
         tally->cut += fill_row(x, k % HS_ENDINGS, T, b->in + (size_t)k * T, b->tgt + (size_t)k * T, &first);
         b->ending[k] = (gpt_rows_span){k * T + first, x->n_end[k % HS_ENDINGS]};
+        n_rows += b->ending[k].count;
     }
     /* The LM head only where an ending is predicted: most of a row is context or padding. */
     if (gpt_forward_rows(r->model, b->in, b->tgt, rows, T, b->ending, n_ex * HS_ENDINGS, e)) return -1;
-    int n_rows = 0;
-    for (int k = 0; k < n_ex * HS_ENDINGS; k++) n_rows += b->ending[k].count;
     gpt_losses_at(r->model, n_rows, b->losses);
     const float *row = b->losses;
     for (int i = 0; i < n_ex; i++) {
